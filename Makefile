@@ -1,0 +1,37 @@
+# leakpath: `make` builds bin/leakpath and its agent bin/libleakpath.so.
+GO ?= go
+CC ?= gcc
+
+AGENT_SRC := $(wildcard agent/*.c)
+AGENT_HDR := $(wildcard agent/*.h)
+# The agent runs inside every target: no frame-pointer omission (the hooks'
+# frames start each stack walk), unwind tables (C++ exceptions pass through
+# the operator new hooks), initial-exec TLS (no allocation on first touch),
+# and no builtin knowledge of the allocator functions it defines.
+AGENT_CFLAGS ?= -O2 -g -std=gnu11 -fPIC -Wall -Wextra -Wno-unused-parameter \
+	-fvisibility=hidden -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
+	-fasynchronous-unwind-tables -ftls-model=initial-exec \
+	-fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free
+
+.PHONY: all agent leakpath test demo bench clean fmt vet
+all: leakpath agent
+
+agent: bin/libleakpath.so
+bin/libleakpath.so: $(AGENT_SRC) $(AGENT_HDR)
+	@mkdir -p bin
+	$(CC) $(AGENT_CFLAGS) -shared -Wl,-z,nodelete -o $@ $(AGENT_SRC) -ldl -lpthread
+
+leakpath:
+	@mkdir -p bin
+	$(GO) build -o bin/leakpath ./cmd/leakpath
+
+test: all
+	$(GO) vet ./...
+	$(GO) test ./...
+
+demo: all
+	$(CC) -g -O0 -o bin/demo testdata/demo/demo.c
+	bin/leakpath run -- bin/demo
+
+clean:
+	rm -rf bin

@@ -1,0 +1,651 @@
+/*
+ * agent.c - the interposed allocator functions and the agent's life cycle
+ * (first use, threads, fork, exit).
+ *
+ * Every hook calls the real function found with dlsym(RTLD_NEXT) and
+ * records what happened: allocations after the real call (the address is
+ * known), frees before it (so the address cannot be handed out again by
+ * another thread before the collector sees it freed).
+ */
+#include "agent.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")));
+
+/* ring.c */
+LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id);
+LP_HIDDEN void lp_region_drop(void);
+LP_HIDDEN void lp_ring_init_key(void);
+LP_HIDDEN void lp_slot_exited(struct lp_thread *t);
+/* modules.c */
+LP_HIDDEN void lp_mod_lock_acquire(void);
+LP_HIDDEN void lp_mod_lock_release(void);
+
+static void *(*real_malloc)(size_t);
+static void *(*real_calloc)(size_t, size_t);
+static void *(*real_realloc)(void *, size_t);
+static void (*real_free)(void *);
+static void *(*real_memalign)(size_t, size_t);
+static int (*real_posix_memalign)(void **, size_t, size_t);
+static void *(*real_aligned_alloc)(size_t, size_t);
+static void *(*real_valloc)(size_t);
+static void *(*real_pvalloc)(size_t);
+static pid_t (*real_fork)(void);
+static int (*real_dlclose)(void *);
+static void (*real__exit)(int) __attribute__((noreturn));
+static void (*real__Exit)(int) __attribute__((noreturn));
+
+enum { LP_INIT_NONE, LP_INIT_RUNNING, LP_INIT_DONE };
+static int lp_init_state;
+static char lp_sock[PATH_MAX];
+static uint64_t lp_fork_seq;
+
+/* ---- bootstrap pool: dlsym's own calloc, before the real one is known ---- */
+
+static unsigned char lp_boot[64 * 1024] __attribute__((aligned(64)));
+static size_t lp_boot_used;
+
+static void *lp_boot_alloc(size_t n)
+{
+	size_t need = ((n + 15) & ~(size_t)15) + 16;
+	size_t at = __atomic_fetch_add(&lp_boot_used, need, __ATOMIC_RELAXED);
+	if (at + need > sizeof lp_boot)
+		return NULL;
+	memcpy(lp_boot + at, &n, sizeof n);
+	return lp_boot + at + 16; /* zero already: static storage */
+}
+
+static inline int lp_is_boot(const void *p)
+{
+	return (const unsigned char *)p >= lp_boot && (const unsigned char *)p < lp_boot + sizeof lp_boot;
+}
+
+static size_t lp_boot_size(const void *p)
+{
+	size_t n;
+	memcpy(&n, (const unsigned char *)p - 16, sizeof n);
+	return n;
+}
+
+/* ---- life cycle ---- */
+
+static void *lp_sym(const char *name)
+{
+	struct lp_thread *t = &lp_tls;
+	t->busy++;
+	void *f = dlsym(RTLD_NEXT, name);
+	t->busy--;
+	return f;
+}
+
+static void lp_write_clock(void)
+{
+	struct timespec m, r;
+	uint64_t ts = lp_ts();
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	clock_gettime(CLOCK_REALTIME, &r);
+	lp_hdr->clock_ts = ts;
+	lp_hdr->clock_mono = (uint64_t)m.tv_sec * 1000000000u + (uint64_t)m.tv_nsec;
+	lp_hdr->clock_real = (uint64_t)r.tv_sec * 1000000000u + (uint64_t)r.tv_nsec;
+	__atomic_store_n(&lp_hdr->agent_state, 1, __ATOMIC_RELEASE);
+}
+
+/* lp_start_recording attaches the calling thread and announces modules. */
+static void lp_start_recording(void)
+{
+	struct lp_thread *t = &lp_tls;
+	lp_write_clock();
+	if (lp_thread_attach(t) == 0)
+		lp_modules_refresh(t, 1);
+}
+
+static void lp_atfork_prepare(void);
+static void lp_atfork_parent(void);
+static void lp_atfork_child(void);
+static void lp_on_exit(int status, void *arg);
+
+static void lp_find_socket(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)lp_find_socket, &info) || !info.dli_fname)
+		return;
+	const char *slash = strrchr(info.dli_fname, '/');
+	if (!slash)
+		return;
+	size_t dir = (size_t)(slash - info.dli_fname);
+	static const char name[] = "/ctl.sock";
+	if (dir + sizeof name > sizeof lp_sock)
+		return;
+	memcpy(lp_sock, info.dli_fname, dir);
+	memcpy(lp_sock + dir, name, sizeof name);
+}
+
+static void lp_init(void)
+{
+	int expect = LP_INIT_NONE;
+	if (!__atomic_compare_exchange_n(&lp_init_state, &expect, LP_INIT_RUNNING, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (lp_tls.busy)
+			return; /* our own init, re-entered through dlsym */
+		while (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) != LP_INIT_DONE)
+			sched_yield();
+		return;
+	}
+	int saved = errno;
+	struct lp_thread *t = &lp_tls;
+	t->busy++;
+	real_calloc = dlsym(RTLD_NEXT, "calloc");
+	real_malloc = dlsym(RTLD_NEXT, "malloc");
+	real_realloc = dlsym(RTLD_NEXT, "realloc");
+	real_free = dlsym(RTLD_NEXT, "free");
+	real_memalign = dlsym(RTLD_NEXT, "memalign");
+	real_posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+	real_aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+	real_valloc = dlsym(RTLD_NEXT, "valloc");
+	real_pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	real_fork = dlsym(RTLD_NEXT, "fork");
+	real_dlclose = dlsym(RTLD_NEXT, "dlclose");
+	real__exit = dlsym(RTLD_NEXT, "_exit");
+	real__Exit = dlsym(RTLD_NEXT, "_Exit");
+	int ok = real_malloc && real_calloc && real_realloc && real_free && real_memalign &&
+		 real_posix_memalign && real_aligned_alloc && real_valloc && real_pvalloc;
+	if (ok) {
+		lp_modules_init();
+		lp_ring_init_key();
+		pthread_atfork(lp_atfork_prepare, lp_atfork_parent, lp_atfork_child);
+		on_exit(lp_on_exit, NULL);
+		lp_find_socket();
+		if (lp_sock[0] && lp_region_open(lp_sock, 0, 0) == 0)
+			lp_start_recording();
+	}
+	t->busy--;
+	errno = saved;
+	__atomic_store_n(&lp_init_state, LP_INIT_DONE, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor(101))) static void lp_constructor(void)
+{
+	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) == LP_INIT_NONE)
+		lp_init();
+}
+
+/* lp_child_reinit gives a fork child its own region: the parent's rings
+ * are no longer ours to write. */
+static void lp_child_reinit(void)
+{
+	struct lp_thread *t = &lp_tls;
+	t->forking = 0;
+	if (!lp_hdr)
+		return;
+	int parent = lp_hdr->pid;
+	uint64_t fid = t->fork_id;
+	t->busy++;
+	lp_region_drop();
+	if (lp_region_open(lp_sock, parent, fid) == 0)
+		lp_start_recording();
+	t->busy--;
+}
+
+/*
+ * lp_rec_slow decides whether the calling thread records now, doing the
+ * work of first use: initialising the agent, attaching the thread, and in
+ * a fork child switching to the child's own region. NULL: pass through.
+ */
+static __attribute__((noinline)) struct lp_thread *lp_rec_slow(struct lp_thread *t)
+{
+	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) != LP_INIT_DONE) {
+		lp_init();
+		if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) != LP_INIT_DONE)
+			return NULL;
+	}
+	if (t->busy || !lp_hdr)
+		return NULL;
+	if (t->forking) {
+		/* Between fork's handlers: the child must not touch the
+		 * parent's region. */
+		int saved = errno;
+		pid_t me = getpid();
+		errno = saved;
+		if (me != lp_hdr->pid) {
+			lp_child_reinit();
+			if (!lp_hdr)
+				return NULL;
+		}
+	}
+	if (t->state == 0 || t->gen != lp_region_gen) {
+		if (lp_thread_attach(t) != 0)
+			return NULL;
+		return t;
+	}
+	return t->state == 1 ? t : NULL;
+}
+
+static inline struct lp_thread *lp_rec_thread(void)
+{
+	struct lp_thread *t = &lp_tls;
+	if (LP_LIKELY(t->state == 1 && t->gen == lp_region_gen && !t->busy && !t->forking))
+		return t;
+	return lp_rec_slow(t);
+}
+
+static void lp_atfork_prepare(void)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (t) {
+		uint64_t id = __atomic_add_fetch(&lp_fork_seq, 1, __ATOMIC_RELAXED);
+		uint64_t w[3] = {LP_HDR(LP_REC_FORK, 0, 3, 0), 0, id};
+		lp_put(t, w, 3);
+		t->fork_id = id;
+	}
+	lp_tls.forking = 1;
+	lp_mod_lock_acquire();
+}
+
+static void lp_atfork_parent(void)
+{
+	lp_mod_lock_release();
+	lp_tls.forking = 0;
+}
+
+static void lp_atfork_child(void)
+{
+	lp_mod_lock_release();
+	if (lp_tls.forking)
+		lp_child_reinit();
+}
+
+static void lp_on_exit(int status, void *arg)
+{
+	(void)arg;
+	struct lp_thread *t = lp_rec_thread();
+	if (t) {
+		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, LP_EXIT_EXIT};
+		lp_put(t, w, 3);
+	}
+}
+
+void lp_note_thread_exit(void)
+{
+	struct lp_thread *t = &lp_tls;
+	if (t->state != 1 || t->gen != lp_region_gen || t->busy)
+		return;
+	uint64_t w[2] = {LP_HDR(LP_REC_THREAD_EXIT, 0, 2, (uint32_t)t->tid), 0};
+	lp_put(t, w, 2);
+	lp_slot_exited(t);
+}
+
+/* ---- recording ---- */
+
+static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned fn, void *p,
+						    size_t n, void *fp)
+{
+	uint32_t sid = lp_stack_id(t, fp);
+	uint64_t w[4] = {LP_HDR(LP_REC_ALLOC, fn, 4, sid), 0, (uint64_t)p, (uint64_t)n};
+	lp_put(t, w, 4);
+}
+
+static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
+{
+	uint32_t sid = lp_free_stacks ? lp_stack_id(t, fp) : 0;
+	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), 0, (uint64_t)p};
+	lp_put(t, w, 3);
+}
+
+static void lp_rec_realloc_begin(struct lp_thread *t, void *p)
+{
+	uint64_t w[3] = {LP_HDR(LP_REC_REALLOC_BEGIN, LP_FN_REALLOC, 3, 0), 0, (uint64_t)p};
+	lp_put(t, w, 3);
+}
+
+static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsigned fn, void *old,
+						      void *p, size_t n, void *fp)
+{
+	uint32_t sid = lp_stack_id(t, fp);
+	uint64_t w[5] = {LP_HDR(LP_REC_REALLOC, fn, 5, sid), 0, (uint64_t)old, (uint64_t)p, (uint64_t)n};
+	lp_put(t, w, 5);
+}
+
+#define LP_FP() __builtin_frame_address(0)
+
+/* ---- the C allocator ---- */
+
+LP_EXPORT void *malloc(size_t n)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_malloc))
+		return lp_boot_alloc(n);
+	void *p = real_malloc(n);
+	if (t)
+		lp_rec_alloc(t, LP_FN_MALLOC, p, n, LP_FP());
+	return p;
+}
+
+LP_EXPORT void *calloc(size_t nmemb, size_t size)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_calloc)) {
+		size_t n;
+		if (__builtin_mul_overflow(nmemb, size, &n))
+			return NULL;
+		return lp_boot_alloc(n);
+	}
+	void *p = real_calloc(nmemb, size);
+	if (t) {
+		size_t n;
+		if (__builtin_mul_overflow(nmemb, size, &n))
+			n = SIZE_MAX;
+		lp_rec_alloc(t, LP_FN_CALLOC, p, n, LP_FP());
+	}
+	return p;
+}
+
+LP_EXPORT void free(void *p)
+{
+	if (!p || LP_UNLIKELY(lp_is_boot(p)))
+		return;
+	struct lp_thread *t = lp_rec_thread();
+	if (t)
+		lp_rec_free(t, LP_FN_FREE, p, LP_FP());
+	real_free(p);
+}
+
+static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
+{
+	if (LP_UNLIKELY(lp_is_boot(old))) {
+		size_t had = lp_boot_size(old);
+		void *p = malloc(n);
+		if (p)
+			memcpy(p, old, had < n ? had : n);
+		return p;
+	}
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_realloc))
+		return old ? NULL : lp_boot_alloc(n);
+	if (!t)
+		return real_realloc(old, n);
+	if (old)
+		lp_rec_realloc_begin(t, old);
+	void *p = real_realloc(old, n);
+	lp_rec_realloc(t, fn, old, p, n, fp);
+	return p;
+}
+
+LP_EXPORT void *realloc(void *old, size_t n)
+{
+	return lp_realloc(old, n, LP_FN_REALLOC, LP_FP());
+}
+
+LP_EXPORT void *reallocarray(void *old, size_t nmemb, size_t size)
+{
+	size_t n;
+	if (__builtin_mul_overflow(nmemb, size, &n)) {
+		struct lp_thread *t = lp_rec_thread();
+		if (t)
+			lp_rec_realloc(t, LP_FN_REALLOCARRAY, old, NULL, SIZE_MAX, LP_FP());
+		errno = ENOMEM;
+		return NULL;
+	}
+	return lp_realloc(old, n, LP_FN_REALLOCARRAY, LP_FP());
+}
+
+LP_EXPORT void *memalign(size_t align, size_t n)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_memalign))
+		return NULL;
+	void *p = real_memalign(align, n);
+	if (t)
+		lp_rec_alloc(t, LP_FN_MEMALIGN, p, n, LP_FP());
+	return p;
+}
+
+LP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_posix_memalign))
+		return ENOMEM;
+	int rc = real_posix_memalign(out, align, n);
+	if (t)
+		lp_rec_alloc(t, LP_FN_POSIX_MEMALIGN, rc == 0 ? *out : NULL, n, LP_FP());
+	return rc;
+}
+
+LP_EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_aligned_alloc))
+		return NULL;
+	void *p = real_aligned_alloc(align, n);
+	if (t)
+		lp_rec_alloc(t, LP_FN_ALIGNED_ALLOC, p, n, LP_FP());
+	return p;
+}
+
+LP_EXPORT void *valloc(size_t n)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_valloc))
+		return NULL;
+	void *p = real_valloc(n);
+	if (t)
+		lp_rec_alloc(t, LP_FN_VALLOC, p, n, LP_FP());
+	return p;
+}
+
+LP_EXPORT void *pvalloc(size_t n)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (LP_UNLIKELY(!real_pvalloc))
+		return NULL;
+	void *p = real_pvalloc(n);
+	if (t)
+		lp_rec_alloc(t, LP_FN_PVALLOC, p, n, LP_FP());
+	return p;
+}
+
+/* ---- C++ operators ----
+ *
+ * When the next operator new is libstdc++'s, the hook does what libstdc++
+ * does (allocate; on failure call the new-handler or throw bad_alloc), so
+ * that it records once and with its own kind. The throw passes through
+ * this frame by its unwind tables; no state needs restoring. Any other
+ * operator new (a replacement in a library) is called through with
+ * recording suspended, so its own malloc calls are not counted twice.
+ * The nothrow forms are not interposed: libstdc++ implements them by
+ * calling the plain forms inside a try block.
+ */
+
+typedef void (*lp_handler_t)(void);
+static lp_handler_t (*lp_get_new_handler)(void);
+typedef void (*lp_thrower_t)(void) __attribute__((noreturn));
+static lp_thrower_t lp_throw_bad_alloc;
+
+/* lp_cxx_mode: 0 unknown, 1 libstdc++ (own loop), 2 call through. */
+static int lp_cxx_mode(void *real)
+{
+	static int mode;
+	if (LP_LIKELY(mode))
+		return mode;
+	Dl_info info;
+	struct lp_thread *t = &lp_tls;
+	t->busy++;
+	int m = 2;
+	if (real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
+		lp_get_new_handler = (lp_handler_t (*)(void))dlsym(RTLD_NEXT, "_ZSt15get_new_handlerv");
+		lp_throw_bad_alloc = (lp_thrower_t)dlsym(RTLD_NEXT, "_ZSt17__throw_bad_allocv");
+		if (lp_get_new_handler && lp_throw_bad_alloc)
+			m = 1;
+	}
+	t->busy--;
+	mode = m;
+	return m;
+}
+
+/* lp_cxx_alloc allocates like libstdc++'s operator new (align 0) or its
+ * aligned form. */
+static void *lp_cxx_alloc(size_t n, size_t align)
+{
+	if (n == 0)
+		n = 1;
+	if (align) {
+		if (align & (align - 1))
+			lp_throw_bad_alloc();
+		n = (n + align - 1) & ~(align - 1);
+	}
+	for (;;) {
+		void *p = align ? real_aligned_alloc(align, n) : real_malloc(n);
+		if (LP_LIKELY(p != NULL))
+			return p;
+		lp_handler_t h = lp_get_new_handler();
+		if (!h)
+			lp_throw_bad_alloc();
+		h();
+	}
+}
+
+#define LP_NEW(name, fn, decl, args, align)                                            \
+	LP_EXPORT void *name decl                                                      \
+	{                                                                              \
+		static void *(*real) decl;                                             \
+		if (LP_UNLIKELY(!real))                                                \
+			real = (void *(*) decl)lp_sym(#name);                          \
+		struct lp_thread *t = lp_rec_thread();                                 \
+		void *p;                                                               \
+		if (LP_LIKELY(lp_cxx_mode((void *)real) == 1)) {                       \
+			p = lp_cxx_alloc(n, align);                                    \
+		} else {                                                               \
+			if (!real)                                                     \
+				abort();                                               \
+			if (t)                                                         \
+				t->busy++;                                             \
+			p = real args;                                                 \
+			if (t)                                                         \
+				t->busy--;                                             \
+		}                                                                      \
+		if (t)                                                                 \
+			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
+		return p;                                                              \
+	}
+
+#define LP_DELETE(name, fn, decl, args)                                                \
+	LP_EXPORT void name decl                                                       \
+	{                                                                              \
+		static void (*real) decl;                                              \
+		if (LP_UNLIKELY(!real))                                                \
+			real = (void (*) decl)lp_sym(#name);                           \
+		if (!p || LP_UNLIKELY(lp_is_boot(p)))                                  \
+			return;                                                        \
+		struct lp_thread *t = lp_rec_thread();                                 \
+		if (t) {                                                               \
+			lp_rec_free(t, fn, p, LP_FP());                                \
+			t->busy++;                                                     \
+		}                                                                      \
+		if (real)                                                              \
+			real args;                                                     \
+		else                                                                   \
+			real_free(p);                                                  \
+		if (t)                                                                 \
+			t->busy--;                                                     \
+	}
+
+/* std::align_val_t and const std::nothrow_t& as the ABI passes them. */
+typedef size_t lp_align_t;
+typedef const void *lp_nothrow_t;
+
+LP_NEW(_Znwm, LP_FN_NEW, (size_t n), (n), 0)
+LP_NEW(_Znam, LP_FN_NEW_ARRAY, (size_t n), (n), 0)
+LP_NEW(_ZnwmSt11align_val_t, LP_FN_NEW, (size_t n, lp_align_t al), (n, al), al)
+LP_NEW(_ZnamSt11align_val_t, LP_FN_NEW_ARRAY, (size_t n, lp_align_t al), (n, al), al)
+
+LP_DELETE(_ZdlPv, LP_FN_DELETE, (void *p), (p))
+LP_DELETE(_ZdaPv, LP_FN_DELETE_ARRAY, (void *p), (p))
+LP_DELETE(_ZdlPvm, LP_FN_DELETE, (void *p, size_t n), (p, n))
+LP_DELETE(_ZdaPvm, LP_FN_DELETE_ARRAY, (void *p, size_t n), (p, n))
+LP_DELETE(_ZdlPvRKSt9nothrow_t, LP_FN_DELETE, (void *p, lp_nothrow_t nt), (p, nt))
+LP_DELETE(_ZdaPvRKSt9nothrow_t, LP_FN_DELETE_ARRAY, (void *p, lp_nothrow_t nt), (p, nt))
+LP_DELETE(_ZdlPvSt11align_val_t, LP_FN_DELETE, (void *p, lp_align_t al), (p, al))
+LP_DELETE(_ZdaPvSt11align_val_t, LP_FN_DELETE_ARRAY, (void *p, lp_align_t al), (p, al))
+LP_DELETE(_ZdlPvmSt11align_val_t, LP_FN_DELETE, (void *p, size_t n, lp_align_t al), (p, n, al))
+LP_DELETE(_ZdaPvmSt11align_val_t, LP_FN_DELETE_ARRAY, (void *p, size_t n, lp_align_t al),
+	  (p, n, al))
+LP_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, LP_FN_DELETE,
+	  (void *p, lp_align_t al, lp_nothrow_t nt), (p, al, nt))
+LP_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, LP_FN_DELETE_ARRAY,
+	  (void *p, lp_align_t al, lp_nothrow_t nt), (p, al, nt))
+
+/* ---- process events ---- */
+
+LP_EXPORT pid_t fork(void)
+{
+	if (LP_UNLIKELY(!real_fork)) {
+		real_fork = lp_sym("fork");
+		if (!real_fork) {
+			errno = ENOSYS;
+			return -1;
+		}
+	}
+	pid_t pid = real_fork();
+	if (pid != 0) {
+		int saved = errno;
+		struct lp_thread *t = lp_rec_thread();
+		if (t && t->fork_id) {
+			uint64_t w[4] = {LP_HDR(LP_REC_FORK_DONE, 0, 4, 0), 0, t->fork_id,
+					 (uint64_t)(int64_t)(pid > 0 ? pid : -saved)};
+			lp_put(t, w, 4);
+			t->fork_id = 0;
+		}
+		errno = saved;
+	}
+	return pid;
+}
+
+LP_EXPORT int dlclose(void *h)
+{
+	if (LP_UNLIKELY(!real_dlclose))
+		real_dlclose = lp_sym("dlclose");
+	int rc = real_dlclose(h);
+	struct lp_thread *t = lp_rec_thread();
+	if (t)
+		lp_modules_refresh(t, 0);
+	return rc;
+}
+
+static void lp_note_exit(int status, unsigned how)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (t) {
+		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
+		lp_put(t, w, 3);
+	}
+}
+
+LP_EXPORT void _exit(int status)
+{
+	lp_note_exit(status, LP_EXIT__EXIT);
+	if (!real__exit)
+		real__exit = lp_sym("_exit");
+	if (real__exit)
+		real__exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+LP_EXPORT void _Exit(int status)
+{
+	lp_note_exit(status, LP_EXIT__EXIT);
+	if (!real__Exit)
+		real__Exit = lp_sym("_Exit");
+	if (real__Exit)
+		real__Exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}

@@ -1,0 +1,115 @@
+/*
+ * agent.h - internals of the preload agent (libleakpath.so) shared between
+ * its source files. Nothing here is visible to the target: the library is
+ * built with -fvisibility=hidden and exports only the interposed functions.
+ *
+ * Rules for every line of agent code:
+ *  - never allocate through the hooked allocator on the recording path;
+ *    anything that may allocate runs with t->busy set;
+ *  - never print, never touch errno visibly, never install signal handlers;
+ *  - if anything is wrong (no collector, no memory), pass through silently.
+ */
+#ifndef LP_AGENT_H
+#define LP_AGENT_H
+
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lp_wire.h"
+
+#define LP_HIDDEN __attribute__((visibility("hidden")))
+#define LP_EXPORT __attribute__((visibility("default")))
+#define LP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+struct lp_stacktab;
+struct lp_ucache;
+
+/* lp_thread is the per-thread state, in initial-exec TLS (no allocation on
+ * first touch, unlike dynamic TLS). Zero means "not initialised yet". */
+struct lp_thread {
+	int state;        /* 0 new, 1 recording, 2 pass-through (no slot) */
+	int busy;         /* >0 while agent code that may allocate runs */
+	int depth;        /* record writers active on this thread (signals nest) */
+	int tid;
+	int forking;         /* between fork's prepare and parent/child handlers */
+	uint64_t fork_id;    /* id of this thread's fork in progress */
+	uint32_t slot_index;
+	struct lp_slot *slot;
+	unsigned char *ring;
+	uint64_t res;        /* bytes reserved in the ring (>= slot->head) */
+	uint64_t tail_seen;  /* last tail read from the collector */
+	uint64_t gen;        /* lp_region_gen this state belongs to */
+	uintptr_t stack_hi;  /* highest address of this thread's stack */
+	uintptr_t stack_lo;
+	struct lp_stacktab *stacks;
+	struct lp_ucache *ucache;
+};
+
+extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")));
+
+/* Process-wide recording state. */
+extern struct lp_header *lp_hdr;   /* NULL: not recording */
+extern uint64_t lp_region_gen;      /* bumped each time the region changes (fork) */
+extern int lp_free_stacks;          /* capture stacks of frees */
+extern unsigned lp_max_depth;
+extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */
+
+/* ring.c */
+LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
+LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
+LP_HIDDEN uint64_t lp_now(void);
+LP_HIDDEN int lp_collector_alive(void);
+
+/* stacktab.c */
+LP_HIDDEN uint32_t lp_stack_id(struct lp_thread *t, void *fp);
+LP_HIDDEN struct lp_stacktab *lp_stacktab_new(void);
+LP_HIDDEN void lp_stacktab_reset(struct lp_stacktab *s);
+
+/* unwind.c */
+LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max);
+LP_HIDDEN struct lp_ucache *lp_ucache_new(void);
+
+/* modules.c */
+LP_HIDDEN void lp_modules_init(void);
+LP_HIDDEN void lp_modules_refresh(struct lp_thread *t, int announce_all);
+LP_HIDDEN const struct lp_module *lp_module_of(uintptr_t pc);
+LP_HIDDEN uint64_t lp_modules_gen(void);
+
+struct lp_module {
+	uintptr_t lo, hi;       /* lowest and highest mapped address of its PT_LOADs */
+	uintptr_t bias;         /* dlpi_addr */
+	const unsigned char *eh_hdr;  /* .eh_frame_hdr in memory, or NULL */
+	uint32_t id;
+	uint32_t seen;          /* refresh bookkeeping */
+	const void *phdr;       /* dlpi_phdr: identifies the load */
+};
+
+/* mem.c: memory for the agent itself, straight from mmap. */
+LP_HIDDEN void *lp_mmap(size_t bytes);
+LP_HIDDEN void lp_munmap(void *p, size_t bytes);
+
+/* agent.c */
+LP_HIDDEN void lp_note_thread_exit(void);
+
+static inline uint64_t lp_rdtsc(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+#else
+	return lp_now();
+#endif
+}
+
+/* lp_ts is the timestamp of a record: TSC ticks when the collector found
+ * the TSC reliable, else CLOCK_MONOTONIC nanoseconds. */
+static inline uint64_t lp_ts(void)
+{
+	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc() : lp_now();
+}
+
+#endif

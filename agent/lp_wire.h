@@ -1,0 +1,180 @@
+/*
+ * lp_wire.h - the layout shared by the agent (C, in the target) and the
+ * collector (Go, internal/wire). Any change here is a change of the wire
+ * version: bump LP_WIRE_VERSION and mirror it in internal/wire/layout.go
+ * (a Go test compiles this header and compares every constant and offset).
+ *
+ * One region (a memfd created by the collector) per recorded process image:
+ *
+ *   [0, LP_HEADER_SIZE)                 struct lp_header
+ *   [LP_HEADER_SIZE, +slots*128)        struct lp_slot, one per ring
+ *   [data_offset, +slots*ring_size)     ring data, ring i at data_offset+i*ring_size
+ *
+ * A ring belongs to one thread at a time. The thread (producer) appends
+ * records at head; the collector (consumer) reads [tail, head) and advances
+ * tail. head and tail count bytes since the ring was created and never wrap;
+ * the byte offset in the ring is head % ring_size. A record never straddles
+ * the end of the ring: the producer fills the rest with a PAD record.
+ *
+ * Every record is a whole number of 8-byte words, little endian. Word 0 is
+ * the record header:
+ *   bits  0..7   type  (LP_REC_*)
+ *   bits  8..15  fn    (LP_FN_* for heap records, else 0)
+ *   bits 16..31  length in words, header included (>= 1)
+ *   bits 32..63  aux   (type specific, see each record)
+ */
+#ifndef LP_WIRE_H
+#define LP_WIRE_H
+
+#include <stdint.h>
+
+#define LP_WIRE_VERSION 1u
+#define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
+#define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
+
+#define LP_HEADER_SIZE 4096u
+#define LP_SLOT_SIZE 128u
+#define LP_MAX_DEPTH 128u
+
+/* Record types. */
+enum {
+	LP_REC_PAD = 1,           /* skip: len words of nothing */
+	LP_REC_ALLOC = 2,         /* aux=stack; w1 ts, w2 addr (0: failed), w3 size */
+	LP_REC_FREE = 3,          /* aux=stack (0: none); w1 ts, w2 addr */
+	LP_REC_REALLOC_BEGIN = 4, /* aux=0; w1 ts, w2 old addr (before the real call) */
+	LP_REC_REALLOC = 5,       /* aux=stack; w1 ts, w2 old, w3 new (0: failed or freed), w4 size */
+	LP_REC_STACK = 6,         /* aux=stack id; w1.. frames (len-1 of them), innermost first */
+	LP_REC_MODULE = 7,        /* aux=module id; see struct layout below */
+	LP_REC_MODULE_UNLOAD = 8, /* aux=module id; w1 ts */
+	LP_REC_THREAD_START = 9,  /* aux=tid; w1 ts, w2 pthread_self */
+	LP_REC_THREAD_EXIT = 10,  /* aux=tid; w1 ts */
+	LP_REC_FORK = 11,         /* aux=0; w1 ts, w2 fork id (parent, before fork) */
+	LP_REC_FORK_DONE = 12,    /* aux=0; w1 ts, w2 fork id, w3 child pid or -errno */
+	LP_REC_EXEC = 13,         /* aux=path bytes; w1 ts, then the path, NUL padded */
+	LP_REC_EXEC_FAILED = 14,  /* aux=errno; w1 ts */
+	LP_REC_EXIT = 15,         /* aux=status; w1 ts, w2 how (LP_EXIT_*) */
+	LP_REC_CLOCK = 16,        /* aux=0; w1 ts, w2 CLOCK_MONOTONIC ns, w3 CLOCK_REALTIME ns */
+	LP_REC_THREAD_NAME = 17,  /* aux=tid; w1 ts, then the name, NUL padded */
+	LP_REC_MAX = 17
+};
+
+/*
+ * LP_REC_MODULE: w1 ts, w2 load bias, w3 = path_len | build_id_len << 32 |
+ * nseg << 48 (nseg <= 255), then nseg PT_LOAD segments of 3 words
+ * (p_vaddr, p_memsz, p_flags | p_offset << 32), then the build id bytes
+ * padded to a word, then the path bytes padded to a word.
+ */
+
+/* Allocator functions: the fn field of heap records. */
+enum {
+	LP_FN_MALLOC = 1,
+	LP_FN_CALLOC = 2,
+	LP_FN_REALLOC = 3,
+	LP_FN_REALLOCARRAY = 4,
+	LP_FN_FREE = 5,
+	LP_FN_MEMALIGN = 6,
+	LP_FN_POSIX_MEMALIGN = 7,
+	LP_FN_ALIGNED_ALLOC = 8,
+	LP_FN_VALLOC = 9,
+	LP_FN_PVALLOC = 10,
+	LP_FN_NEW = 11,           /* operator new(size_t) and its nothrow/aligned forms */
+	LP_FN_NEW_ARRAY = 12,     /* operator new[] and its forms */
+	LP_FN_DELETE = 13,        /* operator delete and its sized/aligned/nothrow forms */
+	LP_FN_DELETE_ARRAY = 14,  /* operator delete[] and its forms */
+	LP_FN_MAX = 14
+};
+
+/* How a process image ended, LP_REC_EXIT w2. */
+enum {
+	LP_EXIT_EXIT = 1,  /* exit() or return from main: aux is the status */
+	LP_EXIT__EXIT = 2, /* _exit()/_Exit(): aux is the status */
+};
+
+/* Slot states (struct lp_slot.state). */
+enum {
+	LP_SLOT_FREE = 0,   /* no owner; a thread may claim it (CAS to ACTIVE) */
+	LP_SLOT_ACTIVE = 1, /* owned by the thread in .tid */
+	LP_SLOT_EXITED = 2, /* the thread wrote THREAD_EXIT; it may still append
+	                       until it is gone; the collector frees the slot */
+};
+
+/* Header flags. */
+enum {
+	LP_HF_CLOCK_TSC = 1,     /* ts are TSC ticks; else CLOCK_MONOTONIC ns */
+	LP_HF_FREE_STACKS = 2,   /* set by the collector: capture stacks of frees */
+};
+
+/* Collector states (struct lp_header.collector_state). */
+enum {
+	LP_COLLECTOR_ALIVE = 1,
+	LP_COLLECTOR_GONE = 2, /* the agent stops recording and passes through */
+};
+
+struct lp_header {
+	uint64_t magic;          /* LP_REGION_MAGIC */
+	uint32_t version;        /* LP_WIRE_VERSION */
+	uint32_t header_size;    /* LP_HEADER_SIZE */
+	uint32_t slot_count;
+	uint32_t ring_size;      /* bytes, power of two */
+	uint64_t data_offset;    /* offset of ring 0's data */
+	uint64_t region_size;
+	uint32_t flags;          /* LP_HF_*; written by the collector before handing over */
+	uint32_t max_depth;      /* frames per stack, <= LP_MAX_DEPTH */
+	int32_t collector_pid;
+	int32_t pid;             /* the recorded process */
+	/* written by the agent */
+	uint32_t slots_used;     /* 1 + highest slot index ever claimed */
+	uint32_t agent_state;    /* 1 once the agent wrote its first records */
+	uint64_t next_stack_id;  /* atomic; stack ids start at 1 */
+	uint64_t next_module_id; /* atomic; module ids start at 1 */
+	uint64_t clock_ts;       /* ts, CLOCK_MONOTONIC and CLOCK_REALTIME ns */
+	uint64_t clock_mono;     /*   read together at agent start */
+	uint64_t clock_real;
+	uint64_t lost_records;   /* records the agent could not write (detached) */
+	uint64_t pad0[2];
+	/* futex words, each on its own cache line */
+	uint32_t doorbell;       /* offset 128: producers bump + wake the collector */
+	uint32_t collector_sleeping;
+	uint64_t pad1[7];
+	uint32_t progress;       /* offset 192: the collector bumps + wakes producers */
+	uint32_t producers_waiting;
+	uint64_t pad2[7];
+	uint32_t collector_state; /* offset 256: LP_COLLECTOR_* */
+	uint32_t pad3;
+};
+
+struct lp_slot {
+	/* producer line */
+	uint64_t head;  /* bytes committed (store-release by the producer) */
+	uint32_t state; /* LP_SLOT_* */
+	int32_t tid;
+	uint64_t pad0[6];
+	/* consumer line */
+	uint64_t tail;  /* bytes consumed (store-release by the collector) */
+	uint64_t pad1[7];
+};
+
+/*
+ * Registration: the agent connects to the collector's unix socket and sends
+ * one struct lp_hello; the collector answers with one struct lp_welcome and,
+ * when status is 0, the region's memfd as SCM_RIGHTS.
+ */
+struct lp_hello {
+	uint64_t magic;    /* LP_HELLO_MAGIC */
+	uint32_t version;  /* LP_WIRE_VERSION */
+	int32_t pid;
+	int32_t ppid;
+	int32_t parent_pid; /* the process this one forked from, or 0 */
+	uint64_t fork_id;   /* the parent's fork id, or 0 (a fresh image) */
+};
+
+struct lp_welcome {
+	uint64_t magic;   /* LP_HELLO_MAGIC */
+	int32_t status;   /* 0: a memfd follows; else do not record */
+	uint32_t pad;
+};
+
+#define LP_HDR(type, fn, words, aux) \
+	((uint64_t)(type) | (uint64_t)(fn) << 8 | (uint64_t)(words) << 16 | (uint64_t)(aux) << 32)
+
+#endif

@@ -1,0 +1,282 @@
+/*
+ * modules.c - the loaded modules (executable, shared libraries, vdso): for
+ * the unwinder (where is .eh_frame_hdr for this pc) and for the collector
+ * (MODULE and MODULE_UNLOAD records with path, load bias, segments and
+ * build id, so that addresses can be symbolized after the run).
+ *
+ * Readers (the unwinder, on any thread) take no lock: they read a published
+ * snapshot. Writers (init, dlopen, dlclose, an unknown pc) serialise on a
+ * spinlock, build a new snapshot and publish it. Old snapshots are never
+ * freed, since a reader may still hold one; they are small and rare.
+ */
+#include "agent.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+
+struct lp_modsnap {
+	uint32_t n, cap;
+	struct lp_module m[];
+};
+
+static struct lp_modsnap *lp_mods;     /* published snapshot, sorted by lo */
+static int lp_mod_lock;
+static uint64_t lp_mod_gen = 1;        /* bumped when a module goes away */
+static unsigned long long lp_adds = ~0ull, lp_subs = ~0ull;
+static char lp_exe[PATH_MAX];
+static size_t lp_exe_len;
+
+/* Scratch for one refresh, guarded by lp_mod_lock. */
+static struct lp_modsnap *lp_next;
+static size_t lp_next_bytes;
+static uint64_t lp_modrec[3 + 255 * 3 + 8 + PATH_MAX / 8 + 1];
+
+LP_HIDDEN void lp_mod_lock_acquire(void)
+{
+	while (__atomic_exchange_n(&lp_mod_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+LP_HIDDEN void lp_mod_lock_release(void)
+{
+	__atomic_store_n(&lp_mod_lock, 0, __ATOMIC_RELEASE);
+}
+
+uint64_t lp_modules_gen(void)
+{
+	return __atomic_load_n(&lp_mod_gen, __ATOMIC_ACQUIRE);
+}
+
+const struct lp_module *lp_module_of(uintptr_t pc)
+{
+	struct lp_modsnap *s = __atomic_load_n(&lp_mods, __ATOMIC_ACQUIRE);
+	if (!s)
+		return NULL;
+	uint32_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (s->m[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	const struct lp_module *m = &s->m[lo - 1];
+	return pc < m->hi ? m : NULL;
+}
+
+static const struct lp_module *lp_find_load(struct lp_modsnap *s, const void *phdr, uintptr_t bias)
+{
+	if (!s)
+		return NULL;
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->m[i].phdr == phdr && s->m[i].bias == bias)
+			return &s->m[i];
+	return NULL;
+}
+
+static size_t lp_build_id(const struct dl_phdr_info *info, const unsigned char **out)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+		const unsigned char *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			const unsigned char *name = p + sizeof *nh;
+			const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
+			const unsigned char *next = desc + ((nh->n_descsz + 3) & ~3u);
+			if (next > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    memcmp(name, "GNU", 4) == 0 && nh->n_descsz > 0 && nh->n_descsz <= 64) {
+				*out = desc;
+				return nh->n_descsz;
+			}
+			p = next;
+		}
+	}
+	return 0;
+}
+
+static void lp_emit_module(struct lp_thread *t, const struct dl_phdr_info *info,
+			   const char *path, size_t plen, uint32_t id)
+{
+	if (!t || t->state != 1)
+		return;
+	if (plen > PATH_MAX - 1)
+		plen = PATH_MAX - 1;
+	const unsigned char *bid = NULL;
+	size_t blen = lp_build_id(info, &bid);
+	uint64_t *w = lp_modrec;
+	unsigned n = 4, nseg = 0;
+	for (int i = 0; i < info->dlpi_phnum && nseg < 255; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		w[n++] = ph->p_vaddr;
+		w[n++] = ph->p_memsz;
+		w[n++] = (uint64_t)ph->p_flags | (uint64_t)ph->p_offset << 32;
+		nseg++;
+	}
+	size_t bw = (blen + 7) / 8, pw = (plen + 7) / 8;
+	memset(&w[n], 0, (bw + pw) * 8);
+	if (blen)
+		memcpy(&w[n], bid, blen);
+	n += (unsigned)bw;
+	memcpy(&w[n], path, plen);
+	n += (unsigned)pw;
+	w[0] = LP_HDR(LP_REC_MODULE, 0, n, id);
+	w[1] = 0;
+	w[2] = info->dlpi_addr;
+	w[3] = (uint64_t)plen | (uint64_t)blen << 32 | (uint64_t)nseg << 48;
+	lp_put(t, w, n);
+}
+
+struct lp_refresh {
+	struct lp_thread *t;
+	struct lp_modsnap *old;
+	int announce_all;
+	int overflow;
+};
+
+static int lp_refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct lp_refresh *r = arg;
+	(void)size;
+	if (lp_next->n >= lp_next->cap) {
+		r->overflow = 1;
+		return 1;
+	}
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	const unsigned char *eh = NULL;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+			if (a < lo)
+				lo = a;
+			if (a + ph->p_memsz > hi)
+				hi = a + ph->p_memsz;
+		} else if (ph->p_type == PT_GNU_EH_FRAME) {
+			eh = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+		}
+	}
+	if (hi <= lo)
+		return 0;
+	const struct lp_module *prev = lp_find_load(r->old, info->dlpi_phdr, info->dlpi_addr);
+	struct lp_module *m = &lp_next->m[lp_next->n++];
+	m->lo = lo;
+	m->hi = hi;
+	m->bias = info->dlpi_addr;
+	m->eh_hdr = eh;
+	m->phdr = info->dlpi_phdr;
+	m->seen = 0;
+	if (prev && !r->announce_all) {
+		m->id = prev->id;
+		return 0;
+	}
+	m->id = lp_hdr ? (uint32_t)__atomic_add_fetch(&lp_hdr->next_module_id, 1, __ATOMIC_RELAXED) : 0;
+	const char *path = info->dlpi_name;
+	size_t plen = path ? strlen(path) : 0;
+	if (plen == 0 && lp_next->n == 1) {
+		path = lp_exe;
+		plen = lp_exe_len;
+	}
+	lp_emit_module(r->t, info, path ? path : "", plen, m->id);
+	return 0;
+}
+
+static int lp_counts_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	unsigned long long *c = arg;
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+		c[0] = info->dlpi_adds;
+		c[1] = info->dlpi_subs;
+	}
+	return 1;
+}
+
+static void lp_sort(struct lp_modsnap *s)
+{
+	for (uint32_t i = 1; i < s->n; i++) {
+		struct lp_module m = s->m[i];
+		uint32_t j = i;
+		while (j > 0 && s->m[j - 1].lo > m.lo) {
+			s->m[j] = s->m[j - 1];
+			j--;
+		}
+		s->m[j] = m;
+	}
+}
+
+/*
+ * lp_modules_refresh brings the module table up to date with the dynamic
+ * loader and tells the collector what changed. announce_all re-announces
+ * every module (a fresh region after fork). Cheap when nothing changed.
+ */
+void lp_modules_refresh(struct lp_thread *t, int announce_all)
+{
+	int saved = errno;
+	t->busy++;
+	lp_mod_lock_acquire();
+	unsigned long long c[2] = {0, 0};
+	dl_iterate_phdr(lp_counts_cb, c);
+	struct lp_modsnap *old = lp_mods;
+	if (!announce_all && old && c[0] == lp_adds && c[1] == lp_subs)
+		goto out;
+	for (uint32_t cap = old ? old->n + 16 : 64;; cap *= 2) {
+		size_t bytes = sizeof *lp_next + (size_t)cap * sizeof(struct lp_module);
+		if (bytes > lp_next_bytes) {
+			lp_munmap(lp_next, lp_next_bytes);
+			lp_next = lp_mmap(bytes);
+			lp_next_bytes = lp_next ? bytes : 0;
+			if (!lp_next)
+				goto out;
+		}
+		lp_next->n = 0;
+		lp_next->cap = cap;
+		struct lp_refresh r = {.t = t, .old = old, .announce_all = announce_all};
+		dl_iterate_phdr(lp_refresh_cb, &r);
+		if (!r.overflow)
+			break;
+	}
+	/* Modules of the old table that are gone. */
+	int gone = 0;
+	for (uint32_t i = 0; old && !announce_all && i < old->n; i++) {
+		if (lp_find_load(lp_next, old->m[i].phdr, old->m[i].bias))
+			continue;
+		gone = 1;
+		if (t->state == 1) {
+			uint64_t w[2] = {LP_HDR(LP_REC_MODULE_UNLOAD, 0, 2, old->m[i].id), 0};
+			lp_put(t, w, 2);
+		}
+	}
+	lp_sort(lp_next);
+	__atomic_store_n(&lp_mods, lp_next, __ATOMIC_RELEASE);
+	lp_next = NULL;
+	lp_next_bytes = 0;
+	lp_adds = c[0];
+	lp_subs = c[1];
+	if (gone)
+		__atomic_add_fetch(&lp_mod_gen, 1, __ATOMIC_RELEASE);
+out:
+	lp_mod_lock_release();
+	t->busy--;
+	errno = saved;
+}
+
+void lp_modules_init(void)
+{
+	ssize_t n = readlink("/proc/self/exe", lp_exe, sizeof lp_exe - 1);
+	lp_exe_len = n > 0 ? (size_t)n : 0;
+	lp_exe[lp_exe_len] = 0;
+}

@@ -1,0 +1,384 @@
+/*
+ * ring.c - the link to the collector: registration over its unix socket,
+ * the shared region, per-thread rings and the record writer.
+ *
+ * The writer is lock-free: a thread appends only to its own ring. Signal
+ * handlers that allocate may interrupt a writer on the same thread; writers
+ * therefore nest (see lp_put), and only the outermost one publishes head.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+struct lp_header *lp_hdr;
+uint64_t lp_region_gen;
+int lp_free_stacks;
+unsigned lp_max_depth = 64;
+int lp_clock_tsc;
+
+static size_t lp_region_size;
+static unsigned char *lp_rings;
+static uint64_t lp_ring_mask;
+static int lp_detached; /* the collector went away: stop recording */
+
+uint64_t lp_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout)
+{
+	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
+}
+
+/* lp_collector_alive says whether records written now will be read. */
+int lp_collector_alive(void)
+{
+	if (!lp_hdr || lp_detached)
+		return 0;
+	if (__atomic_load_n(&lp_hdr->collector_state, __ATOMIC_ACQUIRE) != LP_COLLECTOR_ALIVE)
+		return 0;
+	if (kill(lp_hdr->collector_pid, 0) != 0 && errno == ESRCH)
+		return 0;
+	return 1;
+}
+
+static void lp_detach_now(void)
+{
+	lp_detached = 1;
+	__atomic_store_n(&lp_hdr->collector_state, LP_COLLECTOR_GONE, __ATOMIC_RELEASE);
+}
+
+/*
+ * lp_region_open registers this process image with the collector listening
+ * on sock and maps the region it hands over. On any failure it returns -1
+ * and the agent stays passive. Holds no file descriptor afterwards, so the
+ * target's descriptor numbers are not disturbed.
+ */
+LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
+{
+	int saved = errno, rc = -1, fd = -1, mfd = -1;
+	struct sockaddr_un sa;
+	size_t n = strlen(sock);
+	if (n >= sizeof(sa.sun_path))
+		goto out;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, sock, n);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto out;
+	struct timeval tv = {.tv_sec = 10};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+		goto out;
+	struct lp_hello h = {
+		.magic = LP_HELLO_MAGIC,
+		.version = LP_WIRE_VERSION,
+		.pid = getpid(),
+		.ppid = getppid(),
+		.parent_pid = parent_pid,
+		.fork_id = fork_id,
+	};
+	if (send(fd, &h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
+		goto out;
+
+	struct lp_welcome w;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &w, .iov_len = sizeof w};
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = cbuf,
+		.msg_controllen = sizeof cbuf,
+	};
+	ssize_t got = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	if (got != (ssize_t)sizeof w || w.magic != LP_HELLO_MAGIC || w.status != 0)
+		goto out;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+		goto out;
+	memcpy(&mfd, CMSG_DATA(c), sizeof mfd);
+
+	struct lp_header probe;
+	if (pread(mfd, &probe, sizeof probe, 0) != (ssize_t)sizeof probe)
+		goto out;
+	if (probe.magic != LP_REGION_MAGIC || probe.version != LP_WIRE_VERSION ||
+	    probe.ring_size == 0 || (probe.ring_size & (probe.ring_size - 1)) != 0 ||
+	    probe.slot_count == 0 || probe.region_size < probe.data_offset +
+	    (uint64_t)probe.slot_count * probe.ring_size)
+		goto out;
+	void *p = mmap(NULL, probe.region_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (p == MAP_FAILED)
+		goto out;
+	lp_hdr = p;
+	lp_region_size = probe.region_size;
+	lp_rings = (unsigned char *)p + probe.data_offset;
+	lp_ring_mask = probe.ring_size - 1;
+	lp_free_stacks = (probe.flags & LP_HF_FREE_STACKS) != 0;
+	lp_clock_tsc = (probe.flags & LP_HF_CLOCK_TSC) != 0;
+	if (probe.max_depth >= 1 && probe.max_depth <= LP_MAX_DEPTH)
+		lp_max_depth = probe.max_depth;
+	lp_detached = 0;
+	lp_region_gen++;
+	rc = 0;
+out:
+	if (mfd >= 0)
+		close(mfd);
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	return rc;
+}
+
+/* lp_region_drop forgets the region (in a fork child: it is the parent's). */
+LP_HIDDEN void lp_region_drop(void)
+{
+	if (lp_hdr)
+		munmap(lp_hdr, lp_region_size);
+	lp_hdr = NULL;
+	lp_rings = NULL;
+	lp_region_gen++;
+}
+
+static int lp_claim_slot(struct lp_thread *t)
+{
+	struct lp_header *h = lp_hdr;
+	struct lp_slot *slots = (struct lp_slot *)((unsigned char *)h + LP_HEADER_SIZE);
+	for (int round = 0; round < 200; round++) {
+		for (uint32_t i = 0; i < h->slot_count; i++) {
+			uint32_t expect = LP_SLOT_FREE;
+			if (__atomic_load_n(&slots[i].state, __ATOMIC_RELAXED) != LP_SLOT_FREE)
+				continue;
+			if (!__atomic_compare_exchange_n(&slots[i].state, &expect, LP_SLOT_ACTIVE, 0,
+							 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				continue;
+			slots[i].tid = t->tid;
+			uint32_t used = __atomic_load_n(&h->slots_used, __ATOMIC_RELAXED);
+			while (used < i + 1 &&
+			       !__atomic_compare_exchange_n(&h->slots_used, &used, i + 1, 0,
+							    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+				;
+			t->slot_index = i;
+			t->slot = &slots[i];
+			t->ring = lp_rings + (uint64_t)i * (lp_ring_mask + 1);
+			t->res = __atomic_load_n(&slots[i].head, __ATOMIC_ACQUIRE);
+			t->tail_seen = __atomic_load_n(&slots[i].tail, __ATOMIC_ACQUIRE);
+			return 0;
+		}
+		/* Every slot taken: the collector frees those of dead threads. */
+		if (!lp_collector_alive())
+			return -1;
+		uint32_t seen = __atomic_load_n(&h->progress, __ATOMIC_ACQUIRE);
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
+		__atomic_add_fetch(&h->producers_waiting, 1, __ATOMIC_ACQ_REL);
+		lp_futex(&h->progress, FUTEX_WAIT, seen, &to);
+		__atomic_sub_fetch(&h->producers_waiting, 1, __ATOMIC_ACQ_REL);
+	}
+	return -1;
+}
+
+static void lp_thread_exit_key(void *arg)
+{
+	(void)arg;
+	lp_note_thread_exit();
+}
+
+static pthread_key_t lp_key;
+static int lp_key_ok;
+
+LP_HIDDEN void lp_ring_init_key(void)
+{
+	if (pthread_key_create(&lp_key, lp_thread_exit_key) == 0)
+		lp_key_ok = 1;
+}
+
+static void lp_stack_bounds(struct lp_thread *t)
+{
+	pthread_attr_t a;
+	void *lo;
+	size_t sz;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return;
+	if (pthread_attr_getstack(&a, &lo, &sz) == 0) {
+		t->stack_lo = (uintptr_t)lo;
+		t->stack_hi = (uintptr_t)lo + sz;
+	}
+	pthread_attr_destroy(&a);
+}
+
+/*
+ * lp_thread_attach gives the calling thread a ring in the current region.
+ * Returns 0 when the thread records, -1 when it passes through.
+ */
+int lp_thread_attach(struct lp_thread *t)
+{
+	int saved = errno;
+	t->busy++;
+	int fresh = t->state == 0;
+	if (fresh) {
+		t->tid = (int)syscall(SYS_gettid);
+		lp_stack_bounds(t);
+	}
+	t->gen = lp_region_gen;
+	t->slot = NULL;
+	if (!lp_hdr || lp_detached || lp_claim_slot(t) != 0) {
+		t->state = 2;
+		goto out;
+	}
+	if (!t->stacks)
+		t->stacks = lp_stacktab_new();
+	else
+		lp_stacktab_reset(t->stacks);
+	if (!t->ucache)
+		t->ucache = lp_ucache_new();
+	if (!t->stacks || !t->ucache) {
+		t->state = 2;
+		goto out;
+	}
+	t->state = 1;
+	if (fresh && lp_key_ok)
+		pthread_setspecific(lp_key, t);
+	uint64_t w[3] = {LP_HDR(LP_REC_THREAD_START, 0, 3, (uint32_t)t->tid), 0,
+			 (uint64_t)pthread_self()};
+	lp_put(t, w, 3);
+out:
+	t->busy--;
+	errno = saved;
+	return t->state == 1 ? 0 : -1;
+}
+
+static inline uint64_t lp_xadd_local(uint64_t *p, uint64_t v)
+{
+#if defined(__x86_64__)
+	/* One instruction without lock: atomic against signal handlers on this
+	 * thread, which is all that can race on a thread's own ring. */
+	__asm__ volatile("xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+	return v;
+#else
+	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* lp_wait_space waits until the collector freed ring bytes up to need.
+ * Returns 0 when there is space, -1 when the record must be dropped. */
+static int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
+{
+	struct lp_header *h = lp_hdr;
+	int saved = errno;
+	int rc = 0;
+	uint64_t spins = 0;
+	for (;;) {
+		t->tail_seen = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
+		if (t->tail_seen >= need)
+			break;
+		if (nested || lp_detached) {
+			rc = -1;
+			break;
+		}
+		if (spins < 64) {
+			spins++;
+			__builtin_ia32_pause();
+			continue;
+		}
+		/* Wake the collector and sleep until it makes progress. */
+		__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
+		if (__atomic_load_n(&h->collector_sleeping, __ATOMIC_ACQUIRE))
+			lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
+		uint32_t seen = __atomic_load_n(&h->progress, __ATOMIC_ACQUIRE);
+		t->tail_seen = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
+		if (t->tail_seen >= need)
+			break;
+		struct timespec to = {.tv_nsec = 20 * 1000 * 1000};
+		__atomic_add_fetch(&h->producers_waiting, 1, __ATOMIC_ACQ_REL);
+		lp_futex(&h->progress, FUTEX_WAIT, seen, &to);
+		__atomic_sub_fetch(&h->producers_waiting, 1, __ATOMIC_ACQ_REL);
+		if (++spins % 16 == 0 && !lp_collector_alive()) {
+			lp_detach_now();
+			rc = -1;
+			break;
+		}
+	}
+	errno = saved;
+	return rc;
+}
+
+/*
+ * lp_put appends one record of words to the thread's ring. Word 0 is the
+ * header; when the record type carries a timestamp in word 1, lp_put fills
+ * it in as late as possible, just before the record becomes visible.
+ */
+void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
+{
+	uint64_t bytes = (uint64_t)words * 8;
+	uint64_t size = lp_ring_mask + 1;
+	unsigned type = (unsigned)(w[0] & 0xff);
+	if (LP_UNLIKELY(lp_detached || bytes > size / 2))
+		return;
+	t->depth++;
+	__asm__ volatile("" ::: "memory");
+	int nested = t->depth > 1;
+	uint64_t pos;
+	if (nested) {
+		/* Nothing else can touch t->res until we return: check first so
+		 * that a record we must drop leaves no hole. */
+		if (t->res + bytes > t->tail_seen + size &&
+		    lp_wait_space(t, t->res + bytes - size, 1) != 0)
+			goto done;
+		pos = lp_xadd_local(&t->res, bytes);
+	} else {
+		pos = lp_xadd_local(&t->res, bytes);
+		if (pos + bytes > t->tail_seen + size &&
+		    lp_wait_space(t, pos + bytes - size, 0) != 0) {
+			/* Detached: nobody reads this ring any more. */
+			goto done;
+		}
+	}
+	if (type != LP_REC_STACK && words > 1)
+		w[1] = lp_ts();
+	uint64_t off = pos & lp_ring_mask;
+	if (LP_LIKELY(off + bytes <= size)) {
+		memcpy(t->ring + off, w, bytes);
+	} else {
+		for (unsigned i = 0; i < words; i++)
+			memcpy(t->ring + ((pos + (uint64_t)i * 8) & lp_ring_mask), &w[i], 8);
+	}
+done:
+	__asm__ volatile("" ::: "memory");
+	t->depth--;
+	__asm__ volatile("" ::: "memory");
+	if (t->depth == 0) {
+		__atomic_store_n(&t->slot->head, t->res, __ATOMIC_RELEASE);
+		if (LP_UNLIKELY(t->res - t->tail_seen > size / 2)) {
+			t->tail_seen = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
+			if (t->res - t->tail_seen > size / 2 &&
+			    __atomic_load_n(&lp_hdr->collector_sleeping, __ATOMIC_ACQUIRE)) {
+				int saved = errno;
+				__atomic_add_fetch(&lp_hdr->doorbell, 1, __ATOMIC_RELEASE);
+				lp_futex(&lp_hdr->doorbell, FUTEX_WAKE, 1, NULL);
+				errno = saved;
+			}
+		}
+	}
+}
+
+/* lp_slot_exited marks the thread's slot as exited; the collector frees it
+ * once the thread is gone and its ring is drained. */
+LP_HIDDEN void lp_slot_exited(struct lp_thread *t)
+{
+	if (t->slot)
+		__atomic_store_n(&t->slot->state, LP_SLOT_EXITED, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,180 @@
+/*
+ * stacktab.c - per-thread deduplication of call stacks into small ids.
+ *
+ * Each thread keeps its own table, so lookups take no lock and share no
+ * cache line. Ids come from one process-wide counter in the region header;
+ * the first time a thread meets a stack it writes a STACK record defining
+ * the id into its own ring, before any record that uses it. Two threads
+ * meeting the same stack define two ids; the collector merges them.
+ * Entries are verified frame by frame: a hash collision never merges stacks.
+ */
+#include "agent.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+struct lp_stent {
+	uint64_t hash;
+	uint32_t id;
+	uint16_t depth;
+	uint16_t gen;
+	uint64_t off; /* index of the first frame in the arena */
+};
+
+struct lp_stacktab {
+	struct lp_stent *ents;
+	uint32_t cap;   /* power of two */
+	uint32_t count;
+	uint16_t gen;   /* entries of another generation are empty */
+	uintptr_t *arena;
+	size_t arena_cap;  /* words */
+	size_t arena_used; /* words */
+};
+
+#define LP_ST_INIT_CAP 1024u
+#define LP_ST_INIT_ARENA 16384u
+
+void *lp_mmap(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void lp_munmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
+}
+
+struct lp_stacktab *lp_stacktab_new(void)
+{
+	struct lp_stacktab *s = lp_mmap(sizeof *s);
+	if (!s)
+		return NULL;
+	s->ents = lp_mmap(LP_ST_INIT_CAP * sizeof(struct lp_stent));
+	s->arena = lp_mmap(LP_ST_INIT_ARENA * sizeof(uintptr_t));
+	if (!s->ents || !s->arena) {
+		lp_munmap(s->ents, LP_ST_INIT_CAP * sizeof(struct lp_stent));
+		lp_munmap(s->arena, LP_ST_INIT_ARENA * sizeof(uintptr_t));
+		lp_munmap(s, sizeof *s);
+		return NULL;
+	}
+	s->cap = LP_ST_INIT_CAP;
+	s->arena_cap = LP_ST_INIT_ARENA;
+	s->gen = 1;
+	return s;
+}
+
+void lp_stacktab_reset(struct lp_stacktab *s)
+{
+	s->count = 0;
+	s->arena_used = 0;
+	if (++s->gen == 0) {
+		memset(s->ents, 0, (size_t)s->cap * sizeof(struct lp_stent));
+		s->gen = 1;
+	}
+}
+
+static inline uint64_t lp_hash_frames(const uintptr_t *f, int n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+	for (int i = 0; i < n; i++) {
+		h ^= (uint64_t)f[i];
+		h *= 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+static int lp_stacktab_grow(struct lp_stacktab *s)
+{
+	uint32_t ncap = s->cap * 2;
+	struct lp_stent *n = lp_mmap((size_t)ncap * sizeof *n);
+	if (!n)
+		return -1;
+	for (uint32_t i = 0; i < s->cap; i++) {
+		struct lp_stent *e = &s->ents[i];
+		if (e->gen != s->gen)
+			continue;
+		uint32_t j = (uint32_t)(e->hash >> 32) & (ncap - 1);
+		while (n[j].gen == s->gen)
+			j = (j + 1) & (ncap - 1);
+		n[j] = *e;
+	}
+	lp_munmap(s->ents, (size_t)s->cap * sizeof *n);
+	s->ents = n;
+	s->cap = ncap;
+	return 0;
+}
+
+static int lp_arena_reserve(struct lp_stacktab *s, size_t words)
+{
+	if (s->arena_used + words <= s->arena_cap)
+		return 0;
+	size_t ncap = s->arena_cap * 2;
+	while (ncap < s->arena_used + words)
+		ncap *= 2;
+	void *p = mremap(s->arena, s->arena_cap * sizeof(uintptr_t), ncap * sizeof(uintptr_t),
+			 MREMAP_MAYMOVE);
+	if (p == MAP_FAILED)
+		return -1;
+	s->arena = p;
+	s->arena_cap = ncap;
+	return 0;
+}
+
+/* lp_define gives the n frames at buf[1..n] a new id and tells the
+ * collector; buf[0] is room for the record header. */
+static uint32_t lp_define(struct lp_thread *t, uint64_t *buf, int n)
+{
+	uint32_t id = (uint32_t)__atomic_add_fetch(&lp_hdr->next_stack_id, 1, __ATOMIC_RELAXED);
+	buf[0] = LP_HDR(LP_REC_STACK, 0, 1 + n, id);
+	lp_put(t, buf, 1 + (unsigned)n);
+	return id;
+}
+
+/*
+ * lp_stack_id returns the id of the calling thread's stack above the frame
+ * fp (the hook's own frame), defining it on first use; 0 if there is none.
+ */
+uint32_t lp_stack_id(struct lp_thread *t, void *fp)
+{
+	uint64_t buf[1 + LP_MAX_DEPTH];
+	uintptr_t *frames = (uintptr_t *)&buf[1];
+	int n = lp_unwind(t, fp, frames, (int)lp_max_depth);
+	if (n <= 0)
+		return 0;
+	struct lp_stacktab *s = t->stacks;
+	if (LP_UNLIKELY(!s))
+		return lp_define(t, buf, n);
+	uint64_t h = lp_hash_frames(frames, n);
+	uint32_t mask = s->cap - 1;
+	uint32_t j = (uint32_t)(h >> 32) & mask;
+	for (;;) {
+		struct lp_stent *e = &s->ents[j];
+		if (e->gen != s->gen)
+			break;
+		if (e->hash == h && e->depth == n &&
+		    memcmp(&s->arena[e->off], frames, (size_t)n * sizeof(uintptr_t)) == 0)
+			return e->id;
+		j = (j + 1) & mask;
+	}
+	uint32_t id = lp_define(t, buf, n);
+	/* Keep the table at most 3/4 full; if memory runs out, stop caching. */
+	if ((s->count + 1) * 4 > s->cap * 3) {
+		if (lp_stacktab_grow(s) != 0)
+			return id;
+		mask = s->cap - 1;
+		j = (uint32_t)(h >> 32) & mask;
+		while (s->ents[j].gen == s->gen)
+			j = (j + 1) & mask;
+	}
+	if (lp_arena_reserve(s, (size_t)n) != 0)
+		return id;
+	memcpy(&s->arena[s->arena_used], frames, (size_t)n * sizeof(uintptr_t));
+	s->ents[j] = (struct lp_stent){
+		.hash = h, .id = id, .depth = (uint16_t)n, .gen = s->gen, .off = s->arena_used};
+	s->arena_used += (size_t)n;
+	s->count++;
+	return id;
+}

@@ -1,0 +1,224 @@
+// Package event defines the records that flow from a recorded process to
+// the heap model: the common currency of the wire decoder (live runs), the
+// trace file reader (offline reports) and the model. It holds plain data
+// only and imports nothing of the engine.
+package event
+
+import "fmt"
+
+// Kind says what an Event records.
+type Kind uint8
+
+// The kinds of events. Fields not named for a kind are zero.
+const (
+	// Alloc: an allocating call returned Addr (0: it failed) for Size
+	// bytes, called from Stack.
+	Alloc Kind = iota + 1
+	// Free: Addr is about to be released (recorded before the real free).
+	// Stack is the free's stack when free stacks are recorded, else 0.
+	Free
+	// ReallocBegin: realloc of Addr is about to run; from here on the
+	// address may be handed out again.
+	ReallocBegin
+	// Realloc: realloc(Addr, Size) returned Addr2. Addr2 == 0 means it
+	// failed (Size > 0: Addr is still live) or freed Addr (Size == 0).
+	Realloc
+	// StackDef defines stack id Stack as Frames (return addresses,
+	// innermost first).
+	StackDef
+	// ModuleLoad: Module was mapped.
+	ModuleLoad
+	// ModuleUnload: module Module.ID went away (only ID is set).
+	ModuleUnload
+	// ThreadStart: thread Thread began recording; Addr is its pthread_t.
+	ThreadStart
+	// ThreadExit: thread Thread is exiting (it may still free a little).
+	ThreadExit
+	// ThreadName: thread Thread is now called Text.
+	ThreadName
+	// Fork: the process is about to fork; Aux is the fork id.
+	Fork
+	// ForkDone: fork Aux returned Addr (the child's pid, or -errno).
+	ForkDone
+	// Exec: the process image is about to exec Text.
+	Exec
+	// Exit: the process called exit (Size 1) or _exit (Size 2) with
+	// status Aux.
+	Exit
+	// ProcessStart: the collector registered a process image (Process).
+	ProcessStart
+	// ProcessEnd: the process image ended (Process carries the outcome).
+	ProcessEnd
+	// Clock: a clock calibration (Clock).
+	Clock
+)
+
+var kindNames = [...]string{
+	Alloc: "alloc", Free: "free", ReallocBegin: "realloc-begin", Realloc: "realloc",
+	StackDef: "stack", ModuleLoad: "module", ModuleUnload: "module-unload",
+	ThreadStart: "thread-start", ThreadExit: "thread-exit", ThreadName: "thread-name",
+	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
+	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Fn is the allocator function behind a heap event.
+type Fn uint8
+
+// The allocator functions, numbered as on the wire.
+const (
+	Malloc Fn = iota + 1
+	Calloc
+	ReallocFn
+	ReallocArray
+	FreeFn
+	Memalign
+	PosixMemalign
+	AlignedAlloc
+	Valloc
+	Pvalloc
+	New
+	NewArray
+	Delete
+	DeleteArray
+	NumFn // one past the last
+)
+
+// FnNames are the names of the functions as the JSON report spells them.
+var FnNames = [NumFn]string{
+	Malloc: "malloc", Calloc: "calloc", ReallocFn: "realloc", ReallocArray: "reallocarray",
+	FreeFn: "free", Memalign: "memalign", PosixMemalign: "posix_memalign",
+	AlignedAlloc: "aligned_alloc", Valloc: "valloc", Pvalloc: "pvalloc",
+	New: "new", NewArray: "new_array", Delete: "delete", DeleteArray: "delete_array",
+}
+
+func (f Fn) String() string {
+	if f < NumFn && FnNames[f] != "" {
+		return FnNames[f]
+	}
+	return fmt.Sprintf("fn(%d)", uint8(f))
+}
+
+// Family groups functions whose blocks must be released by the same kind
+// of call: malloc-family memory by free, new by delete, new[] by delete[].
+type Family uint8
+
+// The families.
+const (
+	FamilyNone Family = iota
+	FamilyMalloc
+	FamilyNew
+	FamilyNewArray
+)
+
+// AllocFamily is the family of memory returned by f.
+func (f Fn) AllocFamily() Family {
+	switch f {
+	case New:
+		return FamilyNew
+	case NewArray:
+		return FamilyNewArray
+	case 0, FreeFn, Delete, DeleteArray:
+		return FamilyNone
+	}
+	return FamilyMalloc
+}
+
+// FreeFamily is the family of memory that f may release.
+func (f Fn) FreeFamily() Family {
+	switch f {
+	case FreeFn, ReallocFn, ReallocArray:
+		return FamilyMalloc
+	case Delete:
+		return FamilyNew
+	case DeleteArray:
+		return FamilyNewArray
+	}
+	return FamilyNone
+}
+
+// Event is one thing that happened in a recorded process.
+type Event struct {
+	Kind    Kind
+	Fn      Fn
+	Proc    uint32 // the collector's index of the process image
+	Thread  int32  // OS thread id
+	Stack   uint32 // stack id, per process image; 0: none
+	Time    uint64 // agent clock ticks (see ClockInfo)
+	Addr    uint64
+	Addr2   uint64
+	Size    uint64
+	Aux     uint64
+	Frames  []uint64
+	Module  *Module
+	Text    string
+	Process *ProcessInfo
+	Clock   *ClockInfo
+}
+
+// Module describes a loaded ELF object.
+type Module struct {
+	ID       uint32 // per process image
+	Path     string // as the loader knows it; the executable's real path
+	BuildID  []byte
+	Bias     uint64 // load bias: runtime address = Bias + ELF virtual address
+	Segments []Segment
+}
+
+// Segment is one PT_LOAD segment of a module.
+type Segment struct {
+	Vaddr, Memsz uint64
+	Flags        uint32 // PF_R/PF_W/PF_X
+	Offset       uint64 // file offset
+}
+
+// Contains reports whether the runtime address addr lies in one of the
+// module's segments.
+func (m *Module) Contains(addr uint64) bool {
+	for _, s := range m.Segments {
+		if addr >= m.Bias+s.Vaddr && addr < m.Bias+s.Vaddr+s.Memsz {
+			return true
+		}
+	}
+	return false
+}
+
+// ProcessInfo describes a process image (ProcessStart) and, at its end,
+// how it ended (ProcessEnd).
+type ProcessInfo struct {
+	Index      uint32 // the collector's index, equal to Event.Proc
+	PID, PPID  int32
+	ParentProc int32  // index of the image this one forked from, or -1
+	ForkID     uint64 // the parent's fork id (0: not a fork child)
+	ExecOf     int32  // index of the image this one replaced by exec, or -1
+	Argv       []string
+	Exe        string
+	// Outcome, set on ProcessEnd.
+	Exited   bool  // ended with an exit status
+	Code     int32 // exit status when Exited
+	Signal   int32 // the signal that killed it, when not Exited; 0: unknown
+	ExecdOut bool  // replaced by exec
+}
+
+// ClockInfo relates agent ticks to time.
+type ClockInfo struct {
+	Ticks       uint64  // agent ticks at Mono
+	Mono        uint64  // CLOCK_MONOTONIC ns
+	Real        uint64  // CLOCK_REALTIME ns at Mono
+	TicksPerSec float64 // 1e9 when ticks are nanoseconds
+}
+
+// Nanos converts agent ticks to CLOCK_MONOTONIC nanoseconds.
+func (c *ClockInfo) Nanos(ticks uint64) int64 {
+	if c == nil || c.TicksPerSec == 0 {
+		return int64(ticks)
+	}
+	d := float64(int64(ticks-c.Ticks)) / c.TicksPerSec * 1e9
+	return int64(c.Mono) + int64(d)
+}

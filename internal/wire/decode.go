@@ -1,0 +1,185 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+// DecodeError says where and why a ring's bytes are not valid records.
+type DecodeError struct {
+	Offset int // byte offset in the decoded buffer
+	Reason string
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("wire: bad record at offset %d: %s", e.Offset, e.Reason)
+}
+
+// Ring is what the decoder remembers about one ring between calls: the
+// thread that currently owns it.
+type Ring struct {
+	Thread int32
+}
+
+// minWords is the least length of each record type.
+var minWords = [RecMax + 1]int{
+	RecPad: 1, RecAlloc: 4, RecFree: 3, RecReallocBegin: 3, RecRealloc: 5,
+	RecStack: 2, RecModule: 4, RecModuleUnload: 2, RecThreadStart: 3,
+	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
+	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2,
+}
+
+// Decode appends to out the events of the whole records in b, tagged with
+// process index proc, and returns the extended slice. b must hold whole
+// records (a ring publishes only whole records). On a malformed record it
+// returns the events before it and a *DecodeError.
+func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, error) {
+	le := binary.LittleEndian
+	off := 0
+	for off < len(b) {
+		if len(b)-off < 8 {
+			return out, &DecodeError{off, "trailing bytes shorter than a word"}
+		}
+		h := le.Uint64(b[off:])
+		typ := int(h & 0xff)
+		fn := event.Fn(h >> 8 & 0xff)
+		words := int(h >> 16 & 0xffff)
+		aux := uint32(h >> 32)
+		if typ < 1 || typ > RecMax {
+			return out, &DecodeError{off, fmt.Sprintf("unknown record type %d", typ)}
+		}
+		if words < minWords[typ] {
+			return out, &DecodeError{off, fmt.Sprintf("record type %d of %d words, want at least %d", typ, words, minWords[typ])}
+		}
+		if words*8 > len(b)-off {
+			return out, &DecodeError{off, fmt.Sprintf("record of %d words runs past the end (%d bytes left)", words, len(b)-off)}
+		}
+		rec := b[off : off+words*8]
+		w := func(i int) uint64 { return le.Uint64(rec[i*8:]) }
+		ev := event.Event{Proc: proc, Thread: r.Thread}
+		if words > 1 && typ != RecStack {
+			ev.Time = w(1)
+		}
+		switch typ {
+		case RecPad:
+			off += words * 8
+			continue
+		case RecAlloc:
+			if fn == 0 || fn >= event.NumFn {
+				return out, &DecodeError{off, fmt.Sprintf("alloc by unknown function %d", fn)}
+			}
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
+		case RecFree:
+			if fn == 0 || fn >= event.NumFn {
+				return out, &DecodeError{off, fmt.Sprintf("free by unknown function %d", fn)}
+			}
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.Free, fn, aux, w(2)
+		case RecReallocBegin:
+			ev.Kind, ev.Fn, ev.Addr = event.ReallocBegin, event.ReallocFn, w(2)
+		case RecRealloc:
+			if fn != event.ReallocFn && fn != event.ReallocArray {
+				return out, &DecodeError{off, fmt.Sprintf("realloc by function %d", fn)}
+			}
+			ev.Kind, ev.Fn, ev.Stack = event.Realloc, fn, aux
+			ev.Addr, ev.Addr2, ev.Size = w(2), w(3), w(4)
+		case RecStack:
+			if words-1 > MaxDepth {
+				return out, &DecodeError{off, fmt.Sprintf("stack of %d frames", words-1)}
+			}
+			if aux == 0 {
+				return out, &DecodeError{off, "stack id 0"}
+			}
+			ev.Kind, ev.Stack = event.StackDef, aux
+			ev.Frames = make([]uint64, words-1)
+			for i := range ev.Frames {
+				ev.Frames[i] = w(1 + i)
+			}
+		case RecModule:
+			m, err := decodeModule(rec, aux)
+			if err != nil {
+				return out, &DecodeError{off, err.Error()}
+			}
+			ev.Kind, ev.Module = event.ModuleLoad, m
+		case RecModuleUnload:
+			ev.Kind, ev.Module = event.ModuleUnload, &event.Module{ID: aux}
+		case RecThreadStart:
+			r.Thread = int32(aux)
+			ev.Kind, ev.Thread, ev.Addr = event.ThreadStart, int32(aux), w(2)
+		case RecThreadExit:
+			ev.Kind = event.ThreadExit
+		case RecFork:
+			ev.Kind, ev.Aux = event.Fork, w(2)
+		case RecForkDone:
+			ev.Kind, ev.Aux, ev.Addr = event.ForkDone, w(2), w(3)
+		case RecExec:
+			s, err := text(rec[16:], int(aux))
+			if err != nil {
+				return out, &DecodeError{off, "exec: " + err.Error()}
+			}
+			ev.Kind, ev.Text = event.Exec, s
+		case RecExecFailed:
+			// The image goes on; nothing changes for the model.
+			off += words * 8
+			continue
+		case RecExit:
+			ev.Kind, ev.Aux, ev.Size = event.Exit, uint64(aux), w(2)
+		case RecClock:
+			ev.Kind = event.Clock
+			ev.Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
+		case RecThreadName:
+			s, err := text(rec[16:], len(rec)-16)
+			if err != nil {
+				return out, &DecodeError{off, "thread name: " + err.Error()}
+			}
+			ev.Kind, ev.Text = event.ThreadName, s
+		}
+		out = append(out, ev)
+		off += words * 8
+	}
+	return out, nil
+}
+
+// text reads a NUL-padded string of at most n bytes from b.
+func text(b []byte, n int) (string, error) {
+	if n < 0 || n > len(b) {
+		return "", fmt.Errorf("%d bytes of text in %d", n, len(b))
+	}
+	b = b[:n]
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i]), nil
+		}
+	}
+	return string(b), nil
+}
+
+func decodeModule(rec []byte, id uint32) (*event.Module, error) {
+	le := binary.LittleEndian
+	words := len(rec) / 8
+	w3 := le.Uint64(rec[24:])
+	plen := int(w3 & 0xffffffff)
+	blen := int(w3 >> 32 & 0xffff)
+	nseg := int(w3 >> 48)
+	bw, pw := (blen+7)/8, (plen+7)/8
+	if 4+3*nseg+bw+pw != words {
+		return nil, fmt.Errorf("module record of %d words for %d segments, %d-byte build id, %d-byte path", words, nseg, blen, plen)
+	}
+	m := &event.Module{ID: id, Bias: le.Uint64(rec[16:])}
+	o := 32
+	for i := 0; i < nseg; i++ {
+		f := le.Uint64(rec[o+16:])
+		m.Segments = append(m.Segments, event.Segment{
+			Vaddr: le.Uint64(rec[o:]), Memsz: le.Uint64(rec[o+8:]),
+			Flags: uint32(f), Offset: f >> 32,
+		})
+		o += 24
+	}
+	if blen > 0 {
+		m.BuildID = append([]byte(nil), rec[o:o+blen]...)
+	}
+	o += bw * 8
+	m.Path = string(rec[o : o+plen])
+	return m, nil
+}

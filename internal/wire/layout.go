@@ -1,0 +1,111 @@
+// Package wire is the collector's side of the agent↔collector format
+// defined in agent/lp_wire.h: the layout of the shared region and the
+// decoding of ring records into events. It is a parser: it knows nothing of
+// the heap model. layout_test.go checks every constant here against the C
+// header.
+package wire
+
+// Version is the wire version this collector speaks (LP_WIRE_VERSION).
+const Version = 1
+
+// Magic numbers.
+const (
+	RegionMagic = 0x4e4f494745524c50 // "PLREGION"
+	HelloMagic  = 0x4f4c4c4548504c   // "LPHELLO"
+)
+
+// Sizes.
+const (
+	HeaderSize  = 4096
+	SlotSize    = 128
+	MaxDepth    = 128
+	HelloSize   = 32
+	WelcomeSize = 16
+)
+
+// Record types (LP_REC_*).
+const (
+	RecPad          = 1
+	RecAlloc        = 2
+	RecFree         = 3
+	RecReallocBegin = 4
+	RecRealloc      = 5
+	RecStack        = 6
+	RecModule       = 7
+	RecModuleUnload = 8
+	RecThreadStart  = 9
+	RecThreadExit   = 10
+	RecFork         = 11
+	RecForkDone     = 12
+	RecExec         = 13
+	RecExecFailed   = 14
+	RecExit         = 15
+	RecClock        = 16
+	RecThreadName   = 17
+	RecMax          = 17
+)
+
+// Header flags (LP_HF_*).
+const (
+	FlagClockTSC   = 1
+	FlagFreeStacks = 2
+)
+
+// Slot states (LP_SLOT_*).
+const (
+	SlotFree   = 0
+	SlotActive = 1
+	SlotExited = 2
+)
+
+// Collector states (LP_COLLECTOR_*).
+const (
+	CollectorAlive = 1
+	CollectorGone  = 2
+)
+
+// Byte offsets of struct lp_header fields.
+const (
+	OffMagic             = 0
+	OffVersion           = 8
+	OffHeaderSize        = 12
+	OffSlotCount         = 16
+	OffRingSize          = 20
+	OffDataOffset        = 24
+	OffRegionSize        = 32
+	OffFlags             = 40
+	OffMaxDepth          = 44
+	OffCollectorPID      = 48
+	OffPID               = 52
+	OffSlotsUsed         = 56
+	OffAgentState        = 60
+	OffNextStackID       = 64
+	OffNextModuleID      = 72
+	OffClockTS           = 80
+	OffClockMono         = 88
+	OffClockReal         = 96
+	OffLostRecords       = 104
+	OffDoorbell          = 128
+	OffCollectorSleeping = 132
+	OffProgress          = 192
+	OffProducersWaiting  = 196
+	OffCollectorState    = 256
+)
+
+// Byte offsets of struct lp_slot fields.
+const (
+	OffSlotHead  = 0
+	OffSlotState = 8
+	OffSlotTID   = 12
+	OffSlotTail  = 64
+)
+
+// Byte offsets of struct lp_hello fields.
+const (
+	OffHelloMagic     = 0
+	OffHelloVersion   = 8
+	OffHelloPID       = 12
+	OffHelloPPID      = 16
+	OffHelloParentPID = 20
+	OffHelloForkID    = 24
+)

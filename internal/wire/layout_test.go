@@ -1,0 +1,119 @@
+package wire
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLayoutMatchesHeader compiles a program against agent/lp_wire.h that
+// prints every constant and offset, and compares with this package.
+func TestLayoutMatchesHeader(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) on PATH: cannot check the layout against lp_wire.h")
+	}
+	_, here, _, _ := runtime.Caller(0)
+	inc := filepath.Join(filepath.Dir(here), "..", "..", "agent")
+	src := `#include <stdio.h>
+#include <stddef.h>
+#include "lp_wire.h"
+#define P(name, v) printf("%s %llu\n", name, (unsigned long long)(v))
+int main(void) {
+P("Version", LP_WIRE_VERSION); P("RegionMagic", LP_REGION_MAGIC); P("HelloMagic", LP_HELLO_MAGIC);
+P("HeaderSize", LP_HEADER_SIZE); P("SlotSize", LP_SLOT_SIZE); P("MaxDepth", LP_MAX_DEPTH);
+P("HelloSize", sizeof(struct lp_hello)); P("WelcomeSize", sizeof(struct lp_welcome));
+P("sizeof lp_header <= HeaderSize", sizeof(struct lp_header) <= LP_HEADER_SIZE);
+P("sizeof lp_slot", sizeof(struct lp_slot));
+P("RecPad", LP_REC_PAD); P("RecAlloc", LP_REC_ALLOC); P("RecFree", LP_REC_FREE);
+P("RecReallocBegin", LP_REC_REALLOC_BEGIN); P("RecRealloc", LP_REC_REALLOC); P("RecStack", LP_REC_STACK);
+P("RecModule", LP_REC_MODULE); P("RecModuleUnload", LP_REC_MODULE_UNLOAD); P("RecThreadStart", LP_REC_THREAD_START);
+P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDone", LP_REC_FORK_DONE);
+P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
+P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecMax", LP_REC_MAX);
+P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS);
+P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED);
+P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
+#define H(f, name) P(name, offsetof(struct lp_header, f))
+H(magic,"OffMagic"); H(version,"OffVersion"); H(header_size,"OffHeaderSize"); H(slot_count,"OffSlotCount");
+H(ring_size,"OffRingSize"); H(data_offset,"OffDataOffset"); H(region_size,"OffRegionSize"); H(flags,"OffFlags");
+H(max_depth,"OffMaxDepth"); H(collector_pid,"OffCollectorPID"); H(pid,"OffPID"); H(slots_used,"OffSlotsUsed");
+H(agent_state,"OffAgentState"); H(next_stack_id,"OffNextStackID"); H(next_module_id,"OffNextModuleID");
+H(clock_ts,"OffClockTS"); H(clock_mono,"OffClockMono"); H(clock_real,"OffClockReal"); H(lost_records,"OffLostRecords");
+H(doorbell,"OffDoorbell"); H(collector_sleeping,"OffCollectorSleeping"); H(progress,"OffProgress");
+H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState");
+P("OffSlotHead", offsetof(struct lp_slot, head)); P("OffSlotState", offsetof(struct lp_slot, state));
+P("OffSlotTID", offsetof(struct lp_slot, tid)); P("OffSlotTail", offsetof(struct lp_slot, tail));
+P("OffHelloMagic", offsetof(struct lp_hello, magic)); P("OffHelloVersion", offsetof(struct lp_hello, version));
+P("OffHelloPID", offsetof(struct lp_hello, pid)); P("OffHelloPPID", offsetof(struct lp_hello, ppid));
+P("OffHelloParentPID", offsetof(struct lp_hello, parent_pid)); P("OffHelloForkID", offsetof(struct lp_hello, fork_id));
+return 0; }
+`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "l.c"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "l")
+	if out, err := exec.Command(cc, "-I", inc, "-o", bin, filepath.Join(dir, "l.c")).CombinedOutput(); err != nil {
+		t.Fatalf("compiling against lp_wire.h: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{
+		"Version": Version, "RegionMagic": RegionMagic, "HelloMagic": HelloMagic,
+		"HeaderSize": HeaderSize, "SlotSize": SlotSize, "MaxDepth": MaxDepth,
+		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
+		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
+		"RecPad": RecPad, "RecAlloc": RecAlloc, "RecFree": RecFree, "RecReallocBegin": RecReallocBegin,
+		"RecRealloc": RecRealloc, "RecStack": RecStack, "RecModule": RecModule,
+		"RecModuleUnload": RecModuleUnload, "RecThreadStart": RecThreadStart,
+		"RecThreadExit": RecThreadExit, "RecFork": RecFork, "RecForkDone": RecForkDone,
+		"RecExec": RecExec, "RecExecFailed": RecExecFailed, "RecExit": RecExit,
+		"RecClock": RecClock, "RecThreadName": RecThreadName, "RecMax": RecMax,
+		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks,
+		"SlotFree": SlotFree, "SlotActive": SlotActive, "SlotExited": SlotExited,
+		"CollectorAlive": CollectorAlive, "CollectorGone": CollectorGone,
+		"OffMagic": OffMagic, "OffVersion": OffVersion, "OffHeaderSize": OffHeaderSize,
+		"OffSlotCount": OffSlotCount, "OffRingSize": OffRingSize, "OffDataOffset": OffDataOffset,
+		"OffRegionSize": OffRegionSize, "OffFlags": OffFlags, "OffMaxDepth": OffMaxDepth,
+		"OffCollectorPID": OffCollectorPID, "OffPID": OffPID, "OffSlotsUsed": OffSlotsUsed,
+		"OffAgentState": OffAgentState, "OffNextStackID": OffNextStackID,
+		"OffNextModuleID": OffNextModuleID, "OffClockTS": OffClockTS, "OffClockMono": OffClockMono,
+		"OffClockReal": OffClockReal, "OffLostRecords": OffLostRecords, "OffDoorbell": OffDoorbell,
+		"OffCollectorSleeping": OffCollectorSleeping, "OffProgress": OffProgress,
+		"OffProducersWaiting": OffProducersWaiting, "OffCollectorState": OffCollectorState,
+		"OffSlotHead": OffSlotHead, "OffSlotState": OffSlotState, "OffSlotTID": OffSlotTID,
+		"OffSlotTail": OffSlotTail, "OffHelloMagic": OffHelloMagic, "OffHelloVersion": OffHelloVersion,
+		"OffHelloPID": OffHelloPID, "OffHelloPPID": OffHelloPPID,
+		"OffHelloParentPID": OffHelloParentPID, "OffHelloForkID": OffHelloForkID,
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		name, val := line[:i], line[i+1:]
+		v, err := strconv.ParseUint(val, 10, 64)
+		if err != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		w, ok := want[name]
+		if !ok {
+			t.Errorf("C prints %s which this test does not know", name)
+			continue
+		}
+		seen[name] = true
+		if v != w {
+			t.Errorf("%s: lp_wire.h says %d, internal/wire says %d", name, v, w)
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("%s not printed by the C side", name)
+		}
+	}
+}
