@@ -1,0 +1,5 @@
+package clock
+
+func rdtsc() uint64
+
+const haveTSC = true

@@ -1,0 +1,478 @@
+// Package collect runs a program under the agent and turns what its
+// process images record into the heap model (and, optionally, a trace):
+// one pipeline per image drains its rings and merges them in time order;
+// one sink applies the merged events to the model and the trace, keeping a
+// fork child after its parent's fork.
+package collect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/clock"
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/launch"
+	"github.com/leakpath/leakpath/internal/region"
+)
+
+// TraceWriter receives every event the model receives, in the same order.
+type TraceWriter interface {
+	Write(evs []event.Event) error
+	Flush() error
+}
+
+// Options say what to run and how to record it.
+type Options struct {
+	Argv       []string
+	Agent      string // the agent library (see launch.FindAgent)
+	Region     region.Options
+	FollowFork bool        // record fork children (exec'd images are always recorded)
+	Trace      TraceWriter // nil: no trace
+	Stdin      io.Reader   // nil: the collector's own stdin, passed as is
+	Stdout     io.Writer
+	Stderr     io.Writer
+	Env        []string // nil: the collector's environment
+	// Logf reports noteworthy things while running (nil: silent).
+	Logf func(format string, args ...any)
+}
+
+// Result is what a run produced.
+type Result struct {
+	Session *heap.Session
+	Main    int32 // index of the main program's last image; -1 if it never registered
+	PID     int
+	Exited  bool // the program exited (else a signal killed it)
+	Code    int
+	Signal  syscall.Signal
+	Start   time.Time
+	Elapsed time.Duration
+	// TicksPerSec converts event times to seconds.
+	TicksPerSec float64
+	Warnings    []string
+	Events      int64
+}
+
+// ExitCode is the code leakpath exits with to mirror the program: its own
+// exit code, or 128+signal.
+func (r *Result) ExitCode() int {
+	if r.Exited {
+		return r.Code
+	}
+	return 128 + int(r.Signal)
+}
+
+// StartError is a program that could not be started at all.
+type StartError struct {
+	Argv []string
+	Err  error
+	Code int // the exit code a shell would use: 127 not found, 126 not executable
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("cannot run %s: %v", e.Argv[0], e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// image is one recorded process image.
+type image struct {
+	idx     uint32
+	pid     int32
+	reg     *region.Region
+	pidfd   int
+	start   event.Event
+	execd   chan struct{} // closed when a newer image of the same pid registered
+	once    sync.Once
+	outcome *event.ProcessInfo // set by the collector for the main pid
+}
+
+type collector struct {
+	opts        Options
+	src         *clock.Source
+	sink        *sink
+	mu          sync.Mutex
+	images      []*image
+	current     map[int32]*image // pid → latest image
+	mainPID     int32
+	wg          sync.WaitGroup
+	warnMu      sync.Mutex
+	warns       []string
+	mainEnd     chan *event.ProcessInfo
+	mainOutcome *event.ProcessInfo
+}
+
+// Run runs opts.Argv to completion (and every recorded descendant) and
+// returns the model. The program's stdio, environment (but LD_PRELOAD),
+// file descriptors, signals and exit status are its own.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if len(opts.Argv) == 0 {
+		return nil, errors.New("no program to run")
+	}
+	c := &collector{
+		opts:    opts,
+		src:     clock.NewSource(clock.UseTSC()),
+		current: map[int32]*image{},
+		mainEnd: make(chan *event.ProcessInfo, 1),
+	}
+	c.opts.Region.ClockTSC = c.src.TSC()
+	c.sink = newSink(heap.NewSession(), opts.Trace)
+	go c.sink.run()
+
+	sess, err := launch.NewSession(opts.Agent, c.register)
+	if err != nil {
+		return nil, err
+	}
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd := exec.Command(opts.Argv[0], opts.Argv[1:]...)
+	cmd.Env = sess.Env(env)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
+	if cmd.Stdin == nil {
+		cmd.Stdin = os.Stdin
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	// Signals meant for the program: the terminal's reach it directly
+	// (same process group); others sent to leakpath are passed on.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+
+	start := time.Now()
+	c.mu.Lock()
+	if err := cmd.Start(); err != nil {
+		c.mu.Unlock()
+		sess.Close(false)
+		c.sink.close()
+		return nil, startError(opts.Argv, err)
+	}
+	c.mainPID = int32(cmd.Process.Pid)
+	c.mu.Unlock()
+
+	waited := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := cmd.Process.Wait()
+		waited <- st
+	}()
+
+	var state *os.ProcessState
+	interrupted := false
+wait:
+	for {
+		select {
+		case state = <-waited:
+			break wait
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGINT, syscall.SIGQUIT:
+				// The program got it from the terminal too.
+			default:
+				cmd.Process.Signal(s)
+			}
+		case <-ctx.Done():
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok {
+		if ws.Signaled() {
+			res.Signal = ws.Signal()
+		} else {
+			res.Exited, res.Code = true, ws.ExitStatus()
+		}
+	}
+	c.mainEnd <- &event.ProcessInfo{Exited: res.Exited, Code: int32(res.Code), Signal: int32(res.Signal)}
+
+	// Wait for every recorded image to end and drain, descendants that
+	// outlive the program included, unless interrupted.
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	noted := false
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(2 * time.Second):
+			if !noted {
+				c.logf("waiting for %d recorded process(es) still running; interrupt to stop", c.running())
+				noted = true
+			}
+		case s := <-sigs:
+			if s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGQUIT {
+				interrupted = true
+				c.detachAll()
+				<-done
+				waiting = false
+			}
+		}
+	}
+	res.Elapsed = time.Since(start)
+	c.mu.Lock()
+	keep := interrupted
+	if m := c.current[c.mainPID]; m != nil {
+		res.Main = int32(m.idx)
+	}
+	n := len(c.images)
+	c.mu.Unlock()
+	sess.Close(keep)
+	for _, e := range sess.Errors() {
+		c.warn("%v", e)
+	}
+	c.sink.close()
+	if err := c.sink.err; err != nil {
+		c.warn("trace: %v", err)
+	}
+	if n == 0 {
+		c.warn("%s did not load the leakpath agent (statically linked, setuid, or LD_PRELOAD removed): nothing was recorded", opts.Argv[0])
+	}
+	res.Session = c.sink.model
+	res.TicksPerSec = c.src.TicksPerSecond()
+	res.Events = c.sink.events
+	res.Warnings = c.warns
+	return res, nil
+}
+
+func startError(argv []string, err error) error {
+	code := 126
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		code = 127
+	}
+	return &StartError{Argv: argv, Err: err, Code: code}
+}
+
+func (c *collector) logf(format string, args ...any) {
+	if c.opts.Logf != nil {
+		c.opts.Logf(format, args...)
+	}
+}
+
+func (c *collector) warn(format string, args ...any) {
+	c.warnMu.Lock()
+	c.warns = append(c.warns, fmt.Sprintf(format, args...))
+	c.warnMu.Unlock()
+}
+
+func (c *collector) running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, im := range c.images {
+		if im.reg != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// detachAll stops recording in every image still running.
+func (c *collector) detachAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, im := range c.images {
+		im.once.Do(func() { close(im.execd) })
+	}
+}
+
+// register is called by the session for each agent that registers.
+func (c *collector) register(h launch.Hello) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info := event.ProcessInfo{PID: h.PID, PPID: h.PPID, ParentProc: -1, ExecOf: -1}
+	if h.ForkID != 0 {
+		if !c.opts.FollowFork {
+			return -1, errors.New("fork child not recorded (--follow-fork=false)")
+		}
+		if p := c.current[h.ParentPID]; p != nil {
+			info.ParentProc, info.ForkID = int32(p.idx), h.ForkID
+		}
+	}
+	if old := c.current[h.PID]; old != nil {
+		// A new image in a known process: the old one exec'd.
+		info.ExecOf = int32(old.idx)
+		old.once.Do(func() { close(old.execd) })
+	}
+	idx := uint32(len(c.images))
+	info.Index = idx
+	info.Argv, info.Exe = procArgs(h.PID)
+	reg, err := region.Create(h.PID, idx, c.opts.Region)
+	if err != nil {
+		return -1, err
+	}
+	pidfd, err := unix.PidfdOpen(int(h.PID), 0)
+	if err != nil {
+		reg.Close()
+		return -1, fmt.Errorf("pidfd_open %d: %w", h.PID, err)
+	}
+	ticks := c.src.Now()
+	im := &image{idx: idx, pid: h.PID, reg: reg, pidfd: pidfd, execd: make(chan struct{})}
+	im.start = event.Event{Kind: event.ProcessStart, Proc: idx, Time: ticks, Process: &info,
+		Clock: &event.ClockInfo{Ticks: ticks, Mono: clock.Mono(), Real: clock.Real(), TicksPerSec: c.src.TicksPerSecond()}}
+	c.images = append(c.images, im)
+	c.current[h.PID] = im
+	c.wg.Add(1)
+	go c.pipeline(im)
+	return reg.FD(), nil
+}
+
+func procArgs(pid int32) (argv []string, exe string) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cmdline")
+	if err == nil {
+		argv = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	}
+	exe, _ = os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/exe")
+	return argv, exe
+}
+
+// lateness is how long a record may take from its timestamp to being
+// visible in its ring; events younger than that wait before merging.
+const lateness = 2 * time.Millisecond
+
+// pipeline drains one image's rings until the image is gone.
+func (c *collector) pipeline(im *image) {
+	defer c.wg.Done()
+	defer unix.Close(im.pidfd)
+	c.sink.send(im.idx, []event.Event{im.start}, false)
+	var m merger
+	var buf, out []event.Event
+	add := func(ring int, evs []event.Event) { m.add(ring, evs) }
+	tps := c.src.TicksPerSecond()
+	if tps <= 0 {
+		tps = 1e9
+	}
+	lag := uint64(lateness.Seconds() * tps)
+	lastReclaim := time.Now()
+	var ended *event.ProcessInfo
+	for {
+		now := c.src.Now()
+		n, err := im.reg.Drain(add, buf)
+		if err != nil {
+			c.warn("pid %d: %v", im.pid, err)
+		}
+		var upto uint64
+		if now > lag {
+			upto = now - lag
+		}
+		out = m.take(upto, false, out[:0])
+		if len(out) > 0 {
+			c.sink.send(im.idx, out, false)
+			out = nil
+		}
+		if time.Since(lastReclaim) > 100*time.Millisecond {
+			im.reg.Reclaim(func(tid int32) bool { return region.ThreadAlive(im.pid, tid) })
+			lastReclaim = time.Now()
+		}
+		if n > 0 {
+			continue
+		}
+		if ended == nil {
+			ended = c.ended(im)
+		}
+		if ended != nil {
+			// Gone: whatever it wrote is in the rings now.
+			for {
+				n, err := im.reg.Drain(add, buf)
+				if err != nil {
+					c.warn("pid %d: %v", im.pid, err)
+				}
+				if n == 0 {
+					break
+				}
+			}
+			out = m.take(0, true, out[:0])
+			if lost := im.reg.Lost(); lost > 0 {
+				c.warn("pid %d: the agent lost %d records", im.pid, lost)
+			}
+			im.reg.Detach()
+			im.reg.Close()
+			out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), Process: ended})
+			c.sink.send(im.idx, out, true)
+			c.mu.Lock()
+			im.reg = nil
+			c.mu.Unlock()
+			return
+		}
+		im.reg.Wait(time.Millisecond)
+	}
+}
+
+// ended returns how the image ended, or nil while it runs.
+func (c *collector) ended(im *image) *event.ProcessInfo {
+	select {
+	case <-im.execd:
+		c.mu.Lock()
+		replaced := c.current[im.pid] != im
+		c.mu.Unlock()
+		info := *im.start.Process
+		if replaced {
+			info.ExecdOut = true
+		}
+		return &info
+	default:
+	}
+	fds := []unix.PollFd{{Fd: int32(im.pidfd), Events: unix.POLLIN}}
+	if n, _ := unix.Poll(fds, 0); n == 0 {
+		return nil
+	}
+	info := *im.start.Process
+	if im.pid == c.mainPID {
+		// The collector reaps the program itself: take its status.
+		c.mu.Lock()
+		if c.mainOutcome == nil {
+			c.mu.Unlock()
+			c.mainOutcome = <-c.mainEnd
+			c.mu.Lock()
+		}
+		o := c.mainOutcome
+		c.mu.Unlock()
+		info.Exited, info.Code, info.Signal = o.Exited, o.Code, o.Signal
+		return &info
+	}
+	info.Exited, info.Code, info.Signal = zombieStatus(im.pid)
+	return &info
+}
+
+// zombieStatus reads a dead child's wait status from /proc while it is a
+// zombie (best effort: its parent may have reaped it already).
+func zombieStatus(pid int32) (exited bool, code, sig int32) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/stat")
+	if err != nil {
+		return false, 0, 0
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	// Field 52 of stat; f[0] is field 3.
+	if len(f) < 50 {
+		return false, 0, 0
+	}
+	v, err := strconv.Atoi(f[49])
+	if err != nil {
+		return false, 0, 0
+	}
+	ws := syscall.WaitStatus(v)
+	if ws.Signaled() {
+		return false, 0, int32(ws.Signal())
+	}
+	return true, int32(ws.ExitStatus()), 0
+}

@@ -1,0 +1,89 @@
+package collect
+
+import "github.com/leakpath/leakpath/internal/event"
+
+// merger orders the events of one process image's rings by time. Each ring
+// is already in time order, except for records written by a signal handler
+// inside a hook, which can land just after a record with a later time; add
+// repairs that locally.
+type merger struct {
+	rings []ringQueue
+	n     int // events pending in all rings
+}
+
+type ringQueue struct {
+	evs  []event.Event
+	head int
+	last uint64 // time of the ring's latest event, for stack definitions
+}
+
+// add queues the events of one ring drain (copying them).
+func (m *merger) add(ring int, evs []event.Event) {
+	for ring >= len(m.rings) {
+		m.rings = append(m.rings, ringQueue{})
+	}
+	q := &m.rings[ring]
+	if q.head > 0 && q.head == len(q.evs) {
+		q.evs, q.head = q.evs[:0], 0
+	}
+	for _, ev := range evs {
+		if ev.Kind == event.StackDef || ev.Time == 0 {
+			// Definitions carry no time: keep them just before their use.
+			ev.Time = q.last
+		} else if ev.Time > q.last {
+			q.last = ev.Time
+		}
+		q.evs = append(q.evs, ev)
+		// Never move an event above a stack definition it may use.
+		for i := len(q.evs) - 1; i > q.head && q.evs[i-1].Time > q.evs[i].Time &&
+			q.evs[i-1].Kind != event.StackDef; i-- {
+			q.evs[i-1], q.evs[i] = q.evs[i], q.evs[i-1]
+		}
+	}
+	m.n += len(evs)
+}
+
+// take appends to out, in time order, every pending event older than upto
+// (all of them when all is set).
+func (m *merger) take(upto uint64, all bool, out []event.Event) []event.Event {
+	for m.n > 0 {
+		// The ring whose next event is earliest, and the earliest next
+		// event of the others: the best ring runs until it passes that.
+		best, next := -1, ^uint64(0)
+		var bt uint64
+		for i := range m.rings {
+			q := &m.rings[i]
+			if q.head == len(q.evs) {
+				continue
+			}
+			t := q.evs[q.head].Time
+			switch {
+			case best < 0:
+				best, bt = i, t
+			case t < bt:
+				next = min(next, bt)
+				best, bt = i, t
+			default:
+				next = min(next, t)
+			}
+		}
+		if best < 0 || (!all && bt >= upto) {
+			break
+		}
+		q := &m.rings[best]
+		start := q.head
+		for q.head < len(q.evs) {
+			t := q.evs[q.head].Time
+			if q.head > start && t > next || !all && t >= upto {
+				break
+			}
+			q.head++
+		}
+		out = append(out, q.evs[start:q.head]...)
+		m.n -= q.head - start
+		if q.head == len(q.evs) {
+			q.evs, q.head = q.evs[:0], 0
+		}
+	}
+	return out
+}

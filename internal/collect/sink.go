@@ -1,0 +1,237 @@
+package collect
+
+import (
+	"sync"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
+)
+
+// batch is a run of merged events of one image.
+type batch struct {
+	proc uint32
+	evs  []event.Event
+	last bool // the image ended
+}
+
+type forkKey struct {
+	parent uint32
+	id     uint64
+}
+
+// held is an image whose events wait: a parent paused at a fork until its
+// child's first event, or a child waiting for its parent's fork.
+type held struct {
+	evs   []event.Event
+	since time.Time
+	fork  forkKey // for a paused parent: the fork it waits at
+}
+
+// forkWait bounds how long a parent waits for its fork child to register
+// (a child that dies before, or is not recorded).
+const forkWait = 2 * time.Second
+
+// sink applies events to the model and the trace, in one goroutine, so
+// that both see the same order. A fork child must start from its parent's
+// heap as it was at the fork: the sink pauses the parent at its Fork event
+// until the child's ProcessStart is applied (or holds the child until the
+// parent reaches the fork).
+type sink struct {
+	model  *heap.Session
+	trace  TraceWriter
+	in     chan batch
+	done   chan struct{}
+	err    error
+	events int64
+
+	paused   map[uint32]*held  // parents stopped at a fork
+	children map[forkKey]*held // children waiting for their parent's fork
+	childOf  map[uint32]forkKey
+	forked   map[forkKey]bool // forks applied whose child has not come yet
+	once     sync.Once
+}
+
+func newSink(model *heap.Session, trace TraceWriter) *sink {
+	return &sink{
+		model: model, trace: trace,
+		in: make(chan batch, 64), done: make(chan struct{}),
+		paused: map[uint32]*held{}, children: map[forkKey]*held{},
+		childOf: map[uint32]forkKey{}, forked: map[forkKey]bool{},
+	}
+}
+
+// send hands a batch to the sink; evs belongs to the sink afterwards.
+func (s *sink) send(proc uint32, evs []event.Event, last bool) {
+	s.in <- batch{proc: proc, evs: evs, last: last}
+}
+
+// close waits for everything sent to be applied.
+func (s *sink) close() {
+	s.once.Do(func() { close(s.in) })
+	<-s.done
+}
+
+func (s *sink) run() {
+	defer close(s.done)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case b, ok := <-s.in:
+			if !ok {
+				s.releaseAll()
+				s.flush()
+				return
+			}
+			s.feed(b.proc, b.evs)
+		case <-tick.C:
+			s.expire()
+			s.flush()
+		}
+	}
+}
+
+func (s *sink) flush() {
+	if s.trace != nil && s.err == nil {
+		s.err = s.trace.Flush()
+	}
+}
+
+// feed applies a proc's events, holding them where ordering demands.
+func (s *sink) feed(proc uint32, evs []event.Event) {
+	if h := s.paused[proc]; h != nil {
+		h.evs = append(h.evs, evs...)
+		s.checkForkFailed(proc, h)
+		return
+	}
+	if k, ok := s.childOf[proc]; ok {
+		if h := s.children[k]; h != nil {
+			h.evs = append(h.evs, evs...)
+			return
+		}
+	}
+	for i := 0; i < len(evs); i++ {
+		ev := &evs[i]
+		switch ev.Kind {
+		case event.ProcessStart:
+			if ev.Process != nil && ev.Process.ForkID != 0 && ev.Process.ParentProc >= 0 {
+				k := forkKey{uint32(ev.Process.ParentProc), ev.Process.ForkID}
+				if !s.forked[k] {
+					// The parent has not reached its fork yet.
+					s.apply(evs[:i])
+					s.childOf[proc] = k
+					s.children[k] = &held{evs: append([]event.Event(nil), evs[i:]...), since: time.Now()}
+					return
+				}
+				delete(s.forked, k)
+				s.apply(evs[:i+1])
+				evs = evs[i+1:]
+				i = -1
+				if ph := s.paused[k.parent]; ph != nil && ph.fork == k {
+					delete(s.paused, k.parent)
+					defer s.feed(k.parent, ph.evs)
+				}
+				continue
+			}
+		case event.Fork:
+			k := forkKey{proc, ev.Aux}
+			s.apply(evs[:i+1])
+			rest := evs[i+1:]
+			if ch := s.children[k]; ch != nil {
+				// The child is waiting: start it now, from this state.
+				delete(s.children, k)
+				s.forked[k] = true
+				for p, ck := range s.childOf {
+					if ck == k {
+						delete(s.childOf, p)
+						s.feed(p, ch.evs)
+					}
+				}
+				evs = rest
+				i = -1
+				continue
+			}
+			s.forked[k] = true
+			h := &held{evs: append([]event.Event(nil), rest...), since: time.Now(), fork: k}
+			s.paused[proc] = h
+			s.checkForkFailed(proc, h)
+			return
+		}
+	}
+	s.apply(evs)
+}
+
+// checkForkFailed resumes a paused parent whose fork failed.
+func (s *sink) checkForkFailed(proc uint32, h *held) {
+	for _, ev := range h.evs {
+		if ev.Kind == event.ForkDone && ev.Aux == h.fork.id && int64(ev.Addr) <= 0 ||
+			ev.Kind == event.ProcessEnd {
+			s.resume(proc)
+			return
+		}
+	}
+}
+
+func (s *sink) resume(proc uint32) {
+	h := s.paused[proc]
+	if h == nil {
+		return
+	}
+	delete(s.paused, proc)
+	delete(s.forked, h.fork)
+	s.feed(proc, h.evs)
+}
+
+// expire gives up waiting after forkWait.
+func (s *sink) expire() {
+	for proc, h := range s.paused {
+		if time.Since(h.since) > forkWait {
+			s.resume(proc)
+		}
+	}
+	for k, h := range s.children {
+		if time.Since(h.since) > forkWait {
+			s.startOrphan(k, h)
+		}
+	}
+}
+
+// startOrphan starts a child whose parent never reached the fork: it
+// inherits nothing.
+func (s *sink) startOrphan(k forkKey, h *held) {
+	delete(s.children, k)
+	for p, ck := range s.childOf {
+		if ck == k {
+			delete(s.childOf, p)
+		}
+	}
+	if len(h.evs) > 0 && h.evs[0].Process != nil {
+		info := *h.evs[0].Process
+		info.ForkID = 0
+		h.evs[0].Process = &info
+	}
+	s.apply(h.evs)
+}
+
+func (s *sink) releaseAll() {
+	for len(s.paused) > 0 || len(s.children) > 0 {
+		for proc := range s.paused {
+			s.resume(proc)
+		}
+		for k, h := range s.children {
+			s.startOrphan(k, h)
+		}
+	}
+}
+
+func (s *sink) apply(evs []event.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.model.Apply(evs)
+	s.events += int64(len(evs))
+	if s.trace != nil && s.err == nil {
+		s.err = s.trace.Write(evs)
+	}
+}

@@ -1,0 +1,556 @@
+// Package heap is the heap model: for each recorded process image, the
+// live blocks (address → size, site, thread, time), the allocation sites
+// (stack → counts, bytes, the stacks that freed its blocks), threads,
+// modules, totals and improper uses. Events from a live run and from a
+// trace file are applied the same way, so both give the same report.
+//
+// The model tolerates events that arrive slightly out of order across
+// threads (a free seen before the allocation it frees): such a free waits
+// for its allocation instead of being reported as invalid.
+package heap
+
+import (
+	"sort"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+// Block is a live heap block.
+type Block struct {
+	Size   uint64
+	Time   uint64 // ticks when allocated
+	Site   StackID
+	Thread int32
+	Fn     event.Fn
+}
+
+// Site is what is known of one allocation stack.
+type Site struct {
+	Allocs, Frees         uint64
+	AllocBytes, FreeBytes uint64
+	LiveBlocks, LiveBytes uint64
+	Temporary             uint64
+	First, Last           uint64 // ticks of the first and last allocation
+	Fn                    event.Fn
+	// FreeStacks counts the stacks of the frees of this site's blocks
+	// (only when free stacks are recorded).
+	FreeStacks map[StackID]uint64
+}
+
+// Thread is what is known of one thread.
+type Thread struct {
+	TID         int32
+	Start, Exit uint64 // ticks; Exit 0 while running
+	Name        string
+	lastAlloc   uint64 // address of its latest allocation, for temporaries
+	realloc     pendingRealloc
+}
+
+type pendingRealloc struct {
+	active bool
+	addr   uint64
+	known  bool
+	block  Block
+}
+
+// Totals are the process-wide counts.
+type Totals struct {
+	Calls          [event.NumFn]uint64
+	Allocations    uint64 // successful allocating calls, reallocs included
+	Frees          uint64 // releases of non-NULL pointers, reallocs of non-NULL included
+	AllocatedBytes uint64
+	FailedAllocs   uint64
+	LiveBytes      uint64
+	LiveBlocks     uint64
+	PeakBytes      uint64
+	PeakTime       uint64
+	Temporary      uint64
+}
+
+// ErrorKind classifies improper uses of the allocator.
+type ErrorKind uint8
+
+// The improper uses.
+const (
+	InvalidFree    ErrorKind = iota + 1 // free of an address never allocated
+	DoubleFree                          // free of an address already freed
+	MismatchedFree                      // released by the wrong family (free of new, delete of malloc, delete of new[])
+	InvalidRealloc                      // realloc of an address never allocated
+)
+
+var errorNames = [...]string{InvalidFree: "invalid_free", DoubleFree: "double_free",
+	MismatchedFree: "mismatched_free", InvalidRealloc: "invalid_realloc"}
+
+func (k ErrorKind) String() string {
+	if int(k) < len(errorNames) && errorNames[k] != "" {
+		return errorNames[k]
+	}
+	return "unknown"
+}
+
+// Error is an improper use, counted once per distinct (kind, stacks).
+type Error struct {
+	Kind       ErrorKind
+	Addr       uint64   // the first address it happened to
+	Stack      StackID  // where the free/realloc was called (0: unknown)
+	AllocStack StackID  // where the block was allocated (0: unknown)
+	FreeStack  StackID  // double free: where it was freed first
+	Fn         event.Fn // the releasing function
+	AllocFn    event.Fn // the allocating function, when known
+	Thread     int32
+	Time       uint64
+	Count      uint64
+}
+
+type errKey struct {
+	kind              ErrorKind
+	stack, alloc, fst StackID
+	fn, afn           event.Fn
+}
+
+type freed struct {
+	site  StackID
+	stack StackID
+	fn    event.Fn
+}
+
+const (
+	recentFrees = 1 << 16 // freed addresses remembered for double-free detection
+	maxErrors   = 10000   // distinct errors kept
+)
+
+// Module is a module as the model knows it.
+type Module struct {
+	event.Module
+	Loaded, Unloaded uint64 // ticks; Unloaded 0 while loaded
+}
+
+// Process is the model of one process image.
+type Process struct {
+	Info    event.ProcessInfo
+	End     *event.ProcessInfo // set when the image ended
+	Clock   event.ClockInfo
+	Modules []*Module // every module ever loaded, in load order
+	Stacks  *StackTable
+	Threads map[int32]*Thread
+	Totals  Totals
+	Errors  []Error
+	// ExitStatus from the agent's exit record, when it wrote one.
+	ExitStatus *int32
+	// Anomalies counts events that do not fit the model (a free that
+	// never met its allocation counts as an error instead).
+	Anomalies           uint64
+	FreeStacksSeen      bool
+	FirstTime, LastTime uint64
+
+	sites      []Site           // by StackID
+	blocks     map[uint64]Block // live blocks by address
+	agentStack []StackID        // agent stack id → StackID
+	modByID    map[uint32]int32 // agent module id → index in Modules
+	live       []int32          // indexes of loaded modules, sorted by address
+	errIndex   map[errKey]int
+	recent     map[uint64]freed // recently freed addresses
+	recentRing []uint64
+	recentPos  int
+	parked     map[uint64]event.Event // frees that arrived before their allocation
+	limbo      map[uint64]Block       // blocks whose address was reused before their free arrived
+}
+
+func newProcess(info event.ProcessInfo) *Process {
+	return &Process{
+		Info:     info,
+		Stacks:   newStackTable(),
+		Threads:  map[int32]*Thread{},
+		sites:    make([]Site, 1),
+		blocks:   map[uint64]Block{},
+		modByID:  map[uint32]int32{},
+		errIndex: map[errKey]int{},
+		recent:   map[uint64]freed{},
+		parked:   map[uint64]event.Event{},
+		limbo:    map[uint64]Block{},
+	}
+}
+
+// Site returns the site of stack id (nil if it allocated nothing).
+func (p *Process) Site(id StackID) *Site {
+	if int(id) >= len(p.sites) {
+		return nil
+	}
+	return &p.sites[id]
+}
+
+// Live calls fn for every live block.
+func (p *Process) Live(fn func(addr uint64, b Block)) {
+	for a, b := range p.blocks {
+		fn(a, b)
+	}
+}
+
+// LiveBlock returns the live block at addr.
+func (p *Process) LiveBlock(addr uint64) (Block, bool) {
+	b, ok := p.blocks[addr]
+	return b, ok
+}
+
+// ModuleOf returns the module index of a runtime address among the loaded
+// modules, or -1.
+func (p *Process) ModuleOf(addr uint64) int32 {
+	i := sort.Search(len(p.live), func(i int) bool {
+		return p.Modules[p.live[i]].lowest() > addr
+	})
+	for j := i - 1; j >= 0 && j >= i-4; j-- {
+		if p.Modules[p.live[j]].Contains(addr) {
+			return p.live[j]
+		}
+	}
+	return -1
+}
+
+func (m *Module) lowest() uint64 {
+	lo := ^uint64(0)
+	for _, s := range m.Segments {
+		if m.Bias+s.Vaddr < lo {
+			lo = m.Bias + s.Vaddr
+		}
+	}
+	return lo
+}
+
+func (p *Process) site(id StackID) *Site {
+	for int(id) >= len(p.sites) {
+		p.sites = append(p.sites, Site{})
+	}
+	return &p.sites[id]
+}
+
+func (p *Process) thread(tid int32) *Thread {
+	t := p.Threads[tid]
+	if t == nil {
+		t = &Thread{TID: tid}
+		p.Threads[tid] = t
+	}
+	return t
+}
+
+func (p *Process) stackOf(agentID uint32) StackID {
+	if int(agentID) < len(p.agentStack) {
+		return p.agentStack[agentID]
+	}
+	return 0
+}
+
+func (p *Process) addError(e Error) {
+	k := errKey{e.Kind, e.Stack, e.AllocStack, e.FreeStack, e.Fn, e.AllocFn}
+	if i, ok := p.errIndex[k]; ok {
+		p.Errors[i].Count++
+		return
+	}
+	if len(p.Errors) >= maxErrors {
+		p.Anomalies++
+		return
+	}
+	e.Count = 1
+	p.errIndex[k] = len(p.Errors)
+	p.Errors = append(p.Errors, e)
+}
+
+func (p *Process) remember(addr uint64, f freed) {
+	if p.recentRing == nil {
+		p.recentRing = make([]uint64, recentFrees)
+	}
+	if old := p.recentRing[p.recentPos]; old != 0 {
+		delete(p.recent, old)
+	}
+	p.recentRing[p.recentPos] = addr
+	p.recentPos = (p.recentPos + 1) % recentFrees
+	p.recent[addr] = f
+}
+
+// apply applies one event of this process.
+func (p *Process) apply(ev *event.Event) {
+	if ev.Time != 0 {
+		if p.FirstTime == 0 || ev.Time < p.FirstTime {
+			p.FirstTime = ev.Time
+		}
+		if ev.Time > p.LastTime {
+			p.LastTime = ev.Time
+		}
+	}
+	switch ev.Kind {
+	case event.Alloc:
+		p.Totals.Calls[ev.Fn]++
+		if ev.Addr == 0 {
+			p.Totals.FailedAllocs++
+			return
+		}
+		p.alloc(ev.Addr, Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: ev.Fn})
+	case event.Free:
+		p.Totals.Calls[ev.Fn]++
+		p.free(ev)
+	case event.ReallocBegin:
+		t := p.thread(ev.Thread)
+		b, ok := p.blocks[ev.Addr]
+		if ok {
+			p.release(ev.Addr, b)
+		}
+		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
+	case event.Realloc:
+		p.realloc(ev)
+	case event.StackDef:
+		id := p.Stacks.intern(ev.Frames, p.ModuleOf)
+		for int(ev.Stack) >= len(p.agentStack) {
+			p.agentStack = append(p.agentStack, 0)
+		}
+		p.agentStack[ev.Stack] = id
+	case event.ModuleLoad:
+		m := &Module{Module: *ev.Module, Loaded: ev.Time}
+		idx := int32(len(p.Modules))
+		p.Modules = append(p.Modules, m)
+		p.modByID[m.ID] = idx
+		p.live = append(p.live, idx)
+		sort.Slice(p.live, func(i, j int) bool {
+			return p.Modules[p.live[i]].lowest() < p.Modules[p.live[j]].lowest()
+		})
+	case event.ModuleUnload:
+		if idx, ok := p.modByID[ev.Module.ID]; ok {
+			p.Modules[idx].Unloaded = ev.Time
+			delete(p.modByID, ev.Module.ID)
+			for i, l := range p.live {
+				if l == idx {
+					p.live = append(p.live[:i], p.live[i+1:]...)
+					break
+				}
+			}
+		}
+	case event.ThreadStart:
+		t := p.thread(ev.Thread)
+		if t.Start == 0 {
+			t.Start = ev.Time
+		}
+	case event.ThreadExit:
+		p.thread(ev.Thread).Exit = ev.Time
+	case event.ThreadName:
+		p.thread(ev.Thread).Name = ev.Text
+	case event.Exit:
+		st := int32(ev.Aux)
+		p.ExitStatus = &st
+	case event.Clock:
+		if ev.Clock != nil {
+			p.Clock = *ev.Clock
+		}
+	case event.ProcessEnd:
+		if ev.Process != nil {
+			end := *ev.Process
+			p.End = &end
+		}
+	}
+}
+
+func (p *Process) alloc(addr uint64, b Block) {
+	if pf, ok := p.parked[addr]; ok {
+		delete(p.parked, addr)
+		if pf.Time < b.Time {
+			// The parked free came before this allocation: it was
+			// invalid after all.
+			p.invalidFree(&pf)
+		} else {
+			defer p.free(&pf)
+		}
+	}
+	if old, ok := p.blocks[addr]; ok {
+		// The allocator handed out an address we think is live: its free
+		// is still on its way from another thread.
+		p.release(addr, old)
+		p.limbo[addr] = old
+	}
+	delete(p.recent, addr)
+	p.blocks[addr] = b
+	s := p.site(b.Site)
+	s.Allocs++
+	s.AllocBytes += b.Size
+	s.LiveBlocks++
+	s.LiveBytes += b.Size
+	if s.First == 0 {
+		s.First = b.Time
+		s.Fn = b.Fn
+	}
+	s.Last = b.Time
+	p.Totals.Allocations++
+	p.Totals.AllocatedBytes += b.Size
+	p.Totals.LiveBlocks++
+	p.Totals.LiveBytes += b.Size
+	if p.Totals.LiveBytes > p.Totals.PeakBytes {
+		p.Totals.PeakBytes = p.Totals.LiveBytes
+		p.Totals.PeakTime = b.Time
+	}
+	p.thread(b.Thread).lastAlloc = addr
+}
+
+// release takes a live block out of the live set (free or realloc).
+func (p *Process) release(addr uint64, b Block) {
+	delete(p.blocks, addr)
+	s := p.site(b.Site)
+	s.LiveBlocks--
+	s.LiveBytes -= b.Size
+	p.Totals.LiveBlocks--
+	p.Totals.LiveBytes -= b.Size
+}
+
+// freed accounts a released block to its site.
+func (p *Process) freedBlock(addr uint64, b Block, ev *event.Event, stack StackID) {
+	s := p.site(b.Site)
+	s.Frees++
+	s.FreeBytes += b.Size
+	if stack != 0 {
+		if s.FreeStacks == nil {
+			s.FreeStacks = map[StackID]uint64{}
+		}
+		s.FreeStacks[stack]++
+	}
+	p.Totals.Frees++
+	p.remember(addr, freed{site: b.Site, stack: stack, fn: ev.Fn})
+}
+
+func (p *Process) free(ev *event.Event) {
+	stack := p.stackOf(ev.Stack)
+	if stack != 0 {
+		p.FreeStacksSeen = true
+	}
+	b, ok := p.blocks[ev.Addr]
+	if !ok {
+		if old, lok := p.limbo[ev.Addr]; lok {
+			delete(p.limbo, ev.Addr)
+			p.freedBlock(ev.Addr, old, ev, stack)
+			return
+		}
+		// Wait for the allocation: it may still be on its way.
+		if _, dup := p.parked[ev.Addr]; dup {
+			prev := p.parked[ev.Addr]
+			p.invalidFree(&prev)
+		}
+		p.parked[ev.Addr] = *ev
+		return
+	}
+	p.release(ev.Addr, b)
+	p.freedBlock(ev.Addr, b, ev, stack)
+	if t := p.Threads[ev.Thread]; t != nil && t.lastAlloc == ev.Addr {
+		p.Totals.Temporary++
+		p.site(b.Site).Temporary++
+		t.lastAlloc = 0
+	}
+	if af, ff := b.Fn.AllocFamily(), ev.Fn.FreeFamily(); af != ff {
+		p.addError(Error{Kind: MismatchedFree, Addr: ev.Addr, Stack: stack, AllocStack: b.Site,
+			Fn: ev.Fn, AllocFn: b.Fn, Thread: ev.Thread, Time: ev.Time})
+	}
+}
+
+// invalidFree reports a free that matched no allocation.
+func (p *Process) invalidFree(ev *event.Event) {
+	stack := p.stackOf(ev.Stack)
+	kind := InvalidFree
+	if ev.Kind == event.Realloc {
+		kind = InvalidRealloc
+	}
+	e := Error{Kind: kind, Addr: ev.Addr, Stack: stack, Fn: ev.Fn, Thread: ev.Thread, Time: ev.Time}
+	if f, ok := p.recent[ev.Addr]; ok {
+		e.Kind = DoubleFree
+		e.AllocStack = f.site
+		e.FreeStack = f.stack
+	}
+	p.addError(e)
+}
+
+func (p *Process) realloc(ev *event.Event) {
+	p.Totals.Calls[ev.Fn]++
+	t := p.thread(ev.Thread)
+	pr := t.realloc
+	t.realloc = pendingRealloc{}
+	if ev.Addr != 0 && (!pr.active || pr.addr != ev.Addr) {
+		// No begin record seen for this call: take the block now.
+		b, ok := p.blocks[ev.Addr]
+		if ok {
+			p.release(ev.Addr, b)
+		}
+		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
+	}
+	stack := p.stackOf(ev.Stack)
+	if ev.Addr2 == 0 {
+		if ev.Size == 0 && ev.Addr != 0 {
+			// realloc(p, 0) freed p.
+			if pr.known {
+				p.freedBlock(ev.Addr, pr.block, ev, stack)
+			} else {
+				p.invalidFree(ev)
+			}
+			return
+		}
+		// Failed: the old block is still there.
+		p.Totals.FailedAllocs++
+		if pr.known {
+			p.restore(ev.Addr, pr.block)
+		}
+		return
+	}
+	if ev.Addr != 0 {
+		if pr.known {
+			p.freedBlock(ev.Addr, pr.block, ev, stack)
+			if af := pr.block.Fn.AllocFamily(); af != event.FamilyMalloc {
+				p.addError(Error{Kind: MismatchedFree, Addr: ev.Addr, Stack: stack, AllocStack: pr.block.Site,
+					Fn: ev.Fn, AllocFn: pr.block.Fn, Thread: ev.Thread, Time: ev.Time})
+			}
+		} else {
+			p.invalidFree(ev)
+		}
+	}
+	p.alloc(ev.Addr2, Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn})
+}
+
+// restore puts back a block that a failed realloc did not release.
+func (p *Process) restore(addr uint64, b Block) {
+	p.blocks[addr] = b
+	s := p.site(b.Site)
+	s.LiveBlocks++
+	s.LiveBytes += b.Size
+	p.Totals.LiveBlocks++
+	p.Totals.LiveBytes += b.Size
+}
+
+// finish settles what is still pending when the image ended: frees that
+// never met an allocation are invalid, blocks in limbo were freed.
+func (p *Process) finish() {
+	addrs := make([]uint64, 0, len(p.parked))
+	for a := range p.parked {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return p.parked[addrs[i]].Time < p.parked[addrs[j]].Time })
+	for _, a := range addrs {
+		ev := p.parked[a]
+		p.invalidFree(&ev)
+	}
+	p.parked = map[uint64]event.Event{}
+	p.Anomalies += uint64(len(p.limbo))
+	p.limbo = map[uint64]Block{}
+}
+
+// cloneFrom makes p a fork child of parent: it inherits the parent's live
+// blocks and stacks as they are at the fork.
+func (p *Process) cloneFrom(parent *Process) {
+	p.Stacks = parent.Stacks.clone()
+	p.Modules = append([]*Module(nil), parent.Modules...)
+	p.sites = make([]Site, len(parent.sites))
+	p.blocks = make(map[uint64]Block, len(parent.blocks))
+	for a, b := range parent.blocks {
+		p.blocks[a] = b
+		s := &p.sites[b.Site]
+		s.LiveBlocks++
+		s.LiveBytes += b.Size
+		if s.Fn == 0 {
+			s.Fn = b.Fn
+			s.First = b.Time
+		}
+	}
+	p.Totals.LiveBlocks = parent.Totals.LiveBlocks
+	p.Totals.LiveBytes = parent.Totals.LiveBytes
+	p.Totals.PeakBytes = parent.Totals.LiveBytes
+	p.Clock = parent.Clock
+}

@@ -1,0 +1,249 @@
+// Package launch starts a program with the agent preloaded and accepts the
+// agent's registrations: the program itself, its fork children and the
+// images it execs all find the collector the same way.
+//
+// The agent is preloaded from a symlink inside a private session directory;
+// the agent finds the collector's socket beside its own path. So the only
+// trace leakpath leaves in the target's environment is LD_PRELOAD, and the
+// agent holds no file descriptor once registered.
+package launch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/wire"
+)
+
+// AgentName is the file name of the agent library.
+const AgentName = "libleakpath.so"
+
+// Hello is what an agent says when it registers.
+type Hello struct {
+	PID, PPID int32
+	ParentPID int32  // the process it forked from, or 0
+	ForkID    uint64 // the parent's fork id, or 0 (a fresh image)
+}
+
+// Registrar decides about a registering process image: it returns the memfd
+// of the region the agent shall write to, or an error to leave the image
+// unrecorded. The fd stays owned by the Registrar.
+type Registrar func(h Hello) (fd int, err error)
+
+// Session is a session directory with the agent link and the socket.
+type Session struct {
+	Dir   string
+	Agent string // the link to preload
+	ln    *net.UnixListener
+	reg   Registrar
+	wg    sync.WaitGroup
+	errMu sync.Mutex
+	errs  []error
+}
+
+// FindAgent locates the agent library: explicit if given, else the
+// LEAKPATH_AGENT environment variable, else beside the running executable
+// (bin/leakpath → bin/libleakpath.so) or in ../lib/leakpath/.
+func FindAgent(explicit string) (string, error) {
+	var tried []string
+	try := func(p string) (string, bool) {
+		if p == "" {
+			return "", false
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", false
+		}
+		tried = append(tried, abs)
+		if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
+			return abs, true
+		}
+		return "", false
+	}
+	if explicit != "" {
+		if p, ok := try(explicit); ok {
+			return p, nil
+		}
+		return "", fmt.Errorf("agent library %s: not found", explicit)
+	}
+	if p, ok := try(os.Getenv("LEAKPATH_AGENT")); ok {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		dir := filepath.Dir(exe)
+		for _, p := range []string{filepath.Join(dir, AgentName), filepath.Join(dir, "..", "lib", "leakpath", AgentName)} {
+			if p, ok := try(p); ok {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("agent library %s not found (looked at %s); build it with `make` or pass --agent", AgentName, strings.Join(tried, ", "))
+}
+
+// NewSession creates the session directory and starts accepting agents.
+func NewSession(agentPath string, reg Registrar) (*Session, error) {
+	dir, err := os.MkdirTemp("", "leakpath-")
+	if err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	s := &Session{Dir: dir, Agent: filepath.Join(dir, AgentName), reg: reg}
+	if err := os.Symlink(agentPath, s.Agent); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("session: link agent: %w", err)
+	}
+	sock := filepath.Join(dir, "ctl.sock")
+	if len(sock) >= 108 {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("session: socket path %s too long for a unix socket; set TMPDIR to a shorter directory", sock)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("session: listen %s: %w", sock, err)
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+// Env returns env with the agent added in front of any LD_PRELOAD.
+func (s *Session) Env(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	pre := s.Agent
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			if v != "" {
+				pre += ":" + v
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "LD_PRELOAD="+pre)
+}
+
+func (s *Session) serve() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			return // closed
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.handle(c); err != nil {
+				s.errMu.Lock()
+				s.errs = append(s.errs, err)
+				s.errMu.Unlock()
+			}
+		}()
+	}
+}
+
+func (s *Session) handle(c *net.UnixConn) error {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	var b [wire.HelloSize]byte
+	if _, err := readFull(c, b[:]); err != nil {
+		return fmt.Errorf("agent registration: %w", err)
+	}
+	le := binary.LittleEndian
+	if le.Uint64(b[wire.OffHelloMagic:]) != wire.HelloMagic {
+		return errors.New("agent registration: bad magic")
+	}
+	welcome := make([]byte, wire.WelcomeSize)
+	le.PutUint64(welcome, wire.HelloMagic)
+	if v := le.Uint32(b[wire.OffHelloVersion:]); v != wire.Version {
+		le.PutUint32(welcome[8:], 1)
+		c.Write(welcome)
+		return fmt.Errorf("agent registration: agent speaks wire version %d, collector %d (rebuild with `make`)", v, wire.Version)
+	}
+	h := Hello{
+		PID:       int32(le.Uint32(b[wire.OffHelloPID:])),
+		PPID:      int32(le.Uint32(b[wire.OffHelloPPID:])),
+		ParentPID: int32(le.Uint32(b[wire.OffHelloParentPID:])),
+		ForkID:    le.Uint64(b[wire.OffHelloForkID:]),
+	}
+	if cred, err := peerPID(c); err == nil && cred != h.PID {
+		le.PutUint32(welcome[8:], 1)
+		c.Write(welcome)
+		return fmt.Errorf("agent registration: pid %d claims to be %d", cred, h.PID)
+	}
+	fd, err := s.reg(h)
+	if err != nil {
+		le.PutUint32(welcome[8:], 1)
+		c.Write(welcome)
+		return err
+	}
+	oob := unix.UnixRights(fd)
+	if _, _, err := c.WriteMsgUnix(welcome, oob, nil); err != nil {
+		return fmt.Errorf("agent registration of pid %d: %w", h.PID, err)
+	}
+	return nil
+}
+
+func readFull(c *net.UnixConn, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := c.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func peerPID(c *net.UnixConn) (int32, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	err = raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return cred.Pid, nil
+}
+
+// Errors returns the registrations that failed so far.
+func (s *Session) Errors() []error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return append([]error(nil), s.errs...)
+}
+
+// Close stops accepting agents and removes the socket. keepLink leaves the
+// agent link in place for processes that outlive the session: they still
+// load it (an absent LD_PRELOAD file would make the loader print an error
+// into their stderr), find no socket, and run unrecorded.
+func (s *Session) Close(keepLink bool) error {
+	err := s.ln.Close()
+	s.wg.Wait()
+	os.Remove(filepath.Join(s.Dir, "ctl.sock"))
+	if !keepLink {
+		os.RemoveAll(s.Dir)
+	}
+	return err
+}

@@ -1,0 +1,298 @@
+// Package region is the collector's side of one process image's shared
+// memory region (agent/lp_wire.h): it creates the memfd handed to the
+// agent, reads the rings the agent's threads append to, returns consumed
+// space, and frees the rings of threads that are gone.
+//
+// A Region is used by one goroutine at a time.
+package region
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/wire"
+)
+
+// Options size a region and tell the agent how to record.
+type Options struct {
+	Slots      int  // rings, one per live thread; default 1024
+	RingSize   int  // bytes per ring, a power of two; default 256 KiB
+	MaxDepth   int  // frames per stack; default 64, at most wire.MaxDepth
+	FreeStacks bool // record the stacks of frees
+	ClockTSC   bool // agent timestamps are TSC ticks
+}
+
+func (o *Options) fill() error {
+	if o.Slots == 0 {
+		o.Slots = 1024
+	}
+	if o.RingSize == 0 {
+		o.RingSize = 256 << 10
+	}
+	if o.MaxDepth == 0 {
+		o.MaxDepth = 64
+	}
+	switch {
+	case o.Slots < 1 || o.Slots > 1<<16:
+		return fmt.Errorf("region: %d slots out of range", o.Slots)
+	case o.RingSize < 4096 || o.RingSize&(o.RingSize-1) != 0:
+		return fmt.Errorf("region: ring size %d is not a power of two >= 4096", o.RingSize)
+	case o.MaxDepth < 1 || o.MaxDepth > wire.MaxDepth:
+		return fmt.Errorf("region: max depth %d out of range 1..%d", o.MaxDepth, wire.MaxDepth)
+	}
+	return nil
+}
+
+// Region is one mapped region.
+type Region struct {
+	fd      int
+	mem     []byte
+	opts    Options
+	dataOff int
+	rings   []wire.Ring
+	scratch []byte
+	proc    uint32
+}
+
+// Create makes a region for process pid, recorded as image index proc.
+func Create(pid int32, proc uint32, opts Options) (*Region, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	slotBytes := opts.Slots * wire.SlotSize
+	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
+	size := dataOff + opts.Slots*opts.RingSize
+	fd, err := unix.MemfdCreate(fmt.Sprintf("leakpath-%d", pid), unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("region for pid %d: memfd_create: %w", pid, err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("region for pid %d: ftruncate %d: %w", pid, size, err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("region for pid %d: mmap %d bytes: %w", pid, size, err)
+	}
+	r := &Region{fd: fd, mem: mem, opts: opts, dataOff: dataOff,
+		rings: make([]wire.Ring, opts.Slots), proc: proc}
+	var flags uint32
+	if opts.FreeStacks {
+		flags |= wire.FlagFreeStacks
+	}
+	if opts.ClockTSC {
+		flags |= wire.FlagClockTSC
+	}
+	r.put64(wire.OffMagic, wire.RegionMagic)
+	r.put32(wire.OffVersion, wire.Version)
+	r.put32(wire.OffHeaderSize, wire.HeaderSize)
+	r.put32(wire.OffSlotCount, uint32(opts.Slots))
+	r.put32(wire.OffRingSize, uint32(opts.RingSize))
+	r.put64(wire.OffDataOffset, uint64(dataOff))
+	r.put64(wire.OffRegionSize, uint64(size))
+	r.put32(wire.OffFlags, flags)
+	r.put32(wire.OffMaxDepth, uint32(opts.MaxDepth))
+	r.put32(wire.OffCollectorPID, uint32(unix.Getpid()))
+	r.put32(wire.OffPID, uint32(pid))
+	r.u32(wire.OffCollectorState).Store(wire.CollectorAlive)
+	return r, nil
+}
+
+func (r *Region) u32(off int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Pointer(&r.mem[off]))
+}
+
+func (r *Region) u64(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&r.mem[off]))
+}
+
+func (r *Region) put32(off int, v uint32) { r.u32(off).Store(v) }
+func (r *Region) put64(off int, v uint64) { r.u64(off).Store(v) }
+
+func (r *Region) slotOff(i int) int { return wire.HeaderSize + i*wire.SlotSize }
+
+// FD is the memfd to hand to the agent.
+func (r *Region) FD() int { return r.fd }
+
+// Close unmaps the region and closes the memfd. Rings not drained are lost.
+func (r *Region) Close() error {
+	if r.mem == nil {
+		return nil
+	}
+	r.u32(wire.OffCollectorState).Store(wire.CollectorGone)
+	err := unix.Munmap(r.mem)
+	r.mem = nil
+	if cerr := unix.Close(r.fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Detach tells the agent nobody will read its rings any more: its threads
+// stop recording and never wait for space.
+func (r *Region) Detach() {
+	r.u32(wire.OffCollectorState).Store(wire.CollectorGone)
+	r.wakeProducers(true)
+}
+
+// AgentClock is the agent's clock reading at its start, once it wrote it.
+func (r *Region) AgentClock() (c event.ClockInfo, ok bool) {
+	if r.u32(wire.OffAgentState).Load() == 0 {
+		return c, false
+	}
+	return event.ClockInfo{
+		Ticks: r.u64(wire.OffClockTS).Load(),
+		Mono:  r.u64(wire.OffClockMono).Load(),
+		Real:  r.u64(wire.OffClockReal).Load(),
+	}, true
+}
+
+// Lost is the number of records the agent could not write.
+func (r *Region) Lost() uint64 { return r.u64(wire.OffLostRecords).Load() }
+
+// Drain decodes every record published so far in every ring, calling fn
+// with each ring's events (fn must not retain evs), then returns the space
+// to the producers. It returns how many bytes it consumed.
+func (r *Region) Drain(fn func(ring int, evs []event.Event), buf []event.Event) (int, error) {
+	used := int(r.u32(wire.OffSlotsUsed).Load())
+	if used > r.opts.Slots {
+		return 0, fmt.Errorf("region: agent claims %d slots of %d", used, r.opts.Slots)
+	}
+	size := uint64(r.opts.RingSize)
+	total := 0
+	var firstErr error
+	for i := 0; i < used; i++ {
+		so := r.slotOff(i)
+		head := r.u64(so + wire.OffSlotHead).Load()
+		tail := r.u64(so + wire.OffSlotTail).Load()
+		if head == tail {
+			continue
+		}
+		if head < tail || head-tail > size || (head-tail)%8 != 0 {
+			// The agent broke the protocol: drop this ring's data.
+			if firstErr == nil {
+				firstErr = fmt.Errorf("region: ring %d has head %d, tail %d (size %d)", i, head, tail, size)
+			}
+			r.u64(so + wire.OffSlotTail).Store(head)
+			continue
+		}
+		n := int(head - tail)
+		base := r.dataOff + i*r.opts.RingSize
+		from := int(tail % size)
+		var data []byte
+		if from+n <= int(size) {
+			data = r.mem[base+from : base+from+n]
+		} else {
+			if cap(r.scratch) < n {
+				r.scratch = make([]byte, n)
+			}
+			data = r.scratch[:n]
+			k := copy(data, r.mem[base+from:base+int(size)])
+			copy(data[k:], r.mem[base:base+n-k])
+		}
+		evs, err := wire.Decode(data, r.proc, &r.rings[i], buf[:0])
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("ring %d: %w", i, err)
+		}
+		fn(i, evs)
+		buf = evs
+		r.u64(so + wire.OffSlotTail).Store(head)
+		total += n
+	}
+	if total > 0 {
+		r.wakeProducers(false)
+	}
+	return total, firstErr
+}
+
+// wakeProducers tells threads waiting for ring space (or for a free slot)
+// that the collector made progress.
+func (r *Region) wakeProducers(force bool) {
+	r.u32(wire.OffProgress).Add(1)
+	if force || r.u32(wire.OffProducersWaiting).Load() > 0 {
+		futexWake(&r.mem[wire.OffProgress], 1<<30)
+	}
+}
+
+// Wait sleeps until a producer rings the doorbell or timeout passes.
+func (r *Region) Wait(timeout time.Duration) {
+	bell := r.u32(wire.OffDoorbell).Load()
+	r.u32(wire.OffCollectorSleeping).Store(1)
+	if !r.pending() {
+		futexWait(&r.mem[wire.OffDoorbell], bell, timeout)
+	}
+	r.u32(wire.OffCollectorSleeping).Store(0)
+}
+
+// pending reports whether any ring has unread data.
+func (r *Region) pending() bool {
+	used := int(r.u32(wire.OffSlotsUsed).Load())
+	for i := 0; i < used && i < r.opts.Slots; i++ {
+		so := r.slotOff(i)
+		if r.u64(so+wire.OffSlotHead).Load() != r.u64(so+wire.OffSlotTail).Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// Reclaim frees the slots of threads that are gone and whose rings are
+// drained, so that new threads can have them. alive reports whether a
+// thread id still exists in the process.
+func (r *Region) Reclaim(alive func(tid int32) bool) (freed int) {
+	used := int(r.u32(wire.OffSlotsUsed).Load())
+	for i := 0; i < used && i < r.opts.Slots; i++ {
+		so := r.slotOff(i)
+		st := r.u32(so + wire.OffSlotState)
+		s := st.Load()
+		if s == wire.SlotFree {
+			continue
+		}
+		if r.u64(so+wire.OffSlotHead).Load() != r.u64(so+wire.OffSlotTail).Load() {
+			continue
+		}
+		tid := int32(r.u32(so + wire.OffSlotTID).Load())
+		if tid == 0 || alive(tid) {
+			continue
+		}
+		// Dead and drained: nobody writes here any more. Return the
+		// ring's pages to the system before handing the slot out again.
+		off := int64(r.dataOff + i*r.opts.RingSize)
+		_ = unix.Fallocate(r.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(r.opts.RingSize))
+		r.rings[i] = wire.Ring{}
+		st.Store(wire.SlotFree)
+		freed++
+	}
+	if freed > 0 {
+		r.wakeProducers(false)
+	}
+	return freed
+}
+
+// ThreadAlive reports whether thread tid of process pid exists.
+func ThreadAlive(pid, tid int32) bool {
+	err := unix.Tgkill(int(pid), int(tid), 0)
+	return err == nil || !errors.Is(err, unix.ESRCH)
+}
+
+func futexWake(addr *byte, n int) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
+}
+
+func futexWait(addr *byte, val uint32, timeout time.Duration) {
+	ts := unix.NsecToTimespec(int64(timeout))
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// Shared (not private) futex operations: the agent waits in another process.
+const (
+	futexWaitOp = 0
+	futexWakeOp = 1
+)

@@ -1,0 +1,224 @@
+// Package report turns the heap model into what users read: the text
+// report at exit and the leakpath.report/v1 JSON (DESIGN.md §4). Build one
+// with New, then Generate it in a format.
+package report
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
+)
+
+// SourceFrame is what a symbolizer knows of an address: one entry per
+// inlining level, innermost first.
+type SourceFrame struct {
+	Function string
+	File     string
+	Line     int
+	Inlined  bool
+}
+
+// Symbolizer resolves a module-relative address (already adjusted to
+// point into the call instruction) of module m. nil frames: unknown.
+type Symbolizer func(m *heap.Module, addr uint64) []SourceFrame
+
+// Options shape a report.
+type Options struct {
+	Symbolize Symbolizer // nil: addresses and modules only
+	MaxFrames int        // frames shown per stack; default 24
+	MaxLeaks  int        // leak groups shown in text; default 25 (JSON has all)
+	// Facts about the run the model does not hold.
+	TracePath   string
+	Elapsed     time.Duration
+	TicksPerSec float64
+	Warnings    []string
+}
+
+// Report is a report being generated.
+type Report struct {
+	s     *heap.Session
+	main  int32
+	opts  Options
+	cache map[frameKey][]Frame
+}
+
+type frameKey struct {
+	mod  int32
+	proc *heap.Process
+	addr uint64
+}
+
+// New prepares a report of session s whose main image is main (-1: none).
+func New(s *heap.Session, main int32, opts Options) *Report {
+	if opts.MaxFrames == 0 {
+		opts.MaxFrames = 24
+	}
+	if opts.MaxLeaks == 0 {
+		opts.MaxLeaks = 25
+	}
+	return &Report{s: s, main: main, opts: opts, cache: map[frameKey][]Frame{}}
+}
+
+// Generate writes the report in format "text" or "json".
+func (r *Report) Generate(w io.Writer, format string) error {
+	switch format {
+	case "text", "":
+		return r.text(w)
+	case "json":
+		return r.json(w)
+	}
+	return fmt.Errorf("report: unknown format %q (want text or json)", format)
+}
+
+// Images returns the images worth reporting: the main one first, then every
+// other that recorded anything, in order.
+func (r *Report) Images() []*heap.Process {
+	var out []*heap.Process
+	if p := r.mainProc(); p != nil {
+		out = append(out, p)
+	}
+	for i, p := range r.s.Procs {
+		if p == nil || int32(i) == r.main {
+			continue
+		}
+		if p.Totals.Allocations == 0 && p.Totals.Frees == 0 && p.Totals.LiveBlocks == 0 {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (r *Report) mainProc() *heap.Process {
+	if r.main < 0 {
+		return nil
+	}
+	return r.s.Process(uint32(r.main))
+}
+
+// Frame is one shown frame of a stack.
+type Frame struct {
+	Address  uint64
+	Module   string
+	Offset   uint64 // module-relative address of the return address
+	Function string
+	File     string
+	Line     int
+	Inlined  bool
+}
+
+// Stack resolves stack id of p into frames, allocator frames at the top
+// dropped (the first frame shown calls the allocation function).
+func (r *Report) Stack(p *heap.Process, id heap.StackID) []Frame {
+	frames := p.Stacks.Frames(id)
+	mods := p.Stacks.Modules(id)
+	var out []Frame
+	top := true
+	for i, a := range frames {
+		fs := r.frame(p, mods[i], a)
+		if top && isAllocator(fs) {
+			continue
+		}
+		top = false
+		out = append(out, fs...)
+	}
+	return out
+}
+
+func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
+	k := frameKey{mod, p, addr}
+	if fs, ok := r.cache[k]; ok {
+		return fs
+	}
+	f := Frame{Address: addr}
+	var fs []Frame
+	if mod >= 0 && int(mod) < len(p.Modules) {
+		m := p.Modules[mod]
+		f.Module = m.Path
+		f.Offset = addr - m.Bias
+		if r.opts.Symbolize != nil {
+			for _, sf := range r.opts.Symbolize(m, f.Offset-1) {
+				g := f
+				g.Function, g.File, g.Line, g.Inlined = sf.Function, sf.File, sf.Line, sf.Inlined
+				fs = append(fs, g)
+			}
+		}
+	}
+	if len(fs) == 0 {
+		fs = []Frame{f}
+	}
+	r.cache[k] = fs
+	return fs
+}
+
+// isAllocator reports frames of the allocator itself: the agent, and the
+// C++ runtime's operator new.
+func isAllocator(fs []Frame) bool {
+	if len(fs) == 0 {
+		return false
+	}
+	f := fs[len(fs)-1]
+	base := filepath.Base(f.Module)
+	if strings.HasPrefix(base, "libleakpath") {
+		return true
+	}
+	if strings.HasPrefix(base, "libstdc++") || strings.HasPrefix(base, "libc++") {
+		return strings.HasPrefix(f.Function, "operator new")
+	}
+	return false
+}
+
+// Seconds converts ticks of p's clock since it started into seconds.
+func (r *Report) seconds(p *heap.Process, ticks uint64) float64 {
+	tps := r.opts.TicksPerSec
+	if tps <= 0 {
+		tps = p.Clock.TicksPerSec
+	}
+	if tps <= 0 || ticks < p.Clock.Ticks {
+		return 0
+	}
+	return float64(ticks-p.Clock.Ticks) / tps
+}
+
+// outcome describes how image p ended, in words.
+func outcome(p *heap.Process) string {
+	e := p.End
+	switch {
+	case e == nil:
+		return "was still running"
+	case e.ExecdOut:
+		return "exec'd another program"
+	case e.Exited:
+		return fmt.Sprintf("exited with code %d", e.Code)
+	case e.Signal != 0:
+		return fmt.Sprintf("was killed by %s", signalName(e.Signal))
+	case p.ExitStatus != nil:
+		return fmt.Sprintf("exited with code %d", *p.ExitStatus)
+	}
+	return "ended"
+}
+
+func commandName(p *heap.Process) string {
+	if len(p.Info.Argv) > 0 && p.Info.Argv[0] != "" {
+		return p.Info.Argv[0]
+	}
+	if p.Info.Exe != "" {
+		return p.Info.Exe
+	}
+	return fmt.Sprintf("pid %d", p.Info.PID)
+}
+
+func fnCalls(t *heap.Totals) []string {
+	var out []string
+	for fn := event.Fn(1); fn < event.NumFn; fn++ {
+		if n := t.Calls[fn]; n > 0 {
+			out = append(out, fmt.Sprintf("%s %s", event.FnNames[fn], count(n)))
+		}
+	}
+	return out
+}

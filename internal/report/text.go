@@ -1,0 +1,211 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/leakpath/leakpath/internal/heap"
+	"golang.org/x/sys/unix"
+)
+
+// text writes the report for people: per image a summary, then its leaks
+// biggest first, then improper uses; a last line sums up.
+func (r *Report) text(out io.Writer) error {
+	w := bufio.NewWriter(out)
+	imgs := r.Images()
+	var groups, errs int
+	var leakBytes uint64
+	for i, p := range imgs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		g, e := r.textImage(w, p, i == 0)
+		groups += g
+		errs += e
+		leakBytes += p.Totals.LiveBytes
+	}
+	for _, warn := range r.opts.Warnings {
+		fmt.Fprintf(w, "leakpath: warning: %s\n", warn)
+	}
+	fmt.Fprintf(w, "leakpath: %s (%s) not freed; %s.", plural(groups, "leak group"), bytes(leakBytes), plural(errs, "improper use"))
+	if r.opts.TracePath != "" {
+		fmt.Fprintf(w, " Trace: %s", r.opts.TracePath)
+	}
+	fmt.Fprintln(w)
+	return w.Flush()
+}
+
+func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups, errs int) {
+	t := &p.Totals
+	fmt.Fprintf(w, "leakpath: %s %s", commandName(p), outcome(p))
+	if first && r.opts.Elapsed > 0 {
+		fmt.Fprintf(w, " after %.1f s", r.opts.Elapsed.Seconds())
+	}
+	fmt.Fprintf(w, " (pid %d)\n", p.Info.PID)
+	fmt.Fprintf(w, "  %s (%s), %s", plural64(t.Allocations, "allocation"), bytes(t.AllocatedBytes), plural64(t.Frees, "free"))
+	if t.PeakBytes > 0 {
+		fmt.Fprintf(w, ", peak %s at %.3g s", bytes(t.PeakBytes), r.seconds(p, t.PeakTime))
+	}
+	fmt.Fprintf(w, ",\n  %s temporary; %s (%s) not freed at exit\n", count(t.Temporary), plural64(t.LiveBlocks, "block"), bytes(t.LiveBytes))
+	if calls := fnCalls(t); len(calls) > 0 {
+		fmt.Fprintf(w, "  calls: %s\n", strings.Join(calls, ", "))
+	}
+	if t.FailedAllocs > 0 {
+		fmt.Fprintf(w, "  %s failed\n", plural64(t.FailedAllocs, "allocation"))
+	}
+	if p.Info.ForkID != 0 && p.Info.ParentProc >= 0 {
+		fmt.Fprintf(w, "  forked from pid %d: blocks it inherited count as not freed unless it freed them\n", r.s.Procs[p.Info.ParentProc].Info.PID)
+	}
+	leaks := p.Leaks()
+	for i, g := range leaks {
+		if i >= r.opts.MaxLeaks {
+			var rest uint64
+			for _, h := range leaks[i:] {
+				rest += h.Bytes
+			}
+			fmt.Fprintf(w, "\n... %s more (%s); see --json for all\n", plural(len(leaks)-i, "leak group"), bytes(rest))
+			break
+		}
+		site := p.Site(g.Stack)
+		fmt.Fprintf(w, "\nLEAK %s in %s", bytes(g.Bytes), plural64(g.Blocks, "block"))
+		if site != nil && site.Fn != 0 {
+			fmt.Fprintf(w, " from %s", site.Fn)
+		}
+		if site != nil && site.Allocs > g.Blocks {
+			fmt.Fprintf(w, " (%s of %s allocated here)", count(g.Blocks), count(site.Allocs))
+		}
+		fmt.Fprintln(w)
+		r.textStack(w, p, g.Stack)
+	}
+	for _, e := range p.Errors {
+		fmt.Fprintf(w, "\n%s", errorTitle(e))
+		if e.Count > 1 {
+			fmt.Fprintf(w, " (%s times)", count(e.Count))
+		}
+		fmt.Fprintf(w, " at 0x%x\n", e.Addr)
+		if e.Stack != 0 {
+			r.textStack(w, p, e.Stack)
+		} else {
+			fmt.Fprintln(w, "  (stack of the free not recorded)")
+		}
+		if e.FreeStack != 0 {
+			fmt.Fprintln(w, "  first freed at:")
+			r.textStack(w, p, e.FreeStack)
+		}
+		if e.AllocStack != 0 {
+			fmt.Fprintf(w, "  allocated by %s at:\n", e.AllocFn)
+			r.textStack(w, p, e.AllocStack)
+		}
+	}
+	return len(leaks), len(p.Errors)
+}
+
+func errorTitle(e heap.Error) string {
+	switch e.Kind {
+	case heap.InvalidFree:
+		return fmt.Sprintf("INVALID FREE: %s of an address that was never allocated", e.Fn)
+	case heap.DoubleFree:
+		return fmt.Sprintf("DOUBLE FREE: %s of a block already freed", e.Fn)
+	case heap.MismatchedFree:
+		return fmt.Sprintf("MISMATCHED FREE: %s of a block allocated by %s", e.Fn, e.AllocFn)
+	case heap.InvalidRealloc:
+		return fmt.Sprintf("INVALID REALLOC: %s of an address that was never allocated", e.Fn)
+	}
+	return e.Kind.String()
+}
+
+func (r *Report) textStack(w *bufio.Writer, p *heap.Process, id heap.StackID) {
+	fs := r.Stack(p, id)
+	if len(fs) == 0 {
+		fmt.Fprintln(w, "  (no stack)")
+		return
+	}
+	for i, f := range fs {
+		if i >= r.opts.MaxFrames {
+			fmt.Fprintf(w, "  ... %d more frames\n", len(fs)-i)
+			break
+		}
+		fmt.Fprintf(w, "  #%-2d %s\n", i, frameText(f))
+	}
+}
+
+func frameText(f Frame) string {
+	var b strings.Builder
+	if f.Function != "" {
+		b.WriteString(f.Function)
+		if f.File != "" {
+			fmt.Fprintf(&b, " (%s:%d)", f.File, f.Line)
+		}
+		if f.Inlined {
+			b.WriteString(" [inlined]")
+		}
+		if f.File == "" && f.Module != "" {
+			fmt.Fprintf(&b, " in %s", filepath.Base(f.Module))
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "0x%x", f.Address)
+	if f.Module != "" {
+		fmt.Fprintf(&b, " %s+0x%x", f.Module, f.Offset)
+	}
+	return b.String()
+}
+
+// count formats n with thousands separators.
+func count[T ~int | ~uint64](n T) string {
+	s := fmt.Sprint(n)
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return count(n) + " " + what + "s"
+}
+
+func plural64(n uint64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return count(n) + " " + what + "s"
+}
+
+// bytes formats a byte count: exact below 10 kB, else with a decimal unit.
+func bytes(n uint64) string {
+	if n < 10000 {
+		return count(n) + " B"
+	}
+	v := float64(n)
+	for _, u := range []string{"kB", "MB", "GB", "TB"} {
+		v /= 1000
+		if v < 1000 {
+			return strconv.FormatFloat(v, 'f', 1, 64) + " " + u
+		}
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " PB"
+}
+
+func signalName(sig int32) string {
+	if n := unix.SignalName(syscall.Signal(sig)); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", sig)
+}
