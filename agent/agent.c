@@ -248,16 +248,19 @@ static void lp_atfork_prepare(void)
 	}
 	lp_tls.forking = 1;
 	lp_mod_lock_acquire();
+	lp_pool_lock_fork(1);
 }
 
 static void lp_atfork_parent(void)
 {
+	lp_pool_lock_fork(0);
 	lp_mod_lock_release();
 	lp_tls.forking = 0;
 }
 
 static void lp_atfork_child(void)
 {
+	lp_pool_lock_fork(0);
 	lp_mod_lock_release();
 	if (lp_tls.forking)
 		lp_child_reinit();
@@ -281,6 +284,9 @@ void lp_note_thread_exit(void)
 	uint64_t w[2] = {LP_HDR(LP_REC_THREAD_EXIT, 0, 2, (uint32_t)t->tid), 0};
 	lp_put(t, w, 2);
 	lp_slot_exited(t);
+	/* The thread may still free a little (other destructors, its TLS);
+	 * that is recorded without the tables. */
+	lp_tables_park(t);
 }
 
 /* ---- recording ---- */

@@ -33,6 +33,7 @@ struct lp_thread {
 	int state;        /* 0 new, 1 recording, 2 pass-through (no slot) */
 	int busy;         /* >0 while agent code that may allocate runs */
 	int depth;        /* record writers active on this thread (signals nest) */
+	int in_stack;     /* inside lp_stack_id: a signal handler must not touch the tables */
 	int tid;
 	int forking;         /* between fork's prepare and parent/child handlers */
 	uint64_t fork_id;    /* id of this thread's fork in progress */
@@ -67,9 +68,12 @@ LP_HIDDEN int lp_collector_alive(void);
 LP_HIDDEN uint32_t lp_stack_id(struct lp_thread *t, void *fp);
 LP_HIDDEN struct lp_stacktab *lp_stacktab_new(void);
 LP_HIDDEN void lp_stacktab_reset(struct lp_stacktab *s);
+LP_HIDDEN void lp_tables_park(struct lp_thread *t);
+LP_HIDDEN int lp_tables_take(struct lp_thread *t);
+LP_HIDDEN void lp_pool_lock_fork(int take);
 
 /* unwind.c */
-LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max);
+LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache);
 LP_HIDDEN struct lp_ucache *lp_ucache_new(void);
 
 /* modules.c */

@@ -239,13 +239,9 @@ int lp_thread_attach(struct lp_thread *t)
 		t->state = 2;
 		goto out;
 	}
-	if (!t->stacks)
-		t->stacks = lp_stacktab_new();
-	else
-		lp_stacktab_reset(t->stacks);
-	if (!t->ucache)
-		t->ucache = lp_ucache_new();
-	if (!t->stacks || !t->ucache) {
+	if (t->stacks)
+		lp_stacktab_reset(t->stacks); /* a fork child: new ids */
+	else if (lp_tables_take(t) != 0) {
 		t->state = 2;
 		goto out;
 	}

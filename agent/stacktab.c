@@ -10,6 +10,7 @@
  */
 #include "agent.h"
 
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -29,7 +30,74 @@ struct lp_stacktab {
 	uintptr_t *arena;
 	size_t arena_cap;  /* words */
 	size_t arena_used; /* words */
+	struct lp_stacktab *next; /* in the pool of exited threads' tables */
+	struct lp_ucache *ucache; /* parked with it in the pool */
 };
+
+/* Tables of exited threads wait here for new threads: thread pools that
+ * churn reuse them instead of mapping new ones. */
+static struct lp_stacktab *lp_pool;
+static int lp_pool_lock;
+
+static void lp_pool_acquire(void)
+{
+	while (__atomic_exchange_n(&lp_pool_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void lp_pool_release(void)
+{
+	__atomic_store_n(&lp_pool_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* lp_pool_lock_fork keeps the pool consistent across fork: taken in the
+ * prepare handler, released in both parent and child. */
+void lp_pool_lock_fork(int take)
+{
+	if (take)
+		lp_pool_acquire();
+	else
+		lp_pool_release();
+}
+
+/* lp_tables_park hands an exiting thread's tables to the pool. */
+void lp_tables_park(struct lp_thread *t)
+{
+	struct lp_stacktab *s = t->stacks;
+	if (!s)
+		return;
+	s->ucache = t->ucache;
+	t->stacks = NULL;
+	t->ucache = NULL;
+	lp_pool_acquire();
+	s->next = lp_pool;
+	lp_pool = s;
+	lp_pool_release();
+}
+
+/* lp_tables_take gives a new thread tables: an exited thread's (reset; its
+ * unwind cache stays valid, it is keyed by code address) or new ones. */
+int lp_tables_take(struct lp_thread *t)
+{
+	lp_pool_acquire();
+	struct lp_stacktab *s = lp_pool;
+	if (s)
+		lp_pool = s->next;
+	lp_pool_release();
+	if (s) {
+		lp_stacktab_reset(s);
+		t->stacks = s;
+		t->ucache = s->ucache;
+		s->ucache = NULL;
+		s->next = NULL;
+		if (!t->ucache)
+			t->ucache = lp_ucache_new();
+		return t->ucache ? 0 : -1;
+	}
+	t->stacks = lp_stacktab_new();
+	t->ucache = lp_ucache_new();
+	return t->stacks && t->ucache ? 0 : -1;
+}
 
 #define LP_ST_INIT_CAP 1024u
 #define LP_ST_INIT_ARENA 16384u
@@ -133,6 +201,8 @@ static uint32_t lp_define(struct lp_thread *t, uint64_t *buf, int n)
 	return id;
 }
 
+static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf);
+
 /*
  * lp_stack_id returns the id of the calling thread's stack above the frame
  * fp (the hook's own frame), defining it on first use; 0 if there is none.
@@ -141,7 +211,22 @@ uint32_t lp_stack_id(struct lp_thread *t, void *fp)
 {
 	uint64_t buf[1 + LP_MAX_DEPTH];
 	uintptr_t *frames = (uintptr_t *)&buf[1];
-	int n = lp_unwind(t, fp, frames, (int)lp_max_depth);
+	if (LP_UNLIKELY(t->in_stack)) {
+		/* A signal handler interrupted this thread in here: leave the
+		 * tables alone and define the stack afresh. */
+		int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 1);
+		return n > 0 ? lp_define(t, buf, n) : 0;
+	}
+	t->in_stack = 1;
+	uint32_t id = lp_stack_id_locked(t, fp, buf);
+	t->in_stack = 0;
+	return id;
+}
+
+static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
+{
+	uintptr_t *frames = (uintptr_t *)&buf[1];
+	int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 0);
 	if (n <= 0)
 		return 0;
 	struct lp_stacktab *s = t->stacks;

@@ -572,13 +572,18 @@ static struct lp_rule lp_compute(struct lp_thread *t, uintptr_t pc)
 	return out;
 }
 
-static inline struct lp_rule lp_rule_for(struct lp_thread *t, struct lp_ucache *uc, uintptr_t pc)
+static inline struct lp_rule lp_rule_for(struct lp_thread *t, struct lp_ucache *uc, uintptr_t pc,
+					 int nocache)
 {
+	if (LP_UNLIKELY(!uc))
+		return lp_compute(t, pc); /* an exiting thread: no cache */
 	uint32_t i = (uint32_t)(((uint64_t)pc * 0x9e3779b97f4a7c15ull) >> (64 - LP_UC_BITS));
 	struct lp_ucent *e = &uc->e[i];
 	if (LP_LIKELY(e->pc == pc))
 		return e->r;
 	struct lp_rule r = lp_compute(t, pc);
+	if (nocache)
+		return r;
 	e->pc = pc;
 	e->r = r;
 	return r;
@@ -587,9 +592,10 @@ static inline struct lp_rule lp_rule_for(struct lp_thread *t, struct lp_ucache *
 /*
  * lp_unwind writes the return addresses of the calling thread's stack into
  * out, innermost first, starting with the caller of the hook whose frame is
- * fp. Returns how many it wrote.
+ * fp. Returns how many it wrote. nocache: read the rule cache but do not
+ * write it (a signal handler interrupted this thread inside it).
  */
-int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max)
+int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache)
 {
 	uintptr_t lo = t->stack_lo, hi = t->stack_hi;
 	uintptr_t f = (uintptr_t)fp;
@@ -606,14 +612,14 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max)
 		return 1;
 	}
 	struct lp_ucache *uc = t->ucache;
-	if (LP_UNLIKELY(uc->modgen != lp_modules_gen())) {
+	if (LP_UNLIKELY(uc && uc->modgen != lp_modules_gen() && !nocache)) {
 		memset(uc->e, 0, sizeof uc->e);
 		uc->modgen = lp_modules_gen();
 	}
 	int n = 0;
 	while (n < max && pc >= 4096) {
 		out[n++] = pc;
-		struct lp_rule r = lp_rule_for(t, uc, pc);
+		struct lp_rule r = lp_rule_for(t, uc, pc, nocache);
 		uintptr_t cfa, nrbp;
 		if (r.how & LP_R_END)
 			break;
