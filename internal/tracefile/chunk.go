@@ -1,0 +1,585 @@
+package tracefile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+// A chunk's payload (what its zstd frame decompresses to) is a set of
+// byte streams, each holding one kind of value, so that zstd sees
+// homogeneous data:
+//
+//	uvarint len(stream 0) ... uvarint len(stream numStreams-2)
+//	stream 0 | stream 1 | ... | stream numStreams-1 (the rest)
+const (
+	sOps    = iota // op bytes: one per event, plus pseudo-ops
+	sTime          // time residuals
+	sAddr          // addresses: deltas, back-references
+	sSize          // sizes
+	sStack         // stack ids
+	sFn            // Fn bytes that were not predicted
+	sFrames        // frame counts and frame deltas
+	sMisc          // everything else
+	numStreams
+)
+
+var streamNames = [numStreams]string{"ops", "time", "addr", "size", "stack", "fn", "frames", "misc"}
+
+// Op bytes: the low 5 bits are the code, the high 3 bits flags. Codes 1-5
+// are the compact encodings of the event kinds of the same value.
+const (
+	opSetProc   = 0x1d // misc: uvarint Proc
+	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
+	opGeneric   = 0x1f // ops: kind byte; misc: uvarint field mask; fields
+	codeMask    = 0x1f
+	f0          = 0x20
+	f1          = 0x40
+	f2          = 0x80
+)
+
+// Fields of a generic event, as bits of its mask.
+const (
+	gFn = 1 << iota
+	gStack
+	gTime
+	gAddr
+	gAddr2
+	gSize
+	gAux
+	gFrames
+	gModule
+	gText
+	gProcess
+	gClock
+	gAll = 1<<iota - 1
+)
+
+// Sizes of the prediction tables. The tables of the encoder are direct
+// mapped caches (a collision loses a prediction, never correctness); the
+// decoder keeps rings of the last allocWindow allocated and freeWindow
+// freed addresses of the chunk.
+const (
+	allocWindow = 1 << 16
+	freeWindow  = 1 << 12
+	allocTab    = 1 << 15
+	freeTab     = 1 << 12
+	stackTab    = 1 << 14
+	numThreads  = 8
+)
+
+type stackEntry struct {
+	size  uint64
+	id    uint32
+	epoch uint32
+	fn    event.Fn
+}
+
+type addrEntry struct {
+	addr uint64
+	seq  uint64 // the entry is valid if seq >= the chunk's first seq
+	fn   event.Fn
+}
+
+type ringEntry struct {
+	addr uint64
+	fn   event.Fn
+}
+
+func addrHash(a uint64) uint64 { return a>>4 ^ a>>19 }
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// freeFnFor is the Fn that normally frees memory allocated by f.
+func freeFnFor(f event.Fn) event.Fn {
+	switch f {
+	case event.New:
+		return event.Delete
+	case event.NewArray:
+		return event.DeleteArray
+	}
+	return event.FreeFn
+}
+
+// model is the state that encoder and decoder share; it is reset at each
+// chunk start.
+type model struct {
+	proc      uint32
+	threads   [numThreads]int32 // MRU list; threads[0] is the current thread
+	prevTime  uint64
+	pred      int64 // predicted time delta
+	prevAddr  uint64
+	prevFrame uint64 // first frame of the previous stack
+	lastStack uint32 // id of the previous StackDef
+	freeFn    event.Fn
+	epoch     uint32
+	stacks    []stackEntry
+}
+
+func (m *model) reset() {
+	m.proc = 0
+	m.threads = [numThreads]int32{}
+	m.prevTime, m.pred, m.prevAddr, m.prevFrame = 0, 0, 0, 0
+	m.lastStack = 0
+	m.freeFn = event.FreeFn
+	if m.stacks == nil {
+		m.stacks = make([]stackEntry, stackTab)
+	}
+	m.epoch++
+	if m.epoch == 0 {
+		clear(m.stacks)
+		m.epoch = 1
+	}
+}
+
+// time returns the residual to code for t and advances the time model.
+func (m *model) timeResidual(t uint64) uint64 {
+	d := int64(t - m.prevTime)
+	r := d - m.pred
+	m.prevTime = t
+	m.pred += (d - m.pred) >> 2
+	return zigzag(r)
+}
+
+// timeFrom decodes a residual.
+func (m *model) timeFrom(u uint64) uint64 {
+	d := unzigzag(u) + m.pred
+	m.prevTime += uint64(d)
+	m.pred += (d - m.pred) >> 2
+	return m.prevTime
+}
+
+// encoder appends the events of one chunk to its streams.
+type encoder struct {
+	model
+	s     [numStreams][]byte
+	n     int // events in the chunk
+	alloc []addrEntry
+	free  []addrEntry
+	// Sequence numbers of allocations and frees since the encoder was
+	// made, and of the first ones in this chunk.
+	allocSeq, allocStart uint64
+	freeSeq, freeStart   uint64
+}
+
+func newEncoder() *encoder {
+	// Sequence numbers start at 1 so that a zero entry is never valid.
+	e := &encoder{alloc: make([]addrEntry, allocTab), free: make([]addrEntry, freeTab), allocSeq: 1, freeSeq: 1}
+	e.reset()
+	return e
+}
+
+// reset starts a new chunk.
+func (e *encoder) reset() {
+	e.model.reset()
+	for i := range e.s {
+		e.s[i] = e.s[i][:0]
+	}
+	e.n = 0
+	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
+}
+
+// size is the length of the payload so far, less the stream lengths.
+func (e *encoder) size() int {
+	n := 0
+	for i := range e.s {
+		n += len(e.s[i])
+	}
+	return n
+}
+
+// payload appends the chunk's payload to b.
+func (e *encoder) payload(b []byte) []byte {
+	for i := 0; i < numStreams-1; i++ {
+		b = binary.AppendUvarint(b, uint64(len(e.s[i])))
+	}
+	for i := range e.s {
+		b = append(b, e.s[i]...)
+	}
+	return b
+}
+
+func uv(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func (e *encoder) pushAlloc(addr uint64, fn event.Fn) {
+	e.alloc[addrHash(addr)&(allocTab-1)] = addrEntry{addr, e.allocSeq, fn}
+	e.allocSeq++
+}
+
+func (e *encoder) pushFree(addr uint64) {
+	e.free[addrHash(addr)&(freeTab-1)] = addrEntry{addr: addr, seq: e.freeSeq}
+	e.freeSeq++
+}
+
+// findAlloc returns the distance (1: the latest) to the allocation of addr
+// in the chunk's window, or 0.
+func (e *encoder) findAlloc(addr uint64) (uint64, event.Fn) {
+	a := &e.alloc[addrHash(addr)&(allocTab-1)]
+	if a.addr == addr && a.seq >= e.allocStart && e.allocSeq-a.seq <= allocWindow {
+		return e.allocSeq - a.seq, a.fn
+	}
+	return 0, 0
+}
+
+// checkEvent reports why ev cannot be stored, or nil.
+func checkEvent(ev *event.Event) error {
+	if len(ev.Frames) > MaxFrames {
+		return fmt.Errorf("%v event with %d frames (limit %d)", ev.Kind, len(ev.Frames), MaxFrames)
+	}
+	if len(ev.Text) > MaxString {
+		return fmt.Errorf("%v event with %d bytes of text (limit %d)", ev.Kind, len(ev.Text), MaxString)
+	}
+	if m := ev.Module; m != nil {
+		if len(m.Path) > MaxString || len(m.BuildID) > MaxString || len(m.Segments) > MaxSegments {
+			return fmt.Errorf("module %q exceeds the limits (path %d bytes, build id %d bytes, %d segments)",
+				m.Path, len(m.Path), len(m.BuildID), len(m.Segments))
+		}
+	}
+	if p := ev.Process; p != nil {
+		n := 0
+		for _, a := range p.Argv {
+			if len(a) > MaxString {
+				return fmt.Errorf("process argument of %d bytes (limit %d)", len(a), MaxString)
+			}
+			n += len(a)
+		}
+		if len(p.Argv) > MaxArgs || n > 4*MaxString || len(p.Exe) > MaxString {
+			return fmt.Errorf("process arguments exceed the limits (%d arguments, %d bytes)", len(p.Argv), n)
+		}
+	}
+	return nil
+}
+
+// needsCheck reports whether ev has variable parts that checkEvent must
+// look at.
+func needsCheck(ev *event.Event) bool {
+	return ev.Frames != nil || ev.Text != "" || ev.Module != nil || ev.Process != nil
+}
+
+// add appends one event to the chunk. It returns an error, and adds
+// nothing, for an event beyond the format's limits.
+func (e *encoder) add(ev *event.Event) error {
+	if needsCheck(ev) {
+		if err := checkEvent(ev); err != nil {
+			return err
+		}
+	}
+	if ev.Proc != e.proc {
+		e.s[sOps] = append(e.s[sOps], opSetProc)
+		e.s[sMisc] = uv(e.s[sMisc], uint64(ev.Proc))
+		e.proc = ev.Proc
+	}
+	if ev.Thread != e.threads[0] {
+		e.setThread(ev.Thread)
+	}
+	e.n++
+	plain := ev.Aux == 0 && ev.Frames == nil && ev.Module == nil && ev.Text == "" &&
+		ev.Process == nil && ev.Clock == nil
+	if plain {
+		switch ev.Kind {
+		case event.Alloc:
+			if ev.Addr2 == 0 {
+				e.addAlloc(ev)
+				return nil
+			}
+		case event.Free, event.ReallocBegin:
+			if ev.Addr2 == 0 && ev.Size == 0 {
+				e.addFree(ev)
+				return nil
+			}
+		case event.Realloc:
+			if ev.Fn < 32 {
+				e.addRealloc(ev)
+				return nil
+			}
+		}
+	} else if ev.Kind == event.StackDef && len(ev.Frames) != 0 && ev.Aux == 0 && ev.Module == nil && ev.Text == "" &&
+		ev.Process == nil && ev.Clock == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
+		e.addStackDef(ev)
+		return nil
+	}
+	e.addGeneric(ev)
+	return nil
+}
+
+func (e *encoder) setThread(t int32) {
+	for i := 1; i < numThreads; i++ {
+		if e.threads[i] == t {
+			copy(e.threads[1:i+1], e.threads[:i])
+			e.threads[0] = t
+			e.s[sOps] = append(e.s[sOps], opSetThread|byte(i)<<5)
+			return
+		}
+	}
+	e.s[sOps] = append(e.s[sOps], opSetThread)
+	e.s[sMisc] = uv(e.s[sMisc], zigzag(int64(t)-int64(e.threads[0])))
+	copy(e.threads[1:], e.threads[:numThreads-1])
+	e.threads[0] = t
+}
+
+func (e *encoder) addAlloc(ev *event.Event) {
+	op := byte(event.Alloc)
+	e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+	se := &e.stacks[ev.Stack&(stackTab-1)]
+	if se.epoch == e.epoch && se.id == ev.Stack && se.size == ev.Size && se.fn == ev.Fn {
+		op |= f0
+	} else {
+		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.s[sSize] = uv(e.s[sSize], ev.Size)
+		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: e.epoch, fn: ev.Fn}
+	}
+	addr := ev.Addr
+	f := &e.free[addrHash(addr)&(freeTab-1)]
+	if f.addr == addr && f.seq >= e.freeStart && e.freeSeq-f.seq <= freeWindow {
+		if k := e.freeSeq - f.seq; k == 1 {
+			op |= 1 << 6
+		} else {
+			op |= 3 << 6
+			e.s[sAddr] = uv(e.s[sAddr], k-2)
+		}
+	} else if d := zigzag(int64(addr - e.prevAddr)); d <= addr {
+		e.s[sAddr] = uv(e.s[sAddr], d)
+	} else {
+		op |= 2 << 6
+		e.s[sAddr] = uv(e.s[sAddr], addr)
+	}
+	e.prevAddr = addr
+	e.pushAlloc(addr, ev.Fn)
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// addFree codes a Free or a ReallocBegin.
+func (e *encoder) addFree(ev *event.Event) {
+	op := byte(ev.Kind)
+	e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	if ev.Stack != 0 {
+		op |= f0
+		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+	}
+	addr := ev.Addr
+	dist, afn := e.findAlloc(addr)
+	if addr == 0 || dist != 0 {
+		op |= f2
+		e.s[sAddr] = uv(e.s[sAddr], dist)
+	} else {
+		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+	}
+	want := event.ReallocFn
+	if ev.Kind == event.Free {
+		want = e.freeFn
+		if dist != 0 {
+			want = freeFnFor(afn)
+		}
+		e.freeFn = ev.Fn
+		e.pushFree(addr)
+	}
+	if ev.Fn == want {
+		op |= f1
+	} else {
+		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+	}
+	e.prevAddr = addr
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+func (e *encoder) addRealloc(ev *event.Event) {
+	op := byte(event.Realloc)
+	e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	if ev.Stack != 0 {
+		op |= f0
+		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+	}
+	addr, addr2 := ev.Addr, ev.Addr2
+	dist, _ := e.findAlloc(addr)
+	if addr == 0 || dist != 0 {
+		op |= f2
+		e.s[sAddr] = uv(e.s[sAddr], dist)
+	} else {
+		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+	}
+	fb := byte(ev.Fn)
+	switch {
+	case addr2 == addr:
+	case addr2 == 0:
+		fb |= 1 << 5
+	default:
+		fb |= 2 << 5
+		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr2-addr)))
+	}
+	e.s[sFn] = append(e.s[sFn], fb)
+	e.s[sSize] = uv(e.s[sSize], ev.Size)
+	e.reallocDone(addr, addr2, ev.Size)
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// reallocDone updates the address model after a Realloc (encoder).
+func (e *encoder) reallocDone(addr, addr2, size uint64) {
+	if addr2 != 0 {
+		e.pushAlloc(addr2, event.Malloc)
+		e.prevAddr = addr2
+	} else {
+		e.prevAddr = addr
+	}
+	if addr != 0 && addr2 != addr && (addr2 != 0 || size == 0) {
+		e.pushFree(addr)
+	}
+}
+
+func (e *encoder) addStackDef(ev *event.Event) {
+	op := byte(event.StackDef)
+	if ev.Time != 0 {
+		op |= f0
+		e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	}
+	if ev.Stack == e.lastStack+1 {
+		op |= f1
+	} else {
+		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+	}
+	e.lastStack = ev.Stack
+	e.putFrames(ev.Frames)
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// putFrames codes a stack: the count, the first frame as a delta from the
+// previous stack's first frame, each next one as a delta from the one
+// before it (so that shared callers give the same bytes).
+func (e *encoder) putFrames(fr []uint64) {
+	b := uv(e.s[sFrames], uint64(len(fr)))
+	if len(fr) > 0 {
+		b = uv(b, zigzag(int64(fr[0]-e.prevFrame)))
+		e.prevFrame = fr[0]
+		for i := 1; i < len(fr); i++ {
+			b = uv(b, zigzag(int64(fr[i]-fr[i-1])))
+		}
+	}
+	e.s[sFrames] = b
+}
+
+func putString(b []byte, s string) []byte {
+	b = uv(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func (e *encoder) addGeneric(ev *event.Event) {
+	var mask uint64
+	if ev.Fn != 0 {
+		mask |= gFn
+	}
+	if ev.Stack != 0 {
+		mask |= gStack
+	}
+	if ev.Time != 0 {
+		mask |= gTime
+	}
+	if ev.Addr != 0 {
+		mask |= gAddr
+	}
+	if ev.Addr2 != 0 {
+		mask |= gAddr2
+	}
+	if ev.Size != 0 {
+		mask |= gSize
+	}
+	if ev.Aux != 0 {
+		mask |= gAux
+	}
+	if len(ev.Frames) != 0 {
+		mask |= gFrames
+	}
+	if ev.Module != nil {
+		mask |= gModule
+	}
+	if ev.Text != "" {
+		mask |= gText
+	}
+	if ev.Process != nil {
+		mask |= gProcess
+	}
+	if ev.Clock != nil {
+		mask |= gClock
+	}
+	e.s[sOps] = append(e.s[sOps], opGeneric, byte(ev.Kind))
+	b := uv(e.s[sMisc], mask)
+	if mask&gFn != 0 {
+		b = append(b, byte(ev.Fn))
+	}
+	if mask&gStack != 0 {
+		b = uv(b, uint64(ev.Stack))
+	}
+	if mask&gTime != 0 {
+		e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	}
+	if mask&gAddr != 0 {
+		b = uv(b, ev.Addr)
+	}
+	if mask&gAddr2 != 0 {
+		b = uv(b, ev.Addr2)
+	}
+	if mask&gSize != 0 {
+		b = uv(b, ev.Size)
+	}
+	if mask&gAux != 0 {
+		b = uv(b, ev.Aux)
+	}
+	if mask&gFrames != 0 {
+		e.putFrames(ev.Frames)
+	}
+	if m := ev.Module; m != nil {
+		b = uv(b, uint64(m.ID))
+		b = putString(b, m.Path)
+		b = uv(b, uint64(len(m.BuildID)))
+		b = append(b, m.BuildID...)
+		b = uv(b, m.Bias)
+		b = uv(b, uint64(len(m.Segments)))
+		for _, s := range m.Segments {
+			b = uv(b, s.Vaddr)
+			b = uv(b, s.Memsz)
+			b = uv(b, uint64(s.Flags))
+			b = uv(b, s.Offset)
+		}
+	}
+	if mask&gText != 0 {
+		b = putString(b, ev.Text)
+	}
+	if p := ev.Process; p != nil {
+		b = uv(b, uint64(p.Index))
+		b = uv(b, zigzag(int64(p.PID)))
+		b = uv(b, zigzag(int64(p.PPID)))
+		b = uv(b, zigzag(int64(p.ParentProc)))
+		b = uv(b, p.ForkID)
+		b = uv(b, zigzag(int64(p.ExecOf)))
+		b = uv(b, uint64(len(p.Argv)))
+		for _, a := range p.Argv {
+			b = putString(b, a)
+		}
+		b = putString(b, p.Exe)
+		var fl byte
+		if p.Exited {
+			fl |= 1
+		}
+		if p.ExecdOut {
+			fl |= 2
+		}
+		b = append(b, fl)
+		b = uv(b, zigzag(int64(p.Code)))
+		b = uv(b, zigzag(int64(p.Signal)))
+	}
+	if c := ev.Clock; c != nil {
+		b = uv(b, c.Ticks)
+		b = uv(b, c.Mono)
+		b = uv(b, c.Real)
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.TicksPerSec))
+	}
+	e.s[sMisc] = b
+}

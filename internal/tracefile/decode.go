@@ -1,0 +1,539 @@
+package tracefile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+// stream is a cursor in one stream of a chunk payload.
+type stream struct {
+	b []byte
+	i int
+}
+
+// decoder decodes the events of one chunk payload, a batch at a time. It
+// never panics on bad input; its first error sticks.
+type decoder struct {
+	model
+	s      [numStreams]stream
+	bad    int    // stream of the first read error, or -1
+	reason string // the first error, if not a read error
+	n      int    // events decoded in the chunk
+	alloc  []ringEntry
+	free   []uint64
+	// Allocations and frees decoded in the chunk.
+	allocN, freeN uint64
+	arena         []uint64 // frames of the current batch
+}
+
+func newDecoder() *decoder {
+	return &decoder{free: make([]uint64, freeWindow)}
+}
+
+// reset starts decoding payload p. It fails if the stream lengths do not
+// add up to the payload.
+func (d *decoder) reset(p []byte) error {
+	d.model.reset()
+	d.bad, d.reason, d.n = -1, "", 0
+	d.allocN, d.freeN = 0, 0
+	d.alloc = d.alloc[:0]
+	var lens [numStreams]uint64
+	off := 0
+	for i := 0; i < numStreams-1; i++ {
+		v, k := binary.Uvarint(p[off:])
+		if k <= 0 {
+			return fmt.Errorf("bad length of stream %s", streamNames[i])
+		}
+		off += k
+		lens[i] = v
+	}
+	rest := uint64(len(p) - off)
+	for i := 0; i < numStreams-1; i++ {
+		if lens[i] > rest {
+			return fmt.Errorf("stream %s of %d bytes, %d left in the chunk", streamNames[i], lens[i], rest)
+		}
+		d.s[i] = stream{b: p[off : off+int(lens[i])]}
+		off += int(lens[i])
+		rest -= lens[i]
+	}
+	d.s[numStreams-1] = stream{b: p[off:]}
+	return nil
+}
+
+// done reports whether all ops were decoded.
+func (d *decoder) done() bool { return d.s[sOps].i >= len(d.s[sOps].b) }
+
+// finish checks, after the last op, that every stream was used up.
+func (d *decoder) finish() error {
+	for i := range d.s {
+		if left := len(d.s[i].b) - d.s[i].i; left != 0 {
+			return fmt.Errorf("%d bytes left in stream %s after the last event", left, streamNames[i])
+		}
+	}
+	return nil
+}
+
+func (d *decoder) fail(s int) {
+	if d.bad < 0 {
+		d.bad = s
+	}
+}
+
+func (d *decoder) failf(format string, args ...any) {
+	if d.reason == "" {
+		d.reason = fmt.Sprintf(format, args...)
+	}
+	d.fail(numStreams)
+}
+
+func (d *decoder) err() error {
+	if d.bad < 0 {
+		return nil
+	}
+	if d.reason != "" {
+		return fmt.Errorf("event %d: %s", d.n, d.reason)
+	}
+	return fmt.Errorf("event %d: stream %s ends early or holds a bad number", d.n, streamNames[d.bad])
+}
+
+func (d *decoder) uv(s int) uint64 {
+	st := &d.s[s]
+	if st.i < len(st.b) {
+		if c := st.b[st.i]; c < 0x80 {
+			st.i++
+			return uint64(c)
+		}
+	}
+	return d.uvSlow(s)
+}
+
+func (d *decoder) uvSlow(s int) uint64 {
+	st := &d.s[s]
+	v, k := binary.Uvarint(st.b[st.i:])
+	if k <= 0 {
+		d.fail(s)
+		st.i = len(st.b)
+		return 0
+	}
+	st.i += k
+	return v
+}
+
+func (d *decoder) u32(s int) uint32 {
+	v := d.uv(s)
+	if v > math.MaxUint32 {
+		d.failf("%d does not fit 32 bits", v)
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *decoder) i32(s int) int32 {
+	v := unzigzag(d.uv(s))
+	if v != int64(int32(v)) {
+		d.failf("%d does not fit 32 bits", v)
+		return 0
+	}
+	return int32(v)
+}
+
+func (d *decoder) byte(s int) byte {
+	st := &d.s[s]
+	if st.i >= len(st.b) {
+		d.fail(s)
+		return 0
+	}
+	c := st.b[st.i]
+	st.i++
+	return c
+}
+
+// bytes returns the next n bytes of stream s (aliasing the payload), at
+// most max of them.
+func (d *decoder) bytes(s int, max int) []byte {
+	n := d.uv(s)
+	st := &d.s[s]
+	if n > uint64(max) {
+		d.failf("%d bytes of text (limit %d)", n, max)
+		return nil
+	}
+	if n > uint64(len(st.b)-st.i) {
+		d.fail(s)
+		st.i = len(st.b)
+		return nil
+	}
+	b := st.b[st.i : st.i+int(n)]
+	st.i += int(n)
+	return b
+}
+
+func (d *decoder) str(s int) string { return string(d.bytes(s, MaxString)) }
+
+// count reads a count of items of at least one byte each in stream s.
+func (d *decoder) count(s int, max int) int {
+	n := d.uv(s)
+	if n > uint64(max) {
+		d.failf("%d items (limit %d)", n, max)
+		return 0
+	}
+	if n > uint64(len(d.s[s].b)-d.s[s].i) {
+		d.fail(s)
+		return 0
+	}
+	return int(n)
+}
+
+// pushAlloc records an allocation. The ring grows to allocWindow entries
+// as a chunk needs them; until then allocN == len(d.alloc).
+func (d *decoder) pushAlloc(addr uint64, fn event.Fn) {
+	if len(d.alloc) < allocWindow {
+		d.alloc = append(d.alloc, ringEntry{addr, fn})
+	} else {
+		d.alloc[d.allocN&(allocWindow-1)] = ringEntry{addr, fn}
+	}
+	d.allocN++
+}
+
+func (d *decoder) pushFree(addr uint64) {
+	d.free[d.freeN&(freeWindow-1)] = addr
+	d.freeN++
+}
+
+// next appends the events of the chunk to out until it has max of them
+// or the chunk ends. Check d.err() afterwards.
+func (d *decoder) next(out []event.Event, max int) []event.Event {
+	d.arena = nil
+	ops := &d.s[sOps]
+	for len(out) < max && d.bad < 0 && ops.i < len(ops.b) {
+		op := ops.b[ops.i]
+		ops.i++
+		code := op & codeMask
+		switch code {
+		case opSetProc:
+			if op&^codeMask != 0 {
+				d.failf("bad op %#x", op)
+				return out
+			}
+			d.proc = d.u32(sMisc)
+			continue
+		case opSetThread:
+			i := int(op >> 5)
+			if i == 0 {
+				t := int64(d.threads[0]) + unzigzag(d.uv(sMisc))
+				if t != int64(int32(t)) {
+					d.failf("thread %d", t)
+					return out
+				}
+				copy(d.threads[1:], d.threads[:numThreads-1])
+				d.threads[0] = int32(t)
+			} else {
+				t := d.threads[i]
+				copy(d.threads[1:i+1], d.threads[:i])
+				d.threads[0] = t
+			}
+			continue
+		}
+		out = append(out, event.Event{Proc: d.proc, Thread: d.threads[0]})
+		ev := &out[len(out)-1]
+		switch code {
+		case byte(event.Alloc):
+			d.decAlloc(ev, op)
+		case byte(event.Free), byte(event.ReallocBegin):
+			d.decFree(ev, op)
+		case byte(event.Realloc):
+			d.decRealloc(ev, op)
+		case byte(event.StackDef):
+			d.decStackDef(ev, op)
+		case opGeneric:
+			if op != opGeneric {
+				d.failf("bad op %#x", op)
+				break
+			}
+			d.decGeneric(ev)
+		default:
+			d.failf("bad op %#x", op)
+		}
+		if d.bad >= 0 {
+			return out[:len(out)-1]
+		}
+		d.n++
+	}
+	return out
+}
+
+func (d *decoder) decAlloc(ev *event.Event, op byte) {
+	ev.Kind = event.Alloc
+	ev.Time = d.timeFrom(d.uv(sTime))
+	ev.Stack = d.u32(sStack)
+	se := &d.stacks[ev.Stack&(stackTab-1)]
+	if op&f0 != 0 {
+		if se.epoch != d.epoch || se.id != ev.Stack {
+			d.failf("predicted size for stack %d, not seen in the chunk", ev.Stack)
+			return
+		}
+		ev.Fn, ev.Size = se.fn, se.size
+	} else {
+		ev.Fn = event.Fn(d.byte(sFn))
+		ev.Size = d.uv(sSize)
+		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: d.epoch, fn: ev.Fn}
+	}
+	var addr uint64
+	switch op >> 6 {
+	case 0:
+		addr = d.prevAddr + uint64(unzigzag(d.uv(sAddr)))
+	case 1:
+		addr = d.freed(1)
+	case 2:
+		addr = d.uv(sAddr)
+	case 3:
+		k := d.uv(sAddr)
+		if k > freeWindow {
+			d.failf("reuse of the %dth free", k+2)
+			return
+		}
+		addr = d.freed(k + 2)
+	}
+	ev.Addr = addr
+	d.prevAddr = addr
+	d.pushAlloc(addr, ev.Fn)
+}
+
+// freed returns the address freed k frees ago.
+func (d *decoder) freed(k uint64) uint64 {
+	if k > d.freeN || k > freeWindow {
+		d.failf("reuse of the address of free -%d of %d", k, d.freeN)
+		return 0
+	}
+	return d.free[(d.freeN-k)&(freeWindow-1)]
+}
+
+// freedAddr decodes the address of a Free, ReallocBegin or Realloc and
+// returns the Fn of its allocation if it was found in the chunk.
+func (d *decoder) freedAddr(op byte) (uint64, event.Fn, bool) {
+	v := d.uv(sAddr)
+	if op&f2 == 0 {
+		return d.prevAddr + uint64(unzigzag(v)), 0, false
+	}
+	if v == 0 {
+		return 0, 0, false
+	}
+	if v > d.allocN || v > allocWindow {
+		d.failf("free of allocation -%d of %d", v, d.allocN)
+		return 0, 0, false
+	}
+	a := d.alloc[(d.allocN-v)&(allocWindow-1)]
+	return a.addr, a.fn, true
+}
+
+func (d *decoder) decFree(ev *event.Event, op byte) {
+	ev.Kind = event.Kind(op & codeMask)
+	ev.Time = d.timeFrom(d.uv(sTime))
+	if op&f0 != 0 {
+		ev.Stack = d.u32(sStack)
+		if ev.Stack == 0 {
+			d.failf("explicit stack 0")
+		}
+	}
+	addr, afn, found := d.freedAddr(op)
+	want := event.ReallocFn
+	if ev.Kind == event.Free {
+		want = d.freeFn
+		if found {
+			want = freeFnFor(afn)
+		}
+	}
+	if op&f1 != 0 {
+		ev.Fn = want
+	} else {
+		ev.Fn = event.Fn(d.byte(sFn))
+	}
+	if ev.Kind == event.Free {
+		d.freeFn = ev.Fn
+		d.pushFree(addr)
+	}
+	ev.Addr = addr
+	d.prevAddr = addr
+}
+
+func (d *decoder) decRealloc(ev *event.Event, op byte) {
+	ev.Kind = event.Realloc
+	if op&f1 != 0 {
+		d.failf("bad op %#x", op)
+		return
+	}
+	ev.Time = d.timeFrom(d.uv(sTime))
+	if op&f0 != 0 {
+		ev.Stack = d.u32(sStack)
+		if ev.Stack == 0 {
+			d.failf("explicit stack 0")
+		}
+	}
+	addr, _, _ := d.freedAddr(op)
+	fb := d.byte(sFn)
+	ev.Fn = event.Fn(fb & 0x1f)
+	addr2 := addr
+	switch fb >> 5 {
+	case 0:
+	case 1:
+		addr2 = 0
+	case 2:
+		addr2 = addr + uint64(unzigzag(d.uv(sAddr)))
+	default:
+		d.failf("bad realloc byte %#x", fb)
+		return
+	}
+	ev.Addr, ev.Addr2 = addr, addr2
+	ev.Size = d.uv(sSize)
+	if addr2 != 0 {
+		d.pushAlloc(addr2, event.Malloc)
+		d.prevAddr = addr2
+	} else {
+		d.prevAddr = addr
+	}
+	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
+		d.pushFree(addr)
+	}
+}
+
+func (d *decoder) decStackDef(ev *event.Event, op byte) {
+	ev.Kind = event.StackDef
+	if op&f2 != 0 {
+		d.failf("bad op %#x", op)
+		return
+	}
+	if op&f0 != 0 {
+		ev.Time = d.timeFrom(d.uv(sTime))
+		if ev.Time == 0 {
+			d.failf("explicit time 0")
+		}
+	}
+	if op&f1 != 0 {
+		ev.Stack = d.lastStack + 1
+	} else {
+		ev.Stack = d.u32(sStack)
+	}
+	d.lastStack = ev.Stack
+	ev.Frames = d.frames()
+	if ev.Frames == nil && d.bad < 0 {
+		d.failf("stack without frames")
+	}
+}
+
+// frames decodes a stack; nil for none.
+func (d *decoder) frames() []uint64 {
+	n := d.count(sFrames, MaxFrames)
+	if n == 0 {
+		return nil
+	}
+	if cap(d.arena)-len(d.arena) < n {
+		d.arena = make([]uint64, 0, max(n, 1024))
+	}
+	fr := d.arena[len(d.arena) : len(d.arena)+n : len(d.arena)+n]
+	d.arena = d.arena[:len(d.arena)+n]
+	f := d.prevFrame + uint64(unzigzag(d.uv(sFrames)))
+	fr[0] = f
+	d.prevFrame = f
+	for i := 1; i < n; i++ {
+		f += uint64(unzigzag(d.uv(sFrames)))
+		fr[i] = f
+	}
+	return fr
+}
+
+func (d *decoder) decGeneric(ev *event.Event) {
+	ev.Kind = event.Kind(d.byte(sOps))
+	mask := d.uv(sMisc)
+	if mask&^gAll != 0 {
+		d.failf("bad field mask %#x", mask)
+		return
+	}
+	nonzero := func(v uint64) uint64 {
+		if v == 0 {
+			d.failf("explicit zero field")
+		}
+		return v
+	}
+	if mask&gFn != 0 {
+		ev.Fn = event.Fn(nonzero(uint64(d.byte(sMisc))))
+	}
+	if mask&gStack != 0 {
+		ev.Stack = uint32(nonzero(uint64(d.u32(sMisc))))
+	}
+	if mask&gTime != 0 {
+		ev.Time = nonzero(d.timeFrom(d.uv(sTime)))
+	}
+	if mask&gAddr != 0 {
+		ev.Addr = nonzero(d.uv(sMisc))
+	}
+	if mask&gAddr2 != 0 {
+		ev.Addr2 = nonzero(d.uv(sMisc))
+	}
+	if mask&gSize != 0 {
+		ev.Size = nonzero(d.uv(sMisc))
+	}
+	if mask&gAux != 0 {
+		ev.Aux = nonzero(d.uv(sMisc))
+	}
+	if mask&gFrames != 0 {
+		ev.Frames = d.frames()
+		if ev.Frames == nil {
+			d.failf("explicit empty frames")
+		}
+	}
+	if mask&gModule != 0 {
+		m := &event.Module{ID: d.u32(sMisc), Path: d.str(sMisc)}
+		if b := d.bytes(sMisc, MaxString); len(b) > 0 {
+			m.BuildID = append([]byte(nil), b...)
+		}
+		m.Bias = d.uv(sMisc)
+		// A segment takes at least 4 bytes.
+		if n := d.count(sMisc, MaxSegments); n > 0 && n <= (len(d.s[sMisc].b)-d.s[sMisc].i)/4 {
+			m.Segments = make([]event.Segment, n)
+			for i := range m.Segments {
+				s := &m.Segments[i]
+				s.Vaddr, s.Memsz, s.Flags, s.Offset = d.uv(sMisc), d.uv(sMisc), d.u32(sMisc), d.uv(sMisc)
+			}
+		} else if n > 0 {
+			d.fail(sMisc)
+		}
+		ev.Module = m
+	}
+	if mask&gText != 0 {
+		ev.Text = d.str(sMisc)
+		if ev.Text == "" {
+			d.failf("explicit empty text")
+		}
+	}
+	if mask&gProcess != 0 {
+		p := &event.ProcessInfo{Index: d.u32(sMisc), PID: d.i32(sMisc), PPID: d.i32(sMisc),
+			ParentProc: d.i32(sMisc), ForkID: d.uv(sMisc), ExecOf: d.i32(sMisc)}
+		if n := d.count(sMisc, MaxArgs); n > 0 {
+			p.Argv = make([]string, n)
+			for i := range p.Argv {
+				p.Argv[i] = d.str(sMisc)
+			}
+		}
+		p.Exe = d.str(sMisc)
+		fl := d.byte(sMisc)
+		if fl&^3 != 0 {
+			d.failf("bad process flags %#x", fl)
+		}
+		p.Exited, p.ExecdOut = fl&1 != 0, fl&2 != 0
+		p.Code, p.Signal = d.i32(sMisc), d.i32(sMisc)
+		ev.Process = p
+	}
+	if mask&gClock != 0 {
+		c := &event.ClockInfo{Ticks: d.uv(sMisc), Mono: d.uv(sMisc), Real: d.uv(sMisc)}
+		st := &d.s[sMisc]
+		if len(st.b)-st.i < 8 {
+			d.fail(sMisc)
+		} else {
+			c.TicksPerSec = math.Float64frombits(binary.LittleEndian.Uint64(st.b[st.i:]))
+			st.i += 8
+		}
+		ev.Clock = c
+	}
+}

@@ -1,0 +1,379 @@
+package tracefile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+func writeTrace(t testing.TB, evs []event.Event, opts Options, batch int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := NewWriterOptions(&b, testMeta, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(evs); i += batch {
+		if err := w.Write(evs[i:min(i+batch, len(evs))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func diffEvents(t *testing.T, got, want []event.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("got %d events, want %d", len(got), len(want))
+	}
+	for i := range min(len(got), len(want)) {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("event %d:\n got %+v\nwant %+v", i, fmtEvent(got[i]), fmtEvent(want[i]))
+		}
+	}
+}
+
+func fmtEvent(ev event.Event) string {
+	s := fmt.Sprintf("%+v", ev)
+	if ev.Module != nil {
+		s += fmt.Sprintf(" module=%+v", *ev.Module)
+	}
+	if ev.Process != nil {
+		s += fmt.Sprintf(" process=%+v", *ev.Process)
+	}
+	if ev.Clock != nil {
+		s += fmt.Sprintf(" clock=%+v", *ev.Clock)
+	}
+	return s
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		batch int
+	}{
+		{"default", Options{}, 1000},
+		{"small-chunks", Options{ChunkSize: 2000}, 7},
+		{"sync", Options{ChunkSize: 10000, Sync: true}, 1},
+		{"zstd-default", Options{Compression: CompressDefault, ChunkSize: 50000}, 333},
+		{"zstd-better", Options{Compression: CompressBetter}, 5000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := newGen(uint64(len(tc.name))).events(20000)
+			want := normalize(evs)
+			data := writeTrace(t, evs, tc.opts, tc.batch)
+			got, err := readAll(t, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			diffEvents(t, got, want)
+		})
+	}
+}
+
+// TestRoundTripKinds checks every kind separately, so that a kind whose
+// encoding is broken is named.
+func TestRoundTripKinds(t *testing.T) {
+	g := newGen(7)
+	all := g.events(50000)
+	for k := range event.Clock + 1 {
+		var evs []event.Event
+		for _, ev := range all {
+			if ev.Kind == k || k == 0 && ev.Kind > event.Clock {
+				evs = append(evs, ev)
+			}
+		}
+		if len(evs) < 10 {
+			t.Fatalf("kind %v: only %d events", k, len(evs))
+		}
+		got, err := readAll(t, writeTrace(t, evs, Options{ChunkSize: 3000}, 100))
+		if err != nil {
+			t.Fatalf("kind %v: %v", k, err)
+		}
+		diffEvents(t, got, normalize(evs))
+	}
+}
+
+func TestFileAndMeta(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lpt")
+	w, err := Create(path, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := newGen(1).events(1000)
+	if err := w.Write(evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	n, size := w.Stats()
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size || n != 1000 {
+		t.Fatalf("Stats = %d, %d; file %v, %v", n, size, fi.Size(), err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := w.Write(evs); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if m := r.Meta(); !reflect.DeepEqual(m, testMeta) {
+		t.Errorf("Meta = %+v, want %+v", m, testMeta)
+	}
+	if r.Version() != Version {
+		t.Errorf("Version = %d", r.Version())
+	}
+}
+
+func TestEmptyTrace(t *testing.T) {
+	data := writeTrace(t, nil, Options{}, 1)
+	got, err := readAll(t, data)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("got %d events, %v", len(got), err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	good := writeTrace(t, newGen(1).events(10), Options{}, 10)
+	future := bytes.Clone(good)
+	future[8] = Version + 1
+	for _, tc := range []struct {
+		name string
+		data []byte
+		is   error
+		want string
+	}{
+		{"empty", nil, ErrNotTrace, "empty file"},
+		{"text", []byte("hello world, this is not a trace"), ErrNotTrace, "not a leakpath trace"},
+		{"short-text", []byte("LEAKX"), ErrNotTrace, "not a leakpath trace"},
+		{"magic-only", []byte("LEAKPATH"), ErrTruncated, "truncated at byte 0"},
+		{"future", future, ErrNewerVersion, "format version 2"},
+	} {
+		path := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(path, tc.data, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(path)
+		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: Open: %v; want %v containing %q and the path", tc.name, err, tc.is, tc.want)
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("Open of a missing file: %v", err)
+	}
+}
+
+// boundaries writes evs in batches, flushing after each, and returns the
+// trace and, for each chunk end, its file offset and the events before it.
+func boundaries(t *testing.T, evs []event.Event, batch int) (data []byte, offs []int64, counts []int) {
+	var b bytes.Buffer
+	w, err := NewWriterOptions(&b, testMeta, Options{Sync: true, ChunkSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, size := w.Stats()
+	offs, counts = append(offs, size), append(counts, 0)
+	for i := 0; i < len(evs); i += batch {
+		w.Write(evs[i:min(i+batch, len(evs))])
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n, size := w.Stats()
+		offs, counts = append(offs, size), append(counts, int(n))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes(), offs, counts
+}
+
+func TestTruncated(t *testing.T) {
+	evs := newGen(3).events(60)
+	want := normalize(evs)
+	data, offs, counts := boundaries(t, evs, 13)
+	for l := 0; l < len(data); l++ {
+		got, err := readAll(t, data[:l])
+		if l < int(offs[0]) {
+			if l == 0 && !errors.Is(err, ErrNotTrace) || l > 0 && !errors.Is(err, ErrTruncated) {
+				t.Fatalf("cut at %d (in the header): %v", l, err)
+			}
+			continue
+		}
+		k := 0
+		for k+1 < len(offs) && offs[k+1] <= int64(l) {
+			k++
+		}
+		var ce *CorruptError
+		if !errors.As(err, &ce) || !errors.Is(err, ErrTruncated) || ce.Offset != offs[k] {
+			t.Fatalf("cut at %d: err %v, want ErrTruncated at %d", l, err, offs[k])
+		}
+		if !reflect.DeepEqual(got, want[:counts[k]]) && !(len(got) == 0 && counts[k] == 0) {
+			t.Fatalf("cut at %d: got %d events, want %d", l, len(got), counts[k])
+		}
+	}
+	got, err := readAll(t, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffEvents(t, got, want)
+}
+
+func TestFlippedByte(t *testing.T) {
+	evs := newGen(4).events(200)
+	want := normalize(evs)
+	data, offs, counts := boundaries(t, evs, 50)
+	for i := range data {
+		for _, x := range []byte{1, 0xa0} {
+			bad := bytes.Clone(data)
+			bad[i] ^= x
+			got, err := readAll(t, bad)
+			if i < int(offs[0]) {
+				if err == nil {
+					t.Fatalf("flip %#x at %d in the header: no error", x, i)
+				}
+				continue
+			}
+			k := 0
+			for k+1 < len(offs) && offs[k+1] <= int64(i) {
+				k++
+			}
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Offset != offs[k] || errors.Is(err, ErrTruncated) && i < len(data)-chunkHeaderSize {
+				t.Fatalf("flip %#x at %d: err %v, want a CorruptError at %d", x, i, err, offs[k])
+			}
+			if !reflect.DeepEqual(got, want[:counts[k]]) && !(len(got) == 0 && counts[k] == 0) {
+				t.Fatalf("flip at %d: got %d events, want %d", i, len(got), counts[k])
+			}
+		}
+	}
+}
+
+// TestNoRetention mutates every slice after Write and checks that the
+// trace holds the values at the time of Write.
+func TestNoRetention(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		evs := newGen(5).events(5000)
+		want := normalize(evs)
+		var b bytes.Buffer
+		w, err := NewWriterOptions(&b, testMeta, Options{Sync: sync, ChunkSize: 4000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(evs); i += 100 {
+			batch := evs[i : i+100]
+			if err := w.Write(batch); err != nil {
+				t.Fatal(err)
+			}
+			for j := range batch {
+				ev := &batch[j]
+				for k := range ev.Frames {
+					ev.Frames[k] = 0xdead
+				}
+				if m := ev.Module; m != nil {
+					for k := range m.BuildID {
+						m.BuildID[k] = 0xee
+					}
+					for k := range m.Segments {
+						m.Segments[k].Vaddr = 0xbad
+					}
+					m.Path = "mutated"
+				}
+				if p := ev.Process; p != nil {
+					for k := range p.Argv {
+						p.Argv[k] = "mutated"
+					}
+					p.PID = -7
+				}
+				if c := ev.Clock; c != nil {
+					c.Ticks = 0xbad
+				}
+				*ev = event.Event{Kind: event.Free, Addr: 1}
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(t, b.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		diffEvents(t, got, want)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	var b bytes.Buffer
+	w, err := NewWriter(&b, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := event.Event{Kind: event.Alloc, Addr: 16, Size: 1, Time: 5}
+	for _, bad := range []event.Event{
+		{Kind: event.StackDef, Stack: 1, Frames: make([]uint64, MaxFrames+1)},
+		{Kind: event.Exec, Text: strings.Repeat("x", MaxString+1)},
+		{Kind: event.ModuleLoad, Module: &event.Module{Segments: make([]event.Segment, MaxSegments+1)}},
+		{Kind: event.ProcessStart, Process: &event.ProcessInfo{Argv: make([]string, MaxArgs+1)}},
+	} {
+		if err := w.Write([]event.Event{ok, bad, ok}); err == nil || !strings.Contains(err.Error(), "event 1 of the batch") {
+			t.Errorf("%v beyond the limits: %v", bad.Kind, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, b.Bytes())
+	if err != nil || len(got) != 4 {
+		t.Fatalf("got %d events (%v), want the 4 good ones", len(got), err)
+	}
+}
+
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(b []byte) (int, error) {
+	if f.n--; f.n < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(b), nil
+}
+
+func TestWriteError(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		w, err := NewWriterOptions(&failWriter{n: 2}, testMeta, Options{Sync: sync, ChunkSize: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := newGen(1).events(10000)
+		for i := 0; i < len(evs) && err == nil; i += 100 {
+			err = w.Write(evs[i : i+100])
+		}
+		if err == nil {
+			err = w.Flush()
+		}
+		if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "at byte") {
+			t.Errorf("sync=%v: %v", sync, err)
+		}
+		if cerr := w.Close(); cerr == nil {
+			t.Errorf("sync=%v: Close after a write error succeeded", sync)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package tracefile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+// Compression selects the zstd level of the chunks.
+type Compression int
+
+// The compression levels. The zero value is CompressFastest.
+const (
+	CompressFastest Compression = iota // zstd.SpeedFastest
+	CompressDefault                    // zstd.SpeedDefault
+	CompressBetter                     // zstd.SpeedBetterCompression
+)
+
+// Options tune a Writer. The zero value gives the defaults.
+type Options struct {
+	// ChunkSize is the uncompressed size at which Write closes a chunk;
+	// 0: DefaultChunkSize. It is capped at 16 MiB.
+	ChunkSize int
+	// Compression is the zstd level.
+	Compression Compression
+	// Sync compresses and writes chunks on the goroutine that calls
+	// Write or Flush. Otherwise a background goroutine compresses and
+	// writes chunk N while Write encodes chunk N+1.
+	Sync bool
+}
+
+// ErrClosed is returned by a Writer used after Close.
+var ErrClosed = errors.New("tracefile: writer is closed")
+
+// Writer appends events to a trace as they come: each chunk is written
+// with one write call as soon as it is closed, so the file is readable up
+// to the last whole chunk even if the recorder is killed. A Writer is not
+// safe for concurrent use.
+type Writer struct {
+	path      string
+	f         *os.File // nil for NewWriter
+	w         io.Writer
+	enc       *encoder
+	zenc      *zstd.Encoder
+	chunkSize int
+	events    int64
+	written   atomic.Int64
+
+	// The background pipeline; jobs is nil in Sync mode.
+	jobs chan *job
+	pool chan *job
+	done chan struct{}
+
+	mu  sync.Mutex
+	err error // the first write error; sticky
+
+	closed   bool
+	closeErr error
+}
+
+// job is a closed chunk on its way to the file, or a flush marker.
+type job struct {
+	raw   []byte // the payload
+	out   []byte // chunk header and zstd frame
+	count uint32
+	flush chan struct{}
+}
+
+// Create creates (or truncates) the file path and writes the trace header.
+func Create(path string, meta Meta) (*Writer, error) {
+	return CreateOptions(path, meta, Options{})
+}
+
+// CreateOptions is Create with options.
+func CreateOptions(path string, meta Meta, opts Options) (*Writer, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("tracefile: %w", err)
+	}
+	w, err := newWriter(f, path, meta, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	w.f = f
+	return w, nil
+}
+
+// NewWriter writes a trace to w, starting with the header. Close does not
+// close w.
+func NewWriter(w io.Writer, meta Meta) (*Writer, error) {
+	return newWriter(w, "", meta, Options{})
+}
+
+// NewWriterOptions is NewWriter with options.
+func NewWriterOptions(w io.Writer, meta Meta, opts Options) (*Writer, error) {
+	return newWriter(w, "", meta, opts)
+}
+
+func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, error) {
+	name := path
+	if name == "" {
+		name = "trace"
+	}
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return nil, fmt.Errorf("tracefile: %s: meta: %w", name, err)
+	}
+	if len(m) > maxMeta {
+		return nil, fmt.Errorf("tracefile: %s: meta of %d bytes exceeds the limit %d", name, len(m), maxMeta)
+	}
+	level := zstd.SpeedFastest
+	switch opts.Compression {
+	case CompressDefault:
+		level = zstd.SpeedDefault
+	case CompressBetter:
+		level = zstd.SpeedBetterCompression
+	}
+	size := opts.ChunkSize
+	if size <= 0 {
+		size = DefaultChunkSize
+	}
+	size = min(size, maxChunkSize)
+	zenc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(level), zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false), zstd.WithWindowSize(windowFor(size)))
+	if err != nil {
+		return nil, fmt.Errorf("tracefile: %s: %w", name, err)
+	}
+	tw := &Writer{path: name, w: w, enc: newEncoder(), zenc: zenc, chunkSize: size}
+	hdr := appendFileHeader(nil, m)
+	if _, err := w.Write(hdr); err != nil {
+		zenc.Close()
+		return nil, fmt.Errorf("tracefile: %s: write header: %w", name, err)
+	}
+	tw.written.Store(int64(len(hdr)))
+	if !opts.Sync {
+		tw.jobs = make(chan *job, 1)
+		tw.pool = make(chan *job, 3)
+		tw.done = make(chan struct{})
+		go tw.worker()
+	}
+	return tw, nil
+}
+
+// windowFor is a zstd window (a power of two) that covers a chunk.
+func windowFor(size int) int {
+	w := zstd.MinWindowSize
+	for w < size && w < zstd.MaxWindowSize {
+		w *= 2
+	}
+	return w
+}
+
+// Write appends events in order. It buffers at most one chunk (plus one
+// being compressed) and never retains evs or any slice they refer to. An
+// event beyond the format's limits (MaxFrames, MaxString...) is an error;
+// the events before it are written.
+func (w *Writer) Write(evs []event.Event) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if err := w.failed(); err != nil {
+		return err
+	}
+	for i := range evs {
+		if err := w.enc.add(&evs[i]); err != nil {
+			return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
+		}
+		w.events++
+		if w.enc.size() >= w.chunkSize {
+			w.closeChunk()
+		}
+	}
+	return w.failed()
+}
+
+// Flush ends the current chunk and writes it out with one write call,
+// waiting until it (and any chunk before it) is written.
+func (w *Writer) Flush() error {
+	if w.closed {
+		return ErrClosed
+	}
+	w.closeChunk()
+	if w.jobs != nil {
+		j := &job{flush: make(chan struct{})}
+		w.jobs <- j
+		<-j.flush
+	}
+	return w.failed()
+}
+
+// Close flushes, writes the trailer that marks a complete trace, stops the
+// background goroutine and closes the file if Create opened it. Calling it
+// again returns the first call's result.
+func (w *Writer) Close() error {
+	if w.closed {
+		return w.closeErr
+	}
+	err := w.Flush()
+	w.closed = true
+	if w.jobs != nil {
+		close(w.jobs)
+		<-w.done
+	}
+	if err == nil {
+		var b [chunkHeaderSize]byte
+		h := chunkHeader{magic: endMagic, rawLen: uint32(w.events), count: uint32(uint64(w.events) >> 32)}
+		h.put(b[:])
+		err = w.write(b[:])
+	}
+	w.zenc.Close()
+	if w.f != nil {
+		if cerr := w.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("tracefile: %w", cerr)
+		}
+	}
+	w.closeErr = err
+	return err
+}
+
+// Stats returns the number of events accepted by Write and the number of
+// bytes written to the file so far (chunks still being compressed are not
+// counted).
+func (w *Writer) Stats() (events, bytesWritten int64) {
+	return w.events, w.written.Load()
+}
+
+func (w *Writer) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// closeChunk hands the current chunk, if any, to the compressor.
+func (w *Writer) closeChunk() {
+	if w.enc.n == 0 {
+		return
+	}
+	var j *job
+	select {
+	case j = <-w.pool:
+	default:
+		j = new(job)
+	}
+	j.raw = w.enc.payload(j.raw[:0])
+	j.count = uint32(w.enc.n)
+	w.enc.reset()
+	if w.jobs == nil {
+		w.compress(j)
+		return
+	}
+	w.jobs <- j
+}
+
+func (w *Writer) worker() {
+	defer close(w.done)
+	for j := range w.jobs {
+		if j.flush != nil {
+			close(j.flush)
+			continue
+		}
+		w.compress(j)
+		select {
+		case w.pool <- j:
+		default:
+		}
+	}
+}
+
+// compress compresses and writes one chunk.
+func (w *Writer) compress(j *job) {
+	if w.failed() != nil {
+		return
+	}
+	out := append(j.out[:0], make([]byte, chunkHeaderSize)...)
+	out = w.zenc.EncodeAll(j.raw, out)
+	h := chunkHeader{
+		magic:   chunkMagic,
+		compLen: uint32(len(out) - chunkHeaderSize),
+		rawLen:  uint32(len(j.raw)),
+		count:   j.count,
+		crc:     crc32.Checksum(out[chunkHeaderSize:], castagnoli),
+	}
+	h.put(out)
+	j.out = out
+	if err := w.write(out); err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *Writer) write(b []byte) error {
+	off := w.written.Load()
+	n, err := w.w.Write(b)
+	w.written.Add(int64(n))
+	if err != nil {
+		return fmt.Errorf("tracefile: %s: write at byte %d: %w", w.path, off, err)
+	}
+	return nil
+}
