@@ -1,0 +1,222 @@
+// Package symbolize turns module-relative addresses of native Linux code into
+// source-level frames: function (demangled), file, line and column, with one
+// frame per level of inlining, the way `addr2line -i -f -C` prints them.
+//
+// It reads ELF symbol tables (.symtab, else .dynsym) and DWARF 4/5 debug
+// information (line tables, DW_TAG_subprogram and DW_TAG_inlined_subroutine
+// trees), including compressed debug sections (SHF_COMPRESSED zlib/zstd and
+// .zdebug) and separate debug files found through the build id
+// (DEBUGDIR/.build-id/xx/yyyy.debug) or .gnu_debuglink.
+//
+// Everything read from disk is untrusted: malformed files produce errors or
+// warnings, never panics. Each module (path + build id) is opened once; the
+// per-compilation-unit indexes are built lazily on first use and kept in a
+// bounded cache.
+//
+// The package imports no other leakpath package.
+package symbolize
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+)
+
+// Frame is one source-level frame at an address. Inlined frames come first
+// (innermost), the function that contains the code physically comes last with
+// Inlined=false.
+type Frame struct {
+	// Function is the demangled function name, e.g. "shop::Cart::add(int)";
+	// "" if unknown.
+	Function string
+	// File is the source file path as recorded in DWARF (joined with the
+	// compilation directory when relative). Without DWARF line information it
+	// is the name of the STT_FILE symbol the function symbol belongs to,
+	// usually a base name, as addr2line prints it. "" if unknown.
+	File string
+	// Line is the source line; 0 if unknown.
+	Line int
+	// Column is the source column; 0 if unknown.
+	Column int
+	// Inlined reports that this frame was inlined into the next one.
+	Inlined bool
+}
+
+// Options configures a Symbolizer. The zero value is usable.
+type Options struct {
+	// DebugDirs are the roots of separate debug files, searched in order for
+	// DIR/.build-id/xx/yyyy.debug and DIR/<binary dir>/<debuglink name>.
+	// Nil or empty means {"/usr/lib/debug"}.
+	DebugDirs []string
+	// Warn, if non-nil, is called at most once per module that has a problem
+	// (missing or corrupt debug information, build-id mismatch, unreadable
+	// file). It is called with the Symbolizer's lock held and must not call
+	// back into the Symbolizer.
+	Warn func(msg string)
+	// CacheBytes bounds the approximate memory used by the lazily built
+	// per-compilation-unit indexes (line tables and function trees) across
+	// all modules; least recently used units are dropped and rebuilt on
+	// demand. Zero means 512 MiB. The raw DWARF sections of each open module
+	// are not counted.
+	CacheBytes int64
+}
+
+// ErrBuildIDMismatch is wrapped by the error Lookup returns when the file on
+// disk has a different build id than the one the process had loaded and no
+// debug file with the wanted build id was found: symbolizing with the wrong
+// file would print wrong names, so nothing is returned.
+var ErrBuildIDMismatch = errors.New("build id mismatch")
+
+// Symbolizer resolves addresses to frames, caching parsed modules. It is safe
+// for concurrent use; lookups are serialized.
+type Symbolizer struct {
+	opts Options
+
+	mu      sync.Mutex
+	modules map[moduleKey]*module
+	last    *module // fast path for runs of lookups in the same module
+	lastKey moduleKey
+
+	lru      *list.List // of *cuInfo, most recently used at the front
+	lruBytes int64
+}
+
+type moduleKey struct {
+	path    string
+	buildID string
+}
+
+// New returns a Symbolizer configured by opts.
+func New(opts Options) *Symbolizer {
+	if len(opts.DebugDirs) == 0 {
+		opts.DebugDirs = []string{"/usr/lib/debug"}
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 512 << 20
+	}
+	return &Symbolizer{
+		opts:    opts,
+		modules: make(map[moduleKey]*module),
+		lru:     list.New(),
+	}
+}
+
+// recoverPanics turns panics inside the parsers (ours or the standard
+// library's debug/elf and debug/dwarf, which read untrusted bytes) into
+// errors. The fuzz test turns it off so that such bugs are found, not masked.
+var recoverPanics = true
+
+// guard converts a panic into *err when recoverPanics is set. Use as
+// `defer guard(&err, ctx)`.
+func guard(err *error, ctx string) {
+	if !recoverPanics {
+		return
+	}
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%s: malformed input: internal panic: %v\n%s", ctx, r, debug.Stack())
+	}
+}
+
+// Lookup symbolizes addr (a module-relative ELF virtual address: runtime
+// address minus load bias) in the ELF file at path and returns its frames,
+// innermost first. It looks up exactly addr; callers pass return addresses
+// minus one.
+//
+// wantBuildID, if non-nil, is the build id the process had loaded. If the file
+// on disk has a different one, Lookup uses a debug file with the wanted build
+// id from DebugDirs if there is one, else it warns and returns an error
+// wrapping ErrBuildIDMismatch with no frames.
+//
+// An address with no symbol and no debug information yields (nil, nil). Errors
+// are per module (unreadable or non-ELF file, build-id mismatch) and cached;
+// missing or corrupt debug information is not an error: Lookup falls back to
+// symbol-table names and reports the problem once through Options.Warn.
+func (s *Symbolizer) Lookup(path string, wantBuildID []byte, addr uint64) ([]Frame, error) {
+	return s.lookupPlain(path, wantBuildID, addr, nil)
+}
+
+// lookupPlain is Lookup that also reports, through plain if non-nil, which
+// frames' DWARF functions have no linkage name (for the tests).
+func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, plain *[]bool) ([]Frame, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	m := s.last
+	if m == nil || s.lastKey.path != path || s.lastKey.buildID != string(wantBuildID) {
+		key := moduleKey{path, string(wantBuildID)}
+		m = s.modules[key]
+		if m == nil {
+			m = s.loadModule(path, wantBuildID)
+			s.modules[key] = m
+		}
+		s.last, s.lastKey = m, key
+	}
+	if m.err != nil {
+		return nil, m.err
+	}
+	return s.lookup(m, addr, plain)
+}
+
+// Close releases the cached modules. Files are closed as soon as a module has
+// been read, so Close only drops memory; the Symbolizer remains usable.
+func (s *Symbolizer) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.modules = make(map[moduleKey]*module)
+	s.last = nil
+	s.lastKey = moduleKey{}
+	s.lru.Init()
+	s.lruBytes = 0
+	return nil
+}
+
+// warn reports msg for m once.
+func (s *Symbolizer) warn(m *module, msg string) {
+	if m.warned {
+		return
+	}
+	m.warned = true
+	if s.opts.Warn != nil {
+		s.opts.Warn(msg)
+	}
+}
+
+// lookup resolves addr in the loaded module m.
+func (s *Symbolizer) lookup(m *module, addr uint64, plain *[]bool) (frames []Frame, err error) {
+	defer guard(&err, fmt.Sprintf("symbolize %s at %#x", m.path, addr))
+
+	if m.dw != nil {
+		fr, ok := s.lookupDWARF(m, addr, plain)
+		if ok {
+			return fr, nil
+		}
+	}
+	if plain != nil {
+		*plain = append((*plain)[:0], false)
+	}
+	if sym := m.syms.find(addr); sym != nil {
+		return []Frame{{Function: sym.demangled(), File: sym.file}}, nil
+	}
+	return nil, nil
+}
+
+// touch marks cu as most recently used, accounting its cost, and evicts the
+// least recently used units beyond the cache bound.
+func (s *Symbolizer) touch(cu *cuInfo) {
+	if cu.elem != nil {
+		s.lru.MoveToFront(cu.elem)
+		return
+	}
+	cu.elem = s.lru.PushFront(cu)
+	s.lruBytes += cu.data.cost
+	for s.lruBytes > s.opts.CacheBytes && s.lru.Len() > 1 {
+		back := s.lru.Back()
+		old := back.Value.(*cuInfo)
+		s.lru.Remove(back)
+		s.lruBytes -= old.data.cost
+		old.elem = nil
+		old.data = nil
+	}
+}

@@ -1,0 +1,112 @@
+package symbolize
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// warnings collects Options.Warn calls.
+type warnings struct{ msgs []string }
+
+func (w *warnings) warn(msg string) { w.msgs = append(w.msgs, msg) }
+
+// TestAgainstAddr2line compares every frame Lookup returns with
+// `addr2line -i -f -C` on call sites and sampled instructions of each
+// fixture build.
+func TestAgainstAddr2line(t *testing.T) {
+	var total, agree, agreeLLVM, naming int
+	for _, fx := range allFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			path := build(t, fx)
+			ref := path
+			if fx.ref != "" {
+				ref = path + fx.ref
+			}
+			var w warnings
+			s := New(Options{Warn: w.warn, DebugDirs: []string{filepath.Join(filepath.Dir(path), "debug")}})
+			defer s.Close()
+			addrs := sampleAddrs(disassemble(t, ref), 3)
+			c := compareWithAddr2line(t, s, path, ref, addrs)
+			total += c.total
+			agree += c.agree
+			agreeLLVM += c.agreeLLVM
+			naming += c.naming
+			t.Logf("%s: %d/%d addresses agree with addr2line (%.2f%%), %d more with llvm-symbolizer (%.2f%% either), %d more differ only in names of functions without linkage names; warnings: %q",
+				fx.name, c.agree, c.total, 100*c.rate(), c.agreeLLVM, 100*c.rateEither(), c.naming, w.msgs)
+			for i, m := range c.mismatches {
+				if os.Getenv("SYMBOLIZE_ALL_MISMATCHES") != "" {
+					t.Logf("mismatch %s", m)
+					continue
+				}
+				if i == 10 {
+					t.Logf("... %d more", len(c.mismatches)-10)
+					break
+				}
+				t.Logf("mismatch %s", m)
+			}
+			if c.rateExplained() < 0.99 {
+				t.Errorf("%s: agreement with addr2line or llvm-symbolizer %.2f%% (%.2f%% with naming differences) < 99%%",
+					fx.name, 100*c.rateEither(), 100*c.rateExplained())
+			}
+			if c.rateEither() < 0.80 {
+				t.Errorf("%s: agreement with addr2line or llvm-symbolizer %.2f%% < 80%%", fx.name, 100*c.rateEither())
+			}
+		})
+	}
+	if total > 0 {
+		t.Logf("all fixtures: %d/%d addresses agree with addr2line (%.2f%%); with addr2line or llvm-symbolizer: %d (%.2f%%); differing only in names of functions without linkage names: %d",
+			agree, total, 100*float64(agree)/float64(total), agree+agreeLLVM, 100*float64(agree+agreeLLVM)/float64(total), naming)
+	}
+}
+
+// TestInlineChain checks the inlined frames at the malloc call of
+// build_list in the -O2 C fixture: alloc_node inlined into push inlined into
+// build_list, each with its call line.
+func TestInlineChain(t *testing.T) {
+	for _, name := range []string{"c-gcc-O2", "c-gcc-O2-dwarf4", "c-clang-O2"} {
+		t.Run(name, func(t *testing.T) {
+			path := build(t, fixtureByName(t, name))
+			ins := disassemble(t, path)
+			sites := callsTo(ins, "build_list", "<malloc@plt>")
+			if len(sites) == 0 {
+				t.Fatalf("no call to malloc in build_list of %s", path)
+			}
+			s := New(Options{})
+			defer s.Close()
+			fr, err := s.Lookup(path, nil, sites[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, f := range fr {
+				names = append(names, f.Function)
+			}
+			if got, want := strings.Join(names, " <- "), "alloc_node <- push <- build_list"; got != want {
+				t.Fatalf("frames at %#x: %s, want %s (%+v)", sites[0], got, want, fr)
+			}
+			if !fr[0].Inlined || !fr[1].Inlined || fr[2].Inlined {
+				t.Errorf("Inlined flags %v %v %v, want true true false", fr[0].Inlined, fr[1].Inlined, fr[2].Inlined)
+			}
+			src := readSourceLines(t, "basic.c")
+			for i, want := range []string{"malloc(", "alloc_node(", "push("} {
+				if fr[i].Line <= 0 || fr[i].Line > len(src) || !strings.Contains(src[fr[i].Line-1], want) {
+					t.Errorf("frame %d (%s) at basic.c:%d, want a line containing %q", i, fr[i].Function, fr[i].Line, want)
+				}
+				if filepath.Base(fr[i].File) != "basic.c" {
+					t.Errorf("frame %d file %q, want basic.c", i, fr[i].File)
+				}
+			}
+		})
+	}
+}
+
+func readSourceLines(t *testing.T, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile(srcPath(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(string(b), "\n")
+}
