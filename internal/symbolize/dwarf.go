@@ -29,13 +29,13 @@ type cuInfo struct {
 
 // cuData is the lookup structure of one parsed compilation unit.
 type cuData struct {
-	files []string  // line-table file names by DWARF file index
-	lines []lineRow // all sequences, sorted by address, end rows included
-	nodes []fnNode  // subprograms and inlined subroutines with code
+	files   []string  // line-table file names by DWARF file index
+	lines   []lineRow // all sequences, sorted by address, end rows included
+	nodes   []fnNode  // subprograms and inlined subroutines with code
 	roots   spanIndex // ranges of the outermost (not inlined) nodes
 	mangled bool      // the unit's language mangles names (C++, Rust, ...)
-	kids  []span    // ranges of inlined nodes, grouped by parent, sorted by lo
-	cost  int64     // approximate bytes held
+	kids    []span    // ranges of inlined nodes, grouped by parent, sorted by lo
+	cost    int64     // approximate bytes held
 }
 
 // lineRow is one row of a line table.

@@ -477,9 +477,9 @@ func llvmSymbolizer(t testing.TB, path string, addrs []uint64) [][]Frame {
 // comparison is the agreement of Lookup with addr2line (and, where they
 // differ, llvm-symbolizer) on a set of addresses.
 type comparison struct {
-	total      int
-	agree      int // every frame equal to addr2line's
-	agreeLLVM  int // not addr2line's, but every frame equal to llvm-symbolizer's
+	total     int
+	agree     int // every frame equal to addr2line's
+	agreeLLVM int // not addr2line's, but every frame equal to llvm-symbolizer's
 	// naming: every location equal to addr2line's, names differing only
 	// for functions DWARF gives no linkage name (which binutils names by
 	// query history and LLVM by symbol; see Frame.Function).
