@@ -70,23 +70,67 @@ const (
 	numThreads  = 8
 )
 
+// The entries of the tables are kept to 16 bytes: the tables are hit at
+// random for every event, and their cache misses are most of the cost.
 type stackEntry struct {
 	size  uint64
 	id    uint32
-	epoch uint32
+	epoch uint16
 	fn    event.Fn
 }
 
 type addrEntry struct {
 	addr uint64
-	seq  uint64 // the entry is valid if seq >= the chunk's first seq
+	seq  uint32 // the entry is valid if seq >= the chunk's first seq
+	cls  uint16 // classOf the size
 	fn   event.Fn
 }
 
 type ringEntry struct {
 	addr uint64
+	cls  uint16
 	fn   event.Fn
 }
+
+// classEntry is a LIFO of the addresses of blocks of one size class
+// freed by one thread: what a malloc of that class in that thread (with
+// glibc's tcache and fastbins) most likely returns next.
+type classEntry struct {
+	key   uint64
+	epoch uint16
+	n     uint16 // addresses held
+	top   uint16 // index of the latest in addrs, a ring
+	addrs [classDepth]uint64
+}
+
+// pop removes and returns the latest address; c.n must be > 0.
+func (c *classEntry) pop() uint64 {
+	a := c.addrs[c.top%classDepth]
+	c.top--
+	c.n--
+	return a
+}
+
+// peek returns the latest address; c.n must be > 0.
+func (c *classEntry) peek() uint64 { return c.addrs[c.top%classDepth] }
+
+const (
+	classTab   = 1 << 11
+	classDepth = 4
+)
+
+// classOf is the size class of a block of size bytes (glibc's chunk size
+// / 16), or 0 for none.
+func classOf(size uint64) uint16 {
+	if size >= 1<<20-32 {
+		return 0
+	}
+	return uint16(max(32, (size+23)&^15) >> 4)
+}
+
+func classKey(cls uint16, t int32) uint64 { return uint64(cls) | uint64(uint32(t))<<16 }
+
+func classHash(k uint64) uint64 { return (k ^ (k>>16)*0x9e37) & (classTab - 1) }
 
 func addrHash(a uint64) uint64 { return a>>4 ^ a>>19 }
 
@@ -115,8 +159,40 @@ type model struct {
 	prevFrame uint64 // first frame of the previous stack
 	lastStack uint32 // id of the previous StackDef
 	freeFn    event.Fn
-	epoch     uint32
+	epoch     uint16
 	stacks    []stackEntry
+	classes   []classEntry
+}
+
+// classPush records that thread t freed addr, a block of class cls.
+func (m *model) classPush(addr uint64, cls uint16, t int32) {
+	if cls == 0 {
+		return
+	}
+	k := classKey(cls, t)
+	c := &m.classes[classHash(k)]
+	if c.epoch != m.epoch || c.key != k {
+		c.epoch, c.key, c.n = m.epoch, k, 0
+	}
+	c.top++
+	c.addrs[c.top%classDepth] = addr
+	if c.n < classDepth {
+		c.n++
+	}
+}
+
+// classTop returns the class list for an allocation of size bytes by
+// thread t, or nil if it is empty.
+func (m *model) classTop(cls uint16, t int32) *classEntry {
+	if cls == 0 {
+		return nil
+	}
+	k := classKey(cls, t)
+	c := &m.classes[classHash(k)]
+	if c.epoch != m.epoch || c.key != k || c.n == 0 {
+		return nil
+	}
+	return c
 }
 
 func (m *model) reset() {
@@ -127,10 +203,12 @@ func (m *model) reset() {
 	m.freeFn = event.FreeFn
 	if m.stacks == nil {
 		m.stacks = make([]stackEntry, stackTab)
+		m.classes = make([]classEntry, classTab)
 	}
 	m.epoch++
 	if m.epoch == 0 {
 		clear(m.stacks)
+		clear(m.classes)
 		m.epoch = 1
 	}
 }
@@ -161,8 +239,8 @@ type encoder struct {
 	free  []addrEntry
 	// Sequence numbers of allocations and frees since the encoder was
 	// made, and of the first ones in this chunk.
-	allocSeq, allocStart uint64
-	freeSeq, freeStart   uint64
+	allocSeq, allocStart uint32
+	freeSeq, freeStart   uint32
 }
 
 func newEncoder() *encoder {
@@ -179,6 +257,12 @@ func (e *encoder) reset() {
 		e.s[i] = e.s[i][:0]
 	}
 	e.n = 0
+	if e.allocSeq > 1<<31 || e.freeSeq > 1<<31 {
+		// Restart the sequence numbers before they wrap.
+		clear(e.alloc)
+		clear(e.free)
+		e.allocSeq, e.freeSeq = 1, 1
+	}
 	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
 }
 
@@ -210,8 +294,8 @@ func uv(b []byte, v uint64) []byte {
 	return append(b, byte(v))
 }
 
-func (e *encoder) pushAlloc(addr uint64, fn event.Fn) {
-	e.alloc[addrHash(addr)&(allocTab-1)] = addrEntry{addr, e.allocSeq, fn}
+func (e *encoder) pushAlloc(addr uint64, cls uint16, fn event.Fn) {
+	e.alloc[addrHash(addr)&(allocTab-1)] = addrEntry{addr, e.allocSeq, cls, fn}
 	e.allocSeq++
 }
 
@@ -221,13 +305,13 @@ func (e *encoder) pushFree(addr uint64) {
 }
 
 // findAlloc returns the distance (1: the latest) to the allocation of addr
-// in the chunk's window, or 0.
-func (e *encoder) findAlloc(addr uint64) (uint64, event.Fn) {
+// in the chunk's window, or 0, and that allocation.
+func (e *encoder) findAlloc(addr uint64) (uint64, *addrEntry) {
 	a := &e.alloc[addrHash(addr)&(allocTab-1)]
 	if a.addr == addr && a.seq >= e.allocStart && e.allocSeq-a.seq <= allocWindow {
-		return e.allocSeq - a.seq, a.fn
+		return uint64(e.allocSeq - a.seq), a
 	}
-	return 0, 0
+	return 0, nil
 }
 
 // checkEvent reports why ev cannot be stored, or nil.
@@ -340,13 +424,13 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	}
 	addr := ev.Addr
 	f := &e.free[addrHash(addr)&(freeTab-1)]
-	if f.addr == addr && f.seq >= e.freeStart && e.freeSeq-f.seq <= freeWindow {
-		if k := e.freeSeq - f.seq; k == 1 {
-			op |= 1 << 6
-		} else {
-			op |= 3 << 6
-			e.s[sAddr] = uv(e.s[sAddr], k-2)
-		}
+	cls := classOf(ev.Size)
+	if c := e.classTop(cls, e.threads[0]); c != nil && c.peek() == addr {
+		op |= 1 << 6
+		c.pop()
+	} else if f.addr == addr && f.seq >= e.freeStart && e.freeSeq-f.seq <= freeWindow {
+		op |= 3 << 6
+		e.s[sAddr] = uv(e.s[sAddr], uint64(e.freeSeq-f.seq-1))
 	} else if d := zigzag(int64(addr - e.prevAddr)); d <= addr {
 		e.s[sAddr] = uv(e.s[sAddr], d)
 	} else {
@@ -354,7 +438,7 @@ func (e *encoder) addAlloc(ev *event.Event) {
 		e.s[sAddr] = uv(e.s[sAddr], addr)
 	}
 	e.prevAddr = addr
-	e.pushAlloc(addr, ev.Fn)
+	e.pushAlloc(addr, cls, ev.Fn)
 	e.s[sOps] = append(e.s[sOps], op)
 }
 
@@ -367,7 +451,7 @@ func (e *encoder) addFree(ev *event.Event) {
 		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
 	}
 	addr := ev.Addr
-	dist, afn := e.findAlloc(addr)
+	dist, a := e.findAlloc(addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
 		e.s[sAddr] = uv(e.s[sAddr], dist)
@@ -378,7 +462,8 @@ func (e *encoder) addFree(ev *event.Event) {
 	if ev.Kind == event.Free {
 		want = e.freeFn
 		if dist != 0 {
-			want = freeFnFor(afn)
+			want = freeFnFor(a.fn)
+			e.classPush(addr, a.cls, e.threads[0])
 		}
 		e.freeFn = ev.Fn
 		e.pushFree(addr)
@@ -400,10 +485,14 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
 	}
 	addr, addr2 := ev.Addr, ev.Addr2
-	dist, _ := e.findAlloc(addr)
+	dist, a := e.findAlloc(addr)
+	var oldCls uint16
 	if addr == 0 || dist != 0 {
 		op |= f2
 		e.s[sAddr] = uv(e.s[sAddr], dist)
+		if a != nil {
+			oldCls = a.cls // before pushAlloc may reuse the entry
+		}
 	} else {
 		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
 	}
@@ -418,21 +507,19 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	}
 	e.s[sFn] = append(e.s[sFn], fb)
 	e.s[sSize] = uv(e.s[sSize], ev.Size)
-	e.reallocDone(addr, addr2, ev.Size)
-	e.s[sOps] = append(e.s[sOps], op)
-}
-
-// reallocDone updates the address model after a Realloc (encoder).
-func (e *encoder) reallocDone(addr, addr2, size uint64) {
 	if addr2 != 0 {
-		e.pushAlloc(addr2, event.Malloc)
+		e.pushAlloc(addr2, classOf(ev.Size), event.Malloc)
 		e.prevAddr = addr2
 	} else {
 		e.prevAddr = addr
 	}
-	if addr != 0 && addr2 != addr && (addr2 != 0 || size == 0) {
+	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
 		e.pushFree(addr)
+		if dist != 0 {
+			e.classPush(addr, oldCls, e.threads[0])
+		}
 	}
+	e.s[sOps] = append(e.s[sOps], op)
 }
 
 func (e *encoder) addStackDef(ev *event.Event) {

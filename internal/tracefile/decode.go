@@ -188,11 +188,11 @@ func (d *decoder) count(s int, max int) int {
 
 // pushAlloc records an allocation. The ring grows to allocWindow entries
 // as a chunk needs them; until then allocN == len(d.alloc).
-func (d *decoder) pushAlloc(addr uint64, fn event.Fn) {
+func (d *decoder) pushAlloc(addr uint64, cls uint16, fn event.Fn) {
 	if len(d.alloc) < allocWindow {
-		d.alloc = append(d.alloc, ringEntry{addr, fn})
+		d.alloc = append(d.alloc, ringEntry{addr, cls, fn})
 	} else {
-		d.alloc[d.allocN&(allocWindow-1)] = ringEntry{addr, fn}
+		d.alloc[d.allocN&(allocWindow-1)] = ringEntry{addr, cls, fn}
 	}
 	d.allocN++
 }
@@ -236,8 +236,13 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 			}
 			continue
 		}
-		out = append(out, event.Event{Proc: d.proc, Thread: d.threads[0]})
+		if len(out) == cap(out) {
+			out = append(out, event.Event{})
+		} else {
+			out = out[:len(out)+1]
+		}
 		ev := &out[len(out)-1]
+		resetEvent(ev, d.proc, d.threads[0])
 		switch code {
 		case byte(event.Alloc):
 			d.decAlloc(ev, op)
@@ -264,6 +269,28 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 	return out
 }
 
+// resetEvent clears ev field by field: assigning a whole Event costs a
+// typedmemmove call per event.
+func resetEvent(ev *event.Event, proc uint32, thread int32) {
+	ev.Kind, ev.Fn, ev.Proc, ev.Thread, ev.Stack = 0, 0, proc, thread, 0
+	ev.Time, ev.Addr, ev.Addr2, ev.Size, ev.Aux = 0, 0, 0, 0, 0
+	if ev.Frames != nil {
+		ev.Frames = nil
+	}
+	if ev.Module != nil {
+		ev.Module = nil
+	}
+	if ev.Text != "" {
+		ev.Text = ""
+	}
+	if ev.Process != nil {
+		ev.Process = nil
+	}
+	if ev.Clock != nil {
+		ev.Clock = nil
+	}
+}
+
 func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	ev.Kind = event.Alloc
 	ev.Time = d.timeFrom(d.uv(sTime))
@@ -285,20 +312,25 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	case 0:
 		addr = d.prevAddr + uint64(unzigzag(d.uv(sAddr)))
 	case 1:
-		addr = d.freed(1)
+		c := d.classTop(classOf(ev.Size), d.threads[0])
+		if c == nil {
+			d.failf("reuse from an empty size class")
+			return
+		}
+		addr = c.pop()
 	case 2:
 		addr = d.uv(sAddr)
 	case 3:
 		k := d.uv(sAddr)
-		if k > freeWindow {
-			d.failf("reuse of the %dth free", k+2)
+		if k >= freeWindow {
+			d.failf("reuse of free -%d", k+1)
 			return
 		}
-		addr = d.freed(k + 2)
+		addr = d.freed(k + 1)
 	}
 	ev.Addr = addr
 	d.prevAddr = addr
-	d.pushAlloc(addr, ev.Fn)
+	d.pushAlloc(addr, classOf(ev.Size), ev.Fn)
 }
 
 // freed returns the address freed k frees ago.
@@ -311,21 +343,21 @@ func (d *decoder) freed(k uint64) uint64 {
 }
 
 // freedAddr decodes the address of a Free, ReallocBegin or Realloc and
-// returns the Fn of its allocation if it was found in the chunk.
-func (d *decoder) freedAddr(op byte) (uint64, event.Fn, bool) {
+// returns its allocation if it was found in the chunk.
+func (d *decoder) freedAddr(op byte) (uint64, *ringEntry) {
 	v := d.uv(sAddr)
 	if op&f2 == 0 {
-		return d.prevAddr + uint64(unzigzag(v)), 0, false
+		return d.prevAddr + uint64(unzigzag(v)), nil
 	}
 	if v == 0 {
-		return 0, 0, false
+		return 0, nil
 	}
 	if v > d.allocN || v > allocWindow {
 		d.failf("free of allocation -%d of %d", v, d.allocN)
-		return 0, 0, false
+		return 0, nil
 	}
-	a := d.alloc[(d.allocN-v)&(allocWindow-1)]
-	return a.addr, a.fn, true
+	a := &d.alloc[(d.allocN-v)&(allocWindow-1)]
+	return a.addr, a
 }
 
 func (d *decoder) decFree(ev *event.Event, op byte) {
@@ -337,12 +369,13 @@ func (d *decoder) decFree(ev *event.Event, op byte) {
 			d.failf("explicit stack 0")
 		}
 	}
-	addr, afn, found := d.freedAddr(op)
+	addr, a := d.freedAddr(op)
 	want := event.ReallocFn
 	if ev.Kind == event.Free {
 		want = d.freeFn
-		if found {
-			want = freeFnFor(afn)
+		if a != nil {
+			want = freeFnFor(a.fn)
+			d.classPush(addr, a.cls, d.threads[0])
 		}
 	}
 	if op&f1 != 0 {
@@ -371,7 +404,11 @@ func (d *decoder) decRealloc(ev *event.Event, op byte) {
 			d.failf("explicit stack 0")
 		}
 	}
-	addr, _, _ := d.freedAddr(op)
+	addr, a := d.freedAddr(op)
+	var oldCls uint16
+	if a != nil {
+		oldCls = a.cls
+	}
 	fb := d.byte(sFn)
 	ev.Fn = event.Fn(fb & 0x1f)
 	addr2 := addr
@@ -388,13 +425,16 @@ func (d *decoder) decRealloc(ev *event.Event, op byte) {
 	ev.Addr, ev.Addr2 = addr, addr2
 	ev.Size = d.uv(sSize)
 	if addr2 != 0 {
-		d.pushAlloc(addr2, event.Malloc)
+		d.pushAlloc(addr2, classOf(ev.Size), event.Malloc)
 		d.prevAddr = addr2
 	} else {
 		d.prevAddr = addr
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
 		d.pushFree(addr)
+		if a != nil {
+			d.classPush(addr, oldCls, d.threads[0])
+		}
 	}
 }
 

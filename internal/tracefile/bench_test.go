@@ -1,0 +1,215 @@
+package tracefile
+
+import (
+	"bytes"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+var (
+	synthOnce sync.Once
+	synthEvs  []event.Event
+)
+
+// synth1M is the benchmark stream: 1M allocations (and their frees) from
+// 5,000 stacks.
+func synth1M() []event.Event {
+	synthOnce.Do(func() { synthEvs = synthStream(1, 1_000_000, 5000) })
+	return synthEvs
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(b []byte) (int, error) { c.n += int64(len(b)); return len(b), nil }
+
+func benchWrite(b *testing.B, opts Options) {
+	evs := synth1M()
+	var size int64
+	b.ResetTimer()
+	for b.Loop() {
+		cw := &countWriter{}
+		w, err := NewWriterOptions(cw, testMeta, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < len(evs); i += 4096 {
+			if err := w.Write(evs[i:min(i+4096, len(evs))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		size = cw.n
+	}
+	n := float64(len(evs)) * float64(b.N)
+	b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
+	b.ReportMetric(n/b.Elapsed().Seconds()/1e6, "Mevents/s")
+	b.ReportMetric(float64(size)/float64(len(evs)), "B/event")
+}
+
+func BenchmarkWrite(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"fastest", Options{}},
+		{"fastest-sync", Options{Sync: true}},
+		{"default", Options{Compression: CompressDefault}},
+		{"default-sync", Options{Compression: CompressDefault, Sync: true}},
+		{"better", Options{Compression: CompressBetter}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchWrite(b, c.opts) })
+	}
+}
+
+// BenchmarkEncode is the event encoder alone, without zstd.
+func BenchmarkEncode(b *testing.B) {
+	evs := synth1M()
+	e := newEncoder()
+	runtime.GC()
+	var raw int
+	for b.Loop() {
+		raw = 0
+		for i := range evs {
+			e.add(&evs[i])
+			if e.size() >= DefaultChunkSize {
+				raw += e.size()
+				e.reset()
+			}
+		}
+		raw += e.size()
+		e.reset()
+	}
+	n := float64(len(evs)) * float64(b.N)
+	b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
+	b.ReportMetric(float64(raw)/float64(len(evs)), "rawB/event")
+}
+
+func BenchmarkRead(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"fastest", Options{}},
+		{"default", Options{Compression: CompressDefault}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			evs := synth1M()
+			data := writeTrace(b, evs, c.opts, 4096)
+			buf := make([]event.Event, 0, 4096)
+			b.ResetTimer()
+			for b.Loop() {
+				r, err := NewReader(bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				for {
+					buf, err = r.Next(buf)
+					n += len(buf)
+					if err != nil {
+						break
+					}
+				}
+				if err != io.EOF || n != len(evs) {
+					b.Fatal(err, n)
+				}
+				r.Close()
+			}
+			n := float64(len(evs)) * float64(b.N)
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
+			b.ReportMetric(n/b.Elapsed().Seconds()/1e6, "Mevents/s")
+		})
+	}
+}
+
+// TestSynthSize reports the size of the synthetic stream's trace per
+// level (go test -run SynthSize -v).
+func TestSynthSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	evs := synth1M()
+	kinds := map[event.Kind]int{}
+	for _, ev := range evs {
+		kinds[ev.Kind]++
+	}
+	t.Logf("%d events: %v", len(evs), kinds)
+	for _, c := range []Compression{CompressFastest, CompressDefault, CompressBetter} {
+		data := writeTrace(t, evs, Options{Compression: c}, 4096)
+		t.Logf("compression %d: %d bytes, %.3f B/event", c, len(data), float64(len(data))/float64(len(evs)))
+		if c == CompressFastest {
+			got, err := readAll(t, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			diffEvents(t, got, normalize(evs))
+		}
+	}
+	// Where the bytes go: each stream compressed on its own.
+	e := newEncoder()
+	var streams [numStreams][]byte
+	for i := range evs {
+		e.add(&evs[i])
+		if e.size() >= DefaultChunkSize || i == len(evs)-1 {
+			for s := range streams {
+				streams[s] = append(streams[s], e.s[s]...)
+			}
+			e.reset()
+		}
+	}
+	for s := range streams {
+		c := zstdSize(streams[s])
+		t.Logf("stream %-6s raw %8d  zstd %8d  (%.3f B/event)", streamNames[s], len(streams[s]), c, float64(c)/float64(len(evs)))
+	}
+}
+
+func zstdSize(b []byte) int {
+	enc := newZstd(CompressFastest)
+	return len(enc.EncodeAll(b, nil))
+}
+
+func newZstd(c Compression) *zstd.Encoder {
+	l := zstd.SpeedFastest
+	if c == CompressDefault {
+		l = zstd.SpeedDefault
+	}
+	e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithEncoderConcurrency(1))
+	return e
+}
+
+// BenchmarkEncodeHot encodes batches that are in the cache, as a
+// collector's freshly decoded batch would be.
+func BenchmarkEncodeHot(b *testing.B) {
+	evs := synth1M()
+	e := newEncoder()
+	batch := make([]event.Event, 4096)
+	runtime.GC()
+	var ns time.Duration
+	n := 0
+	for b.Loop() {
+		for i := 0; i+len(batch) <= len(evs); i += len(batch) {
+			copy(batch, evs[i:])
+			for j := range batch {
+				batch[j].Frames = nil
+			}
+			start := time.Now()
+			for j := range batch {
+				e.add(&batch[j])
+				if e.size() >= DefaultChunkSize {
+					e.reset()
+				}
+			}
+			ns += time.Since(start)
+			n += len(batch)
+		}
+	}
+	b.ReportMetric(float64(ns.Nanoseconds())/float64(n), "ns/event")
+}
