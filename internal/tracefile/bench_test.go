@@ -2,6 +2,7 @@ package tracefile
 
 import (
 	"bytes"
+	"flag"
 	"io"
 	"runtime"
 	"sync"
@@ -130,11 +131,13 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
+var report = flag.Bool("report", false, "report trace sizes of the synthetic stream (TestSynthSize, TestHeaptrackCompare)")
+
 // TestSynthSize reports the size of the synthetic stream's trace per
-// level (go test -run SynthSize -v).
+// level (go test -run SynthSize -v -report).
 func TestSynthSize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow")
+	if !*report {
+		t.Skip("needs -report")
 	}
 	evs := synth1M()
 	kinds := map[event.Kind]int{}

@@ -552,8 +552,13 @@ func (d *decoder) decGeneric(ev *event.Event) {
 			ParentProc: d.i32(sMisc), ForkID: d.uv(sMisc), ExecOf: d.i32(sMisc)}
 		if n := d.count(sMisc, MaxArgs); n > 0 {
 			p.Argv = make([]string, n)
+			total := 0
 			for i := range p.Argv {
 				p.Argv[i] = d.str(sMisc)
+				total += len(p.Argv[i])
+			}
+			if total > 4*MaxString {
+				d.failf("%d bytes of arguments (limit %d)", total, 4*MaxString)
 			}
 		}
 		p.Exe = d.str(sMisc)

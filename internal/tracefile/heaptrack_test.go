@@ -79,10 +79,10 @@ func heaptrackText(evs []event.Event, ticksPerSec float64) []byte {
 }
 
 // TestHeaptrackCompare compares our trace of the synthetic stream with
-// heaptrack's (go test -run HeaptrackCompare -v).
+// heaptrack's (go test -run HeaptrackCompare -v -report).
 func TestHeaptrackCompare(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow")
+	if !*report {
+		t.Skip("needs -report")
 	}
 	if _, err := exec.LookPath("zstd"); err != nil {
 		t.Skip("no zstd command:", err)

@@ -1,0 +1,113 @@
+package tracefile
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+// The fuzz targets reuse one encoder and decoder, as Writer and Reader
+// do from chunk to chunk (and making them for each input is slow).
+var (
+	fuzzEnc = newEncoder()
+	fuzzDec = newDecoder()
+)
+
+// encodeChunk encodes evs as one chunk payload.
+func encodeChunk(t testing.TB, evs []event.Event) []byte {
+	e := fuzzEnc
+	e.reset()
+	for i := range evs {
+		if err := e.add(&evs[i]); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	return e.payload(nil)
+}
+
+// decodeChunk decodes a whole chunk payload.
+func decodeChunk(p []byte) ([]event.Event, error) {
+	d := fuzzDec
+	if err := d.reset(p); err != nil {
+		return nil, err
+	}
+	var out []event.Event
+	for !d.done() {
+		out = d.next(out, len(out)+1000)
+		if err := d.err(); err != nil {
+			return out, err
+		}
+	}
+	return out, d.finish()
+}
+
+func FuzzChunk(f *testing.F) {
+	g := newGen(11)
+	for _, n := range []int{0, 1, 2, 5, 20, 100} {
+		f.Add(encodeChunk(f, g.events(n)))
+	}
+	f.Add(encodeChunk(f, synthStream(2, 200, 50)))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		evs, err := decodeChunk(p)
+		if err != nil {
+			return
+		}
+		// What decodes must encode again, to a payload that decodes to
+		// the same events (compared as payloads: NaN clocks).
+		p1 := encodeChunk(t, evs)
+		evs2, err := decodeChunk(p1)
+		if err != nil {
+			t.Fatalf("re-encoded events do not decode: %v", err)
+		}
+		if len(evs2) != len(evs) {
+			t.Fatalf("re-encoded %d events, decoded %d", len(evs), len(evs2))
+		}
+		if p2 := encodeChunk(t, evs2); !bytes.Equal(p1, p2) {
+			t.Fatalf("decode(encode(events)) differs from events")
+		}
+	})
+}
+
+func FuzzReader(f *testing.F) {
+	g := newGen(12)
+	for _, n := range []int{0, 1, 30} {
+		var b bytes.Buffer
+		w, err := NewWriterOptions(&b, testMeta, Options{ChunkSize: 200, Sync: true})
+		if err != nil {
+			f.Fatal(err)
+		}
+		w.Write(g.events(n))
+		w.Close()
+		f.Add(b.Bytes())
+		f.Add(b.Bytes()[:b.Len()/2])
+	}
+	f.Add([]byte{})
+	f.Add([]byte(Magic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		r.Meta()
+		buf := make([]event.Event, 0, 64)
+		total := 0
+		for total < 1<<22 {
+			buf, err = r.Next(buf)
+			total += len(buf)
+			if err != nil {
+				break
+			}
+			if len(buf) == 0 {
+				t.Fatal("Next returned no events and no error")
+			}
+		}
+		// The error sticks.
+		if err != nil {
+			if _, err2 := r.Next(buf); err2 != err {
+				t.Fatalf("second error %v, first %v", err2, err)
+			}
+		}
+	})
+}
