@@ -60,6 +60,9 @@ type fnNode struct {
 	plain    bool // named by DW_AT_name, not by a linkage name
 }
 
+// maxNullRun bounds the null entries tolerated in a row between units.
+const maxNullRun = 4096
+
 // newDWARFInfo reads f's DWARF and indexes its compilation units by address.
 // On an error after some units were read it returns both the partial index
 // and the error.
@@ -73,8 +76,20 @@ func newDWARFInfo(f *elf.File) (dw *dwarfInfo, err error) {
 	var spans []span
 	var unranged []int
 	r := d.Reader()
+	nulls := 0
 	for {
 		e, err := r.Next()
+		if err == nil && e != nil && e.Tag == 0 {
+			// debug/dwarf returns null entries without consuming input
+			// when a unit ends in an unterminated LEB128; valid DWARF has
+			// at most a little null padding between units.
+			if nulls++; nulls > maxNullRun {
+				err = fmt.Errorf("run of %d null entries in .debug_info", nulls)
+			} else {
+				continue
+			}
+		}
+		nulls = 0
 		if err != nil {
 			if len(dw.cus) == 0 {
 				return nil, err
@@ -390,6 +405,23 @@ func parseCU(dw *dwarfInfo, cu *cuInfo) (c *cuData, err error) {
 		}
 		if e.Children {
 			stack = append(stack, me)
+		}
+	}
+	if len(stack) == 0 && top.Children {
+		// The unit must end here: debug/dwarf reads garbage that ends in
+		// an unterminated LEB128 as endless null entries, which would
+		// otherwise look like a well-formed, truncated tree.
+		for i := 0; ; i++ {
+			e, err := r.Next()
+			if err != nil {
+				return nil, err
+			}
+			if e == nil || e.Tag != 0 {
+				break
+			}
+			if i == maxNullRun {
+				return nil, errors.New("garbage after the unit's entries")
+			}
 		}
 	}
 

@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 type fixture struct {
 	name   string
 	src    string // file name under testdata/symbolize
+	extra  []string
 	cc     string // compiler command; "clang"/"clang++" mean the installed clang
 	flags  []string
 	shared bool
@@ -108,6 +109,13 @@ func build(t testing.TB, fx fixture) string {
 		}
 		args := append([]string{}, fx.flags...)
 		args = append(args, "-Wl,--build-id", "-o", out, src)
+		for _, e := range fx.extra {
+			p, err := filepath.Abs(srcPath(e))
+			if err != nil {
+				return "", err
+			}
+			args = append(args, p)
+		}
 		if fx.shared {
 			args = append([]string{"-shared", "-fPIC"}, args...)
 		}
@@ -230,6 +238,7 @@ var allFixtures = []fixture{
 	{name: "c-gcc-O2-gz-zlib", src: "basic.c", cc: "gcc", flags: []string{"-O2", "-g", "-gz=zlib"}},
 	{name: "c-gcc-O2-zstd", src: "basic.c", cc: "gcc", flags: []string{"-O2", "-g"}, post: compressDebug("zstd")},
 	{name: "c-gcc-O2-zdebug", src: "basic.c", cc: "gcc", flags: []string{"-O2", "-g"}, post: compressDebug("zlib-gnu"), ref: ".orig"}, // binutils 2.40 addr2line ignores .zdebug from objcopy
+	{name: "c-gcc-O2-two-units", src: "basic.c", extra: []string{"lib.c"}, cc: "gcc", flags: []string{"-O2", "-g"}},
 	{name: "cpp-gcc-O0", src: "shop.cpp", cc: "g++", flags: []string{"-O0", "-g"}},
 	{name: "cpp-gcc-O2", src: "shop.cpp", cc: "g++", flags: []string{"-O2", "-g"}},
 	{name: "cpp-gcc-O2-nopie", src: "shop.cpp", cc: "g++", flags: []string{"-O2", "-g", "-fno-PIE", "-no-pie"}},
