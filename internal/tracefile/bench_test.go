@@ -156,22 +156,8 @@ func TestSynthSize(t *testing.T) {
 			diffEvents(t, got, normalize(evs))
 		}
 	}
-	// Where the bytes go: each stream compressed on its own.
-	e := newEncoder()
-	var streams [numStreams][]byte
-	for i := range evs {
-		e.add(&evs[i])
-		if e.size() >= DefaultChunkSize || i == len(evs)-1 {
-			for s := range streams {
-				streams[s] = append(streams[s], e.s[s]...)
-			}
-			e.reset()
-		}
-	}
-	for s := range streams {
-		c := zstdSize(streams[s])
-		t.Logf("stream %-6s raw %8d  zstd %8d  (%.3f B/event)", streamNames[s], len(streams[s]), c, float64(c)/float64(len(evs)))
-	}
+	shiftReport(t, evs)
+	streamReport(t, evs)
 }
 
 func zstdSize(b []byte) int {
@@ -184,7 +170,7 @@ func newZstd(c Compression) *zstd.Encoder {
 	if c == CompressDefault {
 		l = zstd.SpeedDefault
 	}
-	e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithEncoderConcurrency(1))
+	e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true))
 	return e
 }
 

@@ -12,6 +12,7 @@ import (
 // byte streams, each holding one kind of value, so that zstd sees
 // homogeneous data:
 //
+//	flags byte (bit 0: timeEMA; the others are 0)
 //	uvarint len(stream 0) ... uvarint len(stream numStreams-2)
 //	stream 0 | stream 1 | ... | stream numStreams-1 (the rest)
 const (
@@ -38,6 +39,17 @@ const (
 	f0          = 0x20
 	f1          = 0x40
 	f2          = 0x80
+)
+
+// Payload flags.
+const (
+	// timeEMA: the time stream holds residuals from an exponential
+	// average of the deltas, not the deltas themselves. Plain deltas win
+	// when the deltas repeat exactly (loops, coarse clocks: zstd finds
+	// the repeats), residuals when they jitter at random.
+	timeEMA    = 1
+	flagsKnown = timeEMA
+	emaShift   = 3
 )
 
 // Fields of a generic event, as bits of its mask.
@@ -154,7 +166,9 @@ type model struct {
 	proc      uint32
 	threads   [numThreads]int32 // MRU list; threads[0] is the current thread
 	prevTime  uint64
-	pred      int64 // predicted time delta
+	pred      int64 // exponential average of the time deltas
+	timeMode  byte  // decoder: timeEMA or 0
+	shift     uint8 // times are stored >> shift (Options.TimeShift)
 	prevAddr  uint64
 	prevFrame uint64 // first frame of the previous stack
 	lastStack uint32 // id of the previous StackDef
@@ -213,28 +227,23 @@ func (m *model) reset() {
 	}
 }
 
-// time returns the residual to code for t and advances the time model.
-func (m *model) timeResidual(t uint64) uint64 {
-	d := int64(t - m.prevTime)
-	r := d - m.pred
-	m.prevTime = t
-	m.pred += (d - m.pred) >> 2
-	return zigzag(r)
-}
-
-// timeFrom decodes a residual.
+// timeFrom decodes a time delta or residual.
 func (m *model) timeFrom(u uint64) uint64 {
-	d := unzigzag(u) + m.pred
+	d := unzigzag(u)
+	if m.timeMode == timeEMA {
+		d += m.pred
+	}
 	m.prevTime += uint64(d)
-	m.pred += (d - m.pred) >> 2
-	return m.prevTime
+	m.pred += (d - m.pred) >> emaShift
+	return m.prevTime << m.shift
 }
 
 // encoder appends the events of one chunk to its streams.
 type encoder struct {
 	model
 	s     [numStreams][]byte
-	n     int // events in the chunk
+	alt   []byte // the time stream in timeEMA mode
+	n     int    // events in the chunk
 	alloc []addrEntry
 	free  []addrEntry
 	// Sequence numbers of allocations and frees since the encoder was
@@ -256,6 +265,7 @@ func (e *encoder) reset() {
 	for i := range e.s {
 		e.s[i] = e.s[i][:0]
 	}
+	e.alt = e.alt[:0]
 	e.n = 0
 	if e.allocSeq > 1<<31 || e.freeSeq > 1<<31 {
 		// Restart the sequence numbers before they wrap.
@@ -275,15 +285,41 @@ func (e *encoder) size() int {
 	return n
 }
 
-// payload appends the chunk's payload to b.
-func (e *encoder) payload(b []byte) []byte {
-	for i := 0; i < numStreams-1; i++ {
-		b = binary.AppendUvarint(b, uint64(len(e.s[i])))
+// payload appends the chunk's payload to b, with plain time deltas.
+func (e *encoder) payload(b []byte) []byte { return appendPayload(b, &e.s, e.alt, 0) }
+
+// appendPayload appends a payload of streams s to b; with flags timeEMA,
+// alt replaces the time stream.
+func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, flags byte) []byte {
+	b = append(b, flags)
+	for i := range numStreams {
+		st := s[i]
+		if i == sTime && flags&timeEMA != 0 {
+			st = alt
+		}
+		if i < numStreams-1 {
+			b = binary.AppendUvarint(b, uint64(len(st)))
+		}
 	}
-	for i := range e.s {
-		b = append(b, e.s[i]...)
+	for i := range numStreams {
+		st := s[i]
+		if i == sTime && flags&timeEMA != 0 {
+			st = alt
+		}
+		b = append(b, st...)
 	}
 	return b
+}
+
+// putTime codes time t both ways: as a delta in the time stream and as a
+// residual in alt.
+func (e *encoder) putTime(t uint64) {
+	t >>= e.shift
+	d := int64(t - e.prevTime)
+	e.s[sTime] = uv(e.s[sTime], zigzag(d))
+	e.alt = uv(e.alt, zigzag(d-e.pred))
+	e.prevTime = t
+	e.pred += (d - e.pred) >> emaShift
 }
 
 func uv(b []byte, v uint64) []byte {
@@ -412,7 +448,7 @@ func (e *encoder) setThread(t int32) {
 
 func (e *encoder) addAlloc(ev *event.Event) {
 	op := byte(event.Alloc)
-	e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	e.putTime(ev.Time)
 	e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
 	se := &e.stacks[ev.Stack&(stackTab-1)]
 	if se.epoch == e.epoch && se.id == ev.Stack && se.size == ev.Size && se.fn == ev.Fn {
@@ -445,7 +481,7 @@ func (e *encoder) addAlloc(ev *event.Event) {
 // addFree codes a Free or a ReallocBegin.
 func (e *encoder) addFree(ev *event.Event) {
 	op := byte(ev.Kind)
-	e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	e.putTime(ev.Time)
 	if ev.Stack != 0 {
 		op |= f0
 		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
@@ -479,7 +515,7 @@ func (e *encoder) addFree(ev *event.Event) {
 
 func (e *encoder) addRealloc(ev *event.Event) {
 	op := byte(event.Realloc)
-	e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+	e.putTime(ev.Time)
 	if ev.Stack != 0 {
 		op |= f0
 		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
@@ -524,9 +560,9 @@ func (e *encoder) addRealloc(ev *event.Event) {
 
 func (e *encoder) addStackDef(ev *event.Event) {
 	op := byte(event.StackDef)
-	if ev.Time != 0 {
+	if ev.Time>>e.shift != 0 {
 		op |= f0
-		e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+		e.putTime(ev.Time)
 	}
 	if ev.Stack == e.lastStack+1 {
 		op |= f1
@@ -566,7 +602,7 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if ev.Stack != 0 {
 		mask |= gStack
 	}
-	if ev.Time != 0 {
+	if ev.Time>>e.shift != 0 {
 		mask |= gTime
 	}
 	if ev.Addr != 0 {
@@ -605,7 +641,7 @@ func (e *encoder) addGeneric(ev *event.Event) {
 		b = uv(b, uint64(ev.Stack))
 	}
 	if mask&gTime != 0 {
-		e.s[sTime] = uv(e.s[sTime], e.timeResidual(ev.Time))
+		e.putTime(ev.Time)
 	}
 	if mask&gAddr != 0 {
 		b = uv(b, ev.Addr)

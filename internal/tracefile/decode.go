@@ -40,8 +40,15 @@ func (d *decoder) reset(p []byte) error {
 	d.bad, d.reason, d.n = -1, "", 0
 	d.allocN, d.freeN = 0, 0
 	d.alloc = d.alloc[:0]
+	if len(p) == 0 {
+		return fmt.Errorf("empty payload")
+	}
+	if p[0]&^flagsKnown != 0 {
+		return fmt.Errorf("unknown payload flags %#x", p[0])
+	}
+	d.timeMode = p[0] & timeEMA
 	var lens [numStreams]uint64
-	off := 0
+	off := 1
 	for i := 0; i < numStreams-1; i++ {
 		v, k := binary.Uvarint(p[off:])
 		if k <= 0 {

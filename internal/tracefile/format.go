@@ -20,6 +20,8 @@ const Magic = "LEAKPATH"
 // as corruption, so the allocation a corrupt length can cause is bounded.
 const (
 	fileHeaderSize  = 16      // magic, version, flags, meta length
+	maxTimeShift    = 32
+	hdrShiftMask    = 0x3f // header flags: the time shift
 	chunkHeaderSize = 24      // chunk magic, lengths, count, two checksums
 	maxMeta         = 1 << 20 // bytes of Meta JSON
 	// MaxFrames is the most frames a stack (Event.Frames) may have.
@@ -102,12 +104,13 @@ func (e *CorruptError) Error() string {
 // Unwrap returns Err.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// appendFileHeader appends the file header for meta JSON m.
-func appendFileHeader(b []byte, m []byte) []byte {
+// appendFileHeader appends the file header for meta JSON m and time
+// shift shift.
+func appendFileHeader(b []byte, m []byte, shift uint8) []byte {
 	start := len(b)
 	b = append(b, Magic...)
 	b = binary.LittleEndian.AppendUint16(b, Version)
-	b = binary.LittleEndian.AppendUint16(b, 0) // flags, none defined
+	b = binary.LittleEndian.AppendUint16(b, uint16(shift)) // flags: the time shift
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(m)))
 	b = append(b, m...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))

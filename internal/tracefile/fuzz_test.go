@@ -23,7 +23,7 @@ func encodeChunk(t testing.TB, evs []event.Event) []byte {
 			t.Fatalf("event %d: %v", i, err)
 		}
 	}
-	return e.payload(nil)
+	return appendPayload(nil, &e.s, e.alt, byte(len(evs)&1)*timeEMA)
 }
 
 // decodeChunk decodes a whole chunk payload.

@@ -93,6 +93,11 @@ func newReader(rd io.Reader, path string) (*Reader, error) {
 	if r.version == 0 {
 		return nil, r.corrupt(8, ErrCorrupt, "format version 0")
 	}
+	flags := le.Uint16(h[10:])
+	if flags&^hdrShiftMask != 0 || flags&hdrShiftMask > maxTimeShift {
+		return nil, r.corrupt(10, ErrCorrupt, "unknown header flags %#x", flags)
+	}
+	shift := uint8(flags & hdrShiftMask)
 	mlen := le.Uint32(h[12:])
 	if mlen > maxMeta {
 		return nil, r.corrupt(12, ErrCorrupt, "header of %d bytes exceeds the limit %d", mlen, maxMeta)
@@ -118,6 +123,7 @@ func newReader(rd io.Reader, path string) (*Reader, error) {
 		return nil, fmt.Errorf("tracefile: %s: %w", r.name(), err)
 	}
 	r.dec = newDecoder()
+	r.dec.shift = shift
 	return r, nil
 }
 
@@ -149,6 +155,10 @@ func (r *Reader) Meta() Meta { return r.meta }
 
 // Version returns the format version of the file.
 func (r *Reader) Version() int { return r.version }
+
+// TimeShift returns the writer's Options.TimeShift: the low TimeShift bits
+// of every Event.Time were dropped. 0: times are exact.
+func (r *Reader) TimeShift() uint { return uint(r.dec.shift) }
 
 // Next returns the next batch of events, appended to buf[:0] (at most
 // cap(buf) of them, or 4096 if cap(buf) is small), and io.EOF after the

@@ -377,3 +377,38 @@ func TestWriteError(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeShift(t *testing.T) {
+	evs := newGen(9).events(20000)
+	const shift = 10
+	want := normalize(evs)
+	for i := range want {
+		want[i].Time = want[i].Time >> shift << shift
+	}
+	var b bytes.Buffer
+	w, err := NewWriterOptions(&b, testMeta, Options{TimeShift: shift, ChunkSize: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TimeShift() != shift {
+		t.Errorf("TimeShift = %d", r.TimeShift())
+	}
+	got, err := readAll(t, b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffEvents(t, got, want)
+	if _, err := NewWriterOptions(&b, testMeta, Options{TimeShift: 33}); err == nil {
+		t.Error("TimeShift 33 accepted")
+	}
+}
