@@ -19,9 +19,9 @@ const Magic = "LEAKPATH"
 // Sizes and limits of the format. A reader treats a value beyond a limit
 // as corruption, so the allocation a corrupt length can cause is bounded.
 const (
-	fileHeaderSize  = 16      // magic, version, flags, meta length
+	fileHeaderSize  = 16 // magic, version, flags, meta length
 	maxTimeShift    = 32
-	hdrShiftMask    = 0x3f // header flags: the time shift
+	hdrShiftMask    = 0x3f    // header flags: the time shift
 	chunkHeaderSize = 24      // chunk magic, lengths, count, two checksums
 	maxMeta         = 1 << 20 // bytes of Meta JSON
 	// MaxFrames is the most frames a stack (Event.Frames) may have.
