@@ -76,7 +76,7 @@ const (
 const (
 	allocWindow = 1 << 16
 	freeWindow  = 1 << 12
-	allocTab    = 1 << 15
+	allocTab    = 1 << 14
 	freeTab     = 1 << 12
 	stackTab    = 1 << 14
 	numThreads  = 8

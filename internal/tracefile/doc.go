@@ -1,0 +1,91 @@
+// Package tracefile reads and writes leakpath traces (.lpt): the events
+// of a recorded run (event.Event), in the order the heap model received
+// them, so that `leakpath report` can replay them later.
+//
+// A Writer appends events as they come and writes each chunk with one
+// write call, so a trace is readable up to its last whole chunk even if
+// the recorder is killed; a Reader streams the events back one batch at a
+// time, holding one chunk in memory, and reports a cut or damaged file as
+// a *CorruptError after the events of the good chunks.
+//
+// # Round trip
+//
+// Every field of every event, and of its Module, Segments, ProcessInfo and
+// ClockInfo, reads back exactly as written, for any value (unknown kinds
+// included), with two normalisations: an empty slice (Frames,
+// Module.BuildID, Module.Segments, ProcessInfo.Argv) reads back as nil,
+// and with Options.TimeShift set, the low bits of Event.Time are dropped.
+// Events beyond the limits (MaxFrames, MaxString, MaxSegments, MaxArgs)
+// are refused by Write.
+//
+// # On-disk format, version 1
+//
+// All integers in headers are little-endian; CRCs are CRC32-C
+// (Castagnoli).
+//
+//	file    = header chunk* trailer
+//	header  = "LEAKPATH" | u16 version | u16 flags | u32 n | Meta JSON (n bytes) | u32 crc
+//	          flags bits 0-5: time shift (Options.TimeShift); others 0.
+//	          crc covers everything before it; n ≤ 1 MiB.
+//	chunk   = "LPCK" | u32 clen | u32 rlen | u32 count | u32 dcrc | u32 hcrc | zstd frame (clen bytes)
+//	          the frame decompresses to rlen bytes (the payload) holding
+//	          count events; dcrc is the CRC of the frame, hcrc of the 20
+//	          header bytes before it. clen, rlen ≤ 64 MiB.
+//	trailer = "LPND" | u32 0 | u64 total events (as two u32) | u32 0 | u32 hcrc
+//	          written by Close; a file without it was cut short.
+//
+// A chunk is closed at Flush or when its payload reaches
+// Options.ChunkSize (1 MiB by default). Every chunk is self-contained:
+// all coding state starts afresh, so any prefix of whole chunks decodes.
+//
+// A payload is a flags byte (bit 0: times are coded as residuals from an
+// average, else as plain deltas; the writer picks whichever compresses
+// better, measured every 8 chunks), the uvarint lengths of streams 0-6,
+// then streams 0-7 back to back. Splitting the values by kind lets zstd
+// see homogeneous data:
+//
+//	0 ops     one op byte per event, plus pseudo-ops
+//	1 time    uvarint zigzag time deltas (or residuals)
+//	2 addr    addresses: zigzag deltas, back-references
+//	3 size    uvarint sizes
+//	4 stack   uvarint stack ids
+//	5 fn      Fn bytes that were not predicted
+//	6 frames  stacks: uvarint count, zigzag delta of frame 0 from the
+//	          previous stack's frame 0, then of each frame from the one
+//	          before it (shared callers give the same bytes)
+//	7 misc    everything else
+//
+// An op byte is a 5-bit code and 3 flag bits (f0 0x20, f1 0x40, f2 0x80).
+// Proc and Thread are state: pseudo-op 0x1d (misc: uvarint Proc) and
+// 0x1e (flags k=1-7: the thread at position k of a most-recently-used
+// list of 8; k=0: misc: zigzag delta from the current thread) change them
+// only when they change. Time is a delta from the previous time in the
+// chunk; "the previous address" is the last Addr of an event coded below.
+// The decoder mirrors these models of the heap, all reset per chunk:
+// the last 65,536 allocations (address, size class, Fn), the last 4,096
+// freed addresses, per (size class, thread) a LIFO of 4 freed addresses
+// (glibc's tcache hands them out again), and per stack id its last size
+// and Fn.
+//
+//	0x01 Alloc         time, stack; f0: size and Fn as last time for this
+//	                   stack, else fn byte and size; address by f2f1:
+//	                   00 zigzag delta, 01 the latest free of its size class
+//	                   in this thread, 10 absolute, 11 the address freed
+//	                   k+1 frees ago (addr: k)
+//	0x02 Free          time; f0: stack (else 0); f2: addr holds the
+//	0x03 ReallocBegin  distance back to its allocation (0: address 0),
+//	                   else a zigzag delta; f1: Fn as predicted (Free: the
+//	                   matching free of its allocation's Fn, or the last
+//	                   free's Fn; ReallocBegin: realloc), else a fn byte
+//	0x04 Realloc       time; f0: stack; Addr as for Free; fn byte with
+//	                   bits 5-6: Addr2 = Addr, 0, or Addr + zigzag delta
+//	                   (addr); size
+//	0x05 StackDef      f0: time (else 0); f1: Stack = previous StackDef's
+//	                   + 1, else stack; frames
+//	0x1f generic       any event: ops: kind byte; misc: uvarint mask of the
+//	                   fields that are not zero, then those fields
+//	                   (time in the time stream, frames in frames, the rest
+//	                   in misc; strings as uvarint length and bytes)
+//
+// Only events whose other fields are zero use codes 1-5.
+package tracefile
