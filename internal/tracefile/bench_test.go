@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -29,9 +30,11 @@ type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(b []byte) (int, error) { c.n += int64(len(b)); return len(b), nil }
 
-func benchWrite(b *testing.B, opts Options) {
-	evs := synth1M()
+func benchWrite(b *testing.B, opts Options) { benchWriteEvents(b, synth1M(), opts) }
+
+func benchWriteEvents(b *testing.B, evs []event.Event, opts Options) {
 	var size int64
+	runtime.GC()
 	b.ResetTimer()
 	for b.Loop() {
 		cw := &countWriter{}
@@ -104,34 +107,39 @@ func BenchmarkRead(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			evs := synth1M()
 			data := writeTrace(b, evs, c.opts, 4096)
-			buf := make([]event.Event, 0, 4096)
-			b.ResetTimer()
-			for b.Loop() {
-				r, err := NewReader(bytes.NewReader(data))
-				if err != nil {
-					b.Fatal(err)
-				}
-				n := 0
-				for {
-					buf, err = r.Next(buf)
-					n += len(buf)
-					if err != nil {
-						break
-					}
-				}
-				if err != io.EOF || n != len(evs) {
-					b.Fatal(err, n)
-				}
-				r.Close()
-			}
-			n := float64(len(evs)) * float64(b.N)
-			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
-			b.ReportMetric(n/b.Elapsed().Seconds()/1e6, "Mevents/s")
+			benchRead(b, data, len(evs))
 		})
 	}
 }
 
 var report = flag.Bool("report", false, "report trace sizes of the synthetic stream (TestSynthSize, TestHeaptrackCompare)")
+
+func benchRead(b *testing.B, data []byte, nevs int) {
+	buf := make([]event.Event, 0, 4096)
+	runtime.GC()
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for {
+			buf, err = r.Next(buf)
+			n += len(buf)
+			if err != nil {
+				break
+			}
+		}
+		if err != io.EOF || n != nevs {
+			b.Fatal(err, n)
+		}
+		r.Close()
+	}
+	n := float64(nevs) * float64(b.N)
+	b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
+	b.ReportMetric(n/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
 
 // TestSynthSize reports the size of the synthetic stream's trace per
 // level (go test -run SynthSize -v -report).
@@ -201,4 +209,49 @@ func BenchmarkEncodeHot(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(ns.Nanoseconds())/float64(n), "ns/event")
+}
+
+// fileEvents returns the events of the trace named by $LPT_FILE, or skips.
+func fileEvents(b *testing.B) []event.Event {
+	path := os.Getenv("LPT_FILE")
+	if path == "" {
+		b.Skip("needs LPT_FILE")
+	}
+	r, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var evs []event.Event
+	buf := make([]event.Event, 0, 4096)
+	for {
+		buf, err = r.Next(buf)
+		evs = append(evs, buf...)
+		if err != nil {
+			return evs
+		}
+	}
+}
+
+// BenchmarkWriteFile and BenchmarkReadFile use a real trace:
+// LPT_FILE=x.lpt go test -bench File.
+func BenchmarkWriteFile(b *testing.B) {
+	evs := fileEvents(b)
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"fastest", Options{}},
+		{"fastest-sync", Options{Sync: true}},
+		{"default", Options{Compression: CompressDefault}},
+		{"fastest-shift10", Options{TimeShift: 10}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchWriteEvents(b, evs, c.opts) })
+	}
+}
+
+func BenchmarkReadFile(b *testing.B) {
+	evs := fileEvents(b)
+	data := writeTrace(b, evs, Options{}, 4096)
+	benchRead(b, data, len(evs))
 }

@@ -244,6 +244,7 @@ type encoder struct {
 	s     [numStreams][]byte
 	alt   []byte // the time stream in timeEMA mode
 	n     int    // events in the chunk
+	big   bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
 	alloc []addrEntry
 	free  []addrEntry
 	// Sequence numbers of allocations and frees since the encoder was
@@ -266,7 +267,7 @@ func (e *encoder) reset() {
 		e.s[i] = e.s[i][:0]
 	}
 	e.alt = e.alt[:0]
-	e.n = 0
+	e.n, e.big = 0, false
 	if e.allocSeq > 1<<31 || e.freeSeq > 1<<31 {
 		// Restart the sequence numbers before they wrap.
 		clear(e.alloc)
@@ -274,6 +275,17 @@ func (e *encoder) reset() {
 		e.allocSeq, e.freeSeq = 1, 1
 	}
 	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
+}
+
+// full reports whether the chunk has reached size bytes. It looks at the
+// size only every 16 events unless a variable-sized event came, so a chunk
+// may exceed size by 16 heap events.
+func (e *encoder) full(size int) bool {
+	if e.n&15 != 0 && !e.big {
+		return false
+	}
+	e.big = false
+	return e.size() >= size
 }
 
 // size is the length of the payload so far, less the stream lengths.
@@ -388,7 +400,9 @@ func needsCheck(ev *event.Event) bool {
 // add appends one event to the chunk. It returns an error, and adds
 // nothing, for an event beyond the format's limits.
 func (e *encoder) add(ev *event.Event) error {
-	if needsCheck(ev) {
+	plain := ev.Frames == nil && ev.Module == nil && ev.Text == "" && ev.Process == nil &&
+		ev.Clock == nil && ev.Aux == 0
+	if !plain && needsCheck(ev) {
 		if err := checkEvent(ev); err != nil {
 			return err
 		}
@@ -402,8 +416,6 @@ func (e *encoder) add(ev *event.Event) error {
 		e.setThread(ev.Thread)
 	}
 	e.n++
-	plain := ev.Aux == 0 && ev.Frames == nil && ev.Module == nil && ev.Text == "" &&
-		ev.Process == nil && ev.Clock == nil
 	if plain {
 		switch ev.Kind {
 		case event.Alloc:
@@ -425,9 +437,11 @@ func (e *encoder) add(ev *event.Event) error {
 	} else if ev.Kind == event.StackDef && len(ev.Frames) != 0 && ev.Aux == 0 && ev.Module == nil && ev.Text == "" &&
 		ev.Process == nil && ev.Clock == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
 		e.addStackDef(ev)
+		e.big = true
 		return nil
 	}
 	e.addGeneric(ev)
+	e.big = true
 	return nil
 }
 

@@ -194,7 +194,7 @@ func (w *Writer) Write(evs []event.Event) error {
 			return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
 		}
 		w.events++
-		if w.enc.size() >= w.chunkSize {
+		if w.enc.full(w.chunkSize) {
 			w.closeChunk()
 		}
 	}
