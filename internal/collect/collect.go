@@ -63,6 +63,9 @@ type Result struct {
 	TicksPerSec float64
 	Warnings    []string
 	Events      int64
+	// ChildUser and ChildSys are the CPU time the program itself used
+	// (the main process and the children it waited for).
+	ChildUser, ChildSys time.Duration
 }
 
 // ExitCode is the code leakpath exits with to mirror the program: its own
@@ -192,7 +195,8 @@ wait:
 			cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1}
+	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1,
+		ChildUser: state.UserTime(), ChildSys: state.SystemTime()}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok {
 		if ws.Signaled() {
 			res.Signal = ws.Signal()
@@ -428,8 +432,7 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		return &info
 	default:
 	}
-	fds := []unix.PollFd{{Fd: int32(im.pidfd), Events: unix.POLLIN}}
-	if n, _ := unix.Poll(fds, 0); n == 0 {
+	if !exited(im.pidfd) {
 		return nil
 	}
 	info := *im.start.Process
@@ -448,6 +451,18 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 	}
 	info.Exited, info.Code, info.Signal = zombieStatus(im.pid)
 	return &info
+}
+
+// exited reports whether the process behind pidfd has exited.
+func exited(pidfd int) bool {
+	for {
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue // the Go runtime's preemption signal
+		}
+		return err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+	}
 }
 
 // zombieStatus reads a dead child's wait status from /proc while it is a

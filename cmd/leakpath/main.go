@@ -1,0 +1,144 @@
+// Command leakpath finds memory leaks in native Linux programs: it runs a
+// program with its agent preloaded, records every heap allocation and free
+// with its call stack, and reports what was not freed, where it was
+// allocated, and improper uses of the allocator.
+//
+// This file is the only place that prints errors and chooses exit codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/leakpath/leakpath/internal/collect"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// Exit codes of leakpath itself (the program's own code passes through).
+const (
+	exitUsage = 2
+	// exitLeaks is the default code of --check when leaks remain, like
+	// LeakSanitizer's default exitcode=23.
+	exitLeaks = 23
+)
+
+const usage = `leakpath finds memory leaks in native Linux programs.
+
+Usage:
+  leakpath run [flags] -- PROGRAM [ARGS...]   run PROGRAM and report its leaks at exit
+  leakpath report [flags] TRACE.lpt          report from a trace kept with run -o
+  leakpath version                           print the version
+  leakpath help [COMMAND]                    show help
+
+Run 'leakpath help run' or 'leakpath help report' for their flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	case "report":
+		return cmdReport(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "leakpath %s\n", version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			switch args[1] {
+			case "run":
+				runFlags(new(runOptions), stdout).Usage()
+				return 0
+			case "report":
+				reportFlags(new(reportOptions), stdout).Usage()
+				return 0
+			}
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "leakpath: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+// fail prints err the way leakpath prints every error.
+func fail(stderr io.Writer, err error) {
+	fmt.Fprintf(stderr, "leakpath: %v\n", err)
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	var o runOptions
+	fs := runFlags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	o.argv = fs.Args()
+	if len(o.argv) == 0 {
+		fmt.Fprintln(stderr, "leakpath run: no program given (usage: leakpath run [flags] -- PROGRAM [ARGS...])")
+		return exitUsage
+	}
+	res, rep, err := runProgram(context.Background(), &o, stderr)
+	if err != nil {
+		fail(stderr, err)
+		var se *collect.StartError
+		if errors.As(err, &se) {
+			return se.Code
+		}
+		return 1
+	}
+	code := res.ExitCode()
+	if o.check && rep.leaked() {
+		code = o.checkCode
+	}
+	return code
+}
+
+func cmdReport(args []string, stdout, stderr io.Writer) int {
+	var o reportOptions
+	fs := reportFlags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "leakpath report: want exactly one trace file (usage: leakpath report [flags] TRACE.lpt)")
+		return exitUsage
+	}
+	if err := reportTrace(fs.Arg(0), &o, stdout, stderr); err != nil {
+		fail(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// commaList is a flag that may be repeated or given as a comma list.
+type commaList []string
+
+func (c *commaList) String() string { return strings.Join(*c, ",") }
+func (c *commaList) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p != "" {
+			*c = append(*c, p)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// sameBehaviour fails unless the program behaved identically with and
+// without leakpath: stdout, stderr and exit code.
+func sameBehaviour(t *testing.T, with, without result) {
+	t.Helper()
+	if with.code != without.code {
+		t.Errorf("exit code %d under leakpath, %d without", with.code, without.code)
+	}
+	if !bytes.Equal(with.stdout, without.stdout) {
+		t.Errorf("stdout differs under leakpath:\n%q\nwithout:\n%q", with.stdout, without.stdout)
+	}
+	if !bytes.Equal(with.stderr, without.stderr) {
+		t.Errorf("stderr differs under leakpath:\n%q\nwithout:\n%q", with.stderr, without.stderr)
+	}
+}
+
+func TestAllFunctions(t *testing.T) {
+	bin := fixture(t, "allfuncs.c")
+	r := leakpath(t, nil, nil, bin)
+	sameBehaviour(t, r, native(t, nil, bin))
+	im := r.image(t, "allfuncs")
+	tot := im.Totals
+	if tot.Allocations != 12 || tot.Frees != 11 || tot.AllocatedBytes != 2772 {
+		t.Errorf("allocations %d frees %d bytes %d, want 12, 11, 2772", tot.Allocations, tot.Frees, tot.AllocatedBytes)
+	}
+	if tot.LeakedBlocks != 1 || tot.LeakedBytes != 1000 {
+		t.Errorf("leaked %d blocks, %d bytes; want 1, 1000", tot.LeakedBlocks, tot.LeakedBytes)
+	}
+	want := map[string]uint64{"malloc": 2, "calloc": 1, "realloc": 4, "reallocarray": 1, "memalign": 1,
+		"posix_memalign": 1, "aligned_alloc": 1, "valloc": 1, "pvalloc": 1, "free": 8,
+		"new": 0, "new_array": 0, "delete": 0, "delete_array": 0}
+	for fn, n := range want {
+		if got := tot.Calls[fn]; got != n {
+			t.Errorf("calls to %s: %d, want %d", fn, got, n)
+		}
+	}
+	if len(im.Errors) != 0 {
+		t.Errorf("improper uses reported: %+v", im.Errors)
+	}
+	if len(im.Leaks) != 1 || im.Leaks[0].Bytes != 1000 || !stackHas(im.Leaks[0].Stack, "main") && !stackHas(im.Leaks[0].Stack, filepath.Base(bin)) {
+		t.Errorf("leaks: %+v\n%s", im.Leaks, r.text)
+	}
+}
+
+func TestCheckExitCode(t *testing.T) {
+	bin := fixture(t, "allfuncs.c")
+	if r := leakpath(t, []string{"--check"}, nil, bin); r.code != exitLeaks {
+		t.Errorf("--check with a leak exited %d, want %d", r.code, exitLeaks)
+	}
+	if r := leakpath(t, []string{"--check", "--check-exit-code", "9"}, nil, bin); r.code != 9 {
+		t.Errorf("--check-exit-code 9 exited %d", r.code)
+	}
+}
+
+func TestCxxOperators(t *testing.T) {
+	bin := fixture(t, "cxx.cc")
+	r := leakpath(t, nil, nil, bin)
+	sameBehaviour(t, r, native(t, nil, bin))
+	im := r.image(t, "cxx")
+	c := im.Totals.Calls
+	// new int[10] and new Wide[3]; delete[] of both.
+	if c["new_array"] != 2 || c["delete_array"] != 2 {
+		t.Errorf("new[] %d delete[] %d, want 2 and 2", c["new_array"], c["delete_array"])
+	}
+	// At least the fixture's own: new int, nothrow new Node, new Wide, the leaked Node.
+	if c["new"] < 4 || c["delete"] < 3 {
+		t.Errorf("new %d delete %d, want at least 4 and 3", c["new"], c["delete"])
+	}
+	// Sized, aligned and nothrow forms pair up, and the exceptions the
+	// runtime allocates and frees are no errors.
+	if len(im.Errors) != 0 {
+		t.Errorf("improper uses reported: %+v\n%s", im.Errors, r.text)
+	}
+	found := false
+	for _, l := range im.Leaks {
+		if l.Bytes == 16 && l.Blocks == 1 {
+			found = true
+		}
+		if l.Blocks >= 50 {
+			t.Errorf("a group of %d blocks not freed: exceptions leak falsely?\n%s", l.Blocks, r.text)
+		}
+	}
+	if !found {
+		t.Errorf("the leaked 16-byte Node is not reported:\n%s", r.text)
+	}
+	compareValgrind(t, r, im, 0, bin)
+}
+
+func TestThreadsCrossThreadFrees(t *testing.T) {
+	bin := fixture(t, "threads.c")
+	r := leakpath(t, nil, nil, bin)
+	sameBehaviour(t, r, native(t, nil, bin))
+	im := r.image(t, "threads")
+	if im.Totals.Frees < 4000 {
+		t.Errorf("%d frees, want at least the 4,000 cross-thread ones", im.Totals.Frees)
+	}
+	found := false
+	for _, l := range im.Leaks {
+		if l.Bytes == 400 && l.Blocks == 4 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the 4 leaked 100-byte blocks are not one group:\n%s", r.text)
+	}
+	if len(im.Errors) != 0 {
+		t.Errorf("improper uses: %+v", im.Errors)
+	}
+	compareValgrind(t, r, im, 4*16, bin) // 4 threads' DTVs
+}
+
+func TestForkChildIsItsOwnProcess(t *testing.T) {
+	bin := fixture(t, "fork.c")
+	r := leakpath(t, nil, nil, bin)
+	sameBehaviour(t, r, native(t, nil, bin))
+	if len(r.report.Processes) != 2 {
+		t.Fatalf("%d images reported, want parent and child:\n%s", len(r.report.Processes), r.text)
+	}
+	parent, child := r.report.Processes[0], r.report.Processes[1]
+	if parent.Totals.LeakedBytes != 64+512 || parent.Totals.LeakedBlocks != 2 {
+		t.Errorf("parent leaked %d bytes in %d blocks, want 576 in 2", parent.Totals.LeakedBytes, parent.Totals.LeakedBlocks)
+	}
+	if child.Totals.LeakedBytes != 128+256 || child.Totals.LeakedBlocks != 2 {
+		t.Errorf("child leaked %d bytes in %d blocks, want 384 in 2 (inherited 128 + own 256)", child.Totals.LeakedBytes, child.Totals.LeakedBlocks)
+	}
+	if child.Exit.Code == nil || *child.Exit.Code != 7 {
+		t.Errorf("child exit %+v, want code 7", child.Exit)
+	}
+	if child.PID == parent.PID {
+		t.Errorf("child and parent both pid %d", child.PID)
+	}
+	if len(parent.Errors)+len(child.Errors) != 0 {
+		t.Errorf("improper uses: %+v %+v", parent.Errors, child.Errors)
+	}
+	// Without following forks, only the parent is reported.
+	r = leakpath(t, []string{"--follow-fork=false"}, nil, bin)
+	if n := len(r.report.Processes); n > 1 {
+		t.Errorf("--follow-fork=false reported %d images", n)
+	}
+}
+
+func TestExecRecordsBothImages(t *testing.T) {
+	execer := fixture(t, "execer.c")
+	target := fixture(t, "allfuncs.c")
+	r := leakpath(t, nil, nil, execer, target)
+	sameBehaviour(t, r, native(t, nil, execer, target))
+	before := r.image(t, "execer")
+	after := r.image(t, "allfuncs")
+	if before.Totals.LeakedBytes != 40 || !before.Exit.Exec {
+		t.Errorf("image before exec: leaked %d (want 40), exit %+v (want exec)", before.Totals.LeakedBytes, before.Exit)
+	}
+	if after.Totals.LeakedBytes != 1000 || after.PID != before.PID {
+		t.Errorf("image after exec: leaked %d (want 1000), pid %d (want %d)", after.Totals.LeakedBytes, after.PID, before.PID)
+	}
+}
+
+func TestDlopenedLibrary(t *testing.T) {
+	lib := fixture(t, "plugin.c", "-shared", "-fPIC")
+	bin := fixture(t, "dlopener.c", "-ldl")
+	r := leakpath(t, nil, nil, bin, lib)
+	sameBehaviour(t, r, native(t, nil, bin, lib))
+	im := r.image(t, "dlopener")
+	// The plugin leaks 48 bytes at each of two call sites; its
+	// constructor's 24 bytes are freed by its destructor at dlclose.
+	var bytes, blocks uint64
+	for _, l := range im.Leaks {
+		if stackHas(l.Stack, "plugin_make") {
+			bytes += l.Bytes
+			blocks += l.Blocks
+		}
+	}
+	if bytes != 96 || blocks != 2 {
+		t.Errorf("%d bytes in %d blocks leaked through plugin_make, want 96 in 2:\n%s", bytes, blocks, r.text)
+	}
+	// glibc keeps dlopen's bookkeeping (_dl_find_object) until exit, as
+	// valgrind sees too.
+	compareValgrind(t, r, im, 0, bin, lib)
+}
+
+func TestBeforeMainAndAfterExit(t *testing.T) {
+	bin := fixture(t, "lifecycle.c")
+	r := leakpath(t, nil, nil, bin)
+	sameBehaviour(t, r, native(t, nil, bin))
+	tot := r.image(t, "lifecycle").Totals
+	if tot.Allocations != 4 || tot.Frees != 2 || tot.LeakedBytes != 44 || tot.LeakedBlocks != 2 {
+		t.Errorf("allocations %d frees %d leaked %d in %d; want 4, 2, 44 in 2", tot.Allocations, tot.Frees, tot.LeakedBytes, tot.LeakedBlocks)
+	}
+}
+
+func TestEveryEnding(t *testing.T) {
+	bin := fixture(t, "ending.c")
+	for _, how := range []string{"exit", "_exit", "kill", "segv", "abort"} {
+		t.Run(how, func(t *testing.T) {
+			r := leakpath(t, nil, nil, bin, how)
+			n := native(t, nil, bin, how)
+			sameBehaviour(t, r, n)
+			tot := r.image(t, "ending").Totals
+			if tot.Allocations != 3 || tot.Frees != 1 || tot.LeakedBytes != 500 || tot.LeakedBlocks != 2 {
+				t.Errorf("allocations %d frees %d leaked %d in %d; want 3, 1, 500 in 2",
+					tot.Allocations, tot.Frees, tot.LeakedBytes, tot.LeakedBlocks)
+			}
+		})
+	}
+}
+
+func TestSignalHandlersThatAllocate(t *testing.T) {
+	bin := fixture(t, "sighandler.c")
+	r := leakpath(t, nil, nil, bin)
+	sameBehaviour(t, r, native(t, nil, bin))
+	im := r.image(t, "sighandler")
+	if len(im.Errors) != 0 {
+		t.Errorf("improper uses: %+v", im.Errors)
+	}
+	// Everything is freed but stdout's buffer, which libc keeps.
+	if im.Totals.LeakedBlocks > 1 || im.Totals.Allocations < 2000 {
+		t.Errorf("allocations %d, leaked %d blocks:\n%s", im.Totals.Allocations, im.Totals.LeakedBlocks, r.text)
+	}
+}
+
+func TestProgramNotFound(t *testing.T) {
+	cmd := exec.Command(lpBin, "run", "--", "/nonexistent/program")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 127 {
+		t.Errorf("exit code %d for a missing program, want 127", code)
+	}
+	if !strings.Contains(string(out), "/nonexistent/program") || strings.Contains(string(out), "panic") {
+		t.Errorf("unclear error: %s", out)
+	}
+}
+
+func TestEnvironmentAndDescriptorsPassThrough(t *testing.T) {
+	// The program sees the same environment but for LD_PRELOAD, and the
+	// same open descriptors (3 is inherited here).
+	script := `env | grep -v '^LD_PRELOAD=' | grep -v '^_=' | sort; ls /proc/self/fd`
+	f, err := os.CreateTemp(t.TempDir(), "fd3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = testEnv()
+		cmd.ExtraFiles = []*os.File{f}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return string(out)
+	}
+	with := run(lpBin, "run", "--quiet", "--", "sh", "-c", script)
+	without := run("sh", "-c", script)
+	if with != without {
+		t.Errorf("the program's environment or descriptors differ under leakpath:\n%s\nwithout:\n%s", with, without)
+	}
+}
+
+var heapUsage = regexp.MustCompile(`total heap usage: ([\d,]+) allocs, ([\d,]+) frees, ([\d,]+) bytes allocated`)
+var inUse = regexp.MustCompile(`in use at exit: ([\d,]+) bytes in ([\d,]+) blocks`)
+
+func atoi(s string) uint64 {
+	n, _ := strconv.ParseUint(strings.ReplaceAll(s, ",", ""), 10, 64)
+	return n
+}
+
+// valgrindCounts runs argv under memcheck and returns its "total heap
+// usage" and "in use at exit" numbers. __libc_freeres is off: valgrind
+// otherwise frees glibc's own buffers (stdio, locale, dl) at exit, which
+// never happens in a normal run and would count extra frees.
+func valgrindCounts(t *testing.T, stdin []byte, argv ...string) (allocs, frees, nbytes, liveBytes, liveBlocks uint64) {
+	t.Helper()
+	vg, err := exec.LookPath("valgrind")
+	if err != nil {
+		t.Skip("valgrind is not installed: cannot compare counts (apt-get install valgrind)")
+	}
+	logf := filepath.Join(t.TempDir(), "vg.log")
+	args := append([]string{"--run-libc-freeres=no", "--run-cxx-freeres=no", "--log-file=" + logf}, argv...)
+	cmd := exec.Command(vg, args...)
+	// stdout and stderr pipes, as in every other run: programs behave
+	// differently writing to a pipe and to /dev/null (git and python do).
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &errb, testEnv()
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	cmd.Run()
+	log, err := os.ReadFile(logf)
+	if err != nil {
+		t.Fatalf("valgrind log: %v", err)
+	}
+	m := heapUsage.FindSubmatch(log)
+	u := inUse.FindSubmatch(log)
+	if m == nil || u == nil {
+		t.Fatalf("no heap summary in valgrind's log:\n%s", log)
+	}
+	return atoi(string(m[1])), atoi(string(m[2])), atoi(string(m[3])), atoi(string(u[1])), atoi(string(u[2]))
+}
+
+// compareValgrind checks leakpath's totals for an image against memcheck's
+// on the same program. dtvBytes is what the agent itself adds to the
+// program's heap, by design: the agent has thread-local storage, so every
+// thread's DTV (which glibc callocs when it creates a thread, and keeps in
+// its stack cache until exit) has one more 16-byte slot.
+func compareValgrind(t *testing.T, r result, im jsonImage, dtvBytes uint64, argv ...string) {
+	t.Helper()
+	if len(valgrindEnv(t)) > 0 {
+		// Record again in the environment valgrind gives its client.
+		r = leakpathEnv(t, testEnv(valgrindEnv(t)...), nil, nil, argv...)
+		im = r.image(t, filepath.Base(argv[0]))
+	}
+	a, f, b, lb, lk := valgrindCounts(t, nil, argv...)
+	b += dtvBytes
+	lb += dtvBytes
+	tot := im.Totals
+	t.Logf("%s: leakpath %d allocs, %d frees, %d bytes, %d bytes in %d blocks at exit; valgrind (+%d DTV bytes) %d, %d, %d, %d in %d",
+		filepath.Base(argv[0]), tot.Allocations, tot.Frees, tot.AllocatedBytes, tot.LeakedBytes, tot.LeakedBlocks, dtvBytes, a, f, b, lb, lk)
+	if tot.Allocations != a || tot.Frees != f || tot.AllocatedBytes != b {
+		t.Errorf("leakpath counts %d allocs, %d frees, %d bytes; valgrind %d, %d, %d",
+			tot.Allocations, tot.Frees, tot.AllocatedBytes, a, f, b)
+	}
+	if tot.LeakedBytes != lb || tot.LeakedBlocks != lk {
+		t.Errorf("leakpath: %d bytes in %d blocks at exit; valgrind: %d in %d", tot.LeakedBytes, tot.LeakedBlocks, lb, lk)
+	}
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/collect"
+	"github.com/leakpath/leakpath/internal/launch"
+	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/tracefile"
+)
+
+type runOptions struct {
+	argv       []string
+	trace      string
+	jsonOut    string
+	reportOut  string
+	check      bool
+	checkCode  int
+	followFork bool
+	freeStacks bool
+	maxDepth   int
+	agent      string
+	debugDirs  commaList
+	ringKiB    int
+	quiet      bool
+}
+
+func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.trace, "o", "", "keep the trace in `FILE` (.lpt), for 'leakpath report' later")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the report as JSON (leakpath.report/v1) to `FILE`")
+	fs.StringVar(&o.reportOut, "report", "", "write the text report to `FILE` instead of stderr")
+	fs.BoolVar(&o.check, "check", false, "exit with --check-exit-code when blocks remain not freed (for CI)")
+	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
+	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
+	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of every free too (needed for root causes)")
+	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
+	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
+	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
+	fs.IntVar(&o.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
+	fs.BoolVar(&o.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: leakpath run [flags] -- PROGRAM [ARGS...]\n\n"+
+			"Runs PROGRAM with leakpath's agent preloaded, records every heap allocation and\n"+
+			"free with its call stack, and prints a leak report on stderr when it ends.\n"+
+			"PROGRAM's stdin, stdout, stderr, environment (but LD_PRELOAD), exit code and\n"+
+			"signals are its own; leakpath exits with PROGRAM's exit code (128+N if signal N\n"+
+			"killed it) unless --check finds leaks.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// runResult is what cmdRun needs after the report.
+type runReport struct {
+	leakedBlocks uint64
+}
+
+func (r *runReport) leaked() bool { return r.leakedBlocks > 0 }
+
+func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.Result, *runReport, error) {
+	agent, err := launch.FindAgent(o.agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.maxDepth < 1 || o.maxDepth > 128 {
+		return nil, nil, fmt.Errorf("--max-depth %d: want 1 to 128", o.maxDepth)
+	}
+	if o.ringKiB < 4 || o.ringKiB&(o.ringKiB-1) != 0 {
+		return nil, nil, fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.ringKiB)
+	}
+	// Open every output before running, so a bad path fails fast.
+	var textOut io.Writer = stderr
+	if o.reportOut != "" {
+		f, err := os.Create(o.reportOut)
+		if err != nil {
+			return nil, nil, fmt.Errorf("report file: %w", err)
+		}
+		defer f.Close()
+		textOut = f
+	}
+	var jsonFile *os.File
+	if o.jsonOut != "" {
+		if jsonFile, err = os.Create(o.jsonOut); err != nil {
+			return nil, nil, fmt.Errorf("JSON report file: %w", err)
+		}
+		defer jsonFile.Close()
+	}
+	var tw *tracefile.Writer
+	copts := collect.Options{
+		Argv:       o.argv,
+		Agent:      agent,
+		FollowFork: o.followFork,
+		Region: region.Options{
+			RingSize:   o.ringKiB << 10,
+			MaxDepth:   o.maxDepth,
+			FreeStacks: o.freeStacks,
+		},
+		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+	}
+	if o.trace != "" {
+		tw, err = tracefile.Create(o.trace, tracefile.Meta{
+			Command: o.argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname(),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		copts.Trace = tw
+	}
+	res, err := collect.Run(ctx, copts)
+	if tw != nil {
+		if cerr := tw.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("trace %s: %w", o.trace, cerr)
+		}
+		if res == nil {
+			os.Remove(o.trace)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	sym := newSymbolizer(o.debugDirs, func(msg string) { res.Warnings = append(res.Warnings, msg) })
+	defer sym.close()
+	rep := report.New(res.Session, res.Main, report.Options{
+		Symbolize:   sym.lookup,
+		TracePath:   o.trace,
+		Elapsed:     res.Elapsed,
+		TicksPerSec: res.TicksPerSec,
+		Warnings:    res.Warnings,
+	})
+	if jsonFile != nil {
+		if err := rep.Generate(jsonFile, "json"); err != nil {
+			return nil, nil, fmt.Errorf("JSON report: %w", err)
+		}
+	}
+	rr := &runReport{}
+	for _, p := range rep.Images() {
+		rr.leakedBlocks += p.Totals.LiveBlocks
+	}
+	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
+		if err := rep.Generate(textOut, "text"); err != nil {
+			return nil, nil, fmt.Errorf("report: %w", err)
+		}
+	}
+	return res, rr, nil
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return strings.TrimSpace(h)
+}
