@@ -73,7 +73,19 @@ LP_HIDDEN int lp_tables_take(struct lp_thread *t);
 LP_HIDDEN void lp_pool_lock_fork(int take);
 
 /* unwind.c */
-LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache);
+
+/* lp_trail records every stack slot an unwind read, and what it held: an
+ * unwind from the same hook frame whose slots all still hold the same
+ * values would run identically and give the same stack. */
+#define LP_TRAIL_MAX 132
+struct lp_trail {
+	int n;                           /* -1: too long to record */
+	uintptr_t addr[LP_TRAIL_MAX];
+	uintptr_t val[LP_TRAIL_MAX];
+};
+
+LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache,
+			struct lp_trail *tr);
 LP_HIDDEN struct lp_ucache *lp_ucache_new(void);
 
 /* modules.c */

@@ -22,7 +22,19 @@ struct lp_stent {
 	uint64_t off; /* index of the first frame in the arena */
 };
 
+/* lp_recent is the last stack seen from one hook frame (see lp_trail). */
+struct lp_recent {
+	uintptr_t fp;
+	uint64_t modgen;
+	uint32_t id;
+	uint16_t gen;
+	struct lp_trail trail;
+};
+
+#define LP_RECENT 8
+
 struct lp_stacktab {
+	struct lp_recent recent[LP_RECENT];
 	struct lp_stent *ents;
 	uint32_t cap;   /* power of two */
 	uint32_t count;
@@ -202,6 +214,7 @@ static uint32_t lp_define(struct lp_thread *t, uint64_t *buf, int n)
 }
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf);
+static uint32_t lp_lookup(struct lp_thread *t, struct lp_stacktab *s, uint64_t *buf, int n);
 
 /*
  * lp_stack_id returns the id of the calling thread's stack above the frame
@@ -214,7 +227,7 @@ uint32_t lp_stack_id(struct lp_thread *t, void *fp)
 	if (LP_UNLIKELY(t->in_stack)) {
 		/* A signal handler interrupted this thread in here: leave the
 		 * tables alone and define the stack afresh. */
-		int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 1);
+		int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 1, NULL);
 		return n > 0 ? lp_define(t, buf, n) : 0;
 	}
 	t->in_stack = 1;
@@ -223,15 +236,51 @@ uint32_t lp_stack_id(struct lp_thread *t, void *fp)
 	return id;
 }
 
+/* lp_trail_holds reports whether every slot of a recorded unwind still
+ * holds what it held. */
+static inline int lp_trail_holds(const struct lp_trail *tr)
+{
+	uintptr_t diff = 0;
+	for (int i = 0; i < tr->n; i++)
+		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
+	return diff == 0;
+}
+
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 {
 	uintptr_t *frames = (uintptr_t *)&buf[1];
-	int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 0);
+	struct lp_stacktab *s = t->stacks;
+	struct lp_recent *rc = NULL;
+	uint64_t modgen = lp_modules_gen();
+	if (LP_LIKELY(s != NULL)) {
+		/* The same hook frame as a recent call, with the same stack above
+		 * it: the same stack, without unwinding or hashing. */
+		uintptr_t ra = ((const uintptr_t *)fp)[1];
+		rc = &s->recent[(ra ^ ra >> 7 ^ (uintptr_t)fp >> 4) & (LP_RECENT - 1)];
+		if (rc->fp == (uintptr_t)fp && rc->gen == s->gen && rc->modgen == modgen &&
+		    rc->trail.n > 0 && lp_trail_holds(&rc->trail))
+			return rc->id;
+		rc->fp = 0;
+	}
+	int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 0, rc ? &rc->trail : NULL);
 	if (n <= 0)
 		return 0;
-	struct lp_stacktab *s = t->stacks;
 	if (LP_UNLIKELY(!s))
 		return lp_define(t, buf, n);
+	uint32_t id = lp_lookup(t, s, buf, n);
+	if (id && rc->trail.n > 0) {
+		rc->fp = (uintptr_t)fp;
+		rc->gen = s->gen;
+		rc->modgen = modgen;
+		rc->id = id;
+	}
+	return id;
+}
+
+/* lp_lookup finds or defines the n frames at buf[1..n] in table s. */
+static uint32_t lp_lookup(struct lp_thread *t, struct lp_stacktab *s, uint64_t *buf, int n)
+{
+	uintptr_t *frames = (uintptr_t *)&buf[1];
 	uint64_t h = lp_hash_frames(frames, n);
 	uint32_t mask = s->cap - 1;
 	uint32_t j = (uint32_t)(h >> 32) & mask;

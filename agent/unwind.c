@@ -595,15 +595,33 @@ static inline struct lp_rule lp_rule_for(struct lp_thread *t, struct lp_ucache *
  * fp. Returns how many it wrote. nocache: read the rule cache but do not
  * write it (a signal handler interrupted this thread inside it).
  */
-int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache)
+static inline uintptr_t lp_read(struct lp_trail *tr, uintptr_t a)
+{
+	uintptr_t v = *(const uintptr_t *)a;
+	if (tr && tr->n >= 0) {
+		if (tr->n < LP_TRAIL_MAX) {
+			tr->addr[tr->n] = a;
+			tr->val[tr->n] = v;
+			tr->n++;
+		} else {
+			tr->n = -1;
+		}
+	}
+	return v;
+}
+
+int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache,
+	      struct lp_trail *tr)
 {
 	uintptr_t lo = t->stack_lo, hi = t->stack_hi;
 	uintptr_t f = (uintptr_t)fp;
 	if (max <= 0)
 		return 0;
 	/* fp is the hook's own frame: always readable. */
-	uintptr_t rbp = ((uintptr_t *)f)[0];
-	uintptr_t pc = ((uintptr_t *)f)[1];
+	if (tr)
+		tr->n = 0;
+	uintptr_t rbp = lp_read(tr, f);
+	uintptr_t pc = lp_read(tr, f + 8);
 	uintptr_t sp = f + 16;
 	if (f < lo || sp > hi) {
 		/* Not on the thread's known stack (sigaltstack, coroutines):
@@ -626,8 +644,8 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 		if (r.how & LP_R_FP) {
 			if (rbp <= sp || rbp > hi - 16 || (rbp & 7))
 				break;
-			pc = ((uintptr_t *)rbp)[1];
-			nrbp = ((uintptr_t *)rbp)[0];
+			pc = lp_read(tr, rbp + 8);
+			nrbp = lp_read(tr, rbp);
 			sp = rbp + 16;
 			rbp = nrbp;
 			continue;
@@ -643,7 +661,7 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 			uintptr_t a = rbp + (intptr_t)r.cfa_off;
 			if (a < sp || a > hi - 8 || (a & 7))
 				return n;
-			cfa = *(uintptr_t *)a;
+			cfa = lp_read(tr, a);
 			break;
 		}
 		}
@@ -660,20 +678,20 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 			uintptr_t a = cfa + (intptr_t)r.rbp_off;
 			if (a < sp || a > hi - 8)
 				return n;
-			nrbp = *(uintptr_t *)a;
+			nrbp = lp_read(tr, a);
 			break;
 		}
 		case LP_RBP_AT_RBP: {
 			uintptr_t a = rbp + (intptr_t)r.rbp_off;
 			if (a < sp || a > hi - 8)
 				return n;
-			nrbp = *(uintptr_t *)a;
+			nrbp = lp_read(tr, a);
 			break;
 		}
 		default:
 			nrbp = 0; /* unknown: a later rbp-based CFA fails the checks */
 		}
-		pc = *(uintptr_t *)ra_at;
+		pc = lp_read(tr, ra_at);
 		sp = cfa;
 		rbp = nrbp;
 	}
