@@ -25,10 +25,17 @@ leakpath:
 	@mkdir -p bin
 	$(GO) build -o bin/leakpath ./cmd/leakpath
 
+fmt:
+	gofmt -w cmd internal
+
+vet:
+	$(GO) vet ./...
+
 test: all
 	$(GO) vet ./...
 	$(GO) test ./...
 
+# demo: a small program that leaks, run under leakpath.
 demo: all
 	$(CC) -g -O0 -o bin/demo testdata/demo/demo.c
 	bin/leakpath run -- bin/demo

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// reportJSON runs `leakpath report --format json TRACE`.
+func reportJSON(t *testing.T, trace string) (*jsonReport, string, int) {
+	t.Helper()
+	cmd := exec.Command(lpBin, "report", "--format", "json", trace)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	if code != 0 {
+		return nil, errb.String(), code
+	}
+	var r jsonReport
+	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, out.String())
+	}
+	return &r, errb.String(), code
+}
+
+func TestTraceReplaysTheSameReport(t *testing.T) {
+	bin := fixture(t, "fork.c")
+	trace := filepath.Join(t.TempDir(), "fork.lpt")
+	live := leakpath(t, []string{"-o", trace}, nil, bin)
+	off, stderr, code := reportJSON(t, trace)
+	if code != 0 {
+		t.Fatalf("leakpath report exited %d: %s", code, stderr)
+	}
+	if len(off.Processes) != len(live.report.Processes) {
+		t.Fatalf("%d images offline, %d live", len(off.Processes), len(live.report.Processes))
+	}
+	for i := range off.Processes {
+		a, b := off.Processes[i], live.report.Processes[i]
+		if a.PID != b.PID || a.Totals.Allocations != b.Totals.Allocations || a.Totals.Frees != b.Totals.Frees ||
+			a.Totals.LeakedBytes != b.Totals.LeakedBytes || a.Totals.PeakBytes != b.Totals.PeakBytes ||
+			len(a.Leaks) != len(b.Leaks) {
+			t.Errorf("image %d differs offline:\n%+v\nlive:\n%+v", i, a.Totals, b.Totals)
+		}
+		for j := range a.Leaks {
+			if j < len(b.Leaks) && (a.Leaks[j].Bytes != b.Leaks[j].Bytes || len(a.Leaks[j].Stack) != len(b.Leaks[j].Stack)) {
+				t.Errorf("image %d leak %d differs offline", i, j)
+			}
+		}
+	}
+	// The text report from the trace names the same leaks.
+	text, err := exec.Command(lpBin, "report", trace).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(live.text, "\n") {
+		if strings.HasPrefix(line, "LEAK ") && !strings.Contains(string(text), line) {
+			t.Errorf("offline text report lacks %q", line)
+		}
+	}
+}
+
+func TestTruncatedAndCorruptTraces(t *testing.T) {
+	bin := fixture(t, "busy.c")
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "busy.lpt")
+	leakpath(t, []string{"-o", trace}, nil, bin, "300")
+	full, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _, code := reportJSON(t, trace)
+	if code != 0 || whole.Totals.Allocations < 1000 {
+		t.Fatalf("whole trace: exit %d, %+v", code, whole)
+	}
+	// Cut anywhere after the header: a report of what came before, and a
+	// warning; never a crash.
+	for _, frac := range []float64{0.3, 0.6, 0.95} {
+		cut := filepath.Join(dir, "cut.lpt")
+		os.WriteFile(cut, full[:int(float64(len(full))*frac)], 0o644)
+		r, stderr, code := reportJSON(t, cut)
+		if code != 0 {
+			t.Errorf("cut at %.0f%%: exit %d: %s", frac*100, code, stderr)
+			continue
+		}
+		if r.Totals.Allocations > whole.Totals.Allocations || len(r.Warnings) == 0 {
+			t.Errorf("cut at %.0f%%: %d allocations (whole %d), warnings %q", frac*100, r.Totals.Allocations, whole.Totals.Allocations, r.Warnings)
+		}
+	}
+	// Not a trace, an empty file, a cut header: a clear error.
+	for name, data := range map[string][]byte{"text": []byte("hello, this is not a trace\n"), "empty": nil, "header": full[:10]} {
+		bad := filepath.Join(dir, name+".lpt")
+		os.WriteFile(bad, data, 0o644)
+		_, stderr, code := reportJSON(t, bad)
+		if code != 1 || !strings.HasPrefix(stderr, "leakpath: ") || strings.Contains(stderr, "panic") {
+			t.Errorf("%s: exit %d, stderr %q", name, code, stderr)
+		}
+	}
+	// Flipped bytes in the middle: a report with a warning, or a clear
+	// error; never a panic.
+	flipped := append([]byte(nil), full...)
+	for i := len(flipped) / 2; i < len(flipped)/2+64 && i < len(flipped); i++ {
+		flipped[i] ^= 0x5a
+	}
+	bad := filepath.Join(dir, "flipped.lpt")
+	os.WriteFile(bad, flipped, 0o644)
+	if _, stderr, code := reportJSON(t, bad); code != 0 && (code != 1 || strings.Contains(stderr, "panic")) {
+		t.Errorf("flipped: exit %d, stderr %q", code, stderr)
+	}
+	// A missing file.
+	if _, stderr, code := reportJSON(t, filepath.Join(dir, "missing.lpt")); code != 1 || !strings.Contains(stderr, "missing.lpt") {
+		t.Errorf("missing: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestCollectorKilled: SIGKILL leakpath itself while it records. The
+// program goes on and ends normally, and the trace is readable up to the
+// last chunk written.
+func TestCollectorKilled(t *testing.T) {
+	bin := fixture(t, "busy.c")
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "killed.lpt")
+	marker := filepath.Join(dir, "done")
+	// The program's exit is seen through a marker file written after it.
+	cmd := exec.Command(lpBin, "run", "-o", trace, "--report", filepath.Join(dir, "r.txt"), "--",
+		"sh", "-c", bin+" 1500 && touch "+marker)
+	cmd.Env = testEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not finish after leakpath was killed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r, stderr, code := reportJSON(t, trace)
+	if code != 0 {
+		t.Fatalf("report of the killed run's trace: exit %d: %s", code, stderr)
+	}
+	im := r.Processes
+	if len(im) == 0 {
+		im = []jsonImage{r.jsonImage}
+	}
+	var allocs uint64
+	for _, p := range im {
+		allocs += p.Totals.Allocations
+	}
+	if allocs < 1000 || len(r.Warnings) == 0 {
+		t.Errorf("killed run's trace: %d allocations, warnings %q", allocs, r.Warnings)
+	}
+}

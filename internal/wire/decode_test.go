@@ -1,0 +1,129 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+func hdr(typ, fn, words int, aux uint32) uint64 {
+	return uint64(typ) | uint64(fn)<<8 | uint64(words)<<16 | uint64(aux)<<32
+}
+
+func words(ws ...uint64) []byte {
+	b := make([]byte, 8*len(ws))
+	for i, w := range ws {
+		binary.LittleEndian.PutUint64(b[8*i:], w)
+	}
+	return b
+}
+
+func TestDecodeRecords(t *testing.T) {
+	path := "/lib/libz.so.1"
+	pathWords := make([]uint64, (len(path)+7)/8)
+	pb := make([]byte, len(pathWords)*8)
+	copy(pb, path)
+	for i := range pathWords {
+		pathWords[i] = binary.LittleEndian.Uint64(pb[8*i:])
+	}
+	bid := []byte{1, 2, 3, 4, 5}
+	bidWord := uint64(0x0504030201)
+	mod := append([]uint64{
+		hdr(RecModule, 0, 4+3+1+len(pathWords), 7), 100, 0x7f0000000000,
+		uint64(len(path)) | uint64(len(bid))<<32 | 1<<48,
+		0x1000, 0x2000, 5 | 0x1000<<32, bidWord,
+	}, pathWords...)
+	var in []uint64
+	in = append(in, hdr(RecThreadStart, 0, 3, 42), 10, 0xdead)
+	in = append(in, hdr(RecStack, 0, 3, 9), 0x401000, 0x402000)
+	in = append(in, hdr(RecAlloc, int(event.Malloc), 4, 9), 11, 0x5000, 64)
+	in = append(in, hdr(RecPad, 0, 2, 0), 0)
+	in = append(in, hdr(RecReallocBegin, int(event.ReallocFn), 3, 0), 12, 0x5000)
+	in = append(in, hdr(RecRealloc, int(event.ReallocFn), 5, 9), 13, 0x5000, 0x6000, 128)
+	in = append(in, hdr(RecFree, int(event.FreeFn), 3, 0), 14, 0x6000)
+	in = append(in, mod...)
+	in = append(in, hdr(RecExit, 0, 3, 3), 15, 2)
+	var r Ring
+	got, err := Decode(words(in...), 1, &r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []event.Event{
+		{Kind: event.ThreadStart, Proc: 1, Thread: 42, Time: 10, Addr: 0xdead},
+		{Kind: event.StackDef, Proc: 1, Thread: 42, Stack: 9, Frames: []uint64{0x401000, 0x402000}},
+		{Kind: event.Alloc, Fn: event.Malloc, Proc: 1, Thread: 42, Stack: 9, Time: 11, Addr: 0x5000, Size: 64},
+		{Kind: event.ReallocBegin, Fn: event.ReallocFn, Proc: 1, Thread: 42, Time: 12, Addr: 0x5000},
+		{Kind: event.Realloc, Fn: event.ReallocFn, Proc: 1, Thread: 42, Stack: 9, Time: 13, Addr: 0x5000, Addr2: 0x6000, Size: 128},
+		{Kind: event.Free, Fn: event.FreeFn, Proc: 1, Thread: 42, Time: 14, Addr: 0x6000},
+		{Kind: event.ModuleLoad, Proc: 1, Thread: 42, Time: 100, Module: &event.Module{ID: 7, Path: path, BuildID: bid,
+			Bias: 0x7f0000000000, Segments: []event.Segment{{Vaddr: 0x1000, Memsz: 0x2000, Flags: 5, Offset: 0x1000}}}},
+		{Kind: event.Exit, Proc: 1, Thread: 42, Time: 15, Aux: 3, Size: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		for i := range max(len(got), len(want)) {
+			if i >= len(got) || i >= len(want) || !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("event %d:\n got %+v\nwant %+v", i, at(got, i), at(want, i))
+			}
+		}
+	}
+}
+
+func at(evs []event.Event, i int) any {
+	if i < len(evs) {
+		if evs[i].Module != nil {
+			return struct {
+				event.Event
+				M event.Module
+			}{evs[i], *evs[i].Module}
+		}
+		return evs[i]
+	}
+	return "(none)"
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for name, in := range map[string][]byte{
+		"zero header":        words(0),
+		"unknown type":       words(hdr(99, 0, 1, 0)),
+		"too short alloc":    words(hdr(RecAlloc, 1, 2, 0), 0),
+		"past the end":       words(hdr(RecFree, 5, 9, 0), 0, 0),
+		"alloc unknown fn":   words(hdr(RecAlloc, 200, 4, 0), 0, 0, 0),
+		"stack id 0":         words(hdr(RecStack, 0, 2, 0), 1),
+		"bad module lengths": words(hdr(RecModule, 0, 4, 1), 0, 0, 100),
+		"half a word":        {1, 2, 3},
+	} {
+		var r Ring
+		_, err := Decode(in, 0, &r, nil)
+		var de *DecodeError
+		if !errors.As(err, &de) {
+			t.Errorf("%s: got %v, want a *DecodeError", name, err)
+		}
+	}
+}
+
+// FuzzDecode: whatever the bytes, Decode returns events or a DecodeError,
+// never panics, and never reads past its input.
+func FuzzDecode(f *testing.F) {
+	f.Add(words(hdr(RecThreadStart, 0, 3, 1), 1, 2, hdr(RecAlloc, 1, 4, 0), 3, 4, 5))
+	f.Add(words(hdr(RecStack, 0, 3, 1), 1, 2))
+	f.Add(words(hdr(RecModule, 0, 5, 1), 0, 0, 3|1<<32, 0x41424344))
+	f.Add(words(hdr(RecExec, 0, 3, 5), 0, 0x6f6c6c6568))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Ring
+		evs, err := Decode(b, 0, &r, nil)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Offset < 0 || de.Offset > len(b) {
+				t.Fatalf("bad error %v", err)
+			}
+		}
+		for _, ev := range evs {
+			if ev.Kind == 0 {
+				t.Fatalf("event without a kind: %+v", ev)
+			}
+		}
+	})
+}
