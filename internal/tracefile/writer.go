@@ -57,7 +57,7 @@ type Writer struct {
 	enc       *encoder
 	zenc      *zstd.Encoder
 	chunkSize int
-	events    int64
+	events    atomic.Int64
 	written   atomic.Int64
 
 	// The background pipeline; jobs is nil in Sync mode.
@@ -191,13 +191,14 @@ func (w *Writer) Write(evs []event.Event) error {
 	}
 	for i := range evs {
 		if err := w.enc.add(&evs[i]); err != nil {
+			w.events.Add(int64(i))
 			return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
 		}
-		w.events++
 		if w.enc.full(w.chunkSize) {
 			w.closeChunk()
 		}
 	}
+	w.events.Add(int64(len(evs)))
 	return w.failed()
 }
 
@@ -231,7 +232,8 @@ func (w *Writer) Close() error {
 	}
 	if err == nil {
 		var b [chunkHeaderSize]byte
-		h := chunkHeader{magic: endMagic, rawLen: uint32(w.events), count: uint32(uint64(w.events) >> 32)}
+		n := uint64(w.events.Load())
+		h := chunkHeader{magic: endMagic, rawLen: uint32(n), count: uint32(n >> 32)}
 		h.put(b[:])
 		err = w.write(b[:])
 	}
@@ -247,9 +249,9 @@ func (w *Writer) Close() error {
 
 // Stats returns the number of events accepted by Write and the number of
 // bytes written to the file so far (chunks still being compressed are not
-// counted).
+// counted). Unlike the other methods, it may be called from any goroutine.
 func (w *Writer) Stats() (events, bytesWritten int64) {
-	return w.events, w.written.Load()
+	return w.events.Load(), w.written.Load()
 }
 
 func (w *Writer) failed() error {
