@@ -32,9 +32,49 @@ type Site struct {
 	Temporary             uint64
 	First, Last           uint64 // ticks of the first and last allocation
 	Fn                    event.Fn
-	// FreeStacks counts the stacks of the frees of this site's blocks
-	// (only when free stacks are recorded).
-	FreeStacks map[StackID]uint64
+	// freeStacks counts the stacks of the frees of this site's blocks
+	// (only when free stacks are recorded): the first few inline, the rest
+	// in a map.
+	freeStacks [4]stackCount
+	moreFrees  map[StackID]uint64
+}
+
+type stackCount struct {
+	stack StackID
+	n     uint64
+}
+
+// addFreeStack counts one free of the site's blocks at stack.
+func (s *Site) addFreeStack(stack StackID) {
+	for i := range s.freeStacks {
+		fs := &s.freeStacks[i]
+		if fs.stack == stack {
+			fs.n++
+			return
+		}
+		if fs.stack == 0 {
+			*fs = stackCount{stack, 1}
+			return
+		}
+	}
+	if s.moreFrees == nil {
+		s.moreFrees = map[StackID]uint64{}
+	}
+	s.moreFrees[stack]++
+}
+
+// FreeStacks returns the stacks that freed this site's blocks, with counts.
+func (s *Site) FreeStacks() map[StackID]uint64 {
+	out := map[StackID]uint64{}
+	for _, fs := range s.freeStacks {
+		if fs.stack != 0 {
+			out[fs.stack] += fs.n
+		}
+	}
+	for k, v := range s.moreFrees {
+		out[k] += v
+	}
+	return out
 }
 
 // Thread is what is known of one thread.
@@ -108,12 +148,6 @@ type errKey struct {
 	fn, afn           event.Fn
 }
 
-type freed struct {
-	site  StackID
-	stack StackID
-	fn    event.Fn
-}
-
 const (
 	recentFrees = 1 << 16 // freed addresses remembered for double-free detection
 	maxErrors   = 10000   // distinct errors kept
@@ -144,16 +178,16 @@ type Process struct {
 	FirstTime, LastTime uint64
 
 	sites      []Site           // by StackID
-	blocks     map[uint64]Block // live blocks by address
+	blocks     *blockTable      // live blocks by address
+	frees      *freeLog         // recent frees, for double-free detection
 	agentStack []StackID        // agent stack id → StackID
 	modByID    map[uint32]int32 // agent module id → index in Modules
 	live       []int32          // indexes of loaded modules, sorted by address
 	errIndex   map[errKey]int
-	recent     map[uint64]freed // recently freed addresses
-	recentRing []uint64
-	recentPos  int
 	parked     map[uint64]event.Event // frees that arrived before their allocation
 	limbo      map[uint64]Block       // blocks whose address was reused before their free arrived
+	lastTID    int32                  // thread of the previous event, and its state
+	lastThread *Thread
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -162,10 +196,10 @@ func newProcess(info event.ProcessInfo) *Process {
 		Stacks:   newStackTable(),
 		Threads:  map[int32]*Thread{},
 		sites:    make([]Site, 1),
-		blocks:   map[uint64]Block{},
+		blocks:   newBlockTable(),
+		frees:    newFreeLog(recentFrees),
 		modByID:  map[uint32]int32{},
 		errIndex: map[errKey]int{},
-		recent:   map[uint64]freed{},
 		parked:   map[uint64]event.Event{},
 		limbo:    map[uint64]Block{},
 	}
@@ -180,17 +214,10 @@ func (p *Process) Site(id StackID) *Site {
 }
 
 // Live calls fn for every live block.
-func (p *Process) Live(fn func(addr uint64, b Block)) {
-	for a, b := range p.blocks {
-		fn(a, b)
-	}
-}
+func (p *Process) Live(fn func(addr uint64, b Block)) { p.blocks.each(fn) }
 
 // LiveBlock returns the live block at addr.
-func (p *Process) LiveBlock(addr uint64) (Block, bool) {
-	b, ok := p.blocks[addr]
-	return b, ok
-}
+func (p *Process) LiveBlock(addr uint64) (Block, bool) { return p.blocks.get(addr) }
 
 // ModuleOf returns the module index of a runtime address among the loaded
 // modules, or -1.
@@ -224,11 +251,15 @@ func (p *Process) site(id StackID) *Site {
 }
 
 func (p *Process) thread(tid int32) *Thread {
+	if p.lastThread != nil && p.lastTID == tid {
+		return p.lastThread
+	}
 	t := p.Threads[tid]
 	if t == nil {
 		t = &Thread{TID: tid}
 		p.Threads[tid] = t
 	}
+	p.lastTID, p.lastThread = tid, t
 	return t
 }
 
@@ -254,18 +285,6 @@ func (p *Process) addError(e Error) {
 	p.Errors = append(p.Errors, e)
 }
 
-func (p *Process) remember(addr uint64, f freed) {
-	if p.recentRing == nil {
-		p.recentRing = make([]uint64, recentFrees)
-	}
-	if old := p.recentRing[p.recentPos]; old != 0 {
-		delete(p.recent, old)
-	}
-	p.recentRing[p.recentPos] = addr
-	p.recentPos = (p.recentPos + 1) % recentFrees
-	p.recent[addr] = f
-}
-
 // apply applies one event of this process.
 func (p *Process) apply(ev *event.Event) {
 	if ev.Time != 0 {
@@ -289,9 +308,9 @@ func (p *Process) apply(ev *event.Event) {
 		p.free(ev)
 	case event.ReallocBegin:
 		t := p.thread(ev.Thread)
-		b, ok := p.blocks[ev.Addr]
+		b, ok := p.blocks.take(ev.Addr)
 		if ok {
-			p.release(ev.Addr, b)
+			p.released(b)
 		}
 		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
 	case event.Realloc:
@@ -347,24 +366,24 @@ func (p *Process) apply(ev *event.Event) {
 }
 
 func (p *Process) alloc(addr uint64, b Block) {
-	if pf, ok := p.parked[addr]; ok {
-		delete(p.parked, addr)
-		if pf.Time < b.Time {
-			// The parked free came before this allocation: it was
-			// invalid after all.
-			p.invalidFree(&pf)
-		} else {
-			defer p.free(&pf)
+	if len(p.parked) > 0 {
+		if pf, ok := p.parked[addr]; ok {
+			delete(p.parked, addr)
+			if pf.Time < b.Time {
+				// The parked free came before this allocation: it was
+				// invalid after all.
+				p.invalidFree(&pf)
+			} else {
+				defer p.free(&pf)
+			}
 		}
 	}
-	if old, ok := p.blocks[addr]; ok {
+	if old, replaced := p.blocks.put(addr, b); replaced {
 		// The allocator handed out an address we think is live: its free
 		// is still on its way from another thread.
-		p.release(addr, old)
+		p.released(old)
 		p.limbo[addr] = old
 	}
-	delete(p.recent, addr)
-	p.blocks[addr] = b
 	s := p.site(b.Site)
 	s.Allocs++
 	s.AllocBytes += b.Size
@@ -386,9 +405,8 @@ func (p *Process) alloc(addr uint64, b Block) {
 	p.thread(b.Thread).lastAlloc = addr
 }
 
-// release takes a live block out of the live set (free or realloc).
-func (p *Process) release(addr uint64, b Block) {
-	delete(p.blocks, addr)
+// released accounts a block taken out of the live set (free or realloc).
+func (p *Process) released(b Block) {
 	s := p.site(b.Site)
 	s.LiveBlocks--
 	s.LiveBytes -= b.Size
@@ -396,19 +414,16 @@ func (p *Process) release(addr uint64, b Block) {
 	p.Totals.LiveBytes -= b.Size
 }
 
-// freed accounts a released block to its site.
-func (p *Process) freedBlock(addr uint64, b Block, ev *event.Event, stack StackID) {
+// freedBlock accounts a released block's free to its site.
+func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn) {
+	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn})
 	s := p.site(b.Site)
 	s.Frees++
 	s.FreeBytes += b.Size
 	if stack != 0 {
-		if s.FreeStacks == nil {
-			s.FreeStacks = map[StackID]uint64{}
-		}
-		s.FreeStacks[stack]++
+		s.addFreeStack(stack)
 	}
 	p.Totals.Frees++
-	p.remember(addr, freed{site: b.Site, stack: stack, fn: ev.Fn})
 }
 
 func (p *Process) free(ev *event.Event) {
@@ -416,11 +431,11 @@ func (p *Process) free(ev *event.Event) {
 	if stack != 0 {
 		p.FreeStacksSeen = true
 	}
-	b, ok := p.blocks[ev.Addr]
+	b, ok := p.blocks.take(ev.Addr)
 	if !ok {
 		if old, lok := p.limbo[ev.Addr]; lok {
 			delete(p.limbo, ev.Addr)
-			p.freedBlock(ev.Addr, old, ev, stack)
+			p.freedBlock(ev.Addr, old, stack, ev.Fn)
 			return
 		}
 		// Wait for the allocation: it may still be on its way.
@@ -431,9 +446,9 @@ func (p *Process) free(ev *event.Event) {
 		p.parked[ev.Addr] = *ev
 		return
 	}
-	p.release(ev.Addr, b)
-	p.freedBlock(ev.Addr, b, ev, stack)
-	if t := p.Threads[ev.Thread]; t != nil && t.lastAlloc == ev.Addr {
+	p.released(b)
+	p.freedBlock(ev.Addr, b, stack, ev.Fn)
+	if t := p.thread(ev.Thread); t.lastAlloc == ev.Addr {
 		p.Totals.Temporary++
 		p.site(b.Site).Temporary++
 		t.lastAlloc = 0
@@ -452,7 +467,7 @@ func (p *Process) invalidFree(ev *event.Event) {
 		kind = InvalidRealloc
 	}
 	e := Error{Kind: kind, Addr: ev.Addr, Stack: stack, Fn: ev.Fn, Thread: ev.Thread, Time: ev.Time}
-	if f, ok := p.recent[ev.Addr]; ok {
+	if f, ok := p.frees.last(ev.Addr); ok {
 		e.Kind = DoubleFree
 		e.AllocStack = f.site
 		e.FreeStack = f.stack
@@ -467,9 +482,9 @@ func (p *Process) realloc(ev *event.Event) {
 	t.realloc = pendingRealloc{}
 	if ev.Addr != 0 && (!pr.active || pr.addr != ev.Addr) {
 		// No begin record seen for this call: take the block now.
-		b, ok := p.blocks[ev.Addr]
+		b, ok := p.blocks.take(ev.Addr)
 		if ok {
-			p.release(ev.Addr, b)
+			p.released(b)
 		}
 		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
 	}
@@ -478,7 +493,7 @@ func (p *Process) realloc(ev *event.Event) {
 		if ev.Size == 0 && ev.Addr != 0 {
 			// realloc(p, 0) freed p.
 			if pr.known {
-				p.freedBlock(ev.Addr, pr.block, ev, stack)
+				p.freedBlock(ev.Addr, pr.block, stack, ev.Fn)
 			} else {
 				p.invalidFree(ev)
 			}
@@ -493,7 +508,7 @@ func (p *Process) realloc(ev *event.Event) {
 	}
 	if ev.Addr != 0 {
 		if pr.known {
-			p.freedBlock(ev.Addr, pr.block, ev, stack)
+			p.freedBlock(ev.Addr, pr.block, stack, ev.Fn)
 			if af := pr.block.Fn.AllocFamily(); af != event.FamilyMalloc {
 				p.addError(Error{Kind: MismatchedFree, Addr: ev.Addr, Stack: stack, AllocStack: pr.block.Site,
 					Fn: ev.Fn, AllocFn: pr.block.Fn, Thread: ev.Thread, Time: ev.Time})
@@ -507,7 +522,7 @@ func (p *Process) realloc(ev *event.Event) {
 
 // restore puts back a block that a failed realloc did not release.
 func (p *Process) restore(addr uint64, b Block) {
-	p.blocks[addr] = b
+	p.blocks.put(addr, b)
 	s := p.site(b.Site)
 	s.LiveBlocks++
 	s.LiveBytes += b.Size
@@ -538,9 +553,9 @@ func (p *Process) cloneFrom(parent *Process) {
 	p.Stacks = parent.Stacks.clone()
 	p.Modules = append([]*Module(nil), parent.Modules...)
 	p.sites = make([]Site, len(parent.sites))
-	p.blocks = make(map[uint64]Block, len(parent.blocks))
-	for a, b := range parent.blocks {
-		p.blocks[a] = b
+	p.blocks = parent.blocks.clone()
+	p.frees = newFreeLog(recentFrees)
+	parent.blocks.each(func(a uint64, b Block) {
 		s := &p.sites[b.Site]
 		s.LiveBlocks++
 		s.LiveBytes += b.Size
@@ -548,7 +563,7 @@ func (p *Process) cloneFrom(parent *Process) {
 			s.Fn = b.Fn
 			s.First = b.Time
 		}
-	}
+	})
 	p.Totals.LiveBlocks = parent.Totals.LiveBlocks
 	p.Totals.LiveBytes = parent.Totals.LiveBytes
 	p.Totals.PeakBytes = parent.Totals.LiveBytes

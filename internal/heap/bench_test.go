@@ -1,0 +1,43 @@
+package heap
+
+import (
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+// loopEvents is the event stream of an allocation loop: a window of 64
+// live blocks, each allocation freed 64 allocations later, from 4 stacks,
+// with the free stacks recorded.
+func loopEvents(n int) []event.Event {
+	evs := []event.Event{
+		{Kind: event.ProcessStart, Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}},
+		{Kind: event.ThreadStart, Thread: 1, Time: 1},
+	}
+	for s := uint32(1); s <= 8; s++ {
+		evs = append(evs, event.Event{Kind: event.StackDef, Thread: 1, Stack: s, Frames: []uint64{0x1000 + uint64(s), 0x2000, 0x3000}})
+	}
+	var live [64]uint64
+	t := uint64(10)
+	for i := 0; i < n; i++ {
+		addr := 0x10000 + uint64(i%1024)*64 + uint64(i/1024%16)*0x100000
+		if old := live[i%64]; old != 0 {
+			t += 50
+			evs = append(evs, event.Event{Kind: event.Free, Fn: event.FreeFn, Thread: 1, Time: t, Addr: old, Stack: 5 + uint32(i%4)})
+		}
+		t += 50
+		evs = append(evs, event.Event{Kind: event.Alloc, Fn: event.Malloc, Thread: 1, Time: t, Addr: addr, Size: uint64(16 + i%500), Stack: 1 + uint32(i%4)})
+		live[i%64] = addr
+	}
+	return evs
+}
+
+func BenchmarkApplyLoop(b *testing.B) {
+	evs := loopEvents(1 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := NewSession()
+		s.Apply(evs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
+}

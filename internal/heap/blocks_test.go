@@ -1,0 +1,65 @@
+package heap
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// TestBlockTableAgainstMap runs random operations on the table and on a Go
+// map side by side (addresses drawn from a small range so that probe runs
+// collide, wrap and shift) and compares every answer.
+func TestBlockTableAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	tab := newBlockTable()
+	live := map[uint64]Block{}
+	for step := 0; step < 300000; step++ {
+		addr := uint64(1 + rng.Intn(5000))
+		if rng.Intn(3) < 2 {
+			b := Block{Size: uint64(step), Site: StackID(step % 7)}
+			old, rep := tab.put(addr, b)
+			want, had := live[addr]
+			if rep != had || rep && old != want {
+				t.Fatalf("step %d put %d: replaced %v %+v, want %v %+v", step, addr, rep, old, had, want)
+			}
+			live[addr] = b
+		} else {
+			got, ok := tab.take(addr)
+			want, had := live[addr]
+			if ok != had || ok && got != want {
+				t.Fatalf("step %d take %d: %v %+v, want %v %+v", step, addr, ok, got, had, want)
+			}
+			delete(live, addr)
+		}
+		if step%997 == 0 {
+			for a := uint64(1); a <= 5000; a++ {
+				b, ok := tab.get(a)
+				w, had := live[a]
+				if ok != had || ok && b != w {
+					t.Fatalf("step %d get %d: %v %+v, want %v %+v", step, a, ok, b, had, w)
+				}
+			}
+			if tab.n != len(live) {
+				t.Fatalf("step %d: %d live, want %d", step, tab.n, len(live))
+			}
+		}
+	}
+}
+
+func TestFreeLogFindsTheLatestFree(t *testing.T) {
+	l := newFreeLog(4)
+	l.add(freeEntry{addr: 1, stack: 10})
+	l.add(freeEntry{addr: 2, stack: 20})
+	l.add(freeEntry{addr: 1, stack: 11})
+	if e, ok := l.last(1); !ok || e.stack != 11 {
+		t.Errorf("last(1) = %+v %v, want the free at stack 11", e, ok)
+	}
+	l.add(freeEntry{addr: 3})
+	l.add(freeEntry{addr: 4}) // wraps: the oldest (1 at 10) goes
+	l.add(freeEntry{addr: 5}) // 2 goes
+	if _, ok := l.last(2); ok {
+		t.Error("an aged-out free is still found")
+	}
+	if e, ok := l.last(1); !ok || e.stack != 11 {
+		t.Errorf("after wrapping, last(1) = %+v %v", e, ok)
+	}
+}
