@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"syscall"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ func benchWrite(b *testing.B, opts Options) { benchWriteEvents(b, synth1M(), opt
 func benchWriteEvents(b *testing.B, evs []event.Event, opts Options) {
 	var size int64
 	runtime.GC()
+	cpu := startCPU()
 	b.ResetTimer()
 	for b.Loop() {
 		cw := &countWriter{}
@@ -56,6 +58,7 @@ func benchWriteEvents(b *testing.B, evs []event.Event, opts Options) {
 	b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
 	b.ReportMetric(n/b.Elapsed().Seconds()/1e6, "Mevents/s")
 	b.ReportMetric(float64(size)/float64(len(evs)), "B/event")
+	cpu.report(b, n)
 }
 
 func BenchmarkWrite(b *testing.B) {
@@ -117,6 +120,7 @@ var report = flag.Bool("report", false, "report trace sizes of the synthetic str
 func benchRead(b *testing.B, data []byte, nevs int) {
 	buf := make([]event.Event, 0, 4096)
 	runtime.GC()
+	cpu := startCPU()
 	b.ResetTimer()
 	for b.Loop() {
 		r, err := NewReader(bytes.NewReader(data))
@@ -139,6 +143,34 @@ func benchRead(b *testing.B, data []byte, nevs int) {
 	n := float64(nevs) * float64(b.N)
 	b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
 	b.ReportMetric(n/b.Elapsed().Seconds()/1e6, "Mevents/s")
+	cpu.report(b, n)
+}
+
+// cpuClock measures CPU time, which on a busy machine says more than the
+// wall clock: the benchmark goroutine's thread (locked to it) and the
+// whole process (the compressing goroutine and the GC included).
+type cpuClock struct{ thread, proc time.Duration }
+
+func cpuNow() cpuClock {
+	var t, p syscall.Rusage
+	syscall.Getrusage(1, &t) // RUSAGE_THREAD
+	syscall.Getrusage(syscall.RUSAGE_SELF, &p)
+	d := func(r *syscall.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return cpuClock{d(&t), d(&p)}
+}
+
+func startCPU() cpuClock {
+	runtime.LockOSThread()
+	return cpuNow()
+}
+
+func (c cpuClock) report(b *testing.B, n float64) {
+	now := cpuNow()
+	runtime.UnlockOSThread()
+	b.ReportMetric(float64(now.thread-c.thread)/n, "thread-cpu-ns/event")
+	b.ReportMetric(float64(now.proc-c.proc)/n, "cpu-ns/event")
 }
 
 // TestSynthSize reports the size of the synthetic stream's trace per

@@ -108,11 +108,20 @@ func (d *decoder) err() error {
 
 func (d *decoder) uv(s int) uint64 {
 	st := &d.s[s]
-	if st.i < len(st.b) {
-		if c := st.b[st.i]; c < 0x80 {
-			st.i++
+	b, i := st.b, st.i
+	if i+1 < len(b) {
+		c := b[i]
+		if c < 0x80 {
+			st.i = i + 1
 			return uint64(c)
 		}
+		if c1 := b[i+1]; c1 < 0x80 {
+			st.i = i + 2
+			return uint64(c&0x7f) | uint64(c1)<<7
+		}
+	} else if i < len(b) && b[i] < 0x80 {
+		st.i = i + 1
+		return uint64(b[i])
 	}
 	return d.uvSlow(s)
 }
