@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"syscall"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
