@@ -167,7 +167,7 @@ type model struct {
 	threads   [numThreads]int32 // MRU list; threads[0] is the current thread
 	prevTime  uint64
 	pred      int64 // exponential average of the time deltas
-	timeMode  byte  // decoder: timeEMA or 0
+	timeMode  byte  // timeEMA or 0: how the time stream is coded
 	shift     uint8 // times are stored >> shift (Options.TimeShift)
 	prevAddr  uint64
 	prevFrame uint64 // first frame of the previous stack
@@ -242,7 +242,8 @@ func (m *model) timeFrom(u uint64) uint64 {
 type encoder struct {
 	model
 	s     [numStreams][]byte
-	alt   []byte // the time stream in timeEMA mode
+	alt   []byte // with dual, the time stream coded the other way
+	dual  bool   // code times both ways, so the writer can compare them
 	n     int    // events in the chunk
 	big   bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
 	alloc []addrEntry
@@ -297,16 +298,19 @@ func (e *encoder) size() int {
 	return n
 }
 
-// payload appends the chunk's payload to b, with plain time deltas.
-func (e *encoder) payload(b []byte) []byte { return appendPayload(b, &e.s, e.alt, 0) }
+// payload appends the chunk's payload to b.
+func (e *encoder) payload(b []byte) []byte {
+	return appendPayload(b, &e.s, e.alt, e.timeMode, e.timeMode)
+}
 
-// appendPayload appends a payload of streams s to b; with flags timeEMA,
-// alt replaces the time stream.
-func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, flags byte) []byte {
+// appendPayload appends a payload of streams s, whose time stream is coded
+// as primary says, to b. If flags asks for the other time coding, alt
+// replaces the time stream.
+func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, primary, flags byte) []byte {
 	b = append(b, flags)
 	for i := range numStreams {
 		st := s[i]
-		if i == sTime && flags&timeEMA != 0 {
+		if i == sTime && flags&timeEMA != primary {
 			st = alt
 		}
 		if i < numStreams-1 {
@@ -315,7 +319,7 @@ func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, flags byte) []by
 	}
 	for i := range numStreams {
 		st := s[i]
-		if i == sTime && flags&timeEMA != 0 {
+		if i == sTime && flags&timeEMA != primary {
 			st = alt
 		}
 		b = append(b, st...)
@@ -323,13 +327,19 @@ func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, flags byte) []by
 	return b
 }
 
-// putTime codes time t both ways: as a delta in the time stream and as a
-// residual in alt.
+// putTime codes time t in the time stream as timeMode says, and with dual
+// the other way in alt.
 func (e *encoder) putTime(t uint64) {
 	t >>= e.shift
 	d := int64(t - e.prevTime)
-	e.s[sTime] = uv(e.s[sTime], zigzag(d))
-	e.alt = uv(e.alt, zigzag(d-e.pred))
+	p, a := zigzag(d), zigzag(d-e.pred)
+	if e.timeMode == timeEMA {
+		p, a = a, p
+	}
+	e.s[sTime] = uv(e.s[sTime], p)
+	if e.dual {
+		e.alt = uv(e.alt, a)
+	}
 	e.prevTime = t
 	e.pred += (d - e.pred) >> emaShift
 }

@@ -18,12 +18,13 @@ var (
 func encodeChunk(t testing.TB, evs []event.Event) []byte {
 	e := fuzzEnc
 	e.reset()
+	e.dual, e.timeMode = true, byte(len(evs)>>1&1)*timeEMA
 	for i := range evs {
 		if err := e.add(&evs[i]); err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
 	}
-	return appendPayload(nil, &e.s, e.alt, byte(len(evs)&1)*timeEMA)
+	return appendPayload(nil, &e.s, e.alt, e.timeMode, byte(len(evs)&1)*timeEMA)
 }
 
 // decodeChunk decodes a whole chunk payload.

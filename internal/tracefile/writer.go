@@ -68,10 +68,9 @@ type Writer struct {
 	mu  sync.Mutex
 	err error // the first write error; sticky
 
-	// Owned by the goroutine that compresses.
-	chunks   int64 // chunks compressed
-	timeMode byte  // payload flags chosen at the last probe
-	probe    []byte
+	chunks   int64         // chunks closed
+	timeMode atomic.Uint32 // the time coding chosen at the last probe, +1; 0: none yet
+	probe    []byte        // owned by the goroutine that compresses
 
 	closed   bool
 	closeErr error
@@ -81,6 +80,8 @@ type Writer struct {
 type job struct {
 	s     [numStreams][]byte
 	alt   []byte
+	mode  byte // the time coding of s[sTime]
+	dual  bool // alt holds the other
 	raw   []byte // the payload
 	out   []byte // chunk header and zstd frame
 	count uint32
@@ -154,6 +155,7 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 	}
 	tw := &Writer{path: name, w: w, enc: newEncoder(), zenc: zenc, chunkSize: size}
 	tw.enc.shift = uint8(opts.TimeShift)
+	tw.startChunk()
 	hdr := appendFileHeader(nil, m, uint8(opts.TimeShift))
 	if _, err := w.Write(hdr); err != nil {
 		zenc.Close()
@@ -275,8 +277,11 @@ func (w *Writer) closeChunk() {
 		j.s[i] = append(j.s[i][:0], w.enc.s[i]...)
 	}
 	j.alt = append(j.alt[:0], w.enc.alt...)
+	j.mode, j.dual = w.enc.timeMode, w.enc.dual
 	j.count = uint32(w.enc.n)
 	w.enc.reset()
+	w.chunks++
+	w.startChunk()
 	if w.jobs == nil {
 		w.compress(j)
 		return
@@ -303,22 +308,30 @@ func (w *Writer) worker() {
 // coding times.
 const probeEvery = 8
 
+// startChunk sets how the encoder codes the times of the next chunk: as
+// the last probe chose, and every probeEvery chunks both ways.
+func (w *Writer) startChunk() {
+	m := w.timeMode.Load()
+	w.enc.timeMode = byte(max(m, 1) - 1)
+	w.enc.dual = m == 0 || w.chunks%probeEvery == 0
+}
+
 // compress compresses and writes one chunk.
 func (w *Writer) compress(j *job) {
 	if w.failed() != nil {
 		return
 	}
-	if w.chunks%probeEvery == 0 {
+	flags := j.mode
+	if j.dual {
 		w.probe = w.zenc.EncodeAll(j.s[sTime], w.probe[:0])
-		plain := len(w.probe)
+		primary := len(w.probe)
 		w.probe = w.zenc.EncodeAll(j.alt, w.probe[:0])
-		w.timeMode = 0
-		if len(w.probe) < plain {
-			w.timeMode = timeEMA
+		if len(w.probe) < primary {
+			flags ^= timeEMA
 		}
+		w.timeMode.Store(uint32(flags) + 1)
 	}
-	w.chunks++
-	j.raw = appendPayload(j.raw[:0], &j.s, j.alt, w.timeMode)
+	j.raw = appendPayload(j.raw[:0], &j.s, j.alt, j.mode, flags)
 	out := append(j.out[:0], make([]byte, chunkHeaderSize)...)
 	out = w.zenc.EncodeAll(j.raw, out)
 	h := chunkHeader{
