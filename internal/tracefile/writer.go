@@ -80,8 +80,8 @@ type Writer struct {
 type job struct {
 	s     [numStreams][]byte
 	alt   []byte
-	mode  byte // the time coding of s[sTime]
-	dual  bool // alt holds the other
+	mode  byte   // the time coding of s[sTime]
+	dual  bool   // alt holds the other
 	raw   []byte // the payload
 	out   []byte // chunk header and zstd frame
 	count uint32
