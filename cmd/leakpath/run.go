@@ -141,10 +141,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			return nil, nil, fmt.Errorf("JSON report: %w", err)
 		}
 	}
-	rr := &runReport{}
-	for _, p := range rep.Images() {
-		rr.leakedBlocks += p.Totals.LiveBlocks
-	}
+	rr := &runReport{leakedBlocks: rep.LeakedBlocks()}
 	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
 		if err := rep.Generate(textOut, "text"); err != nil {
 			return nil, nil, fmt.Errorf("report: %w", err)

@@ -356,8 +356,9 @@ func (c *collector) pipeline(im *image) {
 	defer unix.Close(im.pidfd)
 	c.sink.send(im.idx, []event.Event{im.start}, false)
 	var m merger
-	var buf, out []event.Event
-	add := func(ring int, evs []event.Event) { m.add(ring, evs) }
+	// While one thread only ever recorded, its events need no merging and
+	// go straight out, decoded into the batch for the sink.
+	direct := &directTarget{out: c.sink.buffer()}
 	tps := c.src.TicksPerSecond()
 	if tps <= 0 {
 		tps = 1e9
@@ -367,7 +368,13 @@ func (c *collector) pipeline(im *image) {
 	var ended *event.ProcessInfo
 	for {
 		now := c.src.Now()
-		n, err := im.reg.Drain(add, buf)
+		var n int
+		var err error
+		if m.n == 0 && im.reg.SlotsUsed() <= 1 {
+			n, err = im.reg.Drain(direct)
+		} else {
+			n, err = im.reg.Drain(&m)
+		}
 		if err != nil {
 			c.warn("pid %d: %v", im.pid, err)
 		}
@@ -375,10 +382,10 @@ func (c *collector) pipeline(im *image) {
 		if now > lag {
 			upto = now - lag
 		}
-		out = m.take(upto, false, out[:0])
-		if len(out) > 0 {
-			c.sink.send(im.idx, out, false)
-			out = nil
+		direct.out = m.take(upto, false, direct.out)
+		if len(direct.out) > 0 {
+			c.sink.send(im.idx, direct.out, false)
+			direct.out = c.sink.buffer()
 		}
 		if time.Since(lastReclaim) > 100*time.Millisecond {
 			im.reg.Reclaim(func(tid int32) bool { return region.ThreadAlive(im.pid, tid) })
@@ -393,7 +400,7 @@ func (c *collector) pipeline(im *image) {
 		if ended != nil {
 			// Gone: whatever it wrote is in the rings now.
 			for {
-				n, err := im.reg.Drain(add, buf)
+				n, err := im.reg.Drain(&m)
 				if err != nil {
 					c.warn("pid %d: %v", im.pid, err)
 				}
@@ -401,7 +408,7 @@ func (c *collector) pipeline(im *image) {
 					break
 				}
 			}
-			out = m.take(0, true, out[:0])
+			out := m.take(0, true, direct.out)
 			if lost := im.reg.Lost(); lost > 0 {
 				c.warn("pid %d: the agent lost %d records", im.pid, lost)
 			}
@@ -415,6 +422,24 @@ func (c *collector) pipeline(im *image) {
 			return
 		}
 		im.reg.Wait(time.Millisecond)
+	}
+}
+
+// directTarget decodes a single ring's events straight into a batch.
+type directTarget struct {
+	out  []event.Event
+	last uint64
+}
+
+func (d *directTarget) Buffer(int) *[]event.Event { return &d.out }
+
+func (d *directTarget) Filled(_ int, from int) {
+	for i := from; i < len(d.out); i++ {
+		if ev := &d.out[i]; ev.Kind == event.StackDef || ev.Time == 0 {
+			ev.Time = d.last
+		} else {
+			d.last = ev.Time
+		}
 	}
 }
 

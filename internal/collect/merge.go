@@ -17,8 +17,8 @@ type ringQueue struct {
 	last uint64 // time of the ring's latest event, for stack definitions
 }
 
-// add queues the events of one ring drain (copying them).
-func (m *merger) add(ring int, evs []event.Event) {
+// Buffer is the queue a ring's drained events are appended to.
+func (m *merger) Buffer(ring int) *[]event.Event {
 	for ring >= len(m.rings) {
 		m.rings = append(m.rings, ringQueue{})
 	}
@@ -26,21 +26,37 @@ func (m *merger) add(ring int, evs []event.Event) {
 	if q.head > 0 && q.head == len(q.evs) {
 		q.evs, q.head = q.evs[:0], 0
 	}
-	for _, ev := range evs {
+	return &q.evs
+}
+
+// Filled takes in the events appended to a ring's queue from index from:
+// definitions get the time of the event before them, and a record written
+// out of order by a signal handler moves back to its place.
+func (m *merger) Filled(ring int, from int) {
+	q := &m.rings[ring]
+	for j := from; j < len(q.evs); j++ {
+		ev := &q.evs[j]
 		if ev.Kind == event.StackDef || ev.Time == 0 {
 			// Definitions carry no time: keep them just before their use.
 			ev.Time = q.last
 		} else if ev.Time > q.last {
 			q.last = ev.Time
 		}
-		q.evs = append(q.evs, ev)
 		// Never move an event above a stack definition it may use.
-		for i := len(q.evs) - 1; i > q.head && q.evs[i-1].Time > q.evs[i].Time &&
+		for i := j; i > q.head && q.evs[i-1].Time > q.evs[i].Time &&
 			q.evs[i-1].Kind != event.StackDef; i-- {
 			q.evs[i-1], q.evs[i] = q.evs[i], q.evs[i-1]
 		}
 	}
-	m.n += len(evs)
+	m.n += len(q.evs) - from
+}
+
+// add queues a ring's events (for tests).
+func (m *merger) add(ring int, evs []event.Event) {
+	q := m.Buffer(ring)
+	from := len(*q)
+	*q = append(*q, evs...)
+	m.Filled(ring, from)
 }
 
 // take appends to out, in time order, every pending event older than upto

@@ -45,8 +45,9 @@ type sink struct {
 	err    error
 	events int64
 
-	paused   map[uint32]*held  // parents stopped at a fork
-	children map[forkKey]*held // children waiting for their parent's fork
+	free     chan []event.Event // batches applied, for reuse
+	paused   map[uint32]*held   // parents stopped at a fork
+	children map[forkKey]*held  // children waiting for their parent's fork
 	childOf  map[uint32]forkKey
 	forked   map[forkKey]bool // forks applied whose child has not come yet
 	once     sync.Once
@@ -55,9 +56,29 @@ type sink struct {
 func newSink(model *heap.Session, trace TraceWriter) *sink {
 	return &sink{
 		model: model, trace: trace,
-		in: make(chan batch, 64), done: make(chan struct{}),
+		in: make(chan batch, 64), done: make(chan struct{}), free: make(chan []event.Event, 64),
 		paused: map[uint32]*held{}, children: map[forkKey]*held{},
 		childOf: map[uint32]forkKey{}, forked: map[forkKey]bool{},
+	}
+}
+
+// buffer returns an empty batch to fill, reusing one the sink is done with.
+func (s *sink) buffer() []event.Event {
+	select {
+	case b := <-s.free:
+		return b[:0]
+	default:
+		return make([]event.Event, 0, 4096)
+	}
+}
+
+// recycle returns an applied batch for reuse, unless the sink kept parts
+// of it.
+func (s *sink) recycle(evs []event.Event) {
+	clear(evs) // drop what the events point to
+	select {
+	case s.free <- evs:
+	default:
 	}
 }
 
@@ -84,7 +105,9 @@ func (s *sink) run() {
 				s.flush()
 				return
 			}
-			s.feed(b.proc, b.evs)
+			if s.feed(b.proc, b.evs) {
+				s.recycle(b.evs)
+			}
 		case <-tick.C:
 			s.expire()
 			s.flush()
@@ -98,17 +121,18 @@ func (s *sink) flush() {
 	}
 }
 
-// feed applies a proc's events, holding them where ordering demands.
-func (s *sink) feed(proc uint32, evs []event.Event) {
+// feed applies a proc's events, holding them where ordering demands. It
+// reports whether evs may be reused afterwards.
+func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 	if h := s.paused[proc]; h != nil {
 		h.evs = append(h.evs, evs...)
 		s.checkForkFailed(proc, h)
-		return
+		return true
 	}
 	if k, ok := s.childOf[proc]; ok {
 		if h := s.children[k]; h != nil {
 			h.evs = append(h.evs, evs...)
-			return
+			return true
 		}
 	}
 	for i := 0; i < len(evs); i++ {
@@ -122,7 +146,7 @@ func (s *sink) feed(proc uint32, evs []event.Event) {
 					s.apply(evs[:i])
 					s.childOf[proc] = k
 					s.children[k] = &held{evs: append([]event.Event(nil), evs[i:]...), since: time.Now()}
-					return
+					return true
 				}
 				delete(s.forked, k)
 				s.apply(evs[:i+1])
@@ -156,10 +180,11 @@ func (s *sink) feed(proc uint32, evs []event.Event) {
 			h := &held{evs: append([]event.Event(nil), rest...), since: time.Now(), fork: k}
 			s.paused[proc] = h
 			s.checkForkFailed(proc, h)
-			return
+			return true
 		}
 	}
 	s.apply(evs)
+	return true
 }
 
 // checkForkFailed resumes a paused parent whose fork failed.

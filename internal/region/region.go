@@ -157,11 +157,21 @@ func (r *Region) AgentClock() (c event.ClockInfo, ok bool) {
 // Lost is the number of records the agent could not write.
 func (r *Region) Lost() uint64 { return r.u64(wire.OffLostRecords).Load() }
 
-// Drain decodes every record published so far in every ring, calling fn
-// with each ring's events (fn must not retain evs), then returns the space
-// to the producers. It returns how many bytes it consumed.
-func (r *Region) Drain(fn func(ring int, evs []event.Event), buf []event.Event) (int, error) {
-	used := int(r.u32(wire.OffSlotsUsed).Load())
+// Target receives decoded events: Buffer gives the slice a ring's events
+// are appended to, Filled says that events were appended from index from.
+type Target interface {
+	Buffer(ring int) *[]event.Event
+	Filled(ring int, from int)
+}
+
+// SlotsUsed is how many rings the agent's threads have claimed so far.
+func (r *Region) SlotsUsed() int { return int(r.u32(wire.OffSlotsUsed).Load()) }
+
+// Drain decodes every record published so far in every ring into dst,
+// then returns the space to the producers. It returns how many bytes it
+// consumed.
+func (r *Region) Drain(dst Target) (int, error) {
+	used := r.SlotsUsed()
 	if used > r.opts.Slots {
 		return 0, fmt.Errorf("region: agent claims %d slots of %d", used, r.opts.Slots)
 	}
@@ -197,12 +207,14 @@ func (r *Region) Drain(fn func(ring int, evs []event.Event), buf []event.Event) 
 			k := copy(data, r.mem[base+from:base+int(size)])
 			copy(data[k:], r.mem[base:base+n-k])
 		}
-		evs, err := wire.Decode(data, r.proc, &r.rings[i], buf[:0])
+		buf := dst.Buffer(i)
+		before := len(*buf)
+		var err error
+		*buf, err = wire.Decode(data, r.proc, &r.rings[i], *buf)
 		if err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("ring %d: %w", i, err)
 		}
-		fn(i, evs)
-		buf = evs
+		dst.Filled(i, before)
 		r.u64(so + wire.OffSlotTail).Store(head)
 		total += n
 	}

@@ -135,7 +135,11 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			ji.Exit.Code = p.ExitStatus
 		}
 	}
-	for _, g := range p.Leaks() {
+	leaks := p.Leaks()
+	if execd(p) {
+		leaks = nil // exec discarded the heap
+	}
+	for _, g := range leaks {
 		l := jsonLeak{Kind: "unclassified", Bytes: g.Bytes, Blocks: g.Blocks, Stack: r.jsonStack(p, g.Stack)}
 		if s := p.Site(g.Stack); s != nil {
 			l.Function, l.Allocs = s.Fn.String(), s.Allocs

@@ -185,13 +185,34 @@ func (r *Report) seconds(p *heap.Process, ticks uint64) float64 {
 	return float64(ticks-p.Clock.Ticks) / tps
 }
 
+// execd reports whether image p ended by exec: its heap was discarded,
+// so what it did not free is not a leak.
+func execd(p *heap.Process) bool { return p.End != nil && p.End.ExecdOut }
+
+// LeakedBlocks counts the blocks not freed at exit in every image that
+// exited (an image replaced by exec leaks nothing).
+func (r *Report) LeakedBlocks() uint64 {
+	var n uint64
+	for _, p := range r.Images() {
+		if !execd(p) {
+			n += p.Totals.LiveBlocks
+		}
+	}
+	return n
+}
+
 // outcome describes how image p ended, in words.
-func outcome(p *heap.Process) string {
+func (r *Report) outcome(p *heap.Process) string {
 	e := p.End
 	switch {
 	case e == nil:
 		return "was still running"
 	case e.ExecdOut:
+		for _, q := range r.s.Procs {
+			if q != nil && q.Info.ExecOf == int32(p.Info.Index) {
+				return "exec'd " + commandName(q)
+			}
+		}
 		return "exec'd another program"
 	case e.Exited:
 		return fmt.Sprintf("exited with code %d", e.Code)

@@ -27,7 +27,9 @@ func (r *Report) text(out io.Writer) error {
 		g, e := r.textImage(w, p, i == 0)
 		groups += g
 		errs += e
-		leakBytes += p.Totals.LiveBytes
+		if !execd(p) {
+			leakBytes += p.Totals.LiveBytes
+		}
 	}
 	for _, warn := range r.opts.Warnings {
 		fmt.Fprintf(w, "leakpath: warning: %s\n", warn)
@@ -42,7 +44,7 @@ func (r *Report) text(out io.Writer) error {
 
 func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups, errs int) {
 	t := &p.Totals
-	fmt.Fprintf(w, "leakpath: %s %s", commandName(p), outcome(p))
+	fmt.Fprintf(w, "leakpath: %s %s", commandName(p), r.outcome(p))
 	if first && r.opts.Elapsed > 0 {
 		fmt.Fprintf(w, " after %.1f s", r.opts.Elapsed.Seconds())
 	}
@@ -51,12 +53,22 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	if t.PeakBytes > 0 {
 		fmt.Fprintf(w, ", peak %s at %.3g s", bytes(t.PeakBytes), r.seconds(p, t.PeakTime))
 	}
-	fmt.Fprintf(w, ",\n  %s temporary; %s (%s) not freed at exit\n", count(t.Temporary), plural64(t.LiveBlocks, "block"), bytes(t.LiveBytes))
+	at := "exit"
+	if execd(p) {
+		at = "exec"
+	}
+	fmt.Fprintf(w, ",\n  %s temporary; %s (%s) not freed at %s\n", count(t.Temporary), plural64(t.LiveBlocks, "block"), bytes(t.LiveBytes), at)
 	if calls := fnCalls(t); len(calls) > 0 {
 		fmt.Fprintf(w, "  calls: %s\n", strings.Join(calls, ", "))
 	}
 	if t.FailedAllocs > 0 {
 		fmt.Fprintf(w, "  %s failed\n", plural64(t.FailedAllocs, "allocation"))
+	}
+	if execd(p) {
+		// exec discards the heap: nothing there is a leak of this image.
+		fmt.Fprintln(w, "  (its heap was discarded by exec: the blocks not freed are not listed)")
+		r.textErrors(w, p)
+		return 0, len(p.Errors)
 	}
 	if p.Info.ForkID != 0 && p.Info.ParentProc >= 0 {
 		fmt.Fprintf(w, "  forked from pid %d: blocks it inherited count as not freed unless it freed them\n", r.s.Procs[p.Info.ParentProc].Info.PID)
@@ -82,6 +94,11 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		fmt.Fprintln(w)
 		r.textStack(w, p, g.Stack)
 	}
+	r.textErrors(w, p)
+	return len(leaks), len(p.Errors)
+}
+
+func (r *Report) textErrors(w *bufio.Writer, p *heap.Process) {
 	for _, e := range p.Errors {
 		fmt.Fprintf(w, "\n%s", errorTitle(e))
 		if e.Count > 1 {
@@ -102,7 +119,6 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 			r.textStack(w, p, e.AllocStack)
 		}
 	}
-	return len(leaks), len(p.Errors)
 }
 
 func errorTitle(e heap.Error) string {
