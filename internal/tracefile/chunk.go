@@ -19,7 +19,8 @@ const (
 	sOps    = iota // op bytes: one per event, plus pseudo-ops
 	sTime          // time residuals
 	sAddr          // addresses: deltas, back-references
-	sSize          // sizes
+	sSize          // sizes: the low byte
+	sSizeHi        // sizes: uvarint of the rest (size >> 8)
 	sStack         // stack ids
 	sFn            // Fn bytes that were not predicted
 	sFrames        // frame counts and frame deltas
@@ -27,7 +28,7 @@ const (
 	numStreams
 )
 
-var streamNames = [numStreams]string{"ops", "time", "addr", "size", "stack", "fn", "frames", "misc"}
+var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "stack", "fn", "frames", "misc"}
 
 // Op bytes: the low 5 bits are the code, the high 3 bits flags. Codes 1-5
 // are the compact encodings of the event kinds of the same value.
@@ -327,6 +328,14 @@ func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, primary, flags b
 	return b
 }
 
+// putSize codes a size as its low byte and the uvarint of the rest: one
+// byte-wide column and one mostly of zeros entropy-code better than
+// varints whose first and second bytes share one distribution.
+func (e *encoder) putSize(n uint64) {
+	e.s[sSize] = append(e.s[sSize], byte(n))
+	e.s[sSizeHi] = uv(e.s[sSizeHi], n>>8)
+}
+
 // putTime codes time t in the time stream as timeMode says, and with dual
 // the other way in alt.
 func (e *encoder) putTime(t uint64) {
@@ -479,7 +488,7 @@ func (e *encoder) addAlloc(ev *event.Event) {
 		op |= f0
 	} else {
 		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
-		e.s[sSize] = uv(e.s[sSize], ev.Size)
+		e.putSize(ev.Size)
 		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: e.epoch, fn: ev.Fn}
 	}
 	addr := ev.Addr
@@ -566,7 +575,7 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr2-addr)))
 	}
 	e.s[sFn] = append(e.s[sFn], fb)
-	e.s[sSize] = uv(e.s[sSize], ev.Size)
+	e.putSize(ev.Size)
 	if addr2 != 0 {
 		e.pushAlloc(addr2, classOf(ev.Size), event.Malloc)
 		e.prevAddr = addr2

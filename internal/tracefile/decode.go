@@ -138,6 +138,17 @@ func (d *decoder) uvSlow(s int) uint64 {
 	return v
 }
 
+// size decodes a size coded by encoder.putSize.
+func (d *decoder) size() uint64 {
+	lo := d.byte(sSize)
+	hi := d.uv(sSizeHi)
+	if hi >= 1<<56 {
+		d.failf("size %#x*256 out of range", hi)
+		return 0
+	}
+	return hi<<8 | uint64(lo)
+}
+
 func (d *decoder) u32(s int) uint32 {
 	v := d.uv(s)
 	if v > math.MaxUint32 {
@@ -320,7 +331,7 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 		ev.Fn, ev.Size = se.fn, se.size
 	} else {
 		ev.Fn = event.Fn(d.byte(sFn))
-		ev.Size = d.uv(sSize)
+		ev.Size = d.size()
 		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: d.epoch, fn: ev.Fn}
 	}
 	var addr uint64
@@ -439,7 +450,7 @@ func (d *decoder) decRealloc(ev *event.Event, op byte) {
 		return
 	}
 	ev.Addr, ev.Addr2 = addr, addr2
-	ev.Size = d.uv(sSize)
+	ev.Size = d.size()
 	if addr2 != 0 {
 		d.pushAlloc(addr2, classOf(ev.Size), event.Malloc)
 		d.prevAddr = addr2

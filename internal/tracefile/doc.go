@@ -40,20 +40,21 @@
 //
 // A payload is a flags byte (bit 0: times are coded as residuals from an
 // average, else as plain deltas; the writer picks whichever compresses
-// better, measured every 8 chunks), the uvarint lengths of streams 0-6,
-// then streams 0-7 back to back. Splitting the values by kind lets zstd
+// better, measured every 8 chunks), the uvarint lengths of streams 0-7,
+// then streams 0-8 back to back. Splitting the values by kind lets zstd
 // see homogeneous data:
 //
 //	0 ops     one op byte per event, plus pseudo-ops
 //	1 time    uvarint zigzag time deltas (or residuals)
 //	2 addr    addresses: zigzag deltas, back-references
-//	3 size    uvarint sizes
-//	4 stack   uvarint stack ids
-//	5 fn      Fn bytes that were not predicted
-//	6 frames  stacks: uvarint count, zigzag delta of frame 0 from the
+//	3 size    the low byte of sizes
+//	4 sizehi  uvarint size>>8
+//	5 stack   uvarint stack ids
+//	6 fn      Fn bytes that were not predicted
+//	7 frames  stacks: uvarint count, zigzag delta of frame 0 from the
 //	          previous stack's frame 0, then of each frame from the one
 //	          before it (shared callers give the same bytes)
-//	7 misc    everything else
+//	8 misc    everything else
 //
 // An op byte is a 5-bit code and 3 flag bits (f0 0x20, f1 0x40, f2 0x80).
 // Proc and Thread are state: pseudo-op 0x1d (misc: uvarint Proc) and
