@@ -261,12 +261,13 @@ func (c *cuData) frames(addr uint64, syms *symtab, plain *[]bool) []Frame {
 	}
 	// The physical function, when DWARF has no linkage name for it, is
 	// named by the ELF symbol (the way binutils names the innermost frame
-	// and LLVM the outermost).
+	// and LLVM the outermost); so is one with no usable name at all (e.g.
+	// names in a dwz alternate file, which is not read).
 	root := n
 	for c.nodes[root].parent >= 0 {
 		root = c.nodes[root].parent
 	}
-	if c.nodes[root].plain && c.mangled {
+	if (c.nodes[root].plain && c.mangled) || c.nodes[root].name == "" {
 		if sy := syms.find(addr); sy != nil {
 			last := &out[len(out)-1]
 			last.Function = sy.demangled()

@@ -462,6 +462,7 @@ func llvmSymbolizer(t testing.TB, path string, addrs []uint64) [][]Frame {
 			// file:line:column
 			loc := lines[i+1]
 			if j := strings.LastIndexByte(loc, ':'); j >= 0 {
+				f.Column, _ = strconv.Atoi(loc[j+1:])
 				loc = loc[:j]
 			}
 			if j := strings.LastIndexByte(loc, ':'); j >= 0 {
@@ -497,6 +498,9 @@ type comparison struct {
 	// query history and LLVM by symbol; see Frame.Function).
 	naming     int
 	mismatches []string
+	// colTotal counts addresses whose frame locations equal
+	// llvm-symbolizer's; colAgree those of them with equal columns too.
+	colTotal, colAgree int
 }
 
 // compareWithAddr2line looks up every address in path (through s) and
@@ -512,11 +516,18 @@ func compareWithAddr2line(t testing.TB, s *Symbolizer, path, ref string, addrs [
 		single []Frame
 	}
 	var diffs []diff
+	llvm := llvmSymbolizer(t, ref, addrs)
 	for i, a := range addrs {
 		var plain []bool
 		got, err := s.lookupPlain(path, nil, a, &plain)
 		if err != nil {
 			t.Fatalf("Lookup(%s, %#x): %v", path, a, err)
+		}
+		if llvm != nil && sameLocations(got, llvm[i]) {
+			c.colTotal++
+			if sameColumns(got, llvm[i]) {
+				c.colAgree++
+			}
 		}
 		if frameKey(got) == frameKey(batch[i]) {
 			c.agree++
@@ -545,7 +556,6 @@ func compareWithAddr2line(t testing.TB, s *Symbolizer, path, ref string, addrs [
 		}(&diffs[k])
 	}
 	wg.Wait()
-	llvm := llvmSymbolizer(t, ref, addrs)
 	for _, d := range diffs {
 		a := addrs[d.i]
 		g, w := frameKey(d.got), frameKey(d.single)
@@ -572,6 +582,31 @@ func compareWithAddr2line(t testing.TB, s *Symbolizer, path, ref string, addrs [
 		c.mismatches = append(c.mismatches, fmt.Sprintf("%#x:\n\tgot  %s\n\twant %s\n\tllvm %s", a, g, w, l))
 	}
 	return c
+}
+
+// sameLocations reports whether a and b have the same frames' file base
+// names and lines.
+func sameLocations(a, b []Frame) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if filepath.Base(a[i].File) != filepath.Base(b[i].File) || a[i].Line != b[i].Line {
+			return false
+		}
+	}
+	return true
+}
+
+// sameColumns reports whether a and b (of equal length) have the same
+// columns.
+func sameColumns(a, b []Frame) bool {
+	for i := range a {
+		if a[i].Column != b[i].Column {
+			return false
+		}
+	}
+	return true
 }
 
 // addr2lineOne runs addr2line for one address; nil on error.
@@ -610,8 +645,8 @@ func splitAgree(got, a2l, llvm []Frame) bool {
 
 // String summarizes the comparison for the test log.
 func (c comparison) String() string {
-	return fmt.Sprintf("%d/%d addresses agree with addr2line (%.2f%%); %d more with llvm-symbolizer, %d more with addr2line's names and llvm-symbolizer's locations (%.2f%% confirmed); %d more differ only in names of functions without linkage names (%.2f%% explained); %d unexplained",
-		c.agree, c.total, 100*c.rate(), c.agreeLLVM, c.agreeSplit, 100*c.rateEither(), c.naming, 100*c.rateExplained(), len(c.mismatches))
+	return fmt.Sprintf("%d/%d addresses agree with addr2line (%.2f%%); %d more with llvm-symbolizer, %d more with addr2line's names and llvm-symbolizer's locations (%.2f%% confirmed); %d more differ only in names of functions without linkage names (%.2f%% explained); %d unexplained; columns equal to llvm-symbolizer's at %d/%d addresses",
+		c.agree, c.total, 100*c.rate(), c.agreeLLVM, c.agreeSplit, 100*c.rateEither(), c.naming, 100*c.rateExplained(), len(c.mismatches), c.colAgree, c.colTotal)
 }
 
 // add accumulates o into c (without the mismatch texts).
@@ -621,6 +656,8 @@ func (c *comparison) add(o comparison) {
 	c.agreeLLVM += o.agreeLLVM
 	c.agreeSplit += o.agreeSplit
 	c.naming += o.naming
+	c.colTotal += o.colTotal
+	c.colAgree += o.colAgree
 	c.mismatches = append(c.mismatches, o.mismatches...)
 }
 

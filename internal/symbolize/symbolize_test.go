@@ -53,6 +53,9 @@ func TestAgainstAddr2line(t *testing.T) {
 	}
 	if all.total > 0 {
 		t.Logf("all fixtures: %v", all)
+		if all.colAgree < all.colTotal*99/100 {
+			t.Errorf("columns agree with llvm-symbolizer at only %d of %d addresses", all.colAgree, all.colTotal)
+		}
 		if all.rate() < 0.90 {
 			t.Errorf("overall agreement with addr2line %.2f%% < 90%%", 100*all.rate())
 		}

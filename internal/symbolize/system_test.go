@@ -73,6 +73,9 @@ func TestSystemLibc(t *testing.T) {
 	if len(w.msgs) > 0 {
 		t.Errorf("unexpected warnings: %q", w.msgs)
 	}
+	if c.colAgree < c.colTotal*99/100 {
+		t.Errorf("columns agree with llvm-symbolizer at only %d of %d addresses", c.colAgree, c.colTotal)
+	}
 	if c.rateEither() < 0.99 {
 		t.Errorf("agreement with addr2line or llvm-symbolizer %.2f%% < 99%%", 100*c.rateEither())
 	}
