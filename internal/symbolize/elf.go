@@ -61,7 +61,7 @@ func (s *Symbolizer) load(m *module, want []byte, problems *[]string) error {
 	defer f.Close()
 
 	id := buildID(f.File)
-	if want != nil && !bytes.Equal(id, want) {
+	if len(want) > 0 && !bytes.Equal(id, want) {
 		// The file on disk is not what the process loaded. Only a debug
 		// file with the wanted build id gives right names.
 		df, tried := s.openBuildIDFile(want)

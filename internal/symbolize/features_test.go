@@ -560,3 +560,97 @@ func TestIsAllocatorFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressedDebugSections checks that the compressed fixtures compared
+// with addr2line really have compressed debug sections of each kind, and
+// that lookups in them equal those in an uncompressed build.
+func TestCompressedDebugSections(t *testing.T) {
+	plain := build(t, fixtureByName(t, "c-gcc-O2"))
+	sites := callSites(disassemble(t, plain))
+	for _, c := range []struct {
+		fixture string
+		section string
+		typ     elf.CompressionType // 0 for .zdebug (GNU zlib)
+	}{
+		{"c-gcc-O2-gz-zlib", ".debug_info", elf.COMPRESS_ZLIB},
+		{"c-gcc-O2-zstd", ".debug_info", elf.COMPRESS_ZSTD},
+		{"c-gcc-O2-zdebug", ".zdebug_info", 0},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			path := build(t, fixtureByName(t, c.fixture))
+			f, err := elf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sec := f.Section(c.section)
+			if sec == nil {
+				t.Fatalf("%s has no %s", path, c.section)
+			}
+			if c.typ != 0 {
+				if sec.Flags&elf.SHF_COMPRESSED == 0 {
+					t.Fatalf("%s: %s not SHF_COMPRESSED", path, c.section)
+				}
+				// The Elf64_Chdr at the start of the section's bytes.
+				raw, err := os.ReadFile(path)
+				if err != nil || sec.Offset+4 > uint64(len(raw)) {
+					t.Fatalf("read %s: %v", path, err)
+				}
+				ch := raw[sec.Offset : sec.Offset+4]
+				if got := elf.CompressionType(f.ByteOrder.Uint32(ch)); got != c.typ {
+					t.Fatalf("%s: %s compressed with %v, want %v", path, c.section, got, c.typ)
+				}
+			}
+			f.Close()
+			// Same binary code as c-gcc-O2 (only debug sections differ) for
+			// the objcopy variants; the -gz build is compared with its own
+			// disassembly.
+			addrs := sites
+			if c.fixture == "c-gcc-O2-gz-zlib" {
+				addrs = callSites(disassemble(t, path))
+			}
+			s := New(Options{})
+			defer s.Close()
+			withLine := 0
+			for _, a := range addrs {
+				fr, err := s.Lookup(path, nil, a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(fr) > 0 && fr[0].Line > 0 {
+					withLine++
+				}
+			}
+			if withLine < len(addrs)/2 {
+				t.Errorf("only %d of %d call sites have lines", withLine, len(addrs))
+			}
+		})
+	}
+}
+
+// TestFixtureKinds checks that the PIE, non-PIE and shared-library fixtures
+// are what their names say, so that the addr2line comparisons cover each.
+func TestFixtureKinds(t *testing.T) {
+	for _, c := range []struct {
+		fixture string
+		typ     elf.Type
+		interp  bool
+	}{
+		{"c-gcc-O2-pie", elf.ET_DYN, true},
+		{"c-gcc-O2-nopie", elf.ET_EXEC, true},
+		{"cpp-gcc-O2-nopie", elf.ET_EXEC, true},
+		{"lib-gcc-O2", elf.ET_DYN, false},
+	} {
+		f, err := elf.Open(build(t, fixtureByName(t, c.fixture)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		interp := false
+		for _, p := range f.Progs {
+			interp = interp || p.Type == elf.PT_INTERP
+		}
+		if f.Type != c.typ || interp != c.interp {
+			t.Errorf("%s: type %v, interpreter %v; want %v, %v", c.fixture, f.Type, interp, c.typ, c.interp)
+		}
+		f.Close()
+	}
+}

@@ -29,7 +29,13 @@ import (
 // Inlined=false.
 type Frame struct {
 	// Function is the demangled function name, e.g. "shop::Cart::add(int)";
-	// "" if unknown.
+	// "" if unknown. It comes from DW_AT_linkage_name (demangled like
+	// c++filt) or DW_AT_name, following DW_AT_abstract_origin and
+	// DW_AT_specification; without DWARF, from the ELF symbol. The
+	// outermost (physical) function of a C++ frame whose DWARF has no
+	// linkage name (main, functions in anonymous namespaces, lambdas'
+	// clones) is named by the nearest ELF symbol, e.g. "main.cold" in a cold
+	// part, as addr2line does for the innermost frame.
 	Function string
 	// File is the source file path as recorded in DWARF (joined with the
 	// compilation directory when relative). Without DWARF line information it
@@ -44,11 +50,16 @@ type Frame struct {
 	Inlined bool
 }
 
+// DefaultDebugDir is the root of separate debug files used when
+// Options.DebugDirs is empty. A caller adding its own directories (the
+// --debug-dir flag) should keep it: append([]string{dir}, DefaultDebugDir).
+const DefaultDebugDir = "/usr/lib/debug"
+
 // Options configures a Symbolizer. The zero value is usable.
 type Options struct {
 	// DebugDirs are the roots of separate debug files, searched in order for
 	// DIR/.build-id/xx/yyyy.debug and DIR/<binary dir>/<debuglink name>.
-	// Nil or empty means {"/usr/lib/debug"}.
+	// Nil or empty means {DefaultDebugDir}.
 	DebugDirs []string
 	// Warn, if non-nil, is called at most once per module that has a problem
 	// (missing or corrupt debug information, build-id mismatch, unreadable
@@ -58,8 +69,8 @@ type Options struct {
 	// CacheBytes bounds the approximate memory used by the lazily built
 	// per-compilation-unit indexes (line tables and function trees) across
 	// all modules; least recently used units are dropped and rebuilt on
-	// demand. Zero means 512 MiB. The raw DWARF sections of each open module
-	// are not counted.
+	// demand. Zero means 512 MiB. Not counted: the symbol tables and the
+	// (decompressed) DWARF sections each loaded module keeps in memory.
 	CacheBytes int64
 }
 
@@ -91,7 +102,7 @@ type moduleKey struct {
 // New returns a Symbolizer configured by opts.
 func New(opts Options) *Symbolizer {
 	if len(opts.DebugDirs) == 0 {
-		opts.DebugDirs = []string{"/usr/lib/debug"}
+		opts.DebugDirs = []string{DefaultDebugDir}
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 512 << 20
@@ -124,7 +135,7 @@ func guard(err *error, ctx string) {
 // innermost first. It looks up exactly addr; callers pass return addresses
 // minus one.
 //
-// wantBuildID, if non-nil, is the build id the process had loaded. If the file
+// wantBuildID, if not empty, is the build id the process had loaded. If the file
 // on disk has a different one, Lookup uses a debug file with the wanted build
 // id from DebugDirs if there is one, else it warns and returns an error
 // wrapping ErrBuildIDMismatch with no frames.
