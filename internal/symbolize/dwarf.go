@@ -169,17 +169,16 @@ func (dw *dwarfInfo) lineExtent(ci int32) []span {
 func (s *Symbolizer) lookupDWARF(m *module, addr uint64, plain *[]bool) (frames []Frame, ok bool) {
 	dw := m.dw
 	// Candidate units in .debug_info order, like binutils.
-	var cand [4]int32
-	cands := cand[:0]
-	dw.index.each(addr, func(sp span) bool {
-		cands = append(cands, sp.idx)
-		return true
-	})
-	if len(cands) > 1 {
-		sort.Slice(cands, func(i, j int) bool { return cands[i] < cands[j] })
+	var buf [4]span
+	cands := dw.index.containing(buf[:0], addr)
+	for i := 1; i < len(cands); i++ { // few: insertion sort by unit index
+		for j := i; j > 0 && cands[j].idx < cands[j-1].idx; j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
 	}
-	for i, ci := range cands {
-		if i > 0 && ci == cands[i-1] {
+	for i, sp := range cands {
+		ci := sp.idx
+		if i > 0 && ci == cands[i-1].idx {
 			continue
 		}
 		cu := &dw.cus[ci]

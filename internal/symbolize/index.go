@@ -31,17 +31,16 @@ func newSpanIndex(spans []span) spanIndex {
 	return spanIndex{spans: spans, maxHi: maxHi}
 }
 
-// each calls fn for every span containing addr, from the highest lo down,
-// until fn returns false.
-func (x *spanIndex) each(addr uint64, fn func(s span) bool) {
+// containing appends to dst the spans containing addr, from the highest lo
+// down, and returns it.
+func (x *spanIndex) containing(dst []span, addr uint64) []span {
 	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].lo > addr }) - 1
 	for ; i >= 0 && x.maxHi[i] > addr; i-- {
 		if s := x.spans[i]; s.hi > addr {
-			if !fn(s) {
-				return
-			}
+			dst = append(dst, s)
 		}
 	}
+	return dst
 }
 
 // smallest returns the index of the smallest span containing addr (ties go
@@ -49,12 +48,16 @@ func (x *spanIndex) each(addr uint64, fn func(s span) bool) {
 func (x *spanIndex) smallest(addr uint64) int32 {
 	best := int32(-1)
 	var bestLen uint64
-	x.each(addr, func(s span) bool {
+	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].lo > addr }) - 1
+	for ; i >= 0 && x.maxHi[i] > addr; i-- {
+		s := x.spans[i]
+		if s.hi <= addr {
+			continue
+		}
 		if l := s.hi - s.lo; best < 0 || l < bestLen || (l == bestLen && s.idx > best) {
 			best, bestLen = s.idx, l
 		}
-		return true
-	})
+	}
 	return best
 }
 

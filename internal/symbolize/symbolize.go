@@ -196,7 +196,15 @@ func (s *Symbolizer) warn(m *module, msg string) {
 
 // lookup resolves addr in the loaded module m.
 func (s *Symbolizer) lookup(m *module, addr uint64, plain *[]bool) (frames []Frame, err error) {
-	defer guard(&err, fmt.Sprintf("symbolize %s at %#x", m.path, addr))
+	defer func() {
+		if !recoverPanics {
+			return
+		}
+		if r := recover(); r != nil {
+			frames = nil
+			err = fmt.Errorf("symbolize %s at %#x: malformed input: internal panic: %v\n%s", m.path, addr, r, debug.Stack())
+		}
+	}()
 
 	if m.dw != nil {
 		fr, ok := s.lookupDWARF(m, addr, plain)
