@@ -23,8 +23,12 @@ func (m *merger) Buffer(ring int) *[]event.Event {
 		m.rings = append(m.rings, ringQueue{})
 	}
 	q := &m.rings[ring]
-	if q.head > 0 && q.head == len(q.evs) {
-		q.evs, q.head = q.evs[:0], 0
+	if q.head > 0 && q.head >= len(q.evs)/2 {
+		// Drop what was taken, so that a queue that always has a few
+		// pending events does not grow with the run.
+		n := copy(q.evs, q.evs[q.head:])
+		clear(q.evs[n:])
+		q.evs, q.head = q.evs[:n], 0
 	}
 	return &q.evs
 }

@@ -37,6 +37,11 @@ var minWords = [RecMax + 1]int{
 // returns the events before it and a *DecodeError.
 func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, error) {
 	le := binary.LittleEndian
+	// Room for as many events as the bytes can hold, at once: growing by
+	// appending would copy them again and again.
+	if most := len(b) / 24; cap(out)-len(out) < most {
+		out = append(make([]event.Event, 0, len(out)+most), out...)
+	}
 	off := 0
 	for off < len(b) {
 		if len(b)-off < 8 {
