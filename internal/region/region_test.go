@@ -1,0 +1,170 @@
+package region
+
+import (
+	"encoding/binary"
+	"os"
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/wire"
+)
+
+// producer plays the agent's part for one slot: it appends records to the
+// ring the way lp_put does (whole records, possibly across the ring's end)
+// and publishes head.
+type producer struct {
+	r    *Region
+	slot int
+	head uint64
+}
+
+func (p *producer) claim(tid int32) {
+	so := p.r.slotOff(p.slot)
+	p.r.u32(so + wire.OffSlotState).Store(wire.SlotActive)
+	p.r.u32(so + wire.OffSlotTID).Store(uint32(tid))
+	if used := p.r.u32(wire.OffSlotsUsed); used.Load() < uint32(p.slot+1) {
+		used.Store(uint32(p.slot + 1))
+	}
+}
+
+func (p *producer) put(words ...uint64) bool {
+	size := uint64(p.r.opts.RingSize)
+	so := p.r.slotOff(p.slot)
+	tail := p.r.u64(so + wire.OffSlotTail).Load()
+	if p.head+uint64(8*len(words))-tail > size {
+		return false // full
+	}
+	base := p.r.dataOff + p.slot*p.r.opts.RingSize
+	for _, w := range words {
+		binary.LittleEndian.PutUint64(p.r.mem[base+int(p.head%size):], w)
+		p.head += 8
+	}
+	p.r.u64(so + wire.OffSlotHead).Store(p.head)
+	return true
+}
+
+func hdr(typ, fn, words int, aux uint32) uint64 {
+	return uint64(typ) | uint64(fn)<<8 | uint64(words)<<16 | uint64(aux)<<32
+}
+
+// drain drains into one slice per ring.
+func drain(t *testing.T, r *Region) map[int][]event.Event {
+	t.Helper()
+	got := map[int][]event.Event{}
+	tg := &sliceTarget{m: got}
+	if _, err := r.Drain(tg); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+type sliceTarget struct {
+	m   map[int][]event.Event
+	cur []event.Event
+}
+
+func (s *sliceTarget) Buffer(ring int) *[]event.Event {
+	s.cur = s.m[ring]
+	return &s.cur
+}
+
+func (s *sliceTarget) Filled(ring int, _ int) { s.m[ring] = s.cur }
+
+func TestDrainAcrossTheRingsEnd(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 3, Options{Slots: 4, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := &producer{r: r, slot: 2}
+	p.claim(77)
+	if !p.put(hdr(wire.RecThreadStart, 0, 3, 77), 1, 0) {
+		t.Fatal("ring full at start")
+	}
+	got := drain(t, r)
+	if len(got[2]) != 1 || got[2][0].Kind != event.ThreadStart || got[2][0].Thread != 77 || got[2][0].Proc != 3 {
+		t.Fatalf("first drain: %+v", got)
+	}
+	// Many rounds of allocations: the ring wraps many times and records
+	// straddle its end (32-byte records in a 4096-byte ring after a
+	// 24-byte one).
+	var next uint64 = 0x1000
+	for round := 0; round < 50; round++ {
+		n := 0
+		for p.put(hdr(wire.RecAlloc, int(event.Malloc), 4, 0), uint64(round), next+uint64(n)*16, 16) {
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("round %d: ring never drained", round)
+		}
+		got := drain(t, r)
+		if len(got[2]) != n {
+			t.Fatalf("round %d: put %d, drained %d", round, n, len(got[2]))
+		}
+		for i, ev := range got[2] {
+			if ev.Kind != event.Alloc || ev.Addr != next+uint64(i)*16 || ev.Thread != 77 || ev.Time != uint64(round) {
+				t.Fatalf("round %d event %d: %+v", round, i, ev)
+			}
+		}
+		next += uint64(n) * 16
+	}
+}
+
+func TestDrainRejectsABrokenRing(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := &producer{r: r, slot: 0}
+	p.claim(1)
+	// head beyond tail+size: the agent broke the protocol.
+	r.u64(r.slotOff(0) + wire.OffSlotHead).Store(1 << 20)
+	if _, err := r.Drain(&sliceTarget{m: map[int][]event.Event{}}); err == nil {
+		t.Error("no error for a head a megabyte past the tail")
+	}
+	// Garbage records: an error, and the ring is consumed anyway.
+	p.head = 1 << 20
+	r.u64(r.slotOff(0) + wire.OffSlotTail).Store(p.head)
+	p.put(0xffff, 0xffff)
+	if _, err := r.Drain(&sliceTarget{m: map[int][]event.Event{}}); err == nil {
+		t.Error("no error for garbage records")
+	}
+	if h, tl := r.u64(r.slotOff(0)+wire.OffSlotHead).Load(), r.u64(r.slotOff(0)+wire.OffSlotTail).Load(); h != tl {
+		t.Errorf("garbage left in the ring: head %d tail %d", h, tl)
+	}
+}
+
+func TestReclaimFreesOnlyDrainedSlotsOfDeadThreads(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 3, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dead, alive, undrained := &producer{r: r, slot: 0}, &producer{r: r, slot: 1}, &producer{r: r, slot: 2}
+	dead.claim(100)
+	alive.claim(200)
+	undrained.claim(300)
+	undrained.put(hdr(wire.RecThreadExit, 0, 2, 300), 5)
+	isAlive := func(tid int32) bool { return tid == 200 }
+	if n := r.Reclaim(isAlive); n != 1 {
+		t.Errorf("reclaimed %d slots, want 1 (the drained dead one)", n)
+	}
+	state := func(i int) uint32 { return r.u32(r.slotOff(i) + wire.OffSlotState).Load() }
+	if state(0) != wire.SlotFree || state(1) != wire.SlotActive || state(2) != wire.SlotActive {
+		t.Errorf("slot states %d %d %d", state(0), state(1), state(2))
+	}
+	drain(t, r)
+	if n := r.Reclaim(isAlive); n != 1 || state(2) != wire.SlotFree {
+		t.Errorf("after draining, reclaimed %d, slot 2 state %d", n, state(2))
+	}
+}
+
+func TestCreateChecksOptions(t *testing.T) {
+	for _, o := range []Options{{RingSize: 3000}, {Slots: -1}, {MaxDepth: 500}} {
+		if r, err := Create(1, 0, o); err == nil {
+			r.Close()
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
