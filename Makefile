@@ -40,5 +40,10 @@ demo: all
 	$(CC) -g -O0 -o bin/demo testdata/demo/demo.c
 	bin/leakpath run -- bin/demo
 
+# bench: leakpath against native, heaptrack and valgrind on the same
+# workloads (see bench/main.go); BENCHFLAGS="-runs 9" for more runs.
+bench: all
+	$(GO) run ./bench $(BENCHFLAGS)
+
 clean:
 	rm -rf bin

@@ -1,0 +1,368 @@
+// Command bench measures leakpath against running natively, heaptrack and
+// valgrind on the same workloads in one run, and prints one table of
+// medians and ratios (run it with `make bench`).
+//
+// Each workload runs -runs times under each tool, the tools taking turns
+// so that drift of a noisy machine spreads over all of them. For each run
+// it takes the wall time, the CPU time of the whole process tree, and the
+// peak resident set of its processes, sampled from /proc (the largest
+// single process, and the tool's own process: leakpath's collector,
+// heaptrack's interpreter). Then it sizes the traces and times the
+// reports (leakpath report vs heaptrack_print). Valgrind runs a smaller
+// size of the workload (it is 20-130 times slower) and is compared by
+// ratio to native at that size.
+//
+// It installs nothing: a missing tool is a printed skip.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+type workload struct {
+	name  string
+	argv  []string // the program and its arguments
+	small []string // a smaller run for valgrind (nil: same)
+	stdin string
+}
+
+type measure struct {
+	wall, cpu  time.Duration
+	peakRSS    int64 // KiB, largest process of the tree
+	toolRSS    int64 // KiB, the tool's own process (0: none)
+	traceBytes int64
+	reportWall time.Duration
+	failed     string
+}
+
+func main() {
+	runs := flag.Int("runs", 5, "runs per tool and workload (medians are reported)")
+	size := flag.Int("n", 2000000, "allocations of the allocation loop")
+	only := flag.String("only", "", "run only the workloads whose name contains this")
+	leakpathBin := flag.String("leakpath", "", "leakpath binary (default: bin/leakpath of this repository)")
+	flag.Parse()
+	if err := run(*runs, *size, *only, *leakpathBin); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(runs, size int, only, lp string) error {
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(here))
+	if lp == "" {
+		lp = filepath.Join(root, "bin", "leakpath")
+	}
+	if _, err := os.Stat(lp); err != nil {
+		return fmt.Errorf("%s not found: run make first", lp)
+	}
+	work, err := os.MkdirTemp("", "leakpath-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	cc := func(out string, flags ...string) (string, error) {
+		bin := filepath.Join(work, out)
+		args := append([]string{"-o", bin, filepath.Join(root, "bench", "workloads", "allocloop.c"), "-pthread", "-g"}, flags...)
+		if b, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("compiling allocloop: %v\n%s", err, b)
+		}
+		return bin, nil
+	}
+	fp, err := cc("allocloop-fp", "-O2", "-fno-omit-frame-pointer")
+	if err != nil {
+		return err
+	}
+	nofp, err := cc("allocloop", "-O2")
+	if err != nil {
+		return err
+	}
+	n := strconv.Itoa(size)
+	small := strconv.Itoa(size / 20)
+	workloads := []workload{
+		{name: "alloc loop, frame pointers", argv: []string{fp, n}, small: []string{fp, small}},
+		{name: "alloc loop, -O2", argv: []string{nofp, n}, small: []string{nofp, small}},
+		{name: "alloc loop, 1 thread", argv: []string{nofp, n, "1"}, small: []string{nofp, small, "1"}},
+		{name: "alloc loop, 2 threads", argv: []string{nofp, n, "2"}, small: []string{nofp, small, "2"}},
+	}
+	if _, err := exec.LookPath("sqlite3"); err == nil {
+		workloads = append(workloads, workload{name: "sqlite3 inserts", argv: []string{"sqlite3", ":memory:"}, stdin: sqliteScript(200000),
+			small: []string{"sqlite3", ":memory:"}})
+	} else {
+		fmt.Println("skip: sqlite3 workload (sqlite3 not installed)")
+	}
+	if py, err := exec.LookPath("python3"); err == nil {
+		workloads = append(workloads, workload{name: "python3 script", argv: []string{py, "-c", pythonScript}})
+	} else {
+		fmt.Println("skip: python3 workload (python3 not installed)")
+	}
+	haveHeaptrack := lookup("heaptrack") && lookup("heaptrack_print")
+	if !haveHeaptrack {
+		fmt.Println("skip: heaptrack columns (heaptrack/heaptrack_print not installed: apt-get install heaptrack)")
+	}
+	haveValgrind := lookup("valgrind")
+	if !haveValgrind {
+		fmt.Println("skip: valgrind columns (valgrind not installed)")
+	}
+
+	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "workload\tnative\tleakpath\t×native\theaptrack\t×native\tlp/ht\tCPU lp/ht\tcollector/interp RSS\ttrace lp/ht\treport lp/ht\tvalgrind ×native\t\n")
+	for _, w := range workloads {
+		if only != "" && !strings.Contains(w.name, only) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s ...\n", w.name)
+		var nat, lpm, htm []measure
+		for i := 0; i < runs; i++ {
+			nat = append(nat, measureCmd(w.argv, w.stdin, nil))
+			trace := filepath.Join(work, "t.lpt")
+			os.Remove(trace)
+			m := measureCmd(append([]string{lp, "run", "-o", trace, "--report", os.DevNull, "--"}, w.argv...), w.stdin, []string{"leakpath"})
+			m.traceBytes = fileSize(trace)
+			m.reportWall = timeCmd(lp, "report", "--output", os.DevNull, trace)
+			lpm = append(lpm, m)
+			if haveHeaptrack {
+				out := filepath.Join(work, "ht")
+				removeGlob(out + "*")
+				m := measureCmd(append([]string{"heaptrack", "-o", out}, w.argv...), w.stdin, []string{"heaptrack_inter"})
+				if files, _ := filepath.Glob(out + "*"); len(files) == 1 {
+					m.traceBytes = fileSize(files[0])
+					m.reportWall = timeCmd("heaptrack_print", "-f", files[0])
+				}
+				htm = append(htm, m)
+			}
+		}
+		vg := "-"
+		if haveValgrind {
+			argv := w.argv
+			if w.small != nil {
+				argv = w.small
+			}
+			vn := measureCmd(argv, w.stdin, nil)
+			vm := measureCmd(append([]string{"valgrind", "-q", "--leak-check=no", "--log-file=" + os.DevNull}, argv...), w.stdin, nil)
+			vg = fmt.Sprintf("%.1f", vm.wall.Seconds()/vn.wall.Seconds())
+		}
+		natW := median(nat, func(m measure) float64 { return m.wall.Seconds() })
+		lpW := median(lpm, func(m measure) float64 { return m.wall.Seconds() })
+		lpC := median(lpm, func(m measure) float64 { return m.cpu.Seconds() })
+		lpR := median(lpm, func(m measure) float64 { return float64(m.toolRSS) })
+		lpT := median(lpm, func(m measure) float64 { return float64(m.traceBytes) })
+		lpP := median(lpm, func(m measure) float64 { return m.reportWall.Seconds() })
+		htCols := "-\t-\t-\t-\t-\t-\t-"
+		if len(htm) > 0 {
+			htW := median(htm, func(m measure) float64 { return m.wall.Seconds() })
+			htC := median(htm, func(m measure) float64 { return m.cpu.Seconds() })
+			htR := median(htm, func(m measure) float64 { return float64(m.toolRSS) })
+			htT := median(htm, func(m measure) float64 { return float64(m.traceBytes) })
+			htP := median(htm, func(m measure) float64 { return m.reportWall.Seconds() })
+			htCols = fmt.Sprintf("%.3f s\t%.1f\t%.2f\t%.2f\t%s/%s\t%.2f\t%.2f",
+				htW, htW/natW, lpW/htW, lpC/htC, kib(lpR), kib(htR), lpT/htT, lpP/htP)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f s\t%.3f s\t%.1f\t%s\t%s\t\n", w.name, natW, lpW, lpW/natW, htCols, vg)
+		for _, ms := range [][]measure{nat, lpm, htm} {
+			for _, m := range ms {
+				if m.failed != "" {
+					fmt.Fprintf(os.Stderr, "bench: %s: a run failed: %s\n", w.name, m.failed)
+					break
+				}
+			}
+		}
+	}
+	tw.Flush()
+	fmt.Printf("medians of %d runs; ×native = wall time over native; lp/ht = leakpath over heaptrack (below 1: leakpath is better);\n"+
+		"RSS: peak of leakpath's collector / heaptrack's interpreter; valgrind (memcheck) ran a twentieth of the loops.\n", runs)
+	return nil
+}
+
+func lookup(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
+}
+
+func kib(k float64) string {
+	if k <= 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.0fM", k/1024)
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func removeGlob(pattern string) {
+	files, _ := filepath.Glob(pattern)
+	for _, f := range files {
+		os.RemoveAll(f)
+	}
+}
+
+func median(ms []measure, f func(measure) float64) float64 {
+	var v []float64
+	for _, m := range ms {
+		if m.failed == "" {
+			v = append(v, f(m))
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func timeCmd(argv ...string) time.Duration {
+	start := time.Now()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Run(); err != nil {
+		return 0
+	}
+	return time.Since(start)
+}
+
+// measureCmd runs argv and measures it. tool names (by /proc comm) the
+// tool's own process, whose peak RSS is reported on its own.
+func measureCmd(argv []string, stdin string, tool []string) measure {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = nil, &errb
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return measure{failed: err.Error()}
+	}
+	var mu sync.Mutex
+	peak, toolPeak := int64(0), int64(0)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				p, tp := sampleTree(cmd.Process.Pid, tool)
+				mu.Lock()
+				peak, toolPeak = max(peak, p), max(toolPeak, tp)
+				mu.Unlock()
+			}
+		}
+	}()
+	err := cmd.Wait()
+	wall := time.Since(start)
+	close(done)
+	m := measure{wall: wall}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		m.peakRSS = ru.Maxrss
+	}
+	mu.Lock()
+	m.peakRSS = max(m.peakRSS, peak)
+	m.toolRSS = toolPeak
+	mu.Unlock()
+	if err != nil {
+		m.failed = fmt.Sprintf("%v: %s", err, lastLine(errb.String()))
+	}
+	return m
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// sampleTree returns the largest VmRSS (KiB) among pid and its
+// descendants, and the largest among those whose comm starts with one of
+// tool.
+func sampleTree(pid int, tool []string) (peak, toolPeak int64) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0
+	}
+	parent := map[int]int{}
+	comm := map[int]string{}
+	rss := map[int]int64{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(line, "Name:"):
+				comm[p] = strings.TrimSpace(line[5:])
+			case strings.HasPrefix(line, "PPid:"):
+				parent[p], _ = strconv.Atoi(strings.TrimSpace(line[5:]))
+			case strings.HasPrefix(line, "VmRSS:"):
+				f := strings.Fields(line)
+				if len(f) >= 2 {
+					rss[p], _ = strconv.ParseInt(f[1], 10, 64)
+				}
+			}
+		}
+	}
+	for p := range rss {
+		q := p
+		for i := 0; i < 64 && q > 1 && q != pid; i++ {
+			q = parent[q]
+		}
+		if q != pid {
+			continue
+		}
+		peak = max(peak, rss[p])
+		for _, t := range tool {
+			if strings.HasPrefix(comm[p], t) {
+				toolPeak = max(toolPeak, rss[p])
+			}
+		}
+	}
+	return peak, toolPeak
+}
+
+// sqliteScript inserts n rows in one transaction, indexes them, reads them.
+func sqliteScript(n int) string {
+	return fmt.Sprintf(`create table t(id integer primary key, name text, v real);
+begin;
+with recursive c(x) as (select 1 union all select x+1 from c where x < %d)
+insert into t select x, 'name-' || x || '-' || hex(randomblob(8)), x * 0.5 from c;
+commit;
+create index t_name on t(name);
+select count(*), sum(v) from t where name like 'name-1%%';
+`, n)
+}
+
+const pythonScript = `
+import json, collections
+words = ("alpha beta gamma delta epsilon zeta eta theta " * 20000).split()
+c = collections.Counter(words)
+d = {i: [w] * 3 for i, w in enumerate(words[:50000])}
+s = json.dumps(d)
+print(len(s), c.most_common(2))
+`
