@@ -287,3 +287,38 @@ func BenchmarkReadFile(b *testing.B) {
 	data := writeTrace(b, evs, Options{}, 4096)
 	benchRead(b, data, len(evs))
 }
+
+// BenchmarkDecode is the event decoder alone, without zstd.
+func BenchmarkDecode(b *testing.B) {
+	evs := synth1M()
+	e := newEncoder()
+	var payloads [][]byte
+	for i := range evs {
+		e.add(&evs[i])
+		if e.size() >= DefaultChunkSize || i == len(evs)-1 {
+			payloads = append(payloads, e.payload(nil))
+			e.reset()
+		}
+	}
+	d := newDecoder()
+	buf := make([]event.Event, 0, 4096)
+	runtime.GC()
+	cpu := startCPU()
+	b.ResetTimer()
+	for b.Loop() {
+		for _, p := range payloads {
+			if err := d.reset(p); err != nil {
+				b.Fatal(err)
+			}
+			for !d.done() {
+				buf = d.next(buf[:0], 4096)
+				if err := d.err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	n := float64(len(evs)) * float64(b.N)
+	b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/event")
+	cpu.report(b, n)
+}
