@@ -57,8 +57,8 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 			if ev.Kind == event.ProcessStart && main < 0 {
 				main = int32(ev.Proc)
 			}
-			if ev.Clock != nil && ev.Clock.TicksPerSec > 0 {
-				tps = ev.Clock.TicksPerSec
+			if ev.ClockInfo() != nil && ev.ClockInfo().TicksPerSec > 0 {
+				tps = ev.ClockInfo().TicksPerSec
 			}
 		}
 		model.Apply(buf)

@@ -328,8 +328,8 @@ func (c *collector) register(h launch.Hello) (int, error) {
 	}
 	ticks := c.src.Now()
 	im := &image{idx: idx, pid: h.PID, reg: reg, pidfd: pidfd, execd: make(chan struct{})}
-	im.start = event.Event{Kind: event.ProcessStart, Proc: idx, Time: ticks, Process: &info,
-		Clock: &event.ClockInfo{Ticks: ticks, Mono: clock.Mono(), Real: clock.Real(), TicksPerSec: c.src.TicksPerSecond()}}
+	im.start = event.Event{Kind: event.ProcessStart, Proc: idx, Time: ticks, X: &event.Extra{Process: &info,
+		Clock: &event.ClockInfo{Ticks: ticks, Mono: clock.Mono(), Real: clock.Real(), TicksPerSec: c.src.TicksPerSecond()}}}
 	c.images = append(c.images, im)
 	c.current[h.PID] = im
 	c.wg.Add(1)
@@ -414,7 +414,7 @@ func (c *collector) pipeline(im *image) {
 			}
 			im.reg.Detach()
 			im.reg.Close()
-			out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), Process: ended})
+			out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
 			c.sink.send(im.idx, out, true)
 			c.mu.Lock()
 			im.reg = nil
@@ -450,7 +450,7 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		c.mu.Lock()
 		replaced := c.current[im.pid] != im
 		c.mu.Unlock()
-		info := *im.start.Process
+		info := *im.start.ProcessInfo()
 		if replaced {
 			info.ExecdOut = true
 		}
@@ -460,7 +460,7 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 	if !exited(im.pidfd) {
 		return nil
 	}
-	info := *im.start.Process
+	info := *im.start.ProcessInfo()
 	if im.pid == c.mainPID {
 		// The collector reaps the program itself: take its status.
 		c.mu.Lock()

@@ -139,8 +139,8 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 		ev := &evs[i]
 		switch ev.Kind {
 		case event.ProcessStart:
-			if ev.Process != nil && ev.Process.ForkID != 0 && ev.Process.ParentProc >= 0 {
-				k := forkKey{uint32(ev.Process.ParentProc), ev.Process.ForkID}
+			if ev.ProcessInfo() != nil && ev.ProcessInfo().ForkID != 0 && ev.ProcessInfo().ParentProc >= 0 {
+				k := forkKey{uint32(ev.ProcessInfo().ParentProc), ev.ProcessInfo().ForkID}
 				if !s.forked[k] {
 					// The parent has not reached its fork yet.
 					s.apply(evs[:i])
@@ -231,10 +231,10 @@ func (s *sink) startOrphan(k forkKey, h *held) {
 			delete(s.childOf, p)
 		}
 	}
-	if len(h.evs) > 0 && h.evs[0].Process != nil {
-		info := *h.evs[0].Process
+	if len(h.evs) > 0 && h.evs[0].ProcessInfo() != nil {
+		info := *h.evs[0].ProcessInfo()
 		info.ForkID = 0
-		h.evs[0].Process = &info
+		h.evs[0].Ext().Process = &info
 	}
 	s.apply(h.evs)
 }

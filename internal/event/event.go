@@ -143,23 +143,78 @@ func (f Fn) FreeFamily() Family {
 	return FamilyNone
 }
 
-// Event is one thing that happened in a recorded process.
+// Event is one thing that happened in a recorded process. It is 64 bytes
+// with a single pointer: millions of them pass through slices, and what
+// only rare kinds carry lives behind X.
 type Event struct {
-	Kind    Kind
-	Fn      Fn
-	Proc    uint32 // the collector's index of the process image
-	Thread  int32  // OS thread id
-	Stack   uint32 // stack id, per process image; 0: none
-	Time    uint64 // agent clock ticks (see ClockInfo)
-	Addr    uint64
-	Addr2   uint64
-	Size    uint64
-	Aux     uint64
-	Frames  []uint64
-	Module  *Module
-	Text    string
-	Process *ProcessInfo
-	Clock   *ClockInfo
+	Kind   Kind
+	Fn     Fn
+	Proc   uint32 // the collector's index of the process image
+	Thread int32  // OS thread id
+	Stack  uint32 // stack id, per process image; 0: none
+	Time   uint64 // agent clock ticks (see ClockInfo)
+	Addr   uint64
+	Addr2  uint64
+	Size   uint64
+	Aux    uint64
+	X      *Extra // nil for heap events
+}
+
+// Extra holds what only some kinds of event carry.
+type Extra struct {
+	Frames  []uint64     // StackDef
+	Module  *Module      // ModuleLoad, ModuleUnload
+	Text    string       // ThreadName, Exec
+	Process *ProcessInfo // ProcessStart, ProcessEnd
+	Clock   *ClockInfo   // ProcessStart, Clock
+}
+
+// Ext returns e's extra part, creating it if absent.
+func (e *Event) Ext() *Extra {
+	if e.X == nil {
+		e.X = &Extra{}
+	}
+	return e.X
+}
+
+// Frames returns the frames of a StackDef (nil for other kinds).
+func (e *Event) Frames() []uint64 {
+	if e.X == nil {
+		return nil
+	}
+	return e.X.Frames
+}
+
+// ModuleInfo returns the module of a ModuleLoad or ModuleUnload, or nil.
+func (e *Event) ModuleInfo() *Module {
+	if e.X == nil {
+		return nil
+	}
+	return e.X.Module
+}
+
+// ProcessInfo returns the process of a ProcessStart or ProcessEnd, or nil.
+func (e *Event) ProcessInfo() *ProcessInfo {
+	if e.X == nil {
+		return nil
+	}
+	return e.X.Process
+}
+
+// ClockInfo returns the clock of a ProcessStart or Clock event, or nil.
+func (e *Event) ClockInfo() *ClockInfo {
+	if e.X == nil {
+		return nil
+	}
+	return e.X.Clock
+}
+
+// Text returns the text of a ThreadName or Exec event.
+func (e *Event) Text() string {
+	if e.X == nil {
+		return ""
+	}
+	return e.X.Text
 }
 
 // Module describes a loaded ELF object.

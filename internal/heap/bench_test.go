@@ -11,11 +11,11 @@ import (
 // with the free stacks recorded.
 func loopEvents(n int) []event.Event {
 	evs := []event.Event{
-		{Kind: event.ProcessStart, Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}},
+		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}}},
 		{Kind: event.ThreadStart, Thread: 1, Time: 1},
 	}
 	for s := uint32(1); s <= 8; s++ {
-		evs = append(evs, event.Event{Kind: event.StackDef, Thread: 1, Stack: s, Frames: []uint64{0x1000 + uint64(s), 0x2000, 0x3000}})
+		evs = append(evs, event.Event{Kind: event.StackDef, Thread: 1, Stack: s, X: &event.Extra{Frames: []uint64{0x1000 + uint64(s), 0x2000, 0x3000}}})
 	}
 	var live [64]uint64
 	t := uint64(10)

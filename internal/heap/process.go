@@ -316,13 +316,13 @@ func (p *Process) apply(ev *event.Event) {
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
-		id := p.Stacks.intern(ev.Frames, p.ModuleOf)
+		id := p.Stacks.intern(ev.Frames(), p.ModuleOf)
 		for int(ev.Stack) >= len(p.agentStack) {
 			p.agentStack = append(p.agentStack, 0)
 		}
 		p.agentStack[ev.Stack] = id
 	case event.ModuleLoad:
-		m := &Module{Module: *ev.Module, Loaded: ev.Time}
+		m := &Module{Module: *ev.ModuleInfo(), Loaded: ev.Time}
 		idx := int32(len(p.Modules))
 		p.Modules = append(p.Modules, m)
 		p.modByID[m.ID] = idx
@@ -331,9 +331,9 @@ func (p *Process) apply(ev *event.Event) {
 			return p.Modules[p.live[i]].lowest() < p.Modules[p.live[j]].lowest()
 		})
 	case event.ModuleUnload:
-		if idx, ok := p.modByID[ev.Module.ID]; ok {
+		if idx, ok := p.modByID[ev.ModuleInfo().ID]; ok {
 			p.Modules[idx].Unloaded = ev.Time
-			delete(p.modByID, ev.Module.ID)
+			delete(p.modByID, ev.ModuleInfo().ID)
 			for i, l := range p.live {
 				if l == idx {
 					p.live = append(p.live[:i], p.live[i+1:]...)
@@ -349,17 +349,17 @@ func (p *Process) apply(ev *event.Event) {
 	case event.ThreadExit:
 		p.thread(ev.Thread).Exit = ev.Time
 	case event.ThreadName:
-		p.thread(ev.Thread).Name = ev.Text
+		p.thread(ev.Thread).Name = ev.Text()
 	case event.Exit:
 		st := int32(ev.Aux)
 		p.ExitStatus = &st
 	case event.Clock:
-		if ev.Clock != nil {
-			p.Clock = *ev.Clock
+		if ev.ClockInfo() != nil {
+			p.Clock = *ev.ClockInfo()
 		}
 	case event.ProcessEnd:
-		if ev.Process != nil {
-			end := *ev.Process
+		if ev.ProcessInfo() != nil {
+			end := *ev.ProcessInfo()
 			p.End = &end
 		}
 	}

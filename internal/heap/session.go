@@ -34,7 +34,7 @@ func (s *Session) Apply(evs []event.Event) {
 		p := s.Process(ev.Proc)
 		if p == nil {
 			p = s.start(&event.Event{Kind: event.ProcessStart, Proc: ev.Proc,
-				Process: &event.ProcessInfo{Index: ev.Proc, ParentProc: -1, ExecOf: -1}})
+				X: &event.Extra{Process: &event.ProcessInfo{Index: ev.Proc, ParentProc: -1, ExecOf: -1}}})
 		}
 		p.apply(ev)
 		if ev.Kind == event.ProcessEnd {
@@ -48,12 +48,12 @@ func (s *Session) start(ev *event.Event) *Process {
 		s.Procs = append(s.Procs, nil)
 	}
 	info := event.ProcessInfo{Index: ev.Proc, ParentProc: -1, ExecOf: -1}
-	if ev.Process != nil {
-		info = *ev.Process
+	if ev.ProcessInfo() != nil {
+		info = *ev.ProcessInfo()
 	}
 	p := newProcess(info)
-	if ev.Clock != nil {
-		p.Clock = *ev.Clock
+	if ev.ClockInfo() != nil {
+		p.Clock = *ev.ClockInfo()
 	}
 	if info.ForkID != 0 && info.ParentProc >= 0 {
 		if parent := s.Process(uint32(info.ParentProc)); parent != nil {

@@ -383,19 +383,19 @@ func (e *encoder) findAlloc(addr uint64) (uint64, *addrEntry) {
 
 // checkEvent reports why ev cannot be stored, or nil.
 func checkEvent(ev *event.Event) error {
-	if len(ev.Frames) > MaxFrames {
-		return fmt.Errorf("%v event with %d frames (limit %d)", ev.Kind, len(ev.Frames), MaxFrames)
+	if len(ev.Frames()) > MaxFrames {
+		return fmt.Errorf("%v event with %d frames (limit %d)", ev.Kind, len(ev.Frames()), MaxFrames)
 	}
-	if len(ev.Text) > MaxString {
-		return fmt.Errorf("%v event with %d bytes of text (limit %d)", ev.Kind, len(ev.Text), MaxString)
+	if len(ev.Text()) > MaxString {
+		return fmt.Errorf("%v event with %d bytes of text (limit %d)", ev.Kind, len(ev.Text()), MaxString)
 	}
-	if m := ev.Module; m != nil {
+	if m := ev.ModuleInfo(); m != nil {
 		if len(m.Path) > MaxString || len(m.BuildID) > MaxString || len(m.Segments) > MaxSegments {
 			return fmt.Errorf("module %q exceeds the limits (path %d bytes, build id %d bytes, %d segments)",
 				m.Path, len(m.Path), len(m.BuildID), len(m.Segments))
 		}
 	}
-	if p := ev.Process; p != nil {
+	if p := ev.ProcessInfo(); p != nil {
 		n := 0
 		for _, a := range p.Argv {
 			if len(a) > MaxString {
@@ -413,14 +413,14 @@ func checkEvent(ev *event.Event) error {
 // needsCheck reports whether ev has variable parts that checkEvent must
 // look at.
 func needsCheck(ev *event.Event) bool {
-	return ev.Frames != nil || ev.Text != "" || ev.Module != nil || ev.Process != nil
+	return ev.Frames() != nil || ev.Text() != "" || ev.ModuleInfo() != nil || ev.ProcessInfo() != nil
 }
 
 // add appends one event to the chunk. It returns an error, and adds
 // nothing, for an event beyond the format's limits.
 func (e *encoder) add(ev *event.Event) error {
-	plain := ev.Frames == nil && ev.Module == nil && ev.Text == "" && ev.Process == nil &&
-		ev.Clock == nil && ev.Aux == 0
+	plain := ev.Frames() == nil && ev.ModuleInfo() == nil && ev.Text() == "" && ev.ProcessInfo() == nil &&
+		ev.ClockInfo() == nil && ev.Aux == 0
 	if !plain && needsCheck(ev) {
 		if err := checkEvent(ev); err != nil {
 			return err
@@ -453,8 +453,8 @@ func (e *encoder) add(ev *event.Event) error {
 				return nil
 			}
 		}
-	} else if ev.Kind == event.StackDef && len(ev.Frames) != 0 && ev.Aux == 0 && ev.Module == nil && ev.Text == "" &&
-		ev.Process == nil && ev.Clock == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
+	} else if ev.Kind == event.StackDef && len(ev.Frames()) != 0 && ev.Aux == 0 && ev.ModuleInfo() == nil && ev.Text() == "" &&
+		ev.ProcessInfo() == nil && ev.ClockInfo() == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
 		e.addStackDef(ev)
 		e.big = true
 		return nil
@@ -603,7 +603,7 @@ func (e *encoder) addStackDef(ev *event.Event) {
 		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
 	}
 	e.lastStack = ev.Stack
-	e.putFrames(ev.Frames)
+	e.putFrames(ev.Frames())
 	e.s[sOps] = append(e.s[sOps], op)
 }
 
@@ -650,19 +650,19 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if ev.Aux != 0 {
 		mask |= gAux
 	}
-	if len(ev.Frames) != 0 {
+	if len(ev.Frames()) != 0 {
 		mask |= gFrames
 	}
-	if ev.Module != nil {
+	if ev.ModuleInfo() != nil {
 		mask |= gModule
 	}
-	if ev.Text != "" {
+	if ev.Text() != "" {
 		mask |= gText
 	}
-	if ev.Process != nil {
+	if ev.ProcessInfo() != nil {
 		mask |= gProcess
 	}
-	if ev.Clock != nil {
+	if ev.ClockInfo() != nil {
 		mask |= gClock
 	}
 	e.s[sOps] = append(e.s[sOps], opGeneric, byte(ev.Kind))
@@ -689,9 +689,9 @@ func (e *encoder) addGeneric(ev *event.Event) {
 		b = uv(b, ev.Aux)
 	}
 	if mask&gFrames != 0 {
-		e.putFrames(ev.Frames)
+		e.putFrames(ev.Frames())
 	}
-	if m := ev.Module; m != nil {
+	if m := ev.ModuleInfo(); m != nil {
 		b = uv(b, uint64(m.ID))
 		b = putString(b, m.Path)
 		b = uv(b, uint64(len(m.BuildID)))
@@ -706,9 +706,9 @@ func (e *encoder) addGeneric(ev *event.Event) {
 		}
 	}
 	if mask&gText != 0 {
-		b = putString(b, ev.Text)
+		b = putString(b, ev.Text())
 	}
-	if p := ev.Process; p != nil {
+	if p := ev.ProcessInfo(); p != nil {
 		b = uv(b, uint64(p.Index))
 		b = uv(b, zigzag(int64(p.PID)))
 		b = uv(b, zigzag(int64(p.PPID)))
@@ -731,7 +731,7 @@ func (e *encoder) addGeneric(ev *event.Event) {
 		b = uv(b, zigzag(int64(p.Code)))
 		b = uv(b, zigzag(int64(p.Signal)))
 	}
-	if c := ev.Clock; c != nil {
+	if c := ev.ClockInfo(); c != nil {
 		b = uv(b, c.Ticks)
 		b = uv(b, c.Mono)
 		b = uv(b, c.Real)

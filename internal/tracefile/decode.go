@@ -301,21 +301,7 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 func resetEvent(ev *event.Event, proc uint32, thread int32) {
 	ev.Kind, ev.Fn, ev.Proc, ev.Thread, ev.Stack = 0, 0, proc, thread, 0
 	ev.Time, ev.Addr, ev.Addr2, ev.Size, ev.Aux = 0, 0, 0, 0, 0
-	if ev.Frames != nil {
-		ev.Frames = nil
-	}
-	if ev.Module != nil {
-		ev.Module = nil
-	}
-	if ev.Text != "" {
-		ev.Text = ""
-	}
-	if ev.Process != nil {
-		ev.Process = nil
-	}
-	if ev.Clock != nil {
-		ev.Clock = nil
-	}
+	ev.X = nil // never reused: the caller may keep what an event pointed to
 }
 
 func (d *decoder) decAlloc(ev *event.Event, op byte) {
@@ -483,8 +469,8 @@ func (d *decoder) decStackDef(ev *event.Event, op byte) {
 		ev.Stack = d.u32(sStack)
 	}
 	d.lastStack = ev.Stack
-	ev.Frames = d.frames()
-	if ev.Frames == nil && d.bad < 0 {
+	ev.Ext().Frames = d.frames()
+	if ev.Frames() == nil && d.bad < 0 {
 		d.failf("stack without frames")
 	}
 }
@@ -545,8 +531,8 @@ func (d *decoder) decGeneric(ev *event.Event) {
 		ev.Aux = nonzero(d.uv(sMisc))
 	}
 	if mask&gFrames != 0 {
-		ev.Frames = d.frames()
-		if ev.Frames == nil {
+		ev.Ext().Frames = d.frames()
+		if ev.Frames() == nil {
 			d.failf("explicit empty frames")
 		}
 	}
@@ -566,11 +552,11 @@ func (d *decoder) decGeneric(ev *event.Event) {
 		} else if n > 0 {
 			d.fail(sMisc)
 		}
-		ev.Module = m
+		ev.Ext().Module = m
 	}
 	if mask&gText != 0 {
-		ev.Text = d.str(sMisc)
-		if ev.Text == "" {
+		ev.Ext().Text = d.str(sMisc)
+		if ev.Text() == "" {
 			d.failf("explicit empty text")
 		}
 	}
@@ -595,7 +581,7 @@ func (d *decoder) decGeneric(ev *event.Event) {
 		}
 		p.Exited, p.ExecdOut = fl&1 != 0, fl&2 != 0
 		p.Code, p.Signal = d.i32(sMisc), d.i32(sMisc)
-		ev.Process = p
+		ev.Ext().Process = p
 	}
 	if mask&gClock != 0 {
 		c := &event.ClockInfo{Ticks: d.uv(sMisc), Mono: d.uv(sMisc), Real: d.uv(sMisc)}
@@ -606,6 +592,6 @@ func (d *decoder) decGeneric(ev *event.Event) {
 			c.TicksPerSec = math.Float64frombits(binary.LittleEndian.Uint64(st.b[st.i:]))
 			st.i += 8
 		}
-		ev.Clock = c
+		ev.Ext().Clock = c
 	}
 }

@@ -39,15 +39,15 @@ func heaptrackText(evs []event.Event, ticksPerSec float64) []byte {
 		switch ev.Kind {
 		case event.StackDef:
 			parent := 0
-			for i := len(ev.Frames) - 1; i >= 0; i-- {
-				ip, ok := ips[ev.Frames[i]]
+			for i := len(ev.Frames()) - 1; i >= 0; i-- {
+				ip, ok := ips[ev.Frames()[i]]
 				if !ok {
 					nstr++
 					name := fmt.Sprintf("ns::function_%d(int, char const*)", nstr)
 					fmt.Fprintf(&b, "s %x %s\n", len(name), name)
 					ip = len(ips) + 1
-					ips[ev.Frames[i]] = ip
-					fmt.Fprintf(&b, "i %x 1 %x 2 %x\n", ev.Frames[i], nstr+2, 10+nstr%500)
+					ips[ev.Frames()[i]] = ip
+					fmt.Fprintf(&b, "i %x 1 %x 2 %x\n", ev.Frames()[i], nstr+2, 10+nstr%500)
 				}
 				n, ok := nodes[[2]int{ip, parent}]
 				if !ok {

@@ -161,19 +161,19 @@ func (g *gen) event(proc uint32, thread int32) event.Event {
 		ev.Time = g.num()
 		ev.Addr, ev.Addr2, ev.Size, ev.Aux = g.addr(), g.num(), g.num(), g.num()
 		if g.r.IntN(2) == 0 {
-			ev.Frames = g.frames(g.r.IntN(5))
+			ev.Ext().Frames = g.frames(g.r.IntN(5))
 		}
 		if g.r.IntN(2) == 0 {
-			ev.Module = g.module()
+			ev.Ext().Module = g.module()
 		}
 		if g.r.IntN(2) == 0 {
-			ev.Text = g.str()
+			ev.Ext().Text = g.str()
 		}
 		if g.r.IntN(2) == 0 {
-			ev.Process = g.process()
+			ev.Ext().Process = g.process()
 		}
 		if g.r.IntN(2) == 0 {
-			ev.Clock = g.clock()
+			ev.Ext().Clock = g.clock()
 		}
 		return ev
 	}
@@ -196,18 +196,18 @@ func (g *gen) event(proc uint32, thread int32) event.Event {
 		}
 	case event.StackDef:
 		ev.Stack = uint32(g.r.IntN(100))
-		ev.Frames = g.frames(g.r.IntN(30))
+		ev.Ext().Frames = g.frames(g.r.IntN(30))
 		if g.r.IntN(2) == 0 {
 			ev.Time = 0
 		}
 	case event.ModuleLoad:
-		ev.Module = g.module()
+		ev.Ext().Module = g.module()
 	case event.ModuleUnload:
-		ev.Module = &event.Module{ID: g.r.Uint32N(100)}
+		ev.Ext().Module = &event.Module{ID: g.r.Uint32N(100)}
 	case event.ThreadStart:
 		ev.Addr = g.num()
 	case event.ThreadName, event.Exec:
-		ev.Text = g.str()
+		ev.Ext().Text = g.str()
 	case event.Fork:
 		ev.Aux = g.num()
 	case event.ForkDone:
@@ -215,9 +215,9 @@ func (g *gen) event(proc uint32, thread int32) event.Event {
 	case event.Exit:
 		ev.Aux, ev.Size = g.num(), uint64(1+g.r.IntN(2))
 	case event.ProcessStart, event.ProcessEnd:
-		ev.Process = g.process()
+		ev.Ext().Process = g.process()
 	case event.Clock:
-		ev.Clock = g.clock()
+		ev.Ext().Clock = g.clock()
 	}
 	return ev
 }
@@ -243,42 +243,51 @@ func (g *gen) events(n int) []event.Event {
 }
 
 // normalize returns a deep copy of evs as a reader returns them: empty
-// slices become nil.
+// slices become nil, and so does an Extra with nothing in it.
 func normalize(evs []event.Event) []event.Event {
 	out := make([]event.Event, len(evs))
 	for i, ev := range evs {
-		if len(ev.Frames) == 0 {
-			ev.Frames = nil
-		} else {
-			ev.Frames = append([]uint64(nil), ev.Frames...)
-		}
-		if m := ev.Module; m != nil {
-			c := *m
-			c.BuildID = nil
-			if len(m.BuildID) > 0 {
-				c.BuildID = append([]byte(nil), m.BuildID...)
-			}
-			c.Segments = nil
-			if len(m.Segments) > 0 {
-				c.Segments = append([]event.Segment(nil), m.Segments...)
-			}
-			ev.Module = &c
-		}
-		if p := ev.Process; p != nil {
-			c := *p
-			c.Argv = nil
-			if len(p.Argv) > 0 {
-				c.Argv = append([]string(nil), p.Argv...)
-			}
-			ev.Process = &c
-		}
-		if c := ev.Clock; c != nil {
-			cc := *c
-			ev.Clock = &cc
-		}
+		ev.X = normalizeExtra(ev.X)
 		out[i] = ev
 	}
 	return out
+}
+
+func normalizeExtra(x *event.Extra) *event.Extra {
+	if x == nil {
+		return nil
+	}
+	c := event.Extra{Text: x.Text}
+	if len(x.Frames) > 0 {
+		c.Frames = append([]uint64(nil), x.Frames...)
+	}
+	if m := x.Module; m != nil {
+		mc := *m
+		mc.BuildID, mc.Segments = nil, nil
+		if len(m.BuildID) > 0 {
+			mc.BuildID = append([]byte(nil), m.BuildID...)
+		}
+		if len(m.Segments) > 0 {
+			mc.Segments = append([]event.Segment(nil), m.Segments...)
+		}
+		c.Module = &mc
+	}
+	if p := x.Process; p != nil {
+		pc := *p
+		pc.Argv = nil
+		if len(p.Argv) > 0 {
+			pc.Argv = append([]string(nil), p.Argv...)
+		}
+		c.Process = &pc
+	}
+	if k := x.Clock; k != nil {
+		kc := *k
+		c.Clock = &kc
+	}
+	if c.Frames == nil && c.Module == nil && c.Text == "" && c.Process == nil && c.Clock == nil {
+		return nil
+	}
+	return &c
 }
 
 // readAll reads every event of a trace and the error that ended it

@@ -89,13 +89,13 @@ func synthStream(seed uint64, nAllocs, nStacks int) []event.Event {
 		ev.Time, ev.Thread = t, tids[thread]
 		evs = append(evs, ev)
 	}
-	emit(event.Event{Kind: event.Clock, Clock: &event.ClockInfo{Ticks: t, Mono: 123456789, Real: 1700000000e9, TicksPerSec: 2.9e9}})
+	emit(event.Event{Kind: event.Clock, X: &event.Extra{Clock: &event.ClockInfo{Ticks: t, Mono: 123456789, Real: 1700000000e9, TicksPerSec: 2.9e9}}})
 	for i, p := range []string{"/usr/bin/prog", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6"} {
-		emit(event.Event{Kind: event.ModuleLoad, Module: &event.Module{ID: uint32(i + 1), Path: p,
+		emit(event.Event{Kind: event.ModuleLoad, X: &event.Extra{Module: &event.Module{ID: uint32(i + 1), Path: p,
 			BuildID: []byte{0x8a, 0x1b, byte(i), 0x33, 0x9f, 0x10, 0x22, 0x01, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, byte(i)},
 			Bias:    0x555555554000 + uint64(i)<<32,
 			Segments: []event.Segment{{Vaddr: 0, Memsz: 0x2000, Flags: 4}, {Vaddr: 0x2000, Memsz: 0x50000, Flags: 5, Offset: 0x2000},
-				{Vaddr: 0x53000, Memsz: 0x8000, Flags: 6, Offset: 0x52000}}}})
+				{Vaddr: 0x53000, Memsz: 0x8000, Flags: 6, Offset: 0x52000}}}}})
 	}
 	emit(event.Event{Kind: event.ThreadStart, Addr: 0x7ffff7d8a740})
 	step := 0
@@ -123,7 +123,7 @@ func synthStream(seed uint64, nAllocs, nStacks int) []event.Event {
 		s := &stacks[id]
 		if !s.defined {
 			s.defined = true
-			emit(event.Event{Kind: event.StackDef, Stack: uint32(id + 1), Frames: s.frames})
+			emit(event.Event{Kind: event.StackDef, Stack: uint32(id + 1), X: &event.Extra{Frames: s.frames}})
 		}
 		size := s.size
 		if s.vary {

@@ -45,14 +45,14 @@ func diffEvents(t *testing.T, got, want []event.Event) {
 
 func fmtEvent(ev event.Event) string {
 	s := fmt.Sprintf("%+v", ev)
-	if ev.Module != nil {
-		s += fmt.Sprintf(" module=%+v", *ev.Module)
+	if ev.ModuleInfo() != nil {
+		s += fmt.Sprintf(" module=%+v", *ev.ModuleInfo())
 	}
-	if ev.Process != nil {
-		s += fmt.Sprintf(" process=%+v", *ev.Process)
+	if ev.ProcessInfo() != nil {
+		s += fmt.Sprintf(" process=%+v", *ev.ProcessInfo())
 	}
-	if ev.Clock != nil {
-		s += fmt.Sprintf(" clock=%+v", *ev.Clock)
+	if ev.ClockInfo() != nil {
+		s += fmt.Sprintf(" clock=%+v", *ev.ClockInfo())
 	}
 	return s
 }
@@ -286,10 +286,10 @@ func TestNoRetention(t *testing.T) {
 			}
 			for j := range batch {
 				ev := &batch[j]
-				for k := range ev.Frames {
-					ev.Frames[k] = 0xdead
+				for k := range ev.Frames() {
+					ev.Frames()[k] = 0xdead
 				}
-				if m := ev.Module; m != nil {
+				if m := ev.ModuleInfo(); m != nil {
 					for k := range m.BuildID {
 						m.BuildID[k] = 0xee
 					}
@@ -298,13 +298,13 @@ func TestNoRetention(t *testing.T) {
 					}
 					m.Path = "mutated"
 				}
-				if p := ev.Process; p != nil {
+				if p := ev.ProcessInfo(); p != nil {
 					for k := range p.Argv {
 						p.Argv[k] = "mutated"
 					}
 					p.PID = -7
 				}
-				if c := ev.Clock; c != nil {
+				if c := ev.ClockInfo(); c != nil {
 					c.Ticks = 0xbad
 				}
 				*ev = event.Event{Kind: event.Free, Addr: 1}
@@ -329,10 +329,10 @@ func TestLimits(t *testing.T) {
 	}
 	ok := event.Event{Kind: event.Alloc, Addr: 16, Size: 1, Time: 5}
 	for _, bad := range []event.Event{
-		{Kind: event.StackDef, Stack: 1, Frames: make([]uint64, MaxFrames+1)},
-		{Kind: event.Exec, Text: strings.Repeat("x", MaxString+1)},
-		{Kind: event.ModuleLoad, Module: &event.Module{Segments: make([]event.Segment, MaxSegments+1)}},
-		{Kind: event.ProcessStart, Process: &event.ProcessInfo{Argv: make([]string, MaxArgs+1)}},
+		{Kind: event.StackDef, Stack: 1, X: &event.Extra{Frames: make([]uint64, MaxFrames+1)}},
+		{Kind: event.Exec, X: &event.Extra{Text: strings.Repeat("x", MaxString+1)}},
+		{Kind: event.ModuleLoad, X: &event.Extra{Module: &event.Module{Segments: make([]event.Segment, MaxSegments+1)}}},
+		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{Argv: make([]string, MaxArgs+1)}}},
 	} {
 		if err := w.Write([]event.Event{ok, bad, ok}); err == nil || !strings.Contains(err.Error(), "event 1 of the batch") {
 			t.Errorf("%v beyond the limits: %v", bad.Kind, err)

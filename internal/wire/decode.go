@@ -97,18 +97,18 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				return out, &DecodeError{off, "stack id 0"}
 			}
 			ev.Kind, ev.Stack = event.StackDef, aux
-			ev.Frames = make([]uint64, words-1)
-			for i := range ev.Frames {
-				ev.Frames[i] = w(1 + i)
+			ev.Ext().Frames = make([]uint64, words-1)
+			for i := range ev.Frames() {
+				ev.Frames()[i] = w(1 + i)
 			}
 		case RecModule:
 			m, err := decodeModule(rec, aux)
 			if err != nil {
 				return out, &DecodeError{off, err.Error()}
 			}
-			ev.Kind, ev.Module = event.ModuleLoad, m
+			ev.Kind, ev.Ext().Module = event.ModuleLoad, m
 		case RecModuleUnload:
-			ev.Kind, ev.Module = event.ModuleUnload, &event.Module{ID: aux}
+			ev.Kind, ev.Ext().Module = event.ModuleUnload, &event.Module{ID: aux}
 		case RecThreadStart:
 			r.Thread = int32(aux)
 			ev.Kind, ev.Thread, ev.Addr = event.ThreadStart, int32(aux), w(2)
@@ -123,7 +123,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			if err != nil {
 				return out, &DecodeError{off, "exec: " + err.Error()}
 			}
-			ev.Kind, ev.Text = event.Exec, s
+			ev.Kind, ev.Ext().Text = event.Exec, s
 		case RecExecFailed:
 			// The image goes on; nothing changes for the model.
 			off += words * 8
@@ -132,13 +132,13 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Kind, ev.Aux, ev.Size = event.Exit, uint64(aux), w(2)
 		case RecClock:
 			ev.Kind = event.Clock
-			ev.Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
+			ev.Ext().Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
 		case RecThreadName:
 			s, err := text(rec[16:], len(rec)-16)
 			if err != nil {
 				return out, &DecodeError{off, "thread name: " + err.Error()}
 			}
-			ev.Kind, ev.Text = event.ThreadName, s
+			ev.Kind, ev.Ext().Text = event.ThreadName, s
 		}
 		out = append(out, ev)
 		off += words * 8

@@ -53,13 +53,13 @@ func TestDecodeRecords(t *testing.T) {
 	}
 	want := []event.Event{
 		{Kind: event.ThreadStart, Proc: 1, Thread: 42, Time: 10, Addr: 0xdead},
-		{Kind: event.StackDef, Proc: 1, Thread: 42, Stack: 9, Frames: []uint64{0x401000, 0x402000}},
+		{Kind: event.StackDef, Proc: 1, Thread: 42, Stack: 9, X: &event.Extra{Frames: []uint64{0x401000, 0x402000}}},
 		{Kind: event.Alloc, Fn: event.Malloc, Proc: 1, Thread: 42, Stack: 9, Time: 11, Addr: 0x5000, Size: 64},
 		{Kind: event.ReallocBegin, Fn: event.ReallocFn, Proc: 1, Thread: 42, Time: 12, Addr: 0x5000},
 		{Kind: event.Realloc, Fn: event.ReallocFn, Proc: 1, Thread: 42, Stack: 9, Time: 13, Addr: 0x5000, Addr2: 0x6000, Size: 128},
 		{Kind: event.Free, Fn: event.FreeFn, Proc: 1, Thread: 42, Time: 14, Addr: 0x6000},
-		{Kind: event.ModuleLoad, Proc: 1, Thread: 42, Time: 100, Module: &event.Module{ID: 7, Path: path, BuildID: bid,
-			Bias: 0x7f0000000000, Segments: []event.Segment{{Vaddr: 0x1000, Memsz: 0x2000, Flags: 5, Offset: 0x1000}}}},
+		{Kind: event.ModuleLoad, Proc: 1, Thread: 42, Time: 100, X: &event.Extra{Module: &event.Module{ID: 7, Path: path, BuildID: bid,
+			Bias: 0x7f0000000000, Segments: []event.Segment{{Vaddr: 0x1000, Memsz: 0x2000, Flags: 5, Offset: 0x1000}}}}},
 		{Kind: event.Exit, Proc: 1, Thread: 42, Time: 15, Aux: 3, Size: 2},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -73,11 +73,11 @@ func TestDecodeRecords(t *testing.T) {
 
 func at(evs []event.Event, i int) any {
 	if i < len(evs) {
-		if evs[i].Module != nil {
+		if evs[i].ModuleInfo() != nil {
 			return struct {
 				event.Event
 				M event.Module
-			}{evs[i], *evs[i].Module}
+			}{evs[i], *evs[i].ModuleInfo()}
 		}
 		return evs[i]
 	}
