@@ -14,7 +14,7 @@ type symbolizer struct {
 func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
 	opts := symbolize.Options{Warn: warn}
 	if len(dirs) > 0 {
-		opts.DebugDirs = append(append([]string(nil), dirs...), "/usr/lib/debug")
+		opts.DebugDirs = append(append([]string(nil), dirs...), symbolize.DefaultDebugDir)
 	}
 	return &symbolizer{s: symbolize.New(opts)}
 }
@@ -29,7 +29,8 @@ func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
 	}
 	out := make([]report.SourceFrame, len(fs))
 	for i, f := range fs {
-		out[i] = report.SourceFrame{Function: f.Function, File: f.File, Line: f.Line, Inlined: f.Inlined}
+		out[i] = report.SourceFrame{Function: f.Function, File: f.File, Line: f.Line, Inlined: f.Inlined,
+			Allocator: symbolize.IsAllocatorFrame(f, m.Path)}
 	}
 	return out
 }

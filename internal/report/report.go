@@ -21,6 +21,9 @@ type SourceFrame struct {
 	File     string
 	Line     int
 	Inlined  bool
+	// Allocator marks the allocator's own frames (operator new, malloc
+	// internals), which a stack does not show at its top.
+	Allocator bool
 }
 
 // Symbolizer resolves a module-relative address (already adjusted to
@@ -110,6 +113,7 @@ type Frame struct {
 	File     string
 	Line     int
 	Inlined  bool
+	alloc    bool // an allocator frame
 }
 
 // Stack resolves stack id of p into frames, allocator frames at the top
@@ -144,7 +148,7 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 		if r.opts.Symbolize != nil {
 			for _, sf := range r.opts.Symbolize(m, f.Offset-1) {
 				g := f
-				g.Function, g.File, g.Line, g.Inlined = sf.Function, sf.File, sf.Line, sf.Inlined
+				g.Function, g.File, g.Line, g.Inlined, g.alloc = sf.Function, sf.File, sf.Line, sf.Inlined, sf.Allocator
 				fs = append(fs, g)
 			}
 		}
@@ -156,21 +160,14 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 	return fs
 }
 
-// isAllocator reports frames of the allocator itself: the agent, and the
-// C++ runtime's operator new.
+// isAllocator reports frames of the allocator itself, by what the
+// symbolizer said, or, unsymbolized, the agent's own module.
 func isAllocator(fs []Frame) bool {
 	if len(fs) == 0 {
 		return false
 	}
 	f := fs[len(fs)-1]
-	base := filepath.Base(f.Module)
-	if strings.HasPrefix(base, "libleakpath") {
-		return true
-	}
-	if strings.HasPrefix(base, "libstdc++") || strings.HasPrefix(base, "libc++") {
-		return strings.HasPrefix(f.Function, "operator new")
-	}
-	return false
+	return f.alloc || strings.HasPrefix(filepath.Base(f.Module), "libleakpath")
 }
 
 // Seconds converts ticks of p's clock since it started into seconds.
