@@ -595,9 +595,9 @@ static inline struct lp_rule lp_rule_for(struct lp_thread *t, struct lp_ucache *
  * fp. Returns how many it wrote. nocache: read the rule cache but do not
  * write it (a signal handler interrupted this thread inside it).
  */
-static inline uintptr_t lp_read(struct lp_trail *tr, uintptr_t a)
+/* lp_note adds slot a, holding v, to the trail. */
+static inline void lp_note(struct lp_trail *tr, uintptr_t a, uintptr_t v)
 {
-	uintptr_t v = *(const uintptr_t *)a;
 	if (tr && tr->n >= 0) {
 		if (tr->n < LP_TRAIL_MAX) {
 			tr->addr[tr->n] = a;
@@ -607,6 +607,13 @@ static inline uintptr_t lp_read(struct lp_trail *tr, uintptr_t a)
 			tr->n = -1;
 		}
 	}
+}
+
+/* lp_read reads stack slot a, noting it in the trail. */
+static inline uintptr_t lp_read(struct lp_trail *tr, uintptr_t a)
+{
+	uintptr_t v = *(const uintptr_t *)a;
+	lp_note(tr, a, v);
 	return v;
 }
 
@@ -617,10 +624,20 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 	uintptr_t f = (uintptr_t)fp;
 	if (max <= 0)
 		return 0;
-	/* fp is the hook's own frame: always readable. */
 	if (tr)
 		tr->n = 0;
-	uintptr_t rbp = lp_read(tr, f);
+	/* rbp is often an ordinary register whose value the unwind only
+	 * carries along: it joins the trail only when a rule consumes it.
+	 * rbp_at is the stack slot it was loaded from (0: none). */
+	uintptr_t rbp_at = f, rbp = *(const uintptr_t *)f; /* fp is the hook's own frame */
+	int rbp_noted = 0;
+#define LP_USE_RBP()                                   \
+	do {                                           \
+		if (!rbp_noted && rbp_at) {            \
+			lp_note(tr, rbp_at, rbp);      \
+			rbp_noted = 1;                 \
+		}                                      \
+	} while (0)
 	uintptr_t pc = lp_read(tr, f + 8);
 	uintptr_t sp = f + 16;
 	if (f < lo || sp > hi) {
@@ -638,16 +655,18 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 	while (n < max && pc >= 4096) {
 		out[n++] = pc;
 		struct lp_rule r = lp_rule_for(t, uc, pc, nocache);
-		uintptr_t cfa, nrbp;
+		uintptr_t cfa, nrbp, nrbp_at;
 		if (r.how & LP_R_END)
 			break;
 		if (r.how & LP_R_FP) {
+			LP_USE_RBP();
 			if (rbp <= sp || rbp > hi - 16 || (rbp & 7))
 				break;
 			pc = lp_read(tr, rbp + 8);
-			nrbp = lp_read(tr, rbp);
 			sp = rbp + 16;
-			rbp = nrbp;
+			rbp_at = rbp;
+			rbp = *(const uintptr_t *)rbp_at;
+			rbp_noted = 0;
 			continue;
 		}
 		switch (r.how & 3) {
@@ -655,9 +674,11 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 			cfa = sp + (intptr_t)r.cfa_off;
 			break;
 		case LP_CFA_RBP:
+			LP_USE_RBP();
 			cfa = rbp + (intptr_t)r.cfa_off;
 			break;
 		default: {
+			LP_USE_RBP();
 			uintptr_t a = rbp + (intptr_t)r.cfa_off;
 			if (a < sp || a > hi - 8 || (a & 7))
 				return n;
@@ -673,27 +694,36 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 		switch (r.how & 0xc) {
 		case LP_RBP_SAME:
 			nrbp = rbp;
+			nrbp_at = rbp_at;
 			break;
 		case LP_RBP_AT_CFA: {
 			uintptr_t a = cfa + (intptr_t)r.rbp_off;
 			if (a < sp || a > hi - 8)
 				return n;
-			nrbp = lp_read(tr, a);
+			nrbp = *(const uintptr_t *)a;
+			nrbp_at = a;
 			break;
 		}
 		case LP_RBP_AT_RBP: {
+			LP_USE_RBP();
 			uintptr_t a = rbp + (intptr_t)r.rbp_off;
 			if (a < sp || a > hi - 8)
 				return n;
-			nrbp = lp_read(tr, a);
+			nrbp = *(const uintptr_t *)a;
+			nrbp_at = a;
 			break;
 		}
 		default:
 			nrbp = 0; /* unknown: a later rbp-based CFA fails the checks */
+			nrbp_at = 0;
 		}
 		pc = lp_read(tr, ra_at);
 		sp = cfa;
+		if (nrbp_at != rbp_at)
+			rbp_noted = 0;
 		rbp = nrbp;
+		rbp_at = nrbp_at;
 	}
+#undef LP_USE_RBP
 	return n;
 }
