@@ -431,13 +431,19 @@ func (p *Process) free(ev *event.Event) {
 	if stack != 0 {
 		p.FreeStacksSeen = true
 	}
+	if len(p.limbo) > 0 {
+		// A free that happened before the live block at its address was
+		// allocated is the late free of the block it replaced.
+		if old, lok := p.limbo[ev.Addr]; lok {
+			if live, ok := p.blocks.get(ev.Addr); !ok || live.Time > ev.Time {
+				delete(p.limbo, ev.Addr)
+				p.freedBlock(ev.Addr, old, stack, ev.Fn)
+				return
+			}
+		}
+	}
 	b, ok := p.blocks.take(ev.Addr)
 	if !ok {
-		if old, lok := p.limbo[ev.Addr]; lok {
-			delete(p.limbo, ev.Addr)
-			p.freedBlock(ev.Addr, old, stack, ev.Fn)
-			return
-		}
 		// Wait for the allocation: it may still be on its way.
 		if _, dup := p.parked[ev.Addr]; dup {
 			prev := p.parked[ev.Addr]

@@ -1,0 +1,61 @@
+package heap
+
+import (
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+)
+
+func start() event.Event {
+	return event.Event{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}}}
+}
+
+func alloc(t uint64, addr, size uint64, thread int32) event.Event {
+	return event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: t, Addr: addr, Size: size, Thread: thread}
+}
+
+func free(t uint64, addr uint64, thread int32) event.Event {
+	return event.Event{Kind: event.Free, Fn: event.FreeFn, Time: t, Addr: addr, Thread: thread}
+}
+
+// TestLateEventsAcrossThreads: thread 1 allocates X at 10 and again at 30;
+// thread 2 frees the first X at 20. In whatever order the threads' events
+// interleave on arrival (each thread's own stay in order), one block of
+// 30's size is live at the end and nothing is improper.
+func TestLateEventsAcrossThreads(t *testing.T) {
+	a1, f2, a3 := alloc(10, 0x1000, 8, 1), free(20, 0x1000, 2), alloc(30, 0x1000, 16, 1)
+	for name, order := range map[string][]event.Event{
+		"in order":   {a1, f2, a3},
+		"free late":  {a1, a3, f2},
+		"free first": {f2, a1, a3},
+	} {
+		s := NewSession()
+		s.Apply(append([]event.Event{start()}, order...))
+		s.Finish()
+		p := s.Procs[0]
+		if p.Totals.LiveBlocks != 1 || p.Totals.LiveBytes != 16 || p.Totals.Frees != 1 || len(p.Errors) != 0 {
+			t.Errorf("%s: live %d blocks %d bytes, %d frees, errors %+v; want 1 block of 16 bytes, 1 free, no error",
+				name, p.Totals.LiveBlocks, p.Totals.LiveBytes, p.Totals.Frees, p.Errors)
+		}
+	}
+}
+
+// TestImproperUses: invalid, double and mismatched frees, each with its
+// kind, counted once per distinct stack.
+func TestImproperUses(t *testing.T) {
+	s := NewSession()
+	newd := event.Event{Kind: event.Alloc, Fn: event.New, Time: 5, Addr: 0x3000, Size: 4, Thread: 1}
+	s.Apply([]event.Event{start(),
+		alloc(1, 0x1000, 8, 1), free(2, 0x1000, 1), free(3, 0x1000, 1), // double
+		free(4, 0x2000, 1),       // never allocated
+		newd, free(6, 0x3000, 1), // free of new
+	})
+	s.Finish()
+	kinds := map[ErrorKind]int{}
+	for _, e := range s.Procs[0].Errors {
+		kinds[e.Kind] += int(e.Count)
+	}
+	if kinds[DoubleFree] != 1 || kinds[InvalidFree] != 1 || kinds[MismatchedFree] != 1 || len(kinds) != 3 {
+		t.Errorf("errors %v, want one double, one invalid, one mismatched free", kinds)
+	}
+}
