@@ -143,6 +143,7 @@ type jsonImage struct {
 type jsonFrame struct {
 	Address  string `json:"address"`
 	Module   string `json:"module"`
+	Offset   string `json:"offset"`
 	Function string `json:"function"`
 	File     string `json:"file"`
 	Line     int    `json:"line"`

@@ -95,9 +95,10 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 		defer f.Close()
 		out = f
 	}
-	sym := newSymbolizer(o.debugDirs, func(msg string) { warnings = append(warnings, msg) })
+	var rep *report.Report
+	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
 	defer sym.close()
-	rep := report.New(model, main, report.Options{
+	rep = report.New(model, main, report.Options{
 		Symbolize: sym.lookup, TicksPerSec: tps, Warnings: warnings, TracePath: path,
 	})
 	return rep.Generate(out, o.format)

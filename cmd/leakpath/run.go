@@ -127,9 +127,10 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if err != nil {
 		return nil, nil, err
 	}
-	sym := newSymbolizer(o.debugDirs, func(msg string) { res.Warnings = append(res.Warnings, msg) })
+	var rep *report.Report
+	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
 	defer sym.close()
-	rep := report.New(res.Session, res.Main, report.Options{
+	rep = report.New(res.Session, res.Main, report.Options{
 		Symbolize:   sym.lookup,
 		TracePath:   o.trace,
 		Elapsed:     res.Elapsed,

@@ -84,7 +84,7 @@ type jsonError struct {
 }
 
 func (r *Report) json(w io.Writer) error {
-	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Warnings: r.opts.Warnings}
+	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath}
 	imgs := r.Images()
 	for i, p := range imgs {
 		ji := r.jsonImage(p)
@@ -99,6 +99,8 @@ func (r *Report) json(w io.Writer) error {
 	if len(imgs) == 0 {
 		out.jsonImage = jsonImage{Leaks: []jsonLeak{}, Errors: []jsonError{}, Totals: jsonTotals{Calls: map[string]uint64{}}}
 	}
+	// Last: symbolizing the stacks above may have warned.
+	out.Warnings = r.warnings
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -44,11 +44,16 @@ type Options struct {
 
 // Report is a report being generated.
 type Report struct {
-	s     *heap.Session
-	main  int32
-	opts  Options
-	cache map[frameKey][]Frame
+	s        *heap.Session
+	main     int32
+	opts     Options
+	cache    map[frameKey][]Frame
+	warnings []string
 }
+
+// Warn adds a warning to the report (the symbolizer's, which arrive while
+// the report is being generated).
+func (r *Report) Warn(msg string) { r.warnings = append(r.warnings, msg) }
 
 type frameKey struct {
 	mod  int32
@@ -64,7 +69,8 @@ func New(s *heap.Session, main int32, opts Options) *Report {
 	if opts.MaxLeaks == 0 {
 		opts.MaxLeaks = 25
 	}
-	return &Report{s: s, main: main, opts: opts, cache: map[frameKey][]Frame{}}
+	return &Report{s: s, main: main, opts: opts, cache: map[frameKey][]Frame{},
+		warnings: append([]string(nil), opts.Warnings...)}
 }
 
 // Generate writes the report in format "text" or "json".
@@ -128,11 +134,22 @@ func (r *Report) Stack(p *heap.Process, id heap.StackID) []Frame {
 		if top && isAllocator(fs) {
 			continue
 		}
+		if top {
+			// An allocation function inlined into its caller (ld.so's
+			// malloc wrappers) is no frame of the program's either.
+			for len(fs) > 1 && fs[0].Inlined && (fs[0].alloc || inlineAllocators[fs[0].Function]) {
+				fs = fs[1:]
+			}
+		}
 		top = false
 		out = append(out, fs...)
 	}
 	return out
 }
+
+// inlineAllocators are glibc's inline wrappers of the allocator (in
+// include/rtld-malloc.h, inlined into the dynamic loader).
+var inlineAllocators = map[string]bool{"malloc": true, "calloc": true, "realloc": true, "free": true}
 
 func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 	k := frameKey{mod, p, addr}

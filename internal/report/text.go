@@ -31,7 +31,7 @@ func (r *Report) text(out io.Writer) error {
 			leakBytes += p.Totals.LiveBytes
 		}
 	}
-	for _, warn := range r.opts.Warnings {
+	for _, warn := range r.warnings {
 		fmt.Fprintf(w, "leakpath: warning: %s\n", warn)
 	}
 	fmt.Fprintf(w, "leakpath: %s (%s) not freed; %s.", plural(groups, "leak group"), bytes(leakBytes), plural(errs, "improper use"))
