@@ -105,7 +105,13 @@ func run(runs, size int, only, lp string) error {
 	} else {
 		fmt.Println("skip: sqlite3 workload (sqlite3 not installed)")
 	}
-	if py, err := exec.LookPath("python3"); err == nil {
+	// The real interpreter, not a wrapper script (pyenv's shims are bash,
+	// and heaptrack does not follow exec).
+	py, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		py, err = exec.LookPath("python3")
+	}
+	if err == nil {
 		workloads = append(workloads, workload{name: "python3 script", argv: []string{py, "-c", pythonScript}})
 	} else {
 		fmt.Println("skip: python3 workload (python3 not installed)")
