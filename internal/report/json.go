@@ -101,6 +101,9 @@ func (r *Report) json(w io.Writer) error {
 	}
 	// Last: symbolizing the stacks above may have warned.
 	out.Warnings = r.warnings
+	if note := r.linesNote(); note != "" {
+		out.Warnings = append(out.Warnings, note)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

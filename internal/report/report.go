@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ type Report struct {
 	opts     Options
 	cache    map[frameKey][]Frame
 	warnings []string
+	noLines  map[string]bool // modules whose shown frames had no source lines
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while
@@ -70,7 +72,7 @@ func New(s *heap.Session, main int32, opts Options) *Report {
 		opts.MaxLeaks = 25
 	}
 	return &Report{s: s, main: main, opts: opts, cache: map[frameKey][]Frame{},
-		warnings: append([]string(nil), opts.Warnings...)}
+		warnings: append([]string(nil), opts.Warnings...), noLines: map[string]bool{}}
 }
 
 // Generate writes the report in format "text" or "json".
@@ -173,8 +175,30 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 	if len(fs) == 0 {
 		fs = []Frame{f}
 	}
+	if r.opts.Symbolize != nil && f.Module != "" && strings.HasPrefix(f.Module, "/") && fs[len(fs)-1].File == "" {
+		r.noLines[f.Module] = true
+	}
 	r.cache[k] = fs
 	return fs
+}
+
+// linesNote says which modules of the shown stacks had no source lines.
+func (r *Report) linesNote() string {
+	if len(r.noLines) == 0 {
+		return ""
+	}
+	var mods []string
+	for m := range r.noLines {
+		if !strings.HasPrefix(filepath.Base(m), "libleakpath") {
+			mods = append(mods, filepath.Base(m))
+		}
+	}
+	if len(mods) == 0 {
+		return ""
+	}
+	sort.Strings(mods)
+	return fmt.Sprintf("no debug information for %s: their frames show function names only (install their -dbgsym packages, or pass --debug-dir)",
+		strings.Join(mods, ", "))
 }
 
 // isAllocator reports frames of the allocator itself, by what the

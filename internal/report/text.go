@@ -34,6 +34,9 @@ func (r *Report) text(out io.Writer) error {
 	for _, warn := range r.warnings {
 		fmt.Fprintf(w, "leakpath: warning: %s\n", warn)
 	}
+	if note := r.linesNote(); note != "" {
+		fmt.Fprintf(w, "leakpath: %s\n", note)
+	}
 	fmt.Fprintf(w, "leakpath: %s (%s) not freed; %s.", plural(groups, "leak group"), bytes(leakBytes), plural(errs, "improper use"))
 	if r.opts.TracePath != "" {
 		fmt.Fprintf(w, " Trace: %s", r.opts.TracePath)
