@@ -212,6 +212,14 @@ func native(t testing.TB, stdin []byte, argv ...string) result {
 // nativeEnv runs argv without leakpath in environment env.
 func nativeEnv(t testing.TB, env []string, stdin []byte, argv ...string) result {
 	t.Helper()
+	return runCapture(t, env, stdin, argv...)
+}
+
+// runCapture runs argv in env with stdin, capturing stdout and stderr;
+// a command that cannot be started fails the test, one that exits
+// non-zero does not.
+func runCapture(t testing.TB, env []string, stdin []byte, argv ...string) result {
+	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &errb, env
@@ -239,20 +247,8 @@ func leakpathEnv(t testing.TB, env []string, flags []string, stdin []byte, argv 
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "report.json")
 	textPath := filepath.Join(dir, "report.txt")
-	args := append([]string{"run", "--json", jsonPath, "--report", textPath}, flags...)
-	args = append(append(args, "--"), argv...)
-	cmd := exec.Command(lpBin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &errb, env
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("running leakpath %v: %v", args, err)
-	}
-	r := result{stdout: out.Bytes(), stderr: errb.Bytes(), code: exitCode(err, cmd.ProcessState)}
+	args := append([]string{lpBin, "run", "--json", jsonPath, "--report", textPath}, flags...)
+	r := runCapture(t, env, stdin, append(append(args, "--"), argv...)...)
 	text, err := os.ReadFile(textPath)
 	if err != nil {
 		t.Fatalf("leakpath wrote no text report: %v\nstderr: %s", err, r.stderr)
