@@ -241,6 +241,12 @@ static void lp_atfork_prepare(void)
 {
 	struct lp_thread *t = lp_rec_thread();
 	if (t) {
+		/* The child starts from what the collector knows at the fork. */
+		if (!t->in_fold) {
+			t->in_fold = 1;
+			lp_fold_flush(t);
+			t->in_fold = 0;
+		}
 		uint64_t id = __atomic_add_fetch(&lp_fork_seq, 1, __ATOMIC_RELAXED);
 		uint64_t w[3] = {LP_HDR(LP_REC_FORK, 0, 3, 0), 0, id};
 		lp_put(t, w, 3);
@@ -285,7 +291,10 @@ void lp_note_thread_exit(void)
 	lp_put(t, w, 2);
 	lp_slot_exited(t);
 	/* The thread may still free a little (other destructors, its TLS);
-	 * that is recorded without the tables. */
+	 * that is recorded without the tables and without folding. What is
+	 * pending stays in the fold area: the collector reads it when the
+	 * thread is gone. */
+	t->fold = NULL;
 	lp_tables_park(t);
 }
 
@@ -295,12 +304,26 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 						    size_t n, void *fp)
 {
 	uint32_t sid = lp_stack_id(t, fp);
+	if (LP_LIKELY(t->fold && p && !t->in_fold)) {
+		t->in_fold = 1;
+		lp_fold_alloc(t, fn, p, n, sid);
+		t->in_fold = 0;
+		return;
+	}
 	uint64_t w[4] = {LP_HDR(LP_REC_ALLOC, fn, 4, sid), 0, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 4);
+	t->last_alloc = (uint64_t)p;
 }
 
 static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
+	if (LP_LIKELY(t->fold && !t->in_fold)) {
+		t->in_fold = 1;
+		int folded = lp_fold_free(t, fn, p, fp);
+		t->in_fold = 0;
+		if (folded)
+			return;
+	}
 	uint32_t sid = lp_free_stacks ? lp_stack_id(t, fp) : 0;
 	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), 0, (uint64_t)p};
 	lp_put(t, w, 3);
@@ -378,10 +401,19 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 		return old ? NULL : lp_boot_alloc(n);
 	if (!t)
 		return real_realloc(old, n);
-	if (old)
+	if (old) {
+		if (t->fold && !t->in_fold) {
+			/* The collector must know the block before it moves. */
+			t->in_fold = 1;
+			lp_fold_take(t, old);
+			t->in_fold = 0;
+		}
 		lp_rec_realloc_begin(t, old);
+	}
 	void *p = real_realloc(old, n);
 	lp_rec_realloc(t, fn, old, p, n, fp);
+	if (p)
+		t->last_alloc = (uint64_t)p;
 	return p;
 }
 

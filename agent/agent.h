@@ -34,6 +34,7 @@ struct lp_thread {
 	int busy;         /* >0 while agent code that may allocate runs */
 	int depth;        /* record writers active on this thread (signals nest) */
 	int in_stack;     /* inside lp_stack_id: a signal handler must not touch the tables */
+	int in_fold;      /* inside fold.c: the same for the fold area */
 	int tid;
 	int forking;         /* between fork's prepare and parent/child handlers */
 	uint64_t fork_id;    /* id of this thread's fork in progress */
@@ -47,6 +48,10 @@ struct lp_thread {
 	uintptr_t stack_lo;
 	struct lp_stacktab *stacks;
 	struct lp_ucache *ucache;
+	struct lp_fold *fold;  /* the slot's fold area; NULL: no folding */
+	uint64_t last_alloc;   /* address of the thread's latest allocation */
+	uint64_t folded;       /* pairs folded since the aggregates were written */
+	uint64_t agg_oldest;   /* ts of the oldest pair in them */
 };
 
 extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")));
@@ -55,6 +60,7 @@ extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")
 extern struct lp_header *lp_hdr;   /* NULL: not recording */
 extern uint64_t lp_region_gen;      /* bumped each time the region changes (fork) */
 extern int lp_free_stacks;          /* capture stacks of frees */
+extern int lp_fold_on;              /* fold short-lived allocations */
 extern unsigned lp_max_depth;
 extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */
 
@@ -87,6 +93,20 @@ struct lp_trail {
 LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache,
 			struct lp_trail *tr);
 LP_HIDDEN struct lp_ucache *lp_ucache_new(void);
+
+/* fold.c */
+struct lp_findex {
+	uint64_t addr; /* 0: empty */
+	uint32_t pos;
+	uint32_t pad;
+};
+#define LP_FIDX (LP_PEND * 4u) /* index slots: a quarter full at most */
+LP_HIDDEN struct lp_findex *lp_tables_fidx(struct lp_thread *t);
+LP_HIDDEN void lp_fold_attach(struct lp_thread *t, struct lp_fold *f);
+LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid);
+LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
+LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
+LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 
 /* modules.c */
 LP_HIDDEN void lp_modules_init(void);

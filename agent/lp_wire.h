@@ -9,6 +9,15 @@
  *   [0, LP_HEADER_SIZE)                 struct lp_header
  *   [LP_HEADER_SIZE, +slots*128)        struct lp_slot, one per ring
  *   [data_offset, +slots*ring_size)     ring data, ring i at data_offset+i*ring_size
+ *   [fold_offset, +slots*LP_FOLD_SIZE)  struct lp_fold, one per ring
+ *
+ * Folding: a thread keeps its latest allocations pending in its lp_fold
+ * (in shared memory, so that nothing is lost when the process dies); a
+ * free by the same thread of a pending block cancels both, counted in an
+ * aggregate instead of two records. Evicted pending allocations become
+ * ALLOC records with their own timestamps; aggregates become AGG records.
+ * What is left in a fold area when its thread is gone (or the process is)
+ * the collector reads itself.
  *
  * A ring belongs to one thread at a time. The thread (producer) appends
  * records at head; the collector (consumer) reads [tail, head) and advances
@@ -28,13 +37,16 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 1u
+#define LP_WIRE_VERSION 2u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
 #define LP_HEADER_SIZE 4096u
 #define LP_SLOT_SIZE 128u
 #define LP_MAX_DEPTH 128u
+#define LP_PEND 256u        /* pending allocations per thread (a power of two) */
+#define LP_AGG 64u          /* aggregates per thread */
+#define LP_FOLD_SIZE 16384u /* bytes of one struct lp_fold, rounded up */
 
 /* Record types. */
 enum {
@@ -55,7 +67,11 @@ enum {
 	LP_REC_EXIT = 15,         /* aux=status; w1 ts, w2 how (LP_EXIT_*) */
 	LP_REC_CLOCK = 16,        /* aux=0; w1 ts, w2 CLOCK_MONOTONIC ns, w3 CLOCK_REALTIME ns */
 	LP_REC_THREAD_NAME = 17,  /* aux=tid; w1 ts, then the name, NUL padded */
-	LP_REC_MAX = 17
+	LP_REC_AGG = 18,          /* fn=alloc fn, aux=alloc stack; w1 ts, w2 free stack | free fn << 32,
+	                             w3 pairs, w4 bytes, w5 temporaries, w6 first pair's ts */
+	LP_REC_ALLOC_LATE = 19,   /* a pending allocation evicted: as ALLOC, w1 ts (now, for order),
+	                             w4 ts of the allocation itself */
+	LP_REC_MAX = 19
 };
 
 /*
@@ -102,6 +118,7 @@ enum {
 enum {
 	LP_HF_CLOCK_TSC = 1,     /* ts are TSC ticks; else CLOCK_MONOTONIC ns */
 	LP_HF_FREE_STACKS = 2,   /* set by the collector: capture stacks of frees */
+	LP_HF_FOLD = 4,          /* set by the collector: fold short-lived allocations */
 };
 
 /* Collector states (struct lp_header.collector_state). */
@@ -131,7 +148,8 @@ struct lp_header {
 	uint64_t clock_mono;     /*   read together at agent start */
 	uint64_t clock_real;
 	uint64_t lost_records;   /* records the agent could not write (detached) */
-	uint64_t pad0[2];
+	uint64_t fold_offset;    /* offset of slot 0's struct lp_fold; 0: no folding */
+	uint64_t pad0[1];
 	/* futex words, each on its own cache line */
 	uint32_t doorbell;       /* offset 128: producers bump + wake the collector */
 	uint32_t collector_sleeping;
@@ -152,6 +170,38 @@ struct lp_slot {
 	/* consumer line */
 	uint64_t tail;  /* bytes consumed (store-release by the collector) */
 	uint64_t pad1[7];
+};
+
+/* A pending allocation: live until freed by its thread (then folded) or
+ * evicted (then written as an ALLOC record). */
+struct lp_pending {
+	uint64_t addr;  /* 0: empty */
+	uint64_t size;
+	uint64_t ts;
+	uint32_t stack;
+	uint8_t fn;
+	uint8_t live;   /* 0: folded away, a hole in the FIFO */
+	uint16_t pad;
+};
+
+/* An aggregate of folded pairs: allocated at astack by afn, freed at
+ * fstack by ffn. */
+struct lp_aggent {
+	uint32_t astack, fstack;
+	uint8_t afn, ffn, used, pad0;
+	uint32_t pad1;
+	uint64_t pairs, bytes, temporary;
+	uint64_t first, last; /* ts of the first and last pair */
+};
+
+/* A thread's fold area. Written by its thread only; read by the
+ * collector only when the thread (or the process) is gone. */
+struct lp_fold {
+	uint32_t head;   /* index of the oldest pending entry */
+	uint32_t count;  /* pending entries, holes included */
+	uint32_t pad[14];
+	struct lp_pending pend[LP_PEND];
+	struct lp_aggent agg[LP_AGG];
 };
 
 /*

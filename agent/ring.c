@@ -23,6 +23,7 @@
 struct lp_header *lp_hdr;
 uint64_t lp_region_gen;
 int lp_free_stacks;
+int lp_fold_on;
 unsigned lp_max_depth = 64;
 int lp_clock_tsc;
 
@@ -130,6 +131,8 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 	lp_ring_mask = probe.ring_size - 1;
 	lp_free_stacks = (probe.flags & LP_HF_FREE_STACKS) != 0;
 	lp_clock_tsc = (probe.flags & LP_HF_CLOCK_TSC) != 0;
+	lp_fold_on = (probe.flags & LP_HF_FOLD) != 0 && probe.fold_offset != 0 &&
+		     probe.fold_offset + (uint64_t)probe.slot_count * LP_FOLD_SIZE <= probe.region_size;
 	if (probe.max_depth >= 1 && probe.max_depth <= LP_MAX_DEPTH)
 		lp_max_depth = probe.max_depth;
 	lp_detached = 0;
@@ -245,6 +248,9 @@ int lp_thread_attach(struct lp_thread *t)
 		t->state = 2;
 		goto out;
 	}
+	lp_fold_attach(t, lp_fold_on ? (struct lp_fold *)((unsigned char *)lp_hdr + lp_hdr->fold_offset +
+							 (uint64_t)t->slot_index * LP_FOLD_SIZE)
+				     : NULL);
 	t->state = 1;
 	if (fresh && lp_key_ok)
 		pthread_setspecific(lp_key, t);

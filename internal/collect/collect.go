@@ -388,7 +388,12 @@ func (c *collector) pipeline(im *image) {
 			direct.out = c.sink.buffer()
 		}
 		if time.Since(lastReclaim) > 100*time.Millisecond {
-			im.reg.Reclaim(func(tid int32) bool { return region.ThreadAlive(im.pid, tid) })
+			im.reg.Reclaim(func(tid int32) bool { return region.ThreadAlive(im.pid, tid) }, func(ring int) {
+				q := m.Buffer(ring)
+				from := len(*q)
+				*q = im.reg.Leftovers(ring, c.src.Now(), *q)
+				m.Filled(ring, from)
+			})
 			lastReclaim = time.Now()
 		}
 		if n > 0 {
@@ -407,6 +412,14 @@ func (c *collector) pipeline(im *image) {
 				if n == 0 {
 					break
 				}
+			}
+			// What its threads left pending or folded and not yet written.
+			now := c.src.Now()
+			for ring := 0; ring < im.reg.SlotsUsed(); ring++ {
+				q := m.Buffer(ring)
+				from := len(*q)
+				*q = im.reg.Leftovers(ring, now, *q)
+				m.Filled(ring, from)
 			}
 			out := m.take(0, true, direct.out)
 			if lost := im.reg.Lost(); lost > 0 {

@@ -12,7 +12,9 @@ type Kind uint8
 // The kinds of events. Fields not named for a kind are zero.
 const (
 	// Alloc: an allocating call returned Addr (0: it failed) for Size
-	// bytes, called from Stack.
+	// bytes, called from Stack. Addr2, when not 0, is the time of the
+	// allocation, which then came later than Time says (the agent kept
+	// it pending; Time orders the event among the others).
 	Alloc Kind = iota + 1
 	// Free: Addr is about to be released (recorded before the real free).
 	// Stack is the free's stack when free stacks are recorded, else 0.
@@ -51,6 +53,11 @@ const (
 	ProcessEnd
 	// Clock: a clock calibration (Clock).
 	Clock
+	// Agg: Addr pairs of an allocation at Stack by Fn and a free by the
+	// same thread at stack uint32(Aux) by Fn(Aux>>32), folded by the agent
+	// instead of recorded one by one: Size bytes, Addr2 of them
+	// temporary (freed with no other allocation in between).
+	Agg
 )
 
 var kindNames = [...]string{
@@ -58,7 +65,7 @@ var kindNames = [...]string{
 	StackDef: "stack", ModuleLoad: "module", ModuleUnload: "module-unload",
 	ThreadStart: "thread-start", ThreadExit: "thread-exit", ThreadName: "thread-name",
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
-	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock",
+	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg",
 }
 
 func (k Kind) String() string {

@@ -45,22 +45,25 @@ type stackCount struct {
 }
 
 // addFreeStack counts one free of the site's blocks at stack.
-func (s *Site) addFreeStack(stack StackID) {
+func (s *Site) addFreeStack(stack StackID) { s.addFreeStacks(stack, 1) }
+
+// addFreeStacks counts n frees of the site's blocks at stack.
+func (s *Site) addFreeStacks(stack StackID, n uint64) {
 	for i := range s.freeStacks {
 		fs := &s.freeStacks[i]
 		if fs.stack == stack {
-			fs.n++
+			fs.n += n
 			return
 		}
 		if fs.stack == 0 {
-			*fs = stackCount{stack, 1}
+			*fs = stackCount{stack, n}
 			return
 		}
 	}
 	if s.moreFrees == nil {
 		s.moreFrees = map[StackID]uint64{}
 	}
-	s.moreFrees[stack]++
+	s.moreFrees[stack] += n
 }
 
 // FreeStacks returns the stacks that freed this site's blocks, with counts.
@@ -173,7 +176,10 @@ type Process struct {
 	ExitStatus *int32
 	// Anomalies counts events that do not fit the model (a free that
 	// never met its allocation counts as an error instead).
-	Anomalies           uint64
+	Anomalies uint64
+	// InheritedFrees counts frees, in a fork child, of blocks unknown to
+	// the model (allocated by the parent and not yet reported at the fork).
+	InheritedFrees      uint64
 	FreeStacksSeen      bool
 	FirstTime, LastTime uint64
 
@@ -302,7 +308,13 @@ func (p *Process) apply(ev *event.Event) {
 			p.Totals.FailedAllocs++
 			return
 		}
-		p.alloc(ev.Addr, Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: ev.Fn})
+		b := Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: ev.Fn}
+		if ev.Addr2 != 0 {
+			b.Time = ev.Addr2 // kept pending by the agent: it happened earlier
+		}
+		p.alloc(ev.Addr, b, ev.Addr2 != 0)
+	case event.Agg:
+		p.agg(ev)
 	case event.Free:
 		p.Totals.Calls[ev.Fn]++
 		p.free(ev)
@@ -365,18 +377,21 @@ func (p *Process) apply(ev *event.Event) {
 	}
 }
 
-func (p *Process) alloc(addr uint64, b Block) {
+// alloc adds a block. late says it arrives after events that happened
+// after it (the agent kept it pending).
+func (p *Process) alloc(addr uint64, b Block, late bool) {
 	if len(p.parked) > 0 {
-		if pf, ok := p.parked[addr]; ok {
+		if pf, ok := p.parked[addr]; ok && pf.Time >= b.Time {
+			// A free that arrived before its allocation: this is the
+			// block it released. Both are in the past.
 			delete(p.parked, addr)
-			if pf.Time < b.Time {
-				// The parked free came before this allocation: it was
-				// invalid after all.
-				p.invalidFree(&pf)
-			} else {
-				defer p.free(&pf)
-			}
+			p.counted(b)
+			p.freedBlock(addr, b, p.stackOf(pf.Stack), pf.Fn)
+			p.checkFamily(addr, b, &pf, p.stackOf(pf.Stack))
+			return
 		}
+		// A parked free older than this block waits on: it may be the
+		// free of an older block at the same address, still on its way.
 	}
 	if old, replaced := p.blocks.put(addr, b); replaced {
 		// The allocator handed out an address we think is live: its free
@@ -384,25 +399,71 @@ func (p *Process) alloc(addr uint64, b Block) {
 		p.released(old)
 		p.limbo[addr] = old
 	}
+	p.counted(b)
 	s := p.site(b.Site)
-	s.Allocs++
-	s.AllocBytes += b.Size
 	s.LiveBlocks++
 	s.LiveBytes += b.Size
-	if s.First == 0 {
-		s.First = b.Time
-		s.Fn = b.Fn
-	}
-	s.Last = b.Time
-	p.Totals.Allocations++
-	p.Totals.AllocatedBytes += b.Size
 	p.Totals.LiveBlocks++
 	p.Totals.LiveBytes += b.Size
 	if p.Totals.LiveBytes > p.Totals.PeakBytes {
 		p.Totals.PeakBytes = p.Totals.LiveBytes
 		p.Totals.PeakTime = b.Time
 	}
-	p.thread(b.Thread).lastAlloc = addr
+	if !late {
+		p.thread(b.Thread).lastAlloc = addr
+	}
+}
+
+// counted accounts an allocation to its site and the totals.
+func (p *Process) counted(b Block) {
+	s := p.site(b.Site)
+	s.Allocs++
+	s.AllocBytes += b.Size
+	if s.First == 0 || b.Time < s.First {
+		s.First = b.Time
+		s.Fn = b.Fn
+	}
+	if b.Time > s.Last {
+		s.Last = b.Time
+	}
+	p.Totals.Allocations++
+	p.Totals.AllocatedBytes += b.Size
+}
+
+// agg accounts pairs the agent folded: allocated and freed by one thread
+// soon after, counted, never live here.
+func (p *Process) agg(ev *event.Event) {
+	n, bytes, temp := ev.Addr, ev.Size, ev.Addr2
+	ffn := event.Fn(ev.Aux >> 32)
+	if ffn >= event.NumFn {
+		p.Anomalies++
+		return
+	}
+	p.Totals.Calls[ev.Fn] += n
+	p.Totals.Calls[ffn] += n
+	p.Totals.Allocations += n
+	p.Totals.Frees += n
+	p.Totals.AllocatedBytes += bytes
+	p.Totals.Temporary += temp
+	s := p.site(p.stackOf(ev.Stack))
+	s.Allocs += n
+	s.Frees += n
+	s.AllocBytes += bytes
+	s.FreeBytes += bytes
+	s.Temporary += temp
+	if s.Fn == 0 {
+		s.Fn = ev.Fn
+	}
+	if s.First == 0 || ev.Time < s.First {
+		s.First = ev.Time
+	}
+	if ev.Time > s.Last {
+		s.Last = ev.Time
+	}
+	if fs := p.stackOf(uint32(ev.Aux)); fs != 0 {
+		p.FreeStacksSeen = true
+		s.addFreeStacks(fs, n)
+	}
 }
 
 // released accounts a block taken out of the live set (free or realloc).
@@ -459,8 +520,13 @@ func (p *Process) free(ev *event.Event) {
 		p.site(b.Site).Temporary++
 		t.lastAlloc = 0
 	}
+	p.checkFamily(ev.Addr, b, ev, stack)
+}
+
+// checkFamily reports a block released by the wrong kind of call.
+func (p *Process) checkFamily(addr uint64, b Block, ev *event.Event, stack StackID) {
 	if af, ff := b.Fn.AllocFamily(), ev.Fn.FreeFamily(); af != ff {
-		p.addError(Error{Kind: MismatchedFree, Addr: ev.Addr, Stack: stack, AllocStack: b.Site,
+		p.addError(Error{Kind: MismatchedFree, Addr: addr, Stack: stack, AllocStack: b.Site,
 			Fn: ev.Fn, AllocFn: b.Fn, Thread: ev.Thread, Time: ev.Time})
 	}
 }
@@ -523,7 +589,7 @@ func (p *Process) realloc(ev *event.Event) {
 			p.invalidFree(ev)
 		}
 	}
-	p.alloc(ev.Addr2, Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn})
+	p.alloc(ev.Addr2, Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn}, false)
 }
 
 // restore puts back a block that a failed realloc did not release.
@@ -546,6 +612,13 @@ func (p *Process) finish() {
 	sort.Slice(addrs, func(i, j int) bool { return p.parked[addrs[i]].Time < p.parked[addrs[j]].Time })
 	for _, a := range addrs {
 		ev := p.parked[a]
+		if _, again := p.frees.last(a); !again && p.Info.ForkID != 0 && ev.Kind == event.Free {
+			// A fork child frees blocks its parent allocated; those the
+			// parent's other threads still held pending are unknown
+			// here. Not an error of the child's.
+			p.InheritedFrees++
+			continue
+		}
 		p.invalidFree(&ev)
 	}
 	p.parked = map[uint64]event.Event{}

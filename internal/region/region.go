@@ -7,6 +7,7 @@
 package region
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -26,6 +27,7 @@ type Options struct {
 	MaxDepth   int  // frames per stack; default 64, at most wire.MaxDepth
 	FreeStacks bool // record the stacks of frees
 	ClockTSC   bool // agent timestamps are TSC ticks
+	Fold       bool // let the agent fold short-lived allocations
 }
 
 func (o *Options) fill() error {
@@ -55,6 +57,7 @@ type Region struct {
 	mem     []byte
 	opts    Options
 	dataOff int
+	foldOff int
 	rings   []wire.Ring
 	scratch []byte
 	proc    uint32
@@ -67,7 +70,8 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	}
 	slotBytes := opts.Slots * wire.SlotSize
 	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
-	size := dataOff + opts.Slots*opts.RingSize
+	foldOff := dataOff + opts.Slots*opts.RingSize
+	size := foldOff + opts.Slots*wire.FoldSize
 	fd, err := unix.MemfdCreate(fmt.Sprintf("leakpath-%d", pid), unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("region for pid %d: memfd_create: %w", pid, err)
@@ -81,7 +85,7 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("region for pid %d: mmap %d bytes: %w", pid, size, err)
 	}
-	r := &Region{fd: fd, mem: mem, opts: opts, dataOff: dataOff,
+	r := &Region{fd: fd, mem: mem, opts: opts, dataOff: dataOff, foldOff: foldOff,
 		rings: make([]wire.Ring, opts.Slots), proc: proc}
 	var flags uint32
 	if opts.FreeStacks {
@@ -89,6 +93,9 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	}
 	if opts.ClockTSC {
 		flags |= wire.FlagClockTSC
+	}
+	if opts.Fold {
+		flags |= wire.FlagFold
 	}
 	r.put64(wire.OffMagic, wire.RegionMagic)
 	r.put32(wire.OffVersion, wire.Version)
@@ -101,6 +108,7 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	r.put32(wire.OffMaxDepth, uint32(opts.MaxDepth))
 	r.put32(wire.OffCollectorPID, uint32(unix.Getpid()))
 	r.put32(wire.OffPID, uint32(pid))
+	r.put64(wire.OffFoldOffset, uint64(foldOff))
 	r.u32(wire.OffCollectorState).Store(wire.CollectorAlive)
 	return r, nil
 }
@@ -255,10 +263,56 @@ func (r *Region) pending() bool {
 	return false
 }
 
+// Leftovers appends what a gone thread left in ring i's fold area, as
+// events stamped now: its pending allocations (late, with their own
+// times), then its aggregates of folded pairs. It empties the area.
+// Call it only when the thread, or the process, is gone.
+func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
+	if i < 0 || i >= r.opts.Slots {
+		return out
+	}
+	le := binary.LittleEndian
+	f := r.mem[r.foldOff+i*wire.FoldSize : r.foldOff+(i+1)*wire.FoldSize]
+	tid := r.rings[i].Thread
+	head, count := le.Uint32(f[wire.OffFoldHead:]), le.Uint32(f[wire.OffFoldCount:])
+	if count > wire.Pend {
+		count = wire.Pend // a dead thread's torn write
+	}
+	for k := uint32(0); k < count; k++ {
+		e := f[wire.OffFoldPend+int((head+k)%wire.Pend)*wire.PendingSize:]
+		e = e[:wire.PendingSize]
+		addr, fn := le.Uint64(e[wire.OffPendAddr:]), event.Fn(e[wire.OffPendFn])
+		if e[wire.OffPendLive] == 0 || addr == 0 || fn == 0 || fn >= event.NumFn {
+			continue
+		}
+		at := le.Uint64(e[wire.OffPendTS:])
+		if at == 0 {
+			at = 1
+		}
+		out = append(out, event.Event{Kind: event.Alloc, Fn: fn, Proc: r.proc, Thread: tid, Time: now,
+			Stack: le.Uint32(e[wire.OffPendStack:]), Addr: addr, Size: le.Uint64(e[wire.OffPendSize:]), Addr2: at})
+	}
+	for k := 0; k < wire.Agg; k++ {
+		a := f[wire.OffFoldAgg+k*wire.AggSize:]
+		a = a[:wire.AggSize]
+		afn, ffn := event.Fn(a[wire.OffAggAFn]), event.Fn(a[wire.OffAggFFn])
+		if a[wire.OffAggUsed] == 0 || afn == 0 || afn >= event.NumFn || ffn == 0 || ffn >= event.NumFn {
+			continue
+		}
+		out = append(out, event.Event{Kind: event.Agg, Fn: afn, Proc: r.proc, Thread: tid, Time: now,
+			Stack: le.Uint32(a[wire.OffAggAStack:]), Aux: uint64(le.Uint32(a[wire.OffAggFStack:])) | uint64(ffn)<<32,
+			Addr: le.Uint64(a[wire.OffAggPairs:]), Size: le.Uint64(a[wire.OffAggBytes:]), Addr2: le.Uint64(a[wire.OffAggTemp:])})
+		a[wire.OffAggUsed] = 0
+	}
+	le.PutUint32(f[wire.OffFoldCount:], 0)
+	return out
+}
+
 // Reclaim frees the slots of threads that are gone and whose rings are
-// drained, so that new threads can have them. alive reports whether a
-// thread id still exists in the process.
-func (r *Region) Reclaim(alive func(tid int32) bool) (freed int) {
+// drained, so that new threads can have them, passing what each left in
+// its fold area to left. alive reports whether a thread id still exists
+// in the process.
+func (r *Region) Reclaim(alive func(tid int32) bool, left func(ring int)) (freed int) {
 	used := int(r.u32(wire.OffSlotsUsed).Load())
 	for i := 0; i < used && i < r.opts.Slots; i++ {
 		so := r.slotOff(i)
@@ -274,8 +328,10 @@ func (r *Region) Reclaim(alive func(tid int32) bool) (freed int) {
 		if tid == 0 || alive(tid) {
 			continue
 		}
-		// Dead and drained: nobody writes here any more. Return the
-		// ring's pages to the system before handing the slot out again.
+		// Dead and drained: nobody writes here any more. Take what it
+		// left pending, and return the ring's pages to the system before
+		// handing the slot out again.
+		left(i)
 		off := int64(r.dataOff + i*r.opts.RingSize)
 		_ = unix.Fallocate(r.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(r.opts.RingSize))
 		r.rings[i] = wire.Ring{}

@@ -147,7 +147,7 @@ func TestReclaimFreesOnlyDrainedSlotsOfDeadThreads(t *testing.T) {
 	undrained.claim(300)
 	undrained.put(hdr(wire.RecThreadExit, 0, 2, 300), 5)
 	isAlive := func(tid int32) bool { return tid == 200 }
-	if n := r.Reclaim(isAlive); n != 1 {
+	if n := r.Reclaim(isAlive, func(int) {}); n != 1 {
 		t.Errorf("reclaimed %d slots, want 1 (the drained dead one)", n)
 	}
 	state := func(i int) uint32 { return r.u32(r.slotOff(i) + wire.OffSlotState).Load() }
@@ -155,7 +155,7 @@ func TestReclaimFreesOnlyDrainedSlotsOfDeadThreads(t *testing.T) {
 		t.Errorf("slot states %d %d %d", state(0), state(1), state(2))
 	}
 	drain(t, r)
-	if n := r.Reclaim(isAlive); n != 1 || state(2) != wire.SlotFree {
+	if n := r.Reclaim(isAlive, func(int) {}); n != 1 || state(2) != wire.SlotFree {
 		t.Errorf("after draining, reclaimed %d, slot 2 state %d", n, state(2))
 	}
 }

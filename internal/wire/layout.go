@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 1
+const Version = 2
 
 // Magic numbers.
 const (
@@ -19,6 +19,9 @@ const (
 	HeaderSize  = 4096
 	SlotSize    = 128
 	MaxDepth    = 128
+	Pend        = 256   // pending allocations per thread
+	Agg         = 64    // aggregates per thread
+	FoldSize    = 16384 // bytes per fold area
 	HelloSize   = 32
 	WelcomeSize = 16
 )
@@ -42,13 +45,16 @@ const (
 	RecExit         = 15
 	RecClock        = 16
 	RecThreadName   = 17
-	RecMax          = 17
+	RecAgg          = 18
+	RecAllocLate    = 19
+	RecMax          = 19
 )
 
 // Header flags (LP_HF_*).
 const (
 	FlagClockTSC   = 1
 	FlagFreeStacks = 2
+	FlagFold       = 4
 )
 
 // Slot states (LP_SLOT_*).
@@ -85,6 +91,7 @@ const (
 	OffClockMono         = 88
 	OffClockReal         = 96
 	OffLostRecords       = 104
+	OffFoldOffset        = 112
 	OffDoorbell          = 128
 	OffCollectorSleeping = 132
 	OffProgress          = 192
@@ -98,6 +105,32 @@ const (
 	OffSlotState = 8
 	OffSlotTID   = 12
 	OffSlotTail  = 64
+)
+
+// Byte offsets in struct lp_fold and its entries.
+const (
+	OffFoldHead  = 0
+	OffFoldCount = 4
+	OffFoldPend  = 64
+	PendingSize  = 32
+	OffPendAddr  = 0
+	OffPendSize  = 8
+	OffPendTS    = 16
+	OffPendStack = 24
+	OffPendFn    = 28
+	OffPendLive  = 29
+	OffFoldAgg   = 8256
+	AggSize      = 56
+	OffAggAStack = 0
+	OffAggFStack = 4
+	OffAggAFn    = 8
+	OffAggFFn    = 9
+	OffAggUsed   = 10
+	OffAggPairs  = 16
+	OffAggBytes  = 24
+	OffAggTemp   = 32
+	OffAggFirst  = 40
+	OffAggLast   = 48
 )
 
 // Byte offsets of struct lp_hello fields.

@@ -26,6 +26,19 @@ func TestLayoutMatchesHeader(t *testing.T) {
 int main(void) {
 P("Version", LP_WIRE_VERSION); P("RegionMagic", LP_REGION_MAGIC); P("HelloMagic", LP_HELLO_MAGIC);
 P("HeaderSize", LP_HEADER_SIZE); P("SlotSize", LP_SLOT_SIZE); P("MaxDepth", LP_MAX_DEPTH);
+P("Pend", LP_PEND); P("Agg", LP_AGG); P("FoldSize", LP_FOLD_SIZE);
+P("sizeof lp_fold <= FoldSize", sizeof(struct lp_fold) <= LP_FOLD_SIZE);
+P("OffFoldHead", offsetof(struct lp_fold, head)); P("OffFoldCount", offsetof(struct lp_fold, count));
+P("OffFoldPend", offsetof(struct lp_fold, pend)); P("PendingSize", sizeof(struct lp_pending));
+P("OffPendAddr", offsetof(struct lp_pending, addr)); P("OffPendSize", offsetof(struct lp_pending, size));
+P("OffPendTS", offsetof(struct lp_pending, ts)); P("OffPendStack", offsetof(struct lp_pending, stack));
+P("OffPendFn", offsetof(struct lp_pending, fn)); P("OffPendLive", offsetof(struct lp_pending, live));
+P("OffFoldAgg", offsetof(struct lp_fold, agg)); P("AggSize", sizeof(struct lp_aggent));
+P("OffAggAStack", offsetof(struct lp_aggent, astack)); P("OffAggFStack", offsetof(struct lp_aggent, fstack));
+P("OffAggAFn", offsetof(struct lp_aggent, afn)); P("OffAggFFn", offsetof(struct lp_aggent, ffn));
+P("OffAggUsed", offsetof(struct lp_aggent, used)); P("OffAggPairs", offsetof(struct lp_aggent, pairs));
+P("OffAggBytes", offsetof(struct lp_aggent, bytes)); P("OffAggTemp", offsetof(struct lp_aggent, temporary));
+P("OffAggFirst", offsetof(struct lp_aggent, first)); P("OffAggLast", offsetof(struct lp_aggent, last));
 P("HelloSize", sizeof(struct lp_hello)); P("WelcomeSize", sizeof(struct lp_welcome));
 P("sizeof lp_header <= HeaderSize", sizeof(struct lp_header) <= LP_HEADER_SIZE);
 P("sizeof lp_slot", sizeof(struct lp_slot));
@@ -34,8 +47,8 @@ P("RecReallocBegin", LP_REC_REALLOC_BEGIN); P("RecRealloc", LP_REC_REALLOC); P("
 P("RecModule", LP_REC_MODULE); P("RecModuleUnload", LP_REC_MODULE_UNLOAD); P("RecThreadStart", LP_REC_THREAD_START);
 P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDone", LP_REC_FORK_DONE);
 P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
-P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecMax", LP_REC_MAX);
-P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS);
+P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecMax", LP_REC_MAX);
+P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD);
 P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED);
 P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
 #define H(f, name) P(name, offsetof(struct lp_header, f))
@@ -44,6 +57,7 @@ H(ring_size,"OffRingSize"); H(data_offset,"OffDataOffset"); H(region_size,"OffRe
 H(max_depth,"OffMaxDepth"); H(collector_pid,"OffCollectorPID"); H(pid,"OffPID"); H(slots_used,"OffSlotsUsed");
 H(agent_state,"OffAgentState"); H(next_stack_id,"OffNextStackID"); H(next_module_id,"OffNextModuleID");
 H(clock_ts,"OffClockTS"); H(clock_mono,"OffClockMono"); H(clock_real,"OffClockReal"); H(lost_records,"OffLostRecords");
+H(fold_offset,"OffFoldOffset");
 H(doorbell,"OffDoorbell"); H(collector_sleeping,"OffCollectorSleeping"); H(progress,"OffProgress");
 H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState");
 P("OffSlotHead", offsetof(struct lp_slot, head)); P("OffSlotState", offsetof(struct lp_slot, state));
@@ -68,6 +82,14 @@ return 0; }
 	want := map[string]uint64{
 		"Version": Version, "RegionMagic": RegionMagic, "HelloMagic": HelloMagic,
 		"HeaderSize": HeaderSize, "SlotSize": SlotSize, "MaxDepth": MaxDepth,
+		"Pend": Pend, "Agg": Agg, "FoldSize": FoldSize, "sizeof lp_fold <= FoldSize": 1,
+		"OffFoldHead": OffFoldHead, "OffFoldCount": OffFoldCount, "OffFoldPend": OffFoldPend,
+		"PendingSize": PendingSize, "OffPendAddr": OffPendAddr, "OffPendSize": OffPendSize,
+		"OffPendTS": OffPendTS, "OffPendStack": OffPendStack, "OffPendFn": OffPendFn, "OffPendLive": OffPendLive,
+		"OffFoldAgg": OffFoldAgg, "AggSize": AggSize, "OffAggAStack": OffAggAStack, "OffAggFStack": OffAggFStack,
+		"OffAggAFn": OffAggAFn, "OffAggFFn": OffAggFFn, "OffAggUsed": OffAggUsed, "OffAggPairs": OffAggPairs,
+		"OffAggBytes": OffAggBytes, "OffAggTemp": OffAggTemp, "OffAggFirst": OffAggFirst, "OffAggLast": OffAggLast,
+		"OffFoldOffset": OffFoldOffset, "RecAgg": RecAgg, "RecAllocLate": RecAllocLate,
 		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
 		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
 		"RecPad": RecPad, "RecAlloc": RecAlloc, "RecFree": RecFree, "RecReallocBegin": RecReallocBegin,
@@ -76,7 +98,7 @@ return 0; }
 		"RecThreadExit": RecThreadExit, "RecFork": RecFork, "RecForkDone": RecForkDone,
 		"RecExec": RecExec, "RecExecFailed": RecExecFailed, "RecExit": RecExit,
 		"RecClock": RecClock, "RecThreadName": RecThreadName, "RecMax": RecMax,
-		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks,
+		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold,
 		"SlotFree": SlotFree, "SlotActive": SlotActive, "SlotExited": SlotExited,
 		"CollectorAlive": CollectorAlive, "CollectorGone": CollectorGone,
 		"OffMagic": OffMagic, "OffVersion": OffVersion, "OffHeaderSize": OffHeaderSize,
