@@ -97,6 +97,18 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		defer jsonFile.Close()
 	}
 	var tw *tracefile.Writer
+	// The symbolizer starts before the run, to load symbols while it runs;
+	// its warnings go to the report made after.
+	var rep *report.Report
+	var early []string
+	sym := newSymbolizer(o.debugDirs, func(msg string) {
+		if rep != nil {
+			rep.Warn(msg)
+		} else {
+			early = append(early, msg)
+		}
+	})
+	defer sym.close()
 	copts := collect.Options{
 		Argv:       o.argv,
 		Agent:      agent,
@@ -108,6 +120,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			Fold:       o.fold,
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Warm: sym.warmUp(),
 	}
 	if o.trace != "" {
 		tw, err = tracefile.Create(o.trace, tracefile.Meta{
@@ -130,15 +143,13 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if err != nil {
 		return nil, nil, err
 	}
-	var rep *report.Report
-	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
-	defer sym.close()
+	sym.ready()
 	rep = report.New(res.Session, res.Main, report.Options{
 		Symbolize:   sym.lookup,
 		TracePath:   o.trace,
 		Elapsed:     res.Elapsed,
 		TicksPerSec: res.TicksPerSec,
-		Warnings:    res.Warnings,
+		Warnings:    append(res.Warnings, early...),
 	})
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/report"
 	"github.com/leakpath/leakpath/internal/symbolize"
@@ -8,7 +9,9 @@ import (
 
 // symbolizer adapts internal/symbolize to the report's Symbolizer.
 type symbolizer struct {
-	s *symbolize.Symbolizer
+	s    *symbolize.Symbolizer
+	warm chan event.Module
+	done chan struct{}
 }
 
 func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
@@ -35,4 +38,38 @@ func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
 	return out
 }
 
-func (y *symbolizer) close() { y.s.Close() }
+// warmUp starts loading the symbols of modules while the program runs
+// (the collector's core is mostly idle then): by its end, the report only
+// looks addresses up. It never blocks the caller.
+func (y *symbolizer) warmUp() func(*event.Module) {
+	y.warm = make(chan event.Module, 1024)
+	y.done = make(chan struct{})
+	go func() {
+		defer close(y.done)
+		for m := range y.warm {
+			if len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
+				y.s.Lookup(m.Path, m.BuildID, m.Segments[0].Vaddr)
+			}
+		}
+	}()
+	return func(m *event.Module) {
+		select {
+		case y.warm <- *m:
+		default: // a backlog: the report loads it when it needs it
+		}
+	}
+}
+
+// ready waits until the warm-up is done.
+func (y *symbolizer) ready() {
+	if y.warm != nil {
+		close(y.warm)
+		<-y.done
+		y.warm = nil
+	}
+}
+
+func (y *symbolizer) close() {
+	y.ready()
+	y.s.Close()
+}

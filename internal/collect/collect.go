@@ -47,6 +47,10 @@ type Options struct {
 	Env        []string // nil: the collector's environment
 	// Logf reports noteworthy things while running (nil: silent).
 	Logf func(format string, args ...any)
+	// Warm is told, once each, of the modules recorded stacks go through,
+	// so that their symbols can load while the program runs. It must not
+	// block. nil: not told.
+	Warm func(m *event.Module)
 }
 
 // Result is what a run produced.
@@ -132,6 +136,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	c.opts.Region.ClockTSC = c.src.TSC()
 	c.sink = newSink(heap.NewSession(), opts.Trace)
+	c.sink.warm = opts.Warm
 	go c.sink.run()
 
 	sess, err := launch.NewSession(opts.Agent, c.register)

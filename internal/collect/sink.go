@@ -46,8 +46,10 @@ type sink struct {
 	events int64
 
 	free     chan []event.Event // batches applied, for reuse
-	paused   map[uint32]*held   // parents stopped at a fork
-	children map[forkKey]*held  // children waiting for their parent's fork
+	warm     func(*event.Module)
+	warmed   map[*heap.Module]bool
+	paused   map[uint32]*held  // parents stopped at a fork
+	children map[forkKey]*held // children waiting for their parent's fork
 	childOf  map[uint32]forkKey
 	forked   map[forkKey]bool // forks applied whose child has not come yet
 	once     sync.Once
@@ -208,6 +210,33 @@ func (s *sink) resume(proc uint32) {
 	s.feed(proc, h.evs)
 }
 
+// warmStacks tells Warm of the modules that new stacks go through.
+func (s *sink) warmStacks(evs []event.Event) {
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Kind != event.StackDef {
+			continue
+		}
+		p := s.model.Process(ev.Proc)
+		if p == nil {
+			continue
+		}
+		for _, mi := range p.Stacks.Modules(p.StackOf(ev.Stack)) {
+			if mi < 0 || int(mi) >= len(p.Modules) {
+				continue
+			}
+			m := p.Modules[mi]
+			if s.warmed == nil {
+				s.warmed = map[*heap.Module]bool{}
+			}
+			if !s.warmed[m] {
+				s.warmed[m] = true
+				s.warm(&m.Module)
+			}
+		}
+	}
+}
+
 // expire gives up waiting after forkWait.
 func (s *sink) expire() {
 	for proc, h := range s.paused {
@@ -255,6 +284,9 @@ func (s *sink) apply(evs []event.Event) {
 		return
 	}
 	s.model.Apply(evs)
+	if s.warm != nil {
+		s.warmStacks(evs)
+	}
 	s.events += int64(len(evs))
 	if s.trace != nil && s.err == nil {
 		s.err = s.trace.Write(evs)

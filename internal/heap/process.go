@@ -269,6 +269,10 @@ func (p *Process) thread(tid int32) *Thread {
 	return t
 }
 
+// StackOf returns the stack the agent calls agentID, or 0 before its
+// definition.
+func (p *Process) StackOf(agentID uint32) StackID { return p.stackOf(agentID) }
+
 func (p *Process) stackOf(agentID uint32) StackID {
 	if int(agentID) < len(p.agentStack) {
 		return p.agentStack[agentID]
