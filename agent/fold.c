@@ -178,7 +178,8 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 			struct lp_aggent *a = &f->agg[(h + k) & (LP_AGG - 1)];
 			if (!a->used) {
 				*a = (struct lp_aggent){.astack = e->stack, .fstack = fstack, .afn = e->fn,
-							.ffn = (uint8_t)ffn, .used = 1, .first = e->ts};
+							.ffn = (uint8_t)ffn, .used = 1, .first = e->ts,
+							.last = e->ts};
 			} else if (a->astack != e->stack || a->fstack != fstack || a->afn != e->fn ||
 				   a->ffn != ffn) {
 				continue;
@@ -186,10 +187,16 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 			a->pairs++;
 			a->bytes += e->size;
 			a->temporary += (uint64_t)temporary;
-			a->last = e->ts;
-			if (t->agg_oldest == 0)
+			if (e->ts > a->last)
+				a->last = e->ts;
+			if (e->ts < a->first)
+				a->first = e->ts;
+			/* Blocks are freed in any order: the oldest pair is the
+			 * smallest time, and ages are signed. */
+			if (t->agg_oldest == 0 || e->ts < t->agg_oldest)
 				t->agg_oldest = e->ts;
-			if (++t->folded >= LP_FOLD_FLUSH_PAIRS || e->ts - t->agg_oldest > LP_FOLD_FLUSH_TICKS)
+			if (++t->folded >= LP_FOLD_FLUSH_PAIRS ||
+			    (int64_t)(e->ts - t->agg_oldest) > (int64_t)LP_FOLD_FLUSH_TICKS)
 				lp_flush_aggs(t);
 			return;
 		}

@@ -33,6 +33,7 @@ var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "s
 // Op bytes: the low 5 bits are the code, the high 3 bits flags. Codes 1-5
 // are the compact encodings of the event kinds of the same value.
 const (
+	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2
 	opSetProc   = 0x1d // misc: uvarint Proc
 	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
 	opGeneric   = 0x1f // ops: kind byte; misc: uvarint field mask; fields
@@ -440,6 +441,17 @@ func (e *encoder) add(ev *event.Event) error {
 		case event.Alloc:
 			if ev.Addr2 == 0 {
 				e.addAlloc(ev)
+				return nil
+			}
+			if ev.Addr2 <= ev.Time {
+				// A late allocation: its own time is close before Time.
+				e.addAlloc(ev)
+				ops := e.s[sOps]
+				ops[len(ops)-1] = ops[len(ops)-1]&^codeMask | opLateAlloc
+				e.s[sTime] = uv(e.s[sTime], ev.Time-ev.Addr2)
+				if e.dual {
+					e.alt = uv(e.alt, ev.Time-ev.Addr2)
+				}
 				return nil
 			}
 		case event.Free, event.ReallocBegin:

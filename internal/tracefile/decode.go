@@ -273,6 +273,13 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 		switch code {
 		case byte(event.Alloc):
 			d.decAlloc(ev, op)
+		case opLateAlloc:
+			d.decAlloc(ev, op)
+			if late := d.uv(sTime); late < ev.Time {
+				ev.Addr2 = ev.Time - late
+			} else {
+				d.failf("late allocation %d ticks before time %d", late, ev.Time)
+			}
 		case byte(event.Free), byte(event.ReallocBegin):
 			d.decFree(ev, op)
 		case byte(event.Realloc):
