@@ -31,11 +31,13 @@ struct lp_recent {
 	struct lp_trail trail;
 };
 
-#define LP_RECENT 16 /* in pairs: an entry can live in either of its pair */
+#define LP_RECENT_SETS 16 /* recent stacks: sets by call site... */
+#define LP_RECENT_WAYS 4  /* ...of this many, replaced in turn */
+#define LP_RECENT (LP_RECENT_SETS * LP_RECENT_WAYS)
 
 struct lp_stacktab {
 	struct lp_recent recent[LP_RECENT];
-	uint8_t recent_older[LP_RECENT / 2]; /* per pair: the entry to replace next */
+	uint8_t recent_next[LP_RECENT_SETS]; /* per set: the way to replace next */
 	struct lp_stent *ents;
 	uint32_t cap;   /* power of two */
 	uint32_t count;
@@ -261,22 +263,21 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 	uint64_t modgen = lp_modules_gen();
 	if (LP_LIKELY(s != NULL)) {
 		/* The same hook frame as a recent call, with the same stack above
-		 * it: the same stack, without unwinding or hashing. A pair of
-		 * entries per hash, so that two call sites in one function (its
-		 * malloc and its free) do not keep evicting each other. */
+		 * it: the same stack, without unwinding or hashing. A set of
+		 * entries per call site hash, so that the call sites of one
+		 * function (its malloc and its free) and one call site reached
+		 * along several paths do not keep evicting each other. */
 		uintptr_t ra = ((const uintptr_t *)fp)[1];
-		uint32_t pair = (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 61);
-		for (int w = 0; w < 2; w++) {
-			struct lp_recent *e = &s->recent[2 * pair + w];
+		uint32_t set = (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
+		struct lp_recent *ways = &s->recent[set * LP_RECENT_WAYS];
+		for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
+			struct lp_recent *e = &ways[w];
 			if (e->fp == (uintptr_t)fp && e->gen == s->gen && e->modgen == modgen &&
-			    e->trail.n > 0 && lp_trail_holds(&e->trail)) {
-				s->recent_older[pair] = (uint8_t)(w ^ 1);
+			    e->trail.n > 0 && lp_trail_holds(&e->trail))
 				return e->id;
-			}
 		}
-		int victim = s->recent_older[pair] & 1;
-		rc = &s->recent[2 * pair + victim];
-		s->recent_older[pair] = (uint8_t)(victim ^ 1);
+		rc = &ways[s->recent_next[set]];
+		s->recent_next[set] = (uint8_t)((s->recent_next[set] + 1) % LP_RECENT_WAYS);
 		rc->fp = 0;
 	}
 	int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 0, rc ? &rc->trail : NULL);
