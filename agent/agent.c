@@ -325,6 +325,11 @@ static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned 
 			return;
 	}
 	uint32_t sid = lp_free_stacks ? lp_stack_id(t, fp) : 0;
+	if (t->last_alloc == (uint64_t)p) {
+		/* Freed with no allocation on this thread in between. */
+		fn |= LP_FN_TEMPORARY;
+		t->last_alloc = 0;
+	}
 	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), 0, (uint64_t)p};
 	lp_put(t, w, 3);
 }

@@ -95,13 +95,6 @@ LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, 
 LP_HIDDEN struct lp_ucache *lp_ucache_new(void);
 
 /* fold.c */
-struct lp_findex {
-	uint64_t addr; /* 0: empty */
-	uint32_t pos;
-	uint32_t pad;
-};
-#define LP_FIDX (LP_PEND * 4u) /* index slots: a quarter full at most */
-LP_HIDDEN struct lp_findex *lp_tables_fidx(struct lp_thread *t);
 LP_HIDDEN void lp_fold_attach(struct lp_thread *t, struct lp_fold *f);
 LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid);
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);

@@ -3,106 +3,127 @@
  *
  * Most blocks die young, freed by the thread that made them. Writing two
  * records for each is what makes a collector the bottleneck; instead a
- * thread keeps its latest LP_PEND allocations pending, and a free of one of
- * them counts the pair in an aggregate (allocation stack, free stack,
- * functions, bytes, temporaries). A pending entry that is pushed out by
- * newer ones is written as an ALLOC_LATE record with its own timestamp.
+ * thread keeps its latest LP_PEND allocations pending, and its free of one
+ * of them counts the pair in an aggregate (allocation stack, free stack,
+ * functions, bytes, temporaries). A pending entry that newer ones push out
+ * is written as an ALLOC_LATE record with its own timestamp.
  *
  * The pending FIFO and the aggregates live in the slot's fold area in the
  * shared region, so nothing is lost if the process dies: the collector
- * reads what is left there. The address index is private: only this
- * thread looks blocks up.
+ * reads what is left there. The pending map, also shared, says which
+ * thread holds a pending address: a free by any other thread claims the
+ * entry and writes the allocation itself, just before its FREE record. So
+ * a block freed by another thread is never folded by its owner later, when
+ * the address has been reused.
  */
 #include "agent.h"
 
 #include <string.h>
 
 #define LP_PMASK (LP_PEND - 1)
-#define LP_IMASK (LP_FIDX - 1)
+#define LP_SMASK (LP_PMAP_SUB - 1)
 /* Write aggregates at least this often: after so many folded pairs, or
  * when the oldest is this many ticks old (~10 ms of TSC, ~34 ms of ns). */
 #define LP_FOLD_FLUSH_PAIRS 65536u
 #define LP_FOLD_FLUSH_TICKS (1ull << 25)
 
-static inline uint32_t lp_ihash(uint64_t a)
+static inline uint64_t lp_ahash(uint64_t a)
 {
 	a ^= a >> 33;
 	a *= 0xff51afd7ed558ccdull;
 	a ^= a >> 33;
-	return (uint32_t)a & LP_IMASK;
+	return a;
 }
 
-static int lp_idx_find(struct lp_findex *ix, uint64_t addr)
+static inline struct lp_stripe *lp_stripe_of(uint64_t addr, uint64_t h)
 {
-	for (uint32_t i = lp_ihash(addr);; i = (i + 1) & LP_IMASK) {
-		if (ix[i].addr == addr)
-			return (int)ix[i].pos;
-		if (ix[i].addr == 0)
+	(void)addr;
+	struct lp_stripe *base = (struct lp_stripe *)((unsigned char *)lp_hdr + lp_hdr->pmap_offset);
+	return &base[h & (LP_PMAP_STRIPES - 1)];
+}
+
+static inline void lp_stripe_lock(struct lp_stripe *s)
+{
+	while (__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&s->lock, __ATOMIC_RELAXED))
+			__builtin_ia32_pause();
+}
+
+static inline void lp_stripe_unlock(struct lp_stripe *s)
+{
+	__atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* lp_pm_find returns addr's index in stripe s (home h), or -1. */
+static int lp_pm_find(struct lp_stripe *s, uint64_t addr, uint64_t h)
+{
+	uint32_t i = (uint32_t)(h >> 32) & LP_SMASK;
+	for (uint32_t k = 0; k < LP_PMAP_SUB; k++, i = (i + 1) & LP_SMASK) {
+		if (s->ent[i].addr == addr)
+			return (int)i;
+		if (s->ent[i].addr == 0)
 			return -1;
 	}
+	return -1;
 }
 
-static void lp_idx_put(struct lp_findex *ix, uint64_t addr, uint32_t pos)
+/* lp_pm_put maps addr to (slot, pos); returns -1 if the stripe is full. */
+static int lp_pm_put(struct lp_stripe *s, uint64_t addr, uint64_t h, uint32_t slot, uint32_t pos)
 {
-	for (uint32_t i = lp_ihash(addr);; i = (i + 1) & LP_IMASK) {
-		if (ix[i].addr == addr || ix[i].addr == 0) {
-			ix[i].addr = addr;
-			ix[i].pos = pos;
-			return;
+	uint32_t i = (uint32_t)(h >> 32) & LP_SMASK;
+	for (uint32_t k = 0; k < LP_PMAP_SUB - 1; k++, i = (i + 1) & LP_SMASK) {
+		if (s->ent[i].addr == addr || s->ent[i].addr == 0) {
+			s->ent[i] = (struct lp_pment){.addr = addr, .slot = slot, .pos = pos};
+			return 0;
 		}
 	}
+	return -1; /* keep one slot empty: probes always end */
 }
 
-/* lp_idx_del removes addr if it maps to pos, shifting back the entries
- * after it that would become unreachable. */
-static void lp_idx_del(struct lp_findex *ix, uint64_t addr, uint32_t pos)
+/* lp_pm_del empties index i of stripe s, shifting back the entries after
+ * it that would otherwise become unreachable. */
+static void lp_pm_del(struct lp_stripe *s, uint32_t i)
 {
-	uint32_t j = lp_ihash(addr);
-	for (;; j = (j + 1) & LP_IMASK) {
-		if (ix[j].addr == 0)
-			return;
-		if (ix[j].addr == addr)
-			break;
-	}
-	if (ix[j].pos != pos)
-		return; /* a newer block at the same address owns the entry */
 	for (;;) {
-		ix[j].addr = 0;
-		uint32_t k = j;
+		s->ent[i].addr = 0;
+		uint32_t k = i;
 		for (;;) {
-			k = (k + 1) & LP_IMASK;
-			if (ix[k].addr == 0)
+			k = (k + 1) & LP_SMASK;
+			if (s->ent[k].addr == 0)
 				return;
-			uint32_t home = lp_ihash(ix[k].addr);
-			if ((k > j && (home <= j || home > k)) || (k < j && home <= j && home > k))
+			uint32_t home = (uint32_t)(lp_ahash(s->ent[k].addr) >> 32) & LP_SMASK;
+			if ((k > i && (home <= i || home > k)) || (k < i && home <= i && home > k))
 				break;
 		}
-		ix[j] = ix[k];
-		j = k;
+		s->ent[i] = s->ent[k];
+		i = k;
 	}
+}
+
+static inline struct lp_fold *lp_fold_of(uint32_t slot)
+{
+	return (struct lp_fold *)((unsigned char *)lp_hdr + lp_hdr->fold_offset + (uint64_t)slot * LP_FOLD_SIZE);
 }
 
 void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 {
 	t->fold = NULL;
-	if (!f || !t->stacks)
+	if (!f)
 		return;
 	f->head = 0;
 	f->count = 0;
 	for (unsigned i = 0; i < LP_AGG; i++)
 		f->agg[i].used = 0;
-	memset(lp_tables_fidx(t), 0, LP_FIDX * sizeof(struct lp_findex));
 	t->folded = 0;
 	t->agg_oldest = 0;
 	t->fold = f;
 }
 
-/* lp_commit writes pending entry e as an ALLOC_LATE record. */
-static void lp_commit(struct lp_thread *t, struct lp_pending *e)
+/* lp_commit writes a copy of a pending entry as an ALLOC_LATE record. */
+static void lp_commit(struct lp_thread *t, const struct lp_pending *e)
 {
 	uint64_t w[5] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 5, e->stack), 0, e->addr, e->size, e->ts};
 	lp_put(t, w, 5);
-	e->live = 0;
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still live. */
@@ -111,12 +132,22 @@ static void lp_evict(struct lp_thread *t)
 	struct lp_fold *f = t->fold;
 	uint32_t pos = f->head;
 	struct lp_pending *e = &f->pend[pos];
-	if (e->live) {
-		lp_idx_del(lp_tables_fidx(t), e->addr, pos);
-		lp_commit(t, e);
-	}
 	f->head = (f->head + 1) & LP_PMASK;
 	f->count--;
+	if (!e->live)
+		return;
+	uint64_t h = lp_ahash(e->addr);
+	struct lp_stripe *s = lp_stripe_of(e->addr, h);
+	lp_stripe_lock(s);
+	int live = e->live; /* another thread may have claimed it meanwhile */
+	struct lp_pending copy = *e;
+	e->live = 0;
+	int i = lp_pm_find(s, copy.addr, h);
+	if (i >= 0 && s->ent[i].slot == t->slot_index && s->ent[i].pos == pos)
+		lp_pm_del(s, (uint32_t)i);
+	lp_stripe_unlock(s);
+	if (live)
+		lp_commit(t, &copy);
 }
 
 void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid)
@@ -126,15 +157,21 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_evict(t);
 	uint32_t pos = (f->head + f->count) & LP_PMASK;
 	struct lp_pending *e = &f->pend[pos];
-	e->addr = (uint64_t)p;
-	e->size = n;
-	e->ts = lp_ts();
-	e->stack = sid;
-	e->fn = (uint8_t)fn;
-	e->live = 1;
+	uint64_t a = (uint64_t)p, h = lp_ahash(a);
+	struct lp_stripe *s = lp_stripe_of(a, h);
+	*e = (struct lp_pending){.addr = a, .size = n, .ts = lp_ts(), .stack = sid, .fn = (uint8_t)fn};
+	lp_stripe_lock(s);
+	int full = lp_pm_put(s, a, h, t->slot_index, pos);
+	if (!full)
+		e->live = 1;
+	lp_stripe_unlock(s);
+	t->last_alloc = a;
+	if (full) {
+		/* No room in the map: this one is written at once. */
+		lp_commit(t, e);
+		return;
+	}
 	f->count++;
-	lp_idx_put(lp_tables_fidx(t), (uint64_t)p, pos);
-	t->last_alloc = (uint64_t)p;
 }
 
 static inline int lp_family(unsigned fn)
@@ -204,44 +241,63 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 	}
 }
 
+/*
+ * lp_take finds p's pending entry, of any thread, and takes it out of the
+ * map and the FIFO, copying it to *out. Returns 1 when it was this
+ * thread's own, 2 another thread's, 0 when p is not pending.
+ */
+static int lp_take(struct lp_thread *t, uint64_t p, struct lp_pending *out)
+{
+	uint64_t h = lp_ahash(p);
+	struct lp_stripe *s = lp_stripe_of(p, h);
+	lp_stripe_lock(s);
+	int i = lp_pm_find(s, p, h);
+	if (i < 0) {
+		lp_stripe_unlock(s);
+		return 0;
+	}
+	struct lp_pment m = s->ent[i];
+	lp_pm_del(s, (uint32_t)i);
+	struct lp_pending *e = &lp_fold_of(m.slot)->pend[m.pos & LP_PMASK];
+	int found = e->live && e->addr == p;
+	*out = *e;
+	if (found)
+		e->live = 0;
+	lp_stripe_unlock(s);
+	if (!found)
+		return 0;
+	return m.slot == t->slot_index ? 1 : 2;
+}
+
 int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	struct lp_fold *f = t->fold;
-	struct lp_findex *ix = lp_tables_fidx(t);
-	int pos = lp_idx_find(ix, (uint64_t)p);
-	if (pos < 0)
+	struct lp_pending e;
+	int whose = lp_take(t, (uint64_t)p, &e);
+	if (whose == 0)
 		return 0;
-	struct lp_pending *e = &f->pend[pos];
-	if (!e->live || e->addr != (uint64_t)p)
-		return 0;
-	lp_idx_del(ix, e->addr, (uint32_t)pos);
-	if (lp_family(e->fn) != lp_family(fn)) {
-		/* A mismatched free: the collector must see both to say so. */
-		lp_commit(t, e);
+	if (whose == 2 || lp_family(e.fn) != lp_family(fn)) {
+		/* Another thread's block, or a mismatched free: the collector
+		 * must see both, the allocation first. */
+		lp_commit(t, &e);
 		return 0;
 	}
 	uint32_t fstack = lp_free_stacks ? lp_stack_id(t, fp) : 0;
-	lp_agg_add(t, e, fstack, fn, t->last_alloc == (uint64_t)p);
-	e->live = 0;
-	if (t->last_alloc == (uint64_t)p)
+	int temporary = t->last_alloc == (uint64_t)p;
+	lp_agg_add(t, &e, fstack, fn, temporary);
+	if (temporary)
 		t->last_alloc = 0;
 	/* The newest entry (the usual temporary) gives its place back. */
-	if ((uint32_t)pos == ((f->head + f->count - 1) & LP_PMASK))
+	struct lp_fold *f = t->fold;
+	if (f->count > 0 && !f->pend[(f->head + f->count - 1) & LP_PMASK].live)
 		f->count--;
 	return 1;
 }
 
 void lp_fold_take(struct lp_thread *t, void *p)
 {
-	struct lp_findex *ix = lp_tables_fidx(t);
-	int pos = lp_idx_find(ix, (uint64_t)p);
-	if (pos < 0)
-		return;
-	struct lp_pending *e = &t->fold->pend[pos];
-	if (!e->live || e->addr != (uint64_t)p)
-		return;
-	lp_idx_del(ix, e->addr, (uint32_t)pos);
-	lp_commit(t, e);
+	struct lp_pending e;
+	if (lp_take(t, (uint64_t)p, &e))
+		lp_commit(t, &e);
 }
 
 void lp_fold_flush(struct lp_thread *t)

@@ -19,6 +19,11 @@
  * What is left in a fold area when its thread is gone (or the process is)
  * the collector reads itself.
  *
+ * The pending map (at pmap_offset) knows which thread holds each pending
+ * address: a free by another thread claims the entry, writes the
+ * allocation itself (ALLOC_LATE) and then its FREE, so that no thread ever
+ * folds a block that another thread freed. Only the agent uses it.
+ *
  * A ring belongs to one thread at a time. The thread (producer) appends
  * records at head; the collector (consumer) reads [tail, head) and advances
  * tail. head and tail count bytes since the ring was created and never wrap;
@@ -47,12 +52,15 @@
 #define LP_PEND 256u        /* pending allocations per thread (a power of two) */
 #define LP_AGG 64u          /* aggregates per thread */
 #define LP_FOLD_SIZE 16384u /* bytes of one struct lp_fold, rounded up */
+#define LP_PMAP_STRIPES 4096u /* the pending map: stripes, each with its lock */
+#define LP_PMAP_SUB 128u      /* entries per stripe */
 
 /* Record types. */
 enum {
 	LP_REC_PAD = 1,           /* skip: len words of nothing */
 	LP_REC_ALLOC = 2,         /* aux=stack; w1 ts, w2 addr (0: failed), w3 size */
-	LP_REC_FREE = 3,          /* aux=stack (0: none); w1 ts, w2 addr */
+	LP_REC_FREE = 3,          /* aux=stack (0: none); w1 ts, w2 addr; fn | LP_FN_TEMPORARY when
+	                             the block was the thread's latest allocation */
 	LP_REC_REALLOC_BEGIN = 4, /* aux=0; w1 ts, w2 old addr (before the real call) */
 	LP_REC_REALLOC = 5,       /* aux=stack; w1 ts, w2 old, w3 new (0: failed or freed), w4 size */
 	LP_REC_STACK = 6,         /* aux=stack id; w1.. frames (len-1 of them), innermost first */
@@ -97,7 +105,8 @@ enum {
 	LP_FN_NEW_ARRAY = 12,     /* operator new[] and its forms */
 	LP_FN_DELETE = 13,        /* operator delete and its sized/aligned/nothrow forms */
 	LP_FN_DELETE_ARRAY = 14,  /* operator delete[] and its forms */
-	LP_FN_MAX = 14
+	LP_FN_MAX = 14,
+	LP_FN_TEMPORARY = 0x80,   /* flag on a FREE record's fn */
 };
 
 /* How a process image ended, LP_REC_EXIT w2. */
@@ -149,7 +158,7 @@ struct lp_header {
 	uint64_t clock_real;
 	uint64_t lost_records;   /* records the agent could not write (detached) */
 	uint64_t fold_offset;    /* offset of slot 0's struct lp_fold; 0: no folding */
-	uint64_t pad0[1];
+	uint64_t pmap_offset;    /* offset of the pending map's stripe 0 */
 	/* futex words, each on its own cache line */
 	uint32_t doorbell;       /* offset 128: producers bump + wake the collector */
 	uint32_t collector_sleeping;
@@ -180,7 +189,7 @@ struct lp_pending {
 	uint64_t ts;
 	uint32_t stack;
 	uint8_t fn;
-	uint8_t live;   /* 0: folded away, a hole in the FIFO */
+	uint8_t live;   /* 0: folded, evicted or claimed: a hole in the FIFO */
 	uint16_t pad;
 };
 
@@ -192,6 +201,20 @@ struct lp_aggent {
 	uint32_t pad1;
 	uint64_t pairs, bytes, temporary;
 	uint64_t first, last; /* ts of the first and last pair */
+};
+
+/* The pending map: an address hashes to a stripe, and within it to an
+ * open-addressing table, under the stripe's lock. */
+struct lp_pment {
+	uint64_t addr; /* 0: empty */
+	uint32_t slot; /* the fold area's slot */
+	uint32_t pos;  /* the entry in its pend[] */
+};
+
+struct lp_stripe {
+	uint32_t lock;
+	uint32_t pad[15];
+	struct lp_pment ent[LP_PMAP_SUB];
 };
 
 /* A thread's fold area. Written by its thread only; read by the

@@ -45,7 +45,6 @@ struct lp_stacktab {
 	uintptr_t *arena;
 	size_t arena_cap;  /* words */
 	size_t arena_used; /* words */
-	struct lp_findex fidx[LP_FIDX]; /* fold.c's index of pending blocks */
 	struct lp_stacktab *next; /* in the pool of exited threads' tables */
 	struct lp_ucache *ucache; /* parked with it in the pool */
 };
@@ -74,11 +73,6 @@ void lp_pool_lock_fork(int take)
 		lp_pool_acquire();
 	else
 		lp_pool_release();
-}
-
-struct lp_findex *lp_tables_fidx(struct lp_thread *t)
-{
-	return t->stacks->fidx;
 }
 
 /* lp_tables_park hands an exiting thread's tables to the pool. */

@@ -18,6 +18,8 @@ const (
 	Alloc Kind = iota + 1
 	// Free: Addr is about to be released (recorded before the real free).
 	// Stack is the free's stack when free stacks are recorded, else 0.
+	// Aux is 1 when the block was its thread's latest allocation (a
+	// temporary one), else 0.
 	Free
 	// ReallocBegin: realloc of Addr is about to run; from here on the
 	// address may be handed out again.

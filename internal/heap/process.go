@@ -85,7 +85,6 @@ type Thread struct {
 	TID         int32
 	Start, Exit uint64 // ticks; Exit 0 while running
 	Name        string
-	lastAlloc   uint64 // address of its latest allocation, for temporaries
 	realloc     pendingRealloc
 }
 
@@ -316,7 +315,7 @@ func (p *Process) apply(ev *event.Event) {
 		if ev.Addr2 != 0 {
 			b.Time = ev.Addr2 // kept pending by the agent: it happened earlier
 		}
-		p.alloc(ev.Addr, b, ev.Addr2 != 0)
+		p.alloc(ev.Addr, b)
 	case event.Agg:
 		p.agg(ev)
 	case event.Free:
@@ -381,9 +380,8 @@ func (p *Process) apply(ev *event.Event) {
 	}
 }
 
-// alloc adds a block. late says it arrives after events that happened
-// after it (the agent kept it pending).
-func (p *Process) alloc(addr uint64, b Block, late bool) {
+// alloc adds a block.
+func (p *Process) alloc(addr uint64, b Block) {
 	if len(p.parked) > 0 {
 		if pf, ok := p.parked[addr]; ok && pf.Time >= b.Time {
 			// A free that arrived before its allocation: this is the
@@ -412,9 +410,6 @@ func (p *Process) alloc(addr uint64, b Block, late bool) {
 	if p.Totals.LiveBytes > p.Totals.PeakBytes {
 		p.Totals.PeakBytes = p.Totals.LiveBytes
 		p.Totals.PeakTime = b.Time
-	}
-	if !late {
-		p.thread(b.Thread).lastAlloc = addr
 	}
 }
 
@@ -519,10 +514,10 @@ func (p *Process) free(ev *event.Event) {
 	}
 	p.released(b)
 	p.freedBlock(ev.Addr, b, stack, ev.Fn)
-	if t := p.thread(ev.Thread); t.lastAlloc == ev.Addr {
+	if ev.Kind == event.Free && ev.Aux&1 != 0 {
+		// The agent saw no allocation on the thread in between.
 		p.Totals.Temporary++
 		p.site(b.Site).Temporary++
-		t.lastAlloc = 0
 	}
 	p.checkFamily(ev.Addr, b, ev, stack)
 }
@@ -593,7 +588,7 @@ func (p *Process) realloc(ev *event.Event) {
 			p.invalidFree(ev)
 		}
 	}
-	p.alloc(ev.Addr2, Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn}, false)
+	p.alloc(ev.Addr2, Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn})
 }
 
 // restore puts back a block that a failed realloc did not release.

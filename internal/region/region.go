@@ -71,7 +71,8 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	slotBytes := opts.Slots * wire.SlotSize
 	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
 	foldOff := dataOff + opts.Slots*opts.RingSize
-	size := foldOff + opts.Slots*wire.FoldSize
+	pmapOff := foldOff + opts.Slots*wire.FoldSize
+	size := pmapOff + (wire.PmapStripes*wire.StripeSize+4095)&^4095
 	fd, err := unix.MemfdCreate(fmt.Sprintf("leakpath-%d", pid), unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("region for pid %d: memfd_create: %w", pid, err)
@@ -109,6 +110,7 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	r.put32(wire.OffCollectorPID, uint32(unix.Getpid()))
 	r.put32(wire.OffPID, uint32(pid))
 	r.put64(wire.OffFoldOffset, uint64(foldOff))
+	r.put64(wire.OffPmapOffset, uint64(pmapOff))
 	r.u32(wire.OffCollectorState).Store(wire.CollectorAlive)
 	return r, nil
 }

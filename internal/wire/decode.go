@@ -92,10 +92,15 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Kind, ev.Fn, ev.Stack, ev.Aux = event.Agg, fn, aux, w(2)
 			ev.Addr, ev.Size, ev.Addr2 = w(3), w(4), w(5)
 		case RecFree:
+			temporary := fn&FnTemporary != 0
+			fn &^= FnTemporary
 			if fn == 0 || fn >= event.NumFn {
 				return out, &DecodeError{off, fmt.Sprintf("free by unknown function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.Free, fn, aux, w(2)
+			if temporary {
+				ev.Aux = 1
+			}
 		case RecReallocBegin:
 			ev.Kind, ev.Fn, ev.Addr = event.ReallocBegin, event.ReallocFn, w(2)
 		case RecRealloc:

@@ -22,6 +22,9 @@ const (
 	Pend        = 256   // pending allocations per thread
 	Agg         = 64    // aggregates per thread
 	FoldSize    = 16384 // bytes per fold area
+	PmapStripes = 4096  // the pending map's stripes
+	PmapSub     = 128   // entries per stripe
+	StripeSize  = 2112  // bytes per stripe
 	HelloSize   = 32
 	WelcomeSize = 16
 )
@@ -49,6 +52,10 @@ const (
 	RecAllocLate    = 19
 	RecMax          = 19
 )
+
+// FnTemporary flags a FREE record's function: the block was the thread's
+// latest allocation (LP_FN_TEMPORARY).
+const FnTemporary = 0x80
 
 // Header flags (LP_HF_*).
 const (
@@ -92,6 +99,7 @@ const (
 	OffClockReal         = 96
 	OffLostRecords       = 104
 	OffFoldOffset        = 112
+	OffPmapOffset        = 120
 	OffDoorbell          = 128
 	OffCollectorSleeping = 132
 	OffProgress          = 192

@@ -27,6 +27,7 @@ int main(void) {
 P("Version", LP_WIRE_VERSION); P("RegionMagic", LP_REGION_MAGIC); P("HelloMagic", LP_HELLO_MAGIC);
 P("HeaderSize", LP_HEADER_SIZE); P("SlotSize", LP_SLOT_SIZE); P("MaxDepth", LP_MAX_DEPTH);
 P("Pend", LP_PEND); P("Agg", LP_AGG); P("FoldSize", LP_FOLD_SIZE);
+P("PmapStripes", LP_PMAP_STRIPES); P("PmapSub", LP_PMAP_SUB); P("StripeSize", sizeof(struct lp_stripe));
 P("sizeof lp_fold <= FoldSize", sizeof(struct lp_fold) <= LP_FOLD_SIZE);
 P("OffFoldHead", offsetof(struct lp_fold, head)); P("OffFoldCount", offsetof(struct lp_fold, count));
 P("OffFoldPend", offsetof(struct lp_fold, pend)); P("PendingSize", sizeof(struct lp_pending));
@@ -48,7 +49,7 @@ P("RecModule", LP_REC_MODULE); P("RecModuleUnload", LP_REC_MODULE_UNLOAD); P("Re
 P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDone", LP_REC_FORK_DONE);
 P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
 P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecMax", LP_REC_MAX);
-P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD);
+P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FnTemporary", LP_FN_TEMPORARY);
 P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED);
 P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
 #define H(f, name) P(name, offsetof(struct lp_header, f))
@@ -57,7 +58,7 @@ H(ring_size,"OffRingSize"); H(data_offset,"OffDataOffset"); H(region_size,"OffRe
 H(max_depth,"OffMaxDepth"); H(collector_pid,"OffCollectorPID"); H(pid,"OffPID"); H(slots_used,"OffSlotsUsed");
 H(agent_state,"OffAgentState"); H(next_stack_id,"OffNextStackID"); H(next_module_id,"OffNextModuleID");
 H(clock_ts,"OffClockTS"); H(clock_mono,"OffClockMono"); H(clock_real,"OffClockReal"); H(lost_records,"OffLostRecords");
-H(fold_offset,"OffFoldOffset");
+H(fold_offset,"OffFoldOffset"); H(pmap_offset,"OffPmapOffset");
 H(doorbell,"OffDoorbell"); H(collector_sleeping,"OffCollectorSleeping"); H(progress,"OffProgress");
 H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState");
 P("OffSlotHead", offsetof(struct lp_slot, head)); P("OffSlotState", offsetof(struct lp_slot, state));
@@ -89,7 +90,8 @@ return 0; }
 		"OffFoldAgg": OffFoldAgg, "AggSize": AggSize, "OffAggAStack": OffAggAStack, "OffAggFStack": OffAggFStack,
 		"OffAggAFn": OffAggAFn, "OffAggFFn": OffAggFFn, "OffAggUsed": OffAggUsed, "OffAggPairs": OffAggPairs,
 		"OffAggBytes": OffAggBytes, "OffAggTemp": OffAggTemp, "OffAggFirst": OffAggFirst, "OffAggLast": OffAggLast,
-		"OffFoldOffset": OffFoldOffset, "RecAgg": RecAgg, "RecAllocLate": RecAllocLate,
+		"OffFoldOffset": OffFoldOffset, "OffPmapOffset": OffPmapOffset,
+		"PmapStripes": PmapStripes, "PmapSub": PmapSub, "StripeSize": StripeSize, "RecAgg": RecAgg, "RecAllocLate": RecAllocLate,
 		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
 		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
 		"RecPad": RecPad, "RecAlloc": RecAlloc, "RecFree": RecFree, "RecReallocBegin": RecReallocBegin,
@@ -98,7 +100,7 @@ return 0; }
 		"RecThreadExit": RecThreadExit, "RecFork": RecFork, "RecForkDone": RecForkDone,
 		"RecExec": RecExec, "RecExecFailed": RecExecFailed, "RecExit": RecExit,
 		"RecClock": RecClock, "RecThreadName": RecThreadName, "RecMax": RecMax,
-		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold,
+		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold, "FnTemporary": FnTemporary,
 		"SlotFree": SlotFree, "SlotActive": SlotActive, "SlotExited": SlotExited,
 		"CollectorAlive": CollectorAlive, "CollectorGone": CollectorGone,
 		"OffMagic": OffMagic, "OffVersion": OffVersion, "OffHeaderSize": OffHeaderSize,
