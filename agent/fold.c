@@ -27,13 +27,7 @@
 #define LP_FOLD_FLUSH_PAIRS 65536u
 #define LP_FOLD_FLUSH_TICKS (1ull << 25)
 
-static inline uint64_t lp_ahash(uint64_t a)
-{
-	a ^= a >> 33;
-	a *= 0xff51afd7ed558ccdull;
-	a ^= a >> 33;
-	return a;
-}
+#define lp_ahash lp_pmap_hash
 
 static inline struct lp_stripe *lp_stripe_of(uint64_t addr, uint64_t h)
 {

@@ -247,6 +247,16 @@ struct lp_welcome {
 	uint32_t pad;
 };
 
+/* lp_pmap_hash hashes an address for the pending map: the stripe is
+ * hash & (LP_PMAP_STRIPES-1), the home in it (hash >> 32) & (LP_PMAP_SUB-1). */
+static inline uint64_t lp_pmap_hash(uint64_t a)
+{
+	a ^= a >> 33;
+	a *= 0xff51afd7ed558ccdull;
+	a ^= a >> 33;
+	return a;
+}
+
 #define LP_HDR(type, fn, words, aux) \
 	((uint64_t)(type) | (uint64_t)(fn) << 8 | (uint64_t)(words) << 16 | (uint64_t)(aux) << 32)
 

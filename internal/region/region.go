@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -265,6 +266,35 @@ func (r *Region) pending() bool {
 	return false
 }
 
+// takePending marks a dead thread's pending entry taken, under the lock of
+// its stripe in the pending map, as the agent's threads do: a live thread
+// may be claiming the same entry (freeing the block). It reports whether
+// the entry was still live. A lock left held by a process that died is
+// waited for only briefly.
+func (r *Region) takePending(e []byte, addr uint64) bool {
+	off := int(r.u64(wire.OffPmapOffset).Load())
+	if off == 0 {
+		return e[wire.OffPendLive] != 0
+	}
+	lock := r.u32(off + int(wire.PmapHash(addr)&(wire.PmapStripes-1))*wire.StripeSize)
+	locked := false
+	for spin := 0; spin < 1<<20; spin++ {
+		if lock.CompareAndSwap(0, 1) {
+			locked = true
+			break
+		}
+		if spin > 64 {
+			runtime.Gosched()
+		}
+	}
+	live := e[wire.OffPendLive] != 0
+	e[wire.OffPendLive] = 0
+	if locked {
+		lock.Store(0)
+	}
+	return live
+}
+
 // Leftovers appends what a gone thread left in ring i's fold area, as
 // events stamped now: its pending allocations (late, with their own
 // times), then its aggregates of folded pairs. It empties the area.
@@ -284,7 +314,7 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 		e := f[wire.OffFoldPend+int((head+k)%wire.Pend)*wire.PendingSize:]
 		e = e[:wire.PendingSize]
 		addr, fn := le.Uint64(e[wire.OffPendAddr:]), event.Fn(e[wire.OffPendFn])
-		if e[wire.OffPendLive] == 0 || addr == 0 || fn == 0 || fn >= event.NumFn {
+		if e[wire.OffPendLive] == 0 || addr == 0 || fn == 0 || fn >= event.NumFn || !r.takePending(e, addr) {
 			continue
 		}
 		at := le.Uint64(e[wire.OffPendTS:])

@@ -150,3 +150,12 @@ const (
 	OffHelloParentPID = 20
 	OffHelloForkID    = 24
 )
+
+// PmapHash is the agent's hash of an address in the pending map
+// (lp_pmap_hash): the stripe is PmapHash & (PmapStripes-1).
+func PmapHash(a uint64) uint64 {
+	a ^= a >> 33
+	a *= 0xff51afd7ed558ccd
+	a ^= a >> 33
+	return a
+}
