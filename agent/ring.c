@@ -162,7 +162,9 @@ static int lp_claim_slot(struct lp_thread *t)
 {
 	struct lp_header *h = lp_hdr;
 	struct lp_slot *slots = (struct lp_slot *)((unsigned char *)h + LP_HEADER_SIZE);
-	for (int round = 0; round < 200; round++) {
+	/* With every slot taken, wait a little for the collector to free
+	 * those of dead threads, then run unrecorded rather than stall. */
+	for (int round = 0; round < 5; round++) {
 		for (uint32_t i = 0; i < h->slot_count; i++) {
 			uint32_t expect = LP_SLOT_FREE;
 			if (__atomic_load_n(&slots[i].state, __ATOMIC_RELAXED) != LP_SLOT_FREE)

@@ -23,7 +23,7 @@ import (
 
 // Options size a region and tell the agent how to record.
 type Options struct {
-	Slots      int  // rings, one per live thread; default 1024
+	Slots      int  // rings, one per live thread; default 4096
 	RingSize   int  // bytes per ring, a power of two; default 256 KiB
 	MaxDepth   int  // frames per stack; default 64, at most wire.MaxDepth
 	FreeStacks bool // record the stacks of frees
@@ -33,7 +33,7 @@ type Options struct {
 
 func (o *Options) fill() error {
 	if o.Slots == 0 {
-		o.Slots = 1024
+		o.Slots = 4096
 	}
 	if o.RingSize == 0 {
 		o.RingSize = 256 << 10
