@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -272,11 +273,34 @@ static void lp_atfork_child(void)
 		lp_child_reinit();
 }
 
+/* lp_note_name records the name of thread th (tid when known, else 0). */
+static void lp_note_name(struct lp_thread *t, int tid, pthread_t th, const char *name)
+{
+	uint64_t w[3 + 2] = {0};
+	size_t n = strnlen(name, 15); /* the kernel keeps 15 bytes */
+	memcpy(&w[3], name, n);
+	w[0] = LP_HDR(LP_REC_THREAD_NAME, 0, 3 + (n + 8) / 8, (uint32_t)tid);
+	w[2] = (uint64_t)th;
+	lp_put(t, w, 3 + (unsigned)((n + 8) / 8));
+}
+
+/* lp_note_own_name records the calling thread's name as it is now (set
+ * by pthread_setname_np or prctl, or inherited). */
+static void lp_note_own_name(struct lp_thread *t)
+{
+	char name[17] = {0};
+	int saved = errno;
+	if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0)
+		lp_note_name(t, t->tid, pthread_self(), name);
+	errno = saved;
+}
+
 static void lp_on_exit(int status, void *arg)
 {
 	(void)arg;
 	struct lp_thread *t = lp_rec_thread();
 	if (t) {
+		lp_note_own_name(t);
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, LP_EXIT_EXIT};
 		lp_put(t, w, 3);
 	}
@@ -287,6 +311,7 @@ void lp_note_thread_exit(void)
 	struct lp_thread *t = &lp_tls;
 	if (t->state != 1 || t->gen != lp_region_gen || t->busy)
 		return;
+	lp_note_own_name(t);
 	uint64_t w[2] = {LP_HDR(LP_REC_THREAD_EXIT, 0, 2, (uint32_t)t->tid), 0};
 	lp_put(t, w, 2);
 	lp_slot_exited(t);
@@ -649,6 +674,24 @@ LP_EXPORT pid_t fork(void)
 		errno = saved;
 	}
 	return pid;
+}
+
+LP_EXPORT int pthread_setname_np(pthread_t th, const char *name)
+{
+	static int (*real)(pthread_t, const char *);
+	if (LP_UNLIKELY(!real)) {
+		real = (int (*)(pthread_t, const char *))lp_sym("pthread_setname_np");
+		if (!real)
+			return ENOSYS;
+	}
+	int rc = real(th, name);
+	struct lp_thread *t;
+	if (rc == 0 && (t = lp_rec_thread()) != NULL) {
+		int saved = errno;
+		lp_note_name(t, pthread_equal(th, pthread_self()) ? t->tid : 0, th, name);
+		errno = saved;
+	}
+	return rc;
 }
 
 LP_EXPORT int dlclose(void *h)

@@ -74,7 +74,8 @@ enum {
 	LP_REC_EXEC_FAILED = 14,  /* aux=errno; w1 ts */
 	LP_REC_EXIT = 15,         /* aux=status; w1 ts, w2 how (LP_EXIT_*) */
 	LP_REC_CLOCK = 16,        /* aux=0; w1 ts, w2 CLOCK_MONOTONIC ns, w3 CLOCK_REALTIME ns */
-	LP_REC_THREAD_NAME = 17,  /* aux=tid; w1 ts, then the name, NUL padded */
+	LP_REC_THREAD_NAME = 17,  /* aux=tid of the named thread (0: see w2); w1 ts, w2 its
+	                             pthread_t, then the name, NUL padded */
 	LP_REC_AGG = 18,          /* fn=alloc fn, aux=alloc stack; w1 ts, w2 free stack | free fn << 32,
 	                             w3 pairs, w4 bytes, w5 temporaries, w6 first pair's ts */
 	LP_REC_ALLOC_LATE = 19,   /* a pending allocation evicted: as ALLOC, w1 ts (now, for order),

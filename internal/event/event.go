@@ -38,7 +38,8 @@ const (
 	ThreadStart
 	// ThreadExit: thread Thread is exiting (it may still free a little).
 	ThreadExit
-	// ThreadName: thread Thread is now called Text.
+	// ThreadName: the thread Thread (when 0: the one whose pthread_t, as
+	// ThreadStart's Addr gave it, is Addr) is now called Text.
 	ThreadName
 	// Fork: the process is about to fork; Aux is the fork id.
 	Fork

@@ -85,6 +85,7 @@ type Thread struct {
 	TID         int32
 	Start, Exit uint64 // ticks; Exit 0 while running
 	Name        string
+	Self        uint64 // its pthread_t
 	realloc     pendingRealloc
 }
 
@@ -361,9 +362,18 @@ func (p *Process) apply(ev *event.Event) {
 		if t.Start == 0 {
 			t.Start = ev.Time
 		}
+		t.Self = ev.Addr
 	case event.ThreadExit:
 		p.thread(ev.Thread).Exit = ev.Time
 	case event.ThreadName:
+		if ev.Thread == 0 {
+			for _, t := range p.Threads {
+				if t.Self == ev.Addr && ev.Addr != 0 && t.Exit == 0 {
+					t.Name = ev.Text()
+				}
+			}
+			return
+		}
 		p.thread(ev.Thread).Name = ev.Text()
 	case event.Exit:
 		st := int32(ev.Aux)

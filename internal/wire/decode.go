@@ -154,11 +154,15 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Kind = event.Clock
 			ev.Ext().Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
 		case RecThreadName:
-			s, err := text(rec[16:], len(rec)-16)
+			if words < 3 {
+				return out, &DecodeError{off, "thread name without its thread"}
+			}
+			s, err := text(rec[24:], len(rec)-24)
 			if err != nil {
 				return out, &DecodeError{off, "thread name: " + err.Error()}
 			}
-			ev.Kind, ev.Ext().Text = event.ThreadName, s
+			ev.Kind, ev.Addr, ev.Ext().Text = event.ThreadName, w(2), s
+			ev.Thread = int32(aux) // 0: the thread whose pthread_t is Addr
 		}
 		out = append(out, ev)
 		off += words * 8

@@ -46,6 +46,7 @@ func TestDecodeRecords(t *testing.T) {
 	in = append(in, hdr(RecFree, int(event.FreeFn), 3, 0), 14, 0x6000)
 	in = append(in, mod...)
 	in = append(in, hdr(RecExit, 0, 3, 3), 15, 2)
+	in = append(in, hdr(RecThreadName, 0, 4, 0), 16, 0xbeef, 0x72656b726f77) // "worker"
 	var r Ring
 	got, err := Decode(words(in...), 1, &r, nil)
 	if err != nil {
@@ -61,6 +62,7 @@ func TestDecodeRecords(t *testing.T) {
 		{Kind: event.ModuleLoad, Proc: 1, Thread: 42, Time: 100, X: &event.Extra{Module: &event.Module{ID: 7, Path: path, BuildID: bid,
 			Bias: 0x7f0000000000, Segments: []event.Segment{{Vaddr: 0x1000, Memsz: 0x2000, Flags: 5, Offset: 0x1000}}}}},
 		{Kind: event.Exit, Proc: 1, Thread: 42, Time: 15, Aux: 3, Size: 2},
+		{Kind: event.ThreadName, Proc: 1, Thread: 0, Time: 16, Addr: 0xbeef, X: &event.Extra{Text: "worker"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		for i := range max(len(got), len(want)) {
