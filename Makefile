@@ -17,9 +17,11 @@ AGENT_CFLAGS ?= -O2 -g -std=gnu11 -fPIC -Wall -Wextra -Wno-unused-parameter \
 all: leakpath agent
 
 agent: bin/libleakpath.so
+# Built aside, then renamed: a program starting meanwhile maps the old
+# library or the new one, never half of one.
 bin/libleakpath.so: $(AGENT_SRC) $(AGENT_HDR)
 	@mkdir -p bin
-	$(CC) $(AGENT_CFLAGS) -shared -Wl,-z,nodelete -o $@ $(AGENT_SRC) -ldl -lpthread
+	$(CC) $(AGENT_CFLAGS) -shared -Wl,-z,nodelete -o $@.tmp.$$$$ $(AGENT_SRC) -ldl -lpthread && mv -f $@.tmp.$$$$ $@
 
 leakpath:
 	@mkdir -p bin
