@@ -34,7 +34,7 @@ const usage = `leakpath finds memory leaks in native Linux programs.
 
 Usage:
   leakpath run [flags] -- PROGRAM [ARGS...]   run PROGRAM and report its leaks at exit
-  leakpath report [flags] TRACE.lpt          report from a trace kept with run -o
+  leakpath report [flags] TRACE.lpt...       report from traces kept with run -o
   leakpath version                           print the version
   leakpath help [COMMAND]                    show help
 
@@ -148,9 +148,12 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "leakpath report: want exactly one trace file (usage: leakpath report [flags] TRACE.lpt)")
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "leakpath report: no trace file given (usage: leakpath report [flags] TRACE.lpt...)")
 		return exitUsage
+	}
+	if fs.NArg() > 1 {
+		return reportTraces(fs.Args(), &o, stdout, stderr)
 	}
 	if err := reportTrace(fs.Arg(0), &o, stdout, stderr); err != nil {
 		fail(stderr, err)

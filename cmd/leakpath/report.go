@@ -26,10 +26,12 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: leakpath report [flags] TRACE.lpt\n\n"+
+		fmt.Fprintf(out, "Usage: leakpath report [flags] TRACE.lpt...\n\n"+
 			"Reads a trace kept with 'leakpath run -o TRACE.lpt' and prints the same report\n"+
 			"as the run did. A trace cut short (the program or leakpath was killed) is\n"+
-			"reported up to its last complete record, with a warning.\n\nFlags:\n")
+			"reported up to its last complete record, with a warning. Several traces (one\n"+
+			"per rank of an MPI job: out.*.lpt) give a report of each, ordered by rank, then\n"+
+			"a summary: totals summed, leak groups with equal stacks merged.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs
@@ -40,9 +42,45 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if o.format != "text" && o.format != "json" {
 		return fmt.Errorf("--format %q: want text or json", o.format)
 	}
-	r, err := tracefile.Open(path)
+	t, err := loadTrace(path)
 	if err != nil {
 		return err
+	}
+	out := stdout
+	if o.output != "" {
+		f, err := os.Create(o.output)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	var rep *report.Report
+	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
+	defer sym.close()
+	rep = report.New(t.model, t.main, report.Options{
+		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
+	})
+	return rep.Generate(out, o.format)
+}
+
+// loadedTrace is a trace replayed into the model.
+type loadedTrace struct {
+	model    *heap.Session
+	main     int32 // the main program's last image; -1: none
+	tps      float64
+	warnings []string
+	meta     tracefile.Meta
+	cut      error // the trace ends early or is corrupt there: the model has what came before
+}
+
+// loadTrace replays the trace at path. A trace cut short or corrupt
+// somewhere is read up to there, with a warning; an error is a file that
+// could not be read at all.
+func loadTrace(path string) (*loadedTrace, error) {
+	r, err := tracefile.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer r.Close()
 	model := heap.NewSession()
@@ -50,6 +88,7 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	var buf []event.Event
 	main := int32(-1)
 	var tps float64
+	var cut error
 	for {
 		buf, err = r.Next(buf)
 		for i := range buf {
@@ -69,9 +108,10 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 			if !errors.Is(err, tracefile.ErrTruncated) {
 				var ce *tracefile.CorruptError
 				if !errors.As(err, &ce) {
-					return fmt.Errorf("%s: %w", path, err)
+					return nil, fmt.Errorf("%s: %w", path, err)
 				}
 			}
+			cut = err
 			warnings = append(warnings, fmt.Sprintf("%s: %v; reporting what came before", path, err))
 			model.Finish()
 			break
@@ -86,20 +126,63 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 			}
 		}
 	}
+	return &loadedTrace{model: model, main: main, tps: tps, warnings: warnings, meta: r.Meta(), cut: cut}, nil
+}
+
+// reportTraces reports several traces (the ranks of an MPI job, say):
+// each trace's report, ordered by rank then name, then a summary over all.
+// A file that cannot be read is an error naming it, on stderr, and the
+// exit code is 1; the others are reported all the same.
+func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) int {
+	if o.format != "text" && o.format != "json" {
+		fail(stderr, fmt.Errorf("--format %q: want text or json", o.format))
+		return exitUsage
+	}
+	multi, err := report.NewMulti(o.format)
+	if err != nil {
+		fail(stderr, err)
+		return exitUsage
+	}
+	// One symbolizer for all: the ranks of a job share their modules.
+	sym := newSymbolizer(o.debugDirs, multi.Warn)
+	defer sym.close()
+	code, added := 0, 0
+	for _, path := range paths {
+		t, err := loadTrace(path)
+		if err != nil {
+			fail(stderr, err)
+			multi.Warn(fmt.Sprintf("%s could not be read: %v", path, err))
+			code = 1
+			continue
+		}
+		if t.cut != nil {
+			multi.Warn(fmt.Sprintf("%s ends early or is damaged: counted up to there", path))
+		}
+		rep := report.New(t.model, t.main, report.Options{
+			Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
+		})
+		if err := multi.Add(rep); err != nil {
+			fail(stderr, fmt.Errorf("%s: %w", path, err))
+			return 1
+		}
+		added++
+	}
+	if added == 0 {
+		return 1
+	}
 	out := stdout
 	if o.output != "" {
 		f, err := os.Create(o.output)
 		if err != nil {
-			return err
+			fail(stderr, err)
+			return 1
 		}
 		defer f.Close()
 		out = f
 	}
-	var rep *report.Report
-	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
-	defer sym.close()
-	rep = report.New(model, main, report.Options{
-		Symbolize: sym.lookup, TicksPerSec: tps, Warnings: warnings, TracePath: path,
-	})
-	return rep.Generate(out, o.format)
+	if err := multi.Generate(out); err != nil {
+		fail(stderr, err)
+		return 1
+	}
+	return code
 }

@@ -79,24 +79,13 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if o.ringKiB < 4 || o.ringKiB&(o.ringKiB-1) != 0 {
 		return nil, nil, fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.ringKiB)
 	}
-	// Open every output before running, so a bad path fails fast.
-	var textOut io.Writer = stderr
-	if o.reportOut != "" {
-		f, err := os.Create(o.reportOut)
-		if err != nil {
-			return nil, nil, fmt.Errorf("report file: %w", err)
-		}
-		defer f.Close()
-		textOut = f
+	// Open every output before running, so a bad path fails fast (one
+	// named by the pid: when it is known; see outpath.go).
+	outs, err := newOutputs(o, stderr)
+	if err != nil {
+		return nil, nil, err
 	}
-	var jsonFile *os.File
-	if o.jsonOut != "" {
-		if jsonFile, err = os.Create(o.jsonOut); err != nil {
-			return nil, nil, fmt.Errorf("JSON report file: %w", err)
-		}
-		defer jsonFile.Close()
-	}
-	var tw *tracefile.Writer
+	defer outs.close()
 	// The symbolizer starts before the run, to load symbols while it runs;
 	// its warnings go to the report made after.
 	var rep *report.Report
@@ -122,31 +111,43 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
 		Warm: sym.warmUp(),
 	}
-	if o.trace != "" {
-		tw, err = tracefile.Create(o.trace, tracefile.Meta{
-			Command: o.argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname(),
-		})
-		if err != nil {
-			return nil, nil, err
-		}
+	tw, err := outs.startTrace(tracefile.Meta{
+		Command: o.argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname(),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if tw != nil {
 		copts.Trace = tw
 	}
 	res, err := collect.Run(ctx, copts)
+	tracePath := ""
 	if tw != nil {
-		if cerr := tw.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("trace %s: %w", o.trace, cerr)
+		pid := 0
+		if res != nil {
+			pid = res.PID
 		}
-		if res == nil {
-			os.Remove(o.trace)
+		if cerr := tw.finish(res != nil, pid); cerr != nil && err == nil {
+			err = cerr
 		}
+		tracePath = tw.path
 	}
 	if err != nil {
 		return nil, nil, err
 	}
+	var textOut io.Writer = stderr
+	textFile, jsonFile, err := outs.files(res.PID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if textFile != nil {
+		textOut = textFile
+	}
 	sym.ready()
 	rep = report.New(res.Session, res.Main, report.Options{
 		Symbolize:   sym.lookup,
-		TracePath:   o.trace,
+		TracePath:   tracePath,
+		Rank:        outs.rank,
 		Elapsed:     res.Elapsed,
 		TicksPerSec: res.TicksPerSec,
 		Warnings:    append(res.Warnings, early...),

@@ -19,6 +19,7 @@ type jsonReport struct {
 	jsonImage
 	Processes []jsonImage `json:"processes,omitempty"`
 	Trace     string      `json:"trace,omitempty"`
+	Rank      *int        `json:"rank,omitempty"` // the MPI rank
 	Warnings  []string    `json:"warnings,omitempty"`
 }
 
@@ -70,6 +71,10 @@ type jsonLeak struct {
 	Allocs    uint64      `json:"site_allocations"`
 	Stack     []jsonFrame `json:"stack"`
 	RootCause any         `json:"root_cause"`
+	// In the summary of several traces: how many had this group, and
+	// the ranks of those that had a rank.
+	TraceCount int   `json:"trace_count,omitempty"`
+	Ranks      []int `json:"ranks,omitempty"`
 }
 
 type jsonError struct {
@@ -81,10 +86,18 @@ type jsonError struct {
 	Stack      []jsonFrame `json:"stack"`
 	AllocStack []jsonFrame `json:"alloc_stack"`
 	FreeStack  []jsonFrame `json:"free_stack,omitempty"`
+	TraceCount int         `json:"trace_count,omitempty"` // as in jsonLeak
+	Ranks      []int       `json:"ranks,omitempty"`
 }
 
 func (r *Report) json(w io.Writer) error {
-	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.jsonReport())
+}
+
+func (r *Report) jsonReport() jsonReport {
+	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Rank: r.opts.Rank}
 	imgs := r.Images()
 	for i, p := range imgs {
 		ji := r.jsonImage(p)
@@ -104,9 +117,7 @@ func (r *Report) json(w io.Writer) error {
 	if note := r.linesNote(); note != "" {
 		out.Warnings = append(out.Warnings, note)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return out
 }
 
 func (r *Report) jsonImage(p *heap.Process) jsonImage {

@@ -41,6 +41,8 @@ type Options struct {
 	Elapsed     time.Duration
 	TicksPerSec float64
 	Warnings    []string
+	// Rank is the MPI rank of the run (shown in the header); nil: none.
+	Rank *int
 }
 
 // Report is a report being generated.

@@ -51,7 +51,11 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	if first && r.opts.Elapsed > 0 {
 		fmt.Fprintf(w, " after %.1f s", r.opts.Elapsed.Seconds())
 	}
-	fmt.Fprintf(w, " (pid %d)\n", p.Info.PID)
+	fmt.Fprintf(w, " (pid %d", p.Info.PID)
+	if first && r.opts.Rank != nil {
+		fmt.Fprintf(w, ", rank %d", *r.opts.Rank)
+	}
+	fmt.Fprintln(w, ")")
 	fmt.Fprintf(w, "  %s (%s), %s", plural64(t.Allocations, "allocation"), bytes(t.AllocatedBytes), plural64(t.Frees, "free"))
 	if t.PeakBytes > 0 {
 		fmt.Fprintf(w, ", peak %s at %.3g s", bytes(t.PeakBytes), r.seconds(p, t.PeakTime))

@@ -58,6 +58,10 @@ type Meta struct {
 	Created time.Time `json:"created"`
 	Tool    string    `json:"tool"` // e.g. "leakpath 0.1"
 	Host    string    `json:"host,omitempty"`
+	// Rank is the MPI rank of the recorded program, as its environment
+	// said (OMPI_COMM_WORLD_RANK, PMI_RANK...); nil: not one of an MPI
+	// job's ranks, or a trace written before ranks were recorded.
+	Rank *int `json:"rank,omitempty"`
 }
 
 // Errors that a *CorruptError or an Open error may wrap; test for them with
