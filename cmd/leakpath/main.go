@@ -123,6 +123,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leakpath run: no program given (usage: leakpath run [flags] -- PROGRAM [ARGS...])")
 		return exitUsage
 	}
+	if err := checkOutputNames(&o); err != nil {
+		fmt.Fprintf(stderr, "leakpath run: %v\n", err)
+		return exitUsage
+	}
 	res, rep, err := runProgram(context.Background(), &o, stderr)
 	if err != nil {
 		fail(stderr, err)

@@ -110,6 +110,16 @@ func (p pathPattern) expand(pid int, rank *int) string {
 	return b.String()
 }
 
+// checkOutputNames checks the % directives of o's output paths.
+func checkOutputNames(o *runOptions) error {
+	for _, f := range []struct{ flag, path string }{{"-o", o.trace}, {"--json", o.jsonOut}, {"--report", o.reportOut}} {
+		if _, err := parsePattern(f.flag, f.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // outputs are the files of one `leakpath run`.
 type outputs struct {
 	rank                *int
