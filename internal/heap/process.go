@@ -194,6 +194,8 @@ type Process struct {
 	limbo      map[uint64]Block       // blocks whose address was reused before their free arrived
 	lastTID    int32                  // thread of the previous event, and its state
 	lastThread *Thread
+	obs        Observer // nil: none (see Session.Observer)
+	now        uint64   // the time of the event being applied
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -297,6 +299,7 @@ func (p *Process) addError(e Error) {
 
 // apply applies one event of this process.
 func (p *Process) apply(ev *event.Event) {
+	p.now = ev.Time
 	if ev.Time != 0 {
 		if p.FirstTime == 0 || ev.Time < p.FirstTime {
 			p.FirstTime = ev.Time
@@ -310,11 +313,15 @@ func (p *Process) apply(ev *event.Event) {
 		p.Totals.Calls[ev.Fn]++
 		if ev.Addr == 0 {
 			p.Totals.FailedAllocs++
+			p.calledAt(ev)
 			return
 		}
 		b := Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: ev.Fn}
 		if ev.Addr2 != 0 {
 			b.Time = ev.Addr2 // kept pending by the agent: it happened earlier
+		}
+		if p.obs != nil {
+			p.obs.Call(p, b, ev.Fn, b.Time)
 		}
 		p.alloc(ev.Addr, b)
 	case event.Agg:
@@ -437,6 +444,9 @@ func (p *Process) counted(b Block) {
 	}
 	p.Totals.Allocations++
 	p.Totals.AllocatedBytes += b.Size
+	if p.obs != nil {
+		p.obs.Allocated(p, b)
+	}
 }
 
 // agg accounts pairs the agent folded: allocated and freed by one thread
@@ -473,6 +483,9 @@ func (p *Process) agg(ev *event.Event) {
 		p.FreeStacksSeen = true
 		s.addFreeStacks(fs, n)
 	}
+	if p.obs != nil {
+		p.obs.Folded(p, p.stackOf(ev.Stack), ev)
+	}
 }
 
 // released accounts a block taken out of the live set (free or realloc).
@@ -494,6 +507,9 @@ func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn) {
 		s.addFreeStack(stack)
 	}
 	p.Totals.Frees++
+	if p.obs != nil {
+		p.obs.Freed(p, b, fn, p.now)
+	}
 }
 
 func (p *Process) free(ev *event.Event) {
@@ -554,6 +570,7 @@ func (p *Process) invalidFree(ev *event.Event) {
 		e.FreeStack = f.stack
 	}
 	p.addError(e)
+	p.calledAt(ev)
 }
 
 func (p *Process) realloc(ev *event.Event) {
@@ -584,6 +601,11 @@ func (p *Process) realloc(ev *event.Event) {
 		p.Totals.FailedAllocs++
 		if pr.known {
 			p.restore(ev.Addr, pr.block)
+			if p.obs != nil {
+				p.obs.Call(p, pr.block, ev.Fn, ev.Time)
+			}
+		} else {
+			p.calledAt(ev)
 		}
 		return
 	}
@@ -597,6 +619,8 @@ func (p *Process) realloc(ev *event.Event) {
 		} else {
 			p.invalidFree(ev)
 		}
+	} else {
+		p.calledAt(ev) // realloc(NULL, n): an allocation at its own stack
 	}
 	p.alloc(ev.Addr2, Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn})
 }
@@ -626,6 +650,7 @@ func (p *Process) finish() {
 			// parent's other threads still held pending are unknown
 			// here. Not an error of the child's.
 			p.InheritedFrees++
+			p.calledAt(&ev)
 			continue
 		}
 		p.invalidFree(&ev)

@@ -9,6 +9,9 @@ import (
 // Session is the model of every process image of one run.
 type Session struct {
 	Procs []*Process // by index (event.Event.Proc)
+	// Observer, when not nil, is told of every heap change of every image
+	// (set it before applying events).
+	Observer Observer
 }
 
 // NewSession returns an empty session.
@@ -52,12 +55,16 @@ func (s *Session) start(ev *event.Event) *Process {
 		info = *ev.ProcessInfo()
 	}
 	p := newProcess(info)
+	p.obs = s.Observer
 	if ev.ClockInfo() != nil {
 		p.Clock = *ev.ClockInfo()
 	}
 	if info.ForkID != 0 && info.ParentProc >= 0 {
 		if parent := s.Process(uint32(info.ParentProc)); parent != nil {
 			p.cloneFrom(parent)
+			if p.obs != nil {
+				p.obs.Forked(p)
+			}
 		}
 	}
 	s.Procs[ev.Proc] = p
