@@ -15,7 +15,9 @@ type symbolizer struct {
 }
 
 func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
-	opts := symbolize.Options{Warn: warn}
+	// The report names the modules without debug information itself, in
+	// one line; the symbolizer warns only about broken debug files.
+	opts := symbolize.Options{Warn: warn, QuietMissing: true}
 	if len(dirs) > 0 {
 		opts.DebugDirs = append(append([]string(nil), dirs...), symbolize.DefaultDebugDir)
 	}

@@ -51,6 +51,10 @@ type Options struct {
 	// so that their symbols can load while the program runs. It must not
 	// block. nil: not told.
 	Warm func(m *event.Module)
+	// Observer, when not nil, follows the model as events are applied
+	// (heap.Session.Observer): on the goroutine that applies them, so it
+	// must be quick.
+	Observer heap.Observer
 }
 
 // Result is what a run produced.
@@ -137,12 +141,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	c.opts.Region.ClockTSC = c.src.TSC()
 	c.sink = newSink(heap.NewSession(), opts.Trace)
 	c.sink.warm = opts.Warm
-	go c.sink.run()
+	c.sink.model.Observer = opts.Observer
 
 	sess, err := launch.NewSession(opts.Agent, c.register)
 	if err != nil {
 		return nil, err
 	}
+	c.sink.agentAs = [2]string{sess.Agent, opts.Agent}
+	go c.sink.run() // after its settings: no registration comes before the program starts
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()

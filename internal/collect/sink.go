@@ -47,6 +47,7 @@ type sink struct {
 
 	free     chan []event.Event // batches applied, for reuse
 	warm     func(*event.Module)
+	agentAs  [2]string // the agent's link in the session, and its real path
 	warmed   map[*heap.Module]bool
 	paused   map[uint32]*held  // parents stopped at a fork
 	children map[forkKey]*held // children waiting for their parent's fork
@@ -282,6 +283,13 @@ func (s *sink) releaseAll() {
 func (s *sink) apply(evs []event.Event) {
 	if len(evs) == 0 {
 		return
+	}
+	for i := range evs {
+		// The loader knows the agent by its link in the session
+		// directory, which is gone after the run: name the real file.
+		if m := evs[i].ModuleInfo(); m != nil && evs[i].Kind == event.ModuleLoad && m.Path == s.agentAs[0] {
+			m.Path = s.agentAs[1]
+		}
 	}
 	s.model.Apply(evs)
 	if s.warm != nil {

@@ -52,7 +52,7 @@ type Report struct {
 	opts     Options
 	cache    map[frameKey][]Frame
 	warnings []string
-	noLines  map[string]bool // modules whose shown frames had no source lines
+	noLines  map[string]bool // modules of shown frames: true while none had a source line
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while
@@ -177,8 +177,13 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 	if len(fs) == 0 {
 		fs = []Frame{f}
 	}
-	if r.opts.Symbolize != nil && f.Module != "" && strings.HasPrefix(f.Module, "/") && fs[len(fs)-1].File == "" {
-		r.noLines[f.Module] = true
+	if r.opts.Symbolize != nil && f.Module != "" && strings.HasPrefix(f.Module, "/") {
+		// A module has no debug information when none of its frames has
+		// a line (_start, from the C runtime's crt1.o, never has one).
+		lines := fs[len(fs)-1].File != ""
+		if had, seen := r.noLines[f.Module]; !seen || had {
+			r.noLines[f.Module] = !lines
+		}
 	}
 	r.cache[k] = fs
 	return fs
@@ -190,8 +195,8 @@ func (r *Report) linesNote() string {
 		return ""
 	}
 	var mods []string
-	for m := range r.noLines {
-		if !strings.HasPrefix(filepath.Base(m), "libleakpath") {
+	for m, none := range r.noLines {
+		if none && !strings.HasPrefix(filepath.Base(m), "libleakpath") {
 			mods = append(mods, filepath.Base(m))
 		}
 	}
@@ -199,8 +204,12 @@ func (r *Report) linesNote() string {
 		return ""
 	}
 	sort.Strings(mods)
-	return fmt.Sprintf("no debug information for %s: their frames show function names only (install their -dbgsym packages, or pass --debug-dir)",
-		strings.Join(mods, ", "))
+	its, them := "its", "its -dbgsym package"
+	if len(mods) > 1 {
+		its, them = "their", "their -dbgsym packages"
+	}
+	return fmt.Sprintf("no debug information for %s: %s frames show function names only (install %s, or pass --debug-dir)",
+		strings.Join(mods, ", "), its, them)
 }
 
 // isAllocator reports frames of the allocator itself, by what the

@@ -151,6 +151,9 @@ func (s *Symbolizer) load(m *module, want []byte, problems *[]string) error {
 		}
 	}
 	*problems = append(*problems, bad...)
+	if s.opts.QuietMissing && len(bad) == 0 {
+		return nil // simply none: the caller says so its own way
+	}
 	msg := "no debug info"
 	if len(tried) > 0 {
 		msg += " (tried " + strings.Join(tried, ", ") + ")"

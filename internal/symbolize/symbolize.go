@@ -57,6 +57,10 @@ const DefaultDebugDir = "/usr/lib/debug"
 
 // Options configures a Symbolizer. The zero value is usable.
 type Options struct {
+	// QuietMissing: do not warn about a module that simply has no debug
+	// information (no DWARF, no debug file found); corrupt or mismatched
+	// debug files are still warned about.
+	QuietMissing bool
 	// DebugDirs are the roots of separate debug files, searched in order for
 	// DIR/.build-id/xx/yyyy.debug and DIR/<binary dir>/<debuglink name>.
 	// Nil or empty means {DefaultDebugDir}.
