@@ -156,6 +156,17 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "leakpath report: no trace file given (usage: leakpath report [flags] TRACE.lpt...)")
 		return exitUsage
 	}
+	if err := o.usage.check(); err != nil {
+		fail(stderr, err)
+		return exitUsage
+	}
+	if o.usage.by != "" {
+		if err := reportUsage(fs.Args(), &o, stdout); err != nil {
+			fail(stderr, err)
+			return 1
+		}
+		return 0
+	}
 	if fs.NArg() > 1 {
 		return reportTraces(fs.Args(), &o, stdout, stderr)
 	}

@@ -17,6 +17,7 @@ type reportOptions struct {
 	format    string
 	output    string
 	debugDirs commaList
+	usage     usageOptions
 }
 
 func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
@@ -25,6 +26,7 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.format, "format", "text", "output `format`: text or json")
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
+	addUsageFlags(fs, &o.usage, false)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: leakpath report [flags] TRACE.lpt...\n\n"+
 			"Reads a trace kept with 'leakpath run -o TRACE.lpt' and prints the same report\n"+
@@ -77,13 +79,18 @@ type loadedTrace struct {
 // loadTrace replays the trace at path. A trace cut short or corrupt
 // somewhere is read up to there, with a warning; an error is a file that
 // could not be read at all.
-func loadTrace(path string) (*loadedTrace, error) {
+func loadTrace(path string) (*loadedTrace, error) { return loadTraceWith(path, nil) }
+
+// loadTraceWith is loadTrace with obs (nil: none) following the model as
+// the trace is replayed.
+func loadTraceWith(path string, obs heap.Observer) (*loadedTrace, error) {
 	r, err := tracefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	model := heap.NewSession()
+	model.Observer = obs
 	var warnings []string
 	var buf []event.Event
 	main := int32(-1)

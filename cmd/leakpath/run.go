@@ -31,6 +31,7 @@ type runOptions struct {
 	debugDirs  commaList
 	ringKiB    int
 	quiet      bool
+	usage      usageOptions
 }
 
 func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
@@ -49,6 +50,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
 	fs.IntVar(&o.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
+	addUsageFlags(fs, &o.usage, true)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: leakpath run [flags] -- PROGRAM [ARGS...]\n\n"+
 			"Runs PROGRAM with leakpath's agent preloaded, records every heap allocation and\n"+
@@ -111,6 +113,14 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
 		Warm: sym.warmUp(),
 	}
+	use, err := startUsage(&o.usage, sym)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer use.close()
+	if use != nil {
+		copts.Observer = use.engine
+	}
 	tw, err := outs.startTrace(tracefile.Meta{
 		Command: o.argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname(),
 	})
@@ -161,6 +171,11 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
 		if err := rep.Generate(textOut, "text"); err != nil {
 			return nil, nil, fmt.Errorf("report: %w", err)
+		}
+	}
+	if use != nil {
+		if err := use.finish(rep, textOut, res.PID, outs.rank); err != nil {
+			return nil, nil, err
 		}
 	}
 	return res, rr, nil

@@ -34,3 +34,7 @@ func (r *Report) Seconds(p *heap.Process, ticks uint64) float64 { return r.secon
 
 // Outcome says in words how image p ended ("exited with code 0").
 func (r *Report) Outcome(p *heap.Process) string { return r.outcome(p) }
+
+// LinesNote is the note naming the modules of the frames resolved so far
+// that had no source lines ("" if none).
+func (r *Report) LinesNote() string { return r.linesNote() }

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/report"
+	heapuse "github.com/leakpath/leakpath/internal/usage"
+)
+
+// usageOptions are the flags of heap use per unit: `report --by` and
+// `run --by` (see internal/usage).
+type usageOptions struct {
+	by          string
+	attribution string
+	interval    time.Duration
+	jsonOut     string // run only: the leakpath.usage/v1 JSON
+}
+
+// addUsageFlags defines the usage flags on fs; run adds --usage-json.
+func addUsageFlags(fs *flag.FlagSet, o *usageOptions, run bool) {
+	what := "print"
+	if run {
+		what = "after the leak report, print"
+	}
+	fs.StringVar(&o.by, "by", "", what+" heap use by `UNIT`: library, function, thread or site")
+	fs.StringVar(&o.attribution, "attribution", "caller", "with --by library or function, the units of a stack a block counts for: `entry` (the first called from main), caller (the one that called the allocator) or inclusive (each on the stack)")
+	fs.DurationVar(&o.interval, "interval", 0, "with --by, also per time slice of `DURATION` (100ms, 1s...)")
+	if run {
+		fs.StringVar(&o.jsonOut, "usage-json", "", "with --by, also write heap use as JSON (leakpath.usage/v1) to `FILE` (%p, %r as for -o)")
+	}
+}
+
+// options checks the flags and turns them into the engine's options
+// (without the stack resolver).
+func (o *usageOptions) options() (heapuse.Options, error) {
+	by, err := heapuse.ParseBy(o.by)
+	if err != nil {
+		return heapuse.Options{}, fmt.Errorf("--by: %w", err)
+	}
+	attr, err := heapuse.ParseAttribution(o.attribution)
+	if err != nil {
+		return heapuse.Options{}, fmt.Errorf("--attribution: %w", err)
+	}
+	if o.interval < 0 {
+		return heapuse.Options{}, fmt.Errorf("--interval %v: want a positive duration", o.interval)
+	}
+	return heapuse.Options{By: by, Attribution: attr, Interval: o.interval}, nil
+}
+
+// check rejects usage flags given without --by.
+func (o *usageOptions) check() error {
+	if o.by == "" && (o.interval != 0 || o.jsonOut != "") {
+		return fmt.Errorf("--interval and --usage-json need --by")
+	}
+	return nil
+}
+
+// usageRun is the heap use accounting of one run or report.
+type usageRun struct {
+	opts    *usageOptions
+	engine  *heapuse.Engine
+	stacks  *report.Report // resolves the sites' stacks as the engine meets them
+	jsonPat pathPattern
+	json    *os.File
+}
+
+// startUsage prepares the accounting the flags ask for (nil: none),
+// symbolizing stacks with sym as it goes.
+func startUsage(o *usageOptions, sym *symbolizer) (*usageRun, error) {
+	if err := o.check(); err != nil || o.by == "" {
+		return nil, err
+	}
+	opts, err := o.options()
+	if err != nil {
+		return nil, err
+	}
+	u := &usageRun{opts: o, stacks: report.New(nil, -1, report.Options{Symbolize: sym.lookup})}
+	opts.Stack = u.stacks.Stack
+	if u.engine, err = heapuse.New(opts); err != nil {
+		return nil, err
+	}
+	if o.jsonOut != "" {
+		if u.jsonPat, err = parsePattern("--usage-json", o.jsonOut); err != nil {
+			return nil, err
+		}
+		if u.jsonPat.hasPercent {
+			// Named by the pid: created at the end, its directory checked now.
+			if _, err := os.Stat(filepath.Dir(o.jsonOut)); err != nil {
+				return nil, fmt.Errorf("usage JSON file: %w", err)
+			}
+		} else if u.json, err = os.Create(o.jsonOut); err != nil {
+			return nil, fmt.Errorf("usage JSON file: %w", err)
+		}
+	}
+	return u, nil
+}
+
+// report builds the tables, rep giving the images and times.
+func (u *usageRun) report(rep *report.Report, warnings []string) *heapuse.Report {
+	r := u.engine.Report(rep)
+	r.Warnings = warnings
+	if note := u.stacks.LinesNote(); note != "" {
+		r.Warnings = append(r.Warnings, note)
+	}
+	return r
+}
+
+// finish writes the run's usage: the table to text, the JSON to its file.
+func (u *usageRun) finish(rep *report.Report, text io.Writer, pid int, rank *int) error {
+	r := u.report(rep, nil)
+	if u.json == nil && u.opts.jsonOut != "" {
+		f, err := os.Create(u.jsonPat.expand(pid, rank))
+		if err != nil {
+			return fmt.Errorf("usage JSON file: %w", err)
+		}
+		u.json = f
+	}
+	if u.json != nil {
+		if err := r.Generate(u.json, "json"); err != nil {
+			return fmt.Errorf("usage JSON: %w", err)
+		}
+	}
+	fmt.Fprintln(text)
+	return r.Generate(text, "text")
+}
+
+func (u *usageRun) close() {
+	if u != nil && u.json != nil {
+		u.json.Close()
+	}
+}
+
+// reportUsage replays the trace at path into the model with the
+// accounting o asks for and prints it (instead of the leak report).
+func reportUsage(paths []string, o *reportOptions, stdout io.Writer) error {
+	if len(paths) != 1 {
+		return fmt.Errorf("--by reports one trace at a time")
+	}
+	path := paths[0]
+	if o.format != "text" && o.format != "json" {
+		return fmt.Errorf("--format %q: want text or json", o.format)
+	}
+	var warnings []string
+	sym := newSymbolizer(o.debugDirs, func(msg string) { warnings = append(warnings, msg) })
+	defer sym.close()
+	u, err := startUsage(&o.usage, sym)
+	if err != nil {
+		return err
+	}
+	t, err := loadTraceWith(path, u.engine)
+	if err != nil {
+		return err
+	}
+	rep := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, TracePath: path})
+	r := u.report(rep, append(t.warnings, warnings...))
+	out := stdout
+	if o.output != "" {
+		f, err := os.Create(o.output)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	return r.Generate(out, o.format)
+}

@@ -1,0 +1,357 @@
+package usage
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/report"
+)
+
+// Schema names the JSON usage format.
+const Schema = "leakpath.usage/v1"
+
+// Report is the heap use of a run per unit, ready to be written.
+type Report struct {
+	By          By
+	Attribution Attribution // 0 for units by thread and site
+	Interval    time.Duration
+	Images      []Image // the main program's first, as the leak report lists them
+	Warnings    []string
+	// MaxUnits bounds the rows of each text table (JSON has all); 0: 30.
+	MaxUnits int
+}
+
+// Image is the heap use of one process image.
+type Image struct {
+	Command   []string
+	PID       int32
+	Name      string // the program, as the leak report names it
+	Outcome   string // how it ended, in words
+	Units     []Unit // by current bytes, then allocated bytes, biggest first
+	Intervals []Interval
+}
+
+// Unit is the heap use of one unit. Byte counts are the sizes the program
+// asked for.
+type Unit struct {
+	Name string
+	// Kind of a library unit: KindExecutable, KindRuntime, KindLibrary or
+	// KindUnknown; "" for others.
+	Kind   string
+	Module string // function units: the module's path
+	// Thread units: the thread, its name ("" if unknown), and when it
+	// started and exited in seconds since the image started (nil:
+	// unknown, or still running at the end).
+	TID                     int32
+	ThreadName              string
+	ThreadStart, ThreadExit *float64
+	Stack                   []report.Frame // site units: the allocation stack
+	Site                    uint32         // site units: the stack's id in the image (names may repeat)
+
+	CurrentBytes, CurrentBlocks     int64
+	InheritedBytes, InheritedBlocks int64 // a fork child's, at its start
+	MinBytes, MaxBytes              int64
+	MinSeconds, MaxSeconds          float64 // when first reached
+	AllocatedBytes, AllocatedBlocks uint64
+	FreedBytes, FreedBlocks         uint64
+	Calls                           [event.NumFn]uint64
+}
+
+// Interval is the heap use during one time slice: [Start, End) since the
+// image started.
+type Interval struct {
+	Start, End time.Duration
+	Units      []IntervalUnit // the units that did something in it
+}
+
+// IntervalUnit is what one unit did during an interval.
+type IntervalUnit struct {
+	Name                            string
+	Site                            uint32 // site units, as in Unit
+	NetBytes, NetBlocks             int64  // change of the net size
+	CurrentBytes, CurrentBlocks     int64  // the net size at the end
+	MinBytes, MaxBytes              int64  // of the net size within
+	AllocatedBytes, AllocatedBlocks uint64
+	FreedBytes, FreedBlocks         uint64
+	Calls                           [event.NumFn]uint64
+}
+
+// Report builds the tables of the images rep reports (rep resolves
+// times; it may be a report of the same model made after the run).
+func (e *Engine) Report(rep *report.Report) *Report {
+	out := &Report{By: e.opts.By, Interval: e.opts.Interval}
+	if e.opts.By == ByLibrary || e.opts.By == ByFunction {
+		out.Attribution = e.opts.Attribution
+	}
+	for _, p := range rep.Images() {
+		out.Images = append(out.Images, e.imageReport(rep, p))
+	}
+	return out
+}
+
+func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
+	img := Image{Command: p.Info.Argv, PID: p.Info.PID, Name: report.CommandName(p), Outcome: rep.Outcome(p), Units: []Unit{}}
+	im := e.images[p]
+	if im == nil {
+		return img
+	}
+	secs := func(t uint64) float64 { return rep.Seconds(p, t) }
+	for _, u := range im.units {
+		r := Unit{
+			Name: u.name, Kind: u.kind, Module: u.module, Stack: u.frames, Site: uint32(u.site),
+			CurrentBytes: u.cur, CurrentBlocks: u.curBlocks,
+			InheritedBytes: u.inherited, InheritedBlocks: u.inheritedBlocks,
+			MinBytes: u.min, MaxBytes: u.max, MinSeconds: secs(u.minT), MaxSeconds: secs(u.maxT),
+			AllocatedBytes: u.allocBytes, AllocatedBlocks: u.allocBlocks,
+			FreedBytes: u.freedBytes, FreedBlocks: u.freedBlocks, Calls: u.calls,
+		}
+		if e.opts.By == ByThread {
+			r.TID = u.tid
+			r.Name = fmt.Sprintf("tid %d", u.tid)
+			if t := p.Threads[u.tid]; t != nil {
+				r.ThreadName = t.Name
+				if t.Name != "" {
+					r.Name = fmt.Sprintf("%s (tid %d)", t.Name, u.tid)
+				}
+				if t.Start != 0 {
+					s := secs(t.Start)
+					r.ThreadStart = &s
+				}
+				if t.Exit != 0 {
+					s := secs(t.Exit)
+					r.ThreadExit = &s
+				}
+			}
+		}
+		img.Units = append(img.Units, r)
+	}
+	names := make([]string, len(img.Units))
+	for i := range img.Units {
+		names[i] = img.Units[i].Name
+	}
+	order := sortUnits(img.Units)
+	if e.opts.Interval > 0 {
+		img.Intervals = e.intervals(im, order, names)
+	}
+	return img
+}
+
+// sortUnits sorts units by current bytes, then allocated bytes, biggest
+// first, then by name; it returns, for each sorted position, the unit's
+// index before.
+func sortUnits(us []Unit) []int {
+	order := make([]int, len(us))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return unitLess(&us[order[i]], &us[order[j]]) })
+	sorted := make([]Unit, len(us))
+	for i, k := range order {
+		sorted[i] = us[k]
+	}
+	copy(us, sorted)
+	return order
+}
+
+func unitLess(a, b *Unit) bool {
+	if a.CurrentBytes != b.CurrentBytes {
+		return a.CurrentBytes > b.CurrentBytes
+	}
+	if a.AllocatedBytes != b.AllocatedBytes {
+		return a.AllocatedBytes > b.AllocatedBytes
+	}
+	return a.Name < b.Name
+}
+
+// intervals lists the slices in which something happened; units within
+// in the order of the whole-run table (order), named as there (names, by
+// index in im.units).
+func (e *Engine) intervals(im *image, order []int, names []string) []Interval {
+	var idxs []uint64
+	seen := map[uint64]int{}
+	for _, u := range im.units {
+		for _, s := range u.slices {
+			if _, ok := seen[s.idx]; !ok {
+				seen[s.idx] = 0
+				idxs = append(idxs, s.idx)
+			}
+		}
+	}
+	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
+	out := make([]Interval, len(idxs))
+	for i, idx := range idxs {
+		seen[idx] = i
+		out[i] = Interval{Start: time.Duration(idx) * e.opts.Interval, End: time.Duration(idx+1) * e.opts.Interval}
+	}
+	for _, k := range order {
+		u := im.units[k]
+		cur, curBlocks := u.inherited, u.inheritedBlocks
+		for _, s := range u.slices {
+			start := cur
+			cur += s.net
+			curBlocks += s.netBlocks
+			lo, hi := min(start, cur), max(start, cur)
+			if s.seen {
+				lo, hi = min(lo, s.lo), max(hi, s.hi)
+			}
+			iv := &out[seen[s.idx]]
+			iv.Units = append(iv.Units, IntervalUnit{
+				Name: names[k], Site: uint32(u.site), NetBytes: s.net, NetBlocks: s.netBlocks,
+				CurrentBytes: cur, CurrentBlocks: curBlocks, MinBytes: lo, MaxBytes: hi,
+				AllocatedBytes: s.allocBytes, AllocatedBlocks: s.allocBlocks,
+				FreedBytes: s.freedBytes, FreedBlocks: s.freedBlocks, Calls: s.calls,
+			})
+		}
+	}
+	return out
+}
+
+// Generate writes the report in format "text" or "json".
+func (r *Report) Generate(w io.Writer, format string) error {
+	switch format {
+	case "text", "":
+		return r.text(w)
+	case "json":
+		return r.json(w)
+	}
+	return fmt.Errorf("usage: unknown format %q (want text or json)", format)
+}
+
+// The JSON shapes of DESIGN.md §4. Field names are a contract: add fields,
+// never rename them.
+type jsonReport struct {
+	Schema      string `json:"schema"`
+	By          string `json:"by"`
+	Attribution string `json:"attribution"`
+	IntervalNS  int64  `json:"interval_ns,omitempty"`
+	jsonImage
+	Processes []jsonImage `json:"processes,omitempty"`
+	Warnings  []string    `json:"warnings,omitempty"`
+}
+
+type jsonImage struct {
+	Command   []string       `json:"command"`
+	PID       int32          `json:"pid"`
+	Units     []jsonUnit     `json:"units"`
+	Intervals []jsonInterval `json:"intervals"`
+}
+
+type jsonUnit struct {
+	Name               string             `json:"name"`
+	Kind               string             `json:"kind,omitempty"`
+	Module             string             `json:"module,omitempty"`
+	TID                int32              `json:"tid,omitempty"`
+	ThreadName         string             `json:"thread_name,omitempty"`
+	ThreadStartSeconds *float64           `json:"thread_start_seconds,omitempty"`
+	ThreadExitSeconds  *float64           `json:"thread_exit_seconds,omitempty"`
+	CurrentBytes       int64              `json:"current_bytes"`
+	CurrentBlocks      int64              `json:"current_blocks"`
+	InheritedBytes     int64              `json:"inherited_bytes,omitempty"`
+	InheritedBlocks    int64              `json:"inherited_blocks,omitempty"`
+	MinBytes           int64              `json:"min_bytes"`
+	MinSeconds         float64            `json:"min_seconds"`
+	MaxBytes           int64              `json:"max_bytes"`
+	MaxSeconds         float64            `json:"max_seconds"`
+	AllocatedBytes     uint64             `json:"allocated_bytes"`
+	AllocatedBlocks    uint64             `json:"allocated_blocks"`
+	FreedBytes         uint64             `json:"freed_bytes"`
+	FreedBlocks        uint64             `json:"freed_blocks"`
+	Calls              map[string]uint64  `json:"calls"`
+	Stack              []report.JSONFrame `json:"stack,omitempty"`
+	Site               uint32             `json:"site,omitempty"`
+}
+
+type jsonInterval struct {
+	StartNS int64              `json:"start_ns"`
+	EndNS   int64              `json:"end_ns"`
+	Units   []jsonIntervalUnit `json:"units"`
+}
+
+type jsonIntervalUnit struct {
+	Name            string            `json:"name"`
+	Site            uint32            `json:"site,omitempty"`
+	NetBytes        int64             `json:"net_bytes"`
+	NetBlocks       int64             `json:"net_blocks"`
+	CurrentBytes    int64             `json:"current_bytes"`
+	CurrentBlocks   int64             `json:"current_blocks"`
+	MinBytes        int64             `json:"min_bytes"`
+	MaxBytes        int64             `json:"max_bytes"`
+	AllocatedBytes  uint64            `json:"allocated_bytes"`
+	AllocatedBlocks uint64            `json:"allocated_blocks"`
+	FreedBytes      uint64            `json:"freed_bytes"`
+	FreedBlocks     uint64            `json:"freed_blocks"`
+	Calls           map[string]uint64 `json:"calls"`
+}
+
+func jsonCalls(c *[event.NumFn]uint64) map[string]uint64 {
+	m := make(map[string]uint64, event.NumFn-1)
+	for fn := event.Fn(1); fn < event.NumFn; fn++ {
+		m[event.FnNames[fn]] = c[fn]
+	}
+	return m
+}
+
+func (r *Report) attributionName() string {
+	if r.Attribution == 0 {
+		return "none"
+	}
+	return r.Attribution.String()
+}
+
+func (r *Report) json(w io.Writer) error {
+	out := jsonReport{Schema: Schema, By: r.By.String(), Attribution: r.attributionName(),
+		IntervalNS: int64(r.Interval), Warnings: r.Warnings}
+	out.Units, out.Intervals = []jsonUnit{}, []jsonInterval{}
+	for i := range r.Images {
+		ji := jsonImageOf(&r.Images[i])
+		if i == 0 {
+			out.jsonImage = ji
+		}
+		if len(r.Images) > 1 {
+			out.Processes = append(out.Processes, ji)
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func jsonImageOf(img *Image) jsonImage {
+	ji := jsonImage{Command: img.Command, PID: img.PID, Units: []jsonUnit{}, Intervals: []jsonInterval{}}
+	for i := range img.Units {
+		u := &img.Units[i]
+		ju := jsonUnit{
+			Name: u.Name, Kind: u.Kind, Module: u.Module, TID: u.TID, ThreadName: u.ThreadName,
+			ThreadStartSeconds: u.ThreadStart, ThreadExitSeconds: u.ThreadExit,
+			CurrentBytes: u.CurrentBytes, CurrentBlocks: u.CurrentBlocks,
+			InheritedBytes: u.InheritedBytes, InheritedBlocks: u.InheritedBlocks,
+			MinBytes: u.MinBytes, MinSeconds: u.MinSeconds, MaxBytes: u.MaxBytes, MaxSeconds: u.MaxSeconds,
+			AllocatedBytes: u.AllocatedBytes, AllocatedBlocks: u.AllocatedBlocks,
+			FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: jsonCalls(&u.Calls), Site: u.Site,
+		}
+		if u.Stack != nil {
+			ju.Stack = report.JSONFrames(u.Stack)
+		}
+		ji.Units = append(ji.Units, ju)
+	}
+	for _, iv := range img.Intervals {
+		jv := jsonInterval{StartNS: int64(iv.Start), EndNS: int64(iv.End), Units: []jsonIntervalUnit{}}
+		for i := range iv.Units {
+			u := &iv.Units[i]
+			jv.Units = append(jv.Units, jsonIntervalUnit{
+				Name: u.Name, Site: u.Site, NetBytes: u.NetBytes, NetBlocks: u.NetBlocks,
+				CurrentBytes: u.CurrentBytes, CurrentBlocks: u.CurrentBlocks,
+				MinBytes: u.MinBytes, MaxBytes: u.MaxBytes,
+				AllocatedBytes: u.AllocatedBytes, AllocatedBlocks: u.AllocatedBlocks,
+				FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: jsonCalls(&u.Calls),
+			})
+		}
+		ji.Intervals = append(ji.Intervals, jv)
+	}
+	return ji
+}
