@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/report"
 	heapuse "github.com/leakpath/leakpath/internal/usage"
 )
@@ -63,6 +65,7 @@ func (o *usageOptions) check() error {
 // usageRun is the heap use accounting of one run or report.
 type usageRun struct {
 	opts    *usageOptions
+	by      heapuse.By
 	engine  *heapuse.Engine
 	stacks  *report.Report // resolves the sites' stacks as the engine meets them
 	jsonPat pathPattern
@@ -79,8 +82,16 @@ func startUsage(o *usageOptions, sym *symbolizer) (*usageRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &usageRun{opts: o, stacks: report.New(nil, -1, report.Options{Symbolize: sym.lookup})}
-	opts.Stack = u.stacks.Stack
+	u := &usageRun{opts: o, by: opts.By}
+	if opts.By == heapuse.ByLibrary {
+		ts := &topStacks{lookup: sym.lookup, top: map[topFrame]bool{}}
+		u.stacks = report.New(nil, -1, report.Options{Symbolize: ts.symbolize})
+		ts.rep = u.stacks
+		opts.Stack = ts.stack
+	} else {
+		u.stacks = report.New(nil, -1, report.Options{Symbolize: sym.lookup})
+		opts.Stack = u.stacks.Stack
+	}
 	if u.engine, err = heapuse.New(opts); err != nil {
 		return nil, err
 	}
@@ -104,10 +115,61 @@ func startUsage(o *usageOptions, sym *symbolizer) (*usageRun, error) {
 func (u *usageRun) report(rep *report.Report, warnings []string) *heapuse.Report {
 	r := u.engine.Report(rep)
 	r.Warnings = warnings
-	if note := u.stacks.LinesNote(); note != "" {
+	// The note on modules without debug information, from the report
+	// that symbolized the units' frames.
+	note := ""
+	switch u.by {
+	case heapuse.ByFunction:
+		note = u.stacks.LinesNote()
+	case heapuse.BySite:
+		note = rep.LinesNote()
+	}
+	if note != "" {
 		r.Warnings = append(r.Warnings, note)
 	}
 	return r
+}
+
+// topStacks resolves stacks for units by library, which need the
+// frames' modules and, to drop the allocator's own frames at the top as
+// report.Stack does, the names of those that may be: the top frames in the
+// agent, the C runtime or the C++ runtime. Only those are symbolized: this
+// spares symbolizing every frame of every stack while the program runs.
+// (An operator new a program defines itself is then not seen as the
+// allocator's: its module is the caller.)
+type topStacks struct {
+	rep    *report.Report
+	lookup report.Symbolizer
+	top    map[topFrame]bool // the frames of the stack being resolved that may need names
+}
+
+type topFrame struct {
+	m    *heap.Module
+	addr uint64
+}
+
+func (ts *topStacks) stack(p *heap.Process, id heap.StackID) []report.Frame {
+	clear(ts.top)
+	frames, mods := p.Stacks.Frames(id), p.Stacks.Modules(id)
+	for i, a := range frames {
+		if mods[i] < 0 || int(mods[i]) >= len(p.Modules) {
+			break
+		}
+		m := p.Modules[mods[i]]
+		base := filepath.Base(m.Path)
+		if !heapuse.IsRuntime(m.Path) && !strings.HasPrefix(base, "libstdc++") && !strings.HasPrefix(base, "libleakpath") {
+			break
+		}
+		ts.top[topFrame{m, a - m.Bias - 1}] = true
+	}
+	return ts.rep.Stack(p, id)
+}
+
+func (ts *topStacks) symbolize(m *heap.Module, addr uint64) []report.SourceFrame {
+	if ts.top[topFrame{m, addr}] {
+		return ts.lookup(m, addr)
+	}
+	return nil
 }
 
 // finish writes the run's usage: the table to text, the JSON to its file.

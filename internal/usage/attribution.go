@@ -24,16 +24,13 @@ const (
 
 // attribute returns the units of site (see the package documentation).
 func (e *Engine) attribute(im *image, site heap.StackID) []int32 {
+	if e.opts.By == BySite {
+		// Named at the end (Report): nothing to resolve meanwhile.
+		return []int32{im.add(&unit{key: fmt.Sprint(site), site: site, name: noStack})}
+	}
 	var frames []report.Frame
 	if site != 0 {
 		frames = e.opts.Stack(im.p, site)
-	}
-	if e.opts.By == BySite {
-		u := &unit{key: fmt.Sprint(site), site: site, frames: frames, name: noStack}
-		if len(frames) > 0 {
-			u.name = frames[0].String()
-		}
-		return []int32{im.add(u)}
 	}
 	if len(frames) == 0 {
 		return []int32{im.add(&unit{key: noStack, name: noStack, kind: KindUnknown})}

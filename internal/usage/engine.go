@@ -81,8 +81,11 @@ type Options struct {
 	Attribution Attribution
 	// Interval, when positive, also accounts per time slice of this length.
 	Interval time.Duration
-	// Stack resolves stacks; needed for every By but ByThread. It is
-	// called once per allocation site, on the goroutine applying events.
+	// Stack resolves stacks for ByLibrary and ByFunction. It is called
+	// once per allocation site, on the goroutine applying events. Units by
+	// library only need the frames' modules and the allocator's own frames
+	// told apart: a Stack that symbolizes no other frame is enough (and
+	// much cheaper while a program runs).
 	Stack StackFunc
 }
 
@@ -108,7 +111,7 @@ func New(opts Options) (*Engine, error) {
 	if int(opts.Attribution) >= len(attributionNames) {
 		return nil, fmt.Errorf("usage: bad attribution %d", opts.Attribution)
 	}
-	if opts.By != ByThread && opts.Stack == nil {
+	if (opts.By == ByLibrary || opts.By == ByFunction) && opts.Stack == nil {
 		return nil, fmt.Errorf("usage: units by %s need stacks", opts.By)
 	}
 	if opts.Interval < 0 {

@@ -82,7 +82,8 @@ type IntervalUnit struct {
 }
 
 // Report builds the tables of the images rep reports (rep resolves
-// times; it may be a report of the same model made after the run).
+// times and the stacks of units by site; it may be a report of the same
+// model made after the run).
 func (e *Engine) Report(rep *report.Report) *Report {
 	out := &Report{By: e.opts.By, Interval: e.opts.Interval}
 	if e.opts.By == ByLibrary || e.opts.By == ByFunction {
@@ -102,6 +103,12 @@ func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 	}
 	secs := func(t uint64) float64 { return rep.Seconds(p, t) }
 	for _, u := range im.units {
+		if e.opts.By == BySite && u.site != 0 && u.frames == nil {
+			u.frames = rep.Stack(p, u.site)
+			if len(u.frames) > 0 {
+				u.name = u.frames[0].String()
+			}
+		}
 		r := Unit{
 			Name: u.name, Kind: u.kind, Module: u.module, Stack: u.frames, Site: uint32(u.site),
 			CurrentBytes: u.cur, CurrentBlocks: u.curBlocks,
