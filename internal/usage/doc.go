@@ -26,7 +26,7 @@
 //   - thread: the thread that allocated the block (its tid; its name and
 //     its creation and exit times come from the model's threads).
 //   - site: the allocation stack; the row is named by its first frame, the
-//     JSON row has the whole stack.
+//     JSON row has the whole stack (both resolved by Report, at the end).
 //
 // A stack without frames (not recorded) is the unit "(no stack)".
 //
@@ -88,7 +88,10 @@
 // to allocated and freed bytes and to both functions' call counts, and are
 // net zero: the minimum and maximum never see them (nor does the report's
 // peak). An allocation the agent kept pending enters the running size
-// when its record arrives, timestamped with its allocation time.
+// when its record arrives, timestamped with its allocation time. A
+// pending block that another thread frees reaches the model from that
+// thread (the agent's late record does not say whose it was): by thread,
+// it counts for the freeing thread unless the run did not fold.
 //
 // # Intervals
 //
@@ -99,5 +102,7 @@
 // which a unit did nothing do not list it, slices in which nothing
 // happened are not listed. A unit's slices sum to its totals: allocated,
 // freed and calls exactly, net changes to its current size minus what it
-// inherited.
+// inherited. Folded pairs count in the slice of their aggregate's record:
+// the agent writes a thread's aggregates every ~10 ms while it allocates,
+// the collector reads what is left when the process ends.
 package usage
