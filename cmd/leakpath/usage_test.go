@@ -539,3 +539,53 @@ func TestUsageFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageFork: a table per process image; the fork child starts with
+// what it inherited (fork.c: the parent allocates A (64) and B (128) and
+// forks; the child frees A and keeps C (256); the parent frees B and keeps
+// D (512)).
+func TestUsageFork(t *testing.T) {
+	bin := fixture(t, "fork.c")
+	uj := filepath.Join(t.TempDir(), "usage.json")
+	r := leakpath(t, []string{"--by", "library", "--usage-json", uj}, nil, bin)
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	b, err := os.ReadFile(uj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := parseUsage(t, b)
+	if len(d.Processes) != 2 {
+		t.Fatalf("%d processes in the usage JSON, want the parent and the child", len(d.Processes))
+	}
+	type image struct {
+		PID   int `json:"pid"`
+		Units []struct {
+			usageUnit
+			Inherited int64 `json:"inherited_bytes"`
+		} `json:"units"`
+	}
+	var exe []int64
+	for _, raw := range d.Processes {
+		var im image
+		if err := json.Unmarshal(raw, &im); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range im.Units {
+			if u.Kind == "executable" {
+				exe = append(exe, u.CurrentBytes, u.Inherited, u.MinBytes, u.MaxBytes, u.AllocatedBytes)
+			}
+		}
+	}
+	// The parent: A and B (192), B freed, D: 576 now and at most, 704
+	// allocated. The child: inherited A and B (192), A freed (128, its
+	// minimum), C: 384 now and at most, 256 allocated.
+	want := []int64{576, 0, 0, 576, 704, 384, 192, 128, 384, 256}
+	if !reflect.DeepEqual(exe, want) {
+		t.Errorf("executable's rows (current, inherited, min, max, allocated per image) %v, want %v", exe, want)
+	}
+	if n := strings.Count(r.text, "leakpath: heap use by library"); n != 2 {
+		t.Errorf("%d usage tables, want 2:\n%s", n, r.text)
+	}
+}
