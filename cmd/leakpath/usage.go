@@ -25,12 +25,12 @@ type usageOptions struct {
 
 // addUsageFlags defines the usage flags on fs; run adds --usage-json.
 func addUsageFlags(fs *flag.FlagSet, o *usageOptions, run bool) {
-	what := "print"
+	what := "instead of the leak report, print"
 	if run {
 		what = "after the leak report, print"
 	}
 	fs.StringVar(&o.by, "by", "", what+" heap use by `UNIT`: library, function, thread or site")
-	fs.StringVar(&o.attribution, "attribution", "caller", "with --by library or function, the units of a stack a block counts for: `entry` (the first called from main), caller (the one that called the allocator) or inclusive (each on the stack)")
+	fs.StringVar(&o.attribution, "attribution", "caller", "with --by library or function, which units of a stack a block counts for, `MODE`: entry (the first called from main or a thread's start routine), caller (the one that called the allocator) or inclusive (each on the stack)")
 	fs.DurationVar(&o.interval, "interval", 0, "with --by, also per time slice of `DURATION` (100ms, 1s...)")
 	if run {
 		fs.StringVar(&o.jsonOut, "usage-json", "", "with --by, also write heap use as JSON (leakpath.usage/v1) to `FILE` (%p, %r as for -o)")
