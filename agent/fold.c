@@ -113,11 +113,13 @@ void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 	t->fold = f;
 }
 
-/* lp_commit writes a copy of a pending entry as an ALLOC_LATE record. */
-static void lp_commit(struct lp_thread *t, const struct lp_pending *e)
+/* lp_commit writes a copy of a pending entry of the thread tid as an
+ * ALLOC_LATE record. */
+static void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid)
 {
-	uint64_t w[5] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 5, e->stack), 0, e->addr, e->size, e->ts};
-	lp_put(t, w, 5);
+	uint64_t w[6] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack), 0, e->addr, e->size, e->ts,
+			 (uint64_t)(uint32_t)tid};
+	lp_put(t, w, 6);
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still live. */
@@ -141,7 +143,7 @@ static void lp_evict(struct lp_thread *t)
 		lp_pm_del(s, (uint32_t)i);
 	lp_stripe_unlock(s);
 	if (live)
-		lp_commit(t, &copy);
+		lp_commit(t, &copy, t->tid);
 }
 
 void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid)
@@ -162,7 +164,7 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	t->last_alloc = a;
 	if (full) {
 		/* No room in the map: this one is written at once. */
-		lp_commit(t, e);
+		lp_commit(t, e, t->tid);
 		return;
 	}
 	f->count++;
@@ -240,7 +242,7 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
  * map and the FIFO, copying it to *out. Returns 1 when it was this
  * thread's own, 2 another thread's, 0 when p is not pending.
  */
-static int lp_take(struct lp_thread *t, uint64_t p, struct lp_pending *out)
+static int lp_take(struct lp_thread *t, uint64_t p, struct lp_pending *out, int *owner)
 {
 	uint64_t h = lp_ahash(p);
 	struct lp_stripe *s = lp_stripe_of(p, h);
@@ -252,6 +254,7 @@ static int lp_take(struct lp_thread *t, uint64_t p, struct lp_pending *out)
 	}
 	struct lp_pment m = s->ent[i];
 	lp_pm_del(s, (uint32_t)i);
+	*owner = ((struct lp_slot *)((unsigned char *)lp_hdr + LP_HEADER_SIZE))[m.slot].tid;
 	struct lp_pending *e = &lp_fold_of(m.slot)->pend[m.pos & LP_PMASK];
 	int found = e->live && e->addr == p;
 	*out = *e;
@@ -266,13 +269,14 @@ static int lp_take(struct lp_thread *t, uint64_t p, struct lp_pending *out)
 int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
 	struct lp_pending e;
-	int whose = lp_take(t, (uint64_t)p, &e);
+	int owner;
+	int whose = lp_take(t, (uint64_t)p, &e, &owner);
 	if (whose == 0)
 		return 0;
 	if (whose == 2 || lp_family(e.fn) != lp_family(fn)) {
 		/* Another thread's block, or a mismatched free: the collector
 		 * must see both, the allocation first. */
-		lp_commit(t, &e);
+		lp_commit(t, &e, owner);
 		return 0;
 	}
 	uint32_t fstack = lp_free_stacks ? lp_stack_id(t, fp) : 0;
@@ -290,8 +294,9 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 void lp_fold_take(struct lp_thread *t, void *p)
 {
 	struct lp_pending e;
-	if (lp_take(t, (uint64_t)p, &e))
-		lp_commit(t, &e);
+	int owner;
+	if (lp_take(t, (uint64_t)p, &e, &owner))
+		lp_commit(t, &e, owner);
 }
 
 void lp_fold_flush(struct lp_thread *t)

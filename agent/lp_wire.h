@@ -42,7 +42,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 2u
+#define LP_WIRE_VERSION 3u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -79,7 +79,8 @@ enum {
 	LP_REC_AGG = 18,          /* fn=alloc fn, aux=alloc stack; w1 ts, w2 free stack | free fn << 32,
 	                             w3 pairs, w4 bytes, w5 temporaries, w6 first pair's ts */
 	LP_REC_ALLOC_LATE = 19,   /* a pending allocation evicted: as ALLOC, w1 ts (now, for order),
-	                             w4 ts of the allocation itself */
+	                             w4 ts of the allocation itself, w5 tid of the thread that
+	                             allocated it (it may be another thread's record) */
 	LP_REC_MAX = 19
 };
 

@@ -337,13 +337,10 @@ func runtimeUnderMain(t *testing.T, sites *usageDoc) usageRow {
 // what the fixture allocates, frees and keeps, with folding and without;
 // the other rows (the C runtime's own allocations) sum up with them to the
 // totals. Without folding every block is seen, so each unit's maximum is
-// the fixture's too.
-//
-// Rows by thread are checked without folding only: a block still pending
-// in its thread's fold window when another thread frees it reaches the
-// collector from the freeing thread (the agent's ALLOC_LATE record does not
-// say whose entry it claimed), so with folding the fixture's 600 bytes that
-// main hands to app-thread count for app-thread.
+// the fixture's too. A block still pending in its thread's fold window
+// when another thread frees it reaches the collector from the freeing
+// thread; its ALLOC_LATE record names the thread that allocated it, so
+// rows by thread are exact with folding too.
 func TestUsageAttribution(t *testing.T) {
 	app := usageFixture(t)
 	dir := t.TempDir()
@@ -377,8 +374,7 @@ func TestUsageAttribution(t *testing.T) {
 				want[map[string]string{"library": "exe", "function": "main"}[c.by]].add(extra)
 			}
 			maxes := expectedMax(c.by, c.attr)
-			exact := c.by != "thread" || !fold
-			var sum, mainThread usageRow
+						var sum, mainThread usageRow
 			seen := map[string]bool{}
 			for i := range d.Units {
 				u := &d.Units[i]
@@ -387,7 +383,7 @@ func TestUsageAttribution(t *testing.T) {
 				if id == "usage-main" {
 					mainThread = u.row()
 				}
-				if id == "" || id == "usage-main" || !exact {
+				if id == "" || id == "usage-main" {
 					continue // the runtime's, or holding the runtime's
 				}
 				seen[id] = true
@@ -402,11 +398,11 @@ func TestUsageAttribution(t *testing.T) {
 				}
 			}
 			for id := range want {
-				if exact && !seen[id] && id != "usage-main" {
+				if !seen[id] && id != "usage-main" {
 					t.Errorf("%s: no row for %s", name, id)
 				}
 			}
-			if c.by == "thread" && exact {
+			if c.by == "thread" {
 				// The main thread holds the fixture's blocks and the runtime's.
 				if w := want["usage-main"]; mainThread.Allocated < w.Allocated || mainThread.Current < w.Current {
 					t.Errorf("%s: usage-main %+v, less than the fixture's own %+v", name, mainThread, *w)

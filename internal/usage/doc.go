@@ -90,8 +90,7 @@
 // peak). An allocation the agent kept pending enters the running size
 // when its record arrives, timestamped with its allocation time. A
 // pending block that another thread frees reaches the model from that
-// thread (the agent's late record does not say whose it was): by thread,
-// it counts for the freeing thread unless the run did not fold.
+// thread; its late record names the thread that allocated it.
 //
 // # Intervals
 //

@@ -28,7 +28,7 @@ var minWords = [RecMax + 1]int{
 	RecPad: 1, RecAlloc: 4, RecFree: 3, RecReallocBegin: 3, RecRealloc: 5,
 	RecStack: 2, RecModule: 4, RecModuleUnload: 2, RecThreadStart: 3,
 	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
-	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 5,
+	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 6,
 }
 
 // Decode appends to out the events of the whole records in b, tagged with
@@ -81,6 +81,9 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				return out, &DecodeError{off, fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size, ev.Addr2 = event.Alloc, fn, aux, w(2), w(3), w(4)
+			if tid := int32(w(5)); tid != 0 {
+				ev.Thread = tid // the thread that allocated it: this may be another's record
+			}
 			if ev.Addr2 == 0 {
 				ev.Addr2 = 1 // a late allocation at time 0 would read as an ordinary one
 			}

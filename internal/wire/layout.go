@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 2
+const Version = 3
 
 // Magic numbers.
 const (
