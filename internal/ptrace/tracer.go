@@ -1,6 +1,7 @@
 package ptrace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,6 +176,7 @@ func (t *Tracer) loop(started chan<- error) {
 			t.poll()
 			if time.Since(t.lastCheck) > time.Second {
 				t.adoptStolen()
+				t.adoptUnknown()
 			}
 		case <-t.quit:
 			t.detachAll()
@@ -250,6 +253,31 @@ func (t *Tracer) seizeAll() error {
 		}
 	}
 	return &Error{Op: "seize", Pid: t.pid, Err: ErrZombie}
+}
+
+// zombieStatus returns the wait status of process pid if it is a zombie
+// with no thread left (field 52 of /proc/PID/stat).
+func zombieStatus(pid int) (unix.WaitStatus, bool) {
+	st, err := procStatus(pid, 0)
+	if err != nil {
+		return 0, false
+	}
+	if s := st["State"]; s == "" || s[0] != 'Z' || statusInt(st, "Threads") > 1 {
+		return 0, false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 50 {
+		return 0, false
+	}
+	v, err := strconv.Atoi(f[49])
+	if err != nil {
+		return 0, false
+	}
+	return unix.WaitStatus(v), true
 }
 
 func listTasks(pid int) ([]int, error) {
@@ -334,36 +362,50 @@ func (t *Tracer) pollOne(th *thread) bool {
 			t.onStop(th, int(si.Status))
 			return true
 		}
+		if t.isChild {
+			si, err = waitid(th.tid, unix.WEXITED|unix.WNOWAIT|flags)
+			switch {
+			case err == unix.ECHILD:
+				t.processGone(0, false)
+				return true
+			case err == nil && si.Pid != 0:
+				t.processGone(waitStatus(si), true)
+				return true
+			}
+			return false
+		}
+		// Not our child: the process is gone once its other threads are.
+		if len(t.threads) == 1 {
+			if ws, ok := zombieStatus(t.pid); ok {
+				t.processGone(ws, true)
+				return true
+			}
+		}
 		return false
 	}
 	if th.tid == t.pid && t.isChild {
 		// The leader of our own child: consume its stops, but only peek
 		// at its exit, which belongs to whoever waits for the child
-		// (os/exec's Wait). waitid without WEXITED never reaps.
-		si, err := waitid(th.tid, unix.WSTOPPED|flags)
-		if err == nil && si.Pid != 0 {
-			t.onStop(th, int(si.Status))
-			return true
-		}
-		if err != unix.ECHILD {
-			return false
-		}
-		// ECHILD: the leader is a zombie (or already reaped).
-		si, err = waitid(th.tid, unix.WEXITED|unix.WNOWAIT|flags)
+		// (os/exec's Wait). A traced child reports its ptrace-stops to
+		// any wait, WEXITED or not, so peek first (WNOWAIT), then consume
+		// only a stop. The kernel reports a leader's exit only once every
+		// thread of the group is gone. ECHILD: someone else reaped it.
+		si, err := waitid(th.tid, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT|flags)
 		switch {
 		case err == unix.ECHILD:
 			t.processGone(0, false)
 			return true
-		case err == nil && si.Pid != 0:
-			t.processGone(waitStatus(si), true)
+		case err != nil || si.Pid == 0:
+			return false
+		case si.Code == cldTrapped || si.Code == cldStopped:
+			si, err = waitid(th.tid, unix.WSTOPPED|flags)
+			if err == nil && si.Pid != 0 {
+				t.onStop(th, int(si.Status))
+			}
 			return true
 		}
-		// A zombie waiting for the other threads to exit.
-		if th.state != exiting {
-			th.state = exiting
-			return true
-		}
-		return false
+		t.processGone(waitStatus(si), true)
+		return true
 	}
 	si, err := waitid(th.tid, unix.WSTOPPED|unix.WEXITED|flags)
 	switch {
@@ -549,7 +591,10 @@ func (t *Tracer) stopAll(ctx context.Context, rollback bool) error {
 			return t.goneErr("stop", 0)
 		}
 		if t.allStopped() {
-			return nil
+			if t.adoptUnknown() == 0 {
+				return nil
+			}
+			continue
 		}
 		if time.Since(start) > 20*time.Millisecond && time.Since(t.lastCheck) > 10*time.Millisecond {
 			t.adoptStolen()
@@ -569,6 +614,34 @@ func (t *Tracer) stopAll(ctx context.Context, rollback bool) error {
 		}
 		timer.Stop()
 	}
+}
+
+// adoptUnknown adds the threads /proc lists that the Tracer has not heard
+// of, interrupting them if the threads should be stopped, and returns how
+// many. A thread cloned while its creator was being killed is traced
+// (PTRACE_O_TRACECLONE) but its creator's PTRACE_EVENT_CLONE stop never
+// comes; unreaped, its zombie would keep the leader's exit from ever being
+// reported.
+func (t *Tracer) adoptUnknown() int {
+	if t.gone.Load() {
+		return 0
+	}
+	tids, err := listTasks(t.pid)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, tid := range tids {
+		if t.threads[tid] != nil {
+			continue
+		}
+		t.threads[tid] = &thread{tid: tid}
+		n++
+		if !t.running {
+			_ = ptraceInterrupt(tid) // ESRCH: dead or not ours; poll drops it
+		}
+	}
+	return n
 }
 
 func (t *Tracer) allStopped() bool { return t.pending() == 0 }

@@ -59,11 +59,12 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
 	if (argc > 1) iterations = atol(argv[1]);
-	printf("magic %p counters %p workers %d\n", (void *)&magic, (void *)counters, WORKERS);
-	fflush(stdout);
 	pthread_t t[WORKERS];
 	for (int w = 0; w < WORKERS; w++)
 		if (pthread_create(&t[w], NULL, worker, (void *)(intptr_t)w) != 0) abort();
+	/* After the workers exist: a tracer that seizes now finds them all. */
+	printf("magic %p counters %p workers %d\n", (void *)&magic, (void *)counters, WORKERS);
+	fflush(stdout);
 	char buf[64];
 	while (read(0, buf, sizeof buf) > 0) {}
 	stop = 1;
