@@ -295,6 +295,24 @@ static void lp_note_own_name(struct lp_thread *t)
 	errno = saved;
 }
 
+/* lp_hold reports what the exiting thread folded and holds the process
+ * for the collector's scan. */
+static void lp_hold(struct lp_thread *t, int status)
+{
+	if (!t->in_fold) {
+		t->in_fold = 1;
+		lp_fold_flush(t);
+		t->in_fold = 0;
+	}
+	/* Like LeakSanitizer and heaptrack: suppressions compiled into the
+	 * program. */
+	const char *supp = NULL;
+	const char *(*deflt)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "__lsan_default_suppressions");
+	if (deflt)
+		supp = deflt();
+	lp_hold_exit(status, supp);
+}
+
 static void lp_on_exit(int status, void *arg)
 {
 	(void)arg;
@@ -303,6 +321,9 @@ static void lp_on_exit(int status, void *arg)
 		lp_note_own_name(t);
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, LP_EXIT_EXIT};
 		lp_put(t, w, 3);
+		t->busy++;
+		lp_hold(t, status);
+		t->busy--;
 	}
 }
 
@@ -711,6 +732,9 @@ static void lp_note_exit(int status, unsigned how)
 	if (t) {
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
+		t->busy++;
+		lp_hold(t, status);
+		t->busy--;
 	}
 }
 

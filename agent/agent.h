@@ -69,6 +69,7 @@ LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
+LP_HIDDEN void lp_hold_exit(int status, const char *supp);
 
 /* stacktab.c */
 LP_HIDDEN uint32_t lp_stack_id(struct lp_thread *t, void *fp);
@@ -117,6 +118,7 @@ struct lp_module {
 };
 
 /* mem.c: memory for the agent itself, straight from mmap. */
+extern struct lp_own_table lp_own; /* the agent's own mappings (stacktab.c) */
 LP_HIDDEN void *lp_mmap(size_t bytes);
 LP_HIDDEN void lp_munmap(void *p, size_t bytes);
 

@@ -42,7 +42,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 3u
+#define LP_WIRE_VERSION 4u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -130,6 +130,7 @@ enum {
 	LP_HF_CLOCK_TSC = 1,     /* ts are TSC ticks; else CLOCK_MONOTONIC ns */
 	LP_HF_FREE_STACKS = 2,   /* set by the collector: capture stacks of frees */
 	LP_HF_FOLD = 4,          /* set by the collector: fold short-lived allocations */
+	LP_HF_HOLD_EXIT = 8,     /* set by the collector: hold the process at exit for a scan */
 };
 
 /* Collector states (struct lp_header.collector_state). */
@@ -170,6 +171,43 @@ struct lp_header {
 	uint64_t pad2[7];
 	uint32_t collector_state; /* offset 256: LP_COLLECTOR_* */
 	uint32_t pad3;
+	uint64_t pad4[7];
+	/* offset 320: the exit hold (LP_HF_HOLD_EXIT), see LP_HOLD_* */
+	uint32_t hold;            /* futex word */
+	uint32_t hold_status;     /* the exit status the process is exiting with */
+	uint64_t hold_supp;       /* address of __lsan_default_suppressions()'s string, or 0 */
+	/* Written by the agent at registration, for scans: memory of the
+	 * agent's own that must not count as a root. */
+	uint64_t own_table;       /* address of the agent's struct lp_own_table */
+	int64_t tls_offset;       /* its per-thread state: thread pointer + tls_offset, */
+	uint64_t tls_size;        /*   tls_size bytes */
+};
+
+/* The agent's own anonymous mappings (its tables), in the agent's memory;
+ * a range with addr 0 is unused. overflow: some were not listed. */
+#define LP_OWN_MAX 256u
+struct lp_own_table {
+	uint32_t count; /* ranges in use: r[0, count) */
+	uint32_t overflow;
+	struct lp_own_range {
+		uint64_t addr, len;
+	} r[LP_OWN_MAX];
+};
+
+/*
+ * The exit hold. After the atexit handlers and destructors, the exiting
+ * thread flushes what it folded, stores LP_HOLD_REQUESTED in hold, rings
+ * the doorbell and waits. The collector answers LP_HOLD_SCANNING, stops
+ * every thread with ptrace, reads the rings, the fold areas and the
+ * memory, resumes the threads and stores LP_HOLD_RELEASED (futex wake).
+ * The agent gives up waiting if no answer comes within a second, or if
+ * the collector dies during the scan.
+ */
+enum {
+	LP_HOLD_NONE = 0,
+	LP_HOLD_REQUESTED = 1,
+	LP_HOLD_SCANNING = 2,
+	LP_HOLD_RELEASED = 3,
 };
 
 struct lp_slot {

@@ -127,6 +127,11 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 		goto out;
 	lp_hdr = p;
 	lp_region_size = probe.region_size;
+	{
+		lp_hdr->own_table = (uint64_t)(uintptr_t)&lp_own;
+		lp_hdr->tls_offset = (int64_t)((uintptr_t)&lp_tls - (uintptr_t)__builtin_thread_pointer());
+		lp_hdr->tls_size = sizeof lp_tls;
+	}
 	lp_rings = (unsigned char *)p + probe.data_offset;
 	lp_ring_mask = probe.ring_size - 1;
 	lp_free_stacks = (probe.flags & LP_HF_FREE_STACKS) != 0;
@@ -386,4 +391,49 @@ LP_HIDDEN void lp_slot_exited(struct lp_thread *t)
 {
 	if (t->slot)
 		__atomic_store_n(&t->slot->state, LP_SLOT_EXITED, __ATOMIC_RELEASE);
+}
+
+/*
+ * lp_hold_exit holds the process at its end while the collector scans it
+ * (see LP_HOLD_* in lp_wire.h), if the collector asked for that. Once per
+ * process image; a second exiting thread passes through. supp is the
+ * string of the program's __lsan_default_suppressions, or NULL.
+ */
+LP_HIDDEN void lp_hold_exit(int status, const char *supp)
+{
+	struct lp_header *h = lp_hdr;
+	if (!h || !(h->flags & LP_HF_HOLD_EXIT) || !lp_collector_alive())
+		return;
+	if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_NONE)
+		return;
+	int saved = errno;
+	h->hold_status = (uint32_t)status;
+	h->hold_supp = (uint64_t)(uintptr_t)supp;
+	uint32_t expect = LP_HOLD_NONE;
+	if (!__atomic_compare_exchange_n(&h->hold, &expect, LP_HOLD_REQUESTED, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		goto out;
+	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
+	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
+	/* A collector that does not take the request in 5 s is not coming:
+	 * withdraw it (the collector's own CAS then fails). */
+	for (int i = 0; i < 50; i++) {
+		struct timespec to = {.tv_nsec = 100 * 1000 * 1000};
+		lp_futex(&h->hold, FUTEX_WAIT, LP_HOLD_REQUESTED, &to);
+		if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_REQUESTED)
+			break;
+	}
+	expect = LP_HOLD_REQUESTED;
+	if (__atomic_compare_exchange_n(&h->hold, &expect, LP_HOLD_RELEASED, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		goto out;
+	/* Scanning: wait for the release, but not for a collector that died. */
+	while (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) == LP_HOLD_SCANNING) {
+		struct timespec to = {.tv_sec = 1};
+		lp_futex(&h->hold, FUTEX_WAIT, LP_HOLD_SCANNING, &to);
+		if (kill(h->collector_pid, 0) != 0 && errno == ESRCH)
+			break;
+	}
+out:
+	errno = saved;
 }

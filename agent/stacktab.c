@@ -53,6 +53,7 @@ struct lp_stacktab {
  * churn reuse them instead of mapping new ones. */
 static struct lp_stacktab *lp_pool;
 static int lp_pool_lock;
+static int lp_own_lock;
 
 static void lp_pool_acquire(void)
 {
@@ -69,10 +70,14 @@ static void lp_pool_release(void)
  * prepare handler, released in both parent and child. */
 void lp_pool_lock_fork(int take)
 {
-	if (take)
+	if (take) {
 		lp_pool_acquire();
-	else
+		while (__atomic_exchange_n(&lp_own_lock, 1, __ATOMIC_ACQUIRE))
+			sched_yield();
+	} else {
+		__atomic_store_n(&lp_own_lock, 0, __ATOMIC_RELEASE);
 		lp_pool_release();
+	}
 }
 
 /* lp_tables_park hands an exiting thread's tables to the pool. */
@@ -117,16 +122,55 @@ int lp_tables_take(struct lp_thread *t)
 #define LP_ST_INIT_CAP 1024u
 #define LP_ST_INIT_ARENA 16384u
 
+/* lp_own lists the agent's mappings so that a scan of the process does
+ * not take what they hold (addresses the unwinder saw) for pointers. It
+ * lives in the agent's data, so fork children inherit it. */
+struct lp_own_table lp_own;
+
+static void lp_own_note(void *p, size_t bytes, int add)
+{
+	while (__atomic_exchange_n(&lp_own_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	uint64_t a = (uint64_t)(uintptr_t)p;
+	uint32_t n = lp_own.count, free_i = n;
+	for (uint32_t i = 0; i < n; i++) {
+		if (add && lp_own.r[i].addr == 0 && free_i == n)
+			free_i = i;
+		if (!add && lp_own.r[i].addr == a) {
+			lp_own.r[i].len = 0;
+			__atomic_store_n(&lp_own.r[i].addr, 0, __ATOMIC_RELEASE);
+			goto out;
+		}
+	}
+	if (!add)
+		goto out;
+	if (free_i == LP_OWN_MAX) {
+		lp_own.overflow = 1;
+		goto out;
+	}
+	lp_own.r[free_i].len = bytes;
+	__atomic_store_n(&lp_own.r[free_i].addr, a, __ATOMIC_RELEASE);
+	if (free_i == n)
+		__atomic_store_n(&lp_own.count, n + 1, __ATOMIC_RELEASE);
+out:
+	__atomic_store_n(&lp_own_lock, 0, __ATOMIC_RELEASE);
+}
+
 void *lp_mmap(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	if (p == MAP_FAILED)
+		return NULL;
+	lp_own_note(p, bytes, 1);
+	return p;
 }
 
 void lp_munmap(void *p, size_t bytes)
 {
-	if (p)
+	if (p) {
+		lp_own_note(p, bytes, 0);
 		munmap(p, bytes);
+	}
 }
 
 struct lp_stacktab *lp_stacktab_new(void)

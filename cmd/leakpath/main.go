@@ -137,7 +137,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	code := res.ExitCode()
-	if o.check && rep.leaked() {
+	if o.check && rep.failing > 0 {
 		code = o.checkCode
 	}
 	return code

@@ -17,6 +17,7 @@ type reportOptions struct {
 	format    string
 	output    string
 	debugDirs commaList
+	leaks     leakOptions
 	usage     usageOptions
 }
 
@@ -26,6 +27,7 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.format, "format", "text", "output `format`: text or json")
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
+	addLeakFlags(fs, &o.leaks)
 	addUsageFlags(fs, &o.usage, false)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: leakpath report [flags] TRACE.lpt...\n\n"+
@@ -43,6 +45,10 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error {
 	if o.format != "text" && o.format != "json" {
 		return fmt.Errorf("--format %q: want text or json", o.format)
+	}
+	supp, err := o.leaks.suppressionSet()
+	if err != nil {
+		return err
 	}
 	t, err := loadTrace(path)
 	if err != nil {
@@ -62,6 +68,7 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	defer sym.close()
 	rep = report.New(t.model, t.main, report.Options{
 		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
+		Suppressions: supp, ShowReachable: o.leaks.showReachable,
 	})
 	return rep.Generate(out, o.format)
 }

@@ -31,6 +31,8 @@ type runOptions struct {
 	debugDirs  commaList
 	ringKiB    int
 	quiet      bool
+	scan       bool
+	leaks      leakOptions
 	usage      usageOptions
 }
 
@@ -40,7 +42,9 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.trace, "o", "", "keep the trace in `FILE` (.lpt), for 'leakpath report' later")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the report as JSON (leakpath.report/v1) to `FILE`")
 	fs.StringVar(&o.reportOut, "report", "", "write the text report to `FILE` instead of stderr")
-	fs.BoolVar(&o.check, "check", false, "exit with --check-exit-code when blocks remain not freed (for CI)")
+	fs.BoolVar(&o.check, "check", false, "exit with --check-exit-code when leaks of --check-kinds remain after suppressions (for CI)")
+	fs.BoolVar(&o.scan, "scan", true, "at exit, hold the program while its memory is scanned (ptrace) to tell definite, indirect, possible leaks from reachable blocks")
+	addLeakFlags(fs, &o.leaks)
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of every free too (needed for root causes)")
@@ -66,6 +70,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 // runResult is what cmdRun needs after the report.
 type runReport struct {
 	leakedBlocks uint64
+	failing      int // leak groups that fail --check
 }
 
 func (r *runReport) leaked() bool { return r.leakedBlocks > 0 }
@@ -80,6 +85,14 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	if o.ringKiB < 4 || o.ringKiB&(o.ringKiB-1) != 0 {
 		return nil, nil, fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.ringKiB)
+	}
+	supp, err := o.leaks.suppressionSet()
+	if err != nil {
+		return nil, nil, err
+	}
+	checkKinds, err := o.leaks.kinds()
+	if err != nil {
+		return nil, nil, err
 	}
 	// Open every output before running, so a bad path fails fast (one
 	// named by the pid: when it is known; see outpath.go).
@@ -109,6 +122,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			MaxDepth:   o.maxDepth,
 			FreeStacks: o.freeStacks,
 			Fold:       o.fold,
+			HoldExit:   o.scan,
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
 		Warm: sym.warmUp(),
@@ -155,12 +169,14 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	sym.ready()
 	rep = report.New(res.Session, res.Main, report.Options{
-		Symbolize:   sym.lookup,
-		TracePath:   tracePath,
-		Rank:        outs.rank,
-		Elapsed:     res.Elapsed,
-		TicksPerSec: res.TicksPerSec,
-		Warnings:    append(res.Warnings, early...),
+		Symbolize:     sym.lookup,
+		TracePath:     tracePath,
+		Rank:          outs.rank,
+		Elapsed:       res.Elapsed,
+		TicksPerSec:   res.TicksPerSec,
+		Warnings:      append(res.Warnings, early...),
+		Suppressions:  supp,
+		ShowReachable: o.leaks.showReachable,
 	})
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {
@@ -168,6 +184,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		}
 	}
 	rr := &runReport{leakedBlocks: rep.LeakedBlocks()}
+	rr.failing, _, _ = rep.Failing(checkKinds)
 	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
 		if err := rep.Generate(textOut, "text"); err != nil {
 			return nil, nil, fmt.Errorf("report: %w", err)

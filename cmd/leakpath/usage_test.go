@@ -374,7 +374,7 @@ func TestUsageAttribution(t *testing.T) {
 				want[map[string]string{"library": "exe", "function": "main"}[c.by]].add(extra)
 			}
 			maxes := expectedMax(c.by, c.attr)
-						var sum, mainThread usageRow
+			var sum, mainThread usageRow
 			seen := map[string]bool{}
 			for i := range d.Units {
 				u := &d.Units[i]

@@ -182,13 +182,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	c.mainPID = int32(cmd.Process.Pid)
 	c.mu.Unlock()
 
-	waited := make(chan *os.ProcessState, 1)
-	go func() {
-		st, _ := cmd.Process.Wait()
-		waited <- st
-	}()
+	waited := make(chan waitResult, 1)
+	go func() { waited <- waitExit(cmd.Process.Pid) }()
 
-	var state *os.ProcessState
+	var state waitResult
 	interrupted := false
 wait:
 	for {
@@ -207,13 +204,11 @@ wait:
 		}
 	}
 	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1,
-		ChildUser: state.UserTime(), ChildSys: state.SystemTime()}
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok {
-		if ws.Signaled() {
-			res.Signal = ws.Signal()
-		} else {
-			res.Exited, res.Code = true, ws.ExitStatus()
-		}
+		ChildUser: time.Duration(state.ru.Utime.Nano()), ChildSys: time.Duration(state.ru.Stime.Nano())}
+	if ws := state.ws; ws.Signaled() {
+		res.Signal = syscall.Signal(ws.Signal())
+	} else {
+		res.Exited, res.Code = true, ws.ExitStatus()
 	}
 	c.mainEnd <- &event.ProcessInfo{Exited: res.Exited, Code: int32(res.Code), Signal: int32(res.Signal)}
 
@@ -407,6 +402,9 @@ func (c *collector) pipeline(im *image) {
 			})
 			lastReclaim = time.Now()
 		}
+		if c.opts.Region.HoldExit && im.reg.HoldRequested() {
+			c.scanHeld(im, &m, direct)
+		}
 		if n > 0 {
 			continue
 		}
@@ -500,6 +498,32 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 	}
 	info.Exited, info.Code, info.Signal = zombieStatus(im.pid)
 	return &info
+}
+
+// waitResult is how the program ended.
+type waitResult struct {
+	ws unix.WaitStatus
+	ru unix.Rusage
+}
+
+// waitExit reaps the program. A wait on a child also reports its
+// ptrace-stops when this process traces it (the scan at exit does): those
+// are skipped, the tracer notices them itself (ptrace.Tracer adopts stops
+// another waiter consumed).
+func waitExit(pid int) waitResult {
+	for {
+		var r waitResult
+		_, err := unix.Wait4(pid, &r.ws, unix.WALL, &r.ru)
+		if err == unix.EINTR || err == nil && r.ws.Stopped() {
+			continue
+		}
+		if err != nil {
+			// Not ours to reap any more: say it exited with 0 rather
+			// than hang.
+			return waitResult{}
+		}
+		return r
+	}
 }
 
 // exited reports whether the process behind pidfd has exited.

@@ -13,6 +13,9 @@ type batch struct {
 	proc uint32
 	evs  []event.Event
 	last bool // the image ended
+	// after, if not nil, runs on the sink's goroutine once evs are
+	// applied; the events it returns are applied too.
+	after func(*heap.Session) []event.Event
 }
 
 type forkKey struct {
@@ -90,6 +93,12 @@ func (s *sink) send(proc uint32, evs []event.Event, last bool) {
 	s.in <- batch{proc: proc, evs: evs, last: last}
 }
 
+// sendAfter hands a batch to the sink with a function to run, on the
+// sink's goroutine, once the batch is applied.
+func (s *sink) sendAfter(proc uint32, evs []event.Event, after func(*heap.Session) []event.Event) {
+	s.in <- batch{proc: proc, evs: evs, after: after}
+}
+
 // close waits for everything sent to be applied.
 func (s *sink) close() {
 	s.once.Do(func() { close(s.in) })
@@ -110,6 +119,9 @@ func (s *sink) run() {
 			}
 			if s.feed(b.proc, b.evs) {
 				s.recycle(b.evs)
+			}
+			if b.after != nil {
+				s.apply(b.after(s.model))
 			}
 		case <-tick.C:
 			s.expire()

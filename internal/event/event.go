@@ -61,6 +61,9 @@ const (
 	// instead of recorded one by one: Size bytes, Addr2 of them
 	// temporary (freed with no other allocation in between).
 	Agg
+	// Scan: the collector stopped the process and classified its live
+	// blocks by reachability (Scan).
+	Scan
 )
 
 var kindNames = [...]string{
@@ -68,7 +71,7 @@ var kindNames = [...]string{
 	StackDef: "stack", ModuleLoad: "module", ModuleUnload: "module-unload",
 	ThreadStart: "thread-start", ThreadExit: "thread-exit", ThreadName: "thread-name",
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
-	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg",
+	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
 }
 
 func (k Kind) String() string {
@@ -177,6 +180,7 @@ type Extra struct {
 	Text    string       // ThreadName, Exec
 	Process *ProcessInfo // ProcessStart, ProcessEnd
 	Clock   *ClockInfo   // ProcessStart, Clock
+	Scan    *ScanInfo    // Scan
 }
 
 // Ext returns e's extra part, creating it if absent.
@@ -225,6 +229,77 @@ func (e *Event) Text() string {
 		return ""
 	}
 	return e.X.Text
+}
+
+// ScanInfo returns the result of a Scan event, or nil.
+func (e *Event) ScanInfo() *ScanInfo {
+	if e.X == nil {
+		return nil
+	}
+	return e.X.Scan
+}
+
+// LeakKind is how a live block is reachable, with memcheck's names.
+type LeakKind uint8
+
+// The leak kinds; Unclassified: no scan saw the block.
+const (
+	Unclassified LeakKind = iota
+	Definite
+	Indirect
+	Possible
+	Reachable
+	NumLeakKinds
+)
+
+var leakKindNames = [NumLeakKinds]string{"unclassified", "definite", "indirect", "possible", "reachable"}
+
+func (k LeakKind) String() string {
+	if k < NumLeakKinds {
+		return leakKindNames[k]
+	}
+	return fmt.Sprintf("leakkind(%d)", uint8(k))
+}
+
+// ParseLeakKind returns the kind named s ("definite", ...).
+func ParseLeakKind(s string) (LeakKind, bool) {
+	for k, n := range leakKindNames {
+		if n == s {
+			return LeakKind(k), true
+		}
+	}
+	return 0, false
+}
+
+// ScanInfo is what a scan of a stopped process found.
+type ScanInfo struct {
+	// Blocks are the live blocks it classified, by address.
+	Blocks []ScannedBlock
+	// Suppressions is the text the program's __lsan_default_suppressions
+	// returned, if it has one.
+	Suppressions string
+	// PauseNs is how long the process was stopped; RootBytes and
+	// HeapBytes how much memory the scan read.
+	PauseNs, RootBytes, HeapBytes uint64
+	// Error says why the scan failed, if it did (Blocks is then empty).
+	Error string
+	// Part numbers the events of one scan: 0 for the first.
+	Part uint32
+}
+
+// Continued reports whether next is a continuation of the scan s (a big
+// scan travels in several events; only the first carries the figures).
+func (s *ScanInfo) Continued(next *ScanInfo) bool {
+	return next.Part > 0
+}
+
+// ScannedBlock is one block a scan classified.
+type ScannedBlock struct {
+	Addr, Size uint64
+	Kind       LeakKind
+	// Owner is the address of the definite block whose clique holds an
+	// indirect block; 0 otherwise.
+	Owner uint64
 }
 
 // Module describes a loaded ELF object.

@@ -172,6 +172,9 @@ type Process struct {
 	Threads map[int32]*Thread
 	Totals  Totals
 	Errors  []Error
+	// Scan is the last scan's figures and texts (its blocks are behind
+	// LeakKind); nil if none ran.
+	Scan *event.ScanInfo
 	// ExitStatus from the agent's exit record, when it wrote one.
 	ExitStatus *int32
 	// Anomalies counts events that do not fit the model (a free that
@@ -194,8 +197,9 @@ type Process struct {
 	limbo      map[uint64]Block       // blocks whose address was reused before their free arrived
 	lastTID    int32                  // thread of the previous event, and its state
 	lastThread *Thread
-	obs        Observer // nil: none (see Session.Observer)
-	now        uint64   // the time of the event being applied
+	obs        Observer                      // nil: none (see Session.Observer)
+	kinds      map[uint64]event.ScannedBlock // by address, from the last scan
+	now        uint64                        // the time of the event being applied
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -211,6 +215,36 @@ func newProcess(info event.ProcessInfo) *Process {
 		parked:   map[uint64]event.Event{},
 		limbo:    map[uint64]Block{},
 	}
+}
+
+// scanned takes the classification of a Scan event. A scan split over
+// several events (a big heap) continues the one before it only if that
+// one was of the same moment; a later scan replaces an earlier one.
+func (p *Process) scanned(sc *event.ScanInfo) {
+	if sc == nil {
+		return
+	}
+	if p.Scan == nil || !p.Scan.Continued(sc) {
+		p.kinds = make(map[uint64]event.ScannedBlock, len(sc.Blocks))
+		head := *sc
+		head.Blocks = nil
+		p.Scan = &head
+	}
+	for _, b := range sc.Blocks {
+		p.kinds[b.Addr] = b
+	}
+	p.Scan.Blocks = nil
+}
+
+// LeakKind returns how live block b at addr was classified by the last
+// scan, and the owner of an indirect block: Unclassified if no scan ran,
+// or the block came or changed after it.
+func (p *Process) LeakKind(addr uint64, b Block) (event.LeakKind, uint64) {
+	sb, ok := p.kinds[addr]
+	if !ok || sb.Size != b.Size {
+		return event.Unclassified, 0
+	}
+	return sb.Kind, sb.Owner
 }
 
 // Site returns the site of stack id (nil if it allocated nothing).
@@ -326,6 +360,8 @@ func (p *Process) apply(ev *event.Event) {
 		p.alloc(ev.Addr, b)
 	case event.Agg:
 		p.agg(ev)
+	case event.Scan:
+		p.scanned(ev.ScanInfo())
 	case event.Free:
 		p.Totals.Calls[ev.Fn]++
 		p.free(ev)

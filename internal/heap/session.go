@@ -1,6 +1,7 @@
 package heap
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -80,24 +81,78 @@ func (s *Session) Finish() {
 	}
 }
 
-// LeakGroup is the blocks still live at one allocation site.
+// LeakGroup is the blocks still live at one allocation site, of one leak
+// kind when a scan classified them.
 type LeakGroup struct {
 	Stack  StackID
+	Kind   event.LeakKind // Unclassified when no scan saw them
 	Bytes  uint64
 	Blocks uint64
+	// IndirectBytes and IndirectBlocks: what the definite blocks of the
+	// group hold that is lost with them (indirect blocks).
+	IndirectBytes, IndirectBlocks uint64
+	// Owner, for an indirect group: the allocation stack of the definite
+	// block holding the first of its blocks.
+	Owner StackID
 }
 
-// Leaks groups the live blocks by allocation stack, biggest first.
+// kindRank orders leak kinds for reports: what matters most first.
+var kindRank = [event.NumLeakKinds]int{event.Definite: 0, event.Possible: 1, event.Indirect: 2, event.Unclassified: 3, event.Reachable: 4}
+
+// Leaks groups the live blocks by allocation stack (and kind, after a
+// scan), the most important kind first, then biggest first.
 func (p *Process) Leaks() []LeakGroup {
 	var out []LeakGroup
-	for id := range p.sites {
-		s := &p.sites[id]
-		if s.LiveBlocks > 0 {
-			out = append(out, LeakGroup{Stack: StackID(id), Bytes: s.LiveBytes, Blocks: s.LiveBlocks})
+	if p.kinds == nil {
+		for id := range p.sites {
+			s := &p.sites[id]
+			if s.LiveBlocks > 0 {
+				out = append(out, LeakGroup{Stack: StackID(id), Bytes: s.LiveBytes, Blocks: s.LiveBlocks})
+			}
 		}
+	} else {
+		type key struct {
+			site StackID
+			kind event.LeakKind
+		}
+		idx := map[key]int{}
+		group := func(k key) *LeakGroup {
+			i, ok := idx[k]
+			if !ok {
+				i = len(out)
+				idx[k] = i
+				out = append(out, LeakGroup{Stack: k.site, Kind: k.kind})
+			}
+			return &out[i]
+		}
+		p.blocks.each(func(addr uint64, b Block) {
+			kind, owner := p.LeakKind(addr, b)
+			g := group(key{b.Site, kind})
+			g.Bytes += b.Size
+			g.Blocks++
+			if kind != event.Indirect || owner == 0 {
+				return
+			}
+			ob, ok := p.blocks.get(owner)
+			if !ok {
+				return
+			}
+			if g.Owner == 0 {
+				g.Owner = ob.Site
+			}
+			og := group(key{ob.Site, event.Definite})
+			og.IndirectBytes += b.Size
+			og.IndirectBlocks++
+		})
+		// An owner group that exists only through its indirect blocks
+		// (its definite block freed or changed since): drop it.
+		out = slices.DeleteFunc(out, func(g LeakGroup) bool { return g.Blocks == 0 })
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
+		if a.Kind != b.Kind {
+			return kindRank[a.Kind] < kindRank[b.Kind]
+		}
 		if a.Bytes != b.Bytes {
 			return a.Bytes > b.Bytes
 		}

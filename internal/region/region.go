@@ -29,6 +29,7 @@ type Options struct {
 	FreeStacks bool // record the stacks of frees
 	ClockTSC   bool // agent timestamps are TSC ticks
 	Fold       bool // let the agent fold short-lived allocations
+	HoldExit   bool // have the agent hold the process at exit for a scan
 }
 
 func (o *Options) fill() error {
@@ -98,6 +99,9 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	}
 	if opts.Fold {
 		flags |= wire.FlagFold
+	}
+	if opts.HoldExit {
+		flags |= wire.FlagHoldExit
 	}
 	r.put64(wire.OffMagic, wire.RegionMagic)
 	r.put32(wire.OffVersion, wire.Version)

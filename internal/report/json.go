@@ -32,6 +32,10 @@ type jsonImage struct {
 	Leaks     []jsonLeak  `json:"leaks"`
 	Errors    []jsonError `json:"errors"`
 	Anomalies uint64      `json:"anomalies,omitempty"`
+	// Scan: the scan at exit that classified the leaks; ScanError: why
+	// there was none.
+	Scan      *jsonScan `json:"scan,omitempty"`
+	ScanError string    `json:"scan_error,omitempty"`
 }
 
 type jsonExit struct {
@@ -51,6 +55,17 @@ type jsonTotals struct {
 	LeakedBlocks         uint64            `json:"leaked_blocks"`
 	TemporaryAllocations uint64            `json:"temporary_allocations"`
 	FailedAllocations    uint64            `json:"failed_allocations"`
+	// ByKind sums the leaks per kind when a scan classified them;
+	// suppressed leaks count in Suppressed only.
+	ByKind     map[string]KindTotal `json:"by_kind,omitempty"`
+	Suppressed *KindTotal           `json:"suppressed,omitempty"`
+}
+
+// jsonScan is what the scan at exit cost.
+type jsonScan struct {
+	PauseSeconds float64 `json:"pause_seconds"`
+	RootBytes    uint64  `json:"root_bytes"`
+	HeapBytes    uint64  `json:"heap_bytes"`
 }
 
 type jsonFrame struct {
@@ -71,6 +86,14 @@ type jsonLeak struct {
 	Allocs    uint64      `json:"site_allocations"`
 	Stack     []jsonFrame `json:"stack"`
 	RootCause any         `json:"root_cause"`
+	// IndirectBytes and IndirectBlocks: for a definite leak, what is
+	// lost with it. Owner: for an indirect leak, the allocation stack of
+	// a definite leak that holds it.
+	IndirectBytes  uint64      `json:"indirect_bytes,omitempty"`
+	IndirectBlocks uint64      `json:"indirect_blocks,omitempty"`
+	Owner          []jsonFrame `json:"owner,omitempty"`
+	// Suppressed is the suppression that hides this leak.
+	Suppressed string `json:"suppressed,omitempty"`
 	// In the summary of several traces: how many had this group, and
 	// the ranks of those that had a rank.
 	TraceCount int   `json:"trace_count,omitempty"`
@@ -151,16 +174,35 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			ji.Exit.Code = p.ExitStatus
 		}
 	}
-	leaks := p.Leaks()
-	if execd(p) {
-		leaks = nil // exec discarded the heap
-	}
-	for _, g := range leaks {
-		l := jsonLeak{Kind: "unclassified", Bytes: g.Bytes, Blocks: g.Blocks, Stack: r.jsonStack(p, g.Stack)}
+	for _, g := range r.leaks(p) { // none if exec discarded the heap
+		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks, Stack: r.jsonStack(p, g.Stack),
+			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks}
 		if s := p.Site(g.Stack); s != nil {
 			l.Function, l.Allocs = s.Fn.String(), s.Allocs
 		}
+		if g.Owner != 0 {
+			l.Owner = r.jsonStack(p, g.Owner)
+		}
+		if g.supp != nil {
+			l.Suppressed = g.supp.String()
+		}
 		ji.Leaks = append(ji.Leaks, l)
+	}
+	if p.Scan != nil && !execd(p) {
+		if p.Scan.Error != "" {
+			ji.ScanError = p.Scan.Error
+		} else {
+			kinds, supp := r.byKind(p)
+			ji.Totals.ByKind = map[string]KindTotal{}
+			for k := event.Definite; k < event.NumLeakKinds; k++ {
+				ji.Totals.ByKind[k.String()] = kinds[k]
+			}
+			if kinds[event.Unclassified].Blocks > 0 {
+				ji.Totals.ByKind[event.Unclassified.String()] = kinds[event.Unclassified]
+			}
+			ji.Totals.Suppressed = &supp
+			ji.Scan = &jsonScan{PauseSeconds: float64(p.Scan.PauseNs) / 1e9, RootBytes: p.Scan.RootBytes, HeapBytes: p.Scan.HeapBytes}
+		}
 	}
 	for _, e := range p.Errors {
 		je := jsonError{Kind: e.Kind.String(), Address: fmt.Sprintf("0x%x", e.Addr), Count: e.Count,

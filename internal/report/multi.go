@@ -143,11 +143,11 @@ func (m *Multi) addTotals(t *heap.Totals, leaks bool) {
 
 func (m *Multi) addLeak(r *Report, p *heap.Process, g heap.LeakGroup, pt *part) {
 	frames := r.Stack(p, g.Stack)
-	k := stackKey(frames)
+	k := g.Kind.String() + "|" + stackKey(frames)
 	ml := m.leaks[k]
 	if ml == nil {
 		ml = &mergedLeak{frames: frames, seq: len(m.leaks)}
-		ml.Kind, ml.Stack = "unclassified", jsonFrames(frames)
+		ml.Kind, ml.Stack = g.Kind.String(), jsonFrames(frames)
 		m.leaks[k] = ml
 	}
 	ml.Bytes += g.Bytes

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/suppress"
 )
 
 // SourceFrame is what a symbolizer knows of an address: one entry per
@@ -43,16 +44,23 @@ type Options struct {
 	Warnings    []string
 	// Rank is the MPI rank of the run (shown in the header); nil: none.
 	Rank *int
+	// Suppressions hide matching leaks (LSan syntax); nil: only the
+	// program's own and LSan's standard ones.
+	Suppressions *suppress.Set
+	// ShowReachable lists the still reachable groups in text too.
+	ShowReachable bool
 }
 
 // Report is a report being generated.
 type Report struct {
-	s        *heap.Session
-	main     int32
-	opts     Options
-	cache    map[frameKey][]Frame
-	warnings []string
-	noLines  map[string]bool // modules of shown frames: true while none had a source line
+	s         *heap.Session
+	main      int32
+	opts      Options
+	cache     map[frameKey][]Frame
+	warnings  []string
+	noLines   map[string]bool // modules of shown frames: true while none had a source line
+	supp      *suppress.Set
+	leakCache map[*heap.Process][]leak
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while

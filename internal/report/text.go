@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +30,12 @@ func (r *Report) text(out io.Writer) error {
 		errs += e
 		if !execd(p) {
 			leakBytes += p.Totals.LiveBytes
+		}
+	}
+	if used := r.SuppressionsUsed(); len(used) > 0 {
+		fmt.Fprintln(w, "leakpath: suppressions used:")
+		for _, u := range used {
+			fmt.Fprintf(w, "  %s (%s) %s\n", plural64(u.Count, "block"), bytes(u.Bytes), u.Suppression)
 		}
 	}
 	for _, warn := range r.warnings {
@@ -80,7 +87,13 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	if p.Info.ForkID != 0 && p.Info.ParentProc >= 0 {
 		fmt.Fprintf(w, "  forked from pid %d: blocks it inherited count as not freed unless it freed them\n", r.s.Procs[p.Info.ParentProc].Info.PID)
 	}
-	leaks := p.Leaks()
+	r.textKinds(w, p)
+	var leaks []leak
+	for _, l := range r.leaks(p) {
+		if l.supp == nil && (l.Kind != event.Reachable || r.opts.ShowReachable) {
+			leaks = append(leaks, l)
+		}
+	}
 	for i, g := range leaks {
 		if i >= r.opts.MaxLeaks {
 			var rest uint64
@@ -92,6 +105,12 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		}
 		site := p.Site(g.Stack)
 		fmt.Fprintf(w, "\nLEAK %s in %s", bytes(g.Bytes), plural64(g.Blocks, "block"))
+		if g.Kind != event.Unclassified {
+			fmt.Fprintf(w, " (%s)", g.Kind)
+		}
+		if g.IndirectBlocks > 0 {
+			fmt.Fprintf(w, ", plus %s in %s indirectly", bytes(g.IndirectBytes), plural64(g.IndirectBlocks, "block"))
+		}
 		if site != nil && site.Fn != 0 {
 			fmt.Fprintf(w, " from %s", site.Fn)
 		}
@@ -100,9 +119,43 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		}
 		fmt.Fprintln(w)
 		r.textStack(w, p, g.Stack)
+		if g.Kind == event.Indirect && g.Owner != 0 {
+			fmt.Fprintln(w, "  held by a definite leak allocated at:")
+			fs := r.Stack(p, g.Owner)
+			if len(fs) > 0 {
+				fmt.Fprintf(w, "    %s\n", frameText(fs[0]))
+			}
+		}
 	}
 	r.textErrors(w, p)
 	return len(leaks), len(p.Errors)
+}
+
+// textKinds writes the sums by leak kind, memcheck's LEAK SUMMARY, and
+// the suppressions that hid leaks.
+func (r *Report) textKinds(w *bufio.Writer, p *heap.Process) {
+	if p.Scan == nil {
+		return
+	}
+	if p.Scan.Error != "" {
+		fmt.Fprintf(w, "  leak kinds unknown: the scan failed: %s\n", p.Scan.Error)
+		return
+	}
+	kinds, supp := r.byKind(p)
+	var parts []string
+	for _, k := range []event.LeakKind{event.Definite, event.Indirect, event.Possible, event.Reachable, event.Unclassified} {
+		if k == event.Unclassified && kinds[k].Blocks == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s in %s", k, bytes(kinds[k].Bytes), plural64(kinds[k].Blocks, "block")))
+	}
+	if supp.Blocks > 0 {
+		parts = append(parts, fmt.Sprintf("suppressed %s in %s", bytes(supp.Bytes), plural64(supp.Blocks, "block")))
+	}
+	fmt.Fprintf(w, "  by kind: %s\n", strings.Join(parts, ", "))
+	if kinds[event.Reachable].Blocks > 0 && !r.opts.ShowReachable {
+		fmt.Fprintln(w, "  (still reachable blocks are not listed; --show-reachable lists them)")
+	}
 }
 
 func (r *Report) textErrors(w *bufio.Writer, p *heap.Process) {

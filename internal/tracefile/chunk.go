@@ -68,7 +68,8 @@ const (
 	gText
 	gProcess
 	gClock
-	gAll = 1<<iota - 1
+	gScan // since format version 2
+	gAll  = 1<<iota - 1
 )
 
 // Sizes of the prediction tables. The tables of the encoder are direct
@@ -677,6 +678,9 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if ev.ClockInfo() != nil {
 		mask |= gClock
 	}
+	if ev.ScanInfo() != nil {
+		mask |= gScan
+	}
 	e.s[sOps] = append(e.s[sOps], opGeneric, byte(ev.Kind))
 	b := uv(e.s[sMisc], mask)
 	if mask&gFn != 0 {
@@ -749,5 +753,40 @@ func (e *encoder) addGeneric(ev *event.Event) {
 		b = uv(b, c.Real)
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.TicksPerSec))
 	}
+	if sc := ev.ScanInfo(); sc != nil {
+		b = putScan(b, sc)
+	}
 	e.s[sMisc] = b
+}
+
+// putScan appends a scan: its figures, texts, then its blocks by address,
+// each address and owner as a delta from the previous block's address.
+func putScan(b []byte, sc *event.ScanInfo) []byte {
+	b = uv(b, uint64(sc.Part))
+	b = uv(b, sc.PauseNs)
+	b = uv(b, sc.RootBytes)
+	b = uv(b, sc.HeapBytes)
+	b = putString(b, truncate(sc.Suppressions, MaxString))
+	b = putString(b, truncate(sc.Error, MaxString))
+	b = uv(b, uint64(len(sc.Blocks)))
+	var prev uint64
+	for _, blk := range sc.Blocks {
+		b = uv(b, zigzag(int64(blk.Addr-prev)))
+		b = uv(b, blk.Size)
+		b = append(b, byte(blk.Kind))
+		if blk.Owner == 0 {
+			b = uv(b, 0)
+		} else {
+			b = uv(b, 1+zigzag(int64(blk.Owner-blk.Addr)))
+		}
+		prev = blk.Addr
+	}
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

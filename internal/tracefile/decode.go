@@ -601,4 +601,37 @@ func (d *decoder) decGeneric(ev *event.Event) {
 		}
 		ev.Ext().Clock = c
 	}
+	if mask&gScan != 0 {
+		ev.Ext().Scan = d.scan()
+	}
+}
+
+// scan reads what putScan wrote.
+func (d *decoder) scan() *event.ScanInfo {
+	sc := &event.ScanInfo{Part: uint32(d.uv(sMisc))}
+	sc.PauseNs, sc.RootBytes, sc.HeapBytes = d.uv(sMisc), d.uv(sMisc), d.uv(sMisc)
+	sc.Suppressions, sc.Error = d.str(sMisc), d.str(sMisc)
+	// A block takes at least 4 bytes.
+	n := d.count(sMisc, MaxScanBlocks)
+	if n > (len(d.s[sMisc].b)-d.s[sMisc].i)/4 {
+		d.fail(sMisc)
+		return sc
+	}
+	sc.Blocks = make([]event.ScannedBlock, n)
+	var prev uint64
+	for i := range sc.Blocks {
+		blk := &sc.Blocks[i]
+		blk.Addr = prev + uint64(unzigzag(d.uv(sMisc)))
+		blk.Size = d.uv(sMisc)
+		blk.Kind = event.LeakKind(d.byte(sMisc))
+		if blk.Kind >= event.NumLeakKinds {
+			d.failf("bad leak kind %d", blk.Kind)
+			return sc
+		}
+		if o := d.uv(sMisc); o != 0 {
+			blk.Owner = blk.Addr + uint64(unzigzag(o-1))
+		}
+		prev = blk.Addr
+	}
+	return sc
 }

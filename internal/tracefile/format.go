@@ -11,7 +11,7 @@ import (
 // Version is the trace format version this package writes. Readers accept
 // versions 1 to Version and reject newer ones with an error that wraps
 // ErrNewerVersion.
-const Version = 1
+const Version = 2
 
 // Magic is the first 8 bytes of every trace file.
 const Magic = "LEAKPATH"
@@ -34,6 +34,9 @@ const (
 	// MaxArgs is the most arguments a ProcessInfo may have; together they
 	// may not exceed MaxString*4 bytes.
 	MaxArgs = 1 << 16
+	// MaxScanBlocks is the most blocks one Scan event may carry (the
+	// collector splits bigger scans).
+	MaxScanBlocks = 1 << 20
 	// MaxChunk is the largest chunk, compressed or not.
 	MaxChunk = 64 << 20
 	// DefaultChunkSize is the uncompressed size at which Write closes a

@@ -167,7 +167,7 @@ func TestOpenErrors(t *testing.T) {
 		{"text", []byte("hello world, this is not a trace"), ErrNotTrace, "not a leakpath trace"},
 		{"short-text", []byte("LEAKX"), ErrNotTrace, "not a leakpath trace"},
 		{"magic-only", []byte("LEAKPATH"), ErrTruncated, "truncated at byte 0"},
-		{"future", future, ErrNewerVersion, "format version 2"},
+		{"future", future, ErrNewerVersion, fmt.Sprintf("format version %d", Version+1)},
 	} {
 		path := filepath.Join(dir, tc.name)
 		if err := os.WriteFile(path, tc.data, 0o666); err != nil {

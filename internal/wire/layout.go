@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 3
+const Version = 4
 
 // Magic numbers.
 const (
@@ -57,11 +57,20 @@ const (
 // latest allocation (LP_FN_TEMPORARY).
 const FnTemporary = 0x80
 
+// Exit hold states (LP_HOLD_*), in the header's hold word.
+const (
+	HoldNone      = 0
+	HoldRequested = 1 // by the agent, at exit
+	HoldScanning  = 2 // the collector took the request
+	HoldReleased  = 3 // the collector is done: the process may exit
+)
+
 // Header flags (LP_HF_*).
 const (
 	FlagClockTSC   = 1
 	FlagFreeStacks = 2
 	FlagFold       = 4
+	FlagHoldExit   = 8 // hold the process at exit for a scan
 )
 
 // Slot states (LP_SLOT_*).
@@ -105,6 +114,19 @@ const (
 	OffProgress          = 192
 	OffProducersWaiting  = 196
 	OffCollectorState    = 256
+	OffHold              = 320 // futex word: Hold*
+	OffHoldStatus        = 324
+	OffHoldSupp          = 328
+	OffOwnTable          = 336
+	OffTLSOffset         = 344
+	OffTLSSize           = 352
+
+	// struct lp_own_table
+	OwnMax         = 256
+	OffOwnCount    = 0
+	OffOwnOverflow = 4
+	OffOwnRanges   = 8
+	OwnRangeSize   = 16
 )
 
 // Byte offsets of struct lp_slot fields.

@@ -61,6 +61,13 @@ H(clock_ts,"OffClockTS"); H(clock_mono,"OffClockMono"); H(clock_real,"OffClockRe
 H(fold_offset,"OffFoldOffset"); H(pmap_offset,"OffPmapOffset");
 H(doorbell,"OffDoorbell"); H(collector_sleeping,"OffCollectorSleeping"); H(progress,"OffProgress");
 H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState");
+H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize");
+P("OwnMax", LP_OWN_MAX); P("OffOwnCount", offsetof(struct lp_own_table, count));
+P("OffOwnOverflow", offsetof(struct lp_own_table, overflow)); P("OffOwnRanges", offsetof(struct lp_own_table, r));
+P("OwnRangeSize", sizeof(struct lp_own_range));
+H(hold,"OffHold"); H(hold_status,"OffHoldStatus"); H(hold_supp,"OffHoldSupp");
+P("FlagHoldExit", LP_HF_HOLD_EXIT); P("HoldNone", LP_HOLD_NONE); P("HoldRequested", LP_HOLD_REQUESTED);
+P("HoldScanning", LP_HOLD_SCANNING); P("HoldReleased", LP_HOLD_RELEASED);
 P("OffSlotHead", offsetof(struct lp_slot, head)); P("OffSlotState", offsetof(struct lp_slot, state));
 P("OffSlotTID", offsetof(struct lp_slot, tid)); P("OffSlotTail", offsetof(struct lp_slot, tail));
 P("OffHelloMagic", offsetof(struct lp_hello, magic)); P("OffHelloVersion", offsetof(struct lp_hello, version));
@@ -112,6 +119,12 @@ return 0; }
 		"OffClockReal": OffClockReal, "OffLostRecords": OffLostRecords, "OffDoorbell": OffDoorbell,
 		"OffCollectorSleeping": OffCollectorSleeping, "OffProgress": OffProgress,
 		"OffProducersWaiting": OffProducersWaiting, "OffCollectorState": OffCollectorState,
+		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
+		"OwnMax": OwnMax, "OffOwnCount": OffOwnCount, "OffOwnOverflow": OffOwnOverflow,
+		"OffOwnRanges": OffOwnRanges, "OwnRangeSize": OwnRangeSize,
+		"OffHold": OffHold, "OffHoldStatus": OffHoldStatus, "OffHoldSupp": OffHoldSupp,
+		"FlagHoldExit": FlagHoldExit, "HoldNone": HoldNone, "HoldRequested": HoldRequested,
+		"HoldScanning": HoldScanning, "HoldReleased": HoldReleased,
 		"OffSlotHead": OffSlotHead, "OffSlotState": OffSlotState, "OffSlotTID": OffSlotTID,
 		"OffSlotTail": OffSlotTail, "OffHelloMagic": OffHelloMagic, "OffHelloVersion": OffHelloVersion,
 		"OffHelloPID": OffHelloPID, "OffHelloPPID": OffHelloPPID,

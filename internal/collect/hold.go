@@ -1,0 +1,171 @@
+package collect
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/leak"
+	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/scan"
+)
+
+// maxSuppressions bounds the text read from __lsan_default_suppressions.
+const maxSuppressions = 1 << 20
+
+// scanBatch is the most blocks one Scan event carries.
+const scanBatch = 1 << 20
+
+// scanHeld serves an image's exit hold: it stops the process, brings the
+// model up to date (everything in the rings; what the threads keep
+// pending is classified too, though the model learns of it only later),
+// classifies every live block and records the result as Scan events,
+// then lets the process exit.
+func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
+	if !im.reg.TakeHold() {
+		return
+	}
+	defer im.reg.ReleaseHold()
+	pause := time.Now()
+	fail := func(err error) {
+		c.warn("pid %d: no leak kinds: %v", im.pid, err)
+		ev := event.Event{Kind: event.Scan, Proc: im.idx, Time: c.src.Now(),
+			X: &event.Extra{Scan: &event.ScanInfo{Error: err.Error()}}}
+		c.sink.send(im.idx, []event.Event{ev}, false)
+	}
+	tr, err := ptrace.Seize(int(im.pid))
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = tr.StopAll(ctx)
+	cancel()
+	if err != nil {
+		fail(err)
+		return
+	}
+	for {
+		n, err := im.reg.Drain(m)
+		if err != nil {
+			c.warn("pid %d: %v", im.pid, err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	out := m.take(0, true, direct.out)
+	direct.out = c.sink.buffer()
+	pending := im.reg.PeekPending()
+	suppAddr, own, tlsOff, tlsSize := im.reg.HoldInfo()
+	supp := ""
+	if suppAddr != 0 {
+		supp, _ = scan.ReadString(tr, suppAddr, maxSuppressions)
+	}
+	target := scan.Target{PID: int(im.pid), Tracer: tr, OwnTable: own, TLSOffset: tlsOff, TLSSize: tlsSize}
+	done := make(chan struct{})
+	c.sink.sendAfter(im.idx, out, func(s *heap.Session) []event.Event {
+		defer close(done)
+		p := s.Process(im.idx)
+		if p == nil {
+			return nil
+		}
+		blocks := liveBlocks(p, pending)
+		res, st, err := scan.Run(target, blocks, leak.DefaultOptions())
+		info := &event.ScanInfo{Suppressions: supp, PauseNs: uint64(time.Since(pause)), RootBytes: st.RootBytes, HeapBytes: st.HeapBytes}
+		if err != nil {
+			c.warn("pid %d: no leak kinds: %v", im.pid, err)
+			info.Error = err.Error()
+			return []event.Event{{Kind: event.Scan, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Scan: info}}}
+		}
+		return scanEvents(im.idx, c.src.Now(), info, blocks, res)
+	})
+	<-done
+}
+
+// liveBlocks lists the model's live blocks and the pending ones, marking
+// those the dynamic linker allocated (its TLS bookkeeping) as Runtime.
+func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
+	rt := map[heap.StackID]bool{}
+	runtime := func(site heap.StackID) bool {
+		v, ok := rt[site]
+		if !ok {
+			v = fromLoader(p, site)
+			rt[site] = v
+		}
+		return v
+	}
+	var blocks []leak.Block
+	seen := map[uint64]bool{}
+	p.Live(func(addr uint64, b heap.Block) {
+		blocks = append(blocks, leak.Block{Addr: addr, Size: b.Size, Runtime: runtime(b.Site)})
+		seen[addr] = true
+	})
+	for _, pb := range pending {
+		if !seen[pb.Addr] {
+			blocks = append(blocks, leak.Block{Addr: pb.Addr, Size: pb.Size, Runtime: runtime(p.StackOf(pb.Stack))})
+			seen[pb.Addr] = true
+		}
+	}
+	slices.SortFunc(blocks, func(a, b leak.Block) int {
+		switch {
+		case a.Addr < b.Addr:
+			return -1
+		case a.Addr > b.Addr:
+			return 1
+		}
+		return 0
+	})
+	return blocks
+}
+
+// fromLoader reports whether a stack's allocating caller is the dynamic
+// linker (ld-linux*.so, ld.so).
+func fromLoader(p *heap.Process, site heap.StackID) bool {
+	frames := p.Stacks.Frames(site)
+	for i, pc := range frames {
+		if i >= 2 {
+			break
+		}
+		mi := p.ModuleOf(pc)
+		if mi < 0 || int(mi) >= len(p.Modules) {
+			continue
+		}
+		base := filepath.Base(p.Modules[mi].Path)
+		if strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld.so") || strings.HasPrefix(base, "ld-2.") {
+			return true
+		}
+	}
+	return false
+}
+
+// scanEvents turns a classification into Scan events of at most
+// scanBatch blocks each.
+func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Block, res *leak.Result) []event.Event {
+	sbs := make([]event.ScannedBlock, len(blocks))
+	for i, b := range blocks {
+		sbs[i] = event.ScannedBlock{Addr: b.Addr, Size: b.Size, Kind: event.LeakKind(res.Kinds[i])}
+		if o := res.Owner[i]; o >= 0 {
+			sbs[i].Owner = blocks[o].Addr
+		}
+	}
+	var evs []event.Event
+	for part := 0; part == 0 || len(sbs) > 0; part++ {
+		n := min(len(sbs), scanBatch)
+		si := &event.ScanInfo{Blocks: sbs[:n], Part: uint32(part)}
+		if part == 0 {
+			head := *info
+			head.Blocks, head.Part = sbs[:n], 0
+			si = &head
+		}
+		evs = append(evs, event.Event{Kind: event.Scan, Proc: proc, Time: now, X: &event.Extra{Scan: si}})
+		sbs = sbs[n:]
+	}
+	return evs
+}

@@ -1,0 +1,66 @@
+package region
+
+import (
+	"encoding/binary"
+
+	"github.com/leakpath/leakpath/internal/wire"
+)
+
+// HoldRequested reports whether the agent is holding the process at its
+// exit, waiting for a scan (Options.HoldExit).
+func (r *Region) HoldRequested() bool {
+	return r.u32(wire.OffHold).Load() == wire.HoldRequested
+}
+
+// TakeHold claims the agent's hold request. It fails if the agent
+// withdrew it (it waits only so long for an answer): then the process is
+// on its way out and must not be scanned.
+func (r *Region) TakeHold() bool {
+	return r.u32(wire.OffHold).CompareAndSwap(wire.HoldRequested, wire.HoldScanning)
+}
+
+// ReleaseHold lets the held process exit.
+func (r *Region) ReleaseHold() {
+	r.u32(wire.OffHold).Store(wire.HoldReleased)
+	futexWake(&r.mem[wire.OffHold], 1<<30)
+}
+
+// HoldInfo returns what the agent left for the scan: the address of the
+// program's default suppressions (0: none), and where its own memory is:
+// the address of its table of mappings, and its per-thread state at
+// thread pointer + tlsOffset, tlsSize bytes.
+func (r *Region) HoldInfo() (supp, ownTable uint64, tlsOffset int64, tlsSize uint64) {
+	return r.u64(wire.OffHoldSupp).Load(), r.u64(wire.OffOwnTable).Load(),
+		int64(r.u64(wire.OffTLSOffset).Load()), r.u64(wire.OffTLSSize).Load()
+}
+
+// PendingBlock is an allocation a thread keeps pending in its fold area:
+// live, but not yet reported as a record.
+type PendingBlock struct {
+	Addr, Size uint64
+	Stack      uint32 // the agent's stack id
+}
+
+// PeekPending returns the live pending allocations of every thread,
+// without taking them: for a scan of a stopped process, whose threads
+// will go on after it.
+func (r *Region) PeekPending() []PendingBlock {
+	le := binary.LittleEndian
+	var out []PendingBlock
+	used := min(r.SlotsUsed(), r.opts.Slots)
+	for i := 0; i < used; i++ {
+		f := r.mem[r.foldOff+i*wire.FoldSize : r.foldOff+(i+1)*wire.FoldSize]
+		head, count := le.Uint32(f[wire.OffFoldHead:]), le.Uint32(f[wire.OffFoldCount:])
+		count = min(count, wire.Pend)
+		for k := uint32(0); k < count; k++ {
+			e := f[wire.OffFoldPend+int((head+k)%wire.Pend)*wire.PendingSize:]
+			if e[wire.OffPendLive] == 0 {
+				continue
+			}
+			if addr := le.Uint64(e[wire.OffPendAddr:]); addr != 0 {
+				out = append(out, PendingBlock{Addr: addr, Size: le.Uint64(e[wire.OffPendSize:]), Stack: le.Uint32(e[wire.OffPendStack:])})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,294 @@
+// Package scan finds the roots of a stopped process and classifies its
+// live heap blocks by reachability (internal/leak does the marking).
+//
+// The roots are what memcheck takes: every readable and writable mapping
+// of the process, each thread's stack from its stack pointer (less the
+// x86-64 red zone) up, and every thread's general registers. Left out, as
+// they are not the program's memory: the malloc arenas (brk heap, the
+// 64 MiB arena heaps, mappings that hold live blocks), whose free chunks
+// hold stale pointers; the agent's own region, data, tables and
+// per-thread state, which hold addresses the agent saw.
+package scan
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/leak"
+	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/wire"
+)
+
+// Target is a process stopped for a scan.
+type Target struct {
+	PID    int
+	Tracer *ptrace.Tracer // every thread stopped (StopAll)
+	// Where the agent's own memory is (region.HoldInfo); zero: unknown.
+	OwnTable  uint64
+	TLSOffset int64
+	TLSSize   uint64
+}
+
+// Stats are the figures of one scan.
+type Stats struct {
+	Roots     int    // root ranges
+	RootBytes uint64 // bytes of roots read
+	HeapBytes uint64 // bytes of blocks read
+	Threads   int
+	Duration  time.Duration
+}
+
+// redZone is the x86-64 SysV red zone below the stack pointer, live in a
+// leaf function stopped anywhere.
+const redZone = 128
+
+// arenaHeap is glibc's HEAP_MAX_SIZE on 64-bit: the size and alignment of
+// the heaps of its non-main arenas.
+const arenaHeap = 64 << 20
+
+// Run classifies blocks (in any order) in the stopped process t.
+func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, error) {
+	start := time.Now()
+	var st Stats
+	maps, err := readMaps(t.PID)
+	if err != nil {
+		return nil, st, err
+	}
+	var words []uint64
+	var stacks []uint64 // stack pointers
+	var holes []span
+	for _, tid := range t.Tracer.Threads() {
+		r, err := t.Tracer.Regs(tid)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		st.Threads++
+		words = append(words, r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10,
+			r.R9, r.R8, r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi)
+		stacks = append(stacks, r.Rsp)
+		if t.TLSSize != 0 && r.Fs_base != 0 {
+			a := uint64(int64(r.Fs_base) + t.TLSOffset)
+			holes = append(holes, span{lo: a, hi: a + t.TLSSize})
+		}
+	}
+	if st.Threads == 0 {
+		return nil, st, fmt.Errorf("scan of pid %d: no thread could be inspected", t.PID)
+	}
+	holes = append(holes, ownRanges(t)...)
+	starts := make([]uint64, len(blocks))
+	for i, b := range blocks {
+		starts[i] = b.Addr
+	}
+	slices.Sort(starts)
+	roots := rootRanges(maps, starts, stacks)
+	roots = subtract(roots, holes)
+	st.Roots = len(roots)
+	lr := make([]leak.Root, len(roots))
+	for i, r := range roots {
+		lr[i] = leak.Root{Addr: r.lo, Len: r.hi - r.lo, What: r.what}
+		st.RootBytes += r.hi - r.lo
+	}
+	res, err := leak.Classify(blocks, words, lr, t.Tracer, opt)
+	if err != nil {
+		return nil, st, fmt.Errorf("scan of pid %d: %w", t.PID, err)
+	}
+	st.HeapBytes = res.Stats.BlockBytes
+	st.Duration = time.Since(start)
+	return res, st, nil
+}
+
+type span struct {
+	lo, hi uint64
+	what   string
+}
+
+type mapping struct {
+	lo, hi uint64
+	perms  string
+	path   string // "" for anonymous
+	inode  uint64
+}
+
+func readMaps(pid int) ([]mapping, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, fmt.Errorf("scan of pid %d: %w", pid, err)
+	}
+	var ms []mapping
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		m := mapping{perms: f[1]}
+		var e1, e2 error
+		m.lo, e1 = strconv.ParseUint(lo, 16, 64)
+		m.hi, e2 = strconv.ParseUint(hi, 16, 64)
+		if e1 != nil || e2 != nil || m.hi <= m.lo {
+			continue
+		}
+		m.inode, _ = strconv.ParseUint(f[4], 10, 64)
+		if len(f) > 5 {
+			m.path = strings.Join(f[5:], " ")
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// rootRanges picks the mappings to scan. starts are the blocks' addresses,
+// sorted; stacks the threads' stack pointers.
+func rootRanges(maps []mapping, starts, stacks []uint64) []span {
+	var out []span
+	for i, m := range maps {
+		if len(m.perms) < 2 || m.perms[0] != 'r' || m.perms[1] != 'w' {
+			continue
+		}
+		switch {
+		case m.path == "[heap]",
+			strings.HasPrefix(m.path, "/memfd:leakpath"),
+			filepath.Base(m.path) == "libleakpath.so",
+			m.path == "[vvar]", m.path == "[vsyscall]", m.path == "[vdso]":
+			continue
+		}
+		if holdsBlock(starts, m.lo, m.hi) || isArenaHeap(maps, i) {
+			continue
+		}
+		lo, what := m.lo, m.path
+		for _, sp := range stacks {
+			if sp >= m.lo && sp < m.hi {
+				lo = max(m.lo, (sp-redZone)&^7)
+				what = "stack"
+				break
+			}
+		}
+		if what == "" {
+			what = "anonymous"
+		}
+		out = append(out, span{lo, m.hi, what})
+	}
+	return out
+}
+
+// holdsBlock reports whether a block starts in [lo, hi): then malloc owns
+// the mapping (a mmapped chunk, an arena).
+func holdsBlock(starts []uint64, lo, hi uint64) bool {
+	i, _ := slices.BinarySearch(starts, lo)
+	return i < len(starts) && starts[i] < hi
+}
+
+// isArenaHeap reports whether maps[i] is a heap of a glibc arena other than
+// the main one: anonymous, aligned to arenaHeap, its writable part followed
+// by an inaccessible rest of the same reservation.
+func isArenaHeap(maps []mapping, i int) bool {
+	m := maps[i]
+	if m.path != "" || m.lo%arenaHeap != 0 {
+		return false
+	}
+	size := m.hi - m.lo
+	if size == arenaHeap {
+		return true
+	}
+	if i+1 < len(maps) {
+		n := maps[i+1]
+		if n.lo == m.hi && n.path == "" && strings.HasPrefix(n.perms, "---") && size+(n.hi-n.lo) == arenaHeap {
+			return true
+		}
+	}
+	return false
+}
+
+// ownRanges reads the agent's table of its own mappings.
+func ownRanges(t Target) []span {
+	if t.OwnTable == 0 {
+		return nil
+	}
+	buf := make([]byte, wire.OffOwnRanges+wire.OwnMax*wire.OwnRangeSize)
+	n, _ := t.Tracer.ReadMemory(t.OwnTable, buf)
+	if n < wire.OffOwnRanges {
+		return nil
+	}
+	le := binary.LittleEndian
+	count := min(int(le.Uint32(buf[wire.OffOwnCount:])), wire.OwnMax)
+	var out []span
+	for i := 0; i < count; i++ {
+		o := wire.OffOwnRanges + i*wire.OwnRangeSize
+		if o+wire.OwnRangeSize > n {
+			break
+		}
+		a, l := le.Uint64(buf[o:]), le.Uint64(buf[o+8:])
+		if a != 0 && l != 0 {
+			hi := (a + l + uint64(unix.Getpagesize()) - 1) &^ uint64(unix.Getpagesize()-1)
+			out = append(out, span{lo: a, hi: hi})
+		}
+	}
+	return out
+}
+
+// subtract removes holes from roots.
+func subtract(roots, holes []span) []span {
+	if len(holes) == 0 {
+		return roots
+	}
+	slices.SortFunc(holes, func(a, b span) int {
+		switch {
+		case a.lo < b.lo:
+			return -1
+		case a.lo > b.lo:
+			return 1
+		}
+		return 0
+	})
+	var out []span
+	for _, r := range roots {
+		lo := r.lo
+		for _, h := range holes {
+			if h.hi <= lo || h.lo >= r.hi {
+				continue
+			}
+			if h.lo > lo {
+				out = append(out, span{lo, h.lo, r.what})
+			}
+			lo = max(lo, h.hi)
+		}
+		if lo < r.hi {
+			out = append(out, span{lo, r.hi, r.what})
+		}
+	}
+	return out
+}
+
+// ReadString reads a NUL-terminated string of at most max bytes at addr.
+func ReadString(tr *ptrace.Tracer, addr uint64, max int) (string, error) {
+	var out []byte
+	buf := make([]byte, 4096)
+	for len(out) < max {
+		// Stay within the page: the next one may not be mapped.
+		n := min(len(buf), int(4096-addr%4096), max-len(out))
+		k, err := tr.ReadMemory(addr, buf[:n])
+		if i := bytes.IndexByte(buf[:k], 0); i >= 0 {
+			return string(append(out, buf[:i]...)), nil
+		}
+		out = append(out, buf[:k]...)
+		if err != nil {
+			return string(out), err
+		}
+		addr += uint64(k)
+	}
+	return string(out), nil
+}
