@@ -99,6 +99,9 @@ type LeakGroup struct {
 // kindRank orders leak kinds for reports: what matters most first.
 var kindRank = [event.NumLeakKinds]int{event.Definite: 0, event.Possible: 1, event.Indirect: 2, event.Unclassified: 3, event.Reachable: 4}
 
+// KindMoreImportant reports whether a report should put kind a before b.
+func KindMoreImportant(a, b event.LeakKind) bool { return kindRank[a] < kindRank[b] }
+
 // Leaks groups the live blocks by allocation stack (and kind, after a
 // scan), the most important kind first, then biggest first.
 func (p *Process) Leaks() []LeakGroup {

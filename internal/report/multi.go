@@ -50,6 +50,7 @@ type part struct {
 }
 
 type mergedLeak struct {
+	kind event.LeakKind
 	jsonLeak
 	frames []Frame
 	fn     event.Fn
@@ -143,12 +144,18 @@ func (m *Multi) addTotals(t *heap.Totals, leaks bool) {
 
 func (m *Multi) addLeak(r *Report, p *heap.Process, g heap.LeakGroup, pt *part) {
 	frames := r.Stack(p, g.Stack)
-	k := g.Kind.String() + "|" + stackKey(frames)
+	// One group per stack, whatever the kinds: the ranks of a job
+	// differ (one killed before its scan is unclassified). The group
+	// takes the most important kind seen.
+	k := stackKey(frames)
 	ml := m.leaks[k]
 	if ml == nil {
-		ml = &mergedLeak{frames: frames, seq: len(m.leaks)}
+		ml = &mergedLeak{frames: frames, seq: len(m.leaks), kind: g.Kind}
 		ml.Kind, ml.Stack = g.Kind.String(), jsonFrames(frames)
 		m.leaks[k] = ml
+	}
+	if heap.KindMoreImportant(g.Kind, ml.kind) {
+		ml.kind, ml.Kind = g.Kind, g.Kind.String()
 	}
 	ml.Bytes += g.Bytes
 	ml.Blocks += g.Blocks
