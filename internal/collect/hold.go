@@ -102,15 +102,12 @@ func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
 		return v
 	}
 	var blocks []leak.Block
-	seen := map[uint64]bool{}
 	p.Live(func(addr uint64, b heap.Block) {
 		blocks = append(blocks, leak.Block{Addr: addr, Size: b.Size, Runtime: runtime(b.Site)})
-		seen[addr] = true
 	})
 	for _, pb := range pending {
-		if !seen[pb.Addr] {
+		if _, known := p.LiveBlock(pb.Addr); !known {
 			blocks = append(blocks, leak.Block{Addr: pb.Addr, Size: pb.Size, Runtime: runtime(p.StackOf(pb.Stack))})
-			seen[pb.Addr] = true
 		}
 	}
 	slices.SortFunc(blocks, func(a, b leak.Block) int {
