@@ -1,0 +1,72 @@
+// Package leak classifies the live heap blocks of a stopped process the way
+// Valgrind memcheck's leak check does (--leak-check=full, with
+// --leak-check-heuristics=all by default): it looks for pointers to the
+// blocks in the roots (writable segments, stacks, registers) and in the
+// blocks found from them, and says of each block how it is reached.
+//
+// A pointer is an aligned 8-byte word, in a root range or in a block, or a
+// register value. It points to a block if its value lies in [Addr,
+// Addr+Size): at Addr it is a start pointer, past it an interior pointer.
+// A zero-size block is reached only by a pointer equal to its address.
+// Words inside blocks are never roots, even if a root range covers them.
+//
+// The kinds:
+//
+//   - Reachable: a start pointer to the block lies in a root or in a
+//     reachable block; or an interior pointer there that a heuristic
+//     accepts (below).
+//   - Possible: only interior pointers reach the block, or it is reached
+//     only through possibly reachable blocks (a start pointer in a
+//     possible block makes its target possible, not reachable).
+//   - Definite: nothing reached from the roots points to the block, and it
+//     leads its clique.
+//   - Indirect: nothing reached from the roots points to the block, but a
+//     definite block leads to it, by any pointers (start or interior).
+//     Result.Owner names the leader, whose IndirectBytes and
+//     IndirectBlocks count the indirect blocks it leads.
+//
+// Cliques follow memcheck: the blocks not reached from the roots are taken
+// in address order; each one not yet in a clique leads a new clique and
+// takes every block it leads to that is not in one yet. A leader that a
+// later leader leads to becomes indirect in the later clique, with its
+// whole clique. A cycle of leaked blocks with nothing else pointing into
+// it is thus one clique led by its lowest block.
+//
+// Heuristics (Options.Heuristics; memcheck's definitions) let an interior
+// pointer from a reachable place count as a start pointer:
+//
+//   - stdstring: it points 24 bytes in, the block holds length, capacity
+//     and refcount words then capacity+1 bytes, and length <= capacity
+//     (std::string of the old, reference-counted ABI);
+//   - length64: it points 8 bytes in and the first word is the size of the
+//     rest, not 0 (sqlite's allocations, for one);
+//   - newarray: it points 8 bytes in and the first word, not 0, divides the
+//     size of the rest (new[] of a type with a destructor, the first word
+//     being the element count);
+//   - multipleinheritance: it is aligned, and both the word it points to and
+//     the block's first word point to vtables: readable file-backed memory
+//     whose first words (up to 21) include two pointers into executable
+//     file mappings before anything that is not one, nulls aside. This one
+//     needs Options.Mappings.
+//
+// Runtime blocks (Block.Runtime) are the C runtime's own bookkeeping, such
+// as glibc's DTV and dynamic TLS blocks: any pointer from the roots or from
+// a reachable or possible block, interior ones included, makes one
+// reachable, and its contents are scanned as a reachable block's. glibc's
+// thread control block points to dtv+1, an interior pointer, so memcheck
+// calls the DTV possibly lost; here it is reachable. A runtime block that
+// nothing reached points to is classified like any other.
+//
+// Deliberate differences from memcheck: memcheck scans only the words its
+// shadow memory says are defined; this package cannot know, so it scans
+// every readable word (an uninitialised word that happens to hold an
+// address counts). Memory that cannot be read is skipped a page at a time
+// (in growing steps over long unreadable stretches) and counted in
+// Stats.UnreadableBytes. Result.Heuristic names the heuristic only for a
+// block that no start pointer from a reachable place reaches.
+//
+// The scan reads memory in large batches, finds blocks through per-cluster
+// page tables instead of a map, and uses an explicit mark stack; the
+// blocks not reached are read once, in address order, to build the graph
+// of pointers among them, from which the cliques are gathered in memory.
+package leak

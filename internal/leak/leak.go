@@ -1,0 +1,588 @@
+package leak
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/leakpath/leakpath/internal/ptrace"
+)
+
+// Kind is how a block is reached at the time of the scan (see the package
+// documentation). The zero value, Unclassified, is never returned by
+// Classify; it stands for "not scanned" in callers' tables.
+type Kind uint8
+
+// The kinds, in increasing order of reachability.
+const (
+	Unclassified Kind = iota
+	Definite
+	Indirect
+	Possible
+	Reachable
+)
+
+var kindNames = [...]string{"unclassified", "definite", "indirect", "possible", "reachable"}
+
+// String returns the kind's name as the JSON report spells it.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Heuristic names the memcheck heuristic that let an interior pointer count
+// as a pointer to a block's start.
+type Heuristic uint8
+
+// The heuristics of memcheck's --leak-check-heuristics, in the order in
+// which memcheck tries them.
+const (
+	NoHeuristic Heuristic = iota
+	StdString
+	Length64
+	NewArray
+	MultipleInheritance
+)
+
+var heuristicNames = [...]string{"none", "stdstring", "length64", "newarray", "multipleinheritance"}
+
+// String returns the heuristic's name as memcheck spells it.
+func (h Heuristic) String() string {
+	if int(h) < len(heuristicNames) {
+		return heuristicNames[h]
+	}
+	return fmt.Sprintf("Heuristic(%d)", uint8(h))
+}
+
+// Block is one live heap block: Size bytes from Addr (Size may be 0).
+// Runtime marks a block of the C runtime's own (the dynamic linker's DTV
+// and dynamic TLS blocks): any pointer into it, interior or not, makes it
+// reachable.
+type Block struct {
+	Addr, Size uint64
+	Runtime    bool
+}
+
+// Root is a range of memory whose words are roots: a writable segment, a
+// thread's stack from its stack pointer up. What names it for the caller;
+// Classify does not use it.
+type Root struct {
+	Addr, Len uint64
+	What      string
+}
+
+// Memory reads the stopped process's memory. ReadRanges fills each range's
+// Buf from its Addr and sets its N to the bytes read; it goes on past
+// ranges it cannot read and returns the first error. *ptrace.Tracer
+// implements it.
+type Memory interface {
+	ReadRanges(rs []ptrace.Range) (int, error)
+}
+
+// Mapping is one mapping of the process (a line of /proc/PID/maps):
+// [Start, End), its permissions, and whether a file backs it. Only the
+// multipleinheritance heuristic uses mappings, to recognise vtables.
+type Mapping struct {
+	Start, End        uint64
+	Read, Write, Exec bool
+	File              bool // backed by a file (not anonymous, [heap], [stack], ...)
+}
+
+// Options tune Classify. The zero value turns the heuristics off; start
+// from DefaultOptions.
+type Options struct {
+	// Heuristics turns memcheck's heuristics on (all four, like its
+	// default --leak-check-heuristics=all): some interior pointers then
+	// count as start pointers.
+	Heuristics bool
+	// Mappings are the process's mappings, in any order. Without them the
+	// multipleinheritance heuristic never applies (it needs to tell
+	// vtables by the mappings they lie in).
+	Mappings []Mapping
+	// Progress, if not nil, is called now and then with the bytes scanned
+	// so far and an estimate of the bytes to scan in all.
+	Progress func(done, total uint64)
+}
+
+// DefaultOptions returns memcheck's defaults: every heuristic on.
+func DefaultOptions() Options {
+	return Options{Heuristics: true}
+}
+
+// Stats says what a Classify call did.
+type Stats struct {
+	RootBytes       uint64        // bytes of roots scanned
+	BlockBytes      uint64        // bytes of blocks scanned (a block scanned twice counts twice)
+	Words           uint64        // words examined, registers included
+	UnreadableBytes uint64        // bytes of roots and blocks that could not be read, skipped
+	HeuristicChecks uint64        // interior pointers tested against the heuristics
+	Duration        time.Duration // wall time of the call
+}
+
+// Result is the classification of the blocks passed to Classify; every
+// slice is parallel to them.
+type Result struct {
+	Kinds []Kind
+	// Owner is, for an indirect block, the index of the definite block
+	// leading its clique; -1 for every other block.
+	Owner []int32
+	// IndirectBytes and IndirectBlocks are, for a definite block, the
+	// bytes and blocks of the indirect blocks it leads; 0 otherwise.
+	IndirectBytes  []uint64
+	IndirectBlocks []uint32
+	// Heuristic is, for a reachable block that only a heuristic reached
+	// (no start pointer from a reachable place), the heuristic that did.
+	Heuristic []Heuristic
+	Stats     Stats
+}
+
+// Block states during the scan (memcheck's Reachedness), and flags, packed
+// into one byte per block for cache locality.
+const (
+	stUnreached = 0
+	stPossible  = 1
+	stReachable = 2
+	stIndirect  = 3
+	stMask      = 3
+
+	fPending = 1 << 2 // on the mark stack
+	fRuntime = 1 << 3 // Block.Runtime
+	fZero    = 1 << 4 // Size 0: its span is [Addr, Addr+1) for lookups only
+)
+
+// span is a block's extent in address order: [start, end), end being
+// start+1 for a zero-size block, so that a pointer equal to its start finds
+// it (memcheck does the same).
+type span struct{ start, end uint64 }
+
+// Sizes of the read batches: 8 MiB of buffer, at most 1024 ranges (the
+// kernel's IOV_MAX) per ReadRanges call.
+const (
+	batchWords  = 1 << 20
+	batchRanges = 1024
+)
+
+// classifier holds the state of one Classify call, blocks in address order.
+type classifier struct {
+	mem   Memory
+	opt   Options
+	spans []span
+	orig  []int32 // index in the caller's slice
+	flags []uint8
+	heur  []Heuristic
+	idx   index
+
+	stack []int32 // mark stack (blocks with fPending)
+
+	buf    []uint64 // read buffer, word-aligned
+	bytes  []byte   // the same memory as bytes
+	ranges []ptrace.Range
+	pieces []piece
+	carry  []piece // remainders of pieces split or partly unreadable
+
+	maps   []Mapping // sorted by Start
+	hq     []hcheck
+	hdone  map[uint64]struct{} // interior pointers already tested
+	vtable map[uint64]bool
+
+	stats       Stats
+	done, total uint64
+	requested   uint64 // bytes asked of mem
+	readAny     bool   // mem read at least one byte
+}
+
+// Classify classifies blocks the way memcheck's leak check does (see the
+// package documentation): it scans the roots, the register values in
+// words, and the blocks they lead to, reading memory through mem. Blocks
+// may come in any order but must not overlap. Memory that cannot be read
+// is skipped and counted in Stats; the error is for a process that went
+// away during the scan, overlapping blocks, and the like.
+func Classify(blocks []Block, words []uint64, roots []Root, mem Memory, opt Options) (*Result, error) {
+	t0 := time.Now()
+	n := len(blocks)
+	res := &Result{
+		Kinds:          make([]Kind, n),
+		Owner:          make([]int32, n),
+		IndirectBytes:  make([]uint64, n),
+		IndirectBlocks: make([]uint32, n),
+		Heuristic:      make([]Heuristic, n),
+	}
+	if n == 0 {
+		res.Stats.Duration = time.Since(t0)
+		return res, nil
+	}
+	if n > 1<<31-2 {
+		return nil, fmt.Errorf("leak: %d blocks are too many (at most %d)", n, 1<<31-2)
+	}
+	c := &classifier{mem: mem, opt: opt}
+	if err := c.sortBlocks(blocks); err != nil {
+		return nil, err
+	}
+	c.idx.build(c.spans)
+	c.heur = make([]Heuristic, n)
+	c.stack = make([]int32, 0, min(n, 1<<16))
+	c.ranges = make([]ptrace.Range, 0, batchRanges)
+	c.pieces = make([]piece, 0, batchRanges)
+	if opt.Heuristics && len(opt.Mappings) > 0 {
+		c.maps = slices.Clone(opt.Mappings)
+		slices.SortFunc(c.maps, func(a, b Mapping) int { return cmp.Compare(a.Start, b.Start) })
+	}
+	for _, r := range roots {
+		c.total += r.Len
+	}
+	for k := range c.spans {
+		c.total += c.size(int32(k))
+	}
+
+	// A small scan needs no 8 MiB buffer.
+	c.buf = make([]uint64, min(batchWords, max(4096, c.total/8+1)))
+	c.bytes = unsafe.Slice((*byte)(unsafe.Pointer(&c.buf[0])), len(c.buf)*8)
+	if err := c.markPhase(words, roots); err != nil {
+		return nil, err
+	}
+	g, err := c.leakGraph()
+	if err != nil {
+		return nil, err
+	}
+	if c.requested > 0 && !c.readAny {
+		return nil, errors.New("leak: no memory could be read (roots and blocks all unreadable)")
+	}
+	c.cliques(g, res)
+	c.stats.Duration = time.Since(t0)
+	res.Stats = c.stats
+	if c.opt.Progress != nil {
+		c.opt.Progress(c.total, c.total)
+	}
+	return res, nil
+}
+
+// sortBlocks fills spans, orig and flags in address order and checks that
+// no two blocks overlap.
+func (c *classifier) sortBlocks(blocks []Block) error {
+	n := len(blocks)
+	type ent struct {
+		addr, size uint64
+		i          int32
+	}
+	es := make([]ent, n)
+	sorted := true
+	for i, b := range blocks {
+		if b.Addr+b.Size < b.Addr {
+			return fmt.Errorf("leak: block %d at %#x: size %#x runs past the end of the address space", i, b.Addr, b.Size)
+		}
+		es[i] = ent{b.Addr, b.Size, int32(i)}
+		if i > 0 && b.Addr < blocks[i-1].Addr {
+			sorted = false
+		}
+	}
+	if !sorted {
+		slices.SortFunc(es, func(a, b ent) int { return cmp.Compare(a.addr, b.addr) })
+	}
+	c.spans = make([]span, n)
+	c.orig = make([]int32, n)
+	c.flags = make([]uint8, n)
+	var prevEnd uint64
+	for k, e := range es {
+		end := e.addr + e.size
+		var f uint8
+		if e.size == 0 {
+			end++
+			f |= fZero
+		}
+		if k > 0 && e.addr < prevEnd {
+			p := es[k-1]
+			return fmt.Errorf("leak: block %d [%#x, +%d) overlaps block %d [%#x, +%d)",
+				e.i, e.addr, e.size, p.i, p.addr, p.size)
+		}
+		prevEnd = end
+		if blocks[e.i].Runtime {
+			f |= fRuntime
+		}
+		c.spans[k] = span{e.addr, end}
+		c.orig[k] = e.i
+		c.flags[k] = f
+	}
+	return nil
+}
+
+// size returns block k's size.
+func (c *classifier) size(k int32) uint64 {
+	if c.flags[k]&fZero != 0 {
+		return 0
+	}
+	return c.spans[k].end - c.spans[k].start
+}
+
+// push puts block k on the mark stack unless it is there already.
+func (c *classifier) push(k int32) {
+	if c.flags[k]&fPending == 0 {
+		c.flags[k] |= fPending
+		c.stack = append(c.stack, k)
+	}
+}
+
+// markPhase finds the reachable and possibly reachable blocks: memcheck's
+// scan of the root set and registers, then of its mark stack, with the
+// reads batched. The result does not depend on the order in which blocks
+// are scanned (states only go up, and a block whose state goes up is
+// scanned again), which is what lets the reads come in any batches.
+func (c *classifier) markPhase(words []uint64, roots []Root) error {
+	c.stats.Words += uint64(len(words))
+	c.mark(words, true)
+	ri := rootIter{spans: c.spans, flags: c.flags, roots: roots}
+	src := func() (piece, bool) {
+		if p, ok := ri.next(); ok {
+			return p, true
+		}
+		for len(c.stack) > 0 {
+			k := c.stack[len(c.stack)-1]
+			c.stack = c.stack[:len(c.stack)-1]
+			c.flags[k] &^= fPending
+			if p, ok := c.blockPiece(k); ok {
+				return p, true
+			}
+		}
+		return piece{}, false
+	}
+	scan := func(p piece, ws []uint64) {
+		if p.blk < 0 {
+			c.stats.RootBytes += uint64(len(ws)) * 8
+			c.mark(ws, true)
+			return
+		}
+		c.stats.BlockBytes += uint64(len(ws)) * 8
+		// The state now, not when pushed: a block upgraded since is
+		// scanned as what it has become.
+		c.mark(ws, c.flags[p.blk]&stMask == stReachable)
+	}
+	for {
+		more, err := c.batch(src, scan)
+		if err != nil {
+			return err
+		}
+		if len(c.hq) > 0 {
+			if err := c.resolveHeuristics(); err != nil {
+				return err
+			}
+		}
+		if !more && len(c.stack) == 0 {
+			return nil
+		}
+	}
+}
+
+// blockPiece returns the aligned words of block k to scan.
+func (c *classifier) blockPiece(k int32) (piece, bool) {
+	if c.flags[k]&fZero != 0 {
+		return piece{}, false
+	}
+	s := c.spans[k]
+	a, e := (s.start+7)&^7, s.end&^7
+	if e <= a {
+		return piece{}, false
+	}
+	return piece{addr: a, n: e - a, blk: k}, true
+}
+
+// mark looks at words found in a root (def) or in a block, reachable (def)
+// or possibly reachable, for pointers to blocks: lc_push_without_clique_if_a_chunk_ptr.
+func (c *classifier) mark(ws []uint64, def bool) {
+	x := &c.idx
+	lo, width := x.lo, x.width
+	for _, v := range ws {
+		if v-lo >= width {
+			continue
+		}
+		k := x.find(v)
+		if k < 0 {
+			continue
+		}
+		if c.flags[k]&stMask == stReachable {
+			// A start pointer from a reachable place makes the heuristic
+			// needless: it is not why the block is reachable.
+			if def && c.heur[k] != NoHeuristic && v == c.spans[k].start {
+				c.heur[k] = NoHeuristic
+			}
+			continue
+		}
+		c.reach(v, k, def)
+	}
+}
+
+// reach records that v, found in a reachable place (def) or a possibly
+// reachable one, points into block k, which is not reachable yet.
+func (c *classifier) reach(v uint64, k int32, def bool) {
+	f := c.flags[k]
+	start := v == c.spans[k].start
+	if (start && def) || f&fRuntime != 0 {
+		c.flags[k] = f&^stMask | stReachable
+		c.heur[k] = NoHeuristic
+		c.push(k)
+		return
+	}
+	if def && !start && c.opt.Heuristics {
+		c.maybeCheck(v, k)
+	}
+	if f&stMask == stUnreached {
+		c.flags[k] = f&^stMask | stPossible
+		c.push(k)
+	}
+}
+
+// graph is the pointers between unreached blocks: the targets of block k
+// are edges[off[k]:off[k+1]] (low 32 bits of each entry).
+type graph struct {
+	off   []uint32
+	edges []uint64
+}
+
+// leakGraph scans every block the mark phase did not reach, in address
+// order, and records which unreached blocks each points into (start or
+// interior pointers alike, as memcheck's clique pass does). Reading them
+// all first, in large batches, is what makes the clique pass cheap.
+func (c *classifier) leakGraph() (*graph, error) {
+	n := len(c.spans)
+	g := &graph{off: make([]uint32, n+1)}
+	stamp := make([]int32, n) // stamp[t] == s+1: edge s->t recorded
+	next := int32(0)
+	src := func() (piece, bool) {
+		for int(next) < n {
+			k := next
+			next++
+			if c.flags[k]&stMask != stUnreached {
+				continue
+			}
+			if p, ok := c.blockPiece(k); ok {
+				return p, true
+			}
+		}
+		return piece{}, false
+	}
+	sorted := true
+	last := int32(-1)
+	x := &c.idx
+	scan := func(p piece, ws []uint64) {
+		c.stats.BlockBytes += uint64(len(ws)) * 8
+		s := p.blk
+		if s < last {
+			sorted = false // a retried remainder: sort below
+		}
+		last = s
+		lo, width := x.lo, x.width
+		for _, v := range ws {
+			if v-lo >= width {
+				continue
+			}
+			t := x.find(v)
+			if t < 0 || t == s || c.flags[t]&stMask != stUnreached || stamp[t] == s+1 {
+				continue
+			}
+			stamp[t] = s + 1
+			g.edges = append(g.edges, uint64(s)<<32|uint64(uint32(t)))
+		}
+	}
+	for {
+		more, err := c.batch(src, scan)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+	}
+	if !sorted {
+		slices.Sort(g.edges)
+		g.edges = slices.Compact(g.edges)
+	}
+	if len(g.edges) >= 1<<32 {
+		return nil, fmt.Errorf("leak: %d pointers between leaked blocks are too many", len(g.edges))
+	}
+	for _, e := range g.edges {
+		g.off[e>>32+1]++
+	}
+	for k := 1; k <= n; k++ {
+		g.off[k] += g.off[k-1]
+	}
+	return g, nil
+}
+
+// cliques gathers the unreached blocks into cliques the way memcheck does:
+// leaders in address order; each takes every block it leads to that no
+// earlier clique took, and a former leader it leads to becomes indirect in
+// it, bringing its clique along. Then it fills res.
+func (c *classifier) cliques(g *graph, res *Result) {
+	n := int32(len(c.spans))
+	owner := make([]int32, n) // sorted index of the (first) leader
+	indB := make([]uint64, n)
+	indN := make([]uint32, n)
+	var st []int32
+	for i := int32(0); i < n; i++ {
+		if c.flags[i]&stMask != stUnreached {
+			continue
+		}
+		st = append(st[:0], i)
+		for len(st) > 0 {
+			x := st[len(st)-1]
+			st = st[:len(st)-1]
+			for _, e := range g.edges[g.off[x]:g.off[x+1]] {
+				t := int32(uint32(e))
+				if t == i || c.flags[t]&stMask != stUnreached {
+					continue
+				}
+				c.flags[t] = c.flags[t]&^stMask | stIndirect
+				owner[t] = i
+				indB[i] += c.size(t) + indB[t]
+				indN[i] += 1 + indN[t]
+				indB[t], indN[t] = 0, 0
+				if t > i {
+					st = append(st, t)
+				}
+				// t < i is a former leader: everything it leads to is
+				// in its clique already, so scanning it again (as
+				// memcheck does) would find nothing new.
+			}
+		}
+	}
+	// Owners are leaders at the time; a leader absorbed later hands its
+	// blocks to the one that absorbed it. An absorbed leader's owner comes
+	// after it in address order, so resolving those backwards makes each
+	// final; then every other indirect block's leader, if absorbed, points
+	// to its final owner.
+	for k := n - 1; k >= 0; k-- {
+		if c.flags[k]&stMask == stIndirect && owner[k] > k {
+			if o := owner[k]; c.flags[o]&stMask == stIndirect {
+				owner[k] = owner[o]
+			}
+		}
+	}
+	for k := int32(0); k < n; k++ {
+		if c.flags[k]&stMask == stIndirect && owner[k] < k {
+			if o := owner[k]; c.flags[o]&stMask == stIndirect {
+				owner[k] = owner[o]
+			}
+		}
+	}
+	for k := int32(0); k < n; k++ {
+		i := c.orig[k]
+		res.Owner[i] = -1
+		switch c.flags[k] & stMask {
+		case stReachable:
+			res.Kinds[i] = Reachable
+			res.Heuristic[i] = c.heur[k]
+		case stPossible:
+			res.Kinds[i] = Possible
+		case stUnreached:
+			res.Kinds[i] = Definite
+			res.IndirectBytes[i] = indB[k]
+			res.IndirectBlocks[i] = indN[k]
+		case stIndirect:
+			res.Kinds[i] = Indirect
+			res.Owner[i] = c.orig[owner[k]]
+		}
+	}
+}
