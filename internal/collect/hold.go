@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 	"slices"
@@ -110,15 +111,7 @@ func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
 			blocks = append(blocks, leak.Block{Addr: pb.Addr, Size: pb.Size, Runtime: runtime(p.StackOf(pb.Stack))})
 		}
 	}
-	slices.SortFunc(blocks, func(a, b leak.Block) int {
-		switch {
-		case a.Addr < b.Addr:
-			return -1
-		case a.Addr > b.Addr:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(blocks, func(a, b leak.Block) int { return cmp.Compare(a.Addr, b.Addr) })
 	return blocks
 }
 

@@ -13,6 +13,7 @@ package scan
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -245,15 +246,7 @@ func subtract(roots, holes []span) []span {
 	if len(holes) == 0 {
 		return roots
 	}
-	slices.SortFunc(holes, func(a, b span) int {
-		switch {
-		case a.lo < b.lo:
-			return -1
-		case a.lo > b.lo:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(holes, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	var out []span
 	for _, r := range roots {
 		lo := r.lo
