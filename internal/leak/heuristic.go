@@ -136,7 +136,10 @@ func (c *classifier) resolveSome(q []hcheck) error {
 			continue
 		}
 		if f := c.flags[h.k]; f&stMask != stReachable {
-			c.flags[h.k] = f&^stMask | stReachable
+			c.flags[h.k] = f&^stMask | stReachable | fHeur
+			if c.heur == nil {
+				c.heur = make([]Heuristic, len(c.spans))
+			}
 			c.heur[h.k] = hh
 			c.push(h.k)
 		}

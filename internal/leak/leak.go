@@ -150,9 +150,11 @@ const (
 	stIndirect  = 3
 	stMask      = 3
 
-	fPending = 1 << 2 // on the mark stack
+	fPending = 1 << 2 // on the mark stack of reachable blocks
 	fRuntime = 1 << 3 // Block.Runtime
 	fZero    = 1 << 4 // Size 0: its span is [Addr, Addr+1) for lookups only
+	fPendPos = 1 << 5 // on the mark stack of possibly reachable blocks
+	fHeur    = 1 << 6 // reachable by a heuristic only (which: heur)
 )
 
 // span is a block's extent in address order: [start, end), end being
@@ -174,21 +176,31 @@ type classifier struct {
 	spans []span
 	orig  []int32 // index in the caller's slice
 	flags []uint8
-	heur  []Heuristic
+	heur  []Heuristic // made when a heuristic first applies
 	idx   index
 
-	stack []int32 // mark stack (blocks with fPending)
+	// The mark stacks: reachable blocks are scanned first, so that a
+	// block pushed as possible and found reachable meanwhile is scanned
+	// once, not twice.
+	stack  []int32 // reachable (fPending)
+	pstack []int32 // possibly reachable (fPendPos)
 
 	buf    []uint64 // read buffer, word-aligned
 	bytes  []byte   // the same memory as bytes
 	ranges []ptrace.Range
 	pieces []piece
+	woff   []int32 // per piece: its first word in buf
+	wgot   []int32 // per piece: the words read
 	carry  []piece // remainders of pieces split or partly unreadable
 
 	maps   []Mapping // sorted by Start
 	hq     []hcheck
 	hdone  map[uint64]struct{} // interior pointers already tested
 	vtable map[uint64]bool
+
+	hits []hit
+
+	huge [][]byte // mappings to unmap when done (hugeSlice)
 
 	stats       Stats
 	done, total uint64
@@ -216,16 +228,21 @@ func Classify(blocks []Block, words []uint64, roots []Root, mem Memory, opt Opti
 		res.Stats.Duration = time.Since(t0)
 		return res, nil
 	}
+	if mem == nil {
+		return nil, errors.New("leak: no memory to read blocks from")
+	}
 	if n > 1<<31-2 {
 		return nil, fmt.Errorf("leak: %d blocks are too many (at most %d)", n, 1<<31-2)
 	}
 	c := &classifier{mem: mem, opt: opt}
+	defer c.freeHuge()
 	if err := c.sortBlocks(blocks); err != nil {
 		return nil, err
 	}
-	c.idx.build(c.spans)
-	c.heur = make([]Heuristic, n)
+	c.idx.build(c.spans, func(n int) []rankWord { return hugeSlice[rankWord](c, n) })
 	c.stack = make([]int32, 0, min(n, 1<<16))
+	c.pstack = make([]int32, 0, min(n, 1<<10))
+	c.hits = make([]hit, 0, lookBatch)
 	c.ranges = make([]ptrace.Range, 0, batchRanges)
 	c.pieces = make([]piece, 0, batchRanges)
 	if opt.Heuristics && len(opt.Mappings) > 0 {
@@ -265,49 +282,83 @@ func Classify(blocks []Block, words []uint64, roots []Root, mem Memory, opt Opti
 // no two blocks overlap.
 func (c *classifier) sortBlocks(blocks []Block) error {
 	n := len(blocks)
-	type ent struct {
-		addr, size uint64
-		i          int32
-	}
-	es := make([]ent, n)
+	addrs := make([]uint64, n)
+	c.orig = make([]int32, n)
 	sorted := true
 	for i, b := range blocks {
 		if b.Addr+b.Size < b.Addr {
 			return fmt.Errorf("leak: block %d at %#x: size %#x runs past the end of the address space", i, b.Addr, b.Size)
 		}
-		es[i] = ent{b.Addr, b.Size, int32(i)}
+		addrs[i] = b.Addr
+		c.orig[i] = int32(i)
 		if i > 0 && b.Addr < blocks[i-1].Addr {
 			sorted = false
 		}
 	}
 	if !sorted {
-		slices.SortFunc(es, func(a, b ent) int { return cmp.Compare(a.addr, b.addr) })
+		radixSort(addrs, c.orig)
 	}
-	c.spans = make([]span, n)
-	c.orig = make([]int32, n)
-	c.flags = make([]uint8, n)
+	c.spans = hugeSlice[span](c, n)
+	c.flags = hugeSlice[uint8](c, n)
 	var prevEnd uint64
-	for k, e := range es {
-		end := e.addr + e.size
+	for k, a := range addrs {
+		b := &blocks[c.orig[k]]
+		end := a + b.Size
 		var f uint8
-		if e.size == 0 {
+		if b.Size == 0 {
 			end++
 			f |= fZero
 		}
-		if k > 0 && e.addr < prevEnd {
-			p := es[k-1]
+		if k > 0 && a < prevEnd {
+			p := blocks[c.orig[k-1]]
 			return fmt.Errorf("leak: block %d [%#x, +%d) overlaps block %d [%#x, +%d)",
-				e.i, e.addr, e.size, p.i, p.addr, p.size)
+				c.orig[k], a, b.Size, c.orig[k-1], p.Addr, p.Size)
 		}
 		prevEnd = end
-		if blocks[e.i].Runtime {
+		if b.Runtime {
 			f |= fRuntime
 		}
-		c.spans[k] = span{e.addr, end}
-		c.orig[k] = e.i
+		c.spans[k] = span{a, end}
 		c.flags[k] = f
 	}
 	return nil
+}
+
+// radixSort sorts keys, and vals along, stably: a least-significant-digit
+// radix sort on 11-bit digits, skipping the digits all keys share (the
+// high bits of addresses). Millions of blocks come in hash-table order;
+// this is several times faster than a comparison sort.
+func radixSort(keys []uint64, vals []int32) {
+	const digit = 11
+	n := len(keys)
+	ks, vs := keys, vals
+	tk, tv := make([]uint64, n), make([]int32, n)
+	var count [1 << digit]int
+	for shift := uint(0); shift < 64; shift += digit {
+		clear(count[:])
+		for _, k := range ks {
+			count[(k>>shift)&(1<<digit-1)]++
+		}
+		if count[(ks[0]>>shift)&(1<<digit-1)] == n {
+			continue
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for i, k := range ks {
+			d := (k >> shift) & (1<<digit - 1)
+			tk[count[d]], tv[count[d]] = k, vs[i]
+			count[d]++
+		}
+		ks, tk = tk, ks
+		vs, tv = tv, vs
+	}
+	if &ks[0] != &keys[0] {
+		copy(keys, ks)
+		copy(vals, vs)
+	}
 }
 
 // size returns block k's size.
@@ -318,12 +369,39 @@ func (c *classifier) size(k int32) uint64 {
 	return c.spans[k].end - c.spans[k].start
 }
 
-// push puts block k on the mark stack unless it is there already.
+// push puts block k on the mark stack for its state unless it is there
+// already.
 func (c *classifier) push(k int32) {
-	if c.flags[k]&fPending == 0 {
-		c.flags[k] |= fPending
-		c.stack = append(c.stack, k)
+	f := c.flags[k]
+	if f&stMask == stReachable {
+		if f&fPending == 0 {
+			c.flags[k] = f | fPending
+			c.stack = append(c.stack, k)
+		}
+	} else if f&fPendPos == 0 {
+		c.flags[k] = f | fPendPos
+		c.pstack = append(c.pstack, k)
 	}
+}
+
+// pop returns the next block to scan, reachable ones first.
+func (c *classifier) pop() (int32, bool) {
+	if n := len(c.stack); n > 0 {
+		k := c.stack[n-1]
+		c.stack = c.stack[:n-1]
+		c.flags[k] &^= fPending
+		return k, true
+	}
+	for n := len(c.pstack); n > 0; n = len(c.pstack) {
+		k := c.pstack[n-1]
+		c.pstack = c.pstack[:n-1]
+		c.flags[k] &^= fPendPos
+		if c.flags[k]&stMask == stPossible {
+			return k, true
+		}
+		// Found reachable since: it went on the other stack.
+	}
+	return 0, false
 }
 
 // markPhase finds the reachable and possibly reachable blocks: memcheck's
@@ -335,33 +413,48 @@ func (c *classifier) markPhase(words []uint64, roots []Root) error {
 	c.stats.Words += uint64(len(words))
 	c.mark(words, true)
 	ri := rootIter{spans: c.spans, flags: c.flags, roots: roots}
+	// Blocks popped and not scanned yet: a block pushed again meanwhile
+	// is merely scanned twice.
+	q, qi := make([]int32, 0, 256), 0
 	src := func() (piece, bool) {
 		if p, ok := ri.next(); ok {
 			return p, true
 		}
-		for len(c.stack) > 0 {
-			k := c.stack[len(c.stack)-1]
-			c.stack = c.stack[:len(c.stack)-1]
-			c.flags[k] &^= fPending
+		for {
+			if qi == len(q) {
+				// Pop many at once and read their spans in a tight
+				// loop, for the cache misses to overlap.
+				q, qi = q[:0], 0
+				for len(q) < cap(q) {
+					k, ok := c.pop()
+					if !ok {
+						break
+					}
+					q = append(q, k)
+				}
+				if len(q) == 0 {
+					return piece{}, false
+				}
+				var sink uint64
+				for _, k := range q {
+					sink += c.spans[k].start
+				}
+				c.idx.sink += sink
+			}
+			k := q[qi]
+			qi++
 			if p, ok := c.blockPiece(k); ok {
 				return p, true
 			}
 		}
-		return piece{}, false
 	}
-	scan := func(p piece, ws []uint64) {
-		if p.blk < 0 {
-			c.stats.RootBytes += uint64(len(ws)) * 8
-			c.mark(ws, true)
-			return
-		}
-		c.stats.BlockBytes += uint64(len(ws)) * 8
+	visit := func(p piece, hs []hit) {
 		// The state now, not when pushed: a block upgraded since is
 		// scanned as what it has become.
-		c.mark(ws, c.flags[p.blk]&stMask == stReachable)
+		c.markHits(hs, p.blk < 0 || c.flags[p.blk]&stMask == stReachable)
 	}
 	for {
-		more, err := c.batch(src, scan)
+		more, err := c.batch(src, visit)
 		if err != nil {
 			return err
 		}
@@ -370,7 +463,7 @@ func (c *classifier) markPhase(words []uint64, roots []Root) error {
 				return err
 			}
 		}
-		if !more && len(c.stack) == 0 {
+		if !more && len(c.stack)+len(c.pstack) == 0 {
 			return nil
 		}
 	}
@@ -390,38 +483,49 @@ func (c *classifier) blockPiece(k int32) (piece, bool) {
 }
 
 // mark looks at words found in a root (def) or in a block, reachable (def)
-// or possibly reachable, for pointers to blocks: lc_push_without_clique_if_a_chunk_ptr.
+// or possibly reachable, for pointers to blocks: memcheck's
+// lc_push_without_clique_if_a_chunk_ptr.
 func (c *classifier) mark(ws []uint64, def bool) {
-	x := &c.idx
-	lo, width := x.lo, x.width
-	for _, v := range ws {
-		if v-lo >= width {
-			continue
-		}
-		k := x.find(v)
-		if k < 0 {
-			continue
-		}
-		if c.flags[k]&stMask == stReachable {
+	for len(ws) > 0 {
+		hs := c.idx.locate(ws, c.hits[:0], 0)
+		ws = ws[min(len(ws), lookBatch):]
+		c.touchFlags(hs)
+		c.markHits(hs, def)
+	}
+}
+
+// markHits is mark for the pointers found.
+func (c *classifier) markHits(hs []hit, def bool) {
+	for _, h := range hs {
+		f := c.flags[h.k]
+		if f&stMask == stReachable {
 			// A start pointer from a reachable place makes the heuristic
 			// needless: it is not why the block is reachable.
-			if def && c.heur[k] != NoHeuristic && v == c.spans[k].start {
-				c.heur[k] = NoHeuristic
+			if def && h.start && f&fHeur != 0 {
+				c.flags[h.k] = f &^ fHeur
 			}
 			continue
 		}
-		c.reach(v, k, def)
+		c.reach(h.v, h.k, h.start, def)
 	}
+}
+
+// touchFlags reads the flags of the blocks hit, for their cache misses to
+// overlap (see index.locate).
+func (c *classifier) touchFlags(hs []hit) {
+	var sink uint8
+	for _, h := range hs {
+		sink += c.flags[h.k]
+	}
+	c.idx.sink += uint64(sink)
 }
 
 // reach records that v, found in a reachable place (def) or a possibly
 // reachable one, points into block k, which is not reachable yet.
-func (c *classifier) reach(v uint64, k int32, def bool) {
+func (c *classifier) reach(v uint64, k int32, start, def bool) {
 	f := c.flags[k]
-	start := v == c.spans[k].start
 	if (start && def) || f&fRuntime != 0 {
 		c.flags[k] = f&^stMask | stReachable
-		c.heur[k] = NoHeuristic
 		c.push(k)
 		return
 	}
@@ -465,21 +569,15 @@ func (c *classifier) leakGraph() (*graph, error) {
 	}
 	sorted := true
 	last := int32(-1)
-	x := &c.idx
-	scan := func(p piece, ws []uint64) {
-		c.stats.BlockBytes += uint64(len(ws)) * 8
+	visit := func(p piece, hs []hit) {
 		s := p.blk
 		if s < last {
 			sorted = false // a retried remainder: sort below
 		}
 		last = s
-		lo, width := x.lo, x.width
-		for _, v := range ws {
-			if v-lo >= width {
-				continue
-			}
-			t := x.find(v)
-			if t < 0 || t == s || c.flags[t]&stMask != stUnreached || stamp[t] == s+1 {
+		for _, h := range hs {
+			t := h.k
+			if t == s || c.flags[t]&stMask != stUnreached || stamp[t] == s+1 {
 				continue
 			}
 			stamp[t] = s + 1
@@ -487,7 +585,7 @@ func (c *classifier) leakGraph() (*graph, error) {
 		}
 	}
 	for {
-		more, err := c.batch(src, scan)
+		more, err := c.batch(src, visit)
 		if err != nil {
 			return nil, err
 		}
@@ -517,35 +615,46 @@ func (c *classifier) leakGraph() (*graph, error) {
 // it, bringing its clique along. Then it fills res.
 func (c *classifier) cliques(g *graph, res *Result) {
 	n := int32(len(c.spans))
-	owner := make([]int32, n) // sorted index of the (first) leader
-	indB := make([]uint64, n)
-	indN := make([]uint32, n)
-	var st []int32
+	owner := make([]int32, n) // sorted index of the leader at the time
+	// A clique's members do not depend on the order in which its leader's
+	// closure is walked, so it is walked a level at a time, and the flags
+	// of a few nodes' targets are read in a tight loop first, for their
+	// cache misses to overlap.
+	var front, next []int32
 	for i := int32(0); i < n; i++ {
 		if c.flags[i]&stMask != stUnreached {
 			continue
 		}
-		st = append(st[:0], i)
-		for len(st) > 0 {
-			x := st[len(st)-1]
-			st = st[:len(st)-1]
-			for _, e := range g.edges[g.off[x]:g.off[x+1]] {
-				t := int32(uint32(e))
-				if t == i || c.flags[t]&stMask != stUnreached {
-					continue
+		front = append(front[:0], i)
+		for len(front) > 0 {
+			next = next[:0]
+			for j := 0; j < len(front); j += 64 {
+				part := front[j:min(j+64, len(front))]
+				var sink uint8
+				for _, x := range part {
+					for _, e := range g.edges[g.off[x]:g.off[x+1]] {
+						sink += c.flags[uint32(e)]
+					}
 				}
-				c.flags[t] = c.flags[t]&^stMask | stIndirect
-				owner[t] = i
-				indB[i] += c.size(t) + indB[t]
-				indN[i] += 1 + indN[t]
-				indB[t], indN[t] = 0, 0
-				if t > i {
-					st = append(st, t)
+				c.idx.sink += uint64(sink)
+				for _, x := range part {
+					for _, e := range g.edges[g.off[x]:g.off[x+1]] {
+						t := int32(uint32(e))
+						if t == i || c.flags[t]&stMask != stUnreached {
+							continue
+						}
+						c.flags[t] = c.flags[t]&^stMask | stIndirect
+						owner[t] = i
+						if t > i {
+							next = append(next, t)
+						}
+						// t < i is a former leader: everything it leads
+						// to is in its clique already, so scanning it
+						// again (as memcheck does) would find nothing new.
+					}
 				}
-				// t < i is a former leader: everything it leads to is
-				// in its clique already, so scanning it again (as
-				// memcheck does) would find nothing new.
 			}
+			front, next = next, front
 		}
 	}
 	// Owners are leaders at the time; a leader absorbed later hands its
@@ -560,11 +669,17 @@ func (c *classifier) cliques(g *graph, res *Result) {
 			}
 		}
 	}
+	indB := make([]uint64, n)
+	indN := make([]uint32, n)
 	for k := int32(0); k < n; k++ {
-		if c.flags[k]&stMask == stIndirect && owner[k] < k {
-			if o := owner[k]; c.flags[o]&stMask == stIndirect {
-				owner[k] = owner[o]
+		if c.flags[k]&stMask == stIndirect {
+			o := owner[k]
+			if o < k && c.flags[o]&stMask == stIndirect {
+				o = owner[o]
+				owner[k] = o
 			}
+			indB[o] += c.size(k)
+			indN[o]++
 		}
 	}
 	for k := int32(0); k < n; k++ {
@@ -573,7 +688,9 @@ func (c *classifier) cliques(g *graph, res *Result) {
 		switch c.flags[k] & stMask {
 		case stReachable:
 			res.Kinds[i] = Reachable
-			res.Heuristic[i] = c.heur[k]
+			if c.flags[k]&fHeur != 0 {
+				res.Heuristic[i] = c.heur[k]
+			}
 		case stPossible:
 			res.Kinds[i] = Possible
 		case stUnreached:

@@ -3,6 +3,8 @@ package leak
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -171,7 +173,7 @@ func TestFormerLeaderAbsorbed(t *testing.T) {
 	x := w.block(0, 16)   // leads first, holding z
 	y := w.block(64, 32)  // points to x
 	z := w.block(128, 48) // held by x
-	s := w.block(256, 8)  // a shared child: y's clique reaches it first? no: x's
+	s := w.block(256, 8)  // shared by x and y: x, leading first, takes it
 	w.ptr(x, 0, w.addr(z))
 	w.ptr(x, 8, w.addr(s))
 	w.ptr(y, 0, w.addr(x))
@@ -577,5 +579,33 @@ func TestKindStrings(t *testing.T) {
 	}
 	if MultipleInheritance.String() != "multipleinheritance" {
 		t.Errorf("MultipleInheritance = %q", MultipleInheritance.String())
+	}
+}
+
+func TestRadixSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 2, 100, 5000} {
+		keys := make([]uint64, n)
+		vals := make([]int32, n)
+		for i := range keys {
+			keys[i] = 0x5555_0000_0000 + rng.Uint64N(1<<20)*16
+			if rng.IntN(3) == 0 {
+				keys[i] = 0x7fff_0000_0000 + rng.Uint64N(1<<30)
+			}
+			if i > 0 && rng.IntN(10) == 0 {
+				keys[i] = keys[i-1] // ties keep their order
+			}
+			vals[i] = int32(i)
+		}
+		orig := slices.Clone(keys)
+		radixSort(keys, vals)
+		for i := range keys {
+			if keys[i] != orig[vals[i]] {
+				t.Fatalf("n=%d: key %d is %#x, its value %d had %#x", n, i, keys[i], vals[i], orig[vals[i]])
+			}
+			if i > 0 && (keys[i] < keys[i-1] || keys[i] == keys[i-1] && vals[i] < vals[i-1]) {
+				t.Fatalf("n=%d: not sorted (stably) at %d", n, i)
+			}
+		}
 	}
 }

@@ -28,10 +28,11 @@ func fatal(err error) bool {
 }
 
 // batch reads the next batch of pieces (the carried-over ones first, then
-// from src) with one ReadRanges call and hands the words read to scan. It
-// returns false when there was nothing left to read. A piece that does not
-// fit is split; a piece read in part goes on after the unreadable page.
-func (c *classifier) batch(src func() (piece, bool), scan func(piece, []uint64)) (bool, error) {
+// from src) with one ReadRanges call, and hands visit the pointers to
+// blocks found in each piece, in order. It returns false when there was
+// nothing left to read. A piece that does not fit is split; a piece read
+// in part goes on after the unreadable page.
+func (c *classifier) batch(src func() (piece, bool), visit func(piece, []hit)) (bool, error) {
 	c.ranges, c.pieces = c.ranges[:0], c.pieces[:0]
 	used := 0
 	for len(c.ranges) < batchRanges && used < len(c.buf) {
@@ -63,22 +64,61 @@ func (c *classifier) batch(src func() (piece, bool), scan func(piece, []uint64))
 	if _, err := c.mem.ReadRanges(c.ranges); err != nil && fatal(err) {
 		return false, fmt.Errorf("leak: reading %d ranges from %#x: %w", len(c.ranges), c.ranges[0].Addr, err)
 	}
-	off := 0
+	// The words read are looked up a window at a time across pieces (most
+	// blocks are a few words: per-piece lookups would cost more than the
+	// words), then the hits are handed out piece by piece.
+	c.woff, c.wgot = c.woff[:0], c.wgot[:0]
+	used = 0
 	for i := range c.ranges {
 		r, p := &c.ranges[i], c.pieces[i]
 		c.requested += p.n
 		got := min(uint64(max(r.N, 0)), p.n) &^ 7
+		c.woff = append(c.woff, int32(used))
+		c.wgot = append(c.wgot, int32(got/8))
+		used += len(r.Buf) / 8
 		if got > 0 {
 			c.readAny = true
-			ws := c.buf[off : off+int(got/8)]
-			c.stats.Words += uint64(len(ws))
-			scan(p, ws)
 		}
-		off += len(r.Buf) / 8
+		if p.blk < 0 {
+			c.stats.RootBytes += got
+		} else {
+			c.stats.BlockBytes += got
+		}
+		c.stats.Words += got / 8
 		c.done += got
 		if got < p.n {
 			c.skip(p, got)
 		}
+	}
+	pi := 0
+	for first := 0; first < len(c.ranges); {
+		// A region of the buffer read in full: pieces read in full, then
+		// what was read of the next one. Unread memory is not looked at.
+		last := first
+		for last < len(c.ranges) && int(c.wgot[last]) == len(c.ranges[last].Buf)/8 {
+			last++
+		}
+		end := used
+		if last < len(c.ranges) {
+			end = int(c.woff[last] + c.wgot[last])
+		}
+		for off := int(c.woff[first]); off < end; off += lookBatch {
+			hs := c.idx.locate(c.buf[off:min(off+lookBatch, end)], c.hits[:0], int32(off))
+			c.touchFlags(hs)
+			for len(hs) > 0 {
+				for hs[0].pos >= c.woff[pi]+int32(len(c.ranges[pi].Buf)/8) {
+					pi++
+				}
+				lim := c.woff[pi] + c.wgot[pi]
+				j := 0
+				for j < len(hs) && hs[j].pos < lim {
+					j++
+				}
+				visit(c.pieces[pi], hs[:j])
+				hs = hs[j:]
+			}
+		}
+		first = last + 1
 	}
 	if c.opt.Progress != nil {
 		c.opt.Progress(min(c.done, c.total), c.total)
