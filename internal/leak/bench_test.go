@@ -25,10 +25,11 @@ func cpuTime() time.Duration {
 // leaked. Of the words of blocks, 45% are
 // zeros, 15% small numbers, 25% start pointers, 5% interior pointers (live
 // blocks point to live ones, leaked to leaked) and 10% addresses outside
-// the heap: denser in pointers than most heaps. With local, 7 pointers in
-// 8 go to blocks allocated nearby (within 256 blocks), as in real heaps,
-// where what is allocated together points together; else they go anywhere
-// in the heap, the worst case for caches.
+// the heap: denser in pointers than most heaps. With sparse, pointers are
+// a third of that (10% of the words), the rest zeros. With local, 7
+// pointers in 8 go to blocks allocated nearby (within 256 blocks), as in
+// real heaps, where what is allocated together points together; else they
+// go anywhere in the heap, the worst case for caches.
 type synthHeap struct {
 	a      *arena
 	blocks []Block
@@ -37,7 +38,7 @@ type synthHeap struct {
 	bytes  uint64 // roots and blocks
 }
 
-func newSynthHeap(nblocks int, rootLen uint64, local bool) *synthHeap {
+func newSynthHeap(nblocks int, rootLen uint64, local, sparse bool) *synthHeap {
 	rng := rand.New(rand.NewPCG(7, 11))
 	const base = 0x5555_0000_0000
 	sizes := make([]uint64, nblocks)
@@ -71,7 +72,11 @@ func newSynthHeap(nblocks int, rootLen uint64, local bool) *synthHeap {
 		return h.blocks[group[rng.IntN(len(group))]]
 	}
 	word := func(group []int, at int) uint64 {
-		switch r := rng.IntN(20); {
+		r := rng.IntN(20)
+		if sparse && r >= 12 && r < 18 && rng.IntN(3) != 0 {
+			return 0
+		}
+		switch {
 		case r < 9:
 			return 0
 		case r < 12:
@@ -135,17 +140,19 @@ func benchClassify(b *testing.B, h *synthHeap) {
 }
 
 // BenchmarkClassify scans about 130 MB: 1.2 million blocks and 4 MB of
-// roots, pointers local or uniform. LEAK_BENCH_LARGE=1 adds the target
+// roots, pointers local, uniform, or local and sparse. LEAK_BENCH_LARGE=1 adds the target
 // case, about 500 MB in 5 million blocks.
 func BenchmarkClassify(b *testing.B) {
-	for _, local := range []bool{true, false} {
-		name := map[bool]string{true: "local", false: "uniform"}[local]
-		b.Run("130MB-"+name, func(b *testing.B) {
-			benchClassify(b, newSynthHeap(1_200_000, 4<<20, local))
+	for _, c := range []struct {
+		name          string
+		local, sparse bool
+	}{{"local", true, false}, {"uniform", false, false}, {"sparse", true, true}} {
+		b.Run("130MB-"+c.name, func(b *testing.B) {
+			benchClassify(b, newSynthHeap(1_200_000, 4<<20, c.local, c.sparse))
 		})
 		if os.Getenv("LEAK_BENCH_LARGE") != "" {
-			b.Run("500MB-"+name, func(b *testing.B) {
-				benchClassify(b, newSynthHeap(5_000_000, 16<<20, local))
+			b.Run("500MB-"+c.name, func(b *testing.B) {
+				benchClassify(b, newSynthHeap(5_000_000, 16<<20, c.local, c.sparse))
 			})
 		}
 	}

@@ -538,11 +538,14 @@ func (c *classifier) reach(v uint64, k int32, start, def bool) {
 	}
 }
 
-// graph is the pointers between unreached blocks: the targets of block k
-// are edges[off[k]:off[k+1]] (low 32 bits of each entry).
+// graph is the pointers between the blocks the mark phase did not reach,
+// numbered in address order: u is block ul[u], and its targets are
+// to[off[u]:off[u+1]]. The clique pass then works on arrays as small as
+// the leak, not as the heap.
 type graph struct {
-	off   []uint32
-	edges []uint64
+	ul  []int32
+	off []uint32
+	to  []int32
 }
 
 // leakGraph scans every block the mark phase did not reach, in address
@@ -551,37 +554,46 @@ type graph struct {
 // all first, in large batches, is what makes the clique pass cheap.
 func (c *classifier) leakGraph() (*graph, error) {
 	n := len(c.spans)
-	g := &graph{off: make([]uint32, n+1)}
-	stamp := make([]int32, n) // stamp[t] == s+1: edge s->t recorded
-	next := int32(0)
+	g := &graph{}
+	cid := make([]int32, n) // k -> u, for unreached blocks
+	for k, f := range c.flags {
+		if f&stMask == stUnreached {
+			cid[k] = int32(len(g.ul))
+			g.ul = append(g.ul, int32(k))
+		}
+	}
+	m := len(g.ul)
+	next := 0
 	src := func() (piece, bool) {
-		for int(next) < n {
-			k := next
+		for next < m {
+			k := g.ul[next]
 			next++
-			if c.flags[k]&stMask != stUnreached {
-				continue
-			}
 			if p, ok := c.blockPiece(k); ok {
 				return p, true
 			}
 		}
 		return piece{}, false
 	}
+	// Edges as u<<32 | k while scanning; k becomes its u below.
+	var edges []uint64
 	sorted := true
-	last := int32(-1)
+	last := uint64(0)
 	visit := func(p piece, hs []hit) {
-		s := p.blk
-		if s < last {
+		s := uint64(cid[p.blk]) << 32
+		if s < last&^(1<<32-1) {
 			sorted = false // a retried remainder: sort below
 		}
-		last = s
 		for _, h := range hs {
 			t := h.k
-			if t == s || c.flags[t]&stMask != stUnreached || stamp[t] == s+1 {
+			if t == p.blk || c.flags[t]&stMask != stUnreached {
 				continue
 			}
-			stamp[t] = s + 1
-			g.edges = append(g.edges, uint64(s)<<32|uint64(uint32(t)))
+			// Successive pointers to one block (an array of them, a
+			// start and an interior one) make one edge.
+			if e := s | uint64(uint32(t)); e != last {
+				edges = append(edges, e)
+				last = e
+			}
 		}
 	}
 	for {
@@ -594,17 +606,20 @@ func (c *classifier) leakGraph() (*graph, error) {
 		}
 	}
 	if !sorted {
-		slices.Sort(g.edges)
-		g.edges = slices.Compact(g.edges)
+		slices.Sort(edges)
+		edges = slices.Compact(edges)
 	}
-	if len(g.edges) >= 1<<32 {
-		return nil, fmt.Errorf("leak: %d pointers between leaked blocks are too many", len(g.edges))
+	if len(edges) >= 1<<32 {
+		return nil, fmt.Errorf("leak: %d pointers between leaked blocks are too many", len(edges))
 	}
-	for _, e := range g.edges {
+	g.off = make([]uint32, m+1)
+	g.to = make([]int32, len(edges))
+	for i, e := range edges {
 		g.off[e>>32+1]++
+		g.to[i] = cid[uint32(e)]
 	}
-	for k := 1; k <= n; k++ {
-		g.off[k] += g.off[k-1]
+	for u := 1; u <= m; u++ {
+		g.off[u] += g.off[u-1]
 	}
 	return g, nil
 }
@@ -614,44 +629,32 @@ func (c *classifier) leakGraph() (*graph, error) {
 // earlier clique took, and a former leader it leads to becomes indirect in
 // it, bringing its clique along. Then it fills res.
 func (c *classifier) cliques(g *graph, res *Result) {
-	n := int32(len(c.spans))
-	owner := make([]int32, n) // sorted index of the leader at the time
+	m := int32(len(g.ul))
+	indirect := make([]bool, m)
+	owner := make([]int32, m) // the leader at the time
 	// A clique's members do not depend on the order in which its leader's
-	// closure is walked, so it is walked a level at a time, and the flags
-	// of a few nodes' targets are read in a tight loop first, for their
-	// cache misses to overlap.
+	// closure is walked, so it is walked a level at a time.
 	var front, next []int32
-	for i := int32(0); i < n; i++ {
-		if c.flags[i]&stMask != stUnreached {
+	for i := int32(0); i < m; i++ {
+		if indirect[i] {
 			continue
 		}
 		front = append(front[:0], i)
 		for len(front) > 0 {
 			next = next[:0]
-			for j := 0; j < len(front); j += 64 {
-				part := front[j:min(j+64, len(front))]
-				var sink uint8
-				for _, x := range part {
-					for _, e := range g.edges[g.off[x]:g.off[x+1]] {
-						sink += c.flags[uint32(e)]
+			for _, x := range front {
+				for _, t := range g.to[g.off[x]:g.off[x+1]] {
+					if t == i || indirect[t] {
+						continue
 					}
-				}
-				c.idx.sink += uint64(sink)
-				for _, x := range part {
-					for _, e := range g.edges[g.off[x]:g.off[x+1]] {
-						t := int32(uint32(e))
-						if t == i || c.flags[t]&stMask != stUnreached {
-							continue
-						}
-						c.flags[t] = c.flags[t]&^stMask | stIndirect
-						owner[t] = i
-						if t > i {
-							next = append(next, t)
-						}
-						// t < i is a former leader: everything it leads
-						// to is in its clique already, so scanning it
-						// again (as memcheck does) would find nothing new.
+					indirect[t] = true
+					owner[t] = i
+					if t > i {
+						next = append(next, t)
 					}
+					// t < i is a former leader: everything it leads to
+					// is in its clique already, so scanning it again (as
+					// memcheck does) would find nothing new.
 				}
 			}
 			front, next = next, front
@@ -662,44 +665,48 @@ func (c *classifier) cliques(g *graph, res *Result) {
 	// after it in address order, so resolving those backwards makes each
 	// final; then every other indirect block's leader, if absorbed, points
 	// to its final owner.
-	for k := n - 1; k >= 0; k-- {
-		if c.flags[k]&stMask == stIndirect && owner[k] > k {
-			if o := owner[k]; c.flags[o]&stMask == stIndirect {
-				owner[k] = owner[o]
+	for u := m - 1; u >= 0; u-- {
+		if indirect[u] && owner[u] > u {
+			if o := owner[u]; indirect[o] {
+				owner[u] = owner[o]
 			}
 		}
 	}
-	indB := make([]uint64, n)
-	indN := make([]uint32, n)
-	for k := int32(0); k < n; k++ {
-		if c.flags[k]&stMask == stIndirect {
-			o := owner[k]
-			if o < k && c.flags[o]&stMask == stIndirect {
+	indB := make([]uint64, m)
+	indN := make([]uint32, m)
+	for u := int32(0); u < m; u++ {
+		if indirect[u] {
+			o := owner[u]
+			if o < u && indirect[o] {
 				o = owner[o]
-				owner[k] = o
+				owner[u] = o
 			}
-			indB[o] += c.size(k)
+			indB[o] += c.size(g.ul[u])
 			indN[o]++
 		}
 	}
-	for k := int32(0); k < n; k++ {
+	for k, f := range c.flags {
 		i := c.orig[k]
 		res.Owner[i] = -1
-		switch c.flags[k] & stMask {
+		switch f & stMask {
 		case stReachable:
 			res.Kinds[i] = Reachable
-			if c.flags[k]&fHeur != 0 {
+			if f&fHeur != 0 {
 				res.Heuristic[i] = c.heur[k]
 			}
 		case stPossible:
 			res.Kinds[i] = Possible
-		case stUnreached:
-			res.Kinds[i] = Definite
-			res.IndirectBytes[i] = indB[k]
-			res.IndirectBlocks[i] = indN[k]
-		case stIndirect:
+		}
+	}
+	for u, k := range g.ul {
+		i := c.orig[k]
+		if indirect[u] {
 			res.Kinds[i] = Indirect
-			res.Owner[i] = c.orig[owner[k]]
+			res.Owner[i] = c.orig[g.ul[owner[u]]]
+		} else {
+			res.Kinds[i] = Definite
+			res.IndirectBytes[i] = indB[u]
+			res.IndirectBlocks[i] = indN[u]
 		}
 	}
 }
