@@ -62,11 +62,20 @@
 // every readable word (an uninitialised word that happens to hold an
 // address counts). Memory that cannot be read is skipped a page at a time
 // (in growing steps over long unreadable stretches) and counted in
-// Stats.UnreadableBytes. Result.Heuristic names the heuristic only for a
-// block that no start pointer from a reachable place reaches.
+// Stats.UnreadableBytes. Result.Owner is the clique's leader, where
+// memcheck keeps the block through which each was found. Result.Heuristic
+// names the heuristic only for a block that no start pointer from a
+// reachable place reaches. Overlapping blocks are an error (memcheck
+// tolerates a custom block inside a malloc'd one).
 //
-// The scan reads memory in large batches, finds blocks through per-cluster
-// page tables instead of a map, and uses an explicit mark stack; the
-// blocks not reached are read once, in address order, to build the graph
-// of pointers among them, from which the cliques are gathered in memory.
+// The scan reads memory in large batches (ReadRanges with up to 1024
+// ranges, 8 MiB at a time), finds blocks through per-cluster rank bitmaps
+// or page tables instead of a map, with the lookups of many words at once
+// so that their cache misses overlap, and uses explicit mark stacks
+// (reachable blocks first, so that most blocks are read once). The blocks
+// not reached are then read once, in address order, to build the graph of
+// pointers among them, from which the cliques are gathered in memory.
+// Marking does not depend on the order blocks are scanned in (states only
+// rise, and a block whose state rises is scanned again), which is what
+// lets the reads come in any batches.
 package leak

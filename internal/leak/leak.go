@@ -147,7 +147,6 @@ const (
 	stUnreached = 0
 	stPossible  = 1
 	stReachable = 2
-	stIndirect  = 3
 	stMask      = 3
 
 	fPending = 1 << 2 // on the mark stack of reachable blocks

@@ -6,6 +6,10 @@ import (
 	"testing"
 )
 
+// refIndirect is the reference's state of an indirect block (after
+// stUnreached, stPossible, stReachable).
+const refIndirect = 3
+
 // refResult is what the reference classifier finds, in the caller's order.
 type refResult struct {
 	kinds []Kind
@@ -217,10 +221,10 @@ func reference(a *arena, blocks []Block, words []uint64, roots []Root, opt Optio
 				indB[i] += b[j].Size + indB[j]
 				indN[i] += 1 + indN[j]
 				indB[j], indN[j] = 0, 0
-				st[j] = stIndirect
+				st[j] = refIndirect
 				owner[j] = i
 				for x := range b {
-					if st[x] == stIndirect && owner[x] == j {
+					if st[x] == refIndirect && owner[x] == j {
 						owner[x] = i
 					}
 				}
@@ -243,7 +247,7 @@ func reference(a *arena, blocks []Block, words []uint64, roots []Root, opt Optio
 		case stUnreached:
 			res.kinds[i] = Definite
 			res.indB[i], res.indN[i] = indB[j], indN[j]
-		case stIndirect:
+		case refIndirect:
 			res.kinds[i] = Indirect
 			res.owner[i] = int32(ord[owner[j]])
 		}
