@@ -99,6 +99,14 @@ func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, 
 		lr[i] = leak.Root{Addr: r.lo, Len: r.hi - r.lo, What: r.what}
 		st.RootBytes += r.hi - r.lo
 	}
+	if opt.Mappings == nil {
+		// For the multiple-inheritance heuristic (vtable pointers).
+		for _, m := range maps {
+			opt.Mappings = append(opt.Mappings, leak.Mapping{Start: m.lo, End: m.hi,
+				Read: m.perms[0] == 'r', Write: len(m.perms) > 1 && m.perms[1] == 'w',
+				Exec: len(m.perms) > 2 && m.perms[2] == 'x', File: m.inode != 0})
+		}
+	}
 	res, err := leak.Classify(blocks, words, lr, t.Tracer, opt)
 	if err != nil {
 		return nil, st, fmt.Errorf("scan of pid %d: %w", t.PID, err)
