@@ -118,9 +118,18 @@ func start(t *testing.T, name string, args ...string) *proc {
 		}
 	}()
 	t.Cleanup(func() {
-		if !p.waited {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
+		if p.waited {
+			return
+		}
+		// A Tracer still attached could keep the exit from being
+		// reported (seize closes it first): fail rather than hang.
+		p.cmd.Process.Kill()
+		errc := make(chan error, 1)
+		go func() { errc <- p.cmd.Wait() }()
+		select {
+		case <-errc:
+		case <-time.After(30 * time.Second):
+			t.Errorf("pid %d: not reaped 30 s after SIGKILL\n%s", p.pid(), procState(p.pid()))
 		}
 	})
 	return p
@@ -190,7 +199,23 @@ func seize(t *testing.T, pid int) *Tracer {
 		}
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { tr.Close() })
+	if tr.tracerTid == os.Getpid() {
+		t.Errorf("the Tracer of pid %d runs on the main thread, which never exits: what it still traces at the end stays traced", pid)
+	}
+	// Registered after start's, so it runs first (cleanups run last in,
+	// first out): the process must be untraced before its Kill and Wait.
+	t.Cleanup(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tr.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("Close still blocked after 30 s\n%s", procState(pid))
+		}
+	})
 	return tr
 }
 

@@ -79,7 +79,7 @@ func TestStopResumeThreads(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		t0 := time.Now()
 		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
-			t.Fatalf("round %d: StopAll: %v", round, err)
+			t.Fatalf("round %d: StopAll: %v\n%s", round, err, diagnose(tr))
 		}
 		t1 := time.Now()
 		before := readCounters(t, tr, countersAddr, workers)
@@ -173,7 +173,7 @@ func TestSignals(t *testing.T) {
 	tr := seize(t, p.pid())
 	for i := 0; i < 200; i++ {
 		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
-			t.Fatalf("round %d: StopAll: %v", i, err)
+			t.Fatalf("round %d: StopAll: %v\n%s", i, err, diagnose(tr))
 		}
 		if err := tr.ResumeAll(); err != nil {
 			t.Fatalf("round %d: ResumeAll: %v", i, err)
@@ -236,7 +236,7 @@ func TestExitDuringStopLoop(t *testing.T) {
 				}
 			})
 			if !errors.Is(err, ErrExited) {
-				t.Fatalf("after %d rounds: err = %v, want ErrExited", rounds, err)
+				t.Fatalf("after %d rounds: err = %v, want ErrExited\n%s", rounds, err, diagnose(tr))
 			}
 			if !strings.Contains(err.Error(), "exit code 7") {
 				t.Errorf("error %q does not say the exit code", err)
@@ -255,6 +255,68 @@ func TestExitDuringStopLoop(t *testing.T) {
 			})
 			_, st := p.finish(t, 10*time.Second)
 			if st.ExitCode() != 7 {
+				t.Fatalf("the parent's Wait got %v, want exit code 7", st)
+			}
+		})
+	}
+}
+
+// TestZombieLeader traces a process whose main thread has called
+// pthread_exit: its leader is a zombie until the process exits. Seized
+// after that, the leader is untraced; seized during it, past its
+// PTRACE_EVENT_EXIT stop, it is traced but will never stop (a race the
+// test forces by marking the leader running again). Either way StopAll
+// must stop the other threads at once, and the exit must be seen.
+func TestZombieLeader(t *testing.T) {
+	for _, mode := range []string{"seized-after-exit", "seized-during-exit"} {
+		t.Run(mode, func(t *testing.T) {
+			p := start(t, "exiter", "1500", "7", "leaderexit")
+			p.line(t)
+			waitZombie := func() {
+				deadline := time.Now().Add(10 * time.Second)
+				for taskState(p.pid(), p.pid()) != 'Z' {
+					if time.Now().After(deadline) {
+						t.Fatalf("the leader is not a zombie 10 s after pthread_exit\n%s", procState(p.pid()))
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if mode == "seized-after-exit" {
+				waitZombie()
+			}
+			tr := seize(t, p.pid())
+			if mode == "seized-during-exit" {
+				waitZombie()
+				tr.do("test", func() error {
+					tr.threads[p.pid()].state = running
+					return nil
+				})
+			}
+			t0 := time.Now()
+			if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+				t.Fatalf("StopAll: %v\n%s", err, diagnose(tr))
+			}
+			if d := time.Since(t0); d > 2*time.Second {
+				t.Errorf("StopAll took %v", d)
+			}
+			if tids := tr.Threads(); slices.Contains(tids, p.pid()) || len(tids) < 4 {
+				t.Errorf("Threads() = %v, want the 4 workers at least and not the zombie leader %d", tids, p.pid())
+			}
+			if err := tr.ResumeAll(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-tr.Exited():
+			case <-time.After(20 * time.Second):
+				t.Fatalf("exit not seen in 20 s\n%s", diagnose(tr))
+			}
+			if ws, ok := tr.ExitStatus(); !ok || ws.ExitStatus() != 7 {
+				t.Errorf("ExitStatus = %v, %v; want exit code 7", ws, ok)
+			}
+			if err := tr.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if _, st := p.finish(t, 10*time.Second); st.ExitCode() != 7 {
 				t.Fatalf("the parent's Wait got %v, want exit code 7", st)
 			}
 		})
@@ -322,7 +384,7 @@ func TestKilled(t *testing.T) {
 			}
 		})
 		if !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "SIGKILL") {
-			t.Fatalf("err = %v, want ErrExited by SIGKILL", err)
+			t.Fatalf("err = %v, want ErrExited by SIGKILL\n%s", err, diagnose(tr))
 		}
 		within(t, 5*time.Second, "calls after the exit", func() { checkExited(t, tr, p.pid()) })
 		if err := tr.Close(); err != nil {
@@ -347,7 +409,7 @@ func TestKilled(t *testing.T) {
 			}
 		})
 		if !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "SIGKILL") {
-			t.Fatalf("err = %v, want ErrExited by SIGKILL", err)
+			t.Fatalf("err = %v, want ErrExited by SIGKILL\n%s", err, diagnose(tr))
 		}
 		tr.Close()
 		p.finish(t, 10*time.Second)

@@ -134,7 +134,7 @@ func Seize(pid int) (*Tracer, error) {
 	}
 	t.memTid.Store(int64(pid))
 	started := make(chan error, 1)
-	go t.loop(started)
+	go t.run(started)
 	if err := <-started; err != nil {
 		<-t.done
 		return nil, err
@@ -144,6 +144,29 @@ func Seize(pid int) (*Tracer, error) {
 
 // Pid returns the traced process's id.
 func (t *Tracer) Pid() int { return t.pid }
+
+// run starts loop on a goroutine locked to an OS thread other than the
+// process's main thread. A goroutine that returns while locked ends its
+// thread, except the main thread, which Go parks for ever instead: that
+// thread would stay the tracer of whatever it still traces, and a traced
+// zombie that nobody reaps keeps its leader's exit from being reported,
+// so the parent's Wait would never return. Holding the main thread while
+// the loop's goroutine locks its own keeps the loop off it.
+func (t *Tracer) run(started chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() != unix.Getpid() {
+		t.loop(started)
+		return
+	}
+	locked := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		close(locked)
+		t.loop(started)
+	}()
+	<-locked
+	runtime.UnlockOSThread()
+}
 
 // loop is the locked goroutine: it attaches, then serves requests and the
 // process's ptrace-stops until Close or Detach. It never unlocks its OS
@@ -224,7 +247,14 @@ func (t *Tracer) seizeAll() error {
 					return &Error{Op: "seize", Pid: t.pid, Err: fmt.Errorf("%w (it exited)", ErrNoProcess)}
 				}
 			case err == unix.EPERM:
-				st, _ := procStatus(t.pid, tid)
+				st, serr := procStatus(t.pid, tid)
+				if errors.Is(serr, os.ErrNotExist) || errors.Is(serr, unix.ESRCH) {
+					// Refused as a zombie, and reaped since: it exited.
+					if tid == t.pid {
+						return &Error{Op: "seize", Pid: t.pid, Err: fmt.Errorf("%w (it exited)", ErrNoProcess)}
+					}
+					continue
+				}
 				if statusInt(st, "TracerPid") == t.tracerTid {
 					// Created by a thread seized meanwhile: already ours.
 					if t.threads[tid] == nil {
@@ -247,6 +277,12 @@ func (t *Tracer) seizeAll() error {
 			break
 		}
 	}
+	// The leader may have been seized on its way out (pthread_exit in
+	// main), past its PTRACE_EVENT_EXIT stop: a zombie that will never
+	// stop. adoptStolen catches one that becomes a zombie only later.
+	if th := t.threads[t.pid]; th != nil && th.state == running && isZombie(taskState(t.pid, t.pid)) {
+		th.state = exiting
+	}
 	for _, th := range t.threads {
 		if th.state != untraced {
 			return nil
@@ -254,6 +290,8 @@ func (t *Tracer) seizeAll() error {
 	}
 	return &Error{Op: "seize", Pid: t.pid, Err: ErrZombie}
 }
+
+func isZombie(state byte) bool { return state == 'Z' || state == 'X' }
 
 // zombieStatus returns the wait status of process pid if it is a zombie
 // with no thread left (field 52 of /proc/PID/stat).
@@ -607,10 +645,11 @@ func (t *Tracer) stopAll(ctx context.Context, rollback bool) error {
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
+			pending := t.pending()
 			if rollback {
 				t.resumeAll()
 			}
-			return &Error{Op: "stop", Pid: t.pid, Err: fmt.Errorf("%d threads not stopped yet: %w", t.pending(), ctx.Err())}
+			return &Error{Op: "stop", Pid: t.pid, Err: fmt.Errorf("%d threads not stopped yet: %w", pending, ctx.Err())}
 		}
 		timer.Stop()
 	}
@@ -656,11 +695,17 @@ func (t *Tracer) pending() int {
 	return n
 }
 
-// adoptStolen handles stops whose report another waiter in this process
-// consumed: os/exec's Wait of a child, for one, reports the ptrace-stops
-// of the child's leader as if the child had stopped. Such a thread is in
-// a ptrace-stop ('t', and PTRACE_GETSIGINFO works) with nothing to wait
-// for; its siginfo says which kind of stop it is.
+// adoptStolen handles the threads that are running as far as the Tracer
+// knows but will never report a stop:
+//
+//   - stops whose report another waiter in this process consumed: os/exec's
+//     Wait of a child, for one, reports the ptrace-stops of the child's
+//     leader as if the child had stopped. Such a thread is in a ptrace-stop
+//     ('t', and PTRACE_GETSIGINFO works) with nothing to wait for; its
+//     siginfo says which kind of stop it is.
+//   - zombies: threads seized on their way out, past their
+//     PTRACE_EVENT_EXIT stop. A zombie leader stays until the other
+//     threads are gone; PTRACE_INTERRUPT does nothing to it.
 func (t *Tracer) adoptStolen() {
 	t.lastCheck = time.Now()
 	for _, tid := range t.tids() {
@@ -668,7 +713,13 @@ func (t *Tracer) adoptStolen() {
 		if th == nil || th.state != running {
 			continue
 		}
-		if taskState(t.pid, tid) != 't' {
+		switch state := taskState(t.pid, tid); {
+		case isZombie(state):
+			if !t.pollOne(th) && !t.gone.Load() {
+				th.state = exiting // poll reaps it, or sees the process exit
+			}
+			continue
+		case state != 't':
 			continue
 		}
 		si, err := ptraceGetSiginfo(tid)
