@@ -140,7 +140,7 @@ func fromLoader(p *heap.Process, site heap.StackID) bool {
 func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Block, res *leak.Result) []event.Event {
 	sbs := make([]event.ScannedBlock, len(blocks))
 	for i, b := range blocks {
-		sbs[i] = event.ScannedBlock{Addr: b.Addr, Size: b.Size, Kind: event.LeakKind(res.Kinds[i])}
+		sbs[i] = event.ScannedBlock{Addr: b.Addr, Size: b.Size, Kind: res.Kinds[i]}
 		if o := res.Owner[i]; o >= 0 {
 			sbs[i].Owner = blocks[o].Addr
 		}

@@ -8,32 +8,24 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/ptrace"
 )
 
 // Kind is how a block is reached at the time of the scan (see the package
 // documentation). The zero value, Unclassified, is never returned by
 // Classify; it stands for "not scanned" in callers' tables.
-type Kind uint8
+type Kind = event.LeakKind
 
-// The kinds, in increasing order of reachability.
+// The kinds, in increasing order of reachability (event's numbering, so
+// a result goes into the model's records as is).
 const (
-	Unclassified Kind = iota
-	Definite
-	Indirect
-	Possible
-	Reachable
+	Unclassified = event.Unclassified
+	Definite     = event.Definite
+	Indirect     = event.Indirect
+	Possible     = event.Possible
+	Reachable    = event.Reachable
 )
-
-var kindNames = [...]string{"unclassified", "definite", "indirect", "possible", "reachable"}
-
-// String returns the kind's name as the JSON report spells it.
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
 
 // Heuristic names the memcheck heuristic that let an interior pointer count
 // as a pointer to a block's start.
