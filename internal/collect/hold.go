@@ -34,10 +34,7 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 	defer im.reg.ReleaseHold()
 	pause := time.Now()
 	fail := func(err error) {
-		c.warn("pid %d: no leak kinds: %v", im.pid, err)
-		ev := event.Event{Kind: event.Scan, Proc: im.idx, Time: c.src.Now(),
-			X: &event.Extra{Scan: &event.ScanInfo{Error: err.Error()}}}
-		c.sink.send(im.idx, []event.Event{ev}, false)
+		c.sink.send(im.idx, c.scanFailed(im, &event.ScanInfo{}, err), false)
 	}
 	tr, err := ptrace.Seize(int(im.pid))
 	if err != nil {
@@ -81,9 +78,7 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 		res, st, err := scan.Run(target, blocks, leak.DefaultOptions())
 		info := &event.ScanInfo{Suppressions: supp, PauseNs: uint64(time.Since(pause)), RootBytes: st.RootBytes, HeapBytes: st.HeapBytes}
 		if err != nil {
-			c.warn("pid %d: no leak kinds: %v", im.pid, err)
-			info.Error = err.Error()
-			return []event.Event{{Kind: event.Scan, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Scan: info}}}
+			return c.scanFailed(im, info, err)
 		}
 		return scanEvents(im.idx, c.src.Now(), info, blocks, res)
 	})
@@ -135,8 +130,16 @@ func fromLoader(p *heap.Process, site heap.StackID) bool {
 	return false
 }
 
+// scanFailed warns that the scan of im failed and returns the Scan event
+// that says why, so that the report does too.
+func (c *collector) scanFailed(im *image, info *event.ScanInfo, err error) []event.Event {
+	c.warn("pid %d: no leak kinds: %v", im.pid, err)
+	info.Error = err.Error()
+	return scanEvents(im.idx, c.src.Now(), info, nil, nil)
+}
+
 // scanEvents turns a classification into Scan events of at most
-// scanBatch blocks each.
+// scanBatch blocks each (one event with none when res is nil).
 func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Block, res *leak.Result) []event.Event {
 	sbs := make([]event.ScannedBlock, len(blocks))
 	for i, b := range blocks {

@@ -283,14 +283,9 @@ type ScanInfo struct {
 	PauseNs, RootBytes, HeapBytes uint64
 	// Error says why the scan failed, if it did (Blocks is then empty).
 	Error string
-	// Part numbers the events of one scan: 0 for the first.
+	// Part numbers the events of one scan (a big one travels in several):
+	// 0 for the first, the only one with the figures and texts.
 	Part uint32
-}
-
-// Continued reports whether next is a continuation of the scan s (a big
-// scan travels in several events; only the first carries the figures).
-func (s *ScanInfo) Continued(next *ScanInfo) bool {
-	return next.Part > 0
 }
 
 // ScannedBlock is one block a scan classified.

@@ -217,14 +217,13 @@ func newProcess(info event.ProcessInfo) *Process {
 	}
 }
 
-// scanned takes the classification of a Scan event. A scan split over
-// several events (a big heap) continues the one before it only if that
-// one was of the same moment; a later scan replaces an earlier one.
+// scanned takes the classification of a Scan event: a first part (Part
+// 0) replaces any earlier scan, a later part adds to it.
 func (p *Process) scanned(sc *event.ScanInfo) {
 	if sc == nil {
 		return
 	}
-	if p.Scan == nil || !p.Scan.Continued(sc) {
+	if p.Scan == nil || sc.Part == 0 {
 		p.kinds = make(map[uint64]event.ScannedBlock, len(sc.Blocks))
 		head := *sc
 		head.Blocks = nil
@@ -233,7 +232,6 @@ func (p *Process) scanned(sc *event.ScanInfo) {
 	for _, b := range sc.Blocks {
 		p.kinds[b.Addr] = b
 	}
-	p.Scan.Blocks = nil
 }
 
 // LeakKind returns how live block b at addr was classified by the last
