@@ -98,6 +98,7 @@ type result struct {
 	stdout, stderr []byte
 	code           int // exit code, or 128+signal
 	report         *jsonReport
+	reportJSON     []byte // the JSON report as written, for tests that read more of it
 	text           string // leakpath's text report
 }
 
@@ -258,6 +259,7 @@ func leakpathEnv(t testing.TB, env []string, flags []string, stdin []byte, argv 
 	if err != nil {
 		t.Fatalf("leakpath wrote no JSON report: %v", err)
 	}
+	r.reportJSON = b
 	r.report = new(jsonReport)
 	if err := json.Unmarshal(b, r.report); err != nil {
 		t.Fatalf("JSON report: %v\n%s", err, b)

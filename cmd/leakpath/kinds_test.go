@@ -35,21 +35,9 @@ type kindsImage struct {
 // of the JSON report.
 func runKinds(t *testing.T, flags []string, argv ...string) (result, kindsImage) {
 	t.Helper()
-	dir := t.TempDir()
-	jsonPath, textPath := filepath.Join(dir, "k.json"), filepath.Join(dir, "k.txt")
-	args := append([]string{lpBin, "run", "--json", jsonPath, "--report", textPath}, flags...)
-	r := runCapture(t, testEnv(), nil, append(append(args, "--"), argv...)...)
-	text, err := os.ReadFile(textPath)
-	if err != nil {
-		t.Fatalf("leakpath wrote no text report: %v\nstderr: %s", err, r.stderr)
-	}
-	r.text = string(text)
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := leakpath(t, flags, nil, argv...)
 	var k kindsImage
-	if err := json.Unmarshal(b, &k); err != nil {
+	if err := json.Unmarshal(r.reportJSON, &k); err != nil {
 		t.Fatalf("JSON report: %v", err)
 	}
 	if k.ScanError != "" {
