@@ -54,15 +54,6 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	out := stdout
-	if o.output != "" {
-		f, err := os.Create(o.output)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
-	}
 	var rep *report.Report
 	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
 	defer sym.close()
@@ -70,7 +61,24 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
 		Suppressions: supp, ShowReachable: o.leaks.showReachable,
 	})
-	return rep.Generate(out, o.format)
+	return writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) })
+}
+
+// writeOutput runs write on path (created) or, when path is "", on
+// stdout; a file that cannot be written completely is an error.
+func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
+	if path == "" {
+		return write(stdout)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // loadedTrace is a trace replayed into the model.
@@ -184,17 +192,7 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 	if added == 0 {
 		return 1
 	}
-	out := stdout
-	if o.output != "" {
-		f, err := os.Create(o.output)
-		if err != nil {
-			fail(stderr, err)
-			return 1
-		}
-		defer f.Close()
-		out = f
-	}
-	if err := multi.Generate(out); err != nil {
+	if err := writeOutput(o.output, stdout, multi.Generate); err != nil {
 		fail(stderr, err)
 		return 1
 	}

@@ -220,14 +220,5 @@ func reportUsage(paths []string, o *reportOptions, stdout io.Writer) error {
 	}
 	rep := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, TracePath: path})
 	r := u.report(rep, append(t.warnings, warnings...))
-	out := stdout
-	if o.output != "" {
-		f, err := os.Create(o.output)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
-	}
-	return r.Generate(out, o.format)
+	return writeOutput(o.output, stdout, func(w io.Writer) error { return r.Generate(w, o.format) })
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func (m *Multi) Add(r *Report) error {
 		pt.summary = fmt.Sprintf("%s %s (pid %d)", commandName(p), r.outcome(p), p.Info.PID)
 		if len(m.parts) == 0 {
 			m.command = p.Info.Argv
-		} else if !equalStrings(m.command, p.Info.Argv) {
+		} else if !slices.Equal(m.command, p.Info.Argv) {
 			m.sameCmd = false
 		}
 	} else {
@@ -216,18 +217,6 @@ func jsonFrames(fs []Frame) []jsonFrame {
 		})
 	}
 	return out
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // order sorts the parts by rank, then name, and the merged groups biggest

@@ -3,6 +3,7 @@ package usage
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -369,27 +370,15 @@ func TestIntervals(t *testing.T) {
 			}
 		}
 	}
-	if got, want := nets, []int64{300, 300, 800, -100}; !equal(got, want) {
+	if got, want := nets, []int64{300, 300, 800, -100}; !slices.Equal(got, want) {
 		t.Errorf("exe's net per interval %v, want %v", got, want)
 	}
-	if got, want := maxes, []int64{300, 600, 1400, 1400}; !equal(got, want) {
+	if got, want := maxes, []int64{300, 600, 1400, 1400}; !slices.Equal(got, want) {
 		t.Errorf("exe's max per interval %v, want %v", got, want)
 	}
-	if got, want := mins, []int64{0, 300, 400, 1300}; !equal(got, want) {
+	if got, want := mins, []int64{0, 300, 400, 1300}; !slices.Equal(got, want) {
 		t.Errorf("exe's min per interval %v, want %v", got, want)
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestFork: a fork child starts with its parent's blocks; freeing one of
