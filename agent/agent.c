@@ -297,7 +297,7 @@ static void lp_note_own_name(struct lp_thread *t)
 
 /* lp_hold reports what the exiting thread folded and holds the process
  * for the collector's scan. */
-static void lp_hold(struct lp_thread *t, int status)
+static void lp_hold(struct lp_thread *t)
 {
 	if (!t->in_fold) {
 		t->in_fold = 1;
@@ -310,7 +310,7 @@ static void lp_hold(struct lp_thread *t, int status)
 	const char *(*deflt)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "__lsan_default_suppressions");
 	if (deflt)
 		supp = deflt();
-	lp_hold_exit(status, supp);
+	lp_hold_exit(supp);
 }
 
 static void lp_on_exit(int status, void *arg)
@@ -322,7 +322,7 @@ static void lp_on_exit(int status, void *arg)
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, LP_EXIT_EXIT};
 		lp_put(t, w, 3);
 		t->busy++;
-		lp_hold(t, status);
+		lp_hold(t);
 		t->busy--;
 	}
 }
@@ -733,7 +733,7 @@ static void lp_note_exit(int status, unsigned how)
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
 		t->busy++;
-		lp_hold(t, status);
+		lp_hold(t);
 		t->busy--;
 	}
 }

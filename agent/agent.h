@@ -69,7 +69,7 @@ LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
-LP_HIDDEN void lp_hold_exit(int status, const char *supp);
+LP_HIDDEN void lp_hold_exit(const char *supp);
 
 /* stacktab.c */
 LP_HIDDEN uint32_t lp_stack_id(struct lp_thread *t, void *fp);

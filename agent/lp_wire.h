@@ -174,7 +174,7 @@ struct lp_header {
 	uint64_t pad4[7];
 	/* offset 320: the exit hold (LP_HF_HOLD_EXIT), see LP_HOLD_* */
 	uint32_t hold;            /* futex word */
-	uint32_t hold_status;     /* the exit status the process is exiting with */
+	uint32_t pad5;
 	uint64_t hold_supp;       /* address of __lsan_default_suppressions()'s string, or 0 */
 	/* Written by the agent at registration, for scans: memory of the
 	 * agent's own that must not count as a root. */

@@ -399,7 +399,7 @@ LP_HIDDEN void lp_slot_exited(struct lp_thread *t)
  * process image; a second exiting thread passes through. supp is the
  * string of the program's __lsan_default_suppressions, or NULL.
  */
-LP_HIDDEN void lp_hold_exit(int status, const char *supp)
+LP_HIDDEN void lp_hold_exit(const char *supp)
 {
 	struct lp_header *h = lp_hdr;
 	if (!h || !(h->flags & LP_HF_HOLD_EXIT) || !lp_collector_alive())
@@ -407,7 +407,6 @@ LP_HIDDEN void lp_hold_exit(int status, const char *supp)
 	if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_NONE)
 		return;
 	int saved = errno;
-	h->hold_status = (uint32_t)status;
 	h->hold_supp = (uint64_t)(uintptr_t)supp;
 	uint32_t expect = LP_HOLD_NONE;
 	if (!__atomic_compare_exchange_n(&h->hold, &expect, LP_HOLD_REQUESTED, 0, __ATOMIC_ACQ_REL,

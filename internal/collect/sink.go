@@ -13,8 +13,10 @@ type batch struct {
 	proc uint32
 	evs  []event.Event
 	last bool // the image ended
-	// after, if not nil, runs on the sink's goroutine once evs are
-	// applied; the events it returns are applied too.
+	// after, if not nil, runs on the sink's goroutine once evs are fed;
+	// the events it returns are applied too. If the image is held at a
+	// fork (its events wait for the child, at most forkWait), after sees
+	// the model without them: a scan at exit then misses that moment.
 	after func(*heap.Session) []event.Event
 }
 

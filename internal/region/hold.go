@@ -49,11 +49,7 @@ func (r *Region) PeekPending() []PendingBlock {
 	var out []PendingBlock
 	used := min(r.SlotsUsed(), r.opts.Slots)
 	for i := 0; i < used; i++ {
-		f := r.mem[r.foldOff+i*wire.FoldSize : r.foldOff+(i+1)*wire.FoldSize]
-		head, count := le.Uint32(f[wire.OffFoldHead:]), le.Uint32(f[wire.OffFoldCount:])
-		count = min(count, wire.Pend)
-		for k := uint32(0); k < count; k++ {
-			e := f[wire.OffFoldPend+int((head+k)%wire.Pend)*wire.PendingSize:]
+		for _, e := range pendingEntries(r.fold(i)) {
 			if e[wire.OffPendLive] == 0 {
 				continue
 			}

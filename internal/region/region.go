@@ -299,6 +299,25 @@ func (r *Region) takePending(e []byte, addr uint64) bool {
 	return live
 }
 
+// fold returns ring i's fold area.
+func (r *Region) fold(i int) []byte {
+	return r.mem[r.foldOff+i*wire.FoldSize : r.foldOff+(i+1)*wire.FoldSize]
+}
+
+// pendingEntries returns the entries of a fold area's pending FIFO, oldest
+// first, each wire.PendingSize bytes.
+func pendingEntries(f []byte) [][]byte {
+	le := binary.LittleEndian
+	head, count := le.Uint32(f[wire.OffFoldHead:]), le.Uint32(f[wire.OffFoldCount:])
+	count = min(count, wire.Pend) // a dead thread's torn write
+	out := make([][]byte, count)
+	for k := range out {
+		o := wire.OffFoldPend + int((head+uint32(k))%wire.Pend)*wire.PendingSize
+		out[k] = f[o : o+wire.PendingSize]
+	}
+	return out
+}
+
 // Leftovers appends what a gone thread left in ring i's fold area, as
 // events stamped now: its pending allocations (late, with their own
 // times), then its aggregates of folded pairs. It empties the area.
@@ -308,15 +327,9 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 		return out
 	}
 	le := binary.LittleEndian
-	f := r.mem[r.foldOff+i*wire.FoldSize : r.foldOff+(i+1)*wire.FoldSize]
+	f := r.fold(i)
 	tid := r.rings[i].Thread
-	head, count := le.Uint32(f[wire.OffFoldHead:]), le.Uint32(f[wire.OffFoldCount:])
-	if count > wire.Pend {
-		count = wire.Pend // a dead thread's torn write
-	}
-	for k := uint32(0); k < count; k++ {
-		e := f[wire.OffFoldPend+int((head+k)%wire.Pend)*wire.PendingSize:]
-		e = e[:wire.PendingSize]
+	for _, e := range pendingEntries(f) {
 		addr, fn := le.Uint64(e[wire.OffPendAddr:]), event.Fn(e[wire.OffPendFn])
 		if e[wire.OffPendLive] == 0 || addr == 0 || fn == 0 || fn >= event.NumFn || !r.takePending(e, addr) {
 			continue

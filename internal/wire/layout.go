@@ -115,7 +115,6 @@ const (
 	OffProducersWaiting  = 196
 	OffCollectorState    = 256
 	OffHold              = 320 // futex word: Hold*
-	OffHoldStatus        = 324
 	OffHoldSupp          = 328
 	OffOwnTable          = 336
 	OffTLSOffset         = 344

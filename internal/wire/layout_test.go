@@ -65,7 +65,7 @@ H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize
 P("OwnMax", LP_OWN_MAX); P("OffOwnCount", offsetof(struct lp_own_table, count));
 P("OffOwnOverflow", offsetof(struct lp_own_table, overflow)); P("OffOwnRanges", offsetof(struct lp_own_table, r));
 P("OwnRangeSize", sizeof(struct lp_own_range));
-H(hold,"OffHold"); H(hold_status,"OffHoldStatus"); H(hold_supp,"OffHoldSupp");
+H(hold,"OffHold"); H(hold_supp,"OffHoldSupp");
 P("FlagHoldExit", LP_HF_HOLD_EXIT); P("HoldNone", LP_HOLD_NONE); P("HoldRequested", LP_HOLD_REQUESTED);
 P("HoldScanning", LP_HOLD_SCANNING); P("HoldReleased", LP_HOLD_RELEASED);
 P("OffSlotHead", offsetof(struct lp_slot, head)); P("OffSlotState", offsetof(struct lp_slot, state));
@@ -122,7 +122,7 @@ return 0; }
 		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
 		"OwnMax": OwnMax, "OffOwnCount": OffOwnCount, "OffOwnOverflow": OffOwnOverflow,
 		"OffOwnRanges": OffOwnRanges, "OwnRangeSize": OwnRangeSize,
-		"OffHold": OffHold, "OffHoldStatus": OffHoldStatus, "OffHoldSupp": OffHoldSupp,
+		"OffHold": OffHold, "OffHoldSupp": OffHoldSupp,
 		"FlagHoldExit": FlagHoldExit, "HoldNone": HoldNone, "HoldRequested": HoldRequested,
 		"HoldScanning": HoldScanning, "HoldReleased": HoldReleased,
 		"OffSlotHead": OffSlotHead, "OffSlotState": OffSlotState, "OffSlotTID": OffSlotTID,
