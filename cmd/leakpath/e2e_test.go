@@ -118,17 +118,8 @@ type jsonImage struct {
 		Signal string `json:"signal"`
 		Exec   bool   `json:"exec"`
 	} `json:"exit"`
-	Totals struct {
-		Calls          map[string]uint64 `json:"calls"`
-		Allocations    uint64            `json:"allocations"`
-		Frees          uint64            `json:"frees"`
-		AllocatedBytes uint64            `json:"allocated_bytes"`
-		PeakBytes      uint64            `json:"peak_bytes"`
-		LeakedBytes    uint64            `json:"leaked_bytes"`
-		LeakedBlocks   uint64            `json:"leaked_blocks"`
-		Temporary      uint64            `json:"temporary_allocations"`
-	} `json:"totals"`
-	Leaks []struct {
+	Totals jsonTotalsT `json:"totals"` // see mpi_test.go
+	Leaks  []struct {
 		Kind   string      `json:"kind"`
 		Bytes  uint64      `json:"bytes"`
 		Blocks uint64      `json:"blocks"`

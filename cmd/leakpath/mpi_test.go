@@ -36,6 +36,7 @@ type multiReport struct {
 	Warnings []string      `json:"warnings"`
 }
 
+// jsonTotalsT is the totals of a report as tests read them.
 type jsonTotalsT = struct {
 	Calls          map[string]uint64 `json:"calls"`
 	Allocations    uint64            `json:"allocations"`
