@@ -286,6 +286,9 @@ type ScanInfo struct {
 	// Part numbers the events of one scan (a big one travels in several):
 	// 0 for the first, the only one with the figures and texts.
 	Part uint32
+	// Live marks the scan of a snapshot: the program went on running, so
+	// its kinds say nothing of the blocks at exit.
+	Live bool
 }
 
 // ScannedBlock is one block a scan classified.

@@ -428,6 +428,11 @@ func (p *Process) apply(ev *event.Event) {
 			end := *ev.ProcessInfo()
 			p.End = &end
 		}
+		if p.Scan != nil && p.Scan.Live {
+			// A snapshot's kinds are stale at the end: the blocks left
+			// then were never scanned.
+			p.Scan, p.kinds = nil, nil
+		}
 	}
 }
 

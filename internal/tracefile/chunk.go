@@ -68,7 +68,7 @@ const (
 	gText
 	gProcess
 	gClock
-	gScan // since format version 2
+	gScan // since format version 2; with flags since 3
 	gAll  = 1<<iota - 1
 )
 
@@ -759,6 +759,9 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	e.s[sMisc] = b
 }
 
+// Flags of a scan (since format version 3).
+const scanLive = 1
+
 // putScan appends a scan: its figures, texts, then its blocks by address,
 // each address and owner as a delta from the previous block's address.
 func putScan(b []byte, sc *event.ScanInfo) []byte {
@@ -766,6 +769,11 @@ func putScan(b []byte, sc *event.ScanInfo) []byte {
 	b = uv(b, sc.PauseNs)
 	b = uv(b, sc.RootBytes)
 	b = uv(b, sc.HeapBytes)
+	var flags uint64
+	if sc.Live {
+		flags |= scanLive
+	}
+	b = uv(b, flags)
 	b = putString(b, truncate(sc.Suppressions, MaxString))
 	b = putString(b, truncate(sc.Error, MaxString))
 	b = uv(b, uint64(len(sc.Blocks)))

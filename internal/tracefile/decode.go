@@ -18,6 +18,7 @@ type stream struct {
 // never panics on bad input; its first error sticks.
 type decoder struct {
 	model
+	version int // of the file's format
 	s      [numStreams]stream
 	bad    int    // stream of the first read error, or -1
 	reason string // the first error, if not a read error
@@ -30,7 +31,7 @@ type decoder struct {
 }
 
 func newDecoder() *decoder {
-	return &decoder{free: make([]uint64, freeWindow)}
+	return &decoder{free: make([]uint64, freeWindow), version: Version}
 }
 
 // reset starts decoding payload p. It fails if the stream lengths do not
@@ -610,6 +611,14 @@ func (d *decoder) decGeneric(ev *event.Event) {
 func (d *decoder) scan() *event.ScanInfo {
 	sc := &event.ScanInfo{Part: uint32(d.uv(sMisc))}
 	sc.PauseNs, sc.RootBytes, sc.HeapBytes = d.uv(sMisc), d.uv(sMisc), d.uv(sMisc)
+	if d.version >= 3 {
+		flags := d.uv(sMisc)
+		if flags&^scanLive != 0 {
+			d.failf("unknown scan flags %#x", flags)
+			return sc
+		}
+		sc.Live = flags&scanLive != 0
+	}
 	sc.Suppressions, sc.Error = d.str(sMisc), d.str(sMisc)
 	// A block takes at least 4 bytes.
 	n := d.count(sMisc, MaxScanBlocks)

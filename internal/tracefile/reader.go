@@ -124,6 +124,7 @@ func newReader(rd io.Reader, path string) (*Reader, error) {
 	}
 	r.dec = newDecoder()
 	r.dec.shift = shift
+	r.dec.version = r.version
 	return r, nil
 }
 

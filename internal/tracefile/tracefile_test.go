@@ -412,3 +412,51 @@ func TestTimeShift(t *testing.T) {
 		t.Error("TimeShift 33 accepted")
 	}
 }
+
+// TestRoundTripScan writes scans of every shape (a snapshot's, an exit's
+// in two parts, a failed one) and reads them back whole.
+func TestRoundTripScan(t *testing.T) {
+	blocks := func(n int, base uint64) []event.ScannedBlock {
+		out := make([]event.ScannedBlock, n)
+		for i := range out {
+			out[i] = event.ScannedBlock{Addr: base + uint64(i)*48, Size: uint64(8 + i%40), Kind: event.LeakKind(i % int(event.NumLeakKinds))}
+			if out[i].Kind == event.Indirect {
+				out[i].Owner = base + uint64(i/2)*48 // before and after it
+			}
+		}
+		return out
+	}
+	scans := []*event.ScanInfo{
+		{Blocks: blocks(300, 0x5555_0000), Live: true, PauseNs: 12345, RootBytes: 1 << 20, HeapBytes: 14400},
+		{Blocks: blocks(100, 0x7f00_0000), Suppressions: "leak:libfoo\n", PauseNs: 99},
+		{Blocks: blocks(50, 0x7f10_0000), Part: 1},
+		{Error: "ptrace: operation not permitted", Live: true},
+	}
+	var evs []event.Event
+	for i, sc := range scans {
+		evs = append(evs, event.Event{Kind: event.Scan, Proc: 1, Time: uint64(1000 + i), X: &event.Extra{Scan: sc}})
+	}
+	got, err := readAll(t, writeTrace(t, evs, Options{}, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("read %d events, wrote %d", len(got), len(evs))
+	}
+	for i, ev := range got {
+		sc := ev.ScanInfo()
+		if sc == nil || ev.Kind != event.Scan {
+			t.Fatalf("event %d: %s, not a scan", i, fmtEvent(ev))
+		}
+		want := *scans[i]
+		if len(want.Blocks) == 0 {
+			want.Blocks = sc.Blocks[:0:0]
+			if sc.Blocks == nil {
+				want.Blocks = nil
+			}
+		}
+		if !reflect.DeepEqual(*sc, want) {
+			t.Errorf("scan %d:\n got %+v\nwant %+v", i, *sc, want)
+		}
+	}
+}
