@@ -19,12 +19,12 @@ type stream struct {
 type decoder struct {
 	model
 	version int // of the file's format
-	s      [numStreams]stream
-	bad    int    // stream of the first read error, or -1
-	reason string // the first error, if not a read error
-	n      int    // events decoded in the chunk
-	alloc  []ringEntry
-	free   []uint64
+	s       [numStreams]stream
+	bad     int    // stream of the first read error, or -1
+	reason  string // the first error, if not a read error
+	n       int    // events decoded in the chunk
+	alloc   []ringEntry
+	free    []uint64
 	// Allocations and frees decoded in the chunk.
 	allocN, freeN uint64
 	arena         []uint64 // frames of the current batch
