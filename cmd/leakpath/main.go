@@ -35,10 +35,12 @@ const usage = `leakpath finds memory leaks in native Linux programs.
 Usage:
   leakpath run [flags] -- PROGRAM [ARGS...]   run PROGRAM and report its leaks at exit
   leakpath report [flags] TRACE.lpt...       report from traces kept with run -o
+  leakpath snapshot [flags] PID              snapshot the live blocks of a program under run
+  leakpath diff [flags] A B                  what grew from A to B (snapshots, reports, traces)
   leakpath version                           print the version
   leakpath help [COMMAND]                    show help
 
-Run 'leakpath help run' or 'leakpath help report' for their flags.
+Run 'leakpath help COMMAND' for a command's flags.
 `
 
 func main() {
@@ -83,6 +85,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "report":
 		return cmdReport(args[1:], stdout, stderr)
+	case "snapshot":
+		return cmdSnapshot(args[1:], stdout, stderr)
+	case "diff":
+		return cmdDiff(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "leakpath %s\n", version)
 		return 0
@@ -94,6 +100,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 0
 			case "report":
 				reportFlags(new(reportOptions), stdout).Usage()
+				return 0
+			case "snapshot":
+				snapshotFlags(new(snapshotOptions), stdout).Usage()
+				return 0
+			case "diff":
+				diffFlags(new(diffOptions), stdout).Usage()
 				return 0
 			}
 		}

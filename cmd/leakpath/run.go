@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
+	"github.com/leakpath/leakpath/internal/control"
+	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/launch"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/report"
@@ -126,6 +128,12 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
 		Warm: sym.warmUp(),
+	}
+	started := time.Now()
+	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
+		return snapshotReport(s, proc, req, report.Options{
+			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
+		})
 	}
 	use, err := startUsage(&o.usage, sym)
 	if err != nil {

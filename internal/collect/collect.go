@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/clock"
+	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/launch"
@@ -55,6 +56,12 @@ type Options struct {
 	// (heap.Session.Observer): on the goroutine that applies them, so it
 	// must be quick.
 	Observer heap.Observer
+	// Snapshot, when not nil, answers `leakpath snapshot` (package
+	// control): after the scan of image proc it is called, on the
+	// goroutine that applies events, with the model as the scan left it.
+	// The process runs meanwhile; its events wait. nil: snapshots are
+	// refused.
+	Snapshot func(s *heap.Session, proc uint32, req control.Request) control.Response
 }
 
 // Result is what a run produced.
@@ -106,6 +113,8 @@ type image struct {
 	pidfd   int
 	start   event.Event
 	execd   chan struct{} // closed when a newer image of the same pid registered
+	snaps   chan snapRequest
+	gone    chan struct{} // closed when its pipeline ended
 	once    sync.Once
 	outcome *event.ProcessInfo // set by the collector for the main pid
 }
@@ -143,7 +152,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	c.sink.warm = opts.Warm
 	c.sink.model.Observer = opts.Observer
 
-	sess, err := launch.NewSession(opts.Agent, c.register)
+	sess, err := launch.NewSession(opts.Agent, c.register, c.control)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +342,8 @@ func (c *collector) register(h launch.Hello) (int, error) {
 		return -1, fmt.Errorf("pidfd_open %d: %w", h.PID, err)
 	}
 	ticks := c.src.Now()
-	im := &image{idx: idx, pid: h.PID, reg: reg, pidfd: pidfd, execd: make(chan struct{})}
+	im := &image{idx: idx, pid: h.PID, reg: reg, pidfd: pidfd, execd: make(chan struct{}),
+		snaps: make(chan snapRequest), gone: make(chan struct{})}
 	im.start = event.Event{Kind: event.ProcessStart, Proc: idx, Time: ticks, X: &event.Extra{Process: &info,
 		Clock: &event.ClockInfo{Ticks: ticks, Mono: clock.Mono(), Real: clock.Real(), TicksPerSec: c.src.TicksPerSecond()}}}
 	c.images = append(c.images, im)
@@ -359,6 +369,7 @@ const lateness = 2 * time.Millisecond
 // pipeline drains one image's rings until the image is gone.
 func (c *collector) pipeline(im *image) {
 	defer c.wg.Done()
+	defer close(im.gone)
 	defer unix.Close(im.pidfd)
 	c.sink.send(im.idx, []event.Event{im.start}, false)
 	var m merger
@@ -405,6 +416,11 @@ func (c *collector) pipeline(im *image) {
 		if c.opts.Region.HoldExit && im.reg.HoldRequested() {
 			c.scanHeld(im, &m, direct)
 		}
+		select {
+		case r := <-im.snaps:
+			r.resp <- c.snapshot(im, &m, direct, r.req)
+		default:
+		}
 		if n > 0 {
 			continue
 		}
@@ -444,6 +460,35 @@ func (c *collector) pipeline(im *image) {
 			return
 		}
 		im.reg.Wait(time.Millisecond)
+	}
+}
+
+// snapRequest is a snapshot request on its way to an image's pipeline.
+type snapRequest struct {
+	req  control.Request
+	resp chan control.Response // buffered: the pipeline never waits on it
+}
+
+// control answers a control request (launch.Controller).
+func (c *collector) control(req control.Request) control.Response {
+	if req.Op != "snapshot" {
+		return control.Response{Error: fmt.Sprintf("unknown control request %q", req.Op)}
+	}
+	if c.opts.Snapshot == nil {
+		return control.Response{Error: "this leakpath run takes no snapshots"}
+	}
+	c.mu.Lock()
+	im := c.current[int32(req.PID)]
+	c.mu.Unlock()
+	if im == nil {
+		return control.Response{Error: fmt.Sprintf("pid %d is not recorded by this leakpath run", req.PID)}
+	}
+	r := snapRequest{req: req, resp: make(chan control.Response, 1)}
+	select {
+	case im.snaps <- r:
+		return <-r.resp
+	case <-im.gone:
+		return control.Response{Error: fmt.Sprintf("pid %d ended before its snapshot", req.PID)}
 	}
 }
 

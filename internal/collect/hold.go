@@ -3,11 +3,14 @@ package collect
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/leak"
@@ -26,28 +29,47 @@ const scanBatch = 1 << 20
 // model up to date (everything in the rings; what the threads keep
 // pending is classified too, though the model learns of it only later),
 // classifies every live block and records the result as Scan events,
-// then lets the process exit.
+// then lets the process exit. A failed scan is recorded too, so that the
+// report says why it has no kinds.
 func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 	if !im.reg.TakeHold() {
 		return
 	}
 	defer im.reg.ReleaseHold()
-	pause := time.Now()
-	fail := func(err error) {
+	if err := c.scan(im, m, direct, false, nil); err != nil {
 		c.sink.send(im.idx, c.scanFailed(im, &event.ScanInfo{}, err), false)
 	}
+}
+
+// snapshot serves a snapshot request: the scan of scanHeld on a process
+// that goes on running, then the response Options.Snapshot makes of the
+// model as the scan left it (made while the process runs again).
+func (c *collector) snapshot(im *image, m *merger, direct *directTarget, req control.Request) control.Response {
+	var resp control.Response
+	err := c.scan(im, m, direct, true, func(s *heap.Session) { resp = c.opts.Snapshot(s, im.idx, req) })
+	if err != nil {
+		return control.Response{Error: fmt.Sprintf("pid %d: %v", im.pid, err)}
+	}
+	return resp
+}
+
+// scan stops im's process, brings the model up to date, classifies every
+// live block and records the result as Scan events (live: the process
+// goes on). Then, with the process running again, it calls after (if not
+// nil) on the sink's goroutine with the Scan events applied. A scan that
+// fails after the stop is recorded for the exit's (live false).
+func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, after func(*heap.Session)) error {
+	pause := time.Now()
 	tr, err := ptrace.Seize(int(im.pid))
 	if err != nil {
-		fail(err)
-		return
+		return err
 	}
 	defer tr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err = tr.StopAll(ctx)
 	cancel()
 	if err != nil {
-		fail(err)
-		return
+		return err
 	}
 	for {
 		n, err := im.reg.Drain(m)
@@ -67,22 +89,48 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 		supp, _ = scan.ReadString(tr, suppAddr, maxSuppressions)
 	}
 	target := scan.Target{PID: int(im.pid), Tracer: tr, OwnTable: own, TLSOffset: tlsOff, TLSSize: tlsSize}
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	c.sink.sendAfter(im.idx, out, func(s *heap.Session) []event.Event {
-		defer close(done)
 		p := s.Process(im.idx)
 		if p == nil {
+			done <- errors.New("the process is not in the model")
 			return nil
 		}
 		blocks := liveBlocks(p, pending)
 		res, st, err := scan.Run(target, blocks, leak.DefaultOptions())
-		info := &event.ScanInfo{Suppressions: supp, PauseNs: uint64(time.Since(pause)), RootBytes: st.RootBytes, HeapBytes: st.HeapBytes}
+		info := &event.ScanInfo{Suppressions: supp, PauseNs: uint64(time.Since(pause)), RootBytes: st.RootBytes, HeapBytes: st.HeapBytes, Live: live}
 		if err != nil {
+			done <- err
+			if live {
+				return nil
+			}
 			return c.scanFailed(im, info, err)
 		}
+		done <- nil
 		return scanEvents(im.idx, c.src.Now(), info, blocks, res)
 	})
-	<-done
+	if err := <-done; err != nil {
+		if !live {
+			return nil // recorded
+		}
+		return err
+	}
+	if after == nil {
+		return nil
+	}
+	tr.Close()
+	finished := make(chan struct{})
+	c.sink.sendAfter(im.idx, nil, func(s *heap.Session) []event.Event {
+		defer close(finished)
+		if p := s.Process(im.idx); p != nil {
+			p.Pending = pendingBlocks(p, pending)
+			defer func() { p.Pending = nil }()
+		}
+		after(s)
+		return nil
+	})
+	<-finished
+	return nil
 }
 
 // liveBlocks lists the model's live blocks and the pending ones, marking
@@ -108,6 +156,18 @@ func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
 	}
 	slices.SortFunc(blocks, func(a, b leak.Block) int { return cmp.Compare(a.Addr, b.Addr) })
 	return blocks
+}
+
+// pendingBlocks returns the pending blocks the model does not know yet,
+// by address.
+func pendingBlocks(p *heap.Process, pending []region.PendingBlock) map[uint64]heap.Block {
+	out := map[uint64]heap.Block{}
+	for _, pb := range pending {
+		if _, known := p.LiveBlock(pb.Addr); !known {
+			out[pb.Addr] = heap.Block{Size: pb.Size, Time: pb.Time, Site: p.StackOf(pb.Stack), Fn: pb.Fn}
+		}
+	}
+	return out
 }
 
 // fromLoader reports whether a stack's allocating caller is the dynamic

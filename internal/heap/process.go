@@ -175,6 +175,10 @@ type Process struct {
 	// Scan is the last scan's figures and texts (its blocks are behind
 	// LeakKind); nil if none ran.
 	Scan *event.ScanInfo
+	// Pending, while a snapshot is reported, are the blocks its threads
+	// hold pending (allocated, not yet recorded) by address: Leaks and
+	// SnapshotTotals count them. nil otherwise.
+	Pending map[uint64]Block
 	// ExitStatus from the agent's exit record, when it wrote one.
 	ExitStatus *int32
 	// Anomalies counts events that do not fit the model (a free that
@@ -255,6 +259,30 @@ func (p *Process) Site(id StackID) *Site {
 
 // Live calls fn for every live block.
 func (p *Process) Live(fn func(addr uint64, b Block)) { p.blocks.each(fn) }
+
+// eachLive calls fn for every live block, the Pending ones included.
+func (p *Process) eachLive(fn func(addr uint64, b Block)) {
+	p.blocks.each(fn)
+	for addr, b := range p.Pending {
+		fn(addr, b)
+	}
+}
+
+// SnapshotTotals returns the totals with the Pending blocks counted as
+// allocated and live.
+func (p *Process) SnapshotTotals() Totals {
+	t := p.Totals
+	for _, b := range p.Pending {
+		t.Allocations++
+		t.AllocatedBytes += b.Size
+		t.LiveBlocks++
+		t.LiveBytes += b.Size
+		if b.Fn > 0 && b.Fn < event.NumFn {
+			t.Calls[b.Fn]++
+		}
+	}
+	return t
+}
 
 // LiveBlock returns the live block at addr.
 func (p *Process) LiveBlock(addr uint64) (Block, bool) { return p.blocks.get(addr) }

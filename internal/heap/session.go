@@ -106,7 +106,7 @@ func KindMoreImportant(a, b event.LeakKind) bool { return kindRank[a] < kindRank
 // scan), the most important kind first, then biggest first.
 func (p *Process) Leaks() []LeakGroup {
 	var out []LeakGroup
-	if p.kinds == nil {
+	if p.kinds == nil && len(p.Pending) == 0 {
 		for id := range p.sites {
 			s := &p.sites[id]
 			if s.LiveBlocks > 0 {
@@ -128,7 +128,7 @@ func (p *Process) Leaks() []LeakGroup {
 			}
 			return &out[i]
 		}
-		p.blocks.each(func(addr uint64, b Block) {
+		p.eachLive(func(addr uint64, b Block) {
 			kind, owner := p.LeakKind(addr, b)
 			g := group(key{b.Site, kind})
 			g.Bytes += b.Size
@@ -137,6 +137,9 @@ func (p *Process) Leaks() []LeakGroup {
 				return
 			}
 			ob, ok := p.blocks.get(owner)
+			if !ok {
+				ob, ok = p.Pending[owner]
+			}
 			if !ok {
 				return
 			}

@@ -9,6 +9,7 @@
 package launch
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,11 +22,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/wire"
 )
 
 // AgentName is the file name of the agent library.
-const AgentName = "libleakpath.so"
+const AgentName = control.AgentName
 
 // Hello is what an agent says when it registers.
 type Hello struct {
@@ -39,12 +41,17 @@ type Hello struct {
 // unrecorded. The fd stays owned by the Registrar.
 type Registrar func(h Hello) (fd int, err error)
 
+// Controller answers a control request (see package control); it may take
+// long. nil: requests are refused.
+type Controller func(req control.Request) control.Response
+
 // Session is a session directory with the agent link and the socket.
 type Session struct {
 	Dir   string
 	Agent string // the link to preload
 	ln    *net.UnixListener
 	reg   Registrar
+	ctl   Controller
 	wg    sync.WaitGroup
 	errMu sync.Mutex
 	errs  []error
@@ -92,18 +99,19 @@ func FindAgent(explicit string) (string, error) {
 	return "", fmt.Errorf("agent library %s not found (looked at %s); build it with `make` or pass --agent", AgentName, strings.Join(tried, ", "))
 }
 
-// NewSession creates the session directory and starts accepting agents.
-func NewSession(agentPath string, reg Registrar) (*Session, error) {
+// NewSession creates the session directory and starts accepting agents
+// and control requests.
+func NewSession(agentPath string, reg Registrar, ctl Controller) (*Session, error) {
 	dir, err := os.MkdirTemp("", "leakpath-")
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	s := &Session{Dir: dir, Agent: filepath.Join(dir, AgentName), reg: reg}
+	s := &Session{Dir: dir, Agent: filepath.Join(dir, AgentName), reg: reg, ctl: ctl}
 	if err := os.Symlink(agentPath, s.Agent); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("session: link agent: %w", err)
 	}
-	sock := filepath.Join(dir, "ctl.sock")
+	sock := filepath.Join(dir, control.SocketName)
 	if len(sock) >= 108 {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("session: socket path %s too long for a unix socket; set TMPDIR to a shorter directory", sock)
@@ -158,7 +166,13 @@ func (s *Session) handle(c *net.UnixConn) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	var b [wire.HelloSize]byte
-	if _, err := readFull(c, b[:]); err != nil {
+	if _, err := readFull(c, b[:len(control.Magic)]); err != nil {
+		return fmt.Errorf("agent registration: %w", err)
+	}
+	if string(b[:len(control.Magic)]) == control.Magic {
+		return s.control(c)
+	}
+	if _, err := readFull(c, b[len(control.Magic):]); err != nil {
 		return fmt.Errorf("agent registration: %w", err)
 	}
 	le := binary.LittleEndian
@@ -193,6 +207,26 @@ func (s *Session) handle(c *net.UnixConn) error {
 	if _, _, err := c.WriteMsgUnix(welcome, oob, nil); err != nil {
 		return fmt.Errorf("agent registration of pid %d: %w", h.PID, err)
 	}
+	return nil
+}
+
+// control serves one control request. Its errors go to the client, not
+// into the session's.
+func (s *Session) control(c *net.UnixConn) error {
+	var req control.Request
+	if err := control.ReadMessage(bufio.NewReader(c), &req); err != nil {
+		return nil // not a client worth a warning in the report
+	}
+	_ = c.SetDeadline(time.Time{}) // a scan may take long; the client decides
+	resp := control.Response{Error: "this leakpath takes no control requests"}
+	switch {
+	case req.Version != control.Version:
+		resp.Error = fmt.Sprintf("control request version %d; this leakpath speaks version %d", req.Version, control.Version)
+	case s.ctl != nil:
+		resp = s.ctl(req)
+	}
+	resp.Version = control.Version
+	_ = control.WriteMessage(c, nil, resp)
 	return nil
 }
 
@@ -241,7 +275,7 @@ func (s *Session) Errors() []error {
 func (s *Session) Close(keepLink bool) error {
 	err := s.ln.Close()
 	s.wg.Wait()
-	os.Remove(filepath.Join(s.Dir, "ctl.sock"))
+	os.Remove(filepath.Join(s.Dir, control.SocketName))
 	if !keepLink {
 		os.RemoveAll(s.Dir)
 	}

@@ -3,6 +3,7 @@ package region
 import (
 	"encoding/binary"
 
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/wire"
 )
 
@@ -38,7 +39,9 @@ func (r *Region) HoldInfo() (supp, ownTable uint64, tlsOffset int64, tlsSize uin
 // live, but not yet reported as a record.
 type PendingBlock struct {
 	Addr, Size uint64
+	Time       uint64 // when allocated, in the region's clock
 	Stack      uint32 // the agent's stack id
+	Fn         event.Fn
 }
 
 // PeekPending returns the live pending allocations of every thread,
@@ -54,7 +57,8 @@ func (r *Region) PeekPending() []PendingBlock {
 				continue
 			}
 			if addr := le.Uint64(e[wire.OffPendAddr:]); addr != 0 {
-				out = append(out, PendingBlock{Addr: addr, Size: le.Uint64(e[wire.OffPendSize:]), Stack: le.Uint32(e[wire.OffPendStack:])})
+				out = append(out, PendingBlock{Addr: addr, Size: le.Uint64(e[wire.OffPendSize:]), Time: le.Uint64(e[wire.OffPendTS:]),
+					Stack: le.Uint32(e[wire.OffPendStack:]), Fn: event.Fn(e[wire.OffPendFn])})
 			}
 		}
 	}

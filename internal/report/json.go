@@ -20,7 +20,9 @@ type jsonReport struct {
 	Processes []jsonImage `json:"processes,omitempty"`
 	Trace     string      `json:"trace,omitempty"`
 	Rank      *int        `json:"rank,omitempty"` // the MPI rank
-	Warnings  []string    `json:"warnings,omitempty"`
+	// Snapshot: the report is of a running program (leakpath snapshot).
+	Snapshot bool     `json:"snapshot,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 type jsonImage struct {
@@ -120,7 +122,7 @@ func (r *Report) json(w io.Writer) error {
 }
 
 func (r *Report) jsonReport() jsonReport {
-	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Rank: r.opts.Rank}
+	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Rank: r.opts.Rank, Snapshot: r.opts.Snapshot}
 	imgs := r.Images()
 	for i, p := range imgs {
 		ji := r.jsonImage(p)
@@ -144,7 +146,7 @@ func (r *Report) jsonReport() jsonReport {
 }
 
 func (r *Report) jsonImage(p *heap.Process) jsonImage {
-	t := &p.Totals
+	t := r.totals(p)
 	ji := jsonImage{
 		Command: p.Info.Argv, PID: p.Info.PID, Anomalies: p.Anomalies,
 		Totals: jsonTotals{

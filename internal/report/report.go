@@ -49,6 +49,9 @@ type Options struct {
 	Suppressions *suppress.Set
 	// ShowReachable lists the still reachable groups in text too.
 	ShowReachable bool
+	// Snapshot: the report is of the main image while it runs (a
+	// snapshot); Elapsed is then its age. Other images are left out.
+	Snapshot bool
 }
 
 // Report is a report being generated.
@@ -102,6 +105,9 @@ func (r *Report) Images() []*heap.Process {
 	var out []*heap.Process
 	if p := r.mainProc(); p != nil {
 		out = append(out, p)
+	}
+	if r.opts.Snapshot {
+		return out
 	}
 	for i, p := range r.s.Procs {
 		if p == nil || int32(i) == r.main {
@@ -242,6 +248,16 @@ func (r *Report) seconds(p *heap.Process, ticks uint64) float64 {
 	return float64(ticks-p.Clock.Ticks) / tps
 }
 
+// totals returns p's totals; a snapshot's count the blocks its threads
+// held pending.
+func (r *Report) totals(p *heap.Process) *heap.Totals {
+	if r.opts.Snapshot {
+		t := p.SnapshotTotals()
+		return &t
+	}
+	return &p.Totals
+}
+
 // execd reports whether image p ended by exec: its heap was discarded,
 // so what it did not free is not a leak.
 func execd(p *heap.Process) bool { return p.End != nil && p.End.ExecdOut }
@@ -252,7 +268,7 @@ func (r *Report) LeakedBlocks() uint64 {
 	var n uint64
 	for _, p := range r.Images() {
 		if !execd(p) {
-			n += p.Totals.LiveBlocks
+			n += r.totals(p).LiveBlocks
 		}
 	}
 	return n
@@ -262,6 +278,8 @@ func (r *Report) LeakedBlocks() uint64 {
 func (r *Report) outcome(p *heap.Process) string {
 	e := p.End
 	switch {
+	case e == nil && r.opts.Snapshot:
+		return "is running"
 	case e == nil:
 		return "was still running"
 	case e.ExecdOut:

@@ -29,7 +29,7 @@ func (r *Report) text(out io.Writer) error {
 		groups += g
 		errs += e
 		if !execd(p) {
-			leakBytes += p.Totals.LiveBytes
+			leakBytes += r.totals(p).LiveBytes
 		}
 	}
 	if used := r.SuppressionsUsed(); len(used) > 0 {
@@ -44,7 +44,11 @@ func (r *Report) text(out io.Writer) error {
 	if note := r.linesNote(); note != "" {
 		fmt.Fprintf(w, "leakpath: %s\n", note)
 	}
-	fmt.Fprintf(w, "leakpath: %s (%s) not freed; %s.", plural(groups, "leak group"), bytes(leakBytes), plural(errs, "improper use"))
+	notFreed := "not freed"
+	if r.opts.Snapshot {
+		notFreed = "live at the snapshot"
+	}
+	fmt.Fprintf(w, "leakpath: %s (%s) %s; %s.", plural(groups, "leak group"), bytes(leakBytes), notFreed, plural(errs, "improper use"))
 	if r.opts.TracePath != "" {
 		fmt.Fprintf(w, " Trace: %s", r.opts.TracePath)
 	}
@@ -53,8 +57,13 @@ func (r *Report) text(out io.Writer) error {
 }
 
 func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups, errs int) {
-	t := &p.Totals
-	fmt.Fprintf(w, "leakpath: %s %s", commandName(p), r.outcome(p))
+	t := r.totals(p)
+	if r.opts.Snapshot {
+		fmt.Fprint(w, "leakpath: snapshot: ")
+	} else {
+		fmt.Fprint(w, "leakpath: ")
+	}
+	fmt.Fprintf(w, "%s %s", commandName(p), r.outcome(p))
 	if first && r.opts.Elapsed > 0 {
 		fmt.Fprintf(w, " after %.1f s", r.opts.Elapsed.Seconds())
 	}
@@ -67,11 +76,14 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	if t.PeakBytes > 0 {
 		fmt.Fprintf(w, ", peak %s at %.3g s", bytes(t.PeakBytes), r.seconds(p, t.PeakTime))
 	}
-	at := "exit"
-	if execd(p) {
-		at = "exec"
+	at := "not freed at exit"
+	switch {
+	case execd(p):
+		at = "not freed at exec"
+	case r.opts.Snapshot:
+		at = "live"
 	}
-	fmt.Fprintf(w, ",\n  %s temporary; %s (%s) not freed at %s\n", count(t.Temporary), plural64(t.LiveBlocks, "block"), bytes(t.LiveBytes), at)
+	fmt.Fprintf(w, ",\n  %s temporary; %s (%s) %s\n", count(t.Temporary), plural64(t.LiveBlocks, "block"), bytes(t.LiveBytes), at)
 	if calls := fnCalls(t); len(calls) > 0 {
 		fmt.Fprintf(w, "  calls: %s\n", strings.Join(calls, ", "))
 	}
@@ -152,7 +164,11 @@ func (r *Report) textKinds(w *bufio.Writer, p *heap.Process) {
 	if supp.Blocks > 0 {
 		parts = append(parts, fmt.Sprintf("suppressed %s in %s", bytes(supp.Bytes), plural64(supp.Blocks, "block")))
 	}
-	fmt.Fprintf(w, "  by kind: %s\n", strings.Join(parts, ", "))
+	fmt.Fprintf(w, "  by kind: %s", strings.Join(parts, ", "))
+	if r.opts.Snapshot {
+		fmt.Fprintf(w, " (paused %.3g s)", float64(p.Scan.PauseNs)/1e9)
+	}
+	fmt.Fprintln(w)
 	if kinds[event.Reachable].Blocks > 0 && !r.opts.ShowReachable {
 		fmt.Fprintln(w, "  (still reachable blocks are not listed; --show-reachable lists them)")
 	}

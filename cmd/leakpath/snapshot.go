@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/control"
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/report"
+)
+
+type snapshotOptions struct {
+	out           string
+	showReachable bool
+	quiet         bool
+	timeout       time.Duration
+}
+
+func snapshotFlags(o *snapshotOptions, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.out, "o", "", "write the snapshot (leakpath.report/v1 JSON) to `FILE` (default: leakpath.snapshot.PID.N.json, N the first number free)")
+	fs.BoolVar(&o.showReachable, "show-reachable", false, "list still reachable blocks in the text too (the file always has them)")
+	fs.BoolVar(&o.quiet, "quiet", false, "print no report, only where the snapshot went")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after `DURATION`")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: leakpath snapshot [flags] PID\n\n"+
+			"Takes a snapshot of PID, a program running under 'leakpath run': its live\n"+
+			"blocks by allocation site, each classified by a scan of its memory (definite,\n"+
+			"indirect, possible, reachable). The program is stopped only for the scan and\n"+
+			"goes on. The report goes to stdout, the snapshot to a file that\n"+
+			"'leakpath diff' compares with another snapshot, report or trace.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
+	var o snapshotOptions
+	fs := snapshotFlags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "leakpath snapshot: want one PID (usage: leakpath snapshot [flags] PID)")
+		return exitUsage
+	}
+	pid, err := strconv.Atoi(fs.Arg(0))
+	if err != nil || pid <= 0 {
+		fmt.Fprintf(stderr, "leakpath snapshot: %q is not a process id\n", fs.Arg(0))
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	if err := takeSnapshot(ctx, pid, &o, stdout, stderr); err != nil {
+		fail(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// takeSnapshot asks the collector recording pid for a snapshot and writes
+// it out.
+func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stderr io.Writer) error {
+	sock, err := control.Find(pid)
+	if err != nil {
+		return err
+	}
+	// Create the file first: a bad path fails before the program stops.
+	f, path, err := createSnapshotFile(o.out, pid)
+	if err != nil {
+		return err
+	}
+	resp, err := control.Ask(ctx, sock, control.Request{Op: "snapshot", PID: pid, ShowReachable: o.showReachable})
+	if err == nil && len(resp.Report) == 0 {
+		err = errors.New("the collector sent no snapshot")
+	}
+	if err == nil {
+		_, err = f.Write(append(resp.Report, '\n'))
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("snapshot of pid %d: %w", pid, err)
+	}
+	if !o.quiet {
+		io.WriteString(stdout, resp.Text)
+	}
+	fmt.Fprintf(stderr, "leakpath: snapshot of pid %d written to %s (the program was paused %.3g s)\n", pid, path, resp.PauseSeconds)
+	return nil
+}
+
+// createSnapshotFile creates the snapshot's file: name, or the first free
+// leakpath.snapshot.PID.N.json.
+func createSnapshotFile(name string, pid int) (*os.File, string, error) {
+	if name != "" {
+		f, err := os.Create(name)
+		if err != nil {
+			return nil, "", fmt.Errorf("-o: %w", err)
+		}
+		return f, name, nil
+	}
+	for n := 1; ; n++ {
+		path := fmt.Sprintf("leakpath.snapshot.%d.%d.json", pid, n)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		return f, path, nil
+	}
+}
+
+// snapshotReport answers a snapshot request of `leakpath run`'s collector
+// (collect.Options.Snapshot): the report of image proc as it runs, in
+// text and JSON, with the run's report options.
+func snapshotReport(s *heap.Session, proc uint32, req control.Request, opts report.Options) control.Response {
+	opts.Snapshot = true
+	opts.ShowReachable = opts.ShowReachable || req.ShowReachable
+	rep := report.New(s, int32(proc), opts)
+	var text, js bytes.Buffer
+	if err := rep.Generate(&js, "json"); err != nil {
+		return control.Response{Error: err.Error()}
+	}
+	if err := rep.Generate(&text, "text"); err != nil {
+		return control.Response{Error: err.Error()}
+	}
+	resp := control.Response{Report: bytes.TrimSpace(js.Bytes()), Text: text.String()}
+	if p := s.Process(proc); p != nil && p.Scan != nil {
+		resp.PauseSeconds = float64(p.Scan.PauseNs) / 1e9
+	}
+	return resp
+}
