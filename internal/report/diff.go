@@ -138,18 +138,6 @@ func NewDiff(a, b *Doc, opts DiffOptions) *Diff {
 	return d
 }
 
-// Grew returns the bytes and blocks of the sites that grew.
-func (d *Diff) Grew() (sites int, bytes, blocks int64) {
-	for _, s := range d.sites {
-		if s.deltaBytes() > 0 || s.deltaBytes() == 0 && s.deltaBlocks() > 0 {
-			sites++
-			bytes += s.deltaBytes()
-			blocks += s.deltaBlocks()
-		}
-	}
-	return sites, bytes, blocks
-}
-
 // framesOf turns JSON frames back into frames (for stackKey).
 func framesOf(js []jsonFrame) []Frame {
 	out := make([]Frame, len(js))

@@ -1,0 +1,85 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAsk: a request and its answer travel whole; an answer's error
+// becomes Ask's error.
+func TestAsk(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), SocketName)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			magic := make([]byte, len(Magic))
+			br.Read(magic)
+			var req Request
+			if string(magic) != Magic || ReadMessage(br, &req) != nil {
+				c.Close()
+				continue
+			}
+			resp := Response{Version: Version, Report: []byte(`{"pid":` + strconv.Itoa(req.PID) + `}`), Text: "hello"}
+			if req.PID == 2 {
+				resp = Response{Version: Version, Error: "pid 2 is not recorded"}
+			}
+			WriteMessage(c, nil, resp)
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := Ask(ctx, sock, Request{Op: "snapshot", PID: 1})
+	if err != nil || string(resp.Report) != `{"pid":1}` || resp.Text != "hello" {
+		t.Errorf("Ask: %+v, %v", resp, err)
+	}
+	if _, err := Ask(ctx, sock, Request{Op: "snapshot", PID: 2}); err == nil || err.Error() != "pid 2 is not recorded" {
+		t.Errorf("Ask of an unrecorded pid: %v", err)
+	}
+	if _, err := Ask(ctx, filepath.Join(t.TempDir(), "none"), Request{}); err == nil || !strings.Contains(err.Error(), "connect to the collector") {
+		t.Errorf("Ask of no socket: %v", err)
+	}
+}
+
+func TestFindErrors(t *testing.T) {
+	for pid, want := range map[int]string{
+		0:           "want a positive process id",
+		1 << 30:     "no process with pid",
+		os.Getpid(): "is not running under `leakpath run`",
+	} {
+		if _, err := Find(pid); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Find(%d): %v; want %q", pid, err, want)
+		}
+	}
+}
+
+// FuzzReadMessage: whatever arrives on the socket is read without a panic.
+func FuzzReadMessage(f *testing.F) {
+	var b bytes.Buffer
+	WriteMessage(&b, nil, Request{Version: 1, Op: "snapshot", PID: 42})
+	f.Add(b.Bytes())
+	f.Add([]byte("{\"version\":1,\"report\":{\"a\":[1,2]}}\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var req Request
+		ReadMessage(bufio.NewReaderSize(bytes.NewReader(in), 16), &req)
+		var resp Response
+		ReadMessage(bufio.NewReader(bytes.NewReader(in)), &resp)
+	})
+}
