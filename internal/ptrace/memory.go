@@ -66,54 +66,88 @@ func (t *Tracer) ReadMemory(addr uint64, b []byte) (int, error) {
 	return n, nil
 }
 
-// ReadRanges reads many ranges at once: process_vm_readv with up to 1024
-// ranges a call, for scanning a heap. It sets every range's N and goes on
-// past ranges it cannot read fully. It returns the number of bytes read
-// in all, and the error of the first range not read fully (nil if every
-// range was), or the error that the process has exited.
+// ReadRanges reads many ranges at once, for scanning a heap: with
+// process_vm_readv, ranges close to each other (in increasing address
+// order) through one remote iovec, what lies between them into a scratch
+// buffer. The kernel's cost is per remote iovec (it pins the pages of
+// each), and a heap's blocks lie a few words apart. It sets every range's
+// N and goes on past ranges it cannot read fully. It returns the number of
+// bytes read in all, and the error of the first range not read fully (nil
+// if every range was), or the error that the process has exited.
 func (t *Tracer) ReadRanges(rs []Range) (int, error) {
 	if t.gone.Load() {
 		return 0, t.goneErr("read memory", 0)
 	}
 	total := 0
 	var firstErr error
-	local := make([]unix.Iovec, 0, min(len(rs), maxIov))
+	local := make([]unix.Iovec, 0, min(2*len(rs), maxIov))
 	remote := make([]unix.RemoteIovec, 0, min(len(rs), maxIov))
+	owner := make([]int, 0, cap(local)) // of each local iovec: its range, or -1 for a gap
+	var scratch []byte
 	for i := 0; i < len(rs); {
-		local, remote = local[:0], remote[:0]
+		local, remote, owner = local[:0], remote[:0], owner[:0]
+		var end uint64
 		j := i
-		for ; j < len(rs) && len(local) < maxIov; j++ {
+		for ; j < len(rs) && len(local) <= maxIov-2 && len(remote) < maxIov; j++ {
 			r := &rs[j]
 			r.N = 0
-			if len(r.Buf) > 0 {
-				local = append(local, iovec(r.Buf))
+			if len(r.Buf) == 0 {
+				continue
+			}
+			if gap := r.Addr - end; len(remote) > 0 && r.Addr >= end && gap < maxGap {
+				if gap > 0 {
+					if scratch == nil {
+						scratch = make([]byte, maxGap)
+					}
+					local = append(local, iovec(scratch[:gap]))
+					owner = append(owner, -1)
+				}
+				remote[len(remote)-1].Len += int(gap) + len(r.Buf)
+			} else {
 				remote = append(remote, unix.RemoteIovec{Base: uintptr(r.Addr), Len: len(r.Buf)})
 			}
+			local = append(local, iovec(r.Buf))
+			owner = append(owner, j)
+			end = r.Addr + uint64(len(r.Buf))
 		}
-		n := 0
-		if len(local) > 0 {
-			var err error
-			n, err = vmRead(int(t.memTid.Load()), local, remote)
-			if err == unix.ESRCH {
-				if t.refreshMemTid() {
-					continue
-				}
-				return total, t.memGoneErr("read memory", rs[i].Addr)
-			}
-			n = max(n, 0)
-		}
-		// The iovecs pair up one to one, so the count says where it stopped.
-		k := i
-		for ; k < j && n >= len(rs[k].Buf); k++ {
-			rs[k].N = len(rs[k].Buf)
-			n -= rs[k].N
-			total += rs[k].N
-		}
-		if k == j {
+		if len(local) == 0 {
 			i = j
 			continue
 		}
-		// rs[k] stopped the call: finish it the slow way, go on after it.
+		n, err := vmRead(int(t.memTid.Load()), local, remote)
+		if err == unix.ESRCH {
+			if t.refreshMemTid() {
+				continue
+			}
+			return total, t.memGoneErr("read memory", rs[i].Addr)
+		}
+		n = max(n, 0)
+		// The kernel fills the local iovecs in order: the count says
+		// where it stopped.
+		stop := -1
+		for x, o := range owner {
+			l := int(local[x].Len)
+			if n < l {
+				stop = x
+				break
+			}
+			n -= l
+			if o >= 0 {
+				rs[o].N = l
+				total += l
+			}
+		}
+		if stop < 0 {
+			i = j
+			continue
+		}
+		if owner[stop] < 0 {
+			// Stopped between two ranges: go on with the next one.
+			i = owner[stop+1]
+			continue
+		}
+		// A range stopped the call: finish it the slow way, go on after it.
+		k := owner[stop]
 		r := &rs[k]
 		r.N = n
 		m, err := t.ReadMemory(r.Addr+uint64(n), r.Buf[n:])
@@ -131,6 +165,11 @@ func (t *Tracer) ReadRanges(rs []Range) (int, error) {
 	}
 	return total, firstErr
 }
+
+// maxGap is the widest gap ReadRanges reads through between two ranges:
+// less than a page, so that every page it touches holds a byte of either
+// range (and is mapped).
+const maxGap = 4096
 
 // WriteMemory writes b into the process's memory at addr, read-only pages
 // (code, for breakpoints) included: through /proc/PID/mem, or else with

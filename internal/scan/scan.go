@@ -107,7 +107,13 @@ func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, 
 				Exec: len(m.perms) > 2 && m.perms[2] == 'x', File: m.inode != 0})
 		}
 	}
-	res, err := leak.Classify(blocks, words, lr, t.Tracer, opt)
+	sorted := blocks
+	if !slices.IsSortedFunc(sorted, func(a, b leak.Block) int { return cmp.Compare(a.Addr, b.Addr) }) {
+		sorted = slices.Clone(blocks)
+		slices.SortFunc(sorted, func(a, b leak.Block) int { return cmp.Compare(a.Addr, b.Addr) })
+	}
+	mem, _ := prefetch(t.Tracer, sorted, prefetchLimit())
+	res, err := leak.Classify(blocks, words, lr, mem, opt)
 	if err != nil {
 		return nil, st, fmt.Errorf("scan of pid %d: %w", t.PID, err)
 	}
