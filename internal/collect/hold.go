@@ -1,12 +1,10 @@
 package collect
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -136,16 +134,21 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 // liveBlocks lists the model's live blocks and the pending ones, marking
 // those the dynamic linker allocated (its TLS bookkeeping) as Runtime.
 func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
-	rt := map[heap.StackID]bool{}
+	// By site: 0 not known yet, 1 the loader's, 2 not.
+	var rt []uint8
 	runtime := func(site heap.StackID) bool {
-		v, ok := rt[site]
-		if !ok {
-			v = fromLoader(p, site)
-			rt[site] = v
+		if int(site) >= len(rt) {
+			rt = append(rt, make([]uint8, int(site)+1-len(rt)+1024)...)
 		}
-		return v
+		if rt[site] == 0 {
+			rt[site] = 2
+			if fromLoader(p, site) {
+				rt[site] = 1
+			}
+		}
+		return rt[site] == 1
 	}
-	var blocks []leak.Block
+	blocks := make([]leak.Block, 0, p.Totals.LiveBlocks+uint64(len(pending)))
 	p.Live(func(addr uint64, b heap.Block) {
 		blocks = append(blocks, leak.Block{Addr: addr, Size: b.Size, Runtime: runtime(b.Site)})
 	})
@@ -154,7 +157,7 @@ func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
 			blocks = append(blocks, leak.Block{Addr: pb.Addr, Size: pb.Size, Runtime: runtime(p.StackOf(pb.Stack))})
 		}
 	}
-	slices.SortFunc(blocks, func(a, b leak.Block) int { return cmp.Compare(a.Addr, b.Addr) })
+	leak.SortBlocks(blocks)
 	return blocks
 }
 

@@ -125,6 +125,23 @@ func (t *blockTable) grow() {
 	}
 }
 
+// setKind sets the kind of the live block at addr if it has size; it
+// reports whether it had.
+func (t *blockTable) setKind(addr, size uint64, k event.LeakKind) bool {
+	if i := t.find(addr); i >= 0 && t.slots[i].Size == size {
+		t.slots[i].Kind = k
+		return true
+	}
+	return false
+}
+
+// clearKinds makes every live block unclassified.
+func (t *blockTable) clearKinds() {
+	for i := range t.slots {
+		t.slots[i].Kind = event.Unclassified
+	}
+}
+
 // each calls fn for every live block.
 func (t *blockTable) each(fn func(addr uint64, b Block)) {
 	for i := range t.slots {

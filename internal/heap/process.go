@@ -22,6 +22,9 @@ type Block struct {
 	Site   StackID
 	Thread int32
 	Fn     event.Fn
+	// Kind is how the last scan classified the block: Unclassified if
+	// none ran since it was allocated.
+	Kind event.LeakKind
 }
 
 // Site is what is known of one allocation stack.
@@ -201,9 +204,13 @@ type Process struct {
 	limbo      map[uint64]Block       // blocks whose address was reused before their free arrived
 	lastTID    int32                  // thread of the previous event, and its state
 	lastThread *Thread
-	obs        Observer                      // nil: none (see Session.Observer)
-	kinds      map[uint64]event.ScannedBlock // by address, from the last scan
-	now        uint64                        // the time of the event being applied
+	obs        Observer // nil: none (see Session.Observer)
+	// Of the last scan: the blocks it classified that the model did not
+	// know yet (allocations the threads held pending; they arrive
+	// later), and the owners of indirect blocks.
+	lateKinds map[uint64]event.ScannedBlock
+	owners    map[uint64]uint64
+	now       uint64 // the time of the event being applied
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -228,25 +235,45 @@ func (p *Process) scanned(sc *event.ScanInfo) {
 		return
 	}
 	if p.Scan == nil || sc.Part == 0 {
-		p.kinds = make(map[uint64]event.ScannedBlock, len(sc.Blocks))
+		// Blocks may hold an earlier scan's kinds (or, in a fork
+		// child, its parent's).
+		p.forgetKinds()
+		p.lateKinds, p.owners = map[uint64]event.ScannedBlock{}, map[uint64]uint64{}
 		head := *sc
 		head.Blocks = nil
 		p.Scan = &head
 	}
-	for _, b := range sc.Blocks {
-		p.kinds[b.Addr] = b
+	for _, sb := range sc.Blocks {
+		if !p.blocks.setKind(sb.Addr, sb.Size, sb.Kind) {
+			p.lateKinds[sb.Addr] = sb
+		}
+		if sb.Owner != 0 {
+			p.owners[sb.Addr] = sb.Owner
+		}
 	}
+}
+
+// forgetKinds drops the last scan's classification.
+func (p *Process) forgetKinds() {
+	p.blocks.clearKinds()
+	p.Scan, p.lateKinds, p.owners = nil, nil, nil
 }
 
 // LeakKind returns how live block b at addr was classified by the last
 // scan, and the owner of an indirect block: Unclassified if no scan ran,
 // or the block came or changed after it.
 func (p *Process) LeakKind(addr uint64, b Block) (event.LeakKind, uint64) {
-	sb, ok := p.kinds[addr]
-	if !ok || sb.Size != b.Size {
-		return event.Unclassified, 0
+	k := b.Kind
+	if k == event.Unclassified && len(p.lateKinds) > 0 {
+		// A pending block of the snapshot being reported.
+		if sb, ok := p.lateKinds[addr]; ok && sb.Size == b.Size {
+			k = sb.Kind
+		}
 	}
-	return sb.Kind, sb.Owner
+	if k != event.Indirect {
+		return k, 0
+	}
+	return k, p.owners[addr]
 }
 
 // Site returns the site of stack id (nil if it allocated nothing).
@@ -459,7 +486,7 @@ func (p *Process) apply(ev *event.Event) {
 		if p.Scan != nil && p.Scan.Live {
 			// A snapshot's kinds are stale at the end: the blocks left
 			// then were never scanned.
-			p.Scan, p.kinds = nil, nil
+			p.forgetKinds()
 		}
 	}
 }
@@ -478,6 +505,15 @@ func (p *Process) alloc(addr uint64, b Block) {
 		}
 		// A parked free older than this block waits on: it may be the
 		// free of an older block at the same address, still on its way.
+	}
+	if len(p.lateKinds) > 0 {
+		if sb, ok := p.lateKinds[addr]; ok {
+			// Held pending at the scan, recorded now.
+			delete(p.lateKinds, addr)
+			if sb.Size == b.Size {
+				b.Kind = sb.Kind
+			}
+		}
 	}
 	if old, replaced := p.blocks.put(addr, b); replaced {
 		// The allocator handed out an address we think is live: its free

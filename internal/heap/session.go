@@ -106,7 +106,7 @@ func KindMoreImportant(a, b event.LeakKind) bool { return kindRank[a] < kindRank
 // scan), the most important kind first, then biggest first.
 func (p *Process) Leaks() []LeakGroup {
 	var out []LeakGroup
-	if p.kinds == nil && len(p.Pending) == 0 {
+	if p.Scan == nil && len(p.Pending) == 0 {
 		for id := range p.sites {
 			s := &p.sites[id]
 			if s.LiveBlocks > 0 {

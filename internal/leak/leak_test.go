@@ -609,3 +609,18 @@ func TestRadixSort(t *testing.T) {
 		}
 	}
 }
+
+func TestSortBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	blocks := make([]Block, 100000)
+	for i := range blocks {
+		blocks[i] = Block{Addr: 0x7f0000000000 + uint64(i)*48, Size: uint64(i), Runtime: i%3 == 0}
+	}
+	r.Shuffle(len(blocks), func(i, j int) { blocks[i], blocks[j] = blocks[j], blocks[i] })
+	SortBlocks(blocks)
+	for i, b := range blocks {
+		if b.Addr != 0x7f0000000000+uint64(i)*48 || b.Size != uint64(i) || b.Runtime != (i%3 == 0) {
+			t.Fatalf("block %d after the sort: %+v", i, b)
+		}
+	}
+}

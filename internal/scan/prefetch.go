@@ -68,21 +68,50 @@ func prefetch(mem leak.Memory, blocks []leak.Block, limit uint64) (leak.Memory, 
 	h := &heapCopy{under: mem, runs: runs, buf: make([]byte, total)}
 	rs := make([]ptrace.Range, len(runs))
 	off := 0
-	for i := range runs {
-		runs[i].off = off
-		size := int(runs[i].end - runs[i].start)
-		rs[i] = ptrace.Range{Addr: runs[i].start, Buf: h.buf[off : off+size]}
+	for i := range h.runs {
+		h.runs[i].off = off
+		size := int(h.runs[i].end - h.runs[i].start)
+		rs[i] = ptrace.Range{Addr: h.runs[i].start, Buf: h.buf[off : off+size]}
 		off += size
 	}
-	// What cannot be read now is asked again when the classifier wants
-	// it (and then fails the way it would have).
-	mem.ReadRanges(rs)
+	// A run that stops early (an unreadable page: blocks the model
+	// still has, but the program unmapped) goes on from the next page;
+	// what cannot be read is asked again when the classifier wants it,
+	// and fails then the way it would have.
+	for len(rs) > 0 {
+		mem.ReadRanges(rs)
+		var again []ptrace.Range
+		var tails []run
+		for i, r := range rs {
+			u := h.find(r.Addr)
+			u.n = max(r.N, 0)
+			if u.n == len(r.Buf) {
+				continue
+			}
+			next := (u.start + uint64(u.n) + 4096) &^ 4095
+			if next < u.end {
+				tails = append(tails, run{start: next, end: u.end, off: u.off + int(next-u.start)})
+				again = append(again, ptrace.Range{Addr: next, Buf: rs[i].Buf[next-u.start:]})
+			}
+			u.end = u.start + uint64(u.n)
+		}
+		if len(tails) > 0 {
+			h.runs = append(h.runs, tails...)
+			sort.Slice(h.runs, func(i, j int) bool { return h.runs[i].start < h.runs[j].start })
+		}
+		rs = again
+	}
 	var read uint64
-	for i := range runs {
-		runs[i].n = max(rs[i].N, 0)
-		read += uint64(runs[i].n)
+	for _, u := range h.runs {
+		read += uint64(u.n)
 	}
 	return h, read
+}
+
+// find returns the run that starts at addr.
+func (h *heapCopy) find(addr uint64) *run {
+	k := sort.Search(len(h.runs), func(k int) bool { return h.runs[k].start >= addr })
+	return &h.runs[k]
 }
 
 // ReadRanges serves what the copy holds, and reads the rest.

@@ -110,7 +110,7 @@ func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, 
 	sorted := blocks
 	if !slices.IsSortedFunc(sorted, func(a, b leak.Block) int { return cmp.Compare(a.Addr, b.Addr) }) {
 		sorted = slices.Clone(blocks)
-		slices.SortFunc(sorted, func(a, b leak.Block) int { return cmp.Compare(a.Addr, b.Addr) })
+		leak.SortBlocks(sorted)
 	}
 	mem, _ := prefetch(t.Tracer, sorted, prefetchLimit())
 	res, err := leak.Classify(blocks, words, lr, mem, opt)
