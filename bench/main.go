@@ -53,16 +53,28 @@ func main() {
 	size := flag.Int("n", 2000000, "allocations of the allocation loop")
 	only := flag.String("only", "", "run only the workloads whose name contains this")
 	leakpathBin := flag.String("leakpath", "", "leakpath binary (default: bin/leakpath of this repository)")
+	scanMB := flag.String("scan-mb", "100,500", "heap sizes (MB) of the exit-scan table; empty: none")
 	flag.Parse()
 	if err := run(*runs, *size, *only, *leakpathBin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+	if *scanMB != "" && (*only == "" || strings.Contains("exit scan", *only)) {
+		if err := scanBench(*runs, *leakpathBin, *scanMB); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// repoRoot returns the repository's directory.
+func repoRoot() string {
+	_, here, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(here))
 }
 
 func run(runs, size int, only, lp string) error {
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(here))
+	root := repoRoot()
 	if lp == "" {
 		lp = filepath.Join(root, "bin", "leakpath")
 	}
@@ -228,9 +240,14 @@ func median(ms []measure, f func(measure) float64) float64 {
 			v = append(v, f(m))
 		}
 	}
+	return medianOf(v)
+}
+
+func medianOf(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
+	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[len(v)/2]
 }
