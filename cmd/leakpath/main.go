@@ -131,6 +131,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o.argv = fs.Args()
+	if o.usage.perCall && !flagGiven(fs, "fold") {
+		// Folded pairs carry no time of their own: counted one by one,
+		// each lands in its invocation.
+		o.fold = false
+	}
 	if len(o.argv) == 0 {
 		fmt.Fprintln(stderr, "leakpath run: no program given (usage: leakpath run [flags] -- PROGRAM [ARGS...])")
 		return exitUsage
@@ -187,6 +192,13 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// flagGiven reports whether the flag name was on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // commaList is a flag that may be repeated or given as a comma list.

@@ -20,6 +20,7 @@ type usageOptions struct {
 	by          string
 	attribution string
 	interval    time.Duration
+	perCall     bool
 	jsonOut     string // run only: the leakpath.usage/v1 JSON
 }
 
@@ -30,7 +31,12 @@ func addUsageFlags(fs *flag.FlagSet, o *usageOptions, run bool) {
 		what = "after the leak report, print"
 	}
 	fs.StringVar(&o.by, "by", "", what+" heap use by `UNIT`: library, function, thread or site")
-	fs.StringVar(&o.attribution, "attribution", "caller", "with --by library or function, which units of a stack a block counts for, `MODE`: entry (the first called from main or a thread's start routine), caller (the one that called the allocator) or inclusive (each on the stack)")
+	fs.StringVar(&o.attribution, "attribution", "", "with --by library or function, which units of a stack a block counts for, `MODE`: entry (the first called from main or a thread's start routine), caller (the one that called the allocator; the default) or inclusive (each on the stack)")
+	fold := ""
+	if run {
+		fold = " (and sets --fold=false unless given)"
+	}
+	fs.BoolVar(&o.perCall, "per-call", false, "with --by library or function: a row per invocation of an entry unit, to see what one call costs (entry attribution)"+fold)
 	fs.DurationVar(&o.interval, "interval", 0, "with --by, also per time slice of `DURATION` (100ms, 1s...)")
 	if run {
 		fs.StringVar(&o.jsonOut, "usage-json", "", "with --by, also write heap use as JSON (leakpath.usage/v1) to `FILE` (%p, %r as for -o)")
@@ -44,20 +50,22 @@ func (o *usageOptions) options() (heapuse.Options, error) {
 	if err != nil {
 		return heapuse.Options{}, fmt.Errorf("--by: %w", err)
 	}
-	attr, err := heapuse.ParseAttribution(o.attribution)
-	if err != nil {
-		return heapuse.Options{}, fmt.Errorf("--attribution: %w", err)
+	var attr heapuse.Attribution // the engine's default
+	if o.attribution != "" {
+		if attr, err = heapuse.ParseAttribution(o.attribution); err != nil {
+			return heapuse.Options{}, fmt.Errorf("--attribution: %w", err)
+		}
 	}
 	if o.interval < 0 {
 		return heapuse.Options{}, fmt.Errorf("--interval %v: want a positive duration", o.interval)
 	}
-	return heapuse.Options{By: by, Attribution: attr, Interval: o.interval}, nil
+	return heapuse.Options{By: by, Attribution: attr, Interval: o.interval, PerCall: o.perCall}, nil
 }
 
 // check rejects usage flags given without --by.
 func (o *usageOptions) check() error {
-	if o.by == "" && (o.interval != 0 || o.jsonOut != "") {
-		return fmt.Errorf("--interval and --usage-json need --by")
+	if o.by == "" && (o.interval != 0 || o.jsonOut != "" || o.perCall) {
+		return fmt.Errorf("--interval, --per-call and --usage-json need --by")
 	}
 	return nil
 }
@@ -114,7 +122,7 @@ func startUsage(o *usageOptions, sym *symbolizer) (*usageRun, error) {
 // report builds the tables, rep giving the images and times.
 func (u *usageRun) report(rep *report.Report, warnings []string) *heapuse.Report {
 	r := u.engine.Report(rep)
-	r.Warnings = warnings
+	r.Warnings = append(warnings, r.Warnings...)
 	// The note on modules without debug information, from the report
 	// that symbolized the units' frames.
 	note := ""

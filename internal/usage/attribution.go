@@ -38,18 +38,7 @@ func (e *Engine) attribute(im *image, site heap.StackID) []int32 {
 	root := rootOf(frames, im.exe)
 	switch e.opts.Attribution {
 	case Entry:
-		if e.opts.By == ByFunction {
-			if root > 0 {
-				return []int32{e.unitOf(im, &frames[root-1])}
-			}
-			return []int32{e.unitOf(im, &frames[0])}
-		}
-		for j := root; j >= 0; j-- {
-			if frames[j].Module != im.exe {
-				return []int32{e.unitOf(im, &frames[j])}
-			}
-		}
-		return []int32{e.unitOf(im, &frames[0])} // all in the executable
+		return []int32{e.unitOf(im, &frames[e.entryFrame(frames, root, im.exe)])}
 	case Inclusive:
 		var us []int32
 		for j := 0; j <= root; j++ {
@@ -65,6 +54,20 @@ func (e *Engine) attribute(im *image, site heap.StackID) []int32 {
 		return us
 	}
 	return []int32{e.unitOf(im, &frames[0])}
+}
+
+// entryFrame returns the index of the frame whose unit is a stack's entry
+// unit, given its root.
+func (e *Engine) entryFrame(frames []report.Frame, root int, exe string) int {
+	if e.opts.By == ByFunction {
+		return max(root-1, 0)
+	}
+	for j := root; j >= 0; j-- {
+		if frames[j].Module != exe {
+			return j
+		}
+	}
+	return 0 // all in the executable
 }
 
 // rootOf returns the index of a stack's root: the outermost frame that

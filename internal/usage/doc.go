@@ -92,6 +92,13 @@
 // pending block that another thread frees reaches the model from that
 // thread; its late record names the thread that allocated it.
 //
+// # Per call
+//
+// With Options.PerCall (units by library or function, entry attribution),
+// each invocation of an entry unit is a row of its own, numbered per unit
+// ("libfoo.so call 3"): see percall.go for how invocations are told
+// apart (seed 001's per-call aggregation, refined by the call site).
+//
 // # Intervals
 //
 // With Options.Interval, the same counts per time slice [k·I, (k+1)·I) of

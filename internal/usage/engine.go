@@ -87,6 +87,10 @@ type Options struct {
 	// told apart: a Stack that symbolizes no other frame is enough (and
 	// much cheaper while a program runs).
 	Stack StackFunc
+	// PerCall makes each invocation of an entry unit a row of its own
+	// (units by library or function; the attribution is then entry; see
+	// percall.go).
+	PerCall bool
 }
 
 // Engine accounts heap use per unit. It is a heap.Observer: set it as
@@ -95,6 +99,7 @@ type Options struct {
 // goroutine that applies events).
 type Engine struct {
 	opts   Options
+	folded uint64 // Agg events met
 	images map[*heap.Process]*image
 	last   *heap.Process
 	lastIm *image
@@ -104,6 +109,15 @@ type Engine struct {
 func New(opts Options) (*Engine, error) {
 	if opts.By == 0 || int(opts.By) >= len(byNames) {
 		return nil, fmt.Errorf("usage: no unit given")
+	}
+	if opts.PerCall {
+		if opts.By != ByLibrary && opts.By != ByFunction {
+			return nil, fmt.Errorf("usage: per-call rows need units by library or function, not by %s", opts.By)
+		}
+		if opts.Attribution != 0 && opts.Attribution != Entry {
+			return nil, fmt.Errorf("usage: per-call rows are invocations of entry units, not %s attribution", opts.Attribution)
+		}
+		opts.Attribution = Entry
 	}
 	if opts.Attribution == 0 {
 		opts.Attribution = Caller
@@ -133,6 +147,11 @@ type image struct {
 	lastTU   []int32
 	start    uint64  // ticks at the image's start
 	perSlice float64 // ticks per interval; 0: no intervals
+	// Per-call rows (percall.go).
+	callSites   []callSite // by site
+	callThreads map[int32]*callThread
+	callCount   map[int32]int // by entry unit: its invocations so far
+	one         [1]int32      // the one row of a per-call lookup
 }
 
 // unit is what one unit of one image did.
@@ -153,6 +172,11 @@ type unit struct {
 	freedBytes, freedBlocks    uint64
 	calls                      [event.NumFn]uint64
 	slices                     []slice // by index, ascending
+	// Per-call rows: the invocation's number (from 1), its thread, and
+	// the times of its first and last allocator calls.
+	call        int
+	callTID     int32
+	first, last uint64
 }
 
 // slice is what a unit did during one time interval.
@@ -216,6 +240,25 @@ func (e *Engine) unitsOf(im *image, b *heap.Block) []int32 {
 		return im.lastTU
 	}
 	return e.siteUnits(im, b.Site)
+}
+
+// callUnits returns the units an allocator call at time t counts for
+// (b: the block it allocated, or its stack and thread): per call, its
+// invocation.
+func (e *Engine) callUnits(im *image, b *heap.Block, t uint64) []int32 {
+	if e.opts.PerCall {
+		return e.callRow(im, b.Site, b.Thread, t)
+	}
+	return e.unitsOf(im, b)
+}
+
+// blockUnits returns the units an existing block counts for: per call,
+// the invocation that allocated it.
+func (e *Engine) blockUnits(im *image, b *heap.Block) []int32 {
+	if e.opts.PerCall {
+		return e.rowAt(im, b.Site, b.Thread, b.Time)
+	}
+	return e.unitsOf(im, b)
 }
 
 // siteUnits returns the units of a site, attributing it on first use.
@@ -298,7 +341,7 @@ func (im *image) change(u *unit, d, db int64, t uint64) {
 // Call implements heap.Observer.
 func (e *Engine) Call(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
 	im := e.image(p)
-	for _, i := range e.unitsOf(im, &b) {
+	for _, i := range e.callUnits(im, &b, t) {
 		u := im.units[i]
 		u.calls[fn]++
 		if im.perSlice > 0 {
@@ -310,7 +353,7 @@ func (e *Engine) Call(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
 // Allocated implements heap.Observer.
 func (e *Engine) Allocated(p *heap.Process, b heap.Block) {
 	im := e.image(p)
-	for _, i := range e.unitsOf(im, &b) {
+	for _, i := range e.callUnits(im, &b, b.Time) {
 		u := im.units[i]
 		u.allocBytes += b.Size
 		u.allocBlocks++
@@ -326,7 +369,7 @@ func (e *Engine) Allocated(p *heap.Process, b heap.Block) {
 // Freed implements heap.Observer.
 func (e *Engine) Freed(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
 	im := e.image(p)
-	for _, i := range e.unitsOf(im, &b) {
+	for _, i := range e.blockUnits(im, &b) {
 		u := im.units[i]
 		u.calls[fn]++
 		u.freedBytes += b.Size
@@ -344,10 +387,11 @@ func (e *Engine) Freed(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
 // Folded implements heap.Observer.
 func (e *Engine) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
 	im := e.image(p)
+	e.folded++
 	n, bytes := ev.Addr, ev.Size
 	ffn := event.Fn(ev.Aux >> 32)
-	b := heap.Block{Site: site, Thread: ev.Thread}
-	for _, i := range e.unitsOf(im, &b) {
+	b := heap.Block{Site: site, Thread: ev.Thread, Time: ev.Time}
+	for _, i := range e.blockUnits(im, &b) {
 		u := im.units[i]
 		u.calls[ev.Fn] += n
 		u.calls[ffn] += n
@@ -372,7 +416,7 @@ func (e *Engine) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
 func (e *Engine) Forked(p *heap.Process) {
 	im := e.image(p)
 	p.Live(func(_ uint64, b heap.Block) {
-		for _, i := range e.unitsOf(im, &b) {
+		for _, i := range e.blockUnits(im, &b) {
 			u := im.units[i]
 			u.cur += int64(b.Size)
 			u.curBlocks++

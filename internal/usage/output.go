@@ -20,6 +20,7 @@ type Report struct {
 	By          By
 	Attribution Attribution // 0 for units by thread and site
 	Interval    time.Duration
+	PerCall     bool    // rows are invocations of entry units
 	Images      []Image // the main program's first, as the leak report lists them
 	Warnings    []string
 	// MaxUnits bounds the rows of each text table (JSON has all); 0: 30.
@@ -52,6 +53,12 @@ type Unit struct {
 	ThreadStart, ThreadExit *float64
 	Stack                   []report.Frame // site units: the allocation stack
 	Site                    uint32         // site units: the stack's id in the image (names may repeat)
+	// Per-call rows: the invocation's number (from 1; 0: not a per-call
+	// row), its thread, and when its first and last allocator calls came
+	// (seconds since the image started).
+	Call                int
+	CallTID             int32
+	CallFirst, CallLast float64
 
 	CurrentBytes, CurrentBlocks     int64
 	InheritedBytes, InheritedBlocks int64 // a fork child's, at its start
@@ -85,12 +92,15 @@ type IntervalUnit struct {
 // times and the stacks of units by site; it may be a report of the same
 // model made after the run).
 func (e *Engine) Report(rep *report.Report) *Report {
-	out := &Report{By: e.opts.By, Interval: e.opts.Interval}
+	out := &Report{By: e.opts.By, Interval: e.opts.Interval, PerCall: e.opts.PerCall}
 	if e.opts.By == ByLibrary || e.opts.By == ByFunction {
 		out.Attribution = e.opts.Attribution
 	}
 	for _, p := range rep.Images() {
 		out.Images = append(out.Images, e.imageReport(rep, p))
+	}
+	if e.opts.PerCall && e.folded > 0 {
+		out.Warnings = append(out.Warnings, "the trace has short-lived blocks folded by the agent: each aggregate counts in the invocation its thread was in when the agent wrote it, which may be a later one (record with --fold=false for exact rows per call)")
 	}
 	return out
 }
@@ -102,7 +112,11 @@ func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 		return img
 	}
 	secs := func(t uint64) float64 { return rep.Seconds(p, t) }
-	for _, u := range im.units {
+	var from []int // of each row: its index in im.units
+	for k, u := range im.units {
+		if e.opts.PerCall && u.call == 0 && u.allocBlocks == 0 && u.inheritedBlocks == 0 && u.calls == ([event.NumFn]uint64{}) {
+			continue // an entry unit only named by its invocations
+		}
 		if e.opts.By == BySite && u.site != 0 && u.frames == nil {
 			u.frames = rep.Stack(p, u.site)
 			if len(u.frames) > 0 {
@@ -116,6 +130,10 @@ func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 			MinBytes: u.min, MaxBytes: u.max, MinSeconds: secs(u.minT), MaxSeconds: secs(u.maxT),
 			AllocatedBytes: u.allocBytes, AllocatedBlocks: u.allocBlocks,
 			FreedBytes: u.freedBytes, FreedBlocks: u.freedBlocks, Calls: u.calls,
+		}
+		if u.call > 0 {
+			r.Name = fmt.Sprintf("%s call %d", u.name, u.call)
+			r.Call, r.CallTID, r.CallFirst, r.CallLast = u.call, u.callTID, secs(u.first), secs(u.last)
 		}
 		if e.opts.By == ByThread {
 			r.TID = u.tid
@@ -136,12 +154,20 @@ func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 			}
 		}
 		img.Units = append(img.Units, r)
+		from = append(from, k)
 	}
-	names := make([]string, len(img.Units))
+	names := make([]string, len(im.units))
 	for i := range img.Units {
-		names[i] = img.Units[i].Name
+		names[from[i]] = img.Units[i].Name
 	}
-	order := sortUnits(img.Units)
+	less := unitLess
+	if e.opts.PerCall {
+		less = callLess
+	}
+	order := sortUnits(img.Units, less)
+	for i, k := range order {
+		order[i] = from[k]
+	}
 	if e.opts.Interval > 0 {
 		img.Intervals = e.intervals(im, order, names)
 	}
@@ -151,12 +177,12 @@ func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 // sortUnits sorts units by current bytes, then allocated bytes, biggest
 // first, then by name; it returns, for each sorted position, the unit's
 // index before.
-func sortUnits(us []Unit) []int {
+func sortUnits(us []Unit, less func(a, b *Unit) bool) []int {
 	order := make([]int, len(us))
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(i, j int) bool { return unitLess(&us[order[i]], &us[order[j]]) })
+	sort.SliceStable(order, func(i, j int) bool { return less(&us[order[i]], &us[order[j]]) })
 	sorted := make([]Unit, len(us))
 	for i, k := range order {
 		sorted[i] = us[k]
@@ -171,6 +197,21 @@ func unitLess(a, b *Unit) bool {
 	}
 	if a.AllocatedBytes != b.AllocatedBytes {
 		return a.AllocatedBytes > b.AllocatedBytes
+	}
+	return a.Name < b.Name
+}
+
+// callLess orders per-call rows by when they started (rows that are not
+// invocations, such as blocks a fork child inherited, first).
+func callLess(a, b *Unit) bool {
+	if a.Call == 0 || b.Call == 0 {
+		if (a.Call == 0) != (b.Call == 0) {
+			return a.Call == 0
+		}
+		return unitLess(a, b)
+	}
+	if a.CallFirst != b.CallFirst {
+		return a.CallFirst < b.CallFirst
 	}
 	return a.Name < b.Name
 }
@@ -236,6 +277,7 @@ type jsonReport struct {
 	By          string `json:"by"`
 	Attribution string `json:"attribution"`
 	IntervalNS  int64  `json:"interval_ns,omitempty"`
+	PerCall     bool   `json:"per_call,omitempty"`
 	jsonImage
 	Processes []jsonImage `json:"processes,omitempty"`
 	Warnings  []string    `json:"warnings,omitempty"`
@@ -271,6 +313,10 @@ type jsonUnit struct {
 	Calls              map[string]uint64  `json:"calls"`
 	Stack              []report.JSONFrame `json:"stack,omitempty"`
 	Site               uint32             `json:"site,omitempty"`
+	Call               int                `json:"call,omitempty"`
+	CallTID            int32              `json:"call_tid,omitempty"`
+	CallFirstSeconds   *float64           `json:"call_first_seconds,omitempty"`
+	CallLastSeconds    *float64           `json:"call_last_seconds,omitempty"`
 }
 
 type jsonInterval struct {
@@ -312,7 +358,7 @@ func (r *Report) attributionName() string {
 
 func (r *Report) json(w io.Writer) error {
 	out := jsonReport{Schema: Schema, By: r.By.String(), Attribution: r.attributionName(),
-		IntervalNS: int64(r.Interval), Warnings: r.Warnings}
+		IntervalNS: int64(r.Interval), PerCall: r.PerCall, Warnings: r.Warnings}
 	out.Units, out.Intervals = []jsonUnit{}, []jsonInterval{}
 	for i := range r.Images {
 		ji := jsonImageOf(&r.Images[i])
@@ -340,6 +386,10 @@ func jsonImageOf(img *Image) jsonImage {
 			MinBytes: u.MinBytes, MinSeconds: u.MinSeconds, MaxBytes: u.MaxBytes, MaxSeconds: u.MaxSeconds,
 			AllocatedBytes: u.AllocatedBytes, AllocatedBlocks: u.AllocatedBlocks,
 			FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: jsonCalls(&u.Calls), Site: u.Site,
+		}
+		if u.Call > 0 {
+			first, last := u.CallFirst, u.CallLast
+			ju.Call, ju.CallTID, ju.CallFirstSeconds, ju.CallLastSeconds = u.Call, u.CallTID, &first, &last
 		}
 		if u.Stack != nil {
 			ju.Stack = report.JSONFrames(u.Stack)

@@ -22,6 +22,12 @@ func (r *Report) explain() string {
 	what := map[By]string{ByLibrary: "library", ByFunction: "function"}[r.By]
 	switch r.Attribution {
 	case Entry:
+		if r.PerCall && r.By == ByFunction {
+			return "by function call, entry attribution (each invocation of the function main, or the thread's start routine, called on the way to the allocator)"
+		}
+		if r.PerCall {
+			return "by library call, entry attribution (each invocation of the first library called on the way from main, or the thread's start routine, to the allocator)"
+		}
 		if r.By == ByFunction {
 			return "by function, entry attribution (the function main, or the thread's start routine, called on the way to the allocator)"
 		}
@@ -129,6 +135,11 @@ func (r *Report) textIntervals(w *bufio.Writer, img *Image, fns []event.Fn, max 
 
 // unitText names a unit in a table row.
 func (r *Report) unitText(u *Unit) string {
+	if u.Call > 0 {
+		c := *u
+		c.Call = 0
+		return fmt.Sprintf("%s (tid %d, %.6f to %.6f s)", r.unitText(&c), u.CallTID, u.CallFirst, u.CallLast)
+	}
 	switch {
 	case u.Kind == KindExecutable:
 		return u.Name + " (executable)"
