@@ -108,7 +108,7 @@ func TestLeakKinds(t *testing.T) {
 }
 
 var (
-	vgKind = regexp.MustCompile(`(definitely lost|indirectly lost|possibly lost|still reachable): ([\d,]+) bytes in ([\d,]+) blocks`)
+	vgKind     = regexp.MustCompile(`(definitely lost|indirectly lost|possibly lost|still reachable): ([\d,]+) bytes in ([\d,]+) blocks`)
 	vgPossible = regexp.MustCompile(`([\d,]+) bytes in ([\d,]+) blocks are possibly lost in loss record[^\n]*\n((?:==\d+==\s+(?:at|by) [^\n]*\n)*)`)
 )
 
