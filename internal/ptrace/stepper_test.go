@@ -1,0 +1,121 @@
+package ptrace
+
+import (
+	"encoding/binary"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// peekU64 reads a word of process pid without tracing it.
+func peekU64(t *testing.T, pid int, addr uint64) uint64 {
+	t.Helper()
+	var b [8]byte
+	if _, err := vmRead(pid, []unix.Iovec{iovec(b[:])}, []unix.RemoteIovec{{Base: uintptr(addr), Len: 8}}); err != nil {
+		t.Fatalf("read %#x: %v", addr, err)
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// TestStepper stops one thread of three, runs it to a hardware
+// breakpoint and steps it, while another thread keeps running; the
+// program then ends as it would untraced.
+func TestStepper(t *testing.T) {
+	p := start(t, "stepme")
+	f := parseFields(t, p.line(t))
+	tid, err := strconv.Atoi(f["tid"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, spins, calls := hexField(t, f, "target"), hexField(t, f, "spins"), hexField(t, f, "calls")
+	s, err := SeizeThread(p.pid(), tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Detach()
+	pid := p.pid()
+	if err := s.SetBreakpoint(1, target); err != nil {
+		t.Fatal(err)
+	}
+	// A breakpoint that never fires must not hang the test.
+	watchdog := time.AfterFunc(20*time.Second, s.Interrupt)
+	defer watchdog.Stop()
+	for i := 0; i < 100; i++ {
+		st, err := s.Cont()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Breakpoint || st.Slot != 1 || st.Regs.Rip != target {
+			t.Fatalf("Cont %d: %+v at %#x, want breakpoint 1 at target %#x", i, st, st.Regs.Rip, target)
+		}
+	}
+	// The worker is stopped: its count stands still; the spinner's runs.
+	c0, s0 := peekU64(t, pid, calls), peekU64(t, pid, spins)
+	time.Sleep(20 * time.Millisecond)
+	if c1, s1 := peekU64(t, pid, calls), peekU64(t, pid, spins); c1 != c0 || s1 == s0 {
+		t.Errorf("while stepped: calls %d -> %d (want no change), spins %d -> %d (want more)", c0, c1, s0, s1)
+	}
+	// Steps move through target and out of it.
+	rip := target
+	left := false
+	for i := 0; i < 50 && !left; i++ {
+		st, err := s.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Step {
+			t.Fatalf("Step %d: %+v, want a step", i, st)
+		}
+		if st.Regs.Rip == rip {
+			t.Fatalf("Step %d did not move from %#x", i, rip)
+		}
+		rip = st.Regs.Rip
+		left = rip < target || rip > target+64
+	}
+	if !left {
+		t.Errorf("50 steps did not leave target")
+	}
+	if err := s.SetBreakpoint(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	c0 = peekU64(t, pid, calls)
+	deadline := time.Now().Add(5 * time.Second)
+	for peekU64(t, pid, calls) == c0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not run on after Detach")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	out, st := p.finish(t, 30*time.Second)
+	if !st.Success() || lastLine(out) != "done" {
+		t.Fatalf("program ended %v, printed %q", st, out)
+	}
+}
+
+// TestStepperInterrupt: Interrupt ends a Cont that would never stop.
+func TestStepperInterrupt(t *testing.T) {
+	p := start(t, "stepme")
+	f := parseFields(t, p.line(t))
+	tid, _ := strconv.Atoi(f["tid"])
+	s, err := SeizeThread(p.pid(), tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, s.Interrupt)
+	st, err := s.Cont()
+	if err != nil || !st.Interrupted {
+		t.Fatalf("Cont: %+v, %v; want interrupted", st, err)
+	}
+	if err := s.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	out, ps := p.finish(t, 30*time.Second)
+	if !ps.Success() || lastLine(out) != "done" {
+		t.Fatalf("program ended %v, printed %q", ps, out)
+	}
+}
