@@ -26,7 +26,8 @@ import (
 type Stepper struct {
 	pid, tid int
 	reqs     chan func()
-	done     chan struct{}
+	quit     chan struct{} // closed by Detach
+	done     chan struct{} // closed when the goroutine has returned
 	// Owned by the locked goroutine.
 	sig  int    // a signal to deliver on the next resume
 	dr7  uint64 // the debug control register as set
@@ -66,7 +67,7 @@ const (
 // SeizeThread attaches to thread tid of process pid and stops it. The
 // other threads of the process are not touched.
 func SeizeThread(pid, tid int) (*Stepper, error) {
-	s := &Stepper{pid: pid, tid: tid, reqs: make(chan func()), done: make(chan struct{})}
+	s := &Stepper{pid: pid, tid: tid, reqs: make(chan func()), quit: make(chan struct{}), done: make(chan struct{})}
 	registerStepper(tid, true)
 	started := make(chan error, 1)
 	go s.run(started)
@@ -97,8 +98,13 @@ func (s *Stepper) run(started chan<- error) {
 		return
 	}
 	started <- nil
-	for f := range s.reqs {
-		f()
+	for {
+		select {
+		case f := <-s.reqs:
+			f()
+		case <-s.quit:
+			return
+		}
 	}
 }
 
@@ -325,7 +331,7 @@ func (s *Stepper) Detach() error {
 
 func (s *Stepper) close() {
 	s.once.Do(func() {
-		close(s.reqs)
+		close(s.quit)
 		<-s.done
 		registerStepper(s.tid, false)
 	})
