@@ -26,6 +26,7 @@ import (
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/launch"
+	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
 )
 
@@ -559,7 +560,13 @@ func waitExit(pid int) waitResult {
 	for {
 		var r waitResult
 		_, err := unix.Wait4(pid, &r.ws, unix.WALL, &r.ru)
-		if err == unix.EINTR || err == nil && r.ws.Stopped() {
+		if err == nil && r.ws.Stopped() {
+			// A root-cause window's stepped thread: its Stepper takes
+			// the stop back.
+			ptrace.Stolen(pid, r.ws)
+			continue
+		}
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
