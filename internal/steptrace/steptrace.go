@@ -1,0 +1,348 @@
+// Package steptrace records the path one thread takes: the functions it
+// enters and leaves and the conditional branches it takes or not, from
+// where it stands until an outcome (root cause, seed 000 steps 320-335).
+//
+// It drives a ptrace.Stepper block by block, without the CPU's block
+// stepping (PTRACE_SINGLEBLOCK needs the BTF bit of DEBUGCTL, which
+// virtual machines commonly ignore: they step every instruction then).
+// From where the thread stands it decodes forward (golang.org/x/arch) to
+// the next control transfer, runs to it on a hardware breakpoint (the
+// thread's own debug register: other threads never meet it), then steps
+// that one instruction to see where it went. Two stops per basic block,
+// whatever its length. Calls into code that cannot matter (the C runtime,
+// the dynamic loader, leakpath's agent: Options.Boring) are run through
+// at full speed with a breakpoint on the return address.
+package steptrace
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/arch/x86/x86asm"
+	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/ptrace"
+)
+
+// Kind is what an Event records.
+type Kind uint8
+
+// The kinds of events.
+const (
+	// Enter: a call entered function Addr (its first instruction).
+	Enter Kind = iota + 1
+	// Exit: the function containing Addr returned (Addr: its return
+	// instruction, or the entry of a function run through).
+	Exit
+	// Branch: the conditional branch at Addr was taken or not.
+	Branch
+)
+
+// Event is one step of a path.
+type Event struct {
+	Kind  Kind
+	Addr  uint64
+	Taken bool // Branch
+}
+
+func (e Event) String() string {
+	switch e.Kind {
+	case Enter:
+		return fmt.Sprintf("enter %#x", e.Addr)
+	case Exit:
+		return fmt.Sprintf("exit %#x", e.Addr)
+	case Branch:
+		if e.Taken {
+			return fmt.Sprintf("branch %#x taken", e.Addr)
+		}
+		return fmt.Sprintf("branch %#x not taken", e.Addr)
+	}
+	return fmt.Sprintf("event(%d) %#x", e.Kind, e.Addr)
+}
+
+// Outcome is how a recorded path ended.
+type Outcome uint8
+
+// The outcomes.
+const (
+	// Freed (F): Options.Freed said the block was freed.
+	Freed Outcome = iota + 1
+	// EndReached (E): the thread returned out of the end point.
+	EndReached
+	// Budget: the path grew past Options.MaxStops or its deadline.
+	Budget
+	// Gone: the thread ended, or could not be stepped on.
+	Gone
+)
+
+func (o Outcome) String() string {
+	return [...]string{"?", "F", "E", "budget", "gone"}[min(int(o), 4)]
+}
+
+// Thread is what steptrace needs of a stepped thread (a ptrace.Stepper).
+type Thread interface {
+	SetBreakpoint(slot int, addr uint64) error
+	Step() (ptrace.Stop, error)
+	Cont() (ptrace.Stop, error)
+	Regs() (unix.PtraceRegs, error)
+}
+
+// Options say what to record and when to stop.
+type Options struct {
+	// Read reads the process's memory (its code, and the GOT of a PLT
+	// stub).
+	Read func(addr uint64, b []byte) (int, error)
+	// Boring reports code that cannot matter: calls into it are run
+	// through, recorded as an Enter and an Exit.
+	Boring func(addr uint64) bool
+	// EndDepth: the path ends (EndReached) when the thread returns out of
+	// the function EndDepth levels above the one it starts in (0: when
+	// the starting function returns).
+	EndDepth int
+	// Freed is asked after every stop whether the block was freed.
+	Freed func() bool
+	// Branches says whether to record the branches of the function
+	// containing an address (nil: all).
+	Branches func(addr uint64) bool
+	// MaxStops and Deadline bound the path (0: no bound).
+	MaxStops int
+	Deadline time.Time
+}
+
+// Path is a recorded path.
+type Path struct {
+	Events  []Event
+	Outcome Outcome
+	Stops   int // ptrace stops it took
+	Err     error
+}
+
+// Record steps t from where it stands until an outcome. The thread is
+// left stopped; the caller detaches it.
+func Record(t Thread, opts Options) *Path {
+	r := &recorder{t: t, opts: opts, code: map[uint64]*block{}}
+	p := &Path{}
+	p.Outcome, p.Err = r.run(p)
+	if errors.Is(p.Err, errBudget) {
+		p.Err = nil
+	}
+	p.Stops = r.stops
+	t.SetBreakpoint(0, 0)
+	return p
+}
+
+type recorder struct {
+	t     Thread
+	opts  Options
+	code  map[uint64]*block // decoded blocks by start address
+	stops int
+	depth int
+}
+
+// block is a run of instructions ending in a control transfer.
+type block struct {
+	end    uint64 // address of the transfer
+	length int    // its length
+	inst   x86asm.Inst
+}
+
+var errBudget = errors.New("budget spent")
+
+func (r *recorder) run(p *Path) (Outcome, error) {
+	cur, err := r.t.Regs()
+	if err != nil {
+		return Gone, err
+	}
+	for {
+		if r.opts.Freed != nil && r.opts.Freed() {
+			return Freed, nil
+		}
+		if r.opts.MaxStops > 0 && r.stops >= r.opts.MaxStops || !r.opts.Deadline.IsZero() && time.Now().After(r.opts.Deadline) {
+			return Budget, nil
+		}
+		b, err := r.decode(cur.Rip)
+		if err != nil {
+			return Gone, err
+		}
+		if b.end != cur.Rip {
+			st, err := r.runTo(b.end, 0)
+			if err != nil {
+				return outcomeOf(err), err
+			}
+			cur = st.Regs
+			if cur.Rip != b.end {
+				// A signal handler: start over from where it is.
+				continue
+			}
+		}
+		at := cur
+		st, err := r.step()
+		if err != nil {
+			return outcomeOf(err), err
+		}
+		cur = st.Regs
+		fall := b.end + uint64(b.length)
+		switch op := b.inst.Op; {
+		case isCond(op):
+			if r.opts.Branches == nil || r.opts.Branches(b.end) {
+				p.Events = append(p.Events, Event{Kind: Branch, Addr: b.end, Taken: cur.Rip != fall})
+			}
+		case op == x86asm.CALL:
+			callee := cur.Rip
+			p.Events = append(p.Events, Event{Kind: Enter, Addr: callee})
+			if r.throughStub(callee) {
+				// Run the callee through: to the return address, at
+				// the stack depth of the call.
+				st, err := r.runTo(fall, at.Rsp)
+				if err != nil {
+					return outcomeOf(err), err
+				}
+				cur = st.Regs
+				p.Events = append(p.Events, Event{Kind: Exit, Addr: callee})
+				break
+			}
+			r.depth++
+		case op == x86asm.RET:
+			p.Events = append(p.Events, Event{Kind: Exit, Addr: b.end})
+			r.depth--
+			if r.depth < -r.opts.EndDepth {
+				return EndReached, nil
+			}
+		}
+	}
+}
+
+// outcomeOf is the outcome of a path that ended on err.
+func outcomeOf(err error) Outcome {
+	if errors.Is(err, errBudget) {
+		return Budget
+	}
+	return Gone
+}
+
+// throughStub reports whether a call to addr is run through: boring code,
+// or a PLT stub (an indirect jump through memory) into boring code.
+func (r *recorder) throughStub(addr uint64) bool {
+	if r.opts.Boring != nil && r.opts.Boring(addr) {
+		return true
+	}
+	b, err := r.decode(addr)
+	if err != nil || b.inst.Op != x86asm.JMP {
+		return false
+	}
+	// endbr64 may come first: the jump must be within the stub's first
+	// instructions.
+	if b.end-addr > 8 {
+		return false
+	}
+	m, ok := b.inst.Args[0].(x86asm.Mem)
+	if !ok || m.Base != x86asm.RIP || m.Index != 0 {
+		return false
+	}
+	slot := b.end + uint64(b.length) + uint64(m.Disp)
+	var w [8]byte
+	if n, err := r.opts.Read(slot, w[:]); err != nil || n != 8 {
+		return false
+	}
+	target := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+	// An unresolved lazy binding points back into the PLT: the loader
+	// resolves it, which is boring too.
+	return r.opts.Boring != nil && r.opts.Boring(target) || target-addr < 64
+}
+
+// runTo runs the thread to addr on breakpoint slot 0; with rsp not 0,
+// until it gets there with the stack pointer above rsp (the return of a
+// call made at rsp, not a recursive one).
+func (r *recorder) runTo(addr, rsp uint64) (ptrace.Stop, error) {
+	if err := r.t.SetBreakpoint(0, addr); err != nil {
+		return ptrace.Stop{}, err
+	}
+	for {
+		r.stops++
+		st, err := r.t.Cont()
+		if err != nil {
+			return st, err
+		}
+		if st.Interrupted {
+			return st, errBudget
+		}
+		if st.Breakpoint && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
+			return st, nil
+		}
+		if rsp == 0 && !st.Breakpoint {
+			return st, nil // a signal: the caller starts over
+		}
+	}
+}
+
+func (r *recorder) step() (ptrace.Stop, error) {
+	for {
+		r.stops++
+		st, err := r.t.Step()
+		if err != nil {
+			return st, err
+		}
+		if st.Interrupted {
+			return st, errBudget
+		}
+		if st.Step || st.Breakpoint {
+			return st, nil
+		}
+		// A signal came first: the step is still to do (its handler
+		// runs first, when the signal is delivered on the next resume;
+		// it is stepped through like any code).
+	}
+}
+
+// decode returns the block from addr to its control transfer.
+func (r *recorder) decode(addr uint64) (*block, error) {
+	if b, ok := r.code[addr]; ok {
+		return b, nil
+	}
+	var buf [256]byte
+	pc := addr
+	for guard := 0; guard < 4096; guard++ {
+		n, err := r.opts.Read(pc, buf[:])
+		if n < 16 {
+			if err == nil {
+				err = errors.New("short read")
+			}
+			return nil, fmt.Errorf("steptrace: read code at %#x: %w", pc, err)
+		}
+		off := 0
+		for off+15 < n || off < n && n < len(buf) {
+			inst, err := x86asm.Decode(buf[off:n], 64)
+			if err != nil {
+				return nil, fmt.Errorf("steptrace: decode at %#x: %w", pc+uint64(off), err)
+			}
+			if isTransfer(inst.Op) {
+				b := &block{end: pc + uint64(off), length: inst.Len, inst: inst}
+				r.code[addr] = b
+				return b, nil
+			}
+			off += inst.Len
+		}
+		pc += uint64(off)
+	}
+	return nil, fmt.Errorf("steptrace: no control transfer after %#x", addr)
+}
+
+// isTransfer reports the instructions that end a block.
+func isTransfer(op x86asm.Op) bool {
+	return op == x86asm.CALL || op == x86asm.RET || op == x86asm.JMP || op == x86asm.LCALL ||
+		op == x86asm.LRET || op == x86asm.LJMP || op == x86asm.IRET || op == x86asm.IRETD || op == x86asm.IRETQ ||
+		isCond(op)
+}
+
+// isCond reports the conditional branches.
+func isCond(op x86asm.Op) bool {
+	switch op {
+	case x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JCXZ, x86asm.JE, x86asm.JECXZ, x86asm.JG,
+		x86asm.JGE, x86asm.JL, x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO,
+		x86asm.JP, x86asm.JRCXZ, x86asm.JS, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,215 @@
+package steptrace
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/ptrace"
+)
+
+// fixture is the paths program running, its stdin, and what it printed.
+type fixture struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Reader
+	exe    string
+	tid    int
+	addr   map[string]uint64
+	boring func(uint64) bool
+}
+
+func startPaths(t *testing.T) *fixture {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc): cannot build the fixture")
+	}
+	exe := filepath.Join(t.TempDir(), "paths")
+	src, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "steptrace", "paths.c"))
+	if b, err := exec.Command(cc, "-O0", "-g", "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, b)
+	}
+	f := &fixture{cmd: exec.Command(exe), exe: exe, addr: map[string]uint64{}}
+	f.stdin, _ = f.cmd.StdinPipe()
+	stdout, _ := f.cmd.StdoutPipe()
+	f.out = bufio.NewReader(stdout)
+	if err := f.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.cmd.Process.Kill(); f.cmd.Wait() })
+	line, err := f.out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := strings.Fields(line)
+	for i := 0; i+1 < len(fs); i += 2 {
+		base := 16
+		if fs[i] == "tid" {
+			base = 10
+		}
+		v, err := strconv.ParseUint(strings.TrimPrefix(fs[i+1], "0x"), base, 64)
+		if err != nil {
+			t.Fatalf("fixture said %q", line)
+		}
+		f.addr[fs[i]] = v
+	}
+	f.tid = int(f.addr["tid"])
+	// Boring: every mapping but the executable's.
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", f.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ lo, hi uint64 }
+	var own []span
+	for _, l := range strings.Split(string(maps), "\n") {
+		fs := strings.Fields(l)
+		if len(fs) >= 6 && fs[5] == exe {
+			var lo, hi uint64
+			fmt.Sscanf(fs[0], "%x-%x", &lo, &hi)
+			own = append(own, span{lo, hi})
+		}
+	}
+	f.boring = func(a uint64) bool {
+		for _, s := range own {
+			if a >= s.lo && a < s.hi {
+				return false
+			}
+		}
+		return true
+	}
+	return f
+}
+
+func (f *fixture) read(addr uint64, b []byte) (int, error) {
+	return unix.ProcessVMReadv(f.cmd.Process.Pid, []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}},
+		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
+}
+
+// name names an event's function by the fixture's addresses.
+func (f *fixture) name(e Event) string {
+	best, at := "", uint64(0)
+	for n, a := range f.addr {
+		if n != "tid" && a <= e.Addr && a > at && e.Addr-a < 0x80 {
+			best, at = n, a
+		}
+	}
+	if best == "" {
+		if f.boring(e.Addr) {
+			best = "lib"
+		} else {
+			best = "plt"
+		}
+	}
+	switch e.Kind {
+	case Enter:
+		return "+" + best
+	case Exit:
+		return "-" + best
+	}
+	if e.Taken {
+		return best + ":T"
+	}
+	return best + ":N"
+}
+
+// TestRecordPaths steps begin(7) and begin(3) from their entry to their
+// return: the calls, the runs through the C library, and begin's first
+// branch, which goes one way for 7 and the other for 3.
+func TestRecordPaths(t *testing.T) {
+	f := startPaths(t)
+	s, err := ptrace.SeizeThread(f.cmd.Process.Pid, f.tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Detach()
+	watchdog := time.AfterFunc(30*time.Second, s.Interrupt)
+	defer watchdog.Stop()
+	var branch [2]bool
+	for i, x := range []int{7, 3} {
+		if err := s.SetBreakpoint(0, f.addr["begin"]); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f.stdin, "%d\n", x)
+		st, err := s.Cont()
+		if err != nil || !st.Breakpoint || st.Regs.Rip != f.addr["begin"] {
+			t.Fatalf("run to begin: %+v, %v", st, err)
+		}
+		p := Record(s, Options{Read: f.read, Boring: f.boring})
+		if p.Err != nil || p.Outcome != EndReached {
+			t.Fatalf("begin(%d): outcome %v, %v", x, p.Outcome, p.Err)
+		}
+		var calls []string
+		first := true
+		for _, e := range p.Events {
+			switch {
+			case e.Kind != Branch:
+				calls = append(calls, f.name(e))
+			case first && f.name(e) == "begin:T" || first && f.name(e) == "begin:N":
+				branch[i] = e.Taken
+				first = false
+			}
+		}
+		ab := "a"
+		if x <= 5 {
+			ab = "b"
+		}
+		want := fmt.Sprintf("[+%s -%s +c -c +plt -plt +plt -plt -begin]", ab, ab)
+		if got := fmt.Sprint(calls); got != want {
+			t.Errorf("begin(%d): calls %s, want %s (events %v)", x, got, want, p.Events)
+		}
+		t.Logf("begin(%d): %d events in %d stops", x, len(p.Events), p.Stops)
+	}
+	if branch[0] == branch[1] {
+		t.Errorf("begin's first branch went the same way for 7 and 3 (taken %v)", branch[0])
+	}
+	if err := s.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	f.stdin.Close()
+	rest, _ := io.ReadAll(f.out)
+	if string(rest) != "sum 9\n" { // a 1 + c(3) 3, then b 2 + c(3) 3
+		t.Errorf("the program printed %q after the tracing, want %q", rest, "sum 9\n")
+	}
+}
+
+// TestRecordFreed: a path ends as soon as Freed says so; a budget ends it
+// too.
+func TestRecordFreed(t *testing.T) {
+	f := startPaths(t)
+	s, err := ptrace.SeizeThread(f.cmd.Process.Pid, f.tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Detach()
+	watchdog := time.AfterFunc(30*time.Second, s.Interrupt)
+	defer watchdog.Stop()
+	for _, c := range []struct {
+		opts Options
+		want Outcome
+	}{
+		{Options{Freed: func() bool { return true }}, Freed},
+		{Options{MaxStops: 3}, Budget},
+	} {
+		if err := s.SetBreakpoint(0, f.addr["begin"]); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f.stdin, "1\n")
+		if st, err := s.Cont(); err != nil || st.Regs.Rip != f.addr["begin"] {
+			t.Fatalf("run to begin: %+v, %v", st, err)
+		}
+		c.opts.Read, c.opts.Boring = f.read, f.boring
+		if p := Record(s, c.opts); p.Outcome != c.want || p.Err != nil {
+			t.Errorf("outcome %v (%v), want %v", p.Outcome, p.Err, c.want)
+		}
+	}
+}
