@@ -350,6 +350,8 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 						    size_t n, void *fp)
 {
 	uint32_t sid = lp_stack_id(t, fp);
+	if (LP_UNLIKELY(lp_hdr && __atomic_load_n(&lp_hdr->suspects_n, __ATOMIC_RELAXED) != 0))
+		lp_trace_ask(t, sid, p, n);
 	if (LP_LIKELY(t->fold && p && !t->in_fold)) {
 		t->in_fold = 1;
 		lp_fold_alloc(t, fn, p, n, sid);
@@ -363,6 +365,7 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 
 static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
+	lp_watch_freed(p);
 	if (LP_LIKELY(t->fold && !t->in_fold)) {
 		t->in_fold = 1;
 		int folded = lp_fold_free(t, fn, p, fp);
@@ -460,6 +463,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 			t->in_fold = 0;
 		}
 		lp_rec_realloc_begin(t, old);
+		lp_watch_freed(old);
 	}
 	void *p = real_realloc(old, n);
 	lp_rec_realloc(t, fn, old, p, n, fp);

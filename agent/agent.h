@@ -70,6 +70,15 @@ LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
 LP_HIDDEN void lp_hold_exit(const char *supp);
+LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
+
+/* lp_watch_freed tells the collector that the block of a root-cause
+ * window, p, is being freed or moved (see LP_TRACE_* in lp_wire.h). */
+static inline void lp_watch_freed(const void *p)
+{
+	if (LP_UNLIKELY(lp_hdr && p && __atomic_load_n(&lp_hdr->watch_addr, __ATOMIC_RELAXED) == (uint64_t)(uintptr_t)p))
+		__atomic_store_n(&lp_hdr->watch_freed, 1, __ATOMIC_RELEASE);
+}
 
 /* stacktab.c */
 LP_HIDDEN uint32_t lp_stack_id(struct lp_thread *t, void *fp);

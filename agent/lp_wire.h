@@ -42,11 +42,12 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 4u
+#define LP_WIRE_VERSION 5u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
 #define LP_HEADER_SIZE 4096u
+#define LP_SUSPECTS 16u /* suspect sites armed at once */
 #define LP_SLOT_SIZE 128u
 #define LP_MAX_DEPTH 128u
 #define LP_PEND 256u        /* pending allocations per thread (a power of two) */
@@ -181,7 +182,37 @@ struct lp_header {
 	uint64_t own_table;       /* address of the agent's struct lp_own_table */
 	int64_t tls_offset;       /* its per-thread state: thread pointer + tls_offset, */
 	uint64_t tls_size;        /*   tls_size bytes */
+	uint64_t pad6[3];
+	/* offset 384: root-cause windows, see LP_TRACE_* */
+	uint32_t trace_state;     /* futex word */
+	int32_t trace_tid;        /* the thread that asks */
+	uint64_t trace_addr;      /* the block it allocated */
+	uint64_t trace_size;
+	uint32_t trace_stack;     /* the block's stack id */
+	uint32_t suspects_n;      /* suspects[0, suspects_n) are armed; written last */
+	uint32_t suspects[LP_SUSPECTS];
+	uint64_t watch_addr;      /* a block whose free or realloc sets watch_freed */
+	uint32_t watch_freed;
+	uint32_t pad7;
 };
+
+/*
+ * Root-cause windows. The collector writes the stack ids of suspect sites
+ * (suspects, then suspects_n). A thread that allocates at one, when
+ * trace_state is LP_TRACE_IDLE, claims it (CAS to LP_TRACE_REQUESTED),
+ * fills in trace_*, rings the doorbell and waits on trace_state. The
+ * collector attaches to that thread alone (ptrace), arms a breakpoint on
+ * the allocation's return address and stores LP_TRACE_TAKEN: the thread
+ * returns from its allocation into the window. After the window the
+ * collector stores LP_TRACE_IDLE. The agent gives up waiting after
+ * LP_TRACE_WAIT_MS (CAS back to LP_TRACE_IDLE).
+ */
+enum {
+	LP_TRACE_IDLE = 0,
+	LP_TRACE_REQUESTED = 1,
+	LP_TRACE_TAKEN = 2,
+};
+#define LP_TRACE_WAIT_MS 200
 
 /* The agent's own anonymous mappings (its tables), in the agent's memory;
  * a range with addr 0 is unused. overflow: some were not listed. */

@@ -436,3 +436,45 @@ LP_HIDDEN void lp_hold_exit(const char *supp)
 out:
 	errno = saved;
 }
+
+/*
+ * lp_trace_ask asks the collector for a root-cause window on the calling
+ * thread, which just allocated p (n bytes) at suspect site sid (see
+ * LP_TRACE_* in lp_wire.h), and waits for it to attach, briefly. One
+ * window at a time: a thread that finds one open passes through.
+ */
+LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n)
+{
+	struct lp_header *h = lp_hdr;
+	if (!h || !p || !lp_collector_alive())
+		return;
+	uint32_t k = __atomic_load_n(&h->suspects_n, __ATOMIC_ACQUIRE);
+	int hit = 0;
+	for (uint32_t i = 0; i < k && i < LP_SUSPECTS; i++)
+		hit |= __atomic_load_n(&h->suspects[i], __ATOMIC_RELAXED) == sid;
+	if (!hit || __atomic_load_n(&h->trace_state, __ATOMIC_ACQUIRE) != LP_TRACE_IDLE)
+		return;
+	/* Claim the request's fields with the tid, fill them, then post. */
+	int32_t none = 0;
+	if (!__atomic_compare_exchange_n(&h->trace_tid, &none, (int32_t)t->tid, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return;
+	int saved = errno;
+	h->trace_addr = (uint64_t)(uintptr_t)p;
+	h->trace_size = n;
+	h->trace_stack = sid;
+	__atomic_store_n(&h->trace_state, LP_TRACE_REQUESTED, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
+	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
+	for (int i = 0; i < LP_TRACE_WAIT_MS / 10; i++) {
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
+		lp_futex(&h->trace_state, FUTEX_WAIT, LP_TRACE_REQUESTED, &to);
+		if (__atomic_load_n(&h->trace_state, __ATOMIC_ACQUIRE) != LP_TRACE_REQUESTED)
+			break;
+	}
+	uint32_t expect = LP_TRACE_REQUESTED;
+	if (__atomic_compare_exchange_n(&h->trace_state, &expect, LP_TRACE_IDLE, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		__atomic_store_n(&h->trace_tid, 0, __ATOMIC_RELEASE); /* withdrawn */
+	errno = saved;
+}

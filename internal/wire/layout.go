@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 4
+const Version = 5
 
 // Magic numbers.
 const (
@@ -65,6 +65,17 @@ const (
 	HoldReleased  = 3 // the collector is done: the process may exit
 )
 
+// Root-cause window states (LP_TRACE_*), in the header's trace_state.
+const (
+	TraceIdle      = 0
+	TraceRequested = 1 // by a thread that allocated at a suspect site
+	TraceTaken     = 2 // the collector attached to it
+)
+
+// Suspects is how many suspect sites the header arms at once
+// (LP_SUSPECTS).
+const Suspects = 16
+
 // Header flags (LP_HF_*).
 const (
 	FlagClockTSC   = 1
@@ -119,6 +130,15 @@ const (
 	OffOwnTable          = 336
 	OffTLSOffset         = 344
 	OffTLSSize           = 352
+	OffTraceState        = 384 // futex word: Trace*
+	OffTraceTID          = 388
+	OffTraceAddr         = 392
+	OffTraceSize         = 400
+	OffTraceStack        = 408
+	OffSuspectsN         = 412
+	OffSuspects          = 416 // Suspects uint32 stack ids
+	OffWatchAddr         = 480
+	OffWatchFreed        = 488
 
 	// struct lp_own_table
 	OwnMax         = 256
