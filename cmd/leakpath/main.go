@@ -131,7 +131,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o.argv = fs.Args()
-	if o.usage.perCall && !flagGiven(fs, "fold") {
+	if (o.usage.perCall || o.rootCause.Enabled) && !flagGiven(fs, "fold") {
 		// Folded pairs carry no time of their own: counted one by one,
 		// each lands in its invocation.
 		o.fold = false

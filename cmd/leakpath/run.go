@@ -34,6 +34,7 @@ type runOptions struct {
 	ringKiB    int
 	quiet      bool
 	scan       bool
+	rootCause  collect.RootCauseOptions
 	leaks      leakOptions
 	usage      usageOptions
 }
@@ -47,6 +48,10 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.check, "check", false, "exit with --check-exit-code when leaks of --check-kinds remain after suppressions (for CI)")
 	fs.BoolVar(&o.scan, "scan", true, "at exit, hold the program while its memory is scanned (ptrace) to tell definite, indirect, possible leaks from reachable blocks")
 	addLeakFlags(fs, &o.leaks)
+	fs.BoolVar(&o.rootCause.Enabled, "root-cause", false, "find why growing sites leak: trace the thread that allocates at one (ptrace, that thread only, a window at a time) and report the function and branch where freed and leaked executions part (sets --fold=false unless given)")
+	fs.DurationVar(&o.rootCause.After, "root-cause-after", 0, "with --root-cause, judge sites only after `DURATION` (skip the start-up)")
+	fs.IntVar(&o.rootCause.MaxSites, "root-cause-sites", 4, "with --root-cause, trace at most `N` sites at once")
+	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 10*time.Second, "with --root-cause, give up on a site after `DURATION` of tracing")
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of every free too (needed for root causes)")
@@ -126,6 +131,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			Fold:       o.fold,
 			HoldExit:   o.scan,
 		},
+		RootCause: o.rootCause,
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
 		Warm: sym.warmUp(),
 	}
@@ -166,6 +172,18 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if os.Getenv("LEAKPATH_DEBUG_ROOTCAUSE") != "" {
+		for idx, sites := range res.RootCause {
+			for site, st := range sites {
+				fmt.Fprintf(stderr, "rootcause: image %d site %d end depth %d, %d paths, note %q\n", idx, site, st.EndDepth, len(st.Paths), st.Note)
+				for i, p := range st.Paths {
+					if i < 4 {
+						fmt.Fprintf(stderr, "  %v %d stops: %v\n", p.Outcome, p.Stops, p.Events)
+					}
+				}
+			}
+		}
 	}
 	var textOut io.Writer = stderr
 	textFile, jsonFile, err := outs.files(res.PID)

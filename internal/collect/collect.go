@@ -63,6 +63,9 @@ type Options struct {
 	// The process runs meanwhile; its events wait. nil: snapshots are
 	// refused.
 	Snapshot func(s *heap.Session, proc uint32, req control.Request) control.Response
+	// RootCause records the paths that explain growing sites (root
+	// causes); see rootcause.go.
+	RootCause RootCauseOptions
 }
 
 // Result is what a run produced.
@@ -82,6 +85,9 @@ type Result struct {
 	// ChildUser and ChildSys are the CPU time the program itself used
 	// (the main process and the children it waited for).
 	ChildUser, ChildSys time.Duration
+	// RootCause: the paths recorded for suspect sites, by image index
+	// and site (Options.RootCause).
+	RootCause map[uint32]map[heap.StackID]*SiteTrace
 }
 
 // ExitCode is the code leakpath exits with to mirror the program: its own
@@ -116,6 +122,7 @@ type image struct {
 	execd   chan struct{} // closed when a newer image of the same pid registered
 	snaps   chan snapRequest
 	gone    chan struct{} // closed when its pipeline ended
+	rc      *rootCauses   // root-cause recording; nil: none yet (under collector.mu)
 	once    sync.Once
 	outcome *event.ProcessInfo // set by the collector for the main pid
 }
@@ -152,6 +159,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	c.sink = newSink(heap.NewSession(), opts.Trace)
 	c.sink.warm = opts.Warm
 	c.sink.model.Observer = opts.Observer
+	if opts.RootCause.Enabled {
+		c.opts.RootCause.defaults()
+		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
+	}
 
 	sess, err := launch.NewSession(opts.Agent, c.register, c.control)
 	if err != nil {
@@ -265,6 +276,14 @@ wait:
 		c.warn("%s did not load the leakpath agent (statically linked, setuid, or LD_PRELOAD removed): nothing was recorded", opts.Argv[0])
 	}
 	res.Session = c.sink.model
+	for _, im := range c.images {
+		if ts := im.rc.traces(); len(ts) > 0 {
+			if res.RootCause == nil {
+				res.RootCause = map[uint32]map[heap.StackID]*SiteTrace{}
+			}
+			res.RootCause[im.idx] = ts
+		}
+	}
 	res.TicksPerSec = c.src.TicksPerSecond()
 	res.Events = c.sink.events
 	res.Warnings = c.warns
@@ -429,6 +448,10 @@ func (c *collector) pipeline(im *image) {
 			ended = c.ended(im)
 		}
 		if ended != nil {
+			c.mu.Lock()
+			rc := im.rc
+			c.mu.Unlock()
+			rc.quiesce()
 			// Gone: whatever it wrote is in the rings now.
 			for {
 				n, err := im.reg.Drain(&m)

@@ -58,6 +58,14 @@ func (c *collector) snapshot(im *image, m *merger, direct *directTarget, req con
 // fails after the stop is recorded for the exit's (live false).
 func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, after func(*heap.Session)) error {
 	pause := time.Now()
+	c.mu.Lock()
+	rc := im.rc
+	c.mu.Unlock()
+	if rc != nil {
+		// A thread has one tracer at a time: no window during the scan
+		// (a snapshot's pauses them for good, for now).
+		rc.quiesce()
+	}
 	tr, err := ptrace.Seize(int(im.pid))
 	if err != nil {
 		return err

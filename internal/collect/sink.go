@@ -59,6 +59,10 @@ type sink struct {
 	childOf  map[uint32]forkKey
 	forked   map[forkKey]bool // forks applied whose child has not come yet
 	once     sync.Once
+	// judge, when set, looks at the model every judgeEvery (root causes).
+	judge      func(*heap.Session)
+	judgeEvery time.Duration
+	judged     time.Time
 }
 
 func newSink(model *heap.Session, trace TraceWriter) *sink {
@@ -128,6 +132,10 @@ func (s *sink) run() {
 		case <-tick.C:
 			s.expire()
 			s.flush()
+			if s.judge != nil && time.Since(s.judged) >= s.judgeEvery {
+				s.judged = time.Now()
+				s.judge(s.model)
+			}
 		}
 	}
 }

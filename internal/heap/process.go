@@ -358,6 +358,24 @@ func (p *Process) thread(tid int32) *Thread {
 	return t
 }
 
+// NumSites returns one more than the highest stack id that allocated.
+func (p *Process) NumSites() int { return len(p.sites) }
+
+// AgentIDs returns the agent's stack ids of stack site (a thread may
+// define a stack another defined already), at most max of them.
+func (p *Process) AgentIDs(site StackID, max int) []uint32 {
+	var out []uint32
+	for id, s := range p.agentStack {
+		if s == site && id != 0 {
+			out = append(out, uint32(id))
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return out
+}
+
 // StackOf returns the stack the agent calls agentID, or 0 before its
 // definition.
 func (p *Process) StackOf(agentID uint32) StackID { return p.stackOf(agentID) }

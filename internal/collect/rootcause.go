@@ -1,0 +1,532 @@
+package collect
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/steptrace"
+)
+
+// Root cause, the recording half (seed 000 steps 310-335): the sink judges
+// the allocation sites now and then; a site some of whose blocks were
+// freed but whose live blocks keep growing becomes a suspect, armed in
+// the agent. A thread that allocates at a suspect asks for a window: a
+// goroutine of the image attaches to that thread alone, runs it to the
+// allocation's return address and records its path (steptrace) until the
+// block is freed (F) or the thread returns out of the end point (E), the
+// innermost function the allocation shares with the frees seen. A block
+// freed after its E moves the end point a frame outward and starts the
+// site over. The paths go to Result.RootCause; their analysis is the
+// report's.
+
+// RootCauseOptions configure the recording of root causes.
+type RootCauseOptions struct {
+	Enabled bool
+	// After: judge sites only this long after the start.
+	After time.Duration
+	// Every: how often sites are judged (default 200 ms).
+	Every time.Duration
+	// Growth: a suspect's live blocks grew at each of the last Rounds
+	// judgements, by Growth blocks in all (defaults 3 and 3).
+	Growth, Rounds int
+	// MaxSites: suspects armed at once (default 4).
+	MaxSites int
+	// Budget: recording time per site (default 10 s); Windows: paths per
+	// site (default 40); Enough: a site is done with this many paths of
+	// each outcome (default 5).
+	Budget           time.Duration
+	Windows, Enough  int
+	WindowBudget     time.Duration // per path (default 2 s)
+	WindowStopsLimit int           // per path (default 500,000)
+}
+
+func (o *RootCauseOptions) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Growth, 3)
+	def(&o.Rounds, 3)
+	def(&o.MaxSites, 4)
+	def(&o.Windows, 40)
+	def(&o.Enough, 5)
+	def(&o.WindowStopsLimit, 500000)
+	if o.Every <= 0 {
+		o.Every = 200 * time.Millisecond
+	}
+	if o.Budget <= 0 {
+		o.Budget = 10 * time.Second
+	}
+	if o.WindowBudget <= 0 {
+		o.WindowBudget = 2 * time.Second
+	}
+}
+
+// SiteTrace is what was recorded for one suspect site.
+type SiteTrace struct {
+	Site     heap.StackID
+	EndDepth int // frames above the allocating function: where E is
+	Paths    []*steptrace.Path
+	Note     string // why recording stopped early, if it did
+}
+
+// suspect is a site being recorded.
+type suspect struct {
+	SiteTrace
+	agentIDs []uint32
+	ret      uint64 // the allocation's return address
+	frames   int    // user frames of the allocation stack
+	started  time.Time
+	blocks   []eBlock // blocks of E paths, to check they stay unfreed
+	done     bool
+}
+
+// eBlock is the block of an E path: allocated before ticks (the
+// collector's clock) and wall.
+type eBlock struct {
+	addr, ticks uint64
+	wall        time.Time
+}
+
+// rootCauses is one image's recording.
+type rootCauses struct {
+	c        *collector
+	im       *image
+	mu       sync.Mutex
+	sites    map[heap.StackID]*suspect
+	byAgent  map[uint32]*suspect
+	history  map[heap.StackID][]uint64
+	armed    []uint32
+	start    time.Time
+	stepping *ptrace.Stepper // the window in progress
+	paused   bool
+	running  bool
+}
+
+func (c *collector) rootCausesOf(im *image) *rootCauses {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if im.rc == nil {
+		im.rc = &rootCauses{c: c, im: im, sites: map[heap.StackID]*suspect{}, byAgent: map[uint32]*suspect{},
+			history: map[heap.StackID][]uint64{}, start: time.Now()}
+	}
+	return im.rc
+}
+
+// judge looks at every site of every running image (on the sink's
+// goroutine, with the model up to date as far as it goes).
+func (c *collector) judge(s *heap.Session) {
+	o := &c.opts.RootCause
+	c.mu.Lock()
+	ims := append([]*image(nil), c.images...)
+	c.mu.Unlock()
+	for _, im := range ims {
+		c.mu.Lock()
+		live := im.reg != nil
+		c.mu.Unlock()
+		if !live {
+			continue
+		}
+		p := s.Process(im.idx)
+		if p == nil || p.End != nil {
+			continue
+		}
+		rc := c.rootCausesOf(im)
+		if time.Since(rc.start) < o.After {
+			continue
+		}
+		rc.judge(p)
+	}
+}
+
+func (rc *rootCauses) judge(p *heap.Process) {
+	o := &rc.c.opts.RootCause
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	changed := false
+	for _, sus := range rc.sites {
+		if !sus.done && rc.checkE(p, sus) {
+			changed = true
+		}
+		if !sus.done && (len(sus.Paths) >= o.Windows || time.Since(sus.started) > o.Budget) {
+			sus.done, changed = true, true
+			if sus.Note == "" && len(sus.Paths) < o.Windows {
+				sus.Note = "time budget spent"
+			}
+		}
+	}
+	active := 0
+	for _, sus := range rc.sites {
+		if !sus.done {
+			active++
+		}
+	}
+	for id := 1; id < p.NumSites(); id++ {
+		site := p.Site(heap.StackID(id))
+		if site == nil || site.Frees == 0 || site.LiveBlocks == 0 {
+			continue
+		}
+		sid := heap.StackID(id)
+		h := append(rc.history[sid], site.LiveBlocks)
+		if len(h) > o.Rounds+1 {
+			h = h[len(h)-o.Rounds-1:]
+		}
+		rc.history[sid] = h
+		if _, known := rc.sites[sid]; known || active >= o.MaxSites || len(h) <= o.Rounds {
+			continue
+		}
+		grew := true
+		for i := 1; i < len(h); i++ {
+			grew = grew && h[i] > h[i-1]
+		}
+		if !grew || h[len(h)-1]-h[0] < uint64(o.Growth) {
+			continue
+		}
+		if sus := rc.newSuspect(p, sid); sus != nil {
+			rc.sites[sid] = sus
+			for _, a := range sus.agentIDs {
+				rc.byAgent[a] = sus
+			}
+			active++
+			changed = true
+		}
+	}
+	if changed {
+		rc.arm()
+	}
+}
+
+// newSuspect prepares the recording of site: its end point from the
+// stacks of the frees seen.
+func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
+	alloc := userFrames(p, site)
+	if len(alloc) == 0 {
+		return nil
+	}
+	var frees [][]uint64
+	for fs := range p.Site(site).FreeStacks() {
+		frees = append(frees, userFrames(p, fs))
+	}
+	sus := &suspect{SiteTrace: SiteTrace{Site: site, EndDepth: endDepth(alloc, frees)},
+		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), started: time.Now()}
+	if len(sus.agentIDs) == 0 {
+		return nil
+	}
+	return sus
+}
+
+// userFrames returns a stack's return addresses without the agent's own
+// frames at its top.
+func userFrames(p *heap.Process, id heap.StackID) []uint64 {
+	frames := p.Stacks.Frames(id)
+	mods := p.Stacks.Modules(id)
+	for len(frames) > 0 {
+		mi := mods[0]
+		if mi < 0 || int(mi) >= len(p.Modules) || !strings.HasPrefix(filepath.Base(p.Modules[mi].Path), "libleakpath") {
+			break
+		}
+		frames, mods = frames[1:], mods[1:]
+	}
+	return frames
+}
+
+// endDepth returns how many frames above the allocating function the end
+// point is: the innermost function the allocation stack shares with every
+// free stack. Two stacks share the frames that are equal from the root
+// in, and the function called from the last equal one (the same call
+// site calls the same function). With no free stack, or none shared, the
+// allocating function itself.
+func endDepth(alloc []uint64, frees [][]uint64) int {
+	depth := 0
+	for _, f := range frees {
+		i, j := len(alloc)-1, len(f)-1
+		for i >= 0 && j >= 0 && alloc[i] == f[j] {
+			i--
+			j--
+		}
+		// alloc[i+1:] are shared frames; the function containing alloc[i]
+		// (if any) was called from the shared alloc[i+1]: shared too.
+		d := i
+		if i+1 == len(alloc) {
+			d = len(alloc) - 1 // not even the root is shared: the whole thread
+		}
+		d = max(d, 0)
+		depth = max(depth, d)
+	}
+	return depth
+}
+
+// checkE moves a suspect's end point outward when a block of one of its E
+// paths was freed after all: that E came too early. It reports a change.
+func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
+	for _, e := range sus.blocks {
+		if time.Since(e.wall) < 100*time.Millisecond {
+			continue // its records may still be on their way
+		}
+		if b, ok := p.LiveBlock(e.addr); ok && b.Time <= e.ticks {
+			continue
+		}
+		// Freed since (or replaced by a newer block).
+		sus.EndDepth++
+		sus.Paths, sus.blocks = nil, nil
+		if sus.EndDepth >= sus.frames {
+			sus.done = true
+			sus.Note = "every end point was left before the block's free"
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// arm writes the suspects still recording into the agent's table.
+func (rc *rootCauses) arm() {
+	var ids []uint32
+	for _, sus := range rc.sites {
+		if !sus.done && !rc.paused {
+			ids = append(ids, sus.agentIDs...)
+		}
+	}
+	rc.armed = ids
+	rc.c.mu.Lock()
+	reg := rc.im.reg
+	rc.c.mu.Unlock()
+	if reg == nil {
+		return
+	}
+	reg.ArmSuspects(ids)
+	if len(ids) > 0 && !rc.running {
+		rc.running = true
+		go rc.serve(reg)
+	}
+}
+
+// serve answers the image's window requests until it ends.
+func (rc *rootCauses) serve(reg *region.Region) {
+	defer func() {
+		rc.mu.Lock()
+		rc.running = false
+		rc.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-rc.im.gone:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		req, ok := reg.PendingTrace()
+		if !ok {
+			continue
+		}
+		rc.mu.Lock()
+		sus := rc.byAgent[req.Stack]
+		if sus == nil || sus.done || rc.paused {
+			rc.mu.Unlock()
+			reg.RefuseTrace()
+			continue
+		}
+		rc.mu.Unlock()
+		rc.window(reg, sus, req)
+	}
+}
+
+// window records one path of sus on the thread that asked.
+func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceRequest) {
+	o := &rc.c.opts.RootCause
+	pid := int(rc.im.pid)
+	defer reg.EndTrace()
+	st, err := ptrace.SeizeThread(pid, int(req.TID))
+	if err != nil {
+		reg.RefuseTrace()
+		rc.giveUp(sus, fmt.Sprintf("cannot attach to thread %d: %v", req.TID, err))
+		return
+	}
+	rc.mu.Lock()
+	rc.stepping = st
+	rc.mu.Unlock()
+	defer func() {
+		rc.mu.Lock()
+		rc.stepping = nil
+		rc.mu.Unlock()
+		st.Detach()
+	}()
+	watchdog := time.AfterFunc(o.WindowBudget+time.Second, st.Interrupt)
+	defer watchdog.Stop()
+	if err := st.SetBreakpoint(1, sus.ret); err != nil {
+		reg.RefuseTrace()
+		return
+	}
+	reg.Watch(req.Addr)
+	if !reg.TakeTrace() {
+		return
+	}
+	// Out of the agent, back where the allocation was made.
+	for {
+		s, err := st.Cont()
+		if err != nil || s.Interrupted {
+			return
+		}
+		if s.Breakpoint && s.Regs.Rip == sus.ret {
+			break
+		}
+	}
+	st.SetBreakpoint(1, 0)
+	boring := boringCode(pid)
+	path := steptrace.Record(st, steptrace.Options{
+		Read:     func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) },
+		Boring:   boring,
+		EndDepth: sus.EndDepth,
+		Freed:    reg.WatchFreed,
+		MaxStops: o.WindowStopsLimit,
+		Deadline: time.Now().Add(o.WindowBudget),
+	})
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if path.Outcome != steptrace.Freed && path.Outcome != steptrace.EndReached {
+		return // neither F nor E: not a path to compare
+	}
+	sus.Paths = append(sus.Paths, path)
+	if path.Outcome == steptrace.EndReached {
+		sus.blocks = append(sus.blocks, eBlock{addr: req.Addr, ticks: rc.c.src.Now(), wall: time.Now()})
+	}
+	var f, e int
+	for _, p := range sus.Paths {
+		if p.Outcome == steptrace.Freed {
+			f++
+		} else {
+			e++
+		}
+	}
+	if f >= o.Enough && e >= o.Enough {
+		sus.done = true
+		rc.arm()
+	}
+}
+
+func (rc *rootCauses) giveUp(sus *suspect, why string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	sus.done, sus.Note = true, why
+	rc.arm()
+}
+
+// quiesce ends root-cause recording in the image for good (before its
+// memory is scanned: a thread has one tracer at a time): no new window,
+// the one in progress interrupted and finished.
+func (rc *rootCauses) quiesce() {
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	rc.paused = true
+	rc.arm()
+	st := rc.stepping
+	rc.mu.Unlock()
+	if st != nil {
+		st.Interrupt()
+	}
+	for i := 0; i < 5000; i++ {
+		rc.mu.Lock()
+		busy := rc.stepping != nil
+		rc.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// traces returns what was recorded, by site.
+func (rc *rootCauses) traces() map[heap.StackID]*SiteTrace {
+	if rc == nil {
+		return nil
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := map[heap.StackID]*SiteTrace{}
+	for id, sus := range rc.sites {
+		st := sus.SiteTrace
+		st.Paths = append([]*steptrace.Path(nil), sus.Paths...)
+		if !sus.done && st.Note == "" {
+			st.Note = "the program ended before enough paths were recorded"
+		}
+		out[id] = &st
+	}
+	return out
+}
+
+// boringCode returns the test of code a path runs through: the C runtime,
+// the dynamic loader, leakpath's agent, the C++ runtime, anything not
+// from a file (the vdso), by /proc/PID/maps.
+func boringCode(pid int) func(uint64) bool {
+	type span struct {
+		lo, hi uint64
+		boring bool
+	}
+	var spans []span
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 5 || !strings.Contains(fs[1], "x") {
+				continue
+			}
+			lo, hi, ok := strings.Cut(fs[0], "-")
+			if !ok {
+				continue
+			}
+			a, _ := strconv.ParseUint(lo, 16, 64)
+			b, _ := strconv.ParseUint(hi, 16, 64)
+			path := ""
+			if len(fs) >= 6 {
+				path = fs[5]
+			}
+			spans = append(spans, span{a, b, boringModule(path)})
+		}
+		f.Close()
+	}
+	return func(addr uint64) bool {
+		for _, s := range spans {
+			if addr >= s.lo && addr < s.hi {
+				return s.boring
+			}
+		}
+		return true // unknown code: not the program's
+	}
+}
+
+// boringModule reports the modules whose code cannot be why a program's
+// block is not freed.
+func boringModule(path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return true
+	}
+	base := filepath.Base(path)
+	for _, p := range []string{"libc.so", "libc-", "ld-linux", "ld.so", "libpthread", "libleakpath", "libstdc++", "libgcc_s", "libm.so", "libdl"} {
+		if strings.HasPrefix(base, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// readMem reads the process's memory (code and data) without ptrace.
+func readMem(pid int, addr uint64, b []byte) (int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.ReadAt(b, int64(addr))
+}
