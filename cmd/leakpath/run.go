@@ -132,8 +132,8 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			HoldExit:   o.scan,
 		},
 		RootCause: o.rootCause,
-		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
-		Warm: sym.warmUp(),
+		Logf:      func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Warm:      sym.warmUp(),
 	}
 	started := time.Now()
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {

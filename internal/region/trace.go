@@ -48,6 +48,14 @@ func (r *Region) TakeTrace() bool {
 	return true
 }
 
+// RefuseTrace turns the posted request down: its thread goes on at once.
+func (r *Region) RefuseTrace() {
+	if r.u32(wire.OffTraceState).CompareAndSwap(wire.TraceRequested, wire.TraceIdle) {
+		r.put32(wire.OffTraceTID, 0)
+		futexWake(&r.mem[wire.OffTraceState], 1)
+	}
+}
+
 // Watch makes the agent note the free (or realloc) of block addr (0:
 // none), from now on.
 func (r *Region) Watch(addr uint64) {
