@@ -76,6 +76,9 @@ func (o *RootCauseOptions) defaults() {
 type SiteTrace struct {
 	Site     heap.StackID
 	EndDepth int // frames above the allocating function: where E is
+	// Deferred: other threads free the site's blocks; a path ended at
+	// the end point is F if its block was freed by the end of the run.
+	Deferred bool
 	Paths    []*steptrace.Path
 	Note     string // why recording stopped early, if it did
 }
@@ -88,6 +91,7 @@ type suspect struct {
 	frames   int    // user frames of the allocation stack
 	started  time.Time
 	blocks   []eBlock // blocks of E paths, to check they stay unfreed
+	pathOf   []eBlock // the block of each path, by index in Paths
 	done     bool
 }
 
@@ -219,6 +223,12 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 	}
 	sus := &suspect{SiteTrace: SiteTrace{Site: site, EndDepth: endDepth(alloc, frees)},
 		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), started: time.Now()}
+	if sus.EndDepth < 0 {
+		// Freed by other threads: a path ends when the allocating
+		// function returns, and is F if its block was freed by the end
+		// of the run (see traces).
+		sus.EndDepth, sus.Deferred = 0, true
+	}
 	if len(sus.agentIDs) == 0 {
 		return nil
 	}
@@ -244,8 +254,9 @@ func userFrames(p *heap.Process, id heap.StackID) []uint64 {
 // point is: the innermost function the allocation stack shares with every
 // free stack. Two stacks share the frames that are equal from the root
 // in, and the function called from the last equal one (the same call
-// site calls the same function). With no free stack, or none shared, the
-// allocating function itself.
+// site calls the same function). With no free stack, the allocating
+// function itself; -1 when a free stack shares nothing (another thread
+// frees the site's blocks).
 func endDepth(alloc []uint64, frees [][]uint64) int {
 	depth := 0
 	for _, f := range frees {
@@ -256,12 +267,10 @@ func endDepth(alloc []uint64, frees [][]uint64) int {
 		}
 		// alloc[i+1:] are shared frames; the function containing alloc[i]
 		// (if any) was called from the shared alloc[i+1]: shared too.
-		d := i
 		if i+1 == len(alloc) {
-			d = len(alloc) - 1 // not even the root is shared: the whole thread
+			return -1 // not even the root is shared
 		}
-		d = max(d, 0)
-		depth = max(depth, d)
+		depth = max(depth, i, 0)
 	}
 	return depth
 }
@@ -269,6 +278,9 @@ func endDepth(alloc []uint64, frees [][]uint64) int {
 // checkE moves a suspect's end point outward when a block of one of its E
 // paths was freed after all: that E came too early. It reports a change.
 func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
+	if sus.Deferred {
+		return false
+	}
 	for _, e := range sus.blocks {
 		if time.Since(e.wall) < 100*time.Millisecond {
 			continue // its records may still be on their way
@@ -278,7 +290,7 @@ func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
 		}
 		// Freed since (or replaced by a newer block).
 		sus.EndDepth++
-		sus.Paths, sus.blocks = nil, nil
+		sus.Paths, sus.blocks, sus.pathOf = nil, nil, nil
 		if sus.EndDepth >= sus.frames {
 			sus.done = true
 			sus.Note = "every end point was left before the block's free"
@@ -395,9 +407,11 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	if path.Outcome != steptrace.Freed && path.Outcome != steptrace.EndReached {
 		return // neither F nor E: not a path to compare
 	}
+	blk := eBlock{addr: req.Addr, ticks: rc.c.src.Now(), wall: time.Now()}
 	sus.Paths = append(sus.Paths, path)
+	sus.pathOf = append(sus.pathOf, blk)
 	if path.Outcome == steptrace.EndReached {
-		sus.blocks = append(sus.blocks, eBlock{addr: req.Addr, ticks: rc.c.src.Now(), wall: time.Now()})
+		sus.blocks = append(sus.blocks, blk)
 	}
 	var f, e int
 	for _, p := range sus.Paths {
@@ -407,7 +421,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 			e++
 		}
 	}
-	if f >= o.Enough && e >= o.Enough {
+	if f >= o.Enough && e >= o.Enough && !sus.Deferred || f+e >= 2*o.Enough && sus.Deferred {
 		sus.done = true
 		rc.arm()
 	}
@@ -446,8 +460,9 @@ func (rc *rootCauses) quiesce() {
 	}
 }
 
-// traces returns what was recorded, by site.
-func (rc *rootCauses) traces() map[heap.StackID]*SiteTrace {
+// traces returns what was recorded, by site, p being the image at its
+// end: a deferred path whose block was freed by then is F.
+func (rc *rootCauses) traces(p *heap.Process) map[heap.StackID]*SiteTrace {
 	if rc == nil {
 		return nil
 	}
@@ -457,6 +472,16 @@ func (rc *rootCauses) traces() map[heap.StackID]*SiteTrace {
 	for id, sus := range rc.sites {
 		st := sus.SiteTrace
 		st.Paths = append([]*steptrace.Path(nil), sus.Paths...)
+		for i, path := range st.Paths {
+			if !sus.Deferred || path.Outcome != steptrace.EndReached || p == nil || i >= len(sus.pathOf) {
+				continue
+			}
+			if b, ok := p.LiveBlock(sus.pathOf[i].addr); !ok || b.Time > sus.pathOf[i].ticks {
+				freed := *path
+				freed.Outcome = steptrace.Freed
+				st.Paths[i] = &freed
+			}
+		}
 		if !sus.done && st.Note == "" {
 			st.Note = "the program ended before enough paths were recorded"
 		}

@@ -188,6 +188,9 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		if g.supp != nil {
 			l.Suppressed = g.supp.String()
 		}
+		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Reachable {
+			l.RootCause = r.jsonRootCause(p, rc)
+		}
 		ji.Leaks = append(ji.Leaks, l)
 	}
 	if p.Scan != nil && !execd(p) {

@@ -131,6 +131,9 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		}
 		fmt.Fprintln(w)
 		r.textStack(w, p, g.Stack)
+		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Reachable && g.Kind != event.Indirect {
+			r.textRootCause(w, p, rc)
+		}
 		if g.Kind == event.Indirect && g.Owner != 0 {
 			fmt.Fprintln(w, "  held by a definite leak allocated at:")
 			fs := r.Stack(p, g.Owner)

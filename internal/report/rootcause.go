@@ -1,0 +1,136 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/leakpath/leakpath/internal/heap"
+)
+
+// RootCause is why a site's blocks are not freed, as the root-cause
+// analysis found it (Options.RootCauses).
+type RootCause struct {
+	// Status: "found", "inconclusive" (paths were traced, nothing
+	// separates them) or "not_traced".
+	Status                string
+	Traced, Freed, Leaked int
+	// Functions: addresses in the functions where freed and leaked
+	// executions part (the event where they part), most paths first.
+	Functions []uint64
+	// Branches: the conditional branches whose outcome separates them.
+	Branches []RootBranch
+	Note     string // why there is no answer, if there is none
+}
+
+// RootBranch is a branch instruction and the way it goes when the block
+// leaks.
+type RootBranch struct {
+	Addr           uint64
+	LeaksWhenTaken bool
+}
+
+// rootCause returns the analysis of p's site, or nil.
+func (r *Report) rootCause(p *heap.Process, site heap.StackID) *RootCause {
+	if r.opts.RootCauses == nil {
+		return nil
+	}
+	return r.opts.RootCauses[p.Info.Index][site]
+}
+
+// codeFrame symbolizes an instruction's address (not a return address).
+func (r *Report) codeFrame(p *heap.Process, addr uint64) Frame {
+	// frame takes return addresses (it looks up the byte before).
+	f := r.frame(p, p.ModuleOf(addr), addr+1)[0] // the innermost inlined function holds it
+	f.Address, f.Offset = addr, f.Offset-1
+	return f
+}
+
+// textRootCause writes the root cause of a leak group.
+func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *RootCause) {
+	if rc.Status != "found" {
+		fmt.Fprintf(w, "  root cause: %s", strings.ReplaceAll(rc.Status, "_", " "))
+		if rc.Note != "" {
+			fmt.Fprintf(w, " (%s)", rc.Note)
+		}
+		if rc.Traced > 0 {
+			fmt.Fprintf(w, "; traced %s: %d freed, %d leaked", plural(rc.Traced, "execution"), rc.Freed, rc.Leaked)
+		}
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprint(w, "  root cause: ")
+	for i, a := range rc.Functions {
+		if i > 0 {
+			fmt.Fprint(w, ", ")
+		}
+		fmt.Fprint(w, frameText(r.codeFrame(p, a)))
+	}
+	for _, b := range rc.Branches {
+		f := r.codeFrame(p, b.Addr)
+		way := "not taken"
+		if b.LeaksWhenTaken {
+			way = "taken"
+		}
+		fmt.Fprintf(w, "\n    leaks when the branch at %s", codePlace(f))
+		if src := sourceLine(f.File, f.Line); src != "" {
+			fmt.Fprintf(w, " `%s`", src)
+		}
+		fmt.Fprintf(w, " is %s", way)
+	}
+	fmt.Fprintf(w, "\n    traced %s: %d freed, %d leaked\n", plural(rc.Traced, "execution"), rc.Freed, rc.Leaked)
+}
+
+// codePlace says where a frame is: file:line, or module+offset.
+func codePlace(f Frame) string {
+	if f.File != "" {
+		return fmt.Sprintf("%s:%d", f.File, f.Line)
+	}
+	return fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
+}
+
+// sourceLine returns line n of file, trimmed ("" if unreadable).
+func sourceLine(file string, n int) string {
+	if file == "" || n <= 0 {
+		return ""
+	}
+	fh, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for i := 1; sc.Scan(); i++ {
+		if i == n {
+			return strings.TrimSpace(sc.Text())
+		}
+	}
+	return ""
+}
+
+// jsonRootCause is DESIGN.md §4's root_cause object.
+type jsonRootCause struct {
+	Status    string      `json:"status"`
+	Traced    int         `json:"traced_runs"`
+	Freed     int         `json:"freed_runs"`
+	Leaked    int         `json:"leaked_runs"`
+	Functions []jsonFrame `json:"functions"`
+	Branches  []jsonFrame `json:"branches"`
+	// LeaksWhenTaken: per branch, whether the leaking executions took it.
+	LeaksWhenTaken []bool `json:"leaks_when_taken"`
+	Note           string `json:"note,omitempty"`
+}
+
+func (r *Report) jsonRootCause(p *heap.Process, rc *RootCause) *jsonRootCause {
+	out := &jsonRootCause{Status: rc.Status, Traced: rc.Traced, Freed: rc.Freed, Leaked: rc.Leaked, Note: rc.Note,
+		Functions: []jsonFrame{}, Branches: []jsonFrame{}, LeaksWhenTaken: []bool{}}
+	for _, a := range rc.Functions {
+		out.Functions = append(out.Functions, jsonFrames([]Frame{r.codeFrame(p, a)})...)
+	}
+	for _, b := range rc.Branches {
+		out.Branches = append(out.Branches, jsonFrames([]Frame{r.codeFrame(p, b.Addr)})...)
+		out.LeaksWhenTaken = append(out.LeaksWhenTaken, b.LeaksWhenTaken)
+	}
+	return out
+}
