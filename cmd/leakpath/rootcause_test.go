@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rootCauseFixture is a program of testdata/rootcause whose leak's cause
+// is known: the function, and the lines marked LEAK in its source.
+type rootCauseFixture struct {
+	name     string   // the source, in testdata/rootcause
+	lib      string   // a shared library it links with ("": none)
+	alloc    string   // the function that allocates the leaking blocks
+	function string   // the culprit function ("": no claim expected)
+	leakLine []string // sources whose LEAK-marked lines are the culprit branches
+}
+
+var rootCauseFixtures = []rootCauseFixture{
+	{name: "seed.c", alloc: "funcA", function: "funcB", leakLine: []string{"seed.c"}},
+	{name: "nested.c", alloc: "make", function: "process", leakLine: []string{"nested.c"}},
+	{name: "twobranches.c", alloc: "serve", function: "serve", leakLine: []string{"twobranches.c"}},
+	{name: "loopcount.c", alloc: "batch", function: "batch", leakLine: []string{"loopcount.c"}},
+	{name: "crossthread.c", alloc: "produce", function: "produce", leakLine: []string{"crossthread.c"}},
+	{name: "earlyreturn.cc", alloc: "handle", function: "handle", leakLine: []string{"earlyreturn.cc"}},
+	{name: "libleak_app.c", lib: "libleak_lib.c", alloc: "lib_parse", function: "lib_parse", leakLine: []string{"libleak_lib.c"}},
+	{name: "noleak.c"},
+}
+
+// markedLines returns the lines of src that carry a LEAK comment.
+func markedLines(t *testing.T, src string) []int {
+	t.Helper()
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []int
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if strings.Contains(sc.Text(), "/* LEAK */") || strings.Contains(sc.Text(), "// LEAK") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// buildRootCause compiles a fixture (and its library) into dir.
+func buildRootCause(t *testing.T, fx rootCauseFixture, dir string) string {
+	t.Helper()
+	src := filepath.Join(root, "testdata", "rootcause")
+	cc := "cc"
+	if strings.HasSuffix(fx.name, ".cc") {
+		cc = "c++"
+	}
+	bin := filepath.Join(dir, strings.TrimSuffix(strings.TrimSuffix(fx.name, ".c"), ".cc"))
+	args := []string{"-g", "-O0", "-pthread", "-o", bin, filepath.Join(src, fx.name)}
+	if fx.lib != "" {
+		lib := filepath.Join(dir, "librc.so")
+		if b, err := exec.Command("cc", "-g", "-O0", "-shared", "-fPIC", "-o", lib, filepath.Join(src, fx.lib)).CombinedOutput(); err != nil {
+			t.Fatalf("cc %s: %v\n%s", fx.lib, err, b)
+		}
+		args = append(args, "-L"+dir, "-lrc", "-Wl,-rpath,"+dir)
+	}
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, fx.name, err, b)
+	}
+	return bin
+}
+
+type rootCauseDoc struct {
+	Leaks []struct {
+		Kind      string      `json:"kind"`
+		Blocks    uint64      `json:"blocks"`
+		Stack     []jsonFrame `json:"stack"`
+		RootCause *struct {
+			Status         string      `json:"status"`
+			Traced         int         `json:"traced_runs"`
+			Freed          int         `json:"freed_runs"`
+			Leaked         int         `json:"leaked_runs"`
+			Functions      []jsonFrame `json:"functions"`
+			Branches       []jsonFrame `json:"branches"`
+			LeaksWhenTaken []bool      `json:"leaks_when_taken"`
+		} `json:"root_cause"`
+	} `json:"leaks"`
+}
+
+// TestRootCause runs each fixture with --root-cause: its output stays its
+// own, and the report names the culprit function and the marked branch
+// lines under the leak (and claims nothing for the program that does not
+// leak).
+func TestRootCause(t *testing.T) {
+	for _, fx := range rootCauseFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			bin := buildRootCause(t, fx, dir)
+			want := native(t, nil, bin)
+			start := time.Now()
+			r := leakpath(t, []string{"--root-cause"}, nil, bin)
+			t.Logf("%s: run %.2f s under leakpath --root-cause", fx.name, time.Since(start).Seconds())
+			sameBehaviour(t, r, want)
+			var d rootCauseDoc
+			if err := json.Unmarshal(r.reportJSON, &d); err != nil {
+				t.Fatal(err)
+			}
+			if fx.function == "" {
+				for _, l := range d.Leaks {
+					if l.RootCause != nil && l.RootCause.Status == "found" {
+						t.Errorf("a root cause was claimed for a program that does not leak:\n%s", r.text)
+					}
+				}
+				return
+			}
+			var wantLines []string
+			for _, src := range fx.leakLine {
+				for _, n := range markedLines(t, filepath.Join(root, "testdata", "rootcause", src)) {
+					wantLines = append(wantLines, src+":"+strconv.Itoa(n))
+				}
+			}
+			found := false
+			for _, l := range d.Leaks {
+				if l.Kind != "definite" || !stackHas(l.Stack, fx.alloc) {
+					continue
+				}
+				found = true
+				rc := l.RootCause
+				if rc == nil || rc.Status != "found" {
+					t.Fatalf("no root cause found for the leak at %s:\n%s", fx.alloc, r.text)
+				}
+				t.Logf("traced %d: %d freed, %d leaked", rc.Traced, rc.Freed, rc.Leaked)
+				if len(rc.Functions) == 0 || rc.Functions[0].Function != fx.function {
+					t.Errorf("culprit functions %v, want %s first\n%s", rc.Functions, fx.function, r.text)
+				}
+				var got []string
+				for _, b := range rc.Branches {
+					got = append(got, filepath.Base(b.File)+":"+strconv.Itoa(b.Line))
+				}
+				for _, w := range wantLines {
+					if !slices.Contains(got, w) {
+						t.Errorf("culprit branches %v lack %s\n%s", got, w, r.text)
+					}
+				}
+			}
+			if !found {
+				t.Fatalf("no definite leak allocated by %s:\n%s", fx.alloc, r.text)
+			}
+		})
+	}
+}
