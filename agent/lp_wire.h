@@ -193,7 +193,7 @@ struct lp_header {
 	uint32_t suspects[LP_SUSPECTS];
 	uint64_t watch_addr;      /* a block whose free or realloc sets watch_freed */
 	uint32_t watch_freed;
-	uint32_t pad7;
+	uint32_t trace_skip;      /* allocations at suspects to let pass before asking */
 };
 
 /*

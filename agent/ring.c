@@ -454,6 +454,14 @@ LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n
 		hit |= __atomic_load_n(&h->suspects[i], __ATOMIC_RELAXED) == sid;
 	if (!hit || __atomic_load_n(&h->trace_state, __ATOMIC_ACQUIRE) != LP_TRACE_IDLE)
 		return;
+	/* The collector spreads its windows over the site's allocations
+	 * (not always the first after the previous window). */
+	uint32_t skip = __atomic_load_n(&h->trace_skip, __ATOMIC_RELAXED);
+	while (skip > 0 && !__atomic_compare_exchange_n(&h->trace_skip, &skip, skip - 1, 0, __ATOMIC_RELAXED,
+							__ATOMIC_RELAXED))
+		;
+	if (skip > 0)
+		return;
 	/* Claim the request's fields with the tid, fill them, then post. */
 	int32_t none = 0;
 	if (!__atomic_compare_exchange_n(&h->trace_tid, &none, (int32_t)t->tid, 0, __ATOMIC_ACQ_REL,

@@ -253,7 +253,7 @@ func leakpathEnv(t testing.TB, env []string, flags []string, stdin []byte, argv 
 	r.reportJSON = b
 	r.report = new(jsonReport)
 	if err := json.Unmarshal(b, r.report); err != nil {
-		t.Fatalf("JSON report: %v\n%s", err, b)
+		t.Fatalf("JSON report: %v\n%s\nleakpath exited %d; stderr:\n%s", err, b, r.code, r.stderr)
 	}
 	if r.report.Schema != "leakpath.report/v1" {
 		t.Fatalf("schema %q", r.report.Schema)

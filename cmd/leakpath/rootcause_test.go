@@ -45,7 +45,7 @@ func markedLines(t *testing.T, src string) []int {
 	var out []int
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
-		if strings.Contains(sc.Text(), "/* LEAK */") || strings.Contains(sc.Text(), "// LEAK") {
+		if strings.Contains(sc.Text(), "/* LEAK") || strings.Contains(sc.Text(), "// LEAK") {
 			out = append(out, n)
 		}
 	}
@@ -127,7 +127,7 @@ func TestRootCause(t *testing.T) {
 			}
 			found := false
 			for _, l := range d.Leaks {
-				if l.Kind != "definite" || !stackHas(l.Stack, fx.alloc) {
+				if l.Kind != "definite" || !stackHasFunc(l.Stack, fx.alloc) {
 					continue
 				}
 				found = true
@@ -136,7 +136,7 @@ func TestRootCause(t *testing.T) {
 					t.Fatalf("no root cause found for the leak at %s:\n%s", fx.alloc, r.text)
 				}
 				t.Logf("traced %d: %d freed, %d leaked", rc.Traced, rc.Freed, rc.Leaked)
-				if len(rc.Functions) == 0 || rc.Functions[0].Function != fx.function {
+				if len(rc.Functions) == 0 || !sameFunc(rc.Functions[0].Function, fx.function) {
 					t.Errorf("culprit functions %v, want %s first\n%s", rc.Functions, fx.function, r.text)
 				}
 				var got []string
@@ -154,4 +154,17 @@ func TestRootCause(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sameFunc reports whether a symbolized function is fn (a C++ one
+// demangled with its parameters).
+func sameFunc(got, fn string) bool { return got == fn || strings.HasPrefix(got, fn+"(") }
+
+func stackHasFunc(st []jsonFrame, fn string) bool {
+	for _, f := range st {
+		if sameFunc(f.Function, fn) {
+			return true
+		}
+	}
+	return false
 }

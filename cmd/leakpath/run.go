@@ -173,18 +173,6 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if err != nil {
 		return nil, nil, err
 	}
-	if os.Getenv("LEAKPATH_DEBUG_ROOTCAUSE") != "" {
-		for idx, sites := range res.RootCause {
-			for site, st := range sites {
-				fmt.Fprintf(stderr, "rootcause: image %d site %d end depth %d, %d paths, note %q\n", idx, site, st.EndDepth, len(st.Paths), st.Note)
-				for i, p := range st.Paths {
-					if i < 4 {
-						fmt.Fprintf(stderr, "  %v %d stops: %v\n", p.Outcome, p.Stops, p.Events)
-					}
-				}
-			}
-		}
-	}
 	var textOut io.Writer = stderr
 	textFile, jsonFile, err := outs.files(res.PID)
 	if err != nil {
@@ -203,6 +191,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Warnings:      append(res.Warnings, early...),
 		Suppressions:  supp,
 		ShowReachable: o.leaks.showReachable,
+		RootCauses:    rootCauses(res),
 	})
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {

@@ -3,6 +3,7 @@ package collect
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,7 +75,11 @@ func (o *RootCauseOptions) defaults() {
 
 // SiteTrace is what was recorded for one suspect site.
 type SiteTrace struct {
-	Site     heap.StackID
+	Site heap.StackID
+	// Frames: the allocation stack's return addresses, innermost first,
+	// the agent's own frames left out: Frames[0] is in the allocating
+	// function, where paths begin.
+	Frames   []uint64
 	EndDepth int // frames above the allocating function: where E is
 	// Deferred: other threads free the site's blocks; a path ended at
 	// the end point is F if its block was freed by the end of the run.
@@ -113,8 +118,11 @@ type rootCauses struct {
 	armed    []uint32
 	start    time.Time
 	stepping *ptrace.Stepper // the window in progress
-	paused   bool
+	paused   bool            // by quiesce: the region is not to be touched again
 	running  bool
+	quit     chan struct{} // closed by quiesce
+	served   chan struct{} // closed when serve returns
+	once     sync.Once
 }
 
 func (c *collector) rootCausesOf(im *image) *rootCauses {
@@ -122,7 +130,7 @@ func (c *collector) rootCausesOf(im *image) *rootCauses {
 	defer c.mu.Unlock()
 	if im.rc == nil {
 		im.rc = &rootCauses{c: c, im: im, sites: map[heap.StackID]*suspect{}, byAgent: map[uint32]*suspect{},
-			history: map[heap.StackID][]uint64{}, start: time.Now()}
+			history: map[heap.StackID][]uint64{}, start: time.Now(), quit: make(chan struct{})}
 	}
 	return im.rc
 }
@@ -162,9 +170,13 @@ func (rc *rootCauses) judge(p *heap.Process) {
 		if !sus.done && rc.checkE(p, sus) {
 			changed = true
 		}
-		if !sus.done && (len(sus.Paths) >= o.Windows || time.Since(sus.started) > o.Budget) {
+		windows := o.Windows
+		if sus.Deferred {
+			windows *= 3
+		}
+		if !sus.done && (len(sus.Paths) >= windows || time.Since(sus.started) > o.Budget) {
 			sus.done, changed = true, true
-			if sus.Note == "" && len(sus.Paths) < o.Windows {
+			if sus.Note == "" && len(sus.Paths) < windows {
 				sus.Note = "time budget spent"
 			}
 		}
@@ -221,7 +233,7 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 	for fs := range p.Site(site).FreeStacks() {
 		frees = append(frees, userFrames(p, fs))
 	}
-	sus := &suspect{SiteTrace: SiteTrace{Site: site, EndDepth: endDepth(alloc, frees)},
+	sus := &suspect{SiteTrace: SiteTrace{Site: site, Frames: alloc, EndDepth: endDepth(alloc, frees)},
 		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), started: time.Now()}
 	if sus.EndDepth < 0 {
 		// Freed by other threads: a path ends when the allocating
@@ -301,11 +313,15 @@ func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
 	return false
 }
 
-// arm writes the suspects still recording into the agent's table.
+// arm writes the suspects still recording into the agent's table (with
+// rc.mu held).
 func (rc *rootCauses) arm() {
+	if rc.paused {
+		return
+	}
 	var ids []uint32
 	for _, sus := range rc.sites {
-		if !sus.done && !rc.paused {
+		if !sus.done {
 			ids = append(ids, sus.agentIDs...)
 		}
 	}
@@ -319,20 +335,17 @@ func (rc *rootCauses) arm() {
 	reg.ArmSuspects(ids)
 	if len(ids) > 0 && !rc.running {
 		rc.running = true
+		rc.served = make(chan struct{})
 		go rc.serve(reg)
 	}
 }
 
 // serve answers the image's window requests until it ends.
 func (rc *rootCauses) serve(reg *region.Region) {
-	defer func() {
-		rc.mu.Lock()
-		rc.running = false
-		rc.mu.Unlock()
-	}()
+	defer close(rc.served)
 	for {
 		select {
-		case <-rc.im.gone:
+		case <-rc.quit:
 			return
 		case <-time.After(time.Millisecond):
 		}
@@ -342,7 +355,7 @@ func (rc *rootCauses) serve(reg *region.Region) {
 		}
 		rc.mu.Lock()
 		sus := rc.byAgent[req.Stack]
-		if sus == nil || sus.done || rc.paused {
+		if sus == nil || sus.done {
 			rc.mu.Unlock()
 			reg.RefuseTrace()
 			continue
@@ -356,7 +369,9 @@ func (rc *rootCauses) serve(reg *region.Region) {
 func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceRequest) {
 	o := &rc.c.opts.RootCause
 	pid := int(rc.im.pid)
-	defer reg.EndTrace()
+	// The next window starts a few allocations later, at random: a
+	// site's blocks may differ by their place in a batch.
+	defer func() { reg.EndTrace(uint32(rand.IntN(8))) }()
 	st, err := ptrace.SeizeThread(pid, int(req.TID))
 	if err != nil {
 		reg.RefuseTrace()
@@ -421,7 +436,8 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 			e++
 		}
 	}
-	if f >= o.Enough && e >= o.Enough && !sus.Deferred || f+e >= 2*o.Enough && sus.Deferred {
+	// A deferred path's outcome is known only at the end: record more.
+	if f >= o.Enough && e >= o.Enough && !sus.Deferred || len(sus.Paths) >= 3*o.Windows {
 		sus.done = true
 		rc.arm()
 	}
@@ -434,30 +450,36 @@ func (rc *rootCauses) giveUp(sus *suspect, why string) {
 	rc.arm()
 }
 
-// quiesce ends root-cause recording in the image for good (before its
-// memory is scanned: a thread has one tracer at a time): no new window,
-// the one in progress interrupted and finished.
+// quiesce ends root-cause recording in the image for good, before its
+// region goes or its memory is scanned (a thread has one tracer at a
+// time): the agent's table disarmed, the window in progress interrupted,
+// the serving goroutine gone.
 func (rc *rootCauses) quiesce() {
 	if rc == nil {
 		return
 	}
-	rc.mu.Lock()
-	rc.paused = true
-	rc.arm()
-	st := rc.stepping
-	rc.mu.Unlock()
-	if st != nil {
-		st.Interrupt()
-	}
-	for i := 0; i < 5000; i++ {
+	rc.once.Do(func() {
 		rc.mu.Lock()
-		busy := rc.stepping != nil
-		rc.mu.Unlock()
-		if !busy {
-			return
+		if rc.running {
+			rc.c.mu.Lock()
+			reg := rc.im.reg
+			rc.c.mu.Unlock()
+			if reg != nil {
+				reg.ArmSuspects(nil)
+			}
 		}
-		time.Sleep(time.Millisecond)
-	}
+		rc.paused = true
+		st, served := rc.stepping, rc.served
+		running := rc.running
+		rc.mu.Unlock()
+		close(rc.quit)
+		if st != nil {
+			st.Interrupt()
+		}
+		if running {
+			<-served
+		}
+	})
 }
 
 // traces returns what was recorded, by site, p being the image at its

@@ -67,9 +67,11 @@ func (r *Region) Watch(addr uint64) {
 // WatchFreed reports whether the watched block was freed since Watch.
 func (r *Region) WatchFreed() bool { return r.u32(wire.OffWatchFreed).Load() != 0 }
 
-// EndTrace ends a window: the next request may come.
-func (r *Region) EndTrace() {
+// EndTrace ends a window: the next request may come after skip more
+// allocations at suspect sites.
+func (r *Region) EndTrace(skip uint32) {
 	r.Watch(0)
+	r.put32(wire.OffTraceSkip, skip)
 	r.put32(wire.OffTraceTID, 0)
 	r.put32(wire.OffTraceState, wire.TraceIdle)
 }

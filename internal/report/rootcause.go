@@ -29,6 +29,7 @@ type RootCause struct {
 type RootBranch struct {
 	Addr           uint64
 	LeaksWhenTaken bool
+	To             uint64 // where the leaking executions went from it
 }
 
 // rootCause returns the analysis of p's site, or nil.
@@ -77,7 +78,18 @@ func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *RootCause) 
 		if src := sourceLine(f.File, f.Line); src != "" {
 			fmt.Fprintf(w, " `%s`", src)
 		}
-		fmt.Fprintf(w, " is %s", way)
+		// Where it went says more than the jump's direction, which is
+		// the compiler's choice.
+		if b.To != 0 {
+			t := r.codeFrame(p, b.To)
+			fmt.Fprintf(w, " goes to %s", codePlace(t))
+			if src := sourceLine(t.File, t.Line); src != "" && t.Line != f.Line {
+				fmt.Fprintf(w, " `%s`", src)
+			}
+			fmt.Fprintf(w, " (jump %s)", way)
+		} else {
+			fmt.Fprintf(w, " is %s", way)
+		}
 	}
 	fmt.Fprintf(w, "\n    traced %s: %d freed, %d leaked\n", plural(rc.Traced, "execution"), rc.Freed, rc.Leaked)
 }
@@ -117,20 +129,23 @@ type jsonRootCause struct {
 	Leaked    int         `json:"leaked_runs"`
 	Functions []jsonFrame `json:"functions"`
 	Branches  []jsonFrame `json:"branches"`
-	// LeaksWhenTaken: per branch, whether the leaking executions took it.
-	LeaksWhenTaken []bool `json:"leaks_when_taken"`
-	Note           string `json:"note,omitempty"`
+	// LeaksWhenTaken: per branch, whether the leaking executions took
+	// it; LeakTargets: where they went from it.
+	LeaksWhenTaken []bool      `json:"leaks_when_taken"`
+	LeakTargets    []jsonFrame `json:"leak_targets"`
+	Note           string      `json:"note,omitempty"`
 }
 
 func (r *Report) jsonRootCause(p *heap.Process, rc *RootCause) *jsonRootCause {
 	out := &jsonRootCause{Status: rc.Status, Traced: rc.Traced, Freed: rc.Freed, Leaked: rc.Leaked, Note: rc.Note,
-		Functions: []jsonFrame{}, Branches: []jsonFrame{}, LeaksWhenTaken: []bool{}}
+		Functions: []jsonFrame{}, Branches: []jsonFrame{}, LeaksWhenTaken: []bool{}, LeakTargets: []jsonFrame{}}
 	for _, a := range rc.Functions {
 		out.Functions = append(out.Functions, jsonFrames([]Frame{r.codeFrame(p, a)})...)
 	}
 	for _, b := range rc.Branches {
 		out.Branches = append(out.Branches, jsonFrames([]Frame{r.codeFrame(p, b.Addr)})...)
 		out.LeaksWhenTaken = append(out.LeaksWhenTaken, b.LeaksWhenTaken)
+		out.LeakTargets = append(out.LeakTargets, jsonFrames([]Frame{r.codeFrame(p, b.To)})...)
 	}
 	return out
 }

@@ -43,7 +43,8 @@ const (
 type Event struct {
 	Kind  Kind
 	Addr  uint64
-	Taken bool // Branch
+	Taken bool   // Branch
+	To    uint64 // Branch: where it went
 }
 
 func (e Event) String() string {
@@ -114,6 +115,9 @@ type Options struct {
 type Path struct {
 	Events  []Event
 	Outcome Outcome
+	// Ended: the path ended at the end point, its last event the Exit
+	// out of it (a caller may judge its outcome otherwise later).
+	Ended bool
 	Stops   int // ptrace stops it took
 	Err     error
 }
@@ -124,6 +128,7 @@ func Record(t Thread, opts Options) *Path {
 	r := &recorder{t: t, opts: opts, code: map[uint64]*block{}}
 	p := &Path{}
 	p.Outcome, p.Err = r.run(p)
+	p.Ended = p.Outcome == EndReached
 	if errors.Is(p.Err, errBudget) {
 		p.Err = nil
 	}
@@ -186,7 +191,7 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 		switch op := b.inst.Op; {
 		case isCond(op):
 			if r.opts.Branches == nil || r.opts.Branches(b.end) {
-				p.Events = append(p.Events, Event{Kind: Branch, Addr: b.end, Taken: cur.Rip != fall})
+				p.Events = append(p.Events, Event{Kind: Branch, Addr: b.end, Taken: cur.Rip != fall, To: cur.Rip})
 			}
 		case op == x86asm.CALL:
 			callee := cur.Rip

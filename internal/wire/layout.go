@@ -139,6 +139,7 @@ const (
 	OffSuspects          = 416 // Suspects uint32 stack ids
 	OffWatchAddr         = 480
 	OffWatchFreed        = 488
+	OffTraceSkip         = 492
 
 	// struct lp_own_table
 	OwnMax         = 256

@@ -68,7 +68,7 @@ P("OwnRangeSize", sizeof(struct lp_own_range));
 H(hold,"OffHold"); H(hold_supp,"OffHoldSupp");
 H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTraceAddr"); H(trace_size,"OffTraceSize");
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
-H(watch_freed,"OffWatchFreed"); P("Suspects", LP_SUSPECTS);
+H(watch_freed,"OffWatchFreed"); H(trace_skip,"OffTraceSkip"); P("Suspects", LP_SUSPECTS);
 P("TraceIdle", LP_TRACE_IDLE); P("TraceRequested", LP_TRACE_REQUESTED); P("TraceTaken", LP_TRACE_TAKEN);
 P("FlagHoldExit", LP_HF_HOLD_EXIT); P("HoldNone", LP_HOLD_NONE); P("HoldRequested", LP_HOLD_REQUESTED);
 P("HoldScanning", LP_HOLD_SCANNING); P("HoldReleased", LP_HOLD_RELEASED);
@@ -131,7 +131,7 @@ return 0; }
 		"HoldScanning": HoldScanning, "HoldReleased": HoldReleased,
 		"OffTraceState": OffTraceState, "OffTraceTID": OffTraceTID, "OffTraceAddr": OffTraceAddr, "OffTraceSize": OffTraceSize,
 		"OffTraceStack": OffTraceStack, "OffSuspectsN": OffSuspectsN, "OffSuspects": OffSuspects, "OffWatchAddr": OffWatchAddr,
-		"OffWatchFreed": OffWatchFreed, "Suspects": Suspects,
+		"OffWatchFreed": OffWatchFreed, "OffTraceSkip": OffTraceSkip, "Suspects": Suspects,
 		"TraceIdle": TraceIdle, "TraceRequested": TraceRequested, "TraceTaken": TraceTaken,
 		"OffSlotHead": OffSlotHead, "OffSlotState": OffSlotState, "OffSlotTID": OffSlotTID,
 		"OffSlotTail": OffSlotTail, "OffHelloMagic": OffHelloMagic, "OffHelloVersion": OffHelloVersion,

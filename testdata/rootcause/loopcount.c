@@ -15,8 +15,8 @@ __attribute__((noinline)) void batch(int n)
 		*items[k] = k;
 		sum += k;
 	}
-	int last = n > 4 ? n - 1 : n; /* LEAK */
-	for (int k = 0; k < last; k++)
+	int last = n > 4 ? n - 1 : n;
+	for (int k = 0; k < last; k++) /* LEAK: stops before the last item */
 		free(items[k]);
 }
 
