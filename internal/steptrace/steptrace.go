@@ -118,8 +118,8 @@ type Path struct {
 	// Ended: the path ended at the end point, its last event the Exit
 	// out of it (a caller may judge its outcome otherwise later).
 	Ended bool
-	Stops   int // ptrace stops it took
-	Err     error
+	Stops int // ptrace stops it took
+	Err   error
 }
 
 // Record steps t from where it stands until an outcome. The thread is
