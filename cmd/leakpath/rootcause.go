@@ -35,7 +35,8 @@ func rootCauses(res *collect.Result) map[uint32]map[heap.StackID]*report.RootCau
 // thread is in after that event is where they part, and the E path's next
 // event, when it is a branch, is the branch whose direction leaks.
 func analyze(p *heap.Process, st *collect.SiteTrace) *report.RootCause {
-	rc := &report.RootCause{Note: st.Note}
+	rc := &report.RootCause{Note: st.Note, WindowSeconds: st.WindowTime.Seconds(), Stops: st.Stops,
+		FoundAfterSeconds: st.Last.Seconds()}
 	var fs, es []*steptrace.Path
 	for _, path := range st.Paths {
 		switch path.Outcome {

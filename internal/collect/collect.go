@@ -140,6 +140,7 @@ type collector struct {
 	warns       []string
 	mainEnd     chan *event.ProcessInfo
 	mainOutcome *event.ProcessInfo
+	started     time.Time
 }
 
 // Run runs opts.Argv to completion (and every recorded descendant) and
@@ -154,6 +155,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		src:     clock.NewSource(clock.UseTSC()),
 		current: map[int32]*image{},
 		mainEnd: make(chan *event.ProcessInfo, 1),
+		started: time.Now(),
 	}
 	c.opts.Region.ClockTSC = c.src.TSC()
 	c.sink = newSink(heap.NewSession(), opts.Trace)

@@ -86,6 +86,11 @@ type SiteTrace struct {
 	Deferred bool
 	Paths    []*steptrace.Path
 	Note     string // why recording stopped early, if it did
+	// Cost: the time the windows took in all, and their ptrace stops;
+	// Last: when the last path ended, since the run started.
+	WindowTime time.Duration
+	Stops      int
+	Last       time.Duration
 }
 
 // suspect is a site being recorded.
@@ -408,6 +413,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		}
 	}
 	st.SetBreakpoint(1, 0)
+	began := time.Now()
 	boring := boringCode(pid)
 	path := steptrace.Record(st, steptrace.Options{
 		Read:     func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) },
@@ -419,12 +425,15 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	})
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	sus.WindowTime += time.Since(began)
+	sus.Stops += path.Stops
 	if path.Outcome != steptrace.Freed && path.Outcome != steptrace.EndReached {
 		return // neither F nor E: not a path to compare
 	}
 	blk := eBlock{addr: req.Addr, ticks: rc.c.src.Now(), wall: time.Now()}
 	sus.Paths = append(sus.Paths, path)
 	sus.pathOf = append(sus.pathOf, blk)
+	sus.Last = time.Since(rc.c.started)
 	if path.Outcome == steptrace.EndReached {
 		sus.blocks = append(sus.blocks, blk)
 	}

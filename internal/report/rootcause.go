@@ -22,6 +22,10 @@ type RootCause struct {
 	// Branches: the conditional branches whose outcome separates them.
 	Branches []RootBranch
 	Note     string // why there is no answer, if there is none
+	// What finding it cost: the program's time in windows, their ptrace
+	// stops, and when the last path was recorded (since the start).
+	WindowSeconds, FoundAfterSeconds float64
+	Stops                            int
 }
 
 // RootBranch is a branch instruction and the way it goes when the block
@@ -134,10 +138,14 @@ type jsonRootCause struct {
 	LeaksWhenTaken []bool      `json:"leaks_when_taken"`
 	LeakTargets    []jsonFrame `json:"leak_targets"`
 	Note           string      `json:"note,omitempty"`
+	WindowSeconds  float64     `json:"window_seconds"`
+	Stops          int         `json:"stops"`
+	FoundAfter     float64     `json:"found_after_seconds"`
 }
 
 func (r *Report) jsonRootCause(p *heap.Process, rc *RootCause) *jsonRootCause {
 	out := &jsonRootCause{Status: rc.Status, Traced: rc.Traced, Freed: rc.Freed, Leaked: rc.Leaked, Note: rc.Note,
+		WindowSeconds: rc.WindowSeconds, Stops: rc.Stops, FoundAfter: rc.FoundAfterSeconds,
 		Functions: []jsonFrame{}, Branches: []jsonFrame{}, LeaksWhenTaken: []bool{}, LeakTargets: []jsonFrame{}}
 	for _, a := range rc.Functions {
 		out.Functions = append(out.Functions, jsonFrames([]Frame{r.codeFrame(p, a)})...)
