@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
@@ -123,7 +125,9 @@ type rootCauses struct {
 	armed    []uint32
 	start    time.Time
 	stepping *ptrace.Stepper // the window in progress
-	paused   bool            // by quiesce: the region is not to be touched again
+	code     *steptrace.Code // the image's code, decoded
+	boring   func(uint64) bool
+	paused   bool // by quiesce: the region is not to be touched again
 	running  bool
 	quit     chan struct{} // closed by quiesce
 	served   chan struct{} // closed when serve returns
@@ -414,15 +418,23 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	}
 	st.SetBreakpoint(1, 0)
 	began := time.Now()
-	boring := boringCode(pid)
-	path := steptrace.Record(st, steptrace.Options{
+	if rc.code == nil {
+		rc.code, rc.boring = steptrace.NewCode(), boringCode(pid)
+	}
+	opts := steptrace.Options{
 		Read:     func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) },
-		Boring:   boring,
+		Boring:   rc.boring,
+		Code:     rc.code,
 		EndDepth: sus.EndDepth,
 		Freed:    reg.WatchFreed,
 		MaxStops: o.WindowStopsLimit,
 		Deadline: time.Now().Add(o.WindowBudget),
-	})
+	}
+	var path *steptrace.Path
+	// On the stepper's own thread: no hand-over between threads per stop.
+	if err := st.Locked(func(t *ptrace.LockedStepper) { path = steptrace.Record(t, opts) }); err != nil {
+		return
+	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	sus.WindowTime += time.Since(began)
@@ -579,10 +591,6 @@ func boringModule(path string) bool {
 
 // readMem reads the process's memory (code and data) without ptrace.
 func readMem(pid int, addr uint64, b []byte) (int, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return f.ReadAt(b, int64(addr))
+	return unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}},
+		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
 }

@@ -132,13 +132,45 @@ func (s *Stepper) Tid() int { return s.tid }
 // Regs returns the stopped thread's registers.
 func (s *Stepper) Regs() (r unix.PtraceRegs, err error) {
 	err = s.do(func() error {
-		if e := unix.PtraceGetRegs(s.tid, &r); e != nil {
-			return s.err("regs", e)
-		}
-		return nil
+		r, err = s.regs()
+		return err
 	})
 	return r, err
 }
+
+func (s *Stepper) regs() (r unix.PtraceRegs, err error) {
+	if e := unix.PtraceGetRegs(s.tid, &r); e != nil {
+		return r, s.err("regs", e)
+	}
+	return r, nil
+}
+
+// Locked runs f on the Stepper's own OS thread with a view of it whose
+// methods make their requests directly: a stepping loop then pays no
+// hand-over between threads per stop. f must not use the Stepper itself.
+func (s *Stepper) Locked(f func(t *LockedStepper)) error {
+	return s.do(func() error {
+		f(&LockedStepper{s})
+		return nil
+	})
+}
+
+// LockedStepper is a Stepper seen from its own OS thread (Locked).
+type LockedStepper struct{ s *Stepper }
+
+// Regs is Stepper.Regs.
+func (l *LockedStepper) Regs() (unix.PtraceRegs, error) { return l.s.regs() }
+
+// SetBreakpoint is Stepper.SetBreakpoint.
+func (l *LockedStepper) SetBreakpoint(slot int, addr uint64) error {
+	return l.s.setBreakpoint(slot, addr)
+}
+
+// Step is Stepper.Step.
+func (l *LockedStepper) Step() (Stop, error) { return l.s.resumeLocked(unix.PTRACE_SINGLESTEP) }
+
+// Cont is Stepper.Cont.
+func (l *LockedStepper) Cont() (Stop, error) { return l.s.resumeLocked(unix.PTRACE_CONT) }
 
 // SetBreakpoint arms hardware breakpoint slot (0-3) on execution of addr;
 // addr 0 disarms it.
@@ -146,7 +178,14 @@ func (s *Stepper) SetBreakpoint(slot int, addr uint64) error {
 	if slot < 0 || slot > 3 {
 		return fmt.Errorf("ptrace: breakpoint slot %d: want 0 to 3", slot)
 	}
-	return s.do(func() error {
+	return s.do(func() error { return s.setBreakpoint(slot, addr) })
+}
+
+func (s *Stepper) setBreakpoint(slot int, addr uint64) error {
+	if slot < 0 || slot > 3 {
+		return fmt.Errorf("ptrace: breakpoint slot %d: want 0 to 3", slot)
+	}
+	{
 		enable := uint64(1) << (2 * slot) // L<slot>; R/W and LEN 0: execution
 		dr7 := s.dr7 &^ (enable | 0xf<<(16+4*slot))
 		if addr != 0 {
@@ -162,7 +201,7 @@ func (s *Stepper) SetBreakpoint(slot int, addr uint64) error {
 			s.dr7 = dr7
 		}
 		return nil
-	})
+	}
 }
 
 // Step runs one instruction.
@@ -173,6 +212,14 @@ func (s *Stepper) Cont() (Stop, error) { return s.resume(unix.PTRACE_CONT) }
 
 func (s *Stepper) resume(req int) (st Stop, err error) {
 	err = s.do(func() error {
+		st, err = s.resumeLocked(req)
+		return err
+	})
+	return st, err
+}
+
+func (s *Stepper) resumeLocked(req int) (st Stop, err error) {
+	err = func() error {
 		if s.gone {
 			return s.err("resume", ErrThreadGone)
 		}
@@ -203,7 +250,7 @@ func (s *Stepper) resume(req int) (st Stop, err error) {
 			s.interrupt.Store(false)
 		}
 		return err
-	})
+	}()
 	return st, err
 }
 
@@ -298,8 +345,8 @@ func (s *Stepper) waitStop() (childInfo, error) {
 		if ws, ok := takeStolen(s.tid); ok {
 			return statusInfo(s.tid, ws), nil
 		}
-		if i > 2000 {
-			time.Sleep(min(time.Duration(i-2000)*10*time.Microsecond, time.Millisecond))
+		if i > 300 {
+			time.Sleep(min(time.Duration(i-300)*10*time.Microsecond, time.Millisecond))
 		}
 	}
 }

@@ -109,7 +109,16 @@ type Options struct {
 	// MaxStops and Deadline bound the path (0: no bound).
 	MaxStops int
 	Deadline time.Time
+	// Code, when not nil, keeps decoded code from path to path (of one
+	// process image: its code does not change).
+	Code *Code
 }
+
+// Code is decoded code, by block start address.
+type Code struct{ blocks map[uint64]*block }
+
+// NewCode returns an empty cache of decoded code.
+func NewCode() *Code { return &Code{blocks: map[uint64]*block{}} }
 
 // Path is a recorded path.
 type Path struct {
@@ -125,7 +134,10 @@ type Path struct {
 // Record steps t from where it stands until an outcome. The thread is
 // left stopped; the caller detaches it.
 func Record(t Thread, opts Options) *Path {
-	r := &recorder{t: t, opts: opts, code: map[uint64]*block{}}
+	if opts.Code == nil {
+		opts.Code = NewCode()
+	}
+	r := &recorder{t: t, opts: opts, code: opts.Code.blocks}
 	p := &Path{}
 	p.Outcome, p.Err = r.run(p)
 	p.Ended = p.Outcome == EndReached
