@@ -16,13 +16,9 @@ func rootCauses(res *collect.Result) map[uint32]map[heap.StackID]*report.RootCau
 	}
 	out := map[uint32]map[heap.StackID]*report.RootCause{}
 	for idx, sites := range res.RootCause {
-		p := res.Session.Process(idx)
-		if p == nil {
-			continue
-		}
 		m := map[heap.StackID]*report.RootCause{}
 		for site, st := range sites {
-			m[site] = analyze(p, st)
+			m[site] = analyze(st)
 		}
 		out[idx] = m
 	}
@@ -34,7 +30,7 @@ func rootCauses(res *collect.Result) map[uint32]map[heap.StackID]*report.RootCau
 // path to the last event that also occurs in an F path; the function the
 // thread is in after that event is where they part, and the E path's next
 // event, when it is a branch, is the branch whose direction leaks.
-func analyze(p *heap.Process, st *collect.SiteTrace) *report.RootCause {
+func analyze(st *collect.SiteTrace) *report.RootCause {
 	rc := &report.RootCause{Note: st.Note, WindowSeconds: st.WindowTime.Seconds(), Stops: st.Stops,
 		FoundAfterSeconds: st.Last.Seconds()}
 	var fs, es []*steptrace.Path
