@@ -4,23 +4,26 @@ import (
 	"sort"
 
 	"github.com/leakpath/leakpath/internal/collect"
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/report"
 	"github.com/leakpath/leakpath/internal/steptrace"
 )
 
-// rootCauses analyses the paths a run recorded, for the report.
-func rootCauses(res *collect.Result) map[uint32]map[heap.StackID]*report.RootCause {
-	if len(res.RootCause) == 0 {
-		return nil
-	}
-	out := map[uint32]map[heap.StackID]*report.RootCause{}
+// rootCauseEvents analyses the paths a run recorded: a RootCause event
+// per site, for the model and the trace.
+func rootCauseEvents(res *collect.Result) []event.Event {
+	var out []event.Event
 	for idx, sites := range res.RootCause {
-		m := map[heap.StackID]*report.RootCause{}
-		for site, st := range sites {
-			m[site] = analyze(st)
+		ids := make([]heap.StackID, 0, len(sites))
+		for site := range sites {
+			ids = append(ids, site)
 		}
-		out[idx] = m
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, site := range ids {
+			st := sites[site]
+			out = append(out, event.Event{Kind: event.RootCause, Proc: idx, Stack: st.AgentID,
+				X: &event.Extra{RootCause: analyze(st)}})
+		}
 	}
 	return out
 }
@@ -30,9 +33,9 @@ func rootCauses(res *collect.Result) map[uint32]map[heap.StackID]*report.RootCau
 // path to the last event that also occurs in an F path; the function the
 // thread is in after that event is where they part, and the E path's next
 // event, when it is a branch, is the branch whose direction leaks.
-func analyze(st *collect.SiteTrace) *report.RootCause {
-	rc := &report.RootCause{Note: st.Note, WindowSeconds: st.WindowTime.Seconds(), Stops: st.Stops,
-		FoundAfterSeconds: st.Last.Seconds()}
+func analyze(st *collect.SiteTrace) *event.RootCauseInfo {
+	rc := &event.RootCauseInfo{Note: st.Note, WindowNs: uint64(st.WindowTime), Stops: uint64(st.Stops),
+		FoundAfterNs: uint64(st.Last)}
 	var fs, es []*steptrace.Path
 	for _, path := range st.Paths {
 		switch path.Outcome {
@@ -42,13 +45,13 @@ func analyze(st *collect.SiteTrace) *report.RootCause {
 			es = append(es, path)
 		}
 	}
-	rc.Traced, rc.Freed, rc.Leaked = len(fs)+len(es), len(fs), len(es)
+	rc.Traced, rc.Freed, rc.Leaked = uint32(len(fs)+len(es)), uint32(len(fs)), uint32(len(es))
 	switch {
 	case rc.Traced == 0:
-		rc.Status = "not_traced"
+		rc.Status = event.RootCauseNotTraced
 		return rc
 	case len(es) == 0 || len(fs) == 0:
-		rc.Status = "inconclusive"
+		rc.Status = event.RootCauseInconclusive
 		if rc.Note == "" {
 			rc.Note = "every traced execution ended the same way"
 		}
@@ -61,7 +64,7 @@ func analyze(st *collect.SiteTrace) *report.RootCause {
 		}
 	}
 	funcs := map[uint64]int{}
-	branches := map[report.RootBranch]int{}
+	branches := map[event.RootBranch]int{}
 	for _, e := range es {
 		evs := events(e)
 		at := len(evs) - 1
@@ -74,18 +77,18 @@ func analyze(st *collect.SiteTrace) *report.RootCause {
 		}
 		if at+1 < len(evs) && evs[at+1].Kind == steptrace.Branch {
 			b := evs[at+1]
-			branches[report.RootBranch{Addr: b.Addr, LeaksWhenTaken: b.Taken, To: b.To}]++
+			branches[event.RootBranch{Addr: b.Addr, LeaksWhenTaken: b.Taken, To: b.To}]++
 			fn = b.Addr // the function, shown where it parts
 		}
 		funcs[fn]++
 	}
 	if len(funcs) == 0 {
-		rc.Status = "inconclusive"
+		rc.Status = event.RootCauseInconclusive
 		return rc
 	}
-	rc.Status = "found"
+	rc.Status = event.RootCauseFound
 	rc.Functions = byCount(funcs, func(a, b uint64) bool { return a < b })
-	rc.Branches = byCount(branches, func(a, b report.RootBranch) bool { return a.Addr < b.Addr })
+	rc.Branches = byCount(branches, func(a, b event.RootBranch) bool { return a.Addr < b.Addr })
 	return rc
 }
 

@@ -104,7 +104,8 @@ func TestRootCause(t *testing.T) {
 			bin := buildRootCause(t, fx, dir)
 			want := native(t, nil, bin)
 			start := time.Now()
-			r := leakpath(t, []string{"--root-cause"}, nil, bin)
+			trace := filepath.Join(dir, "rc.lpt")
+			r := leakpath(t, []string{"--root-cause", "-o", trace}, nil, bin)
 			t.Logf("%s: run %.2f s under leakpath --root-cause", fx.name, time.Since(start).Seconds())
 			sameBehaviour(t, r, want)
 			var d rootCauseDoc
@@ -151,6 +152,27 @@ func TestRootCause(t *testing.T) {
 			}
 			if !found {
 				t.Fatalf("no definite leak allocated by %s:\n%s", fx.alloc, r.text)
+			}
+			// The trace keeps the root cause: the report from it says
+			// the same.
+			out, err := exec.Command(lpBin, "report", "--format", "json", trace).Output()
+			if err != nil {
+				t.Fatalf("leakpath report: %v", err)
+			}
+			var again rootCauseDoc
+			if err := json.Unmarshal(out, &again); err != nil {
+				t.Fatal(err)
+			}
+			same := false
+			for i, l := range again.Leaks {
+				if i < len(d.Leaks) && l.RootCause != nil && d.Leaks[i].RootCause != nil {
+					a, b := l.RootCause, d.Leaks[i].RootCause
+					same = a.Status == b.Status && a.Traced == b.Traced && len(a.Functions) == len(b.Functions) &&
+						len(a.Functions) > 0 && a.Functions[0].Function == b.Functions[0].Function && len(a.Branches) == len(b.Branches)
+				}
+			}
+			if !same {
+				t.Errorf("leakpath report on the trace does not give the run's root cause:\n%s", out)
 			}
 		})
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/event"
 	st "github.com/leakpath/leakpath/internal/steptrace"
 )
 
@@ -30,10 +30,10 @@ func TestAnalyzePaths(t *testing.T) {
 		{Outcome: st.Budget, Events: []st.Event{exitA}},
 	}
 	rc := analyze(&collect.SiteTrace{Frames: []uint64{0xa10, 0xb10, 0x110}, Paths: paths})
-	if rc.Status != "found" || rc.Traced != 5 || rc.Freed != 2 || rc.Leaked != 3 {
+	if rc.Status != event.RootCauseFound || rc.Traced != 5 || rc.Freed != 2 || rc.Leaked != 3 {
 		t.Fatalf("status %s, traced %d (%d F, %d E); want found, 5 (2 F, 3 E)", rc.Status, rc.Traced, rc.Freed, rc.Leaked)
 	}
-	want := []report.RootBranch{{Addr: 0xb20, LeaksWhenTaken: true, To: 0xb80}, {Addr: 0xb40, LeaksWhenTaken: false, To: 0xb42}}
+	want := []event.RootBranch{{Addr: 0xb20, LeaksWhenTaken: true, To: 0xb80}, {Addr: 0xb40, LeaksWhenTaken: false, To: 0xb42}}
 	if len(rc.Branches) != 2 || rc.Branches[0] != want[0] || rc.Branches[1] != want[1] {
 		t.Errorf("branches %+v, want %+v", rc.Branches, want)
 	}
@@ -43,7 +43,7 @@ func TestAnalyzePaths(t *testing.T) {
 	// Only one outcome: no claim.
 	for _, ps := range [][]*st.Path{paths[:2], paths[2:5], nil} {
 		rc := analyze(&collect.SiteTrace{Frames: []uint64{0xa10}, Paths: ps})
-		if rc.Status == "found" {
+		if rc.Status == event.RootCauseFound {
 			t.Errorf("%d paths of one outcome: a claim %+v", len(ps), rc)
 		}
 	}

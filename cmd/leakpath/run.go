@@ -159,6 +159,17 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		copts.Trace = tw
 	}
 	res, err := collect.Run(ctx, copts)
+	if res != nil && len(res.RootCause) > 0 {
+		// The root causes go into the model and the trace like the
+		// rest, for `leakpath report` too.
+		evs := rootCauseEvents(res)
+		res.Session.Apply(evs)
+		if tw != nil {
+			if werr := tw.Write(evs); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}
 	tracePath := ""
 	if tw != nil {
 		pid := 0
@@ -191,7 +202,6 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Warnings:      append(res.Warnings, early...),
 		Suppressions:  supp,
 		ShowReachable: o.leaks.showReachable,
-		RootCauses:    rootCauses(res),
 	})
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {

@@ -77,7 +77,8 @@ func (o *RootCauseOptions) defaults() {
 
 // SiteTrace is what was recorded for one suspect site.
 type SiteTrace struct {
-	Site heap.StackID
+	Site    heap.StackID
+	AgentID uint32 // one of the agent's ids of the site's stack
 	// Frames: the allocation stack's return addresses, innermost first,
 	// the agent's own frames left out: Frames[0] is in the allocating
 	// function, where paths begin.
@@ -253,6 +254,7 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 	if len(sus.agentIDs) == 0 {
 		return nil
 	}
+	sus.AgentID = sus.agentIDs[0]
 	return sus
 }
 

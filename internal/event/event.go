@@ -64,6 +64,10 @@ const (
 	// Scan: the collector stopped the process and classified its live
 	// blocks by reachability (Scan).
 	Scan
+	// RootCause: why the blocks of the site whose agent stack id is
+	// Stack are not freed, as the root-cause analysis found it
+	// (RootCause).
+	RootCause
 )
 
 var kindNames = [...]string{
@@ -72,6 +76,7 @@ var kindNames = [...]string{
 	ThreadStart: "thread-start", ThreadExit: "thread-exit", ThreadName: "thread-name",
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
 	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
+	RootCause: "root-cause",
 }
 
 func (k Kind) String() string {
@@ -180,7 +185,8 @@ type Extra struct {
 	Text    string       // ThreadName, Exec
 	Process *ProcessInfo // ProcessStart, ProcessEnd
 	Clock   *ClockInfo   // ProcessStart, Clock
-	Scan    *ScanInfo    // Scan
+	Scan      *ScanInfo      // Scan
+	RootCause *RootCauseInfo // RootCause
 }
 
 // Ext returns e's extra part, creating it if absent.
@@ -237,6 +243,61 @@ func (e *Event) ScanInfo() *ScanInfo {
 		return nil
 	}
 	return e.X.Scan
+}
+
+// RootCauseInfo returns the analysis of a RootCause event, or nil.
+func (e *Event) RootCauseInfo() *RootCauseInfo {
+	if e.X == nil {
+		return nil
+	}
+	return e.X.RootCause
+}
+
+// RootCauseStatus says whether a root cause was found.
+type RootCauseStatus uint8
+
+// The statuses of a root-cause analysis.
+const (
+	// RootCauseFound: the functions and branches where freed and leaked
+	// executions part are known.
+	RootCauseFound RootCauseStatus = iota + 1
+	// RootCauseInconclusive: executions were traced; nothing told them
+	// apart (or they all ended the same way).
+	RootCauseInconclusive
+	// RootCauseNotTraced: no execution was traced.
+	RootCauseNotTraced
+	NumRootCauseStatus
+)
+
+var rootCauseNames = [...]string{RootCauseFound: "found", RootCauseInconclusive: "inconclusive", RootCauseNotTraced: "not_traced"}
+
+func (s RootCauseStatus) String() string {
+	if s > 0 && s < NumRootCauseStatus {
+		return rootCauseNames[s]
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// RootCauseInfo is why a site's blocks are not freed (seed 000).
+type RootCauseInfo struct {
+	Status                RootCauseStatus
+	Traced, Freed, Leaked uint32
+	// Functions: addresses in the functions where freed and leaked
+	// executions part, most paths first.
+	Functions []uint64
+	// Branches: the branches whose direction separates them.
+	Branches []RootBranch
+	Note     string // why there is no answer, if there is none
+	// What it cost: the traced thread's time in windows, the ptrace
+	// stops, and when the last path was recorded since the run started.
+	WindowNs, Stops, FoundAfterNs uint64
+}
+
+// RootBranch is a conditional branch and the way the leaking executions
+// went from it: taken or not, to To.
+type RootBranch struct {
+	Addr, To       uint64
+	LeaksWhenTaken bool
 }
 
 // LeakKind is how a live block is reachable, with memcheck's names.

@@ -178,6 +178,8 @@ type Process struct {
 	// Scan is the last scan's figures and texts (its blocks are behind
 	// LeakKind); nil if none ran.
 	Scan *event.ScanInfo
+	// RootCauses: why sites' blocks are not freed (--root-cause).
+	RootCauses map[StackID]*event.RootCauseInfo
 	// Pending, while a snapshot is reported, are the blocks its threads
 	// hold pending (allocated, not yet recorded) by address: Leaks and
 	// SnapshotTotals count them. nil otherwise.
@@ -495,6 +497,15 @@ func (p *Process) apply(ev *event.Event) {
 	case event.Clock:
 		if ev.ClockInfo() != nil {
 			p.Clock = *ev.ClockInfo()
+		}
+	case event.RootCause:
+		if rc := ev.RootCauseInfo(); rc != nil {
+			if site := p.stackOf(ev.Stack); site != 0 {
+				if p.RootCauses == nil {
+					p.RootCauses = map[StackID]*event.RootCauseInfo{}
+				}
+				p.RootCauses[site] = rc
+			}
 		}
 	case event.ProcessEnd:
 		if ev.ProcessInfo() != nil {

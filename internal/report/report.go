@@ -52,8 +52,6 @@ type Options struct {
 	// Snapshot: the report is of the main image while it runs (a
 	// snapshot); Elapsed is then its age. Other images are left out.
 	Snapshot bool
-	// RootCauses are the root-cause analyses by image index and site.
-	RootCauses map[uint32]map[heap.StackID]*RootCause
 }
 
 // Report is a report being generated.

@@ -6,42 +6,13 @@ import (
 	"os"
 	"strings"
 
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 )
 
-// RootCause is why a site's blocks are not freed, as the root-cause
-// analysis found it (Options.RootCauses).
-type RootCause struct {
-	// Status: "found", "inconclusive" (paths were traced, nothing
-	// separates them) or "not_traced".
-	Status                string
-	Traced, Freed, Leaked int
-	// Functions: addresses in the functions where freed and leaked
-	// executions part (the event where they part), most paths first.
-	Functions []uint64
-	// Branches: the conditional branches whose outcome separates them.
-	Branches []RootBranch
-	Note     string // why there is no answer, if there is none
-	// What finding it cost: the program's time in windows, their ptrace
-	// stops, and when the last path was recorded (since the start).
-	WindowSeconds, FoundAfterSeconds float64
-	Stops                            int
-}
-
-// RootBranch is a branch instruction and the way it goes when the block
-// leaks.
-type RootBranch struct {
-	Addr           uint64
-	LeaksWhenTaken bool
-	To             uint64 // where the leaking executions went from it
-}
-
 // rootCause returns the analysis of p's site, or nil.
-func (r *Report) rootCause(p *heap.Process, site heap.StackID) *RootCause {
-	if r.opts.RootCauses == nil {
-		return nil
-	}
-	return r.opts.RootCauses[p.Info.Index][site]
+func (r *Report) rootCause(p *heap.Process, site heap.StackID) *event.RootCauseInfo {
+	return p.RootCauses[site]
 }
 
 // codeFrame symbolizes an instruction's address (not a return address).
@@ -53,14 +24,14 @@ func (r *Report) codeFrame(p *heap.Process, addr uint64) Frame {
 }
 
 // textRootCause writes the root cause of a leak group.
-func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *RootCause) {
-	if rc.Status != "found" {
-		fmt.Fprintf(w, "  root cause: %s", strings.ReplaceAll(rc.Status, "_", " "))
+func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *event.RootCauseInfo) {
+	if rc.Status != event.RootCauseFound {
+		fmt.Fprintf(w, "  root cause: %s", strings.ReplaceAll(rc.Status.String(), "_", " "))
 		if rc.Note != "" {
 			fmt.Fprintf(w, " (%s)", rc.Note)
 		}
 		if rc.Traced > 0 {
-			fmt.Fprintf(w, "; traced %s: %d freed, %d leaked", plural(rc.Traced, "execution"), rc.Freed, rc.Leaked)
+			fmt.Fprintf(w, "; traced %s: %d freed, %d leaked", plural(int(rc.Traced), "execution"), rc.Freed, rc.Leaked)
 		}
 		fmt.Fprintln(w)
 		return
@@ -95,7 +66,7 @@ func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *RootCause) 
 			fmt.Fprintf(w, " is %s", way)
 		}
 	}
-	fmt.Fprintf(w, "\n    traced %s: %d freed, %d leaked\n", plural(rc.Traced, "execution"), rc.Freed, rc.Leaked)
+	fmt.Fprintf(w, "\n    traced %s: %d freed, %d leaked\n", plural(int(rc.Traced), "execution"), rc.Freed, rc.Leaked)
 }
 
 // codePlace says where a frame is: file:line, or module+offset.
@@ -128,9 +99,9 @@ func sourceLine(file string, n int) string {
 // jsonRootCause is DESIGN.md §4's root_cause object.
 type jsonRootCause struct {
 	Status    string      `json:"status"`
-	Traced    int         `json:"traced_runs"`
-	Freed     int         `json:"freed_runs"`
-	Leaked    int         `json:"leaked_runs"`
+	Traced    uint32      `json:"traced_runs"`
+	Freed     uint32      `json:"freed_runs"`
+	Leaked    uint32      `json:"leaked_runs"`
 	Functions []jsonFrame `json:"functions"`
 	Branches  []jsonFrame `json:"branches"`
 	// LeaksWhenTaken: per branch, whether the leaking executions took
@@ -139,13 +110,13 @@ type jsonRootCause struct {
 	LeakTargets    []jsonFrame `json:"leak_targets"`
 	Note           string      `json:"note,omitempty"`
 	WindowSeconds  float64     `json:"window_seconds"`
-	Stops          int         `json:"stops"`
+	Stops          uint64      `json:"stops"`
 	FoundAfter     float64     `json:"found_after_seconds"`
 }
 
-func (r *Report) jsonRootCause(p *heap.Process, rc *RootCause) *jsonRootCause {
-	out := &jsonRootCause{Status: rc.Status, Traced: rc.Traced, Freed: rc.Freed, Leaked: rc.Leaked, Note: rc.Note,
-		WindowSeconds: rc.WindowSeconds, Stops: rc.Stops, FoundAfter: rc.FoundAfterSeconds,
+func (r *Report) jsonRootCause(p *heap.Process, rc *event.RootCauseInfo) *jsonRootCause {
+	out := &jsonRootCause{Status: rc.Status.String(), Traced: rc.Traced, Freed: rc.Freed, Leaked: rc.Leaked, Note: rc.Note,
+		WindowSeconds: float64(rc.WindowNs) / 1e9, Stops: rc.Stops, FoundAfter: float64(rc.FoundAfterNs) / 1e9,
 		Functions: []jsonFrame{}, Branches: []jsonFrame{}, LeaksWhenTaken: []bool{}, LeakTargets: []jsonFrame{}}
 	for _, a := range rc.Functions {
 		out.Functions = append(out.Functions, jsonFrames([]Frame{r.codeFrame(p, a)})...)

@@ -68,8 +68,9 @@ const (
 	gText
 	gProcess
 	gClock
-	gScan // since format version 2; with flags since 3
-	gAll  = 1<<iota - 1
+	gScan      // since format version 2; with flags since 3
+	gRootCause // since format version 4
+	gAll       = 1<<iota - 1
 )
 
 // Sizes of the prediction tables. The tables of the encoder are direct
@@ -681,6 +682,9 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if ev.ScanInfo() != nil {
 		mask |= gScan
 	}
+	if ev.RootCauseInfo() != nil {
+		mask |= gRootCause
+	}
 	e.s[sOps] = append(e.s[sOps], opGeneric, byte(ev.Kind))
 	b := uv(e.s[sMisc], mask)
 	if mask&gFn != 0 {
@@ -756,7 +760,40 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if sc := ev.ScanInfo(); sc != nil {
 		b = putScan(b, sc)
 	}
+	if rc := ev.RootCauseInfo(); rc != nil {
+		b = putRootCause(b, rc)
+	}
 	e.s[sMisc] = b
+}
+
+// putRootCause appends a root cause: its status and counts, the
+// functions, the branches (address, target, direction), the note, the
+// cost.
+func putRootCause(b []byte, rc *event.RootCauseInfo) []byte {
+	b = append(b, byte(rc.Status))
+	b = uv(b, uint64(rc.Traced))
+	b = uv(b, uint64(rc.Freed))
+	b = uv(b, uint64(rc.Leaked))
+	n := min(len(rc.Functions), MaxRootCauseItems)
+	b = uv(b, uint64(n))
+	for _, a := range rc.Functions[:n] {
+		b = uv(b, a)
+	}
+	n = min(len(rc.Branches), MaxRootCauseItems)
+	b = uv(b, uint64(n))
+	for _, br := range rc.Branches[:n] {
+		b = uv(b, br.Addr)
+		b = uv(b, br.To)
+		var taken byte
+		if br.LeaksWhenTaken {
+			taken = 1
+		}
+		b = append(b, taken)
+	}
+	b = putString(b, truncate(rc.Note, MaxString))
+	b = uv(b, rc.WindowNs)
+	b = uv(b, rc.Stops)
+	return uv(b, rc.FoundAfterNs)
 }
 
 // Flags of a scan (since format version 3).

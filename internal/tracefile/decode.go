@@ -605,6 +605,47 @@ func (d *decoder) decGeneric(ev *event.Event) {
 	if mask&gScan != 0 {
 		ev.Ext().Scan = d.scan()
 	}
+	if mask&gRootCause != 0 {
+		if d.version < 4 {
+			d.failf("a root cause in a version %d trace", d.version)
+			return
+		}
+		ev.Ext().RootCause = d.rootCause()
+	}
+}
+
+// rootCause reads what putRootCause wrote.
+func (d *decoder) rootCause() *event.RootCauseInfo {
+	rc := &event.RootCauseInfo{Status: event.RootCauseStatus(d.byte(sMisc))}
+	if rc.Status == 0 || rc.Status >= event.NumRootCauseStatus {
+		d.failf("bad root-cause status %d", rc.Status)
+		return rc
+	}
+	rc.Traced, rc.Freed, rc.Leaked = uint32(d.uv(sMisc)), uint32(d.uv(sMisc)), uint32(d.uv(sMisc))
+	if n := d.count(sMisc, MaxRootCauseItems); n > 0 {
+		rc.Functions = make([]uint64, n)
+		for i := range rc.Functions {
+			rc.Functions[i] = d.uv(sMisc)
+		}
+	}
+	if n := d.count(sMisc, MaxRootCauseItems); n > 0 {
+		rc.Branches = make([]event.RootBranch, n)
+		for i := range rc.Branches {
+			br := &rc.Branches[i]
+			br.Addr, br.To = d.uv(sMisc), d.uv(sMisc)
+			switch d.byte(sMisc) {
+			case 0:
+			case 1:
+				br.LeaksWhenTaken = true
+			default:
+				d.failf("bad branch direction")
+				return rc
+			}
+		}
+	}
+	rc.Note = d.str(sMisc)
+	rc.WindowNs, rc.Stops, rc.FoundAfterNs = d.uv(sMisc), d.uv(sMisc), d.uv(sMisc)
+	return rc
 }
 
 // scan reads what putScan wrote.

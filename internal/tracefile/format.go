@@ -11,7 +11,7 @@ import (
 // Version is the trace format version this package writes. Readers accept
 // versions 1 to Version and reject newer ones with an error that wraps
 // ErrNewerVersion.
-const Version = 3
+const Version = 4
 
 // Magic is the first 8 bytes of every trace file.
 const Magic = "LEAKPATH"
@@ -37,6 +37,9 @@ const (
 	// MaxScanBlocks is the most blocks one Scan event may carry (the
 	// collector splits bigger scans).
 	MaxScanBlocks = 1 << 20
+	// MaxRootCauseItems is the most functions, and branches, a RootCause
+	// event may carry.
+	MaxRootCauseItems = 1024
 	// MaxChunk is the largest chunk, compressed or not.
 	MaxChunk = 64 << 20
 	// DefaultChunkSize is the uncompressed size at which Write closes a

@@ -460,3 +460,30 @@ func TestRoundTripScan(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundTripRootCause writes root causes and reads them back whole.
+func TestRoundTripRootCause(t *testing.T) {
+	infos := []*event.RootCauseInfo{
+		{Status: event.RootCauseFound, Traced: 40, Freed: 31, Leaked: 9, Functions: []uint64{0x401000, 0x402000},
+			Branches: []event.RootBranch{{Addr: 0x401010, To: 0x401040, LeaksWhenTaken: true}, {Addr: 0x401020, To: 0x401022}},
+			WindowNs: 123456, Stops: 789, FoundAfterNs: 1500000000},
+		{Status: event.RootCauseInconclusive, Traced: 3, Freed: 3, Note: "every traced execution ended the same way"},
+		{Status: event.RootCauseNotTraced},
+	}
+	var evs []event.Event
+	for i, rc := range infos {
+		evs = append(evs, event.Event{Kind: event.RootCause, Proc: 0, Stack: uint32(7 + i), Time: uint64(100 + i), X: &event.Extra{RootCause: rc}})
+	}
+	got, err := readAll(t, writeTrace(t, evs, Options{}, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("read %d events, wrote %d", len(got), len(evs))
+	}
+	for i, ev := range got {
+		if ev.Kind != event.RootCause || ev.Stack != evs[i].Stack || !reflect.DeepEqual(ev.RootCauseInfo(), infos[i]) {
+			t.Errorf("event %d: %+v %+v, want %+v", i, ev, ev.RootCauseInfo(), infos[i])
+		}
+	}
+}
