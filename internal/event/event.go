@@ -180,11 +180,11 @@ type Event struct {
 
 // Extra holds what only some kinds of event carry.
 type Extra struct {
-	Frames  []uint64     // StackDef
-	Module  *Module      // ModuleLoad, ModuleUnload
-	Text    string       // ThreadName, Exec
-	Process *ProcessInfo // ProcessStart, ProcessEnd
-	Clock   *ClockInfo   // ProcessStart, Clock
+	Frames    []uint64       // StackDef
+	Module    *Module        // ModuleLoad, ModuleUnload
+	Text      string         // ThreadName, Exec
+	Process   *ProcessInfo   // ProcessStart, ProcessEnd
+	Clock     *ClockInfo     // ProcessStart, Clock
 	Scan      *ScanInfo      // Scan
 	RootCause *RootCauseInfo // RootCause
 }
