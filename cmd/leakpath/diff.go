@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,11 +43,8 @@ func diffFlags(o *diffOptions, out io.Writer) *flag.FlagSet {
 func cmdDiff(args []string, stdout, stderr io.Writer) int {
 	var o diffOptions
 	fs := diffFlags(&o, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 2 {
 		fmt.Fprintln(stderr, "leakpath diff: want two files (usage: leakpath diff [flags] A B)")

@@ -124,11 +124,8 @@ func fail(stderr io.Writer, err error) {
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var o runOptions
 	fs := runFlags(&o, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	o.argv = fs.Args()
 	if (o.usage.perCall || o.rootCause.Enabled) && !flagGiven(fs, "fold") {
@@ -163,11 +160,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	var o reportOptions
 	fs := reportFlags(&o, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "leakpath report: no trace file given (usage: leakpath report [flags] TRACE.lpt...)")
@@ -192,6 +186,18 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseFlags parses a command's flags; when it fails (or they asked for
+// help), code is the exit code.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
 }
 
 // flagGiven reports whether the flag name was on the command line.

@@ -46,11 +46,8 @@ func snapshotFlags(o *snapshotOptions, out io.Writer) *flag.FlagSet {
 func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
 	var o snapshotOptions
 	fs := snapshotFlags(&o, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "leakpath snapshot: want one PID (usage: leakpath snapshot [flags] PID)")

@@ -90,6 +90,22 @@ func startPaths(t *testing.T) *fixture {
 	return f
 }
 
+// seize attaches to the fixture's main thread, detached at the test's
+// end; a step that never stops is interrupted after 30 s.
+func (f *fixture) seize(t *testing.T) *ptrace.Stepper {
+	t.Helper()
+	s, err := ptrace.SeizeThread(f.cmd.Process.Pid, f.tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchdog := time.AfterFunc(30*time.Second, s.Interrupt)
+	t.Cleanup(func() {
+		watchdog.Stop()
+		s.Detach()
+	})
+	return s
+}
+
 func (f *fixture) read(addr uint64, b []byte) (int, error) {
 	return unix.ProcessVMReadv(f.cmd.Process.Pid, []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}},
 		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
@@ -127,13 +143,7 @@ func (f *fixture) name(e Event) string {
 // branch, which goes one way for 7 and the other for 3.
 func TestRecordPaths(t *testing.T) {
 	f := startPaths(t)
-	s, err := ptrace.SeizeThread(f.cmd.Process.Pid, f.tid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Detach()
-	watchdog := time.AfterFunc(30*time.Second, s.Interrupt)
-	defer watchdog.Stop()
+	s := f.seize(t)
 	var branch [2]bool
 	for i, x := range []int{7, 3} {
 		if err := s.SetBreakpoint(0, f.addr["begin"]); err != nil {
@@ -186,13 +196,7 @@ func TestRecordPaths(t *testing.T) {
 // too.
 func TestRecordFreed(t *testing.T) {
 	f := startPaths(t)
-	s, err := ptrace.SeizeThread(f.cmd.Process.Pid, f.tid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Detach()
-	watchdog := time.AfterFunc(30*time.Second, s.Interrupt)
-	defer watchdog.Stop()
+	s := f.seize(t)
 	for _, c := range []struct {
 		opts Options
 		want Outcome
