@@ -307,9 +307,12 @@ func (r *recorder) step() (ptrace.Stop, error) {
 		if st.Step || st.Breakpoint {
 			return st, nil
 		}
-		// A signal came first: the step is still to do (its handler
-		// runs first, when the signal is delivered on the next resume;
-		// it is stepped through like any code).
+		// A signal came first: its handler runs at full speed (the
+		// signal is delivered on the next resume) and the thread comes
+		// back here, at this stack depth, before the step is made.
+		if _, err := r.runTo(st.Regs.Rip, st.Regs.Rsp); err != nil {
+			return st, err
+		}
 	}
 }
 
