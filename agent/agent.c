@@ -365,7 +365,6 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 
 static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	lp_watch_freed(p);
 	if (LP_LIKELY(t->fold && !t->in_fold)) {
 		t->in_fold = 1;
 		int folded = lp_fold_free(t, fn, p, fp);
@@ -435,6 +434,7 @@ LP_EXPORT void free(void *p)
 {
 	if (!p || LP_UNLIKELY(lp_is_boot(p)))
 		return;
+	lp_watch_freed(p); /* whether or not this free is recorded */
 	struct lp_thread *t = lp_rec_thread();
 	if (t)
 		lp_rec_free(t, LP_FN_FREE, p, LP_FP());
@@ -453,6 +453,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	struct lp_thread *t = lp_rec_thread();
 	if (LP_UNLIKELY(!real_realloc))
 		return old ? NULL : lp_boot_alloc(n);
+	lp_watch_freed(old);
 	if (!t)
 		return real_realloc(old, n);
 	if (old) {
@@ -463,7 +464,6 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 			t->in_fold = 0;
 		}
 		lp_rec_realloc_begin(t, old);
-		lp_watch_freed(old);
 	}
 	void *p = real_realloc(old, n);
 	lp_rec_realloc(t, fn, old, p, n, fp);
@@ -637,6 +637,7 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			real = (void (*) decl)lp_sym(#name);                           \
 		if (!p || LP_UNLIKELY(lp_is_boot(p)))                                  \
 			return;                                                        \
+		lp_watch_freed(p);                                                     \
 		struct lp_thread *t = lp_rec_thread();                                 \
 		if (t) {                                                               \
 			lp_rec_free(t, fn, p, LP_FP());                                \

@@ -65,6 +65,19 @@ func analyze(st *collect.SiteTrace) *event.RootCauseInfo {
 	}
 	funcs := map[uint64]int{}
 	branches := map[event.RootBranch]int{}
+	// How many E paths take each branch the way no F path does: where
+	// a path's walk back ends elsewhere (a run perturbed by signals, a
+	// loop), its most common such branch stands in.
+	leakOnly := map[steptrace.Event]int{}
+	for _, e := range es {
+		seen := map[steptrace.Event]bool{}
+		for _, ev := range events(e) {
+			if ev.Kind == steptrace.Branch && !inF[ev] && !seen[ev] {
+				seen[ev] = true
+				leakOnly[ev]++
+			}
+		}
+	}
 	for _, e := range es {
 		evs := events(e)
 		at := len(evs) - 1
@@ -75,8 +88,17 @@ func analyze(st *collect.SiteTrace) *event.RootCauseInfo {
 		if fn == 0 {
 			continue
 		}
+		b, ok := steptrace.Event{}, false
 		if at+1 < len(evs) && evs[at+1].Kind == steptrace.Branch {
-			b := evs[at+1]
+			b, ok = evs[at+1], true
+		} else {
+			for _, ev := range evs[at+1:] {
+				if ev.Kind == steptrace.Branch && leakOnly[ev] > 0 && (!ok || leakOnly[ev] > leakOnly[b]) {
+					b, ok = ev, true
+				}
+			}
+		}
+		if ok {
 			branches[event.RootBranch{Addr: b.Addr, LeaksWhenTaken: b.Taken, To: b.To}]++
 			fn = b.Addr // the function, shown where it parts
 		}

@@ -31,6 +31,7 @@ var rootCauseFixtures = []rootCauseFixture{
 	{name: "crossthread.c", alloc: "produce", function: "produce", leakLine: []string{"crossthread.c"}},
 	{name: "earlyreturn.cc", alloc: "handle", function: "handle", leakLine: []string{"earlyreturn.cc"}},
 	{name: "libleak_app.c", lib: "libleak_lib.c", alloc: "lib_parse", function: "lib_parse", leakLine: []string{"libleak_lib.c"}},
+	{name: "signals.c", alloc: "serve", function: "serve", leakLine: []string{"signals.c"}},
 	{name: "noleak.c"},
 }
 

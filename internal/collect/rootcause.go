@@ -382,7 +382,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	pid := int(rc.im.pid)
 	// The next window starts a few allocations later, at random: a
 	// site's blocks may differ by their place in a batch.
-	defer func() { reg.EndTrace(uint32(rand.IntN(8))) }()
+	defer func() { reg.EndTrace(uint32(rand.IntN(16))) }()
 	st, err := ptrace.SeizeThread(pid, int(req.TID))
 	if err != nil {
 		reg.RefuseTrace()

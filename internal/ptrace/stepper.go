@@ -172,6 +172,11 @@ func (l *LockedStepper) Step() (Stop, error) { return l.s.resumeLocked(unix.PTRA
 // Cont is Stepper.Cont.
 func (l *LockedStepper) Cont() (Stop, error) { return l.s.resumeLocked(unix.PTRACE_CONT) }
 
+// Deliver is Cont from a signal stop, without the resume flag: the
+// pending signal's handler runs, and a breakpoint on the instruction the
+// signal interrupted fires when the handler returns to it.
+func (l *LockedStepper) Deliver() (Stop, error) { return l.s.resume1(unix.PTRACE_CONT, false) }
+
 // SetBreakpoint arms hardware breakpoint slot (0-3) on execution of addr;
 // addr 0 disarms it.
 func (s *Stepper) SetBreakpoint(slot int, addr uint64) error {
@@ -210,6 +215,15 @@ func (s *Stepper) Step() (Stop, error) { return s.resume(unix.PTRACE_SINGLESTEP)
 // Cont runs the thread until a breakpoint, a signal or its end.
 func (s *Stepper) Cont() (Stop, error) { return s.resume(unix.PTRACE_CONT) }
 
+// Deliver is LockedStepper.Deliver.
+func (s *Stepper) Deliver() (st Stop, err error) {
+	err = s.do(func() error {
+		st, err = s.resume1(unix.PTRACE_CONT, false)
+		return err
+	})
+	return st, err
+}
+
 func (s *Stepper) resume(req int) (st Stop, err error) {
 	err = s.do(func() error {
 		st, err = s.resumeLocked(req)
@@ -218,7 +232,11 @@ func (s *Stepper) resume(req int) (st Stop, err error) {
 	return st, err
 }
 
-func (s *Stepper) resumeLocked(req int) (st Stop, err error) {
+func (s *Stepper) resumeLocked(req int) (st Stop, err error) { return s.resume1(req, true) }
+
+// resume1 resumes the thread; with rf, an armed breakpoint on the
+// instruction it stands on does not fire at once.
+func (s *Stepper) resume1(req int, rf bool) (st Stop, err error) {
 	err = func() error {
 		if s.gone {
 			return s.err("resume", ErrThreadGone)
@@ -227,10 +245,14 @@ func (s *Stepper) resumeLocked(req int) (st Stop, err error) {
 		if e := unix.PtraceGetRegs(s.tid, &r); e != nil {
 			return s.err("resume", e)
 		}
-		if r.Eflags&flagRF == 0 && s.dr7 != 0 {
-			// Resume flag: the instruction at Rip does not trip a
-			// breakpoint on it again.
-			r.Eflags |= flagRF
+		// Resume flag: the instruction at Rip does not trip a breakpoint
+		// on it again. Without it (Deliver), it is cleared: it would go
+		// into a signal's frame and skip the breakpoint on the return.
+		if want := rf && s.dr7 != 0; (r.Eflags&flagRF != 0) != want {
+			r.Eflags &^= flagRF
+			if want {
+				r.Eflags |= flagRF
+			}
 			if e := unix.PtraceSetRegs(s.tid, &r); e != nil {
 				return s.err("resume", e)
 			}

@@ -86,6 +86,9 @@ type Thread interface {
 	SetBreakpoint(slot int, addr uint64) error
 	Step() (ptrace.Stop, error)
 	Cont() (ptrace.Stop, error)
+	// Deliver resumes from a signal stop so that a breakpoint on the
+	// interrupted instruction fires when the signal's handler returns.
+	Deliver() (ptrace.Stop, error)
 	Regs() (unix.PtraceRegs, error)
 }
 
@@ -270,15 +273,23 @@ func (r *recorder) throughStub(addr uint64) bool {
 }
 
 // runTo runs the thread to addr on breakpoint slot 0; with rsp not 0,
-// until it gets there with the stack pointer above rsp (the return of a
-// call made at rsp, not a recursive one).
+// until it gets there with the stack pointer at or above rsp (the return
+// of a call made at rsp, not a recursive one). Signals on the way run
+// their handlers at full speed: resumed without the resume flag, which a
+// signal's frame would keep and so skip the breakpoint where the handler
+// returns.
 func (r *recorder) runTo(addr, rsp uint64) (ptrace.Stop, error) {
+	return r.runFrom(addr, rsp, r.t.Cont)
+}
+
+// runFrom is runTo, resuming first with resume.
+func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error)) (ptrace.Stop, error) {
 	if err := r.t.SetBreakpoint(0, addr); err != nil {
 		return ptrace.Stop{}, err
 	}
 	for {
 		r.stops++
-		st, err := r.t.Cont()
+		st, err := resume()
 		if err != nil {
 			return st, err
 		}
@@ -288,8 +299,9 @@ func (r *recorder) runTo(addr, rsp uint64) (ptrace.Stop, error) {
 		if st.Breakpoint && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
 			return st, nil
 		}
-		if rsp == 0 && !st.Breakpoint {
-			return st, nil // a signal: the caller starts over
+		resume = r.t.Cont
+		if st.Signal != 0 {
+			resume = r.t.Deliver
 		}
 	}
 }
@@ -307,10 +319,10 @@ func (r *recorder) step() (ptrace.Stop, error) {
 		if st.Step || st.Breakpoint {
 			return st, nil
 		}
-		// A signal came first: its handler runs at full speed (the
-		// signal is delivered on the next resume) and the thread comes
-		// back here, at this stack depth, before the step is made.
-		if _, err := r.runTo(st.Regs.Rip, st.Regs.Rsp); err != nil {
+		// A signal came first: its handler runs at full speed and the
+		// thread comes back here, at this stack depth, before the step
+		// is made.
+		if _, err := r.runFrom(st.Regs.Rip, st.Regs.Rsp, r.t.Deliver); err != nil {
 			return st, err
 		}
 	}

@@ -1,5 +1,5 @@
 /* loopcount: a batch of n items is built and freed; the free loop stops
- * one short when the batch is larger than four: the leak depends on the
+ * one short when the batch is larger than two: the leak depends on the
  * loop count. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@ __attribute__((noinline)) void batch(int n)
 		*items[k] = k;
 		sum += k;
 	}
-	int last = n > 4 ? n - 1 : n;
+	int last = n > 2 ? n - 1 : n;
 	for (int k = 0; k < last; k++) /* LEAK: stops before the last item */
 		free(items[k]);
 }
