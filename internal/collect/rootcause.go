@@ -44,8 +44,9 @@ type RootCauseOptions struct {
 	// MaxSites: suspects armed at once (default 4).
 	MaxSites int
 	// Budget: recording time per site (default 10 s); Windows: paths per
-	// site (default 40); Enough: a site is done with this many paths of
-	// each outcome (default 5).
+	// site (default 80); Enough: a site is done with this many paths of
+	// each outcome, or this many E paths once every free stack was met
+	// (default 10).
 	Budget           time.Duration
 	Windows, Enough  int
 	WindowBudget     time.Duration // per path (default 2 s)
@@ -61,8 +62,8 @@ func (o *RootCauseOptions) defaults() {
 	def(&o.Growth, 3)
 	def(&o.Rounds, 3)
 	def(&o.MaxSites, 4)
-	def(&o.Windows, 40)
-	def(&o.Enough, 5)
+	def(&o.Windows, 80)
+	def(&o.Enough, 10)
 	def(&o.WindowStopsLimit, 500000)
 	if o.Every <= 0 {
 		o.Every = 200 * time.Millisecond
@@ -105,6 +106,8 @@ type suspect struct {
 	started  time.Time
 	blocks   []eBlock // blocks of E paths, to check they stay unfreed
 	pathOf   []eBlock // the block of each path, by index in Paths
+	freedBy  []eBlock // blocks of F paths whose free stack is not known yet
+	reached  map[heap.StackID]bool
 	done     bool
 }
 
@@ -179,6 +182,9 @@ func (rc *rootCauses) judge(p *heap.Process) {
 	for _, sus := range rc.sites {
 		if !sus.done && rc.checkE(p, sus) {
 			changed = true
+		}
+		if !sus.done && rc.everyFreeReached(p, sus) {
+			sus.done, changed = true, true
 		}
 		windows := o.Windows
 		if sus.Deferred {
@@ -298,6 +304,44 @@ func endDepth(alloc []uint64, frees [][]uint64) int {
 	return depth
 }
 
+// everyFreeReached reports the seed's stop: every free stack seen for the
+// site was reached by an F path, and there are E paths (Enough of them).
+func (rc *rootCauses) everyFreeReached(p *heap.Process, sus *suspect) bool {
+	if sus.Deferred {
+		return false
+	}
+	rest := sus.freedBy[:0]
+	for _, b := range sus.freedBy {
+		if stack, ok := p.LastFree(b.addr, sus.Site); ok {
+			if sus.reached == nil {
+				sus.reached = map[heap.StackID]bool{}
+			}
+			sus.reached[stack] = true
+		} else if time.Since(b.wall) < time.Second {
+			rest = append(rest, b) // its free may be on its way
+		}
+	}
+	sus.freedBy = rest
+	// Enough E paths to meet each way a site leaks (a single one could
+	// miss a second leaking branch).
+	e := 0
+	for _, path := range sus.Paths {
+		if path.Outcome == steptrace.EndReached {
+			e++
+		}
+	}
+	if e < rc.c.opts.RootCause.Enough {
+		return false
+	}
+	frees := p.Site(sus.Site).FreeStacks()
+	for stack := range frees {
+		if !sus.reached[stack] {
+			return false
+		}
+	}
+	return len(frees) > 0
+}
+
 // checkE moves a suspect's end point outward when a block of one of its E
 // paths was freed after all: that E came too early. It reports a change.
 func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
@@ -313,7 +357,7 @@ func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
 		}
 		// Freed since (or replaced by a newer block).
 		sus.EndDepth++
-		sus.Paths, sus.blocks, sus.pathOf = nil, nil, nil
+		sus.Paths, sus.blocks, sus.pathOf, sus.freedBy, sus.reached = nil, nil, nil, nil, nil
 		if sus.EndDepth >= sus.frames {
 			sus.done = true
 			sus.Note = "every end point was left before the block's free"
@@ -450,6 +494,8 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	sus.Last = time.Since(rc.c.started)
 	if path.Outcome == steptrace.EndReached {
 		sus.blocks = append(sus.blocks, blk)
+	} else {
+		sus.freedBy = append(sus.freedBy, blk)
 	}
 	var f, e int
 	for _, p := range sus.Paths {

@@ -360,6 +360,16 @@ func (p *Process) thread(tid int32) *Thread {
 	return t
 }
 
+// LastFree returns the stack of the latest free, among the recent ones,
+// of a block of site at addr.
+func (p *Process) LastFree(addr uint64, site StackID) (StackID, bool) {
+	e, ok := p.frees.last(addr)
+	if !ok || e.site != site {
+		return 0, false
+	}
+	return e.stack, true
+}
+
 // NumSites returns one more than the highest stack id that allocated.
 func (p *Process) NumSites() int { return len(p.sites) }
 

@@ -12,7 +12,7 @@ __attribute__((noinline)) int serve(int i)
 	if (i % 9 == 4) /* LEAK */
 		return -1;
 	sum += v[0];
-	if (i % 11 == 7) /* LEAK */
+	if (i % 8 == 3) /* LEAK */
 		return -2;
 	free(v);
 	return 0;
