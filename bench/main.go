@@ -65,6 +65,12 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if *only == "" || strings.Contains("root cause", *only) {
+		if err := rootCauseBench(min(*runs, 3), *leakpathBin); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
 }
 
 // repoRoot returns the repository's directory.
