@@ -89,6 +89,7 @@ type rootCauseDoc struct {
 			Functions      []jsonFrame `json:"functions"`
 			Branches       []jsonFrame `json:"branches"`
 			LeaksWhenTaken []bool      `json:"leaks_when_taken"`
+			FoundAfter     float64     `json:"found_after_seconds"`
 		} `json:"root_cause"`
 	} `json:"leaks"`
 }
@@ -187,6 +188,84 @@ func stackHasFunc(st []jsonFrame, fn string) bool {
 	for _, f := range st {
 		if sameFunc(f.Function, fn) {
 			return true
+		}
+	}
+	return false
+}
+
+// TestRootCauseWithSnapshot: snapshots taken while root-cause windows run
+// pause them (a thread has one tracer) and let them go on: the snapshots
+// succeed, the program's output stays its own, the root cause is found.
+func TestRootCauseWithSnapshot(t *testing.T) {
+	fx := rootCauseFixtures[0] // seed.c
+	dir := t.TempDir()
+	bin := buildRootCause(t, fx, dir)
+	want := native(t, nil, bin)
+	js := filepath.Join(dir, "r.json")
+	cmd := exec.Command(lpBin, "run", "--root-cause", "--json", js, "--report", filepath.Join(dir, "r.txt"), "--", bin)
+	cmd.Env = testEnv()
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The program is leakpath's child.
+	var pid string
+	for i := 0; i < 500 && pid == ""; i++ {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", strconv.Itoa(cmd.Process.Pid), "children"))
+		pid = strings.TrimSpace(string(b))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid == "" || strings.Contains(pid, " ") {
+		t.Fatalf("no single child of leakpath: %q", pid)
+	}
+	// A window traces the program's thread: its TracerPid is set. A
+	// snapshot meanwhile pauses the windows; they go on after it.
+	if !traced(pid, 10*time.Second) {
+		t.Fatal("no root-cause window was seen in 10 s")
+	}
+	for i := 0; i < 2; i++ {
+		if sout, serr, code := lp(t, "snapshot", "--quiet", "-o", filepath.Join(dir, "s"+strconv.Itoa(i)+".json"), pid); code != 0 {
+			t.Fatalf("snapshot %d: exit %d\n%s%s", i, code, sout, serr)
+		}
+	}
+	if !traced(pid, time.Second) { // well before the exit scan traces it too
+		t.Error("no root-cause window after the snapshots: they did not go on")
+	}
+	err := cmd.Wait()
+	if code := exitCode(err, cmd.ProcessState); code != want.code || out.String() != string(want.stdout) {
+		t.Fatalf("under leakpath: exit %d, stdout %q; natively %d, %q", code, out.String(), want.code, want.stdout)
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d rootCauseDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range d.Leaks {
+		rc := l.RootCause
+		if rc != nil && rc.Status == "found" && len(rc.Functions) > 0 && rc.Functions[0].Function == fx.function {
+			return
+		}
+	}
+	t.Errorf("no root cause in %s after the snapshots:\n%s", fx.function, b)
+}
+
+// traced reports whether the thread pid was seen traced (its TracerPid
+// set) within timeout.
+func traced(pid string, timeout time.Duration) bool {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		b, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "TracerPid:"); ok && strings.TrimSpace(v) != "0" {
+				return true
+			}
 		}
 	}
 	return false

@@ -61,10 +61,10 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	c.mu.Lock()
 	rc := im.rc
 	c.mu.Unlock()
-	if rc != nil {
-		// A thread has one tracer at a time: no window during the scan
-		// (a snapshot's pauses them for good, for now).
-		rc.quiesce()
+	// A thread has one tracer at a time: no window during the scan; a
+	// snapshot's program goes on, and so do its windows.
+	if rc.pause() && live {
+		defer rc.resume()
 	}
 	tr, err := ptrace.Seize(int(im.pid))
 	if err != nil {

@@ -131,11 +131,11 @@ type rootCauses struct {
 	stepping *ptrace.Stepper // the window in progress
 	code     *steptrace.Code // the image's code, decoded
 	boring   func(uint64) bool
-	paused   bool // by quiesce: the region is not to be touched again
-	running  bool
-	quit     chan struct{} // closed by quiesce
+	paused   bool          // by pause: no window, the agent's table empty
+	closed   bool          // by quiesce: the region is not to be touched again
+	running  bool          // serve runs
+	quit     chan struct{} // closed by pause
 	served   chan struct{} // closed when serve returns
-	once     sync.Once
 }
 
 func (c *collector) rootCausesOf(im *image) *rootCauses {
@@ -391,16 +391,16 @@ func (rc *rootCauses) arm() {
 	if len(ids) > 0 && !rc.running {
 		rc.running = true
 		rc.served = make(chan struct{})
-		go rc.serve(reg)
+		go rc.serve(reg, rc.quit, rc.served)
 	}
 }
 
 // serve answers the image's window requests until it ends.
-func (rc *rootCauses) serve(reg *region.Region) {
-	defer close(rc.served)
+func (rc *rootCauses) serve(reg *region.Region, quit <-chan struct{}, served chan<- struct{}) {
+	defer close(served)
 	for {
 		select {
-		case <-rc.quit:
+		case <-quit:
 			return
 		case <-time.After(time.Millisecond):
 		}
@@ -520,35 +520,67 @@ func (rc *rootCauses) giveUp(sus *suspect, why string) {
 }
 
 // quiesce ends root-cause recording in the image for good, before its
-// region goes or its memory is scanned (a thread has one tracer at a
-// time): the agent's table disarmed, the window in progress interrupted,
-// the serving goroutine gone.
+// region goes: the agent's table disarmed, the window in progress
+// interrupted, the serving goroutine gone.
 func (rc *rootCauses) quiesce() {
 	if rc == nil {
 		return
 	}
-	rc.once.Do(func() {
-		rc.mu.Lock()
-		if rc.running {
-			rc.c.mu.Lock()
-			reg := rc.im.reg
-			rc.c.mu.Unlock()
-			if reg != nil {
-				reg.ArmSuspects(nil)
-			}
-		}
-		rc.paused = true
-		st, served := rc.stepping, rc.served
-		running := rc.running
+	rc.pause()
+	rc.mu.Lock()
+	rc.closed = true
+	rc.mu.Unlock()
+}
+
+// pause stops root-cause recording until resume (a thread has one tracer
+// at a time: a scan must not meet a window). It reports whether it
+// paused (false: paused already).
+func (rc *rootCauses) pause() bool {
+	if rc == nil {
+		return false
+	}
+	rc.mu.Lock()
+	if rc.paused {
 		rc.mu.Unlock()
-		close(rc.quit)
-		if st != nil {
-			st.Interrupt()
+		return false
+	}
+	if rc.running {
+		rc.c.mu.Lock()
+		reg := rc.im.reg
+		rc.c.mu.Unlock()
+		if reg != nil {
+			reg.ArmSuspects(nil)
 		}
-		if running {
-			<-served
-		}
-	})
+	}
+	rc.paused = true
+	st, served, running, quit := rc.stepping, rc.served, rc.running, rc.quit
+	rc.mu.Unlock()
+	close(quit)
+	if st != nil {
+		st.Interrupt()
+	}
+	if running {
+		<-served
+	}
+	rc.mu.Lock()
+	rc.running = false
+	rc.mu.Unlock()
+	return true
+}
+
+// resume lets recording go on after pause, unless quiesce ended it.
+func (rc *rootCauses) resume() {
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.closed || !rc.paused {
+		return
+	}
+	rc.paused = false
+	rc.quit = make(chan struct{})
+	rc.arm()
 }
 
 // traces returns what was recorded, by site, p being the image at its
