@@ -49,6 +49,13 @@ func FuzzChunk(f *testing.F) {
 		f.Add(encodeChunk(f, g.events(n)))
 	}
 	f.Add(encodeChunk(f, synthStream(2, 200, 50)))
+	// The extra parts of the later format versions: a scan, a root cause.
+	f.Add(encodeChunk(f, []event.Event{
+		{Kind: event.Scan, Time: 5, X: &event.Extra{Scan: &event.ScanInfo{Live: true, PauseNs: 9,
+			Blocks: []event.ScannedBlock{{Addr: 0x1000, Size: 8, Kind: event.Indirect, Owner: 0x2000}}}}},
+		{Kind: event.RootCause, Stack: 3, Time: 6, X: &event.Extra{RootCause: &event.RootCauseInfo{Status: event.RootCauseFound,
+			Traced: 4, Freed: 3, Leaked: 1, Functions: []uint64{0x401000}, Branches: []event.RootBranch{{Addr: 0x401010, To: 0x401020, LeaksWhenTaken: true}}}}},
+	}))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		evs, err := decodeChunk(p)
 		if err != nil {
