@@ -1,0 +1,145 @@
+package rootcause
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+	st "github.com/leakpath/leakpath/internal/steptrace"
+)
+
+// TestPartSeed: the walk of fig. 11 on the paths of fig. 10(c) (the
+// function trace: S3 leaks, S1 and S2 free; see sequitur's
+// TestSeedFunctionPaths) stops at sub2-E, and on the branch traces of
+// fig. 15 (location symbols, as the seed has them) at location2.
+func TestPartSeed(t *testing.T) {
+	s1 := []string{"funcA-E", "parse-S", "parse-E", "sub2-S", "sub2-E"}
+	s2 := []string{"funcA-E", "parse-S", "parse-E", "sub1-S"}
+	s3 := []string{"funcA-E", "parse-S", "parse-E", "sub2-S", "sub2-E"}
+	if at := Part(s3, occurring([][]string{s1, s2})); at != 4 || s3[at] != "sub2-E" {
+		t.Errorf("fig. 11: parted at %d, want 4 (sub2-E)", at)
+	}
+	e := []string{"location1", "location2"}
+	if at := Part(e, occurring([][]string{{"location1"}, {"location1", "location2"}})); at != 1 {
+		t.Errorf("fig. 15: parted at %d, want 1 (location2)", at)
+	}
+	if at := Part([]string{"x", "y"}, occurring([][]string{{"a"}})); at != -1 {
+		t.Errorf("nothing shared: parted at %d, want -1", at)
+	}
+}
+
+// The seed's example as steptrace would record it in seed.c: funcA
+// (0xa00) returns into funcB (frames: 0xa10 in funcA, 0xb10 in funcB,
+// 0x110 in main); funcB calls parse (0xc00), takes the branch at 0xb20
+// (location1, error condition 2) to sub1 (0xd00), which frees, or calls
+// sub2 (0xe00), then takes the branch at 0xb40 (location2, error
+// condition 1) to return, leaking, or calls free (0xf00).
+var (
+	frames = []uint64{0xa10, 0xb10, 0x110}
+	exitA  = st.Event{Kind: st.Exit, Addr: 0xa50}
+	parse  = []st.Event{{Kind: st.Enter, Addr: 0xc00}, {Kind: st.Branch, Addr: 0xc08, To: 0xc0a}, {Kind: st.Exit, Addr: 0xc20}}
+	sub2   = []st.Event{{Kind: st.Enter, Addr: 0xe00}, {Kind: st.Exit, Addr: 0xe20}}
+	l1     = st.Event{Kind: st.Branch, Addr: 0xb20, To: 0xb22}
+	l1t    = st.Event{Kind: st.Branch, Addr: 0xb20, Taken: true, To: 0xb70}
+	l2     = st.Event{Kind: st.Branch, Addr: 0xb40, To: 0xb42}
+	l2t    = st.Event{Kind: st.Branch, Addr: 0xb40, Taken: true, To: 0xb90}
+	free   = st.Event{Kind: st.Enter, Addr: 0xf00}
+	sub1   = st.Event{Kind: st.Enter, Addr: 0xd00}
+)
+
+func join(parts ...any) []st.Event {
+	var out []st.Event
+	for _, p := range parts {
+		switch p := p.(type) {
+		case st.Event:
+			out = append(out, p)
+		case []st.Event:
+			out = append(out, p...)
+		}
+	}
+	return out
+}
+
+// TestAnalyzeSeed: the answers of figs. 11 and 15 from recorded paths:
+// funcB, and the branch at location2 taken.
+func TestAnalyzeSeed(t *testing.T) {
+	ps := NewPaths()
+	normal := join(exitA, parse, l1, sub2, l2, free)
+	err2 := join(exitA, parse, l1t, sub1, free)
+	err1 := join(exitA, parse, l1, sub2, l2t)
+	for range 3 {
+		ps.Add(normal, st.Freed)
+		ps.Add(err2, st.Freed)
+		ps.Add(err1, st.EndReached)
+	}
+	if ps.Len() != 3 || ps.Added() != 9 {
+		t.Fatalf("%d distinct paths of %d, want 3 of 9", ps.Len(), ps.Added())
+	}
+	for i, want := range [][]st.Event{normal, err2, err1} {
+		if evs, _, n := ps.Path(i); !slices.Equal(evs, want) || n != 3 {
+			t.Errorf("path %d: %v ×%d, want %v ×3", i, evs, n, want)
+		}
+	}
+	rc := Analyze(ps, frames)
+	if rc.Status != event.RootCauseFound || rc.Traced != 9 || rc.Freed != 6 || rc.Leaked != 3 {
+		t.Fatalf("status %s, traced %d (%d F, %d E); want found, 9 (6 F, 3 E)", rc.Status, rc.Traced, rc.Freed, rc.Leaked)
+	}
+	want := event.RootBranch{Addr: 0xb40, To: 0xb90, LeaksWhenTaken: true}
+	if len(rc.Branches) != 1 || rc.Branches[0] != want {
+		t.Errorf("branches %+v, want %+v", rc.Branches, want)
+	}
+	if len(rc.Functions) != 1 || rc.Functions[0] != 0xb40 {
+		t.Errorf("functions %#x, want funcB at its branch 0xb40", rc.Functions)
+	}
+	// Without branch events the function alone: the return address into
+	// funcB.
+	calls := NewPaths()
+	calls.Add(callsOf(normal), st.Freed)
+	calls.Add(callsOf(err2), st.Freed)
+	calls.Add(callsOf(err1), st.EndReached)
+	if rc := Analyze(calls, frames); len(rc.Functions) != 1 || rc.Functions[0] != 0xb0f || len(rc.Branches) != 0 {
+		t.Errorf("calls only: functions %#x, branches %+v; want [0xb0f], none", rc.Functions, rc.Branches)
+	}
+}
+
+// TestAnalyzeNested: a leak decided in a callee (check, 0x900, called
+// twice by funcB; the second call frees or keeps the block): the culprit
+// is the entered function, though its first return is on both paths, and
+// its branch is found in its own invocations, not in parse's branches.
+func TestAnalyzeNested(t *testing.T) {
+	enter := st.Event{Kind: st.Enter, Addr: 0x900}
+	exit := st.Event{Kind: st.Exit, Addr: 0x950}
+	keep := st.Event{Kind: st.Branch, Addr: 0x920, To: 0x922}
+	drop := st.Event{Kind: st.Branch, Addr: 0x920, Taken: true, To: 0x940}
+	loop := st.Event{Kind: st.Branch, Addr: 0x910, Taken: true, To: 0x905}
+	ps := NewPaths()
+	ps.Add(join(exitA, enter, loop, loop, keep, parse, exit, enter, loop, keep, free), st.Freed)
+	ps.Add(join(exitA, enter, loop, keep, parse, exit, enter, loop, loop, drop, exit), st.EndReached)
+	rc := Analyze(ps, frames)
+	want := event.RootBranch{Addr: 0x920, To: 0x940, LeaksWhenTaken: true}
+	if rc.Status != event.RootCauseFound || len(rc.Branches) != 1 || rc.Branches[0] != want {
+		t.Errorf("status %s, branches %+v; want found, %+v", rc.Status, rc.Branches, want)
+	}
+	if got := invocations(join(exitA, enter, loop, enter, keep, exit, drop, parse, exit), frame{entry: 0x900}); len(got) != 2 ||
+		!slices.Equal(got[0], []st.Event{loop, drop}) || !slices.Equal(got[1], []st.Event{keep}) {
+		t.Errorf("invocations of a recursive function: %v", got)
+	}
+}
+
+// TestAnalyzeOneOutcome: paths that all end one way make no claim.
+func TestAnalyzeOneOutcome(t *testing.T) {
+	for _, outcome := range []st.Outcome{st.Freed, st.EndReached} {
+		ps := NewPaths()
+		ps.Add(join(exitA, parse, l1, sub2, l2, free), outcome)
+		ps.Add(join(exitA, parse, l1t, sub1), outcome)
+		if rc := Analyze(ps, frames); rc.Status != event.RootCauseInconclusive || len(rc.Functions) != 0 {
+			t.Errorf("all %s: %+v, want inconclusive", outcome, rc)
+		}
+	}
+	if rc := Analyze(NewPaths(), frames); rc.Status != event.RootCauseNotTraced {
+		t.Errorf("no paths: status %s, want not traced", rc.Status)
+	}
+	if i := NewPaths().Add([]st.Event{exitA}, st.Budget); i != -1 {
+		t.Errorf("a path out of budget was added (%d)", i)
+	}
+}
