@@ -29,10 +29,12 @@ type Stepper struct {
 	quit     chan struct{} // closed by Detach
 	done     chan struct{} // closed when the goroutine has returned
 	// Owned by the locked goroutine.
-	sig  int    // a signal to deliver on the next resume
-	dr7  uint64 // the debug control register as set
-	gone bool
-	once sync.Once
+	sig int    // a signal to deliver on the next resume
+	dr7 uint64 // the debug control register as set
+	// stepping: the last resume was a single step.
+	stepping bool
+	gone     bool
+	once     sync.Once
 	// interrupt asks a waiting Cont to stop the thread (Interrupt).
 	interrupt atomic.Bool
 }
@@ -59,6 +61,7 @@ var ErrThreadGone = errors.New("thread ended")
 const (
 	offDebugReg = 848
 	dr6Hits     = 0xf // B0-B3: which breakpoint fired
+	trapBrkpt   = 1   // si_code TRAP_BRKPT
 	trapTrace   = 2   // si_code of a single step (TRAP_TRACE)
 	trapHWBkpt  = 4   // si_code of a hardware breakpoint (TRAP_HWBKPT)
 	flagRF      = 1 << 16
@@ -161,6 +164,9 @@ type LockedStepper struct{ s *Stepper }
 // Regs is Stepper.Regs.
 func (l *LockedStepper) Regs() (unix.PtraceRegs, error) { return l.s.regs() }
 
+// SetRegs is Stepper.SetRegs.
+func (l *LockedStepper) SetRegs(r unix.PtraceRegs) error { return l.s.setRegs(r) }
+
 // SetBreakpoint is Stepper.SetBreakpoint.
 func (l *LockedStepper) SetBreakpoint(slot int, addr uint64) error {
 	return l.s.setBreakpoint(slot, addr)
@@ -207,6 +213,18 @@ func (s *Stepper) setBreakpoint(slot int, addr uint64) error {
 		}
 		return nil
 	}
+}
+
+// SetRegs sets the stopped thread's registers.
+func (s *Stepper) SetRegs(r unix.PtraceRegs) error {
+	return s.do(func() error { return s.setRegs(r) })
+}
+
+func (s *Stepper) setRegs(r unix.PtraceRegs) error {
+	if err := unix.PtraceSetRegs(s.tid, &r); err != nil {
+		return s.err("setregs", err)
+	}
+	return nil
 }
 
 // Step runs one instruction.
@@ -264,6 +282,7 @@ func (s *Stepper) resume1(req int, rf bool) (st Stop, err error) {
 		}
 		sig := s.sig
 		s.sig = 0
+		s.stepping = req == unix.PTRACE_SINGLESTEP
 		if e := ptraceReq(req, s.tid, 0, uintptr(sig)); e != nil {
 			return s.err("resume", e)
 		}
@@ -301,10 +320,12 @@ func (s *Stepper) wait() (Stop, error) {
 		if e != nil {
 			return st, s.err("wait", e)
 		}
-		switch info.Code {
-		case trapTrace:
+		switch {
+		case info.Code == trapTrace, info.Code == trapBrkpt && s.stepping:
+			// A step out of a system call is reported as a breakpoint
+			// (x86's user_single_step_report).
 			st.Step = true
-		case trapHWBkpt:
+		case info.Code == trapHWBkpt:
 			dr6, e := s.peekUser(offDebugReg + 8*6)
 			if e != nil {
 				return st, s.err("wait", e)

@@ -90,6 +90,7 @@ type Thread interface {
 	// interrupted instruction fires when the signal's handler returns.
 	Deliver() (ptrace.Stop, error)
 	Regs() (unix.PtraceRegs, error)
+	SetRegs(unix.PtraceRegs) error
 }
 
 // Options say what to record and when to stop.
@@ -115,6 +116,16 @@ type Options struct {
 	// Code, when not nil, keeps decoded code from path to path (of one
 	// process image: its code does not change).
 	Code *Code
+	// StepOnly: hardware breakpoints do not fire here (see
+	// ptrace.HardwareBreakpoints): every instruction is stepped,
+	// boring calls and signal handlers too. Correct, and much slower.
+	StepOnly bool
+	// Caught reports whether the program has a handler for signal sig
+	// (with StepOnly; nil: it has).
+	Caught func(sig int) bool
+	// Vdso, with StepOnly, makes the vDSO's calls as system calls: a
+	// clock read stepped an instruction at a time can retry forever.
+	Vdso *Vdso
 }
 
 // Code is decoded code, by block start address.
@@ -152,6 +163,16 @@ func Record(t Thread, opts Options) *Path {
 	return p
 }
 
+// RunTo runs t to addr with the stack pointer at or above rsp (0: any),
+// on a hardware breakpoint or, with opts.StepOnly, a step at a time,
+// within opts' budget; signals on the way run their handlers.
+func RunTo(t Thread, addr, rsp uint64, opts Options) (ptrace.Stop, error) {
+	r := &recorder{t: t, opts: opts}
+	st, err := r.runTo(addr, rsp)
+	t.SetBreakpoint(0, 0)
+	return st, err
+}
+
 type recorder struct {
 	t     Thread
 	opts  Options
@@ -178,7 +199,7 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 		if r.opts.Freed != nil && r.opts.Freed() {
 			return Freed, nil
 		}
-		if r.opts.MaxStops > 0 && r.stops >= r.opts.MaxStops || !r.opts.Deadline.IsZero() && time.Now().After(r.opts.Deadline) {
+		if r.spent() {
 			return Budget, nil
 		}
 		b, err := r.decode(cur.Rip)
@@ -284,6 +305,9 @@ func (r *recorder) runTo(addr, rsp uint64) (ptrace.Stop, error) {
 
 // runFrom is runTo, resuming first with resume.
 func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error)) (ptrace.Stop, error) {
+	if r.opts.StepOnly {
+		return r.stepTo(addr, rsp)
+	}
 	if err := r.t.SetBreakpoint(0, addr); err != nil {
 		return ptrace.Stop{}, err
 	}
@@ -306,6 +330,43 @@ func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error))
 	}
 }
 
+// stepTo is runFrom without breakpoints: a step at a time, through
+// signal handlers too (a step delivers the pending signal).
+func (r *recorder) stepTo(addr, rsp uint64) (ptrace.Stop, error) {
+	regs, err := r.t.Regs()
+	if err != nil {
+		return ptrace.Stop{}, err
+	}
+	signal := false // the last stop was a signal's: the next step delivers it
+	for {
+		if !signal {
+			if err := r.syscall(&regs); err != nil {
+				return ptrace.Stop{}, err
+			}
+		}
+		if r.spent() {
+			return ptrace.Stop{}, errBudget
+		}
+		r.stops++
+		st, err := r.t.Step()
+		if err != nil {
+			return st, err
+		}
+		if st.Interrupted {
+			return st, errBudget
+		}
+		regs, signal = st.Regs, st.Signal != 0
+		if st.Step && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
+			return st, nil
+		}
+	}
+}
+
+// spent reports a path past its budget.
+func (r *recorder) spent() bool {
+	return r.opts.MaxStops > 0 && r.stops >= r.opts.MaxStops || !r.opts.Deadline.IsZero() && r.stops%64 == 0 && time.Now().After(r.opts.Deadline)
+}
+
 func (r *recorder) step() (ptrace.Stop, error) {
 	for {
 		r.stops++
@@ -318,6 +379,11 @@ func (r *recorder) step() (ptrace.Stop, error) {
 		}
 		if st.Step || st.Breakpoint {
 			return st, nil
+		}
+		if r.opts.StepOnly && r.opts.Caught != nil && !r.opts.Caught(st.Signal) {
+			// No handler: the next step delivers the signal to nothing
+			// and makes the step.
+			continue
 		}
 		// A signal came first: its handler runs at full speed and the
 		// thread comes back here, at this stack depth, before the step

@@ -1,0 +1,36 @@
+package steptrace
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestFindVdso reads this process's vDSO: clock_gettime is among its
+// functions, and the gadget is a system call.
+func TestFindVdso(t *testing.T) {
+	read := func(addr uint64, b []byte) (int, error) {
+		return unix.ProcessVMReadv(os.Getpid(), []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}},
+			[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
+	}
+	v, err := FindVdso(os.Getpid(), read)
+	if err != nil || v == nil {
+		t.Fatalf("FindVdso: %v, %v", v, err)
+	}
+	found := false
+	for _, nr := range v.calls {
+		found = found || nr == unix.SYS_CLOCK_GETTIME
+	}
+	if !found {
+		t.Errorf("no clock_gettime among %v", v.calls)
+	}
+	g := make([]byte, 2)
+	if n, err := read(v.gadget, g); n != 2 || !bytes.Equal(g, []byte{0x0f, 0x05}) {
+		t.Errorf("gadget at %#x: % x (%v), want a syscall", v.gadget, g, err)
+	}
+	if _, err := parseVdso(0x1000, []byte("not an ELF")); err == nil {
+		t.Error("a broken vDSO image was accepted")
+	}
+}
