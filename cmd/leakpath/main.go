@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
 )
@@ -37,6 +38,8 @@ Usage:
   leakpath report [flags] TRACE.lpt...       report from traces kept with run -o
   leakpath snapshot [flags] PID              snapshot the live blocks of a program under run
   leakpath diff [flags] A B                  what grew from A to B (snapshots, reports, traces)
+  leakpath root-cause [flags] PID            start root-cause tracing of a program under
+                                             run --root-cause --root-cause-after=request
   leakpath version                           print the version
   leakpath help [COMMAND]                    show help
 
@@ -89,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdSnapshot(args[1:], stdout, stderr)
 	case "diff":
 		return cmdDiff(args[1:], stdout, stderr)
+	case "root-cause":
+		return cmdRootCause(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "leakpath %s\n", version)
 		return 0
@@ -106,6 +111,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 0
 			case "diff":
 				diffFlags(new(diffOptions), stdout).Usage()
+				return 0
+			case "root-cause":
+				rootCauseFlags(new(time.Duration), stdout).Usage()
 				return 0
 			}
 		}

@@ -1,12 +1,22 @@
 package main
 
 import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
 	"sort"
+	"strconv"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/control"
 
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/steptrace"
+	"github.com/leakpath/leakpath/internal/rootcause"
 )
 
 // rootCauseEvents analyses the paths a run recorded: a RootCause event
@@ -28,140 +38,86 @@ func rootCauseEvents(res *collect.Result) []event.Event {
 	return out
 }
 
-// analyze finds where a site's leaked (E) paths part from its freed (F)
-// ones (seed 000 step 335, fig. 11): walking back from the end of each E
-// path to the last event that also occurs in an F path; the function the
-// thread is in after that event is where they part, and the E path's next
-// event, when it is a branch, is the branch whose direction leaks.
+// analyze answers for one site from its recorded paths, with what the
+// recording cost.
 func analyze(st *collect.SiteTrace) *event.RootCauseInfo {
-	rc := &event.RootCauseInfo{Note: st.Note, WindowNs: uint64(st.WindowTime), Stops: uint64(st.Stops),
-		FoundAfterNs: uint64(st.Last)}
-	var fs, es []*steptrace.Path
-	for _, path := range st.Paths {
-		switch path.Outcome {
-		case steptrace.Freed:
-			fs = append(fs, path)
-		case steptrace.EndReached:
-			es = append(es, path)
-		}
+	rc := rootcause.Analyze(st.Paths, st.Frames)
+	if st.Note != "" {
+		rc.Note = st.Note
 	}
-	rc.Traced, rc.Freed, rc.Leaked = uint32(len(fs)+len(es)), uint32(len(fs)), uint32(len(es))
-	switch {
-	case rc.Traced == 0:
-		rc.Status = event.RootCauseNotTraced
-		return rc
-	case len(es) == 0 || len(fs) == 0:
-		rc.Status = event.RootCauseInconclusive
-		if rc.Note == "" {
-			rc.Note = "every traced execution ended the same way"
-		}
-		return rc
-	}
-	inF := map[steptrace.Event]bool{}
-	for _, f := range fs {
-		for _, e := range events(f) {
-			inF[e] = true
-		}
-	}
-	funcs := map[uint64]int{}
-	branches := map[event.RootBranch]int{}
-	// How many E paths take each branch the way no F path does: where
-	// a path's walk back ends elsewhere (a run perturbed by signals, a
-	// loop), its most common such branch stands in.
-	leakOnly := map[steptrace.Event]int{}
-	for _, e := range es {
-		seen := map[steptrace.Event]bool{}
-		for _, ev := range events(e) {
-			if ev.Kind == steptrace.Branch && !inF[ev] && !seen[ev] {
-				seen[ev] = true
-				leakOnly[ev]++
-			}
-		}
-	}
-	for _, e := range es {
-		evs := events(e)
-		at := len(evs) - 1
-		for at >= 0 && !inF[evs[at]] {
-			at--
-		}
-		fn := functionAfter(evs[:at+1], st.Frames)
-		if fn == 0 {
-			continue
-		}
-		b, ok := steptrace.Event{}, false
-		if at+1 < len(evs) && evs[at+1].Kind == steptrace.Branch {
-			b, ok = evs[at+1], true
-		} else {
-			for _, ev := range evs[at+1:] {
-				if ev.Kind == steptrace.Branch && leakOnly[ev] > 0 && (!ok || leakOnly[ev] > leakOnly[b]) {
-					b, ok = ev, true
-				}
-			}
-		}
-		if ok {
-			branches[event.RootBranch{Addr: b.Addr, LeaksWhenTaken: b.Taken, To: b.To}]++
-			fn = b.Addr // the function, shown where it parts
-		}
-		funcs[fn]++
-	}
-	if len(funcs) == 0 {
-		rc.Status = event.RootCauseInconclusive
-		return rc
-	}
-	rc.Status = event.RootCauseFound
-	rc.Functions = byCount(funcs, func(a, b uint64) bool { return a < b })
-	rc.Branches = byCount(branches, func(a, b event.RootBranch) bool { return a.Addr < b.Addr })
+	rc.WindowNs, rc.Stops, rc.FoundAfterNs = uint64(st.WindowTime), uint64(st.Stops), uint64(st.Last)
 	return rc
 }
 
-// events returns a path's events but the exit out of its end point,
-// which ends F paths judged later as well as E paths.
-func events(p *steptrace.Path) []steptrace.Event {
-	if p.Ended && len(p.Events) > 0 {
-		return p.Events[:len(p.Events)-1]
+// rootCauseAfter is --root-cause-after: a duration, or "request".
+type rootCauseAfter collect.RootCauseOptions
+
+func (r *rootCauseAfter) String() string {
+	if r == nil {
+		return "0s"
 	}
-	return p.Events
+	if r.OnRequest {
+		return "request"
+	}
+	return r.After.String()
 }
 
-// functionAfter returns an address in the function a path is in after
-// its events evs: a call's entry, or, at and above the allocating
-// function where the path began, the allocation stack's return address
-// into that function (frames, innermost first).
-func functionAfter(evs []steptrace.Event, frames []uint64) uint64 {
-	var stack []uint64 // the functions entered, innermost last
-	up := 0            // how far above the allocating function
-	for _, e := range evs {
-		switch e.Kind {
-		case steptrace.Enter:
-			stack = append(stack, e.Addr)
-		case steptrace.Exit:
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			} else {
-				up++
-			}
-		}
+func (r *rootCauseAfter) Set(v string) error {
+	if v == "request" {
+		r.OnRequest, r.After = true, 0
+		return nil
 	}
-	if len(stack) > 0 {
-		return stack[len(stack)-1]
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration (30s, 2m) or request, not %q", v)
 	}
-	if up < len(frames) {
-		return frames[up] - 1
-	}
-	return 0
+	r.OnRequest, r.After = false, d
+	return nil
 }
 
-// byCount orders keys by count, most first, then by less.
-func byCount[K comparable](m map[K]int, less func(a, b K) bool) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+func rootCauseFlags(timeout *time.Duration, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("root-cause", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.DurationVar(timeout, "timeout", 30*time.Second, "give up after `DURATION`")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: leakpath root-cause [flags] PID\n\n"+
+			"Starts root-cause tracing of PID, a program running under\n"+
+			"'leakpath run --root-cause --root-cause-after=request': from now on its\n"+
+			"growing allocation sites are judged and traced, and the report written\n"+
+			"when it ends names, under each leak, the function and branch where its\n"+
+			"freed and leaked executions part.\n\nFlags:\n")
+		fs.PrintDefaults()
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if m[keys[i]] != m[keys[j]] {
-			return m[keys[i]] > m[keys[j]]
+	return fs
+}
+
+func cmdRootCause(args []string, stdout, stderr io.Writer) int {
+	var timeout time.Duration
+	fs := rootCauseFlags(&timeout, stderr)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "leakpath root-cause: want one PID (usage: leakpath root-cause [flags] PID)")
+		return exitUsage
+	}
+	pid, err := strconv.Atoi(fs.Arg(0))
+	if err != nil || pid <= 0 {
+		fmt.Fprintf(stderr, "leakpath root-cause: %q is not a process id\n", fs.Arg(0))
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	sock, err := control.Find(pid)
+	if err == nil {
+		var resp *control.Response
+		if resp, err = control.Ask(ctx, sock, control.Request{Op: "root-cause", PID: pid}); err == nil {
+			io.WriteString(stdout, resp.Text)
+			return 0
 		}
-		return less(keys[i], keys[j])
-	})
-	return keys
+	}
+	fail(stderr, fmt.Errorf("root cause of pid %d: %w", pid, err))
+	return 1
 }

@@ -202,24 +202,7 @@ func TestRootCauseWithSnapshot(t *testing.T) {
 	bin := buildRootCause(t, fx, dir)
 	want := native(t, nil, bin)
 	js := filepath.Join(dir, "r.json")
-	cmd := exec.Command(lpBin, "run", "--root-cause", "--json", js, "--report", filepath.Join(dir, "r.txt"), "--", bin)
-	cmd.Env = testEnv()
-	var out strings.Builder
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	// The program is leakpath's child.
-	var pid string
-	for i := 0; i < 500 && pid == ""; i++ {
-		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", strconv.Itoa(cmd.Process.Pid), "children"))
-		pid = strings.TrimSpace(string(b))
-		time.Sleep(10 * time.Millisecond)
-	}
-	if pid == "" || strings.Contains(pid, " ") {
-		t.Fatalf("no single child of leakpath: %q", pid)
-	}
+	cmd, pid, out := startUnder(t, []string{bin}, "--root-cause", "--json", js, "--report", filepath.Join(dir, "r.txt"))
 	// A window traces the program's thread: its TracerPid is set. A
 	// snapshot meanwhile pauses the windows; they go on after it.
 	if !traced(pid, 10*time.Second) {
@@ -233,6 +216,41 @@ func TestRootCauseWithSnapshot(t *testing.T) {
 	if !traced(pid, time.Second) { // well before the exit scan traces it too
 		t.Error("no root-cause window after the snapshots: they did not go on")
 	}
+	foundIn(t, cmd, out, want, js, fx.function)
+}
+
+// startUnder starts argv under leakpath run with flags, and returns the
+// program's pid, leakpath's child.
+func startUnder(t *testing.T, argv []string, flags ...string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(lpBin, append(append(append([]string{"run"}, flags...), "--"), argv...)...)
+	cmd.Env = testEnv()
+	out := new(strings.Builder)
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	// Any of leakpath's threads may have started it.
+	var pid string
+	for i := 0; i < 500 && pid == ""; i++ {
+		files, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", "*", "children"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			pid = strings.TrimSpace(pid + " " + string(b))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid == "" || strings.Contains(pid, " ") {
+		t.Fatalf("no single child of leakpath: %q", pid)
+	}
+	return cmd, pid, out
+}
+
+// foundIn waits for cmd and checks that the program behaved as natively
+// and that the JSON report js names fn as a root cause.
+func foundIn(t *testing.T, cmd *exec.Cmd, out *strings.Builder, want result, js, fn string) {
+	t.Helper()
 	err := cmd.Wait()
 	if code := exitCode(err, cmd.ProcessState); code != want.code || out.String() != string(want.stdout) {
 		t.Fatalf("under leakpath: exit %d, stdout %q; natively %d, %q", code, out.String(), want.code, want.stdout)
@@ -247,11 +265,46 @@ func TestRootCauseWithSnapshot(t *testing.T) {
 	}
 	for _, l := range d.Leaks {
 		rc := l.RootCause
-		if rc != nil && rc.Status == "found" && len(rc.Functions) > 0 && rc.Functions[0].Function == fx.function {
+		if rc != nil && rc.Status == "found" && len(rc.Functions) > 0 && rc.Functions[0].Function == fn {
 			return
 		}
 	}
-	t.Errorf("no root cause in %s after the snapshots:\n%s", fx.function, b)
+	t.Errorf("no root cause in %s:\n%s", fn, b)
+}
+
+// TestRootCauseOnRequest: with --root-cause-after=request no window runs
+// until `leakpath root-cause PID` asks; then the root cause is found. A
+// run without --root-cause refuses the request.
+func TestRootCauseOnRequest(t *testing.T) {
+	fx := rootCauseFixtures[0] // seed.c
+	dir := t.TempDir()
+	bin := buildRootCause(t, fx, dir)
+	// Twice the work: the request comes late.
+	argv := []string{bin, "6000"}
+	want := native(t, nil, argv...)
+	js := filepath.Join(dir, "r.json")
+	cmd, pid, out := startUnder(t, argv, "--root-cause", "--root-cause-after=request", "--json", js, "--report", filepath.Join(dir, "r.txt"))
+	if traced(pid, 1500*time.Millisecond) {
+		t.Fatal("a root-cause window ran before the request")
+	}
+	sout, serr, code := lp(t, "root-cause", pid)
+	if code != 0 || !strings.Contains(sout, "started") {
+		t.Fatalf("root-cause: exit %d\n%s%s", code, sout, serr)
+	}
+	if sout, _, code := lp(t, "root-cause", pid); code != 0 || !strings.Contains(sout, "already on") {
+		t.Errorf("a second request: exit %d, %q", code, sout)
+	}
+	if !traced(pid, 10*time.Second) {
+		t.Fatal("no root-cause window was seen in 10 s after the request")
+	}
+	foundIn(t, cmd, out, want, js, fx.function)
+
+	cmd, pid, _ = startUnder(t, argv, "--quiet")
+	if _, serr, code := lp(t, "root-cause", pid); code != 1 || !strings.Contains(serr, "without --root-cause") {
+		t.Errorf("request to a run without --root-cause: exit %d, %q", code, serr)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
 }
 
 // traced reports whether the thread pid was seen traced (its TracerPid

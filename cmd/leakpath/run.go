@@ -49,7 +49,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.scan, "scan", true, "at exit, hold the program while its memory is scanned (ptrace) to tell definite, indirect, possible leaks from reachable blocks")
 	addLeakFlags(fs, &o.leaks)
 	fs.BoolVar(&o.rootCause.Enabled, "root-cause", false, "find why growing sites leak: trace the thread that allocates at one (ptrace, that thread only, a window at a time) and report the function and branch where freed and leaked executions part (sets --fold=false unless given)")
-	fs.DurationVar(&o.rootCause.After, "root-cause-after", 0, "with --root-cause, judge sites only after `DURATION` (skip the start-up)")
+	fs.Var((*rootCauseAfter)(&o.rootCause), "root-cause-after", "with --root-cause, judge sites only after `DURATION` (skip the start-up), or only once 'leakpath root-cause PID' asks (request)")
 	fs.IntVar(&o.rootCause.MaxSites, "root-cause-sites", 4, "with --root-cause, trace at most `N` sites at once")
 	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 10*time.Second, "with --root-cause, give up on a site after `DURATION` of tracing")
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")

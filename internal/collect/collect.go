@@ -497,17 +497,22 @@ type snapRequest struct {
 
 // control answers a control request (launch.Controller).
 func (c *collector) control(req control.Request) control.Response {
-	if req.Op != "snapshot" {
+	switch {
+	case req.Op != "snapshot" && req.Op != "root-cause":
 		return control.Response{Error: fmt.Sprintf("unknown control request %q", req.Op)}
-	}
-	if c.opts.Snapshot == nil {
+	case req.Op == "snapshot" && c.opts.Snapshot == nil:
 		return control.Response{Error: "this leakpath run takes no snapshots"}
+	case req.Op == "root-cause" && !c.opts.RootCause.Enabled:
+		return control.Response{Error: "this leakpath run was started without --root-cause"}
 	}
 	c.mu.Lock()
 	im := c.current[int32(req.PID)]
 	c.mu.Unlock()
 	if im == nil {
 		return control.Response{Error: fmt.Sprintf("pid %d is not recorded by this leakpath run", req.PID)}
+	}
+	if req.Op == "root-cause" {
+		return control.Response{Text: c.rootCausesOf(im).request() + "\n"}
 	}
 	r := snapRequest{req: req, resp: make(chan control.Response, 1)}
 	select {

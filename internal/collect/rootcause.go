@@ -16,6 +16,7 @@ import (
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/rootcause"
 	"github.com/leakpath/leakpath/internal/steptrace"
 )
 
@@ -36,6 +37,9 @@ type RootCauseOptions struct {
 	Enabled bool
 	// After: judge sites only this long after the start.
 	After time.Duration
+	// OnRequest: judge the sites of a process only once asked to (a
+	// control request "root-cause"), After counted from then.
+	OnRequest bool
 	// Every: how often sites are judged (default 200 ms).
 	Every time.Duration
 	// Growth: a suspect's live blocks grew at each of the last Rounds
@@ -88,8 +92,10 @@ type SiteTrace struct {
 	// Deferred: other threads free the site's blocks; a path ended at
 	// the end point is F if its block was freed by the end of the run.
 	Deferred bool
-	Paths    []*steptrace.Path
-	Note     string // why recording stopped early, if it did
+	// Paths: the recorded paths, closed by F or E, as a grammar (each
+	// distinct path stored once).
+	Paths *rootcause.Paths
+	Note  string // why recording stopped early, if it did
 	// Cost: the time the windows took in all, and their ptrace stops;
 	// Last: when the last path ended, since the run started.
 	WindowTime time.Duration
@@ -105,10 +111,29 @@ type suspect struct {
 	frames   int    // user frames of the allocation stack
 	started  time.Time
 	blocks   []eBlock // blocks of E paths, to check they stay unfreed
-	pathOf   []eBlock // the block of each path, by index in Paths
+	windows  []window // the paths recorded, in order
 	freedBy  []eBlock // blocks of F paths whose free stack is not known yet
 	reached  map[heap.StackID]bool
 	done     bool
+}
+
+// window is one recorded path: its index in Paths, its outcome and its
+// block.
+type window struct {
+	path    int
+	outcome steptrace.Outcome
+	blk     eBlock
+}
+
+// count returns how many windows ended with outcome.
+func (sus *suspect) count(outcome steptrace.Outcome) int {
+	n := 0
+	for _, w := range sus.windows {
+		if w.outcome == outcome {
+			n++
+		}
+	}
+	return n
 }
 
 // eBlock is the block of an E path: allocated before ticks (the
@@ -120,22 +145,25 @@ type eBlock struct {
 
 // rootCauses is one image's recording.
 type rootCauses struct {
-	c        *collector
-	im       *image
-	mu       sync.Mutex
-	sites    map[heap.StackID]*suspect
-	byAgent  map[uint32]*suspect
-	history  map[heap.StackID][]uint64
-	armed    []uint32
-	start    time.Time
-	stepping *ptrace.Stepper // the window in progress
-	code     *steptrace.Code // the image's code, decoded
-	boring   func(uint64) bool
-	paused   bool          // by pause: no window, the agent's table empty
-	closed   bool          // by quiesce: the region is not to be touched again
-	running  bool          // serve runs
-	quit     chan struct{} // closed by pause
-	served   chan struct{} // closed when serve returns
+	c       *collector
+	im      *image
+	mu      sync.Mutex
+	sites   map[heap.StackID]*suspect
+	byAgent map[uint32]*suspect
+	history map[heap.StackID][]uint64
+	armed   []uint32
+	start   time.Time // of the run, or of the request
+	// requested: asked for (with OnRequest), then being judged.
+	requested bool
+	stepping  *ptrace.Stepper // the window in progress
+	code      *steptrace.Code // the image's code, decoded
+	vdso      *steptrace.Vdso // its vDSO, stepped past without breakpoints
+	boring    func(uint64) bool
+	paused    bool          // by pause: no window, the agent's table empty
+	closed    bool          // by quiesce: the region is not to be touched again
+	running   bool          // serve runs
+	quit      chan struct{} // closed by pause
+	served    chan struct{} // closed when serve returns
 }
 
 func (c *collector) rootCausesOf(im *image) *rootCauses {
@@ -146,6 +174,23 @@ func (c *collector) rootCausesOf(im *image) *rootCauses {
 			history: map[heap.StackID][]uint64{}, start: time.Now(), quit: make(chan struct{})}
 	}
 	return im.rc
+}
+
+// request starts the judging of im's sites (OnRequest) and describes it.
+func (rc *rootCauses) request() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.requested || !rc.c.opts.RootCause.OnRequest {
+		n := 0
+		for _, sus := range rc.sites {
+			if !sus.done {
+				n++
+			}
+		}
+		return fmt.Sprintf("root-cause tracing of pid %d was already on: %d sites traced so far, %d still recording", rc.im.pid, len(rc.sites), n)
+	}
+	rc.requested, rc.start = true, time.Now()
+	return fmt.Sprintf("root-cause tracing of pid %d started: its growing sites are traced from now on, and their root causes reported when it ends", rc.im.pid)
 }
 
 // judge looks at every site of every running image (on the sink's
@@ -167,7 +212,10 @@ func (c *collector) judge(s *heap.Session) {
 			continue
 		}
 		rc := c.rootCausesOf(im)
-		if time.Since(rc.start) < o.After {
+		rc.mu.Lock()
+		wait := o.OnRequest && !rc.requested || time.Since(rc.start) < o.After
+		rc.mu.Unlock()
+		if wait {
 			continue
 		}
 		rc.judge(p)
@@ -190,9 +238,9 @@ func (rc *rootCauses) judge(p *heap.Process) {
 		if sus.Deferred {
 			windows *= 3
 		}
-		if !sus.done && (len(sus.Paths) >= windows || time.Since(sus.started) > o.Budget) {
+		if !sus.done && (len(sus.windows) >= windows || time.Since(sus.started) > o.Budget) {
 			sus.done, changed = true, true
-			if sus.Note == "" && len(sus.Paths) < windows {
+			if sus.Note == "" && len(sus.windows) < windows {
 				sus.Note = "time budget spent"
 			}
 		}
@@ -324,13 +372,7 @@ func (rc *rootCauses) everyFreeReached(p *heap.Process, sus *suspect) bool {
 	sus.freedBy = rest
 	// Enough E paths to meet each way a site leaks (a single one could
 	// miss a second leaking branch).
-	e := 0
-	for _, path := range sus.Paths {
-		if path.Outcome == steptrace.EndReached {
-			e++
-		}
-	}
-	if e < rc.c.opts.RootCause.Enough {
+	if sus.count(steptrace.EndReached) < rc.c.opts.RootCause.Enough {
 		return false
 	}
 	frees := p.Site(sus.Site).FreeStacks()
@@ -357,7 +399,7 @@ func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
 		}
 		// Freed since (or replaced by a newer block).
 		sus.EndDepth++
-		sus.Paths, sus.blocks, sus.pathOf, sus.freedBy, sus.reached = nil, nil, nil, nil, nil
+		sus.Paths, sus.blocks, sus.windows, sus.freedBy, sus.reached = nil, nil, nil, nil, nil
 		if sus.EndDepth >= sus.frames {
 			sus.done = true
 			sus.Note = "every end point was left before the block's free"
@@ -444,28 +486,16 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	}()
 	watchdog := time.AfterFunc(o.WindowBudget+time.Second, st.Interrupt)
 	defer watchdog.Stop()
-	if err := st.SetBreakpoint(1, sus.ret); err != nil {
-		reg.RefuseTrace()
-		return
-	}
 	reg.Watch(req.Addr)
 	if !reg.TakeTrace() {
 		return
 	}
-	// Out of the agent, back where the allocation was made.
-	for {
-		s, err := st.Cont()
-		if err != nil || s.Interrupted {
-			return
-		}
-		if s.Breakpoint && s.Regs.Rip == sus.ret {
-			break
-		}
-	}
-	st.SetBreakpoint(1, 0)
-	began := time.Now()
 	if rc.code == nil {
 		rc.code, rc.boring = steptrace.NewCode(), boringCode(pid)
+	}
+	hw, _ := ptrace.HardwareBreakpoints()
+	if !hw && rc.vdso == nil {
+		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) })
 	}
 	opts := steptrace.Options{
 		Read:     func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) },
@@ -475,10 +505,22 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		Freed:    reg.WatchFreed,
 		MaxStops: o.WindowStopsLimit,
 		Deadline: time.Now().Add(o.WindowBudget),
+		StepOnly: !hw,
+		Caught:   func(sig int) bool { return caught(pid, sig) },
+		Vdso:     rc.vdso,
 	}
 	var path *steptrace.Path
+	var began time.Time
 	// On the stepper's own thread: no hand-over between threads per stop.
-	if err := st.Locked(func(t *ptrace.LockedStepper) { path = steptrace.Record(t, opts) }); err != nil {
+	err = st.Locked(func(t *ptrace.LockedStepper) {
+		// Out of the agent, back where the allocation was made.
+		if s, err := steptrace.RunTo(t, sus.ret, 0, opts); err != nil || s.Regs.Rip != sus.ret {
+			return
+		}
+		began = time.Now()
+		path = steptrace.Record(t, opts)
+	})
+	if err != nil || path == nil {
 		return
 	}
 	rc.mu.Lock()
@@ -489,24 +531,25 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		return // neither F nor E: not a path to compare
 	}
 	blk := eBlock{addr: req.Addr, ticks: rc.c.src.Now(), wall: time.Now()}
-	sus.Paths = append(sus.Paths, path)
-	sus.pathOf = append(sus.pathOf, blk)
+	if sus.Paths == nil {
+		sus.Paths = rootcause.NewPaths()
+	}
+	// The exit out of the end point closes an ended path, whichever its
+	// outcome: E says it.
+	evs := path.Events
+	if path.Ended && len(evs) > 0 {
+		evs = evs[:len(evs)-1]
+	}
+	sus.windows = append(sus.windows, window{sus.Paths.Add(evs, path.Outcome), path.Outcome, blk})
 	sus.Last = time.Since(rc.c.started)
 	if path.Outcome == steptrace.EndReached {
 		sus.blocks = append(sus.blocks, blk)
 	} else {
 		sus.freedBy = append(sus.freedBy, blk)
 	}
-	var f, e int
-	for _, p := range sus.Paths {
-		if p.Outcome == steptrace.Freed {
-			f++
-		} else {
-			e++
-		}
-	}
+	f, e := sus.count(steptrace.Freed), sus.count(steptrace.EndReached)
 	// A deferred path's outcome is known only at the end: record more.
-	if f >= o.Enough && e >= o.Enough && !sus.Deferred || len(sus.Paths) >= 3*o.Windows {
+	if f >= o.Enough && e >= o.Enough && !sus.Deferred || len(sus.windows) >= 3*o.Windows {
 		sus.done = true
 		rc.arm()
 	}
@@ -594,16 +637,19 @@ func (rc *rootCauses) traces(p *heap.Process) map[heap.StackID]*SiteTrace {
 	out := map[heap.StackID]*SiteTrace{}
 	for id, sus := range rc.sites {
 		st := sus.SiteTrace
-		st.Paths = append([]*steptrace.Path(nil), sus.Paths...)
-		for i, path := range st.Paths {
-			if !sus.Deferred || path.Outcome != steptrace.EndReached || p == nil || i >= len(sus.pathOf) {
-				continue
+		if sus.Deferred && p != nil && sus.Paths != nil {
+			st.Paths = rootcause.NewPaths()
+			for _, w := range sus.windows {
+				evs, _, _ := sus.Paths.Path(w.path)
+				outcome := w.outcome
+				if b, ok := p.LiveBlock(w.blk.addr); !ok || b.Time > w.blk.ticks {
+					outcome = steptrace.Freed
+				}
+				st.Paths.Add(evs, outcome)
 			}
-			if b, ok := p.LiveBlock(sus.pathOf[i].addr); !ok || b.Time > sus.pathOf[i].ticks {
-				freed := *path
-				freed.Outcome = steptrace.Freed
-				st.Paths[i] = &freed
-			}
+		}
+		if st.Paths == nil {
+			st.Paths = rootcause.NewPaths()
 		}
 		if !sus.done && st.Note == "" {
 			st.Note = "the program ended before enough paths were recorded"
@@ -667,6 +713,22 @@ func boringModule(path string) bool {
 		}
 	}
 	return false
+}
+
+// caught reports whether process pid has a handler for signal sig (its
+// SigCgt mask in /proc/PID/status); when it cannot tell, it has.
+func caught(pid, sig int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || sig < 1 || sig > 64 || mask&(1<<(sig-1)) != 0
+		}
+	}
+	return true
 }
 
 // readMem reads the process's memory (code and data) without ptrace.

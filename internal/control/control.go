@@ -42,7 +42,7 @@ const MaxMessage = 1 << 30
 // Request is what a client asks.
 type Request struct {
 	Version int    `json:"version"`
-	Op      string `json:"op"` // "snapshot"
+	Op      string `json:"op"` // "snapshot", "root-cause"
 	PID     int    `json:"pid"`
 	// ShowReachable lists the still reachable groups in the text too.
 	ShowReachable bool `json:"show_reachable,omitempty"`

@@ -88,9 +88,13 @@ func Analyze(ps *Paths, frames []uint64) *event.RootCauseInfo {
 	branches := map[event.RootBranch]int{}
 	for _, fn := range culprits {
 		addr := fn.address(frames)
-		if b, ok := leakingBranch(branchTraces(fs, es, fn)); ok {
-			branches[b] += funcs[fn]
-			addr = b.Addr // the function, shown where it parts
+		found := leakingBranches(branchTraces(fs, es, fn))
+		for b, n := range found {
+			branches[b] += n
+		}
+		if len(found) > 0 {
+			// The function, shown where it parts.
+			addr = byCount(found, branchLess)[0].Addr
 		}
 		if addr != 0 && !slices.Contains(rc.Functions, addr) {
 			rc.Functions = append(rc.Functions, addr)
@@ -102,7 +106,7 @@ func Analyze(ps *Paths, frames []uint64) *event.RootCauseInfo {
 		return rc
 	}
 	rc.Status = event.RootCauseFound
-	rc.Branches = byCount(branches, func(a, b event.RootBranch) bool { return a.Addr < b.Addr })
+	rc.Branches = byCount(branches, branchLess)
 	return rc
 }
 
@@ -125,49 +129,52 @@ func branchTraces(fs, es []trace, fn frame) *Paths {
 	return g
 }
 
-// leakingBranch applies the walk of fig. 11 to a function's branch
+// leakingBranches applies the walk of fig. 11 to a function's branch
 // traces (fig. 15): for each E trace, the branch after its last event
-// shared with an F trace, most traces first. When every E trace's
-// branches all occur on F traces, the branch most E traces take in a way
-// no F trace does stands in (loops and signals can blur the walk).
-func leakingBranch(g *Paths) (event.RootBranch, bool) {
-	var fs, es []trace
+// shared with an F trace, with the number of E traces that take it. When
+// every E trace's branches all occur on F traces, the branches E traces
+// take in a way no F trace does stand in (loops and signals can blur the
+// walk).
+func leakingBranches(g *Paths) map[event.RootBranch]int {
+	var fev [][]steptrace.Event
+	var es []trace
 	for i := 0; i < g.Len(); i++ {
 		evs, outcome, n := g.Path(i)
 		if outcome == steptrace.Freed {
-			fs = append(fs, trace{evs, n})
+			fev = append(fev, evs)
 		} else {
 			es = append(es, trace{evs, n})
 		}
 	}
-	var fev [][]steptrace.Event
-	for _, t := range fs {
-		fev = append(fev, t.events)
-	}
 	inF := occurring(fev)
-	found := map[steptrace.Event]int{}
-	leakOnly := map[steptrace.Event]int{}
+	found := map[event.RootBranch]int{}
+	leakOnly := map[event.RootBranch]int{}
 	for _, t := range es {
 		seen := map[steptrace.Event]bool{}
 		for _, ev := range t.events {
 			if !inF[ev] && !seen[ev] {
 				seen[ev] = true
-				leakOnly[ev] += t.count
+				leakOnly[rootBranch(ev)] += t.count
 			}
 		}
 		if at := Part(t.events, inF); at+1 < len(t.events) {
-			found[t.events[at+1]] += t.count
+			found[rootBranch(t.events[at+1])] += t.count
 		}
 	}
-	pick := found
-	if len(pick) == 0 {
-		pick = leakOnly
+	if len(found) == 0 && len(leakOnly) > 0 {
+		// Only the most common stands in: the others may be noise.
+		b := byCount(leakOnly, branchLess)[0]
+		return map[event.RootBranch]int{b: leakOnly[b]}
 	}
-	if len(pick) == 0 {
-		return event.RootBranch{}, false
-	}
-	b := byCount(pick, func(a, b steptrace.Event) bool { return a.Addr < b.Addr || a.Addr == b.Addr && !a.Taken })[0]
-	return event.RootBranch{Addr: b.Addr, To: b.To, LeaksWhenTaken: b.Taken}, true
+	return found
+}
+
+func rootBranch(e steptrace.Event) event.RootBranch {
+	return event.RootBranch{Addr: e.Addr, To: e.To, LeaksWhenTaken: e.Taken}
+}
+
+func branchLess(a, b event.RootBranch) bool {
+	return a.Addr < b.Addr || a.Addr == b.Addr && !a.LeaksWhenTaken && b.LeaksWhenTaken
 }
 
 // frame names a function a path runs in: one it entered (entry), or the

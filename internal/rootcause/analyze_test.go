@@ -126,6 +126,34 @@ func TestAnalyzeNested(t *testing.T) {
 	}
 }
 
+// TestAnalyzeTwoBranches: one site leaking on two branches of funcB, one
+// taken (two paths), one not taken (one path); a path out of budget is
+// left out.
+func TestAnalyzeTwoBranches(t *testing.T) {
+	b1f := st.Event{Kind: st.Branch, Addr: 0xb20, To: 0xb22}
+	b1e := st.Event{Kind: st.Branch, Addr: 0xb20, Taken: true, To: 0xb80}
+	b2f := st.Event{Kind: st.Branch, Addr: 0xb40, Taken: true, To: 0xb60}
+	b2e := st.Event{Kind: st.Branch, Addr: 0xb40, To: 0xb42}
+	ps := NewPaths()
+	ps.Add(join(exitA, b1f, b2f, free), st.Freed)
+	ps.Add(join(exitA, b1f, b2f, free), st.Freed)
+	ps.Add(join(exitA, b1e), st.EndReached)
+	ps.Add(join(exitA, b1e), st.EndReached)
+	ps.Add(join(exitA, b1f, b2e), st.EndReached)
+	ps.Add(join(exitA), st.Budget)
+	rc := Analyze(ps, frames)
+	if rc.Status != event.RootCauseFound || rc.Traced != 5 || rc.Freed != 2 || rc.Leaked != 3 {
+		t.Fatalf("status %s, traced %d (%d F, %d E); want found, 5 (2 F, 3 E)", rc.Status, rc.Traced, rc.Freed, rc.Leaked)
+	}
+	want := []event.RootBranch{{Addr: 0xb20, LeaksWhenTaken: true, To: 0xb80}, {Addr: 0xb40, To: 0xb42}}
+	if !slices.Equal(rc.Branches, want) {
+		t.Errorf("branches %+v, want %+v", rc.Branches, want)
+	}
+	if !slices.Equal(rc.Functions, []uint64{0xb20}) {
+		t.Errorf("functions %#x, want funcB, at 0xb20", rc.Functions)
+	}
+}
+
 // TestAnalyzeOneOutcome: paths that all end one way make no claim.
 func TestAnalyzeOneOutcome(t *testing.T) {
 	for _, outcome := range []st.Outcome{st.Freed, st.EndReached} {
