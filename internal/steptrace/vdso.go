@@ -3,8 +3,8 @@ package steptrace
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
