@@ -242,6 +242,9 @@ func (rc *rootCauses) judge(p *heap.Process) {
 			sus.done, changed = true, true
 			if sus.Note == "" && len(sus.windows) < windows {
 				sus.Note = "time budget spent"
+				if hw, _ := ptrace.HardwareBreakpoints(); !hw {
+					sus.Note += " (hardware breakpoints do not fire on this machine: every instruction was stepped, signal handlers too)"
+				}
 			}
 		}
 	}
