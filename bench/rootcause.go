@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/leakpath/leakpath/internal/ptrace"
 )
 
 // rootCauseBench measures --root-cause on the fixtures of
@@ -73,6 +75,11 @@ func rootCauseBench(runs int, lp string) error {
 	tw.Flush()
 	fmt.Printf("medians of %d runs; each fixture repeats its work 3,000 times 1 ms apart; cost: --root-cause over leakpath without it;\n"+
 		"found after: when the last path of the site was recorded; stops: ptrace stops of the traced thread.\n", runs)
+	if hw, why := ptrace.HardwareBreakpoints(); hw {
+		fmt.Println("paths recorded with hardware breakpoints (two stops per basic block, boring calls run through).")
+	} else {
+		fmt.Printf("paths recorded a step at a time, boring calls and signal handlers too: %s.\n", why)
+	}
 	return nil
 }
 
