@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/leakpath/leakpath/internal/control"
@@ -97,19 +93,12 @@ func cmdRootCause(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "leakpath root-cause: want one PID (usage: leakpath root-cause [flags] PID)")
+	pid, ok := pidArg(fs, "root-cause", stderr)
+	if !ok {
 		return exitUsage
 	}
-	pid, err := strconv.Atoi(fs.Arg(0))
-	if err != nil || pid <= 0 {
-		fmt.Fprintf(stderr, "leakpath root-cause: %q is not a process id\n", fs.Arg(0))
-		return exitUsage
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
-	defer stop()
+	ctx, done := askContext(timeout)
+	defer done()
 	sock, err := control.Find(pid)
 	if err == nil {
 		var resp *control.Response

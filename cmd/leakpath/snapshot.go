@@ -49,24 +49,40 @@ func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "leakpath snapshot: want one PID (usage: leakpath snapshot [flags] PID)")
+	pid, ok := pidArg(fs, "snapshot", stderr)
+	if !ok {
 		return exitUsage
 	}
-	pid, err := strconv.Atoi(fs.Arg(0))
-	if err != nil || pid <= 0 {
-		fmt.Fprintf(stderr, "leakpath snapshot: %q is not a process id\n", fs.Arg(0))
-		return exitUsage
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-	defer cancel()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
-	defer stop()
+	ctx, done := askContext(o.timeout)
+	defer done()
 	if err := takeSnapshot(ctx, pid, &o, stdout, stderr); err != nil {
 		fail(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// pidArg returns the one argument of command cmd, a process id, or says
+// what is wrong with it.
+func pidArg(fs *flag.FlagSet, cmd string, stderr io.Writer) (int, bool) {
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "leakpath %s: want one PID (usage: leakpath %s [flags] PID)\n", cmd, cmd)
+		return 0, false
+	}
+	pid, err := strconv.Atoi(fs.Arg(0))
+	if err != nil || pid <= 0 {
+		fmt.Fprintf(stderr, "leakpath %s: %q is not a process id\n", cmd, fs.Arg(0))
+		return 0, false
+	}
+	return pid, true
+}
+
+// askContext bounds a request to a running collector by timeout and by
+// an interrupt.
+func askContext(timeout time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	return ctx, func() { stop(); cancel() }
 }
 
 // takeSnapshot asks the collector recording pid for a snapshot and writes

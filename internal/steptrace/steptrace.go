@@ -347,13 +347,9 @@ func (r *recorder) stepTo(addr, rsp uint64) (ptrace.Stop, error) {
 		if r.spent() {
 			return ptrace.Stop{}, errBudget
 		}
-		r.stops++
-		st, err := r.t.Step()
+		st, err := r.step1()
 		if err != nil {
 			return st, err
-		}
-		if st.Interrupted {
-			return st, errBudget
 		}
 		regs, signal = st.Regs, st.Signal != 0
 		if st.Step && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
@@ -367,15 +363,23 @@ func (r *recorder) spent() bool {
 	return r.opts.MaxStops > 0 && r.stops >= r.opts.MaxStops || !r.opts.Deadline.IsZero() && r.stops%64 == 0 && time.Now().After(r.opts.Deadline)
 }
 
+// step1 makes one step; an interrupt spends the budget.
+func (r *recorder) step1() (ptrace.Stop, error) {
+	r.stops++
+	st, err := r.t.Step()
+	if err == nil && st.Interrupted {
+		err = errBudget
+	}
+	return st, err
+}
+
+// step steps one instruction of the path (a signal's handler, if one
+// comes first, runs as runFrom runs it).
 func (r *recorder) step() (ptrace.Stop, error) {
 	for {
-		r.stops++
-		st, err := r.t.Step()
+		st, err := r.step1()
 		if err != nil {
 			return st, err
-		}
-		if st.Interrupted {
-			return st, errBudget
 		}
 		if st.Step || st.Breakpoint {
 			return st, nil
