@@ -34,3 +34,18 @@ func TestFindVdso(t *testing.T) {
 		t.Error("a broken vDSO image was accepted")
 	}
 }
+
+// FuzzParseVdso: any image read from a process gives a vDSO or an
+// error, never a panic; a vDSO's gadget lies in its image.
+func FuzzParseVdso(f *testing.F) {
+	if img, err := os.ReadFile("/bin/true"); err == nil {
+		f.Add(img[:min(len(img), 1<<16)])
+	}
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	f.Fuzz(func(t *testing.T, img []byte) {
+		v, err := parseVdso(0x10000, img)
+		if err == nil && (v.gadget < 0x10000 || v.gadget >= 0x10000+uint64(len(img))) {
+			t.Errorf("gadget %#x outside the image", v.gadget)
+		}
+	})
+}
