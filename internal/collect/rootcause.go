@@ -394,7 +394,7 @@ func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
 		return false
 	}
 	for _, e := range sus.blocks {
-		if time.Since(e.wall) < 100*time.Millisecond {
+		if time.Since(e.wall) < 100*time.Millisecond || p.LastTime <= e.ticks {
 			continue // its records may still be on their way
 		}
 		if b, ok := p.LiveBlock(e.addr); ok && b.Time <= e.ticks {
