@@ -39,7 +39,7 @@ uint64_t lp_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout)
+long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout)
 {
 	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
 }

@@ -29,6 +29,7 @@ var minWords = [RecMax + 1]int{
 	RecStack: 2, RecModule: 4, RecModuleUnload: 2, RecThreadStart: 3,
 	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
 	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 6,
+	RecScopeBegin: 3, RecScopeEnd: 2,
 }
 
 // Decode appends to out the events of the whole records in b, tagged with
@@ -166,6 +167,20 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			}
 			ev.Kind, ev.Addr, ev.Ext().Text = event.ThreadName, w(2), s
 			ev.Thread = int32(aux) // 0: the thread whose pthread_t is Addr
+		case RecScopeBegin:
+			if words-2 > (ScopeNameMax+8)/8 {
+				return out, &DecodeError{off, fmt.Sprintf("scope name of %d words", words-2)}
+			}
+			s, err := text(rec[16:], len(rec)-16)
+			if err != nil {
+				return out, &DecodeError{off, "scope name: " + err.Error()}
+			}
+			ev.Kind, ev.Aux = event.ScopeBegin, uint64(aux)
+			if s != "" {
+				ev.Ext().Text = s
+			}
+		case RecScopeEnd:
+			ev.Kind, ev.Aux = event.ScopeEnd, uint64(aux)
 		}
 		out = append(out, ev)
 		off += words * 8
