@@ -49,8 +49,9 @@ type Scope struct {
 	// entered while the same name was open on their thread: they count
 	// in the outer instance, not on their own (durations, held blocks).
 	Entered, Closed, Unclosed, Open, Recursive uint64
-	// TotalTicks and MaxTicks: the durations of the instances that closed
-	// (but the recursive ones).
+	// Timed counts the instances that closed but the recursive ones;
+	// TotalTicks and MaxTicks are their durations.
+	Timed                uint64
 	TotalTicks, MaxTicks uint64
 	// First is the first begin, Last the last close (0: none closed).
 	First, Last uint64
@@ -276,6 +277,7 @@ func (s *scopeState) close(ts *threadScopes, t uint64, lost bool) {
 		}
 	}
 	if !f.recursive {
+		sc.Timed++
 		if t > f.begin {
 			d := t - f.begin
 			sc.TotalTicks += d
