@@ -25,10 +25,10 @@ type jsonReport struct {
 	// Of a snapshot the program asked for (leakpath_snapshot,
 	// leakpath_leak_check): its label, whether it is a leak check, and
 	// the thread that asked.
-	Label     string `json:"label,omitempty"`
-	LeakCheck bool   `json:"leak_check,omitempty"`
-	AskedBy   int    `json:"asked_by_tid,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
+	Label     string   `json:"label,omitempty"`
+	LeakCheck bool     `json:"leak_check,omitempty"`
+	AskedBy   int      `json:"asked_by_tid,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
 }
 
 type jsonImage struct {

@@ -273,26 +273,26 @@ func Table(w *bufio.Writer, indent string, rows [][]string) {
 // leakpath.report/v1's "scopes", and the scope's own fields of a
 // leakpath.usage/v1 unit by scope.
 type JSONScope struct {
-	Entered          uint64          `json:"entered"`
-	Closed           uint64          `json:"closed"`
-	Unclosed         uint64          `json:"unclosed"`
-	Open             uint64          `json:"open"`
-	Recursive        uint64          `json:"recursive"`
-	Threads          int             `json:"threads"`
-	TotalSeconds     float64         `json:"total_seconds"`
-	LongestSeconds   float64         `json:"longest_seconds"`
-	MeanSeconds      float64         `json:"mean_seconds"`
-	FirstSeconds     float64         `json:"first_seconds"`
-	LastSeconds      float64         `json:"last_seconds"`
-	NetBytes         int64           `json:"net_bytes"`
-	HeldBytes        uint64          `json:"held_bytes"`
-	HeldBlocks       uint64          `json:"held_blocks"`
-	MaxHeldBytes     uint64          `json:"max_held_bytes"`
-	HeldLiveBytes    uint64          `json:"held_live_bytes"`
-	HeldLiveBlocks   uint64          `json:"held_live_blocks"`
-	Held             []JSONScopeHeld `json:"held"`
-	MaxLiveBytes     uint64          `json:"max_live_bytes"`
-	MaxLiveSeconds   float64         `json:"max_live_seconds"`
+	Entered        uint64          `json:"entered"`
+	Closed         uint64          `json:"closed"`
+	Unclosed       uint64          `json:"unclosed"`
+	Open           uint64          `json:"open"`
+	Recursive      uint64          `json:"recursive"`
+	Threads        int             `json:"threads"`
+	TotalSeconds   float64         `json:"total_seconds"`
+	LongestSeconds float64         `json:"longest_seconds"`
+	MeanSeconds    float64         `json:"mean_seconds"`
+	FirstSeconds   float64         `json:"first_seconds"`
+	LastSeconds    float64         `json:"last_seconds"`
+	NetBytes       int64           `json:"net_bytes"`
+	HeldBytes      uint64          `json:"held_bytes"`
+	HeldBlocks     uint64          `json:"held_blocks"`
+	MaxHeldBytes   uint64          `json:"max_held_bytes"`
+	HeldLiveBytes  uint64          `json:"held_live_bytes"`
+	HeldLiveBlocks uint64          `json:"held_live_blocks"`
+	Held           []JSONScopeHeld `json:"held"`
+	MaxLiveBytes   uint64          `json:"max_live_bytes"`
+	MaxLiveSeconds float64         `json:"max_live_seconds"`
 }
 
 // JSONScopeHeld is the blocks of one site a scope held at its closes.
