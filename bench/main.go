@@ -65,6 +65,12 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if *only == "" || strings.Contains("scopes", *only) {
+		if err := scopeBench(*runs, *leakpathBin); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
 	if *only == "" || strings.Contains("root cause", *only) {
 		if err := rootCauseBench(min(*runs, 3), *leakpathBin); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

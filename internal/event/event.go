@@ -182,7 +182,7 @@ type Event struct {
 	Addr2  uint64
 	Size   uint64
 	Aux    uint64
-	X      *Extra // nil for heap events
+	X      *Extra // nil for heap events; read only: events may share one
 }
 
 // Extra holds what only some kinds of event carry.

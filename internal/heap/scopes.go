@@ -75,10 +75,58 @@ type Scope struct {
 	// Held lists the held blocks by allocation site, in the order first
 	// held.
 	Held []*ScopeSite
-	// Threads counts the entries per thread.
-	Threads map[int32]uint64
 
-	sites map[StackID]*ScopeSite
+	threads map[int32]*uint64 // entries per thread
+	lastTID int32
+	lastN   *uint64
+	sites   map[StackID]*ScopeSite
+	// chains: the names lists of frames of this scope, by the names list
+	// of their parent (nil: at the bottom), made once.
+	chains []scopeChain
+}
+
+type scopeChain struct {
+	parent, names []*Scope
+}
+
+// Threads returns the scope's entries per thread.
+func (sc *Scope) Threads() map[int32]uint64 {
+	out := make(map[int32]uint64, len(sc.threads))
+	for tid, n := range sc.threads {
+		out[tid] = *n
+	}
+	return out
+}
+
+// NumThreads returns how many threads entered the scope.
+func (sc *Scope) NumThreads() int { return len(sc.threads) }
+
+// entered counts an entry by thread tid.
+func (sc *Scope) entered(tid int32) {
+	if sc.lastN == nil || sc.lastTID != tid {
+		n := sc.threads[tid]
+		if n == nil {
+			n = new(uint64)
+			sc.threads[tid] = n
+		}
+		sc.lastTID, sc.lastN = tid, n
+	}
+	*sc.lastN++
+}
+
+// chain returns the names list of a frame of sc whose parent has names
+// parent: parent and sc.
+func (sc *Scope) chain(parent []*Scope) []*Scope {
+	for _, c := range sc.chains {
+		if len(c.parent) == len(parent) && (len(parent) == 0 || &c.parent[0] == &parent[0]) {
+			return c.names
+		}
+	}
+	names := append(parent[:len(parent):len(parent)], sc)
+	if len(sc.chains) < 16 {
+		sc.chains = append(sc.chains, scopeChain{parent, names})
+	}
+	return names
 }
 
 // ScopeSite is the blocks of one allocation site that a scope's
@@ -120,6 +168,7 @@ type scopeBlock struct {
 
 type threadScopes struct {
 	frames []*scopeFrame
+	spare  []*scopeFrame // closed frames, for the next begins
 }
 
 // scopeState is the scopes of one image.
@@ -189,7 +238,7 @@ func (s *scopeState) scope(name string) *Scope {
 			}
 			name = OtherScope
 		}
-		sc = &Scope{Name: name, Threads: map[int32]uint64{}, sites: map[StackID]*ScopeSite{}}
+		sc = &Scope{Name: name, threads: map[int32]*uint64{}, sites: map[StackID]*ScopeSite{}}
 		s.byName[name] = sc
 		s.order = append(s.order, sc)
 	}
@@ -210,21 +259,28 @@ func (p *Process) scopeBegin(ev *event.Event) {
 	sc := s.scope(ev.Text())
 	sc.Entered++
 	sc.Open++
-	sc.Threads[ev.Thread]++
+	sc.entered(ev.Thread)
 	if sc.First == 0 || ev.Time < sc.First {
 		sc.First = ev.Time
 	}
-	f := &scopeFrame{scope: sc, begin: ev.Time}
+	var f *scopeFrame
+	if n := len(ts.spare); n > 0 {
+		f = ts.spare[n-1]
+		ts.spare = ts.spare[:n-1]
+	} else {
+		f = new(scopeFrame)
+	}
+	*f = scopeFrame{scope: sc, begin: ev.Time, blocks: f.blocks[:0]}
 	if n := len(ts.frames); n > 0 {
 		parent := ts.frames[n-1]
 		if slices.Contains(parent.names, sc) {
 			f.recursive, f.names = true, parent.names
 			sc.Recursive++
 		} else {
-			f.names = append(parent.names[:len(parent.names):len(parent.names)], sc)
+			f.names = sc.chain(parent.names)
 		}
 	} else {
-		f.names = []*Scope{sc}
+		f.names = sc.chain(nil)
 	}
 	ts.frames = append(ts.frames, f)
 	s.open++
@@ -315,6 +371,15 @@ func (s *scopeState) close(ts *threadScopes, t uint64, lost bool) {
 		for _, b := range live {
 			b.owner = nil
 		}
+	}
+	// No block names f as its owner any more: it can serve again.
+	clear(f.blocks)
+	f.blocks = f.blocks[:0]
+	if len(f.blocks) == 0 && cap(f.blocks) > 1024 {
+		f.blocks = nil
+	}
+	if len(ts.spare) < 64 {
+		ts.spare = append(ts.spare, f)
 	}
 }
 

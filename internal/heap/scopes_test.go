@@ -147,7 +147,7 @@ func TestScopesThreads(t *testing.T) {
 		"both": {entered: 2, closed: 2, total: 4 + 6, maxT: 6, allocBytes: 96, allocBlocks: 2, freedBytes: 8, freedBlocks: 1,
 			liveBytes: 96, heldBytes: 96, heldBlocks: 2, held: map[StackID][2]uint64{st(1): {1, 1}, st(2): {1, 1}}},
 	})
-	if n := p.Scopes()[2].Threads; len(n) != 2 || n[1] != 1 || n[2] != 1 {
+	if n := p.Scopes()[2].Threads(); len(n) != 2 || n[1] != 1 || n[2] != 1 {
 		t.Errorf("both: entries by thread %v, want one in each", n)
 	}
 }

@@ -190,8 +190,8 @@ func scopeLabel(row *ScopeRow) string {
 	if row.Recursive > 0 {
 		notes = append(notes, count(row.Recursive)+" recursive")
 	}
-	if len(row.Threads) > 1 {
-		notes = append(notes, plural(len(row.Threads), "thread"))
+	if row.NumThreads() > 1 {
+		notes = append(notes, plural(row.NumThreads(), "thread"))
 	}
 	for i, n := range notes {
 		if i == 0 {
@@ -310,7 +310,7 @@ type JSONScopeHeld struct {
 // JSON returns the scope-specific JSON fields of row.
 func (row *ScopeRow) JSON() JSONScope {
 	js := JSONScope{Entered: row.Entered, Closed: row.Closed, Unclosed: row.Unclosed, Open: row.Open, Recursive: row.Recursive,
-		Threads: len(row.Threads), TotalSeconds: row.TotalSeconds, LongestSeconds: row.MaxSeconds, MeanSeconds: row.MeanSeconds,
+		Threads: row.NumThreads(), TotalSeconds: row.TotalSeconds, LongestSeconds: row.MaxSeconds, MeanSeconds: row.MeanSeconds,
 		FirstSeconds: row.FirstSeconds, LastSeconds: row.LastSeconds, NetBytes: row.NetBytes,
 		HeldBytes: row.HeldBytes, HeldBlocks: row.HeldBlocks, MaxHeldBytes: row.MaxHeldBytes,
 		HeldLiveBytes: heldLive(row.Held), HeldLiveBlocks: heldLiveBlocks(row.Held), Held: []JSONScopeHeld{},
