@@ -41,3 +41,38 @@ func BenchmarkApplyLoop(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
 }
+
+// scopeEvents is a loop entering one scope n times, allocating and
+// freeing one block inside each time (both recorded: the agent folds
+// nothing inside a scope).
+func scopeEvents(n int) []event.Event {
+	evs := []event.Event{
+		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}}},
+		{Kind: event.ThreadStart, Thread: 1, Time: 1},
+		{Kind: event.StackDef, Thread: 1, Stack: 1, X: &event.Extra{Frames: []uint64{0x1000, 0x2000}}},
+	}
+	name := &event.Extra{Text: "request"} // shared, as the wire decoder shares it
+	t := uint64(10)
+	for i := 0; i < n; i++ {
+		addr := 0x10000 + uint64(i%64)*64
+		evs = append(evs,
+			event.Event{Kind: event.ScopeBegin, Thread: 1, Time: t, Aux: 1, X: name},
+			event.Event{Kind: event.Alloc, Fn: event.Malloc, Thread: 1, Time: t + 10, Addr: addr, Size: 64, Stack: 1},
+			event.Event{Kind: event.Free, Fn: event.FreeFn, Thread: 1, Time: t + 20, Addr: addr},
+			event.Event{Kind: event.ScopeEnd, Thread: 1, Time: t + 30, Aux: 1})
+		t += 50
+	}
+	return evs
+}
+
+// BenchmarkApplyScopes: what the model spends per event of a scope loop
+// (a begin, an allocation, its free, an end).
+func BenchmarkApplyScopes(b *testing.B) {
+	evs := scopeEvents(1 << 18)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := NewSession()
+		s.Apply(evs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
+}
