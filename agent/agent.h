@@ -87,6 +87,7 @@ LP_HIDDEN int lp_collector_alive(void);
 LP_HIDDEN void lp_hold_exit(const char *supp);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
 LP_HIDDEN long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout);
+LP_HIDDEN int lp_post(uint32_t *state, uint32_t req, uint32_t idle, int ms);
 
 /* lp_watch_freed tells the collector that the block of a root-cause
  * window, p, is being freed or moved (see LP_TRACE_* in lp_wire.h). */

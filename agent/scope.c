@@ -99,18 +99,7 @@ static int64_t lp_ask(unsigned kind, const char *label)
 	if (n)
 		memcpy(h->ask_label, label, n);
 	h->ask_label[n] = 0;
-	__atomic_store_n(&h->ask_state, LP_ASK_REQUESTED, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
-	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
-	for (int i = 0; i < LP_ASK_WAIT_MS / 10; i++) {
-		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
-		lp_futex(&h->ask_state, FUTEX_WAIT, LP_ASK_REQUESTED, &to);
-		if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) != LP_ASK_REQUESTED)
-			break;
-	}
-	uint32_t expect = LP_ASK_REQUESTED;
-	if (__atomic_compare_exchange_n(&h->ask_state, &expect, LP_ASK_IDLE, 0, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE)) {
+	if (lp_post(&h->ask_state, LP_ASK_REQUESTED, LP_ASK_IDLE, LP_ASK_WAIT_MS) != 0) {
 		lp_ask_wake(h); /* withdrawn: nobody took it */
 		goto out;
 	}

@@ -16,11 +16,7 @@ import (
 // a begin/end pair, malloc+free, and malloc+free inside a scope, in
 // nanoseconds per iteration, without leakpath and under it.
 func scopeBench(runs int, lp string) error {
-	root := repoRoot()
-	if lp == "" {
-		lp = filepath.Join(root, "bin", "leakpath")
-	}
-	work, err := os.MkdirTemp("", "leakpath-bench-scope-")
+	root, lp, work, err := benchDir(lp, "scope")
 	if err != nil {
 		return err
 	}

@@ -10,13 +10,7 @@ import (
 // live blocks, each allocation freed 64 allocations later, from 4 stacks,
 // with the free stacks recorded.
 func loopEvents(n int) []event.Event {
-	evs := []event.Event{
-		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}}},
-		{Kind: event.ThreadStart, Thread: 1, Time: 1},
-	}
-	for s := uint32(1); s <= 8; s++ {
-		evs = append(evs, event.Event{Kind: event.StackDef, Thread: 1, Stack: s, X: &event.Extra{Frames: []uint64{0x1000 + uint64(s), 0x2000, 0x3000}}})
-	}
+	evs := benchHead(8)
 	var live [64]uint64
 	t := uint64(10)
 	for i := 0; i < n; i++ {
@@ -32,8 +26,23 @@ func loopEvents(n int) []event.Event {
 	return evs
 }
 
-func BenchmarkApplyLoop(b *testing.B) {
-	evs := loopEvents(1 << 20)
+// benchHead starts a process and its thread 1, which defines stacks 1
+// to n.
+func benchHead(n uint32) []event.Event {
+	evs := []event.Event{
+		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}}},
+		{Kind: event.ThreadStart, Thread: 1, Time: 1},
+	}
+	for s := uint32(1); s <= n; s++ {
+		evs = append(evs, event.Event{Kind: event.StackDef, Thread: 1, Stack: s, X: &event.Extra{Frames: []uint64{0x1000 + uint64(s), 0x2000, 0x3000}}})
+	}
+	return evs
+}
+
+func BenchmarkApplyLoop(b *testing.B) { benchApply(b, loopEvents(1<<20)) }
+
+// benchApply applies evs to a new model b.N times.
+func benchApply(b *testing.B, evs []event.Event) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s := NewSession()
@@ -46,11 +55,7 @@ func BenchmarkApplyLoop(b *testing.B) {
 // freeing one block inside each time (both recorded: the agent folds
 // nothing inside a scope).
 func scopeEvents(n int) []event.Event {
-	evs := []event.Event{
-		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1}}},
-		{Kind: event.ThreadStart, Thread: 1, Time: 1},
-		{Kind: event.StackDef, Thread: 1, Stack: 1, X: &event.Extra{Frames: []uint64{0x1000, 0x2000}}},
-	}
+	evs := benchHead(1)
 	name := &event.Extra{Text: "request"} // shared, as the wire decoder shares it
 	t := uint64(10)
 	for i := 0; i < n; i++ {
@@ -67,12 +72,4 @@ func scopeEvents(n int) []event.Event {
 
 // BenchmarkApplyScopes: what the model spends per event of a scope loop
 // (a begin, an allocation, its free, an end).
-func BenchmarkApplyScopes(b *testing.B) {
-	evs := scopeEvents(1 << 18)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		s := NewSession()
-		s.Apply(evs)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
-}
+func BenchmarkApplyScopes(b *testing.B) { benchApply(b, scopeEvents(1<<18)) }

@@ -61,6 +61,14 @@ func checkScopes(t *testing.T, p *Process, want map[string]scopeWant) {
 	}
 }
 
+// applyAll applies evs to a new model and returns its first image.
+func applyAll(evs []event.Event) *Process {
+	s := NewSession()
+	s.Apply(evs)
+	s.Finish()
+	return s.Procs[0]
+}
+
 // stackDefs defines agent stack ids 1 to n, each its own stack.
 func stackDefs(n int) []event.Event {
 	var out []event.Event
@@ -91,10 +99,7 @@ func TestScopesNested(t *testing.T) {
 		scopeEnd(400, 1, 1),
 		free(500, 0xc000, 1), // after both closed: C held by both, freed since
 	)
-	s := NewSession()
-	s.Apply(evs)
-	s.Finish()
-	p := s.Procs[0]
+	p := applyAll(evs)
 	st := func(id uint32) StackID { return p.StackOf(id) }
 	checkScopes(t, p, map[string]scopeWant{
 		"inner": {entered: 1, closed: 1, total: 80, maxT: 80, allocBytes: 30, allocBlocks: 2, freedBytes: 10, freedBlocks: 1,
@@ -134,10 +139,7 @@ func TestScopesThreads(t *testing.T) {
 		scopeEnd(21, 1, 2),
 		scopeEnd(22, 1, 1),
 	)
-	s := NewSession()
-	s.Apply(evs)
-	s.Finish()
-	p := s.Procs[0]
+	p := applyAll(evs)
 	st := func(id uint32) StackID { return p.StackOf(id) }
 	checkScopes(t, p, map[string]scopeWant{
 		"t1": {entered: 1, closed: 1, total: 12, maxT: 12, allocBytes: 72, allocBlocks: 2, liveBytes: 64,
@@ -163,10 +165,7 @@ func TestScopesRecursion(t *testing.T) {
 		free(15, 0x2000, 1),
 		scopeEnd(20, 1, 1),
 	}
-	s := NewSession()
-	s.Apply(evs)
-	s.Finish()
-	checkScopes(t, s.Procs[0], map[string]scopeWant{
+	checkScopes(t, applyAll(evs), map[string]scopeWant{
 		"f": {entered: 2, closed: 2, recursive: 1, total: 10, maxT: 10, allocBytes: 24, allocBlocks: 2, freedBytes: 16, freedBlocks: 1,
 			liveBytes: 8, heldBytes: 8, heldBlocks: 1, held: map[StackID][2]uint64{0: {1, 1}}},
 	})
@@ -195,10 +194,7 @@ func TestScopesOutsideAndLost(t *testing.T) {
 		alloc(31, 0x8000, 2, 1),
 		free(40, 0x6000, 1),
 	}
-	s := NewSession()
-	s.Apply(evs)
-	s.Finish()
-	p := s.Procs[0]
+	p := applyAll(evs)
 	checkScopes(t, p, map[string]scopeWant{
 		"a": {entered: 1, closed: 1, total: 9, maxT: 9, allocBytes: 41, allocBlocks: 2, freedBytes: 10, freedBlocks: 1,
 			liveBytes: 1, heldBytes: 41, heldBlocks: 2, held: map[StackID][2]uint64{0: {2, 1}}},
