@@ -219,7 +219,7 @@ func checkScopeMarkers(t *testing.T, path string) {
 	depth := map[int32]int{}
 	begins := map[string]map[int32]int{}
 	ends := 0
-	var last uint64
+	last := map[int32]uint64{} // per thread, the latest marker's time
 	var buf []event.Event
 	for {
 		buf, err = rd.Next(buf)
@@ -243,10 +243,10 @@ func checkScopeMarkers(t *testing.T, path string) {
 			default:
 				continue
 			}
-			if ev.Time == 0 || ev.Time < last && ev.Thread == 0 {
-				t.Errorf("marker without a time: %+v", ev)
+			if ev.Time == 0 || ev.Time < last[ev.Thread] {
+				t.Errorf("marker without a time, or before the thread's previous one (%d): %+v", last[ev.Thread], ev)
 			}
-			last = ev.Time
+			last[ev.Thread] = ev.Time
 		}
 		if errors.Is(err, io.EOF) {
 			break
