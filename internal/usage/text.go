@@ -54,7 +54,11 @@ func (r *Report) text(out io.Writer) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "leakpath: heap use %s\n", r.explain())
-		fmt.Fprintf(w, "%s (pid %d) %s: %s\n", img.Name, img.PID, img.Outcome, plural(len(img.Units), "unit"))
+		unit := "unit"
+		if r.By == ByScope {
+			unit = "scope"
+		}
+		fmt.Fprintf(w, "%s (pid %d) %s: %s\n", img.Name, img.PID, img.Outcome, plural(len(img.Units), unit))
 		if r.By == ByScope {
 			rows := make([]report.ScopeRow, len(img.Units))
 			for j := range img.Units {
