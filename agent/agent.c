@@ -201,7 +201,7 @@ static void lp_child_reinit(void)
  * work of first use: initialising the agent, attaching the thread, and in
  * a fork child switching to the child's own region. NULL: pass through.
  */
-static __attribute__((noinline)) struct lp_thread *lp_rec_slow(struct lp_thread *t)
+__attribute__((noinline)) struct lp_thread *lp_rec_slow(struct lp_thread *t)
 {
 	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) != LP_INIT_DONE) {
 		lp_init();
@@ -228,14 +228,6 @@ static __attribute__((noinline)) struct lp_thread *lp_rec_slow(struct lp_thread 
 		return t;
 	}
 	return t->state == 1 ? t : NULL;
-}
-
-static inline struct lp_thread *lp_rec_thread(void)
-{
-	struct lp_thread *t = &lp_tls;
-	if (LP_LIKELY(t->state == 1 && t->gen == lp_region_gen && !t->busy && !t->forking))
-		return t;
-	return lp_rec_slow(t);
 }
 
 static void lp_atfork_prepare(void)
@@ -352,7 +344,9 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 	uint32_t sid = lp_stack_id(t, fp);
 	if (LP_UNLIKELY(lp_hdr && __atomic_load_n(&lp_hdr->suspects_n, __ATOMIC_RELAXED) != 0))
 		lp_trace_ask(t, sid, p, n);
-	if (LP_LIKELY(t->fold && p && !t->in_fold)) {
+	if (LP_LIKELY(t->fold && p && !t->in_fold && !t->scopes)) {
+		/* Inside a scope every block is recorded: one that folds would
+		 * count where its aggregate is read, not in the scope. */
 		t->in_fold = 1;
 		lp_fold_alloc(t, fn, p, n, sid);
 		t->in_fold = 0;

@@ -26,6 +26,7 @@
 
 struct lp_stacktab;
 struct lp_ucache;
+struct timespec;
 
 /* lp_thread is the per-thread state, in initial-exec TLS (no allocation on
  * first touch, unlike dynamic TLS). Zero means "not initialised yet". */
@@ -52,6 +53,7 @@ struct lp_thread {
 	uint64_t last_alloc;   /* address of the thread's latest allocation */
 	uint64_t folded;       /* pairs folded since the aggregates were written */
 	uint64_t agg_oldest;   /* ts of the oldest pair in them */
+	int scopes;            /* scopes open on this thread (scope.c): no folding while > 0 */
 };
 
 extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")));
@@ -64,6 +66,19 @@ extern int lp_fold_on;              /* fold short-lived allocations */
 extern unsigned lp_max_depth;
 extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */
 
+/* agent.c */
+LP_HIDDEN struct lp_thread *lp_rec_slow(struct lp_thread *t);
+
+/* lp_rec_thread returns the calling thread's state when it records now,
+ * else NULL (pass through). */
+static inline struct lp_thread *lp_rec_thread(void)
+{
+	struct lp_thread *t = &lp_tls;
+	if (LP_LIKELY(t->state == 1 && t->gen == lp_region_gen && !t->busy && !t->forking))
+		return t;
+	return lp_rec_slow(t);
+}
+
 /* ring.c */
 LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
@@ -71,6 +86,8 @@ LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
 LP_HIDDEN void lp_hold_exit(const char *supp);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
+LP_HIDDEN long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout);
+LP_HIDDEN int lp_post(uint32_t *state, uint32_t req, uint32_t idle, int ms);
 
 /* lp_watch_freed tells the collector that the block of a root-cause
  * window, p, is being freed or moved (see LP_TRACE_* in lp_wire.h). */

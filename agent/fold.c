@@ -302,8 +302,8 @@ void lp_fold_take(struct lp_thread *t, void *p)
 void lp_fold_flush(struct lp_thread *t)
 {
 	struct lp_fold *f = t->fold;
-	if (!f)
-		return;
+	if (!f || (f->count == 0 && t->folded == 0))
+		return; /* nothing pending, no aggregate in use */
 	while (f->count > 0)
 		lp_evict(t);
 	lp_flush_aggs(t);

@@ -42,7 +42,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 5u
+#define LP_WIRE_VERSION 6u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -82,8 +82,13 @@ enum {
 	LP_REC_ALLOC_LATE = 19,   /* a pending allocation evicted: as ALLOC, w1 ts (now, for order),
 	                             w4 ts of the allocation itself, w5 tid of the thread that
 	                             allocated it (it may be another thread's record) */
-	LP_REC_MAX = 19
+	LP_REC_SCOPE_BEGIN = 20,  /* aux=depth (1: outermost); w1 ts, then the scope's name, NUL
+	                             padded (at least one NUL) */
+	LP_REC_SCOPE_END = 21,    /* aux=depth of the scope it closes; w1 ts */
+	LP_REC_MAX = 21
 };
+#define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
+#define LP_ASK_LABEL_MAX 64u   /* bytes of a request's label, NUL included */
 
 /*
  * LP_REC_MODULE: w1 ts, w2 load bias, w3 = path_len | build_id_len << 32 |
@@ -194,6 +199,15 @@ struct lp_header {
 	uint64_t watch_addr;      /* a block whose free or realloc sets watch_freed */
 	uint32_t watch_freed;
 	uint32_t trace_skip;      /* allocations at suspects to let pass before asking */
+	uint64_t pad7[2];
+	/* offset 512: requests of the program (leakpath_snapshot,
+	 * leakpath_leak_check), see LP_ASK_* */
+	uint32_t ask_state;       /* futex word */
+	int32_t ask_tid;          /* the thread that asks */
+	uint32_t ask_kind;        /* LP_ASK_SNAPSHOT or LP_ASK_LEAK_CHECK */
+	uint32_t ask_pad;
+	int64_t ask_result;       /* written by the collector before LP_ASK_DONE */
+	char ask_label[LP_ASK_LABEL_MAX]; /* NUL terminated */
 };
 
 /*
@@ -213,6 +227,30 @@ enum {
 	LP_TRACE_TAKEN = 2,
 };
 #define LP_TRACE_WAIT_MS 200
+
+/*
+ * Requests of the program. A thread that calls leakpath_snapshot or
+ * leakpath_leak_check claims the request (CAS LP_ASK_IDLE to
+ * LP_ASK_CLAIMED; one at a time, the others wait), fills in ask_*, stores
+ * LP_ASK_REQUESTED, rings the doorbell and waits. The collector takes it
+ * (CAS to LP_ASK_TAKEN), stops the process for the scan as `leakpath
+ * snapshot` does, writes ask_result (a leak check: the blocks leaked;
+ * -1: failed) and stores LP_ASK_DONE (futex wake). The thread reads the
+ * result and stores LP_ASK_IDLE. A request nobody takes within
+ * LP_ASK_WAIT_MS is withdrawn (CAS back to LP_ASK_IDLE).
+ */
+enum {
+	LP_ASK_IDLE = 0,
+	LP_ASK_CLAIMED = 1,
+	LP_ASK_REQUESTED = 2,
+	LP_ASK_TAKEN = 3,
+	LP_ASK_DONE = 4,
+};
+enum {
+	LP_ASK_SNAPSHOT = 1,
+	LP_ASK_LEAK_CHECK = 2,
+};
+#define LP_ASK_WAIT_MS 5000
 
 /* The agent's own anonymous mappings (its tables), in the agent's memory;
  * a range with addr 0 is unused. overflow: some were not listed. */

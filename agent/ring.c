@@ -39,7 +39,7 @@ uint64_t lp_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout)
+long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout)
 {
 	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
 }
@@ -471,18 +471,32 @@ LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n
 	h->trace_addr = (uint64_t)(uintptr_t)p;
 	h->trace_size = n;
 	h->trace_stack = sid;
-	__atomic_store_n(&h->trace_state, LP_TRACE_REQUESTED, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
-	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
-	for (int i = 0; i < LP_TRACE_WAIT_MS / 10; i++) {
-		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
-		lp_futex(&h->trace_state, FUTEX_WAIT, LP_TRACE_REQUESTED, &to);
-		if (__atomic_load_n(&h->trace_state, __ATOMIC_ACQUIRE) != LP_TRACE_REQUESTED)
-			break;
-	}
-	uint32_t expect = LP_TRACE_REQUESTED;
-	if (__atomic_compare_exchange_n(&h->trace_state, &expect, LP_TRACE_IDLE, 0, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE))
+	if (lp_post(&h->trace_state, LP_TRACE_REQUESTED, LP_TRACE_IDLE, LP_TRACE_WAIT_MS) != 0)
 		__atomic_store_n(&h->trace_tid, 0, __ATOMIC_RELEASE); /* withdrawn */
 	errno = saved;
+}
+
+/*
+ * lp_post posts a request to the collector: it stores req in *state,
+ * rings the doorbell, and waits up to ms milliseconds for the collector to
+ * take it (move *state on). Returns 0 when it did; -1 when nobody did, and
+ * then the request is withdrawn (*state back to idle), so that a collector
+ * that comes late finds nothing to take.
+ */
+LP_HIDDEN int lp_post(uint32_t *state, uint32_t req, uint32_t idle, int ms)
+{
+	struct lp_header *h = lp_hdr;
+	__atomic_store_n(state, req, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
+	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
+	for (int i = 0; i < ms / 10; i++) {
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
+		lp_futex(state, FUTEX_WAIT, req, &to);
+		if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != req)
+			break;
+	}
+	uint32_t expect = req;
+	if (__atomic_compare_exchange_n(state, &expect, idle, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return -1;
+	return 0;
 }

@@ -65,12 +65,30 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if *only == "" || strings.Contains("scopes", *only) {
+		if err := scopeBench(*runs, *leakpathBin); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
 	if *only == "" || strings.Contains("root cause", *only) {
 		if err := rootCauseBench(min(*runs, 3), *leakpathBin); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
 	}
+}
+
+// benchDir returns the repository, the leakpath binary (lp, or the
+// repository's bin/leakpath) and a new work directory named after what,
+// which the caller removes.
+func benchDir(lp, what string) (root, bin, work string, err error) {
+	root = repoRoot()
+	if lp == "" {
+		lp = filepath.Join(root, "bin", "leakpath")
+	}
+	work, err = os.MkdirTemp("", "leakpath-bench-"+what+"-")
+	return root, lp, work, err
 }
 
 // repoRoot returns the repository's directory.
@@ -80,16 +98,13 @@ func repoRoot() string {
 }
 
 func run(runs, size int, only, lp string) error {
-	root := repoRoot()
-	if lp == "" {
-		lp = filepath.Join(root, "bin", "leakpath")
-	}
-	if _, err := os.Stat(lp); err != nil {
-		return fmt.Errorf("%s not found: run make first", lp)
-	}
-	work, err := os.MkdirTemp("", "leakpath-bench-")
+	root, lp, work, err := benchDir(lp, "main")
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(lp); err != nil {
+		os.RemoveAll(work)
+		return fmt.Errorf("%s not found: run make first", lp)
 	}
 	defer os.RemoveAll(work)
 

@@ -16,11 +16,7 @@ import (
 // testdata/rootcause: the run with and without it, when the root cause
 // was found, and what the windows cost.
 func rootCauseBench(runs int, lp string) error {
-	root := repoRoot()
-	if lp == "" {
-		lp = filepath.Join(root, "bin", "leakpath")
-	}
-	work, err := os.MkdirTemp("", "leakpath-bench-rc-")
+	root, lp, work, err := benchDir(lp, "rc")
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,7 @@ import (
 // while leakpath scans, the whole run with and without the scan, and
 // memcheck's whole run with --leak-check=full on the same program.
 func scanBench(runs int, lp, sizes string) error {
-	root := repoRoot()
-	if lp == "" {
-		lp = filepath.Join(root, "bin", "leakpath")
-	}
-	work, err := os.MkdirTemp("", "leakpath-bench-scan-")
+	root, lp, work, err := benchDir(lp, "scan")
 	if err != nil {
 		return err
 	}

@@ -179,9 +179,16 @@ func newOutputs(o *runOptions, stderr io.Writer) (*outputs, error) {
 // checkDir checks that the directory of a file named by the pid is there
 // to create it in.
 func checkDir(p pathPattern) error {
-	dir := filepath.Dir(p.expand(1, nil))
+	if err := writableDir(filepath.Dir(p.expand(1, nil))); err != nil {
+		return fmt.Errorf("%s: %w", p.s, err)
+	}
+	return nil
+}
+
+// writableDir checks that files can be created in dir.
+func writableDir(dir string) error {
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
-		return fmt.Errorf("%s: cannot create files in %s: %w", p.s, dir, err)
+		return fmt.Errorf("cannot create files in %s: %w", dir, err)
 	}
 	return nil
 }

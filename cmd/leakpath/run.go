@@ -33,6 +33,7 @@ type runOptions struct {
 	debugDirs  commaList
 	ringKiB    int
 	quiet      bool
+	snapDir    string
 	scan       bool
 	rootCause  collect.RootCauseOptions
 	leaks      leakOptions
@@ -61,6 +62,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
 	fs.IntVar(&o.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
+	fs.StringVar(&o.snapDir, "snapshot-dir", ".", "write the snapshots and leak checks the program asks for (leakpath_snapshot, leakpath_leak_check) to `DIR`, as leakpath.snapshot.PID.N.json")
 	addUsageFlags(fs, &o.usage, true)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: leakpath run [flags] -- PROGRAM [ARGS...]\n\n"+
@@ -101,6 +103,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := writableDir(o.snapDir); err != nil {
+		return nil, nil, fmt.Errorf("--snapshot-dir: %w", err)
+	}
 	// Open every output before running, so a bad path fails fast (one
 	// named by the pid: when it is known; see outpath.go).
 	outs, err := newOutputs(o, stderr)
@@ -139,14 +144,16 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
 		return snapshotReport(s, proc, req, report.Options{
 			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
-		})
+		}, checkKinds)
 	}
+	asked := &askedLog{dir: o.snapDir, started: started}
+	copts.Asked = asked.add
 	use, err := startUsage(&o.usage, sym)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer use.close()
-	if use != nil {
+	if use != nil && use.engine.Observes() {
 		copts.Observer = use.engine
 	}
 	tw, err := outs.startTrace(tracefile.Meta{
@@ -215,6 +222,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			return nil, nil, fmt.Errorf("report: %w", err)
 		}
 	}
+	asked.write(textOut)
 	if use != nil {
 		if err := use.finish(rep, textOut, res.PID, outs.rank); err != nil {
 			return nil, nil, err

@@ -9,10 +9,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/leakpath/leakpath/internal/control"
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/report"
 )
@@ -93,7 +95,7 @@ func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stde
 		return err
 	}
 	// Create the file first: a bad path fails before the program stops.
-	f, path, err := createSnapshotFile(o.out, pid)
+	f, path, err := createSnapshotFile("", o.out, pid)
 	if err != nil {
 		return err
 	}
@@ -119,8 +121,8 @@ func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stde
 }
 
 // createSnapshotFile creates the snapshot's file: name, or the first free
-// leakpath.snapshot.PID.N.json.
-func createSnapshotFile(name string, pid int) (*os.File, string, error) {
+// leakpath.snapshot.PID.N.json in dir.
+func createSnapshotFile(dir, name string, pid int) (*os.File, string, error) {
 	if name != "" {
 		f, err := os.Create(name)
 		if err != nil {
@@ -129,7 +131,7 @@ func createSnapshotFile(name string, pid int) (*os.File, string, error) {
 		return f, name, nil
 	}
 	for n := 1; ; n++ {
-		path := fmt.Sprintf("leakpath.snapshot.%d.%d.json", pid, n)
+		path := filepath.Join(dir, fmt.Sprintf("leakpath.snapshot.%d.%d.json", pid, n))
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 		if errors.Is(err, os.ErrExist) {
 			continue
@@ -143,10 +145,12 @@ func createSnapshotFile(name string, pid int) (*os.File, string, error) {
 
 // snapshotReport answers a snapshot request of `leakpath run`'s collector
 // (collect.Options.Snapshot): the report of image proc as it runs, in
-// text and JSON, with the run's report options.
-func snapshotReport(s *heap.Session, proc uint32, req control.Request, opts report.Options) control.Response {
+// text and JSON, with the run's report options, and the leaks of the
+// kinds check names.
+func snapshotReport(s *heap.Session, proc uint32, req control.Request, opts report.Options, check []event.LeakKind) control.Response {
 	opts.Snapshot = true
 	opts.ShowReachable = opts.ShowReachable || req.ShowReachable
+	opts.Label, opts.LeakCheck, opts.AskedBy = req.Label, req.Op == "leak-check", req.TID
 	rep := report.New(s, int32(proc), opts)
 	var text, js bytes.Buffer
 	if err := rep.Generate(&js, "json"); err != nil {
@@ -156,6 +160,7 @@ func snapshotReport(s *heap.Session, proc uint32, req control.Request, opts repo
 		return control.Response{Error: err.Error()}
 	}
 	resp := control.Response{Report: bytes.TrimSpace(js.Bytes()), Text: text.String()}
+	_, resp.LeakedBytes, resp.LeakedBlocks = rep.Failing(check)
 	if p := s.Process(proc); p != nil && p.Scan != nil {
 		resp.PauseSeconds = float64(p.Scan.PauseNs) / 1e9
 	}

@@ -30,7 +30,7 @@ func addUsageFlags(fs *flag.FlagSet, o *usageOptions, run bool) {
 	if run {
 		what = "after the leak report, print"
 	}
-	fs.StringVar(&o.by, "by", "", what+" heap use by `UNIT`: library, function, thread or site")
+	fs.StringVar(&o.by, "by", "", what+" heap use by `UNIT`: library, function, thread, site or scope (the program's LEAKPATH_SCOPE blocks)")
 	fs.StringVar(&o.attribution, "attribution", "", "with --by library or function, which units of a stack a block counts for, `MODE`: entry (the first called from main or a thread's start routine), caller (the one that called the allocator; the default) or inclusive (each on the stack)")
 	fold := ""
 	if run {
@@ -129,7 +129,7 @@ func (u *usageRun) report(rep *report.Report, warnings []string) *heapuse.Report
 	switch u.by {
 	case heapuse.ByFunction:
 		note = u.stacks.LinesNote()
-	case heapuse.BySite:
+	case heapuse.BySite, heapuse.ByScope:
 		note = rep.LinesNote()
 	}
 	if note != "" {
@@ -195,6 +195,9 @@ func (u *usageRun) finish(rep *report.Report, text io.Writer, pid int, rank *int
 			return fmt.Errorf("usage JSON: %w", err)
 		}
 	}
+	if u.by == heapuse.ByScope {
+		return nil // the leak report has the scopes already
+	}
 	fmt.Fprintln(text)
 	return r.Generate(text, "text")
 }
@@ -222,7 +225,11 @@ func reportUsage(paths []string, o *reportOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	t, err := loadTraceWith(path, u.engine)
+	var obs heap.Observer
+	if u.engine.Observes() {
+		obs = u.engine
+	}
+	t, err := loadTraceWith(path, obs)
 	if err != nil {
 		return err
 	}

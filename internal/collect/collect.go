@@ -63,6 +63,12 @@ type Options struct {
 	// The process runs meanwhile; its events wait. nil: snapshots are
 	// refused.
 	Snapshot func(s *heap.Session, proc uint32, req control.Request) control.Response
+	// Asked, when not nil, is told of each snapshot or leak check the
+	// program asked for itself (leakpath_snapshot, leakpath_leak_check),
+	// with what Snapshot answered (its Error when it failed), on the
+	// image's pipeline after the asking thread got its answer. The
+	// requests are served (by Snapshot) whether or not Asked is set.
+	Asked func(pid int32, req control.Request, resp control.Response)
 	// RootCause records the paths that explain growing sites (root
 	// causes); see rootcause.go.
 	RootCause RootCauseOptions
@@ -437,6 +443,9 @@ func (c *collector) pipeline(im *image) {
 		}
 		if c.opts.Region.HoldExit && im.reg.HoldRequested() {
 			c.scanHeld(im, &m, direct)
+		}
+		if im.reg.AskRequested() {
+			c.serveAsk(im, &m, direct)
 		}
 		select {
 		case r := <-im.snaps:

@@ -15,6 +15,7 @@ import (
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/scan"
+	"github.com/leakpath/leakpath/internal/wire"
 )
 
 // maxSuppressions bounds the text read from __lsan_default_suppressions.
@@ -49,6 +50,38 @@ func (c *collector) snapshot(im *image, m *merger, direct *directTarget, req con
 		return control.Response{Error: fmt.Sprintf("pid %d: %v", im.pid, err)}
 	}
 	return resp
+}
+
+// serveAsk serves a request of the program itself (leakpath_snapshot,
+// leakpath_leak_check): a snapshot, as `leakpath snapshot` takes it,
+// while the asking thread waits; it returns 0, or for a leak check the
+// blocks leaked, or -1 when the snapshot failed.
+func (c *collector) serveAsk(im *image, m *merger, direct *directTarget) {
+	a, ok := im.reg.TakeAsk()
+	if !ok {
+		return
+	}
+	req := control.Request{Op: "snapshot", PID: int(im.pid), TID: int(a.TID), Label: a.Label}
+	if a.Kind == wire.AskLeakCheck {
+		req.Op = "leak-check"
+	}
+	var resp control.Response
+	if c.opts.Snapshot == nil {
+		resp.Error = "this leakpath run takes no snapshots"
+	} else {
+		resp = c.snapshot(im, m, direct, req)
+	}
+	result := int64(-1)
+	if resp.Error == "" {
+		result = 0
+		if req.Op == "leak-check" {
+			result = int64(min(resp.LeakedBlocks, 1<<62))
+		}
+	}
+	im.reg.Answer(result)
+	if c.opts.Asked != nil {
+		c.opts.Asked(im.pid, req, resp)
+	}
 }
 
 // scan stops im's process, brings the model up to date, classifies every

@@ -42,10 +42,15 @@ const MaxMessage = 1 << 30
 // Request is what a client asks.
 type Request struct {
 	Version int    `json:"version"`
-	Op      string `json:"op"` // "snapshot", "root-cause"
+	Op      string `json:"op"` // "snapshot", "root-cause"; the program's own also "leak-check"
 	PID     int    `json:"pid"`
 	// ShowReachable lists the still reachable groups in the text too.
 	ShowReachable bool `json:"show_reachable,omitempty"`
+	// Of a request the program made itself (leakpath_snapshot,
+	// leakpath_leak_check): the thread that asked (0: not the program's
+	// request) and the snapshot's label.
+	TID   int    `json:"tid,omitempty"`
+	Label string `json:"label,omitempty"`
 }
 
 // Response is the collector's answer.
@@ -58,6 +63,11 @@ type Response struct {
 	Text   string          `json:"text,omitempty"`
 	// PauseSeconds is how long the program was stopped.
 	PauseSeconds float64 `json:"pause_seconds,omitempty"`
+	// LeakedBytes and LeakedBlocks: the leaks of the kinds `leakpath run
+	// --check` fails on (suppressions applied), as a leak check counts
+	// them.
+	LeakedBytes  uint64 `json:"leaked_bytes,omitempty"`
+	LeakedBlocks uint64 `json:"leaked_blocks,omitempty"`
 }
 
 // Find returns the control socket of the `leakpath run` that records pid:

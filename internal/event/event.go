@@ -68,6 +68,13 @@ const (
 	// Stack are not freed, as the root-cause analysis found it
 	// (RootCause).
 	RootCause
+	// ScopeBegin: thread Thread entered the scope named Text (a
+	// LEAKPATH_SCOPE or leakpath_scope_begin of agent/include/leakpath.h)
+	// at depth Aux (1: none other open on the thread; 0: unknown).
+	ScopeBegin
+	// ScopeEnd: thread Thread left its innermost scope, at depth Aux
+	// (0: unknown).
+	ScopeEnd
 )
 
 var kindNames = [...]string{
@@ -76,7 +83,7 @@ var kindNames = [...]string{
 	ThreadStart: "thread-start", ThreadExit: "thread-exit", ThreadName: "thread-name",
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
 	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
-	RootCause: "root-cause",
+	RootCause: "root-cause", ScopeBegin: "scope-begin", ScopeEnd: "scope-end",
 }
 
 func (k Kind) String() string {
@@ -175,7 +182,7 @@ type Event struct {
 	Addr2  uint64
 	Size   uint64
 	Aux    uint64
-	X      *Extra // nil for heap events
+	X      *Extra // nil for heap events; read only: events may share one
 }
 
 // Extra holds what only some kinds of event carry.

@@ -191,7 +191,10 @@ type Process struct {
 	Anomalies uint64
 	// InheritedFrees counts frees, in a fork child, of blocks unknown to
 	// the model (allocated by the parent and not yet reported at the fork).
-	InheritedFrees      uint64
+	InheritedFrees uint64
+	// ScopeAnomalies counts scope ends with no scope open to close, and
+	// depths that said begins or ends were lost (see Scopes).
+	ScopeAnomalies      uint64
 	FreeStacksSeen      bool
 	FirstTime, LastTime uint64
 
@@ -212,7 +215,8 @@ type Process struct {
 	// later), and the owners of indirect blocks.
 	lateKinds map[uint64]event.ScannedBlock
 	owners    map[uint64]uint64
-	now       uint64 // the time of the event being applied
+	now       uint64      // the time of the event being applied
+	scopes    *scopeState // nil until a scope begins
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -428,6 +432,11 @@ func (p *Process) apply(ev *event.Event) {
 	switch ev.Kind {
 	case event.Alloc:
 		p.Totals.Calls[ev.Fn]++
+		var in *scopeFrame
+		if p.scopes != nil && ev.Addr2 == 0 {
+			// (A block kept pending was allocated outside any scope.)
+			in = p.scopes.call(ev.Thread, ev.Fn)
+		}
 		if ev.Addr == 0 {
 			p.Totals.FailedAllocs++
 			p.calledAt(ev)
@@ -440,6 +449,9 @@ func (p *Process) apply(ev *event.Event) {
 		if p.obs != nil {
 			p.obs.Call(p, b, ev.Fn, b.Time)
 		}
+		if in != nil {
+			p.scopes.allocated(in, ev.Addr, b)
+		}
 		p.alloc(ev.Addr, b)
 	case event.Agg:
 		p.agg(ev)
@@ -447,6 +459,9 @@ func (p *Process) apply(ev *event.Event) {
 		p.scanned(ev.ScanInfo())
 	case event.Free:
 		p.Totals.Calls[ev.Fn]++
+		if p.scopes != nil {
+			p.scopes.call(ev.Thread, ev.Fn)
+		}
 		p.free(ev)
 	case event.ReallocBegin:
 		t := p.thread(ev.Thread)
@@ -517,6 +532,10 @@ func (p *Process) apply(ev *event.Event) {
 				p.RootCauses[site] = rc
 			}
 		}
+	case event.ScopeBegin:
+		p.scopeBegin(ev)
+	case event.ScopeEnd:
+		p.scopeEnd(ev)
 	case event.ProcessEnd:
 		if ev.ProcessInfo() != nil {
 			end := *ev.ProcessInfo()
@@ -538,7 +557,7 @@ func (p *Process) alloc(addr uint64, b Block) {
 			// block it released. Both are in the past.
 			delete(p.parked, addr)
 			p.counted(b)
-			p.freedBlock(addr, b, p.stackOf(pf.Stack), pf.Fn)
+			p.freedBlock(addr, b, p.stackOf(pf.Stack), pf.Fn, pf.Thread)
 			p.checkFamily(addr, b, &pf, p.stackOf(pf.Stack))
 			return
 		}
@@ -639,8 +658,12 @@ func (p *Process) released(b Block) {
 	p.Totals.LiveBytes -= b.Size
 }
 
-// freedBlock accounts a released block's free to its site.
-func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn) {
+// freedBlock accounts a released block's free, by thread tid, to its
+// site.
+func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn, tid int32) {
+	if p.scopes != nil {
+		p.scopes.freed(addr, b, tid)
+	}
 	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn})
 	s := p.site(b.Site)
 	s.Frees++
@@ -665,7 +688,7 @@ func (p *Process) free(ev *event.Event) {
 		if old, lok := p.limbo[ev.Addr]; lok {
 			if live, ok := p.blocks.get(ev.Addr); !ok || live.Time > ev.Time {
 				delete(p.limbo, ev.Addr)
-				p.freedBlock(ev.Addr, old, stack, ev.Fn)
+				p.freedBlock(ev.Addr, old, stack, ev.Fn, ev.Thread)
 				return
 			}
 		}
@@ -681,7 +704,7 @@ func (p *Process) free(ev *event.Event) {
 		return
 	}
 	p.released(b)
-	p.freedBlock(ev.Addr, b, stack, ev.Fn)
+	p.freedBlock(ev.Addr, b, stack, ev.Fn, ev.Thread)
 	if ev.Kind == event.Free && ev.Aux&1 != 0 {
 		// The agent saw no allocation on the thread in between.
 		p.Totals.Temporary++
@@ -717,6 +740,10 @@ func (p *Process) invalidFree(ev *event.Event) {
 
 func (p *Process) realloc(ev *event.Event) {
 	p.Totals.Calls[ev.Fn]++
+	var in *scopeFrame
+	if p.scopes != nil {
+		in = p.scopes.call(ev.Thread, ev.Fn)
+	}
 	t := p.thread(ev.Thread)
 	pr := t.realloc
 	t.realloc = pendingRealloc{}
@@ -733,7 +760,7 @@ func (p *Process) realloc(ev *event.Event) {
 		if ev.Size == 0 && ev.Addr != 0 {
 			// realloc(p, 0) freed p.
 			if pr.known {
-				p.freedBlock(ev.Addr, pr.block, stack, ev.Fn)
+				p.freedBlock(ev.Addr, pr.block, stack, ev.Fn, ev.Thread)
 			} else {
 				p.invalidFree(ev)
 			}
@@ -753,7 +780,7 @@ func (p *Process) realloc(ev *event.Event) {
 	}
 	if ev.Addr != 0 {
 		if pr.known {
-			p.freedBlock(ev.Addr, pr.block, stack, ev.Fn)
+			p.freedBlock(ev.Addr, pr.block, stack, ev.Fn, ev.Thread)
 			if af := pr.block.Fn.AllocFamily(); af != event.FamilyMalloc {
 				p.addError(Error{Kind: MismatchedFree, Addr: ev.Addr, Stack: stack, AllocStack: pr.block.Site,
 					Fn: ev.Fn, AllocFn: pr.block.Fn, Thread: ev.Thread, Time: ev.Time})
@@ -764,7 +791,11 @@ func (p *Process) realloc(ev *event.Event) {
 	} else {
 		p.calledAt(ev) // realloc(NULL, n): an allocation at its own stack
 	}
-	p.alloc(ev.Addr2, Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn})
+	b := Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn}
+	if in != nil {
+		p.scopes.allocated(in, ev.Addr2, b)
+	}
+	p.alloc(ev.Addr2, b)
 }
 
 // restore puts back a block that a failed realloc did not release.
@@ -778,8 +809,12 @@ func (p *Process) restore(addr uint64, b Block) {
 }
 
 // finish settles what is still pending when the image ended: frees that
-// never met an allocation are invalid, blocks in limbo were freed.
+// never met an allocation are invalid, blocks in limbo were freed, scopes
+// still open close at the image's last event.
 func (p *Process) finish() {
+	if p.scopes != nil {
+		p.scopes.closeAll(p.LastTime)
+	}
 	addrs := make([]uint64, 0, len(p.parked))
 	for a := range p.parked {
 		addrs = append(addrs, a)

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"bytes"
 	"encoding/binary"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -63,4 +64,42 @@ func (r *Region) PeekPending() []PendingBlock {
 		}
 	}
 	return out
+}
+
+// AskRequested reports whether a thread of the program asks for a
+// snapshot or a leak check (leakpath_snapshot, leakpath_leak_check) and
+// waits for the answer.
+func (r *Region) AskRequested() bool {
+	return r.u32(wire.OffAskState).Load() == wire.AskRequested
+}
+
+// Ask is a request of the program.
+type Ask struct {
+	Kind  uint32 // wire.AskSnapshot or wire.AskLeakCheck
+	TID   int32  // the thread that asks
+	Label string // leakpath_snapshot's label
+}
+
+// TakeAsk claims the program's request. It fails if the agent withdrew
+// it (it waits only so long for an answer). The asking thread waits
+// until Answer.
+func (r *Region) TakeAsk() (Ask, bool) {
+	if !r.u32(wire.OffAskState).CompareAndSwap(wire.AskRequested, wire.AskTaken) {
+		return Ask{}, false
+	}
+	a := Ask{Kind: r.u32(wire.OffAskKind).Load(), TID: int32(r.u32(wire.OffAskTID).Load())}
+	label := r.mem[wire.OffAskLabel : wire.OffAskLabel+wire.AskLabelMax]
+	if i := bytes.IndexByte(label, 0); i >= 0 {
+		label = label[:i]
+	}
+	a.Label = string(label)
+	return a, true
+}
+
+// Answer ends the request taken with TakeAsk: the asking thread returns
+// result (a leak check: the blocks leaked; -1: it failed).
+func (r *Region) Answer(result int64) {
+	r.u64(wire.OffAskResult).Store(uint64(result))
+	r.u32(wire.OffAskState).Store(wire.AskDone)
+	futexWake(&r.mem[wire.OffAskState], 1<<30)
 }

@@ -168,3 +168,37 @@ func TestCreateChecksOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestAsk plays the agent's part of a program's request: a taken request
+// reads back as written, and the answer wakes the asker with its result.
+func TestAsk(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.AskRequested() {
+		t.Fatal("a request before any")
+	}
+	if _, ok := r.TakeAsk(); ok {
+		t.Fatal("took a request nobody made")
+	}
+	r.u32(wire.OffAskKind).Store(wire.AskLeakCheck)
+	r.u32(wire.OffAskTID).Store(4242)
+	copy(r.mem[wire.OffAskLabel:], "after load\x00junk")
+	r.u32(wire.OffAskState).Store(wire.AskRequested)
+	if !r.AskRequested() {
+		t.Fatal("request not seen")
+	}
+	a, ok := r.TakeAsk()
+	if !ok || a != (Ask{Kind: wire.AskLeakCheck, TID: 4242, Label: "after load"}) {
+		t.Fatalf("took %+v %v", a, ok)
+	}
+	if _, ok := r.TakeAsk(); ok || r.AskRequested() {
+		t.Fatal("a request taken twice")
+	}
+	r.Answer(7)
+	if st, res := r.u32(wire.OffAskState).Load(), int64(r.u64(wire.OffAskResult).Load()); st != wire.AskDone || res != 7 {
+		t.Errorf("state %d result %d, want done and 7", st, res)
+	}
+}

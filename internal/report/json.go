@@ -21,8 +21,14 @@ type jsonReport struct {
 	Trace     string      `json:"trace,omitempty"`
 	Rank      *int        `json:"rank,omitempty"` // the MPI rank
 	// Snapshot: the report is of a running program (leakpath snapshot).
-	Snapshot bool     `json:"snapshot,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
+	Snapshot bool `json:"snapshot,omitempty"`
+	// Of a snapshot the program asked for (leakpath_snapshot,
+	// leakpath_leak_check): its label, whether it is a leak check, and
+	// the thread that asked.
+	Label     string   `json:"label,omitempty"`
+	LeakCheck bool     `json:"leak_check,omitempty"`
+	AskedBy   int      `json:"asked_by_tid,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
 }
 
 type jsonImage struct {
@@ -38,6 +44,10 @@ type jsonImage struct {
 	// there was none.
 	Scan      *jsonScan `json:"scan,omitempty"`
 	ScanError string    `json:"scan_error,omitempty"`
+	// Scopes: what each scope name did (LEAKPATH_SCOPE), the most
+	// allocated first; absent when the image entered none.
+	Scopes         []jsonScope `json:"scopes,omitempty"`
+	ScopeAnomalies uint64      `json:"scope_anomalies,omitempty"`
 }
 
 type jsonExit struct {
@@ -122,7 +132,8 @@ func (r *Report) json(w io.Writer) error {
 }
 
 func (r *Report) jsonReport() jsonReport {
-	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Rank: r.opts.Rank, Snapshot: r.opts.Snapshot}
+	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Rank: r.opts.Rank, Snapshot: r.opts.Snapshot,
+		Label: r.opts.Label, LeakCheck: r.opts.LeakCheck, AskedBy: r.opts.AskedBy}
 	imgs := r.Images()
 	for i, p := range imgs {
 		ji := r.jsonImage(p)
@@ -209,6 +220,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			ji.Scan = &jsonScan{PauseSeconds: float64(p.Scan.PauseNs) / 1e9, RootBytes: p.Scan.RootBytes, HeapBytes: p.Scan.HeapBytes}
 		}
 	}
+	ji.Scopes, ji.ScopeAnomalies = r.jsonScopes(p), p.ScopeAnomalies
 	for _, e := range p.Errors {
 		je := jsonError{Kind: e.Kind.String(), Address: fmt.Sprintf("0x%x", e.Addr), Count: e.Count,
 			Function: e.Fn.String(), Stack: r.jsonStack(p, e.Stack), AllocStack: r.jsonStack(p, e.AllocStack)}

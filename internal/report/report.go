@@ -52,6 +52,12 @@ type Options struct {
 	// Snapshot: the report is of the main image while it runs (a
 	// snapshot); Elapsed is then its age. Other images are left out.
 	Snapshot bool
+	// Of a snapshot the program asked for itself: its label
+	// (leakpath_snapshot), or LeakCheck (leakpath_leak_check), and the
+	// thread that asked.
+	Label     string
+	LeakCheck bool
+	AskedBy   int
 }
 
 // Report is a report being generated.

@@ -58,9 +58,14 @@ func (r *Report) text(out io.Writer) error {
 
 func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups, errs int) {
 	t := r.totals(p)
-	if r.opts.Snapshot {
+	switch {
+	case r.opts.LeakCheck:
+		fmt.Fprint(w, "leakpath: leak check: ")
+	case r.opts.Snapshot && r.opts.Label != "":
+		fmt.Fprintf(w, "leakpath: snapshot %q: ", r.opts.Label)
+	case r.opts.Snapshot:
 		fmt.Fprint(w, "leakpath: snapshot: ")
-	} else {
+	default:
 		fmt.Fprint(w, "leakpath: ")
 	}
 	fmt.Fprintf(w, "%s %s", commandName(p), r.outcome(p))
@@ -143,6 +148,7 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		}
 	}
 	r.textErrors(w, p)
+	r.textScopes(w, p)
 	return len(leaks), len(p.Errors)
 }
 
@@ -215,17 +221,21 @@ func errorTitle(e heap.Error) string {
 }
 
 func (r *Report) textStack(w *bufio.Writer, p *heap.Process, id heap.StackID) {
-	fs := r.Stack(p, id)
+	writeFrames(w, "  ", r.Stack(p, id), r.opts.MaxFrames)
+}
+
+// writeFrames writes a stack, a frame per line, at most max of them.
+func writeFrames(w *bufio.Writer, indent string, fs []Frame, max int) {
 	if len(fs) == 0 {
-		fmt.Fprintln(w, "  (no stack)")
+		fmt.Fprintf(w, "%s(no stack)\n", indent)
 		return
 	}
 	for i, f := range fs {
-		if i >= r.opts.MaxFrames {
-			fmt.Fprintf(w, "  ... %d more frames\n", len(fs)-i)
+		if i >= max {
+			fmt.Fprintf(w, "%s... %d more frames\n", indent, len(fs)-i)
 			break
 		}
-		fmt.Fprintf(w, "  #%-2d %s\n", i, frameText(f))
+		fmt.Fprintf(w, "%s#%-2d %s\n", indent, i, frameText(f))
 	}
 }
 

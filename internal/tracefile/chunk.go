@@ -31,8 +31,10 @@ const (
 var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "stack", "fn", "frames", "misc"}
 
 // Op bytes: the low 5 bits are the code, the high 3 bits flags. Codes 1-5
-// are the compact encodings of the event kinds of the same value.
+// are the compact encodings of the event kinds of the same value, code 6
+// that of scope markers.
 const (
+	opScope     = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
 	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2
 	opSetProc   = 0x1d // misc: uvarint Proc
 	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
@@ -180,7 +182,12 @@ type model struct {
 	epoch     uint16
 	stacks    []stackEntry
 	classes   []classEntry
+	names     []string // the scope names of the chunk, in the order first coded
 }
+
+// maxChunkNames bounds the scope names a chunk's table holds; later ones
+// are coded in full each time.
+const maxChunkNames = 1024
 
 // classPush records that thread t freed addr, a block of class cls.
 func (m *model) classPush(addr uint64, cls uint16, t int32) {
@@ -219,6 +226,8 @@ func (m *model) reset() {
 	m.prevTime, m.pred, m.prevAddr, m.prevFrame = 0, 0, 0, 0
 	m.lastStack = 0
 	m.freeFn = event.FreeFn
+	clear(m.names)
+	m.names = m.names[:0]
 	if m.stacks == nil {
 		m.stacks = make([]stackEntry, stackTab)
 		m.classes = make([]classEntry, classTab)
@@ -252,6 +261,8 @@ type encoder struct {
 	big   bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
 	alloc []addrEntry
 	free  []addrEntry
+	// nameIdx: the index of each name in model.names.
+	nameIdx map[string]int
 	// Sequence numbers of allocations and frees since the encoder was
 	// made, and of the first ones in this chunk.
 	allocSeq, allocStart uint32
@@ -260,7 +271,8 @@ type encoder struct {
 
 func newEncoder() *encoder {
 	// Sequence numbers start at 1 so that a zero entry is never valid.
-	e := &encoder{alloc: make([]addrEntry, allocTab), free: make([]addrEntry, freeTab), allocSeq: 1, freeSeq: 1}
+	e := &encoder{alloc: make([]addrEntry, allocTab), free: make([]addrEntry, freeTab), allocSeq: 1, freeSeq: 1,
+		nameIdx: map[string]int{}}
 	e.reset()
 	return e
 }
@@ -268,6 +280,7 @@ func newEncoder() *encoder {
 // reset starts a new chunk.
 func (e *encoder) reset() {
 	e.model.reset()
+	clear(e.nameIdx)
 	for i := range e.s {
 		e.s[i] = e.s[i][:0]
 	}
@@ -467,6 +480,9 @@ func (e *encoder) add(ev *event.Event) error {
 				return nil
 			}
 		}
+	} else if scopeMarker(ev) {
+		e.addScope(ev)
+		return nil
 	} else if ev.Kind == event.StackDef && len(ev.Frames()) != 0 && ev.Aux == 0 && ev.ModuleInfo() == nil && ev.Text() == "" &&
 		ev.ProcessInfo() == nil && ev.ClockInfo() == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
 		e.addStackDef(ev)
@@ -602,6 +618,51 @@ func (e *encoder) addRealloc(ev *event.Event) {
 			e.classPush(addr, oldCls, e.threads[0])
 		}
 	}
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// scopeMarker reports whether ev is a scope marker as the collector makes
+// them, which opScope codes: a ScopeBegin with a name or a ScopeEnd
+// without, a time and a depth and nothing else.
+func scopeMarker(ev *event.Event) bool {
+	if ev.Fn != 0 || ev.Stack != 0 || ev.Addr != 0 || ev.Addr2 != 0 || ev.Size != 0 {
+		return false
+	}
+	x := ev.X
+	if x != nil && (x.Frames != nil || x.Module != nil || x.Process != nil || x.Clock != nil || x.Scan != nil || x.RootCause != nil) {
+		return false
+	}
+	switch ev.Kind {
+	case event.ScopeBegin:
+		return ev.Text() != ""
+	case event.ScopeEnd:
+		return ev.Text() == ""
+	}
+	return false
+}
+
+// addScope codes a scope marker: op opScope, f0 for an end; time; misc:
+// uvarint depth (Aux); for a begin, with f1 misc: uvarint k, the name is
+// the k-th of the chunk's names, else misc: the name as a string, which
+// becomes the next of them (while the table has room).
+func (e *encoder) addScope(ev *event.Event) {
+	op := byte(opScope)
+	e.putTime(ev.Time)
+	b := uv(e.s[sMisc], ev.Aux)
+	if ev.Kind == event.ScopeEnd {
+		op |= f0
+	} else if k, ok := e.nameIdx[ev.Text()]; ok {
+		op |= f1
+		b = uv(b, uint64(k))
+	} else {
+		b = putString(b, ev.Text())
+		if len(e.names) < maxChunkNames {
+			e.nameIdx[ev.Text()] = len(e.names)
+			e.names = append(e.names, ev.Text())
+		}
+		e.big = true
+	}
+	e.s[sMisc] = b
 	e.s[sOps] = append(e.s[sOps], op)
 }
 

@@ -287,6 +287,8 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 			d.decRealloc(ev, op)
 		case byte(event.StackDef):
 			d.decStackDef(ev, op)
+		case opScope:
+			d.decScope(ev, op)
 		case opGeneric:
 			if op != opGeneric {
 				d.failf("bad op %#x", op)
@@ -481,6 +483,44 @@ func (d *decoder) decStackDef(ev *event.Event, op byte) {
 	if ev.Frames() == nil && d.bad < 0 {
 		d.failf("stack without frames")
 	}
+}
+
+// decScope decodes what encoder.addScope coded.
+func (d *decoder) decScope(ev *event.Event, op byte) {
+	if d.version < 5 {
+		d.failf("a scope marker in a version %d trace", d.version)
+		return
+	}
+	if op&f2 != 0 || (op&f0 != 0 && op&f1 != 0) {
+		d.failf("bad op %#x", op)
+		return
+	}
+	ev.Time = d.timeFrom(d.uv(sTime))
+	ev.Aux = d.uv(sMisc)
+	if op&f0 != 0 {
+		ev.Kind = event.ScopeEnd
+		return
+	}
+	ev.Kind = event.ScopeBegin
+	var name string
+	if op&f1 != 0 {
+		k := d.uv(sMisc)
+		if k >= uint64(len(d.names)) {
+			d.failf("scope name %d of %d", k, len(d.names))
+			return
+		}
+		name = d.names[k]
+	} else {
+		name = d.str(sMisc)
+		if name == "" {
+			d.failf("scope without a name")
+			return
+		}
+		if len(d.names) < maxChunkNames {
+			d.names = append(d.names, name)
+		}
+	}
+	ev.Ext().Text = name
 }
 
 // frames decodes a stack; nil for none.

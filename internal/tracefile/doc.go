@@ -83,10 +83,23 @@
 //	                   (addr); size
 //	0x05 StackDef      f0: time (else 0); f1: Stack = previous StackDef's
 //	                   + 1, else stack; frames
+//	0x06 scope marker  (format version 5) a ScopeBegin with a name or a
+//	                   ScopeEnd without, Aux its depth, nothing else:
+//	                   time; misc: uvarint Aux; f0: an end; a begin with
+//	                   f1: misc: uvarint k, the k-th name of the chunk's
+//	                   table, else misc: the name (a string), added to
+//	                   the table while it holds fewer than 1,024
 //	0x1f generic       any event: ops: kind byte; misc: uvarint mask of the
 //	                   fields that are not zero, then those fields
 //	                   (time in the time stream, frames in frames, the rest
 //	                   in misc; strings as uvarint length and bytes)
 //
-// Only events whose other fields are zero use codes 1-5.
+// Only events whose other fields are zero use codes 1-6.
+//
+// # Versions
+//
+// A reader reads every version up to its own. Version 2 added scans to
+// the generic event, 3 their flags, 4 root causes, 5 the scope marker
+// (op 0x06); an older file holding what its version did not have is
+// corrupt.
 package tracefile

@@ -177,6 +177,21 @@ func (g *gen) event(proc uint32, thread int32) event.Event {
 		}
 		return ev
 	}
+	if g.r.IntN(10) == 0 {
+		// Scope markers, mostly as the collector makes them.
+		ev.Kind, ev.Aux = event.ScopeBegin, uint64(g.r.IntN(5))
+		if g.r.IntN(2) == 0 {
+			ev.Kind = event.ScopeEnd
+		} else if g.r.IntN(4) != 0 {
+			ev.Ext().Text = []string{"parse", "load", "a", "request handler"}[g.r.IntN(4)]
+		} else {
+			ev.Ext().Text = g.str()
+		}
+		if g.r.IntN(20) == 0 {
+			ev.Aux = g.num()
+		}
+		return ev
+	}
 	fn := event.Fn(1 + g.r.IntN(int(event.NumFn)-1))
 	switch ev.Kind {
 	case event.Alloc:

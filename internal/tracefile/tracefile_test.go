@@ -2,8 +2,10 @@ package tracefile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -87,10 +89,15 @@ func TestRoundTrip(t *testing.T) {
 func TestRoundTripKinds(t *testing.T) {
 	g := newGen(7)
 	all := g.events(50000)
+	scope := func(k event.Kind) bool { return k == event.ScopeBegin || k == event.ScopeEnd }
+	var kinds []event.Kind
 	for k := range event.Clock + 1 {
+		kinds = append(kinds, k)
+	}
+	for _, k := range append(kinds, event.ScopeBegin, event.ScopeEnd) {
 		var evs []event.Event
 		for _, ev := range all {
-			if ev.Kind == k || k == 0 && ev.Kind > event.Clock {
+			if ev.Kind == k || k == 0 && ev.Kind > event.Clock && !scope(ev.Kind) {
 				evs = append(evs, ev)
 			}
 		}
@@ -484,6 +491,86 @@ func TestRoundTripRootCause(t *testing.T) {
 	for i, ev := range got {
 		if ev.Kind != event.RootCause || ev.Stack != evs[i].Stack || !reflect.DeepEqual(ev.RootCauseInfo(), infos[i]) {
 			t.Errorf("event %d: %+v %+v, want %+v", i, ev, ev.RootCauseInfo(), infos[i])
+		}
+	}
+}
+
+// TestRoundTripScopes writes scope markers (the compact op and, for the
+// odd ones, the generic event) across chunks and reads them back whole,
+// and checks that the compact op stays smaller than the generic event.
+func TestRoundTripScopes(t *testing.T) {
+	var evs []event.Event
+	names := []string{"parse", "load config", "x"}
+	for i := range 3000 {
+		ev := event.Event{Kind: event.ScopeBegin, Thread: int32(100 + i%3), Time: uint64(1000 + 7*i), Aux: uint64(1 + i%4),
+			X: &event.Extra{Text: names[i%len(names)]}}
+		switch i % 5 {
+		case 1:
+			ev.Kind, ev.X = event.ScopeEnd, nil
+		case 3:
+			ev.Ext().Text = fmt.Sprintf("name %d", i) // a new name each time
+		case 4:
+			if i%20 == 4 {
+				ev.Addr = 5 // not a marker: generic
+			}
+		}
+		evs = append(evs, ev)
+	}
+	data := writeTrace(t, evs, Options{ChunkSize: 4000}, 50)
+	got, err := readAll(t, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffEvents(t, got, normalize(evs))
+
+	// A loop entering one scope: the name is coded once.
+	var loop []event.Event
+	for i := range 200 {
+		loop = append(loop, event.Event{Kind: event.ScopeBegin, Time: uint64(10 * i), Aux: 1, X: &event.Extra{Text: "request handler"}},
+			event.Event{Kind: event.ScopeEnd, Time: uint64(10*i + 5), Aux: 1})
+	}
+	e := newEncoder()
+	for i := range loop {
+		e.add(&loop[i])
+	}
+	compact := e.size()
+	e.reset()
+	for i := range loop {
+		e.addGeneric(&loop[i])
+	}
+	if generic := e.size(); compact*2 > generic {
+		t.Errorf("400 scope markers take %d bytes compact, %d generic", compact, generic)
+	}
+}
+
+// TestOlderVersions: a trace whose header says an older version is read
+// as before; a scope marker in it is corruption (that version had none).
+func TestOlderVersions(t *testing.T) {
+	plain := newGen(3).events(2000)
+	for i := range plain {
+		if plain[i].Kind == event.ScopeBegin || plain[i].Kind == event.ScopeEnd {
+			plain[i].Kind = event.ThreadExit
+			plain[i].X = nil
+		}
+	}
+	marker := []event.Event{{Kind: event.ScopeBegin, Time: 5, Aux: 1, X: &event.Extra{Text: "s"}}}
+	for v := 1; v < Version; v++ {
+		old := func(evs []event.Event) []byte {
+			data := writeTrace(t, evs, Options{}, 100)
+			binary.LittleEndian.PutUint16(data[8:], uint16(v))
+			n := int(binary.LittleEndian.Uint32(data[12:]))
+			binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
+			return data
+		}
+		got, err := readAll(t, old(plain))
+		if err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		if len(got) != len(plain) {
+			t.Errorf("version %d: read %d events, wrote %d", v, len(got), len(plain))
+		}
+		if _, err := readAll(t, old(marker)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("version %d: a scope marker read with %v, want corruption", v, err)
 		}
 	}
 }

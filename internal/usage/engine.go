@@ -19,9 +19,12 @@ const (
 	ByFunction
 	ByThread
 	BySite
+	// ByScope: the scopes the program marked (heap.Scope); counted by
+	// the model, not by the engine.
+	ByScope
 )
 
-var byNames = [...]string{ByLibrary: "library", ByFunction: "function", ByThread: "thread", BySite: "site"}
+var byNames = [...]string{ByLibrary: "library", ByFunction: "function", ByThread: "thread", BySite: "site", ByScope: "scope"}
 
 func (b By) String() string {
 	if int(b) < len(byNames) && byNames[b] != "" {
@@ -30,14 +33,14 @@ func (b By) String() string {
 	return fmt.Sprintf("by(%d)", uint8(b))
 }
 
-// ParseBy reads "library", "function", "thread" or "site".
+// ParseBy reads "library", "function", "thread", "site" or "scope".
 func ParseBy(s string) (By, error) {
 	for b, n := range byNames {
 		if n != "" && n == s {
 			return By(b), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown unit %q (want library, function, thread or site)", s)
+	return 0, fmt.Errorf("unknown unit %q (want library, function, thread, site or scope)", s)
 }
 
 // Attribution says which units of a stack a block counts for (library
@@ -130,6 +133,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.Interval < 0 {
 		return nil, fmt.Errorf("usage: negative interval %v", opts.Interval)
+	}
+	if opts.By == ByScope && opts.Interval > 0 {
+		return nil, fmt.Errorf("usage: scopes are not accounted per time interval (each has its first and last times)")
 	}
 	return &Engine{opts: opts, images: map[*heap.Process]*image{}}, nil
 }
@@ -224,7 +230,10 @@ func exePath(p *heap.Process) string {
 
 // unitsOf returns the units block b counts for.
 func (e *Engine) unitsOf(im *image, b *heap.Block) []int32 {
-	if e.opts.By == ByThread {
+	switch e.opts.By {
+	case ByScope:
+		return nil // the model counts scopes
+	case ByThread:
 		if im.lastTU != nil && im.lastTID == b.Thread {
 			return im.lastTU
 		}
@@ -241,6 +250,10 @@ func (e *Engine) unitsOf(im *image, b *heap.Block) []int32 {
 	}
 	return e.siteUnits(im, b.Site)
 }
+
+// Observes reports whether the engine needs to follow the model (be its
+// Observer): units by scope do not, the model counts them.
+func (e *Engine) Observes() bool { return e.opts.By != ByScope }
 
 // callUnits returns the units an allocator call at time t counts for
 // (b: the block it allocated, or its stack and thread): per call, its

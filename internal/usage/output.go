@@ -33,8 +33,10 @@ type Image struct {
 	PID       int32
 	Name      string // the program, as the leak report names it
 	Outcome   string // how it ended, in words
-	Units     []Unit // by current bytes, then allocated bytes, biggest first
+	Units     []Unit // by current bytes, then allocated bytes, biggest first (scopes: allocated bytes)
 	Intervals []Interval
+	// ScopeAnomalies: units by scope: scope records that did not pair up.
+	ScopeAnomalies uint64
 }
 
 // Unit is the heap use of one unit. Byte counts are the sizes the program
@@ -59,6 +61,8 @@ type Unit struct {
 	Call                int
 	CallTID             int32
 	CallFirst, CallLast float64
+	// Scope is a scope unit's row (nil for other units).
+	Scope *report.ScopeRow
 
 	CurrentBytes, CurrentBlocks     int64
 	InheritedBytes, InheritedBlocks int64 // a fork child's, at its start
@@ -107,6 +111,9 @@ func (e *Engine) Report(rep *report.Report) *Report {
 
 func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 	img := Image{Command: p.Info.Argv, PID: p.Info.PID, Name: report.CommandName(p), Outcome: rep.Outcome(p), Units: []Unit{}}
+	if e.opts.By == ByScope {
+		return scopeImage(rep, p, img)
+	}
 	im := e.images[p]
 	if im == nil {
 		return img
@@ -317,6 +324,8 @@ type jsonUnit struct {
 	CallTID            int32              `json:"call_tid,omitempty"`
 	CallFirstSeconds   *float64           `json:"call_first_seconds,omitempty"`
 	CallLastSeconds    *float64           `json:"call_last_seconds,omitempty"`
+	// Units by scope: the scope's own fields.
+	*report.JSONScope
 }
 
 type jsonInterval struct {
@@ -339,14 +348,6 @@ type jsonIntervalUnit struct {
 	FreedBytes      uint64            `json:"freed_bytes"`
 	FreedBlocks     uint64            `json:"freed_blocks"`
 	Calls           map[string]uint64 `json:"calls"`
-}
-
-func jsonCalls(c *[event.NumFn]uint64) map[string]uint64 {
-	m := make(map[string]uint64, event.NumFn-1)
-	for fn := event.Fn(1); fn < event.NumFn; fn++ {
-		m[event.FnNames[fn]] = c[fn]
-	}
-	return m
 }
 
 func (r *Report) attributionName() string {
@@ -385,7 +386,7 @@ func jsonImageOf(img *Image) jsonImage {
 			InheritedBytes: u.InheritedBytes, InheritedBlocks: u.InheritedBlocks,
 			MinBytes: u.MinBytes, MinSeconds: u.MinSeconds, MaxBytes: u.MaxBytes, MaxSeconds: u.MaxSeconds,
 			AllocatedBytes: u.AllocatedBytes, AllocatedBlocks: u.AllocatedBlocks,
-			FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: jsonCalls(&u.Calls), Site: u.Site,
+			FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: report.CallsJSON(&u.Calls), Site: u.Site,
 		}
 		if u.Call > 0 {
 			first, last := u.CallFirst, u.CallLast
@@ -393,6 +394,10 @@ func jsonImageOf(img *Image) jsonImage {
 		}
 		if u.Stack != nil {
 			ju.Stack = report.JSONFrames(u.Stack)
+		}
+		if u.Scope != nil {
+			js := u.Scope.JSON()
+			ju.JSONScope = &js
 		}
 		ji.Units = append(ji.Units, ju)
 	}
@@ -405,10 +410,27 @@ func jsonImageOf(img *Image) jsonImage {
 				CurrentBytes: u.CurrentBytes, CurrentBlocks: u.CurrentBlocks,
 				MinBytes: u.MinBytes, MaxBytes: u.MaxBytes,
 				AllocatedBytes: u.AllocatedBytes, AllocatedBlocks: u.AllocatedBlocks,
-				FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: jsonCalls(&u.Calls),
+				FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: report.CallsJSON(&u.Calls),
 			})
 		}
 		ji.Intervals = append(ji.Intervals, jv)
 	}
 	return ji
+}
+
+// scopeImage fills img with the scopes of p, as the model counted them
+// (units by scope need no observing: heap.Process.Scopes).
+func scopeImage(rep *report.Report, p *heap.Process, img Image) Image {
+	img.ScopeAnomalies = p.ScopeAnomalies
+	rows := rep.Scopes(p)
+	for i := range rows {
+		row := &rows[i]
+		img.Units = append(img.Units, Unit{
+			Name: row.Name, CurrentBytes: int64(row.LiveBytes), CurrentBlocks: int64(row.LiveBlocks),
+			MaxBytes: int64(row.MaxLiveBytes), MaxSeconds: row.MaxLiveSeconds,
+			AllocatedBytes: row.AllocBytes, AllocatedBlocks: row.AllocBlocks,
+			FreedBytes: row.FreedBytes, FreedBlocks: row.FreedBlocks, Calls: row.Calls, Scope: row,
+		})
+	}
+	return img
 }

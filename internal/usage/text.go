@@ -18,6 +18,8 @@ func (r *Report) explain() string {
 		return "by thread (the thread that allocated the block)"
 	case BySite:
 		return "by allocation site (stack)"
+	case ByScope:
+		return "by scope (LEAKPATH_SCOPE, leakpath_scope_begin/end; nested scopes count in their parents)"
 	}
 	what := map[By]string{ByLibrary: "library", ByFunction: "function"}[r.By]
 	switch r.Attribution {
@@ -52,7 +54,24 @@ func (r *Report) text(out io.Writer) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "leakpath: heap use %s\n", r.explain())
-		fmt.Fprintf(w, "%s (pid %d) %s: %s\n", img.Name, img.PID, img.Outcome, plural(len(img.Units), "unit"))
+		unit := "unit"
+		if r.By == ByScope {
+			unit = "scope"
+		}
+		fmt.Fprintf(w, "%s (pid %d) %s: %s\n", img.Name, img.PID, img.Outcome, plural(len(img.Units), unit))
+		if r.By == ByScope {
+			rows := make([]report.ScopeRow, len(img.Units))
+			for j := range img.Units {
+				rows[j] = *img.Units[j].Scope
+			}
+			if len(rows) > 0 || img.ScopeAnomalies > 0 {
+				w.Flush()
+				if err := report.WriteScopes(w, rows, img.ScopeAnomalies, 24); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if len(img.Units) == 0 {
 			continue
 		}
@@ -75,7 +94,7 @@ func (r *Report) text(out io.Writer) error {
 			}
 			rows = append(rows, append(row, r.unitText(u)))
 		}
-		table(w, "  ", rows)
+		report.Table(w, "  ", rows)
 		if n := len(img.Units); n > max {
 			var cur int64
 			var alloc uint64
@@ -126,7 +145,7 @@ func (r *Report) textIntervals(w *bufio.Writer, img *Image, fns []event.Fn, max 
 			}
 			rows = append(rows, append(row, u.Name))
 		}
-		table(w, "    ", rows)
+		report.Table(w, "    ", rows)
 		if n := len(iv.Units); n > max {
 			fmt.Fprintf(w, "    ... %s more\n", plural(n-max, "unit"))
 		}
@@ -183,28 +202,6 @@ func usedFns(img *Image) []event.Fn {
 		}
 	}
 	return out
-}
-
-// table writes rows as columns, numbers right-aligned, the last column
-// (a name) left-aligned and unpadded.
-func table(w *bufio.Writer, indent string, rows [][]string) {
-	var width []int
-	for _, row := range rows {
-		for i, c := range row[:len(row)-1] {
-			if i >= len(width) {
-				width = append(width, 0)
-			}
-			width[i] = max(width[i], len(c))
-		}
-	}
-	for _, row := range rows {
-		w.WriteString(indent)
-		for i, c := range row[:len(row)-1] {
-			fmt.Fprintf(w, "%*s  ", width[i], c)
-		}
-		w.WriteString(row[len(row)-1])
-		w.WriteByte('\n')
-	}
 }
 
 // sbytes formats a signed byte count.

@@ -467,3 +467,56 @@ func TestJSONAndText(t *testing.T) {
 		t.Errorf("rows out of order:\n%s", text)
 	}
 }
+
+// TestScopes: units by scope are the model's scopes; their JSON has the
+// usage fields and the scope's own, side by side.
+func TestScopes(t *testing.T) {
+	if _, err := New(Options{By: ByScope, Interval: time.Second}); err == nil {
+		t.Error("intervals by scope accepted")
+	}
+	evs := append(setup(),
+		event.Event{Kind: event.ThreadStart, Time: t0, Thread: 1, Addr: 0xa},
+		event.Event{Kind: event.ScopeBegin, Time: 2000, Thread: 1, Aux: 1, X: &event.Extra{Text: "load"}},
+		event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: 2500, Thread: 1, Stack: 1, Addr: 0x1000, Size: 100},
+		event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: 2600, Thread: 1, Stack: 2, Addr: 0x2000, Size: 30},
+		event.Event{Kind: event.Free, Fn: event.FreeFn, Time: 2700, Thread: 1, Stack: 5, Addr: 0x2000},
+		event.Event{Kind: event.ScopeEnd, Time: 4000, Thread: 1, Aux: 1},
+		event.Event{Kind: event.ProcessEnd, Time: 13000, X: &event.Extra{Process: &event.ProcessInfo{Exited: true}}},
+	)
+	r, _ := run(t, Options{By: ByScope}, evs)
+	var b bytes.Buffer
+	if err := r.Generate(&b, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		By          string           `json:"by"`
+		Attribution string           `json:"attribution"`
+		Units       []map[string]any `json:"units"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.By != "scope" || doc.Attribution != "none" || len(doc.Units) != 1 {
+		t.Fatalf("by %q, attribution %q, %d units", doc.By, doc.Attribution, len(doc.Units))
+	}
+	u := doc.Units[0]
+	for k, v := range map[string]float64{"current_bytes": 100, "current_blocks": 1, "max_bytes": 130, "allocated_bytes": 130,
+		"allocated_blocks": 2, "freed_bytes": 30, "entered": 1, "closed": 1, "held_bytes": 100, "held_live_bytes": 100,
+		"net_bytes": 100, "total_seconds": 2e-6, "longest_seconds": 2e-6, "first_seconds": 1e-6, "last_seconds": 3e-6} {
+		if got, ok := u[k].(float64); !ok || got != v {
+			t.Errorf("%s = %v, want %v", k, u[k], v)
+		}
+	}
+	if u["name"] != "load" || len(u["held"].([]any)) != 1 {
+		t.Errorf("unit %v", u)
+	}
+	b.Reset()
+	if err := r.Generate(&b, "text"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"heap use by scope", "1 scope", "SCOPES: 1 scope entered 1 time", `HELD by scope "load" when it closed: 100 B in 1 block; 100 B in 1 block never freed`} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("text without %q:\n%s", s, b.String())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -18,9 +19,14 @@ func (e *DecodeError) Error() string {
 }
 
 // Ring is what the decoder remembers about one ring between calls: the
-// thread that currently owns it.
+// thread that currently owns it, and the name of its latest scope.
 type Ring struct {
 	Thread int32
+	// scopeName and scopeX: the latest scope begin's name bytes and
+	// Extra, shared by the begins of the same name that follow (a scope
+	// in a loop), so that they cost no allocation.
+	scopeName []byte
+	scopeX    *event.Extra
 }
 
 // minWords is the least length of each record type.
@@ -29,6 +35,7 @@ var minWords = [RecMax + 1]int{
 	RecStack: 2, RecModule: 4, RecModuleUnload: 2, RecThreadStart: 3,
 	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
 	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 6,
+	RecScopeBegin: 3, RecScopeEnd: 2,
 }
 
 // Decode appends to out the events of the whole records in b, tagged with
@@ -166,6 +173,24 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			}
 			ev.Kind, ev.Addr, ev.Ext().Text = event.ThreadName, w(2), s
 			ev.Thread = int32(aux) // 0: the thread whose pthread_t is Addr
+		case RecScopeBegin:
+			if words-2 > (ScopeNameMax+8)/8 {
+				return out, &DecodeError{off, fmt.Sprintf("scope name of %d words", words-2)}
+			}
+			name := rec[16:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			ev.Kind, ev.Aux = event.ScopeBegin, uint64(aux)
+			if len(name) > 0 {
+				if r.scopeX == nil || !bytes.Equal(name, r.scopeName) {
+					r.scopeName = append(r.scopeName[:0], name...)
+					r.scopeX = &event.Extra{Text: string(name)}
+				}
+				ev.X = r.scopeX
+			}
+		case RecScopeEnd:
+			ev.Kind, ev.Aux = event.ScopeEnd, uint64(aux)
 		}
 		out = append(out, ev)
 		off += words * 8

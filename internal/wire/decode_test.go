@@ -46,7 +46,11 @@ func TestDecodeRecords(t *testing.T) {
 	in = append(in, hdr(RecFree, int(event.FreeFn), 3, 0), 14, 0x6000)
 	in = append(in, mod...)
 	in = append(in, hdr(RecExit, 0, 3, 3), 15, 2)
-	in = append(in, hdr(RecThreadName, 0, 4, 0), 16, 0xbeef, 0x72656b726f77) // "worker"
+	in = append(in, hdr(RecThreadName, 0, 4, 0), 16, 0xbeef, 0x72656b726f77)   // "worker"
+	in = append(in, hdr(RecScopeBegin, 0, 3, 1), 17, 0x6573726170)             // "parse"
+	in = append(in, hdr(RecScopeBegin, 0, 4, 2), 18, 0x3837363534333231, 0x39) // "123456789"
+	in = append(in, hdr(RecScopeBegin, 0, 3, 3), 19, 0)                        // no name
+	in = append(in, hdr(RecScopeEnd, 0, 2, 3), 20)
 	var r Ring
 	got, err := Decode(words(in...), 1, &r, nil)
 	if err != nil {
@@ -63,6 +67,10 @@ func TestDecodeRecords(t *testing.T) {
 			Bias: 0x7f0000000000, Segments: []event.Segment{{Vaddr: 0x1000, Memsz: 0x2000, Flags: 5, Offset: 0x1000}}}}},
 		{Kind: event.Exit, Proc: 1, Thread: 42, Time: 15, Aux: 3, Size: 2},
 		{Kind: event.ThreadName, Proc: 1, Thread: 0, Time: 16, Addr: 0xbeef, X: &event.Extra{Text: "worker"}},
+		{Kind: event.ScopeBegin, Proc: 1, Thread: 42, Time: 17, Aux: 1, X: &event.Extra{Text: "parse"}},
+		{Kind: event.ScopeBegin, Proc: 1, Thread: 42, Time: 18, Aux: 2, X: &event.Extra{Text: "123456789"}},
+		{Kind: event.ScopeBegin, Proc: 1, Thread: 42, Time: 19, Aux: 3},
+		{Kind: event.ScopeEnd, Proc: 1, Thread: 42, Time: 20, Aux: 3},
 	}
 	if !reflect.DeepEqual(got, want) {
 		for i := range max(len(got), len(want)) {
@@ -96,6 +104,9 @@ func TestDecodeRejects(t *testing.T) {
 		"stack id 0":         words(hdr(RecStack, 0, 2, 0), 1),
 		"bad module lengths": words(hdr(RecModule, 0, 4, 1), 0, 0, 100),
 		"half a word":        {1, 2, 3},
+		"scope without name": words(hdr(RecScopeBegin, 0, 2, 1), 0),
+		"scope name too long": words(append([]uint64{hdr(RecScopeBegin, 0, 2+17, 1), 0},
+			make([]uint64, 17)...)...),
 	} {
 		var r Ring
 		_, err := Decode(in, 0, &r, nil)
@@ -113,6 +124,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(words(hdr(RecStack, 0, 3, 1), 1, 2))
 	f.Add(words(hdr(RecModule, 0, 5, 1), 0, 0, 3|1<<32, 0x41424344))
 	f.Add(words(hdr(RecExec, 0, 3, 5), 0, 0x6f6c6c6568))
+	f.Add(words(hdr(RecScopeBegin, 0, 3, 1), 1, 0x6573726170, hdr(RecScopeEnd, 0, 2, 1), 2))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Ring
 		evs, err := Decode(b, 0, &r, nil)

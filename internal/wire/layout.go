@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 5
+const Version = 6
 
 // Magic numbers.
 const (
@@ -50,7 +50,28 @@ const (
 	RecThreadName   = 17
 	RecAgg          = 18
 	RecAllocLate    = 19
-	RecMax          = 19
+	RecScopeBegin   = 20 // aux=depth; w1 ts, then the name, NUL padded
+	RecScopeEnd     = 21 // aux=depth; w1 ts
+	RecMax          = 21
+)
+
+// ScopeNameMax is the most bytes of a scope's name the agent sends
+// (LP_SCOPE_NAME_MAX).
+const ScopeNameMax = 127
+
+// Requests of the program (LP_ASK_*): the states of the header's
+// ask_state, and the kinds of ask_kind.
+const (
+	AskIdle      = 0
+	AskClaimed   = 1 // a thread fills in the request
+	AskRequested = 2
+	AskTaken     = 3 // the collector is serving it
+	AskDone      = 4 // ask_result is written
+
+	AskSnapshot  = 1
+	AskLeakCheck = 2
+
+	AskLabelMax = 64 // bytes of ask_label, its NUL included
 )
 
 // FnTemporary flags a FREE record's function: the block was the thread's
@@ -140,6 +161,11 @@ const (
 	OffWatchAddr         = 480
 	OffWatchFreed        = 488
 	OffTraceSkip         = 492
+	OffAskState          = 512 // futex word: Ask*
+	OffAskTID            = 516
+	OffAskKind           = 520
+	OffAskResult         = 528
+	OffAskLabel          = 536
 
 	// struct lp_own_table
 	OwnMax         = 256

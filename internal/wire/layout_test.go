@@ -69,6 +69,10 @@ H(hold,"OffHold"); H(hold_supp,"OffHoldSupp");
 H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTraceAddr"); H(trace_size,"OffTraceSize");
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
 H(watch_freed,"OffWatchFreed"); H(trace_skip,"OffTraceSkip"); P("Suspects", LP_SUSPECTS);
+H(ask_state,"OffAskState"); H(ask_tid,"OffAskTID"); H(ask_kind,"OffAskKind"); H(ask_result,"OffAskResult"); H(ask_label,"OffAskLabel");
+P("AskIdle", LP_ASK_IDLE); P("AskClaimed", LP_ASK_CLAIMED); P("AskRequested", LP_ASK_REQUESTED); P("AskTaken", LP_ASK_TAKEN);
+P("AskDone", LP_ASK_DONE); P("AskSnapshot", LP_ASK_SNAPSHOT); P("AskLeakCheck", LP_ASK_LEAK_CHECK); P("AskLabelMax", LP_ASK_LABEL_MAX);
+P("RecScopeBegin", LP_REC_SCOPE_BEGIN); P("RecScopeEnd", LP_REC_SCOPE_END); P("ScopeNameMax", LP_SCOPE_NAME_MAX);
 P("TraceIdle", LP_TRACE_IDLE); P("TraceRequested", LP_TRACE_REQUESTED); P("TraceTaken", LP_TRACE_TAKEN);
 P("FlagHoldExit", LP_HF_HOLD_EXIT); P("HoldNone", LP_HOLD_NONE); P("HoldRequested", LP_HOLD_REQUESTED);
 P("HoldScanning", LP_HOLD_SCANNING); P("HoldReleased", LP_HOLD_RELEASED);
@@ -132,6 +136,10 @@ return 0; }
 		"OffTraceState": OffTraceState, "OffTraceTID": OffTraceTID, "OffTraceAddr": OffTraceAddr, "OffTraceSize": OffTraceSize,
 		"OffTraceStack": OffTraceStack, "OffSuspectsN": OffSuspectsN, "OffSuspects": OffSuspects, "OffWatchAddr": OffWatchAddr,
 		"OffWatchFreed": OffWatchFreed, "OffTraceSkip": OffTraceSkip, "Suspects": Suspects,
+		"OffAskState": OffAskState, "OffAskTID": OffAskTID, "OffAskKind": OffAskKind, "OffAskResult": OffAskResult,
+		"OffAskLabel": OffAskLabel, "AskIdle": AskIdle, "AskClaimed": AskClaimed, "AskRequested": AskRequested,
+		"AskTaken": AskTaken, "AskDone": AskDone, "AskSnapshot": AskSnapshot, "AskLeakCheck": AskLeakCheck,
+		"AskLabelMax": AskLabelMax, "RecScopeBegin": RecScopeBegin, "RecScopeEnd": RecScopeEnd, "ScopeNameMax": ScopeNameMax,
 		"TraceIdle": TraceIdle, "TraceRequested": TraceRequested, "TraceTaken": TraceTaken,
 		"OffSlotHead": OffSlotHead, "OffSlotState": OffSlotState, "OffSlotTID": OffSlotTID,
 		"OffSlotTail": OffSlotTail, "OffHelloMagic": OffHelloMagic, "OffHelloVersion": OffHelloVersion,

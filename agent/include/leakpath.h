@@ -1,0 +1,157 @@
+/*
+ * leakpath.h - leakpath's API for programs (C and C++), header only.
+ *
+ * Scoped monitors (what one block of code costs in memory):
+ *
+ *   LEAKPATH_SCOPE("parse");          C++: until the end of the block;
+ *                                      C (gcc, clang): the same, by a cleanup
+ *   leakpath_scope_begin("parse");    C: explicit begin...
+ *   leakpath_scope_end();             ...and end (closes the innermost open scope
+ *                                      of the calling thread)
+ *
+ * Under `leakpath run`, each scope name gets: times entered, total and
+ * longest duration, bytes and blocks allocated inside, bytes freed inside,
+ * what its instances still held when they closed (by address and
+ * allocation site), and when it first began and last ended. Scopes nest per
+ * thread: an inner scope's allocations count in its parents too. Scopes of
+ * different threads are independent.
+ *
+ * Points of the program's choosing:
+ *
+ *   leakpath_snapshot("after load");  a snapshot of the live blocks, as
+ *                                      `leakpath snapshot PID` takes it
+ *   leakpath_leak_check();             a leak check now: the number of blocks
+ *                                      leaked so far (definite and possible)
+ *
+ * Without leakpath the program runs unchanged: the functions are weak
+ * references that the agent (libleakpath.so, preloaded by `leakpath run`)
+ * defines; each call costs a load and a test when it is absent. Nothing
+ * needs linking. The program's behaviour never depends on leakpath: only
+ * the return values of leakpath_snapshot and leakpath_leak_check say
+ * whether it is there.
+ *
+ * Scope names are copied when the scope begins (at most 127 bytes kept);
+ * any string will do, literals are cheapest to read.
+ */
+#ifndef LEAKPATH_H
+#define LEAKPATH_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The agent's entry points: weak references, null without the agent. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/*
+ * Read through the GOT: in an executable built without -fPIE, the linker
+ * resolves a weak reference to an undefined function to 0 for good, and the
+ * preloaded agent could not fill it in. A load through the GOT always gets
+ * a dynamic relocation.
+ */
+__asm__(".weak __leakpath_scope_begin\n\t.weak __leakpath_scope_end\n\t"
+	".weak __leakpath_snapshot\n\t.weak __leakpath_leak_check");
+#define LEAKPATH__FN(sym, type)                                                   \
+	static inline type leakpath__fn_##sym(void)                               \
+	{                                                                         \
+		type f;                                                           \
+		__asm__("movq " #sym "@GOTPCREL(%%rip), %0" : "=r"(f));            \
+		return f;                                                         \
+	}
+#else
+void __leakpath_scope_begin(const char *name) __attribute__((weak));
+void __leakpath_scope_end(void) __attribute__((weak));
+int __leakpath_snapshot(const char *label) __attribute__((weak));
+int __leakpath_leak_check(void) __attribute__((weak));
+#define LEAKPATH__FN(sym, type)                                                   \
+	static inline type leakpath__fn_##sym(void) { return &sym; }
+#endif
+
+typedef void (*leakpath__begin_fn)(const char *);
+typedef void (*leakpath__end_fn)(void);
+typedef int (*leakpath__label_fn)(const char *);
+typedef int (*leakpath__check_fn)(void);
+
+LEAKPATH__FN(__leakpath_scope_begin, leakpath__begin_fn)
+LEAKPATH__FN(__leakpath_scope_end, leakpath__end_fn)
+LEAKPATH__FN(__leakpath_snapshot, leakpath__label_fn)
+LEAKPATH__FN(__leakpath_leak_check, leakpath__check_fn)
+
+/* leakpath_scope_begin opens scope name on the calling thread, inside
+ * the scopes it has open. */
+static inline void leakpath_scope_begin(const char *name)
+{
+	leakpath__begin_fn f = leakpath__fn___leakpath_scope_begin();
+	if (f)
+		f(name);
+}
+
+/* leakpath_scope_end closes the innermost scope the calling thread has
+ * open (none open: nothing happens). */
+static inline void leakpath_scope_end(void)
+{
+	leakpath__end_fn f = leakpath__fn___leakpath_scope_end();
+	if (f)
+		f();
+}
+
+/* leakpath_snapshot asks leakpath for a snapshot of the live blocks now,
+ * named label, and returns when it was taken: 0. -1: not taken (not
+ * running under leakpath, or the snapshot failed). The program is paused
+ * while its memory is scanned. */
+static inline int leakpath_snapshot(const char *label)
+{
+	leakpath__label_fn f = leakpath__fn___leakpath_snapshot();
+	return f ? f(label) : -1;
+}
+
+/* leakpath_leak_check scans the program's memory now and returns the
+ * number of blocks leaked so far (of the kinds `leakpath run
+ * --check-kinds` names: definite and possible by default, suppressions
+ * applied). 0: none, or not running under leakpath; -1: the check
+ * failed. */
+static inline int leakpath_leak_check(void)
+{
+	leakpath__check_fn f = leakpath__fn___leakpath_leak_check();
+	return f ? f() : 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#define LEAKPATH__CAT2(a, b) a##b
+#define LEAKPATH__CAT(a, b) LEAKPATH__CAT2(a, b)
+#ifdef __COUNTER__
+#define LEAKPATH__UNIQUE(p) LEAKPATH__CAT(p, __COUNTER__)
+#else
+#define LEAKPATH__UNIQUE(p) LEAKPATH__CAT(p, __LINE__)
+#endif
+
+#ifdef __cplusplus
+namespace leakpath {
+/* scope is the RAII guard behind LEAKPATH_SCOPE: it begins a scope when
+ * made and ends it when destroyed (exceptions included). */
+class scope {
+public:
+	explicit scope(const char *name) noexcept { leakpath_scope_begin(name); }
+	~scope() { leakpath_scope_end(); }
+	scope(const scope &) = delete;
+	scope &operator=(const scope &) = delete;
+};
+} // namespace leakpath
+#define LEAKPATH_SCOPE(name) ::leakpath::scope LEAKPATH__UNIQUE(leakpath_scope_)(name)
+#elif defined(__GNUC__) || defined(__clang__)
+static inline void leakpath__scope_cleanup(int *unused)
+{
+	(void)unused;
+	leakpath_scope_end();
+}
+/* In C, LEAKPATH_SCOPE ends the scope where the enclosing block ends (a
+ * cleanup attribute): on return, break and goto out of it too. */
+#define LEAKPATH_SCOPE(name)                                                        \
+	int LEAKPATH__UNIQUE(leakpath_scope_)                                       \
+	    __attribute__((cleanup(leakpath__scope_cleanup), unused)) =             \
+		(leakpath_scope_begin(name), 0)
+#endif
+
+#endif
