@@ -169,6 +169,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	c.sink.model.Observer = opts.Observer
 	if opts.RootCause.Enabled {
 		c.opts.RootCause.defaults()
+		// Probed now, not with a thread of the program held.
+		ptrace.HardwareBreakpoints()
 		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
 	}
 
