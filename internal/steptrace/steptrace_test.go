@@ -222,3 +222,30 @@ func stepOnly(t *testing.T) bool {
 	}
 	return !ok
 }
+
+// TestStepOutOfSyscall: a step of a thread stopped in a system call (here
+// read, waiting for input) is a step: the kernel reports it as a
+// breakpoint trap, which must not be handed to the program as its own
+// SIGTRAP (that killed it). The program then ends as it would untraced.
+func TestStepOutOfSyscall(t *testing.T) {
+	f := startPaths(t)
+	s := f.seize(t)
+	fmt.Fprintf(f.stdin, "3\n")
+	for i := 0; i < 20; i++ {
+		st, err := s.Step()
+		if err != nil || !st.Step || st.Signal != 0 {
+			t.Fatalf("step %d: %+v, %v; want a step", i, st, err)
+		}
+	}
+	if err := s.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	f.stdin.Close()
+	line, err := f.out.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "sum ") {
+		t.Errorf("after the steps the program said %q (%v), want its sum", line, err)
+	}
+	if err := f.cmd.Wait(); err != nil {
+		t.Errorf("the program ended with %v", err)
+	}
+}
