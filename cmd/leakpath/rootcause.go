@@ -4,46 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/control"
-
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/rootcause"
+	"github.com/leakpath/leakpath/internal/control"
 )
-
-// rootCauseEvents analyses the paths a run recorded: a RootCause event
-// per site, for the model and the trace.
-func rootCauseEvents(res *collect.Result) []event.Event {
-	var out []event.Event
-	for idx, sites := range res.RootCause {
-		ids := make([]heap.StackID, 0, len(sites))
-		for site := range sites {
-			ids = append(ids, site)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-		for _, site := range ids {
-			st := sites[site]
-			out = append(out, event.Event{Kind: event.RootCause, Proc: idx, Stack: st.AgentID,
-				X: &event.Extra{RootCause: analyze(st)}})
-		}
-	}
-	return out
-}
-
-// analyze answers for one site from its recorded paths, with what the
-// recording cost.
-func analyze(st *collect.SiteTrace) *event.RootCauseInfo {
-	rc := rootcause.Analyze(st.Paths, st.Frames)
-	if st.Note != "" {
-		rc.Note = st.Note
-	}
-	rc.WindowNs, rc.Stops, rc.FoundAfterNs = uint64(st.WindowTime), uint64(st.Stops), uint64(st.Last)
-	return rc
-}
 
 // rootCauseAfter is --root-cause-after: a duration, or "request".
 type rootCauseAfter collect.RootCauseOptions

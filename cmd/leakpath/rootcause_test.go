@@ -203,14 +203,17 @@ func stackHasFunc(st []jsonFrame, fn string) bool {
 
 // TestRootCauseWithSnapshot: snapshots taken while root-cause windows run
 // pause them (a thread has one tracer) and let them go on: the snapshots
-// succeed, the program's output stays its own, the root cause is found.
+// succeed, a snapshot shows the root cause once it is found, the
+// program's output stays its own, the root cause is in the report.
 func TestRootCauseWithSnapshot(t *testing.T) {
 	fx := rootCauseFixtures[0] // seed.c
 	dir := t.TempDir()
 	bin := buildRootCause(t, fx, dir)
-	want := native(t, nil, bin)
+	// Twice the work: time for snapshots after the root cause is found.
+	argv := []string{bin, "6000"}
+	want := native(t, nil, argv...)
 	js := filepath.Join(dir, "r.json")
-	cmd, pid, out := startUnder(t, []string{bin}, "--root-cause", "--json", js, "--report", filepath.Join(dir, "r.txt"))
+	cmd, pid, out := startUnder(t, argv, "--root-cause", "--json", js, "--report", filepath.Join(dir, "r.txt"))
 	// A window traces the program's thread: its TracerPid is set. A
 	// snapshot meanwhile pauses the windows; they go on after it.
 	if !traced(pid, 10*time.Second) {
@@ -223,6 +226,26 @@ func TestRootCauseWithSnapshot(t *testing.T) {
 	}
 	if !traced(pid, time.Second) { // well before the exit scan traces it too
 		t.Error("no root-cause window after the snapshots: they did not go on")
+	}
+	shown := false
+	for i := 2; i < 60 && !shown; i++ {
+		time.Sleep(500 * time.Millisecond)
+		snap := filepath.Join(dir, "s"+strconv.Itoa(i)+".json")
+		if _, _, code := lp(t, "snapshot", "--quiet", "-o", snap, pid); code != 0 {
+			break // the program ended
+		}
+		b, _ := os.ReadFile(snap)
+		var d rootCauseDoc
+		json.Unmarshal(b, &d)
+		for _, l := range d.Leaks {
+			if rc := l.RootCause; rc != nil && rc.Status == "found" && len(rc.Functions) > 0 && rc.Functions[0].Function == fx.function {
+				shown = true
+				t.Logf("snapshot %d shows the root cause (%d paths)", i, rc.Traced)
+			}
+		}
+	}
+	if !shown {
+		t.Error("no snapshot showed the root cause before the program ended")
 	}
 	foundIn(t, cmd, out, want, js, fx.function)
 }
@@ -239,18 +262,23 @@ func startUnder(t *testing.T, argv []string, flags ...string) (*exec.Cmd, string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	// Any of leakpath's threads may have started it.
+	// Any of leakpath's threads may have started it; other children
+	// (its probe of the breakpoints) run other programs.
 	var pid string
 	for i := 0; i < 500 && pid == ""; i++ {
 		files, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", "*", "children"))
 		for _, f := range files {
 			b, _ := os.ReadFile(f)
-			pid = strings.TrimSpace(pid + " " + string(b))
+			for _, child := range strings.Fields(string(b)) {
+				if line, _ := os.ReadFile("/proc/" + child + "/cmdline"); strings.HasPrefix(string(line), argv[0]+"\x00") {
+					pid = child
+				}
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if pid == "" || strings.Contains(pid, " ") {
-		t.Fatalf("no single child of leakpath: %q", pid)
+	if pid == "" {
+		t.Fatalf("leakpath did not start %s", argv[0])
 	}
 	return cmd, pid, out
 }

@@ -169,7 +169,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if res != nil && len(res.RootCause) > 0 {
 		// The root causes go into the model and the trace like the
 		// rest, for `leakpath report` too.
-		evs := rootCauseEvents(res)
+		evs := collect.RootCauseEvents(res)
 		res.Session.Apply(evs)
 		if tw != nil {
 			if werr := tw.Write(evs); werr != nil && err == nil {

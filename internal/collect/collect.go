@@ -287,7 +287,7 @@ wait:
 	}
 	res.Session = c.sink.model
 	for _, im := range c.images {
-		if ts := im.rc.traces(c.sink.model.Process(im.idx)); len(ts) > 0 {
+		if ts := im.rc.traces(c.sink.model.Process(im.idx), true); len(ts) > 0 {
 			if res.RootCause == nil {
 				res.RootCause = map[uint32]map[heap.StackID]*SiteTrace{}
 			}

@@ -146,7 +146,13 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 			return c.scanFailed(im, info, err)
 		}
 		done <- nil
-		return scanEvents(im.idx, c.src.Now(), info, blocks, res)
+		evs := scanEvents(im.idx, c.src.Now(), info, blocks, res)
+		if live && rc != nil {
+			// A snapshot shows the root causes found so far (those at
+			// the end replace them).
+			evs = append(evs, rootCauseEvents(im.idx, rc.traces(p, false), true)...)
+		}
+		return evs
 	})
 	if err := <-done; err != nil {
 		if !live {

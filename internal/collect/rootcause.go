@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
@@ -629,9 +631,10 @@ func (rc *rootCauses) resume() {
 	rc.arm()
 }
 
-// traces returns what was recorded, by site, p being the image at its
-// end: a deferred path whose block was freed by then is F.
-func (rc *rootCauses) traces(p *heap.Process) map[heap.StackID]*SiteTrace {
+// traces returns what was recorded, by site, p being the image now: a
+// deferred path whose block was freed by then is F. ended: the image
+// ended (a site still recording says it had too few paths).
+func (rc *rootCauses) traces(p *heap.Process, ended bool) map[heap.StackID]*SiteTrace {
 	if rc == nil {
 		return nil
 	}
@@ -654,12 +657,54 @@ func (rc *rootCauses) traces(p *heap.Process) map[heap.StackID]*SiteTrace {
 		if st.Paths == nil {
 			st.Paths = rootcause.NewPaths()
 		}
-		if !sus.done && st.Note == "" {
+		if !sus.done && st.Note == "" && ended {
 			st.Note = "the program ended before enough paths were recorded"
 		}
 		out[id] = &st
 	}
 	return out
+}
+
+// RootCauseEvents analyses the paths a run recorded: a RootCause event
+// per site, for the model and the trace.
+func RootCauseEvents(res *Result) []event.Event {
+	var out []event.Event
+	for idx, sites := range res.RootCause {
+		out = append(out, rootCauseEvents(idx, sites, false)...)
+	}
+	return out
+}
+
+// rootCauseEvents returns the events of one image's sites, in site order;
+// with foundOnly, only of the sites with an answer.
+func rootCauseEvents(idx uint32, sites map[heap.StackID]*SiteTrace, foundOnly bool) []event.Event {
+	ids := make([]heap.StackID, 0, len(sites))
+	for site := range sites {
+		ids = append(ids, site)
+	}
+	slices.Sort(ids)
+	var out []event.Event
+	for _, site := range ids {
+		st := sites[site]
+		info := analyze(st)
+		if foundOnly && info.Status != event.RootCauseFound {
+			continue
+		}
+		out = append(out, event.Event{Kind: event.RootCause, Proc: idx, Stack: st.AgentID,
+			X: &event.Extra{RootCause: info}})
+	}
+	return out
+}
+
+// analyze answers for one site from its recorded paths, with what the
+// recording cost.
+func analyze(st *SiteTrace) *event.RootCauseInfo {
+	rc := rootcause.Analyze(st.Paths, st.Frames)
+	if st.Note != "" {
+		rc.Note = st.Note
+	}
+	rc.WindowNs, rc.Stops, rc.FoundAfterNs = uint64(st.WindowTime), uint64(st.Stops), uint64(st.Last)
+	return rc
 }
 
 // boringCode returns the test of code a path runs through: the C runtime,
