@@ -207,13 +207,7 @@ func stackHasFunc(st []jsonFrame, fn string) bool {
 // program's output stays its own, the root cause is in the report.
 func TestRootCauseWithSnapshot(t *testing.T) {
 	fx := rootCauseFixtures[0] // seed.c
-	dir := t.TempDir()
-	bin := buildRootCause(t, fx, dir)
-	// Twice the work: time for snapshots after the root cause is found.
-	argv := []string{bin, "6000"}
-	want := native(t, nil, argv...)
-	js := filepath.Join(dir, "r.json")
-	cmd, pid, out := startUnder(t, argv, "--root-cause", "--json", js, "--report", filepath.Join(dir, "r.txt"))
+	dir, _, want, js, cmd, pid, out := startSeed(t, "--root-cause")
 	// A window traces the program's thread: its TracerPid is set. A
 	// snapshot meanwhile pauses the windows; they go on after it.
 	if !traced(pid, 10*time.Second) {
@@ -248,6 +242,19 @@ func TestRootCauseWithSnapshot(t *testing.T) {
 		t.Error("no snapshot showed the root cause before the program ended")
 	}
 	foundIn(t, cmd, out, want, js, fx.function)
+}
+
+// startSeed starts the seed's fixture for twice its usual work (time for
+// snapshots and requests while it runs) under leakpath run with flags,
+// the JSON report going to js.
+func startSeed(t *testing.T, flags ...string) (dir string, argv []string, want result, js string, cmd *exec.Cmd, pid string, out *strings.Builder) {
+	t.Helper()
+	dir = t.TempDir()
+	argv = []string{buildRootCause(t, rootCauseFixtures[0], dir), "6000"}
+	want = native(t, nil, argv...)
+	js = filepath.Join(dir, "r.json")
+	cmd, pid, out = startUnder(t, argv, append(flags, "--json", js, "--report", filepath.Join(dir, "r.txt"))...)
+	return
 }
 
 // startUnder starts argv under leakpath run with flags, and returns the
@@ -313,13 +320,7 @@ func foundIn(t *testing.T, cmd *exec.Cmd, out *strings.Builder, want result, js,
 // run without --root-cause refuses the request.
 func TestRootCauseOnRequest(t *testing.T) {
 	fx := rootCauseFixtures[0] // seed.c
-	dir := t.TempDir()
-	bin := buildRootCause(t, fx, dir)
-	// Twice the work: the request comes late.
-	argv := []string{bin, "6000"}
-	want := native(t, nil, argv...)
-	js := filepath.Join(dir, "r.json")
-	cmd, pid, out := startUnder(t, argv, "--root-cause", "--root-cause-after=request", "--json", js, "--report", filepath.Join(dir, "r.txt"))
+	_, argv, want, js, cmd, pid, out := startSeed(t, "--root-cause", "--root-cause-after=request")
 	if traced(pid, 1500*time.Millisecond) {
 		t.Fatal("a root-cause window ran before the request")
 	}
