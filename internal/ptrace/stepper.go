@@ -3,7 +3,10 @@ package ptrace
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -410,6 +413,9 @@ func (s *Stepper) Detach() error {
 			s.pokeUser(offDebugReg+8*7, 0)
 			s.dr7 = 0
 		}
+		if s.sig == 0 {
+			s.dropStrayTraps()
+		}
 		if e := ptraceDetach(s.tid, s.sig); e != nil && !errors.Is(e, unix.ESRCH) {
 			return s.err("detach", e)
 		}
@@ -417,6 +423,53 @@ func (s *Stepper) Detach() error {
 	})
 	s.close()
 	return err
+}
+
+// dropStrayTraps takes back the trap of a step or breakpoint that an
+// interrupt overtook: it waits, queued, for the next resume, and
+// delivered after the detach it would kill the program. Such a trap
+// stops the thread as soon as it runs; a trap the kernel made for us
+// (step, breakpoint) is dropped, another signal kept for the detach.
+func (s *Stepper) dropStrayTraps() {
+	for i := 0; i < 4 && s.trapPending(); i++ {
+		if ptraceCont(s.tid, 0) != nil {
+			return
+		}
+		si, err := s.waitStop()
+		if err != nil {
+			return
+		}
+		ws := waitStatus(si)
+		if ws.Exited() || ws.Signaled() {
+			s.gone = true
+			return
+		}
+		sig := int(ws.StopSignal())
+		if ws.TrapCause() == unix.PTRACE_EVENT_STOP || sig == 0 {
+			continue
+		}
+		if info, e := ptraceGetSiginfo(s.tid); e == nil && sig == int(unix.SIGTRAP) &&
+			(info.Code == trapBrkpt || info.Code == trapTrace || info.Code == trapHWBkpt) {
+			continue // ours: dropped
+		}
+		s.sig = sig // the program's: delivered on the detach
+		return
+	}
+}
+
+// trapPending reports a SIGTRAP pending for the thread itself.
+func (s *Stepper) trapPending() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", s.pid, s.tid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(unix.SIGTRAP-1)) != 0
+		}
+	}
+	return false
 }
 
 func (s *Stepper) close() {

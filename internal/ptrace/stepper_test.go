@@ -2,6 +2,7 @@ package ptrace
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -121,4 +122,45 @@ func TestStepperInterrupt(t *testing.T) {
 	if !ps.Success() || lastLine(out) != "done" {
 		t.Fatalf("program ended %v, printed %q", ps, out)
 	}
+}
+
+// TestStepperInterruptedStep: an interrupt that overtakes a step leaves
+// the step's trap queued; Detach must take it back, or the program dies
+// of SIGTRAP once let go. Many rounds of steps, each ended by an
+// interrupt at a random moment, then a detach: the program lives on and
+// ends as it would untraced.
+func TestStepperInterruptedStep(t *testing.T) {
+	p := start(t, "stepme")
+	f := parseFields(t, p.line(t))
+	tid, _ := strconv.Atoi(f["tid"])
+	rng := rand.New(rand.NewPCG(5, 6))
+	interrupted := 0
+	for round := 0; round < 150; round++ {
+		s, err := SeizeThread(p.pid(), tid)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		timer := time.AfterFunc(time.Duration(rng.IntN(3000))*time.Microsecond, s.Interrupt)
+		s.Locked(func(l *LockedStepper) {
+			for i := 0; i < 100000; i++ {
+				st, err := l.Step()
+				if err != nil {
+					t.Fatalf("round %d step %d: %v", round, i, err)
+				}
+				if st.Interrupted {
+					interrupted++
+					return
+				}
+			}
+		})
+		timer.Stop()
+		if err := s.Detach(); err != nil {
+			t.Fatalf("round %d: detach: %v", round, err)
+		}
+	}
+	out, st := p.finish(t, 30*time.Second)
+	if !st.Success() || lastLine(out) != "done" {
+		t.Fatalf("after %d interrupted rounds the program ended %v, printed %q", interrupted, st, out)
+	}
+	t.Logf("%d of 150 rounds ended by an interrupt", interrupted)
 }
