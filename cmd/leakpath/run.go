@@ -52,7 +52,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.rootCause.Enabled, "root-cause", false, "find why growing sites leak: trace the thread that allocates at one (ptrace, that thread only, a window at a time) and report the function and branch where freed and leaked executions part (sets --fold=false unless given)")
 	fs.Var((*rootCauseAfter)(&o.rootCause), "root-cause-after", "with --root-cause, judge sites only after `DURATION` (skip the start-up), or only once 'leakpath root-cause PID' asks (request)")
 	fs.IntVar(&o.rootCause.MaxSites, "root-cause-sites", 4, "with --root-cause, trace at most `N` sites at once")
-	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 10*time.Second, "with --root-cause, give up on a site after `DURATION` of tracing")
+	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 0, "with --root-cause, give up on a site after `DURATION` of tracing (default 10s; 30s where hardware breakpoints do not fire)")
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of every free too (needed for root causes)")

@@ -168,9 +168,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	c.sink.warm = opts.Warm
 	c.sink.model.Observer = opts.Observer
 	if opts.RootCause.Enabled {
+		// Probes the breakpoints now, not with a thread of the program
+		// held.
 		c.opts.RootCause.defaults()
-		// Probed now, not with a thread of the program held.
-		ptrace.HardwareBreakpoints()
 		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
 	}
 

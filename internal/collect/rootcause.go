@@ -49,7 +49,8 @@ type RootCauseOptions struct {
 	Growth, Rounds int
 	// MaxSites: suspects armed at once (default 4).
 	MaxSites int
-	// Budget: recording time per site (default 10 s); Windows: paths per
+	// Budget: recording time per site (default 10 s, 30 s where hardware
+	// breakpoints do not fire); Windows: paths per
 	// site (default 80); Enough: a site is done with this many paths of
 	// each outcome, or this many E paths once every free stack was met
 	// (default 10).
@@ -76,6 +77,9 @@ func (o *RootCauseOptions) defaults() {
 	}
 	if o.Budget <= 0 {
 		o.Budget = 10 * time.Second
+		if hw, _ := ptrace.HardwareBreakpoints(); !hw {
+			o.Budget = 30 * time.Second // stepping every instruction
+		}
 	}
 	if o.WindowBudget <= 0 {
 		o.WindowBudget = 2 * time.Second
