@@ -396,8 +396,11 @@ func TestMPIRankFails(t *testing.T) {
 			if tr.Exit.Code != nil {
 				t.Errorf("rank %d exited with code %d: it should have been killed", i, *tr.Exit.Code)
 			}
-			if bytes > uint64(100*(i+1)) || blocks > uint64(i+1) || whole && (bytes != uint64(100*(i+1)) || blocks != uint64(i+1)) {
-				t.Errorf("rank %d: rank_leak leaked %d B in %d blocks (trace whole: %v), want at most (whole: exactly) %d B in %d",
+			// Killed when rank 2 failed: perhaps before it leaked (leaving
+			// MPI_Init is not collective, and a loaded machine can keep
+			// a rank in it), so at most its leak, whole trace or not.
+			if bytes > uint64(100*(i+1)) || blocks > uint64(i+1) || bytes != 100*blocks {
+				t.Errorf("rank %d: rank_leak leaked %d B in %d blocks (trace whole: %v), want at most %d B in %d, 100 B each",
 					i, bytes, blocks, whole, 100*(i+1), i+1)
 			}
 		}
