@@ -147,14 +147,9 @@ func (b *pprofBuilder) location(p *heap.Process, fs []Frame) *profile.Location {
 	}
 	l := &profile.Location{ID: uint64(len(b.prof.Location) + 1), Address: addr, Mapping: b.mapping(p, fs[0].Module)}
 	for _, f := range fs {
-		name := f.Function
-		if name == "" {
-			name = fmt.Sprintf("0x%x", f.Address)
-			if f.Module != "" {
-				name = fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
-			}
-		}
-		l.Line = append(l.Line, profile.Line{Function: b.function(name, f.File), Line: int64(f.Line)})
+		// Named as in the collapsed export: a frame without a symbol
+		// is "module+0xoffset".
+		l.Line = append(l.Line, profile.Line{Function: b.function(FoldedFrame(f), f.File), Line: int64(f.Line)})
 	}
 	b.locs[k] = l
 	b.prof.Location = append(b.prof.Location, l)
