@@ -358,7 +358,7 @@ func (c *sarifContext) artifact(file, module string) sarifArtifactLoc {
 		return sarifArtifactLoc{URI: (&url.URL{Path: filepath.ToSlash(rel)}).String(), URIBaseID: sarifRoot}
 	}
 	if filepath.IsAbs(file) {
-		return sarifArtifactLoc{URI: (&url.URL{Scheme: "file", Path: filepath.ToSlash(file)}).String()}
+		return sarifArtifactLoc{URI: (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(file))}).String()}
 	}
 	return sarifArtifactLoc{URI: (&url.URL{Path: filepath.ToSlash(file)}).String()}
 }
