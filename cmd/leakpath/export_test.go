@@ -259,12 +259,18 @@ func TestExportCollapsed(t *testing.T) {
 			}
 		}
 	}
-	// A value for another format, or an unknown one, is a usage error.
+	// A value for another format, or an unknown one, is a usage error;
+	// so is an export of several traces.
 	for _, args := range [][]string{{"--format", "collapsed", "--value", "bytes"}, {"--format", "json", "--value", "leaked-bytes"}} {
 		cmd := exec.Command(lpBin, append(append([]string{"report"}, args...), trace)...)
-		if out, err := cmd.CombinedOutput(); err == nil {
-			t.Errorf("leakpath report %v succeeded:\n%s", args, out)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(string(out), "--value") {
+			t.Errorf("leakpath report %v: exit code %d, want %d with an error about --value:\n%s", args, code, exitUsage, out)
 		}
+	}
+	cmd := exec.Command(lpBin, "report", "--format", "collapsed", trace, trace)
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitUsage {
+		t.Errorf("collapsed export of two traces: exit code %d, want %d:\n%s", cmd.ProcessState.ExitCode(), exitUsage, out)
 	}
 }
 
