@@ -254,6 +254,30 @@ func (c *sarifContext) leakResult(p *heap.Process, l leak) sarifResult {
 		PartialFingerprints: map[string]string{"leakpath/stack/v1": fingerprint(sarifRules[idx].ID, fs)},
 		Properties:          map[string]any{"bytes": l.Bytes, "blocks": l.Blocks, "pid": p.Info.PID},
 	}
+	if rc := r.rootCause(p, l.Stack); rc != nil && rc.Status == event.RootCauseFound && l.Kind != event.Reachable {
+		// The root cause's functions and branches, where code scanning
+		// shows them.
+		add := func(f Frame, msg string) {
+			if f.File == "" || f.Line <= 0 {
+				return
+			}
+			loc := c.location([]Frame{f}, 0, msg)
+			id := len(res.RelatedLocations)
+			loc.ID = &id
+			res.RelatedLocations = append(res.RelatedLocations, loc)
+		}
+		for _, a := range rc.Functions {
+			f := r.codeFrame(p, a)
+			add(f, "root cause: the leaking executions part from the freeing ones in "+f.Function)
+		}
+		for _, b := range rc.Branches {
+			way := "not taken"
+			if b.LeaksWhenTaken {
+				way = "taken"
+			}
+			add(r.codeFrame(p, b.Addr), "root cause: leaks when this branch is "+way)
+		}
+	}
 	if l.supp != nil {
 		res.Suppressions = []sarifSuppression{{Kind: "external", Justification: l.supp.String()}}
 	}
