@@ -186,6 +186,10 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if err := o.checkFormat(); err != nil {
+		fail(stderr, err)
+		return exitUsage
+	}
 	if fs.NArg() > 1 {
 		return reportTraces(fs.Args(), &o, stdout, stderr)
 	}

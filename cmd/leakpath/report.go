@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
@@ -15,6 +17,7 @@ import (
 
 type reportOptions struct {
 	format    string
+	value     string // what --format collapsed counts; "": leaked-bytes
 	output    string
 	debugDirs commaList
 	leaks     leakOptions
@@ -24,7 +27,10 @@ type reportOptions struct {
 func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&o.format, "format", "text", "output `format`: text or json")
+	fs.StringVar(&o.format, "format", "text", "output `format`: text, json, pprof (gzipped profile.proto for go tool pprof),\n"+
+		"collapsed (folded stacks for flamegraph.pl and speedscope) or sarif (SARIF 2.1.0)")
+	fs.StringVar(&o.value, "value", "", "what --format collapsed counts per stack: `VALUE` leaked-bytes (default),\n"+
+		"allocated-bytes, leaked-blocks or allocated-blocks")
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
 	addLeakFlags(fs, &o.leaks)
@@ -41,10 +47,26 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// checkFormat checks --format and --value.
+func (o *reportOptions) checkFormat() error {
+	if !slices.Contains(report.Formats, o.format) {
+		return fmt.Errorf("--format %q: want %s", o.format, strings.Join(report.Formats, ", "))
+	}
+	if o.value != "" {
+		if o.format != "collapsed" {
+			return fmt.Errorf("--value %q: only --format collapsed has a value to choose", o.value)
+		}
+		if !slices.Contains(report.CollapsedValues, o.value) {
+			return fmt.Errorf("--value %q: want %s", o.value, strings.Join(report.CollapsedValues, ", "))
+		}
+	}
+	return nil
+}
+
 // reportTrace replays a trace into the model and reports it.
 func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error {
-	if o.format != "text" && o.format != "json" {
-		return fmt.Errorf("--format %q: want text or json", o.format)
+	if err := o.checkFormat(); err != nil {
+		return err
 	}
 	supp, err := o.leaks.suppressionSet()
 	if err != nil {
@@ -59,7 +81,7 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	defer sym.close()
 	rep = report.New(t.model, t.main, report.Options{
 		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
-		Suppressions: supp, ShowReachable: o.leaks.showReachable,
+		Suppressions: supp, ShowReachable: o.leaks.showReachable, CollapsedValue: o.value,
 	})
 	return writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) })
 }
@@ -157,7 +179,7 @@ func loadTraceWith(path string, obs heap.Observer) (*loadedTrace, error) {
 // exit code is 1; the others are reported all the same.
 func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) int {
 	if o.format != "text" && o.format != "json" {
-		fail(stderr, fmt.Errorf("--format %q: want text or json", o.format))
+		fail(stderr, fmt.Errorf("--format %q: several traces are reported as text or json only", o.format))
 		return exitUsage
 	}
 	multi, err := report.NewMulti(o.format)

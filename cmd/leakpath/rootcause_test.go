@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -183,6 +184,65 @@ func TestRootCause(t *testing.T) {
 			}
 			if !same {
 				t.Errorf("leakpath report on the trace does not give the run's root cause:\n%s", out)
+			}
+			// The SARIF export shows the culprit branches as related
+			// locations of the leak's result.
+			out, err = exec.Command(lpBin, "report", "--format", "sarif", trace).Output()
+			if err != nil {
+				t.Fatalf("leakpath report --format sarif: %v", err)
+			}
+			var log struct {
+				Runs []struct {
+					Results []struct {
+						Message struct {
+							Text string `json:"text"`
+						} `json:"message"`
+						RelatedLocations []struct {
+							PhysicalLocation struct {
+								ArtifactLocation struct {
+									URI string `json:"uri"`
+								} `json:"artifactLocation"`
+								Region struct {
+									StartLine int `json:"startLine"`
+								} `json:"region"`
+							} `json:"physicalLocation"`
+							Message struct {
+								Text string `json:"text"`
+							} `json:"message"`
+						} `json:"relatedLocations"`
+					} `json:"results"`
+				} `json:"runs"`
+			}
+			if err := json.Unmarshal(out, &log); err != nil || len(log.Runs) != 1 {
+				t.Fatalf("SARIF: %v\n%s", err, out)
+			}
+			var branches []string
+			for _, res := range log.Runs[0].Results {
+				if !strings.Contains(res.Message.Text, "root cause:") {
+					continue
+				}
+				for _, rl := range res.RelatedLocations {
+					if strings.Contains(rl.Message.Text, "branch") {
+						pl := rl.PhysicalLocation
+						branches = append(branches, path.Base(pl.ArtifactLocation.URI)+":"+strconv.Itoa(pl.Region.StartLine))
+					}
+				}
+			}
+			var jsonBranches []string // the JSON report's, which the checks above judge
+			for _, l := range d.Leaks {
+				if l.RootCause != nil && l.RootCause.Status == "found" {
+					for _, b := range l.RootCause.Branches {
+						jsonBranches = append(jsonBranches, filepath.Base(b.File)+":"+strconv.Itoa(b.Line))
+					}
+				}
+			}
+			if len(jsonBranches) == 0 {
+				t.Errorf("no culprit branch in the JSON report to find in the SARIF log")
+			}
+			for _, w := range jsonBranches {
+				if !slices.Contains(branches, w) {
+					t.Errorf("SARIF: the root cause's branches %v lack %s", branches, w)
+				}
 			}
 		})
 	}

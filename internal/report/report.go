@@ -58,6 +58,12 @@ type Options struct {
 	Label     string
 	LeakCheck bool
 	AskedBy   int
+	// CollapsedValue is what the collapsed format counts per stack, one
+	// of CollapsedValues; "": leaked-bytes.
+	CollapsedValue string
+	// SourceRoot is the directory SARIF paths are relative to (as
+	// %SRCROOT%); "": the current directory.
+	SourceRoot string
 }
 
 // Report is a report being generated.
@@ -94,15 +100,26 @@ func New(s *heap.Session, main int32, opts Options) *Report {
 		warnings: append([]string(nil), opts.Warnings...), noLines: map[string]bool{}}
 }
 
-// Generate writes the report in format "text" or "json".
+// Formats are the formats Generate knows; the first is the default.
+var Formats = []string{"text", "json", "pprof", "collapsed", "sarif"}
+
+// Generate writes the report in one of Formats: "text" (or ""), "json",
+// "pprof" (a gzipped profile.proto), "collapsed" (folded stacks) or
+// "sarif" (SARIF 2.1.0).
 func (r *Report) Generate(w io.Writer, format string) error {
 	switch format {
 	case "text", "":
 		return r.text(w)
 	case "json":
 		return r.json(w)
+	case "pprof":
+		return r.pprof(w)
+	case "collapsed":
+		return r.collapsed(w)
+	case "sarif":
+		return r.sarif(w)
 	}
-	return fmt.Errorf("report: unknown format %q (want text or json)", format)
+	return fmt.Errorf("report: unknown format %q (want %s)", format, strings.Join(Formats, ", "))
 }
 
 // Images returns the images worth reporting: the main one first, then every
