@@ -52,9 +52,17 @@ func markedLines(t *testing.T, src string) []int {
 	var out []int
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
-		if strings.Contains(sc.Text(), "/* LEAK") || strings.Contains(sc.Text(), "// LEAK") {
+		// A comment on the line that says LEAK ("/* LEAK */",
+		// "/* error condition 1: LEAK */").
+		line := sc.Text()
+		if i := strings.Index(line, "/*"); i >= 0 && strings.Contains(line[i:], "LEAK") {
+			out = append(out, n)
+		} else if i := strings.Index(line, "//"); i >= 0 && strings.Contains(line[i:], "LEAK") {
 			out = append(out, n)
 		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s marks no line LEAK", src)
 	}
 	return out
 }
