@@ -36,23 +36,36 @@ type trace struct {
 	count  int
 }
 
+// byOutcome returns the distinct paths, freed ones and leaked ones.
+func (ps *Paths) byOutcome() (fs, es []trace) {
+	for i := range ps.Len() {
+		evs, outcome, n := ps.Path(i)
+		if outcome == steptrace.Freed {
+			fs = append(fs, trace{evs, n})
+		} else {
+			es = append(es, trace{evs, n})
+		}
+	}
+	return fs, es
+}
+
+// total returns how many times the traces were seen.
+func total(ts []trace) uint32 {
+	n := uint32(0)
+	for _, t := range ts {
+		n += uint32(t.count)
+	}
+	return n
+}
+
 // Analyze finds where a site's leaked (E) paths part from its freed (F)
 // ones. frames: the allocation stack's return addresses, innermost first
 // (frames[0] in the allocating function, where paths begin). It fills
 // the status, counts, functions and branches of the answer.
 func Analyze(ps *Paths, frames []uint64) *event.RootCauseInfo {
 	rc := &event.RootCauseInfo{}
-	var fs, es []trace
-	for i := 0; i < ps.Len(); i++ {
-		evs, outcome, n := ps.Path(i)
-		if outcome == steptrace.Freed {
-			fs = append(fs, trace{evs, n})
-			rc.Freed += uint32(n)
-		} else {
-			es = append(es, trace{evs, n})
-			rc.Leaked += uint32(n)
-		}
-	}
+	fs, es := ps.byOutcome()
+	rc.Freed, rc.Leaked = total(fs), total(es)
 	rc.Traced = rc.Freed + rc.Leaked
 	switch {
 	case rc.Traced == 0:
@@ -120,9 +133,7 @@ func branchTraces(fs, es []trace, fn frame) *Paths {
 	}{{fs, steptrace.Freed}, {es, steptrace.EndReached}} {
 		for _, t := range group.ts {
 			for _, inv := range invocations(t.events, fn) {
-				for range t.count {
-					g.Add(inv, group.outcome)
-				}
+				g.addN(inv, group.outcome, t.count)
 			}
 		}
 	}
@@ -136,15 +147,10 @@ func branchTraces(fs, es []trace, fn frame) *Paths {
 // take in a way no F trace does stand in (loops and signals can blur the
 // walk).
 func leakingBranches(g *Paths) map[event.RootBranch]int {
+	fs, es := g.byOutcome()
 	var fev [][]steptrace.Event
-	var es []trace
-	for i := 0; i < g.Len(); i++ {
-		evs, outcome, n := g.Path(i)
-		if outcome == steptrace.Freed {
-			fev = append(fev, evs)
-		} else {
-			es = append(es, trace{evs, n})
-		}
+	for _, t := range fs {
+		fev = append(fev, t.events)
 	}
 	inF := occurring(fev)
 	found := map[event.RootBranch]int{}
@@ -250,12 +256,8 @@ func callsOf(evs []steptrace.Event) []steptrace.Event {
 // 14 step 1402): the branches each run of fn took itself, not those of
 // its callees.
 func invocations(evs []steptrace.Event, fn frame) [][]steptrace.Event {
-	type level struct {
-		entry uint64
-		inv   int // its invocation's index in out, or -1
-	}
 	var out [][]steptrace.Event
-	var stack []level
+	var stack []int  // per function entered: its invocation's index in out, or -1
 	up, cur := 0, -1 // cur: the invocation of fn on the allocation stack
 	if fn.entry == 0 && fn.up == 0 {
 		out, cur = append(out, nil), 0
@@ -263,12 +265,12 @@ func invocations(evs []steptrace.Event, fn frame) [][]steptrace.Event {
 	for _, e := range evs {
 		switch e.Kind {
 		case steptrace.Enter:
-			l := level{entry: e.Addr, inv: -1}
+			inv := -1
 			if fn.entry != 0 && e.Addr == fn.entry {
 				out = append(out, nil)
-				l.inv = len(out) - 1
+				inv = len(out) - 1
 			}
-			stack = append(stack, l)
+			stack = append(stack, inv)
 		case steptrace.Exit:
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
@@ -282,7 +284,7 @@ func invocations(evs []steptrace.Event, fn frame) [][]steptrace.Event {
 			}
 		case steptrace.Branch:
 			if len(stack) > 0 {
-				if i := stack[len(stack)-1].inv; i >= 0 {
+				if i := stack[len(stack)-1]; i >= 0 {
 					out[i] = append(out[i], e)
 				}
 			} else if cur >= 0 {

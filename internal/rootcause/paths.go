@@ -25,7 +25,6 @@ type Paths struct {
 	g        *sequitur.Grammar
 	outcomes []steptrace.Outcome // by path index
 	to       map[sequitur.Symbol]uint64
-	added    int
 }
 
 // NewPaths returns an empty set of paths.
@@ -37,6 +36,11 @@ func NewPaths() *Paths {
 // others are not paths to compare and are left out) and returns its
 // index among the distinct paths.
 func (ps *Paths) Add(events []steptrace.Event, outcome steptrace.Outcome) int {
+	return ps.addN(events, outcome, 1)
+}
+
+// addN is Add of n copies of a path.
+func (ps *Paths) addN(events []steptrace.Event, outcome steptrace.Outcome, n int) int {
 	var end sequitur.Symbol
 	switch outcome {
 	case steptrace.Freed:
@@ -54,17 +58,24 @@ func (ps *Paths) Add(events []steptrace.Event, outcome steptrace.Outcome) int {
 		}
 		syms = append(syms, s)
 	}
-	ps.added++
-	i, isNew := ps.g.Add(append(syms, end))
+	i, isNew := ps.g.AddN(append(syms, end), n)
 	if isNew {
 		ps.outcomes = append(ps.outcomes, outcome)
 	}
 	return i
 }
 
-// Len returns the number of distinct paths; Added the number added.
-func (ps *Paths) Len() int   { return ps.g.Len() }
-func (ps *Paths) Added() int { return ps.added }
+// Len returns the number of distinct paths.
+func (ps *Paths) Len() int { return ps.g.Len() }
+
+// Added returns the number of paths added.
+func (ps *Paths) Added() int {
+	n := 0
+	for i := range ps.g.Len() {
+		n += ps.g.Count(i)
+	}
+	return n
+}
 
 // Size returns the symbols the grammar stores for all the paths.
 func (ps *Paths) Size() int { return ps.g.Size() }

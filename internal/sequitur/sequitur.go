@@ -67,18 +67,21 @@ func New() *Grammar {
 // Add adds a path and returns its index (0 for S1). When an identical path
 // was added before, the grammar is left as it was, the path's count grows
 // and isNew is false.
-func (g *Grammar) Add(path []Symbol) (index int, isNew bool) {
+func (g *Grammar) Add(path []Symbol) (index int, isNew bool) { return g.AddN(path, 1) }
+
+// AddN is Add of n copies of a path (n ≥ 1).
+func (g *Grammar) AddN(path []Symbol, n int) (index int, isNew bool) {
 	h := g.hash(path)
 	for _, i := range g.byHash[h] {
 		if slices.Equal(g.Path(i), path) {
-			g.counts[i]++
+			g.counts[i] += n
 			return i, false
 		}
 	}
 	r := g.newRule()
 	r.path = len(g.paths) + 1
 	g.paths = append(g.paths, r)
-	g.counts = append(g.counts, 1)
+	g.counts = append(g.counts, n)
 	g.byHash[h] = append(g.byHash[h], len(g.paths)-1)
 	for _, s := range path {
 		n := &node{term: s}
