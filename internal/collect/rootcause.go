@@ -515,7 +515,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		MaxStops: o.WindowStopsLimit,
 		Deadline: time.Now().Add(o.WindowBudget),
 		StepOnly: !hw,
-		Caught:   func(sig int) bool { return caught(pid, sig) },
+		Caught:   func(sig int) bool { return ptrace.Caught(pid, sig) },
 		Vdso:     rc.vdso,
 	}
 	var path *steptrace.Path
@@ -765,22 +765,6 @@ func boringModule(path string) bool {
 		}
 	}
 	return false
-}
-
-// caught reports whether process pid has a handler for signal sig (its
-// SigCgt mask in /proc/PID/status); when it cannot tell, it has.
-func caught(pid, sig int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return true
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err != nil || sig < 1 || sig > 64 || mask&(1<<(sig-1)) != 0
-		}
-	}
-	return true
 }
 
 // readMem reads the process's memory (code and data) without ptrace.

@@ -459,17 +459,31 @@ func (s *Stepper) dropStrayTraps() {
 
 // trapPending reports a SIGTRAP pending for the thread itself.
 func (s *Stepper) trapPending() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", s.pid, s.tid))
+	mask, ok := signalMask(fmt.Sprintf("/proc/%d/task/%d/status", s.pid, s.tid), "SigPnd")
+	return ok && mask&(1<<(unix.SIGTRAP-1)) != 0
+}
+
+// Caught reports whether process pid has a handler for signal sig (its
+// SigCgt mask); when it cannot tell, it has.
+func Caught(pid, sig int) bool {
+	mask, ok := signalMask(fmt.Sprintf("/proc/%d/status", pid), "SigCgt")
+	return !ok || sig < 1 || sig > 64 || mask&(1<<(sig-1)) != 0
+}
+
+// signalMask reads the signal mask field ("SigPnd", "SigCgt"...) of a
+// /proc status file.
+func signalMask(status, field string) (uint64, bool) {
+	b, err := os.ReadFile(status)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "SigPnd:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(unix.SIGTRAP-1)) != 0
+			return mask, err == nil
 		}
 	}
-	return false
+	return 0, false
 }
 
 func (s *Stepper) close() {
