@@ -75,10 +75,16 @@ func TestAnalyzeSeed(t *testing.T) {
 	if ps.Len() != 3 || ps.Added() != 9 {
 		t.Fatalf("%d distinct paths of %d, want 3 of 9", ps.Len(), ps.Added())
 	}
+	symbols := 0
 	for i, want := range [][]st.Event{normal, err2, err1} {
 		if evs, _, n := ps.Path(i); !slices.Equal(evs, want) || n != 3 {
 			t.Errorf("path %d: %v ×%d, want %v ×3", i, evs, n, want)
 		}
+		symbols += len(want) + 1
+	}
+	// What the paths share is stored once.
+	if ps.Size() >= symbols {
+		t.Errorf("the grammar stores %d symbols for paths of %d:\n%s", ps.Size(), symbols, ps)
 	}
 	rc := Analyze(ps, frames)
 	if rc.Status != event.RootCauseFound || rc.Traced != 9 || rc.Freed != 6 || rc.Leaked != 3 {

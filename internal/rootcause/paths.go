@@ -93,10 +93,7 @@ func (ps *Paths) Path(i int) (events []steptrace.Event, outcome steptrace.Outcom
 }
 
 // String prints the grammar (S1 → …), events by kind and address.
-func (ps *Paths) String() string { return ps.Format(steptrace.Event.String) }
-
-// Format prints the grammar, events named by name.
-func (ps *Paths) Format(name func(steptrace.Event) string) string {
+func (ps *Paths) String() string {
 	return ps.g.String(func(s sequitur.Symbol) string {
 		switch s {
 		case symF:
@@ -104,7 +101,7 @@ func (ps *Paths) Format(name func(steptrace.Event) string) string {
 		case symE:
 			return "E"
 		}
-		return name(ps.decode(s))
+		return ps.decode(s).String()
 	})
 }
 
