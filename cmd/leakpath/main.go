@@ -141,6 +141,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		// each lands in its invocation.
 		o.fold = false
 	}
+	if o.usage.perCall && !flagGiven(fs, "time-resolution") {
+		o.timeRes = 0 // so that `leakpath report --per-call` tells calls apart too
+	}
 	if len(o.argv) == 0 {
 		fmt.Fprintln(stderr, "leakpath run: no program given (usage: leakpath run [flags] -- PROGRAM [ARGS...])")
 		return exitUsage

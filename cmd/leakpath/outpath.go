@@ -196,12 +196,12 @@ func writableDir(dir string) error {
 // startTrace creates the trace now if its name is known, else returns a
 // writer that creates it when the program's first events arrive. nil: no
 // trace.
-func (out *outputs) startTrace(meta tracefile.Meta) (*traceOut, error) {
+func (out *outputs) startTrace(meta tracefile.Meta, opts tracefile.Options) (*traceOut, error) {
 	if out.trace.s == "" {
 		return nil, nil
 	}
 	meta.Rank = out.rank
-	out.tr = &traceOut{out: out, meta: meta}
+	out.tr = &traceOut{out: out, meta: meta, opts: opts}
 	if !out.trace.needsPID(out.rank) {
 		if err := out.tr.open(0); err != nil {
 			return nil, err
@@ -244,13 +244,14 @@ func (out *outputs) close() {
 type traceOut struct {
 	out  *outputs
 	meta tracefile.Meta
+	opts tracefile.Options
 	path string
 	w    *tracefile.Writer
 }
 
 func (t *traceOut) open(pid int) error {
 	t.path = t.out.trace.expand(pid, t.out.rank)
-	w, err := tracefile.Create(t.path, t.meta)
+	w, err := tracefile.CreateOptions(t.path, t.meta, t.opts)
 	if err != nil {
 		return err
 	}

@@ -105,12 +105,14 @@ func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) err
 
 // loadedTrace is a trace replayed into the model.
 type loadedTrace struct {
-	model    *heap.Session
-	main     int32 // the main program's last image; -1: none
-	tps      float64
-	warnings []string
-	meta     tracefile.Meta
-	cut      error // the trace ends early or is corrupt there: the model has what came before
+	model *heap.Session
+	main  int32 // the main program's last image; -1: none
+	tps   float64
+	// timeShift: the trace keeps times to 2^timeShift ticks.
+	timeShift uint
+	warnings  []string
+	meta      tracefile.Meta
+	cut       error // the trace ends early or is corrupt there: the model has what came before
 }
 
 // loadTrace replays the trace at path. A trace cut short or corrupt
@@ -170,7 +172,7 @@ func loadTraceWith(path string, obs heap.Observer) (*loadedTrace, error) {
 			}
 		}
 	}
-	return &loadedTrace{model: model, main: main, tps: tps, warnings: warnings, meta: r.Meta(), cut: cut}, nil
+	return &loadedTrace{model: model, main: main, tps: tps, warnings: warnings, meta: r.Meta(), cut: cut, timeShift: r.TimeShift()}, nil
 }
 
 // reportTraces reports several traces (the ranks of an MPI job, say):

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/clock"
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/heap"
@@ -34,6 +35,7 @@ type runOptions struct {
 	ringKiB    int
 	quiet      bool
 	snapDir    string
+	timeRes    time.Duration
 	scan       bool
 	rootCause  collect.RootCauseOptions
 	leaks      leakOptions
@@ -57,6 +59,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of every free too (needed for root causes)")
 	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak may miss such blocks")
+	fs.DurationVar(&o.timeRes, "time-resolution", time.Millisecond, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that): exact times are most of a trace's size; 0 keeps them exact (the default with --per-call)")
 	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
 	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
@@ -158,7 +161,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	tw, err := outs.startTrace(tracefile.Meta{
 		Command: o.argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname(),
-	})
+	}, tracefile.Options{TimeShift: clock.ShiftFor(o.timeRes, clock.UseTSC())})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -233,6 +233,9 @@ func reportUsage(paths []string, o *reportOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.usage.perCall && t.timeShift > 0 {
+		warnings = append(warnings, fmt.Sprintf("the trace keeps times to 2^%d clock ticks (leakpath run --time-resolution): calls closer together than that may share a row (record with --per-call or --time-resolution=0 for exact times)", t.timeShift))
+	}
 	rep := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, TracePath: path})
 	r := u.report(rep, append(t.warnings, warnings...))
 	return writeOutput(o.output, stdout, func(w io.Writer) error { return r.Generate(w, o.format) })

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,4 +98,28 @@ func (s *Source) TicksPerSecond() float64 {
 		return 0
 	}
 	return float64(t-s.ticks0) / float64(n-s.ns0) * 1e9
+}
+
+// ShiftFor returns the largest shift s such that 2^s ticks of the clock
+// UseTSC selects last at most res: the tracefile.Options.TimeShift that
+// keeps times to res. res <= 0 is 0 (exact). The TSC's rate is measured
+// over ~2 ms: a power of two needs no more.
+func ShiftFor(res time.Duration, tsc bool) uint {
+	if res <= 0 {
+		return 0
+	}
+	perNS := 1.0
+	if tsc && haveTSC {
+		s := NewSource(true)
+		time.Sleep(2 * time.Millisecond)
+		if r := s.TicksPerSecond(); r > 0 {
+			perNS = r / 1e9
+		}
+	}
+	ticks := float64(res.Nanoseconds()) * perNS
+	var s uint
+	for s < 32 && float64(uint64(1)<<(s+1)) <= ticks {
+		s++
+	}
+	return s
 }

@@ -35,7 +35,7 @@ var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "s
 // that of scope markers.
 const (
 	opScope     = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
-	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2
+	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2 (both >> shift)
 	opSetProc   = 0x1d // misc: uvarint Proc
 	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
 	opGeneric   = 0x1f // ops: kind byte; misc: uvarint field mask; fields
@@ -344,6 +344,15 @@ func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, primary, flags b
 	return b
 }
 
+// ownTime is ev.Addr2, as coarse as times when it is a late allocation's
+// own time (and not 0 so: 0 would say it is not late).
+func (e *encoder) ownTime(ev *event.Event) uint64 {
+	if ev.Kind == event.Alloc && ev.Addr2 <= ev.Time && ev.Addr2>>e.shift != 0 {
+		return ev.Addr2 >> e.shift << e.shift
+	}
+	return ev.Addr2
+}
+
 // putSize codes a size as its low byte and the uvarint of the rest: one
 // byte-wide column and one mostly of zeros entropy-code better than
 // varints whose first and second bytes share one distribution.
@@ -458,14 +467,16 @@ func (e *encoder) add(ev *event.Event) error {
 				e.addAlloc(ev)
 				return nil
 			}
-			if ev.Addr2 <= ev.Time {
-				// A late allocation: its own time is close before Time.
+			if ev.Addr2 <= ev.Time && ev.Addr2>>e.shift != 0 {
+				// A late allocation: its own time is close before Time,
+				// and as coarse (version 6: before, it was exact).
 				e.addAlloc(ev)
 				ops := e.s[sOps]
 				ops[len(ops)-1] = ops[len(ops)-1]&^codeMask | opLateAlloc
-				e.s[sTime] = uv(e.s[sTime], ev.Time-ev.Addr2)
+				late := ev.Time>>e.shift - ev.Addr2>>e.shift
+				e.s[sTime] = uv(e.s[sTime], late)
 				if e.dual {
-					e.alt = uv(e.alt, ev.Time-ev.Addr2)
+					e.alt = uv(e.alt, late)
 				}
 				return nil
 			}
@@ -761,7 +772,7 @@ func (e *encoder) addGeneric(ev *event.Event) {
 		b = uv(b, ev.Addr)
 	}
 	if mask&gAddr2 != 0 {
-		b = uv(b, ev.Addr2)
+		b = uv(b, e.ownTime(ev))
 	}
 	if mask&gSize != 0 {
 		b = uv(b, ev.Size)

@@ -276,7 +276,11 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 			d.decAlloc(ev, op)
 		case opLateAlloc:
 			d.decAlloc(ev, op)
-			if late := d.uv(sTime); late < ev.Time {
+			late := d.uv(sTime)
+			if d.version >= 6 {
+				late <<= d.shift // coarse like Time (see chunk.go)
+			}
+			if late < ev.Time {
 				ev.Addr2 = ev.Time - late
 			} else {
 				d.failf("late allocation %d ticks before time %d", late, ev.Time)

@@ -14,7 +14,9 @@
 // ClockInfo, reads back exactly as written, for any value (unknown kinds
 // included), with two normalisations: an empty slice (Frames,
 // Module.BuildID, Module.Segments, ProcessInfo.Argv) reads back as nil,
-// and with Options.TimeShift set, the low bits of Event.Time are dropped.
+// and with Options.TimeShift set, the low bits of Event.Time are dropped,
+// and those of a late allocation's own time (an Alloc's Addr2 that is not
+// after its Time), unless that would make it 0.
 // Events beyond the limits (MaxFrames, MaxString, MaxSegments, MaxArgs)
 // are refused by Write.
 //
@@ -89,6 +91,9 @@
 //	                   f1: misc: uvarint k, the k-th name of the chunk's
 //	                   table, else misc: the name (a string), added to
 //	                   the table while it holds fewer than 1,024
+//	0x1c late Alloc    an Alloc with its own, earlier time in Addr2 (the
+//	                   agent wrote it after newer events): as 0x01, then
+//	                   time: uvarint (Time>>shift) - (Addr2>>shift)
 //	0x1f generic       any event: ops: kind byte; misc: uvarint mask of the
 //	                   fields that are not zero, then those fields
 //	                   (time in the time stream, frames in frames, the rest
@@ -100,6 +105,7 @@
 //
 // A reader reads every version up to its own. Version 2 added scans to
 // the generic event, 3 their flags, 4 root causes, 5 the scope marker
-// (op 0x06); an older file holding what its version did not have is
-// corrupt.
+// (op 0x06), 6 codes a late allocation's own time shifted like the others
+// (op 0x1c: before, the difference was exact ticks); an older file holding
+// what its version did not have is corrupt.
 package tracefile

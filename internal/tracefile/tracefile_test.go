@@ -389,8 +389,16 @@ func TestTimeShift(t *testing.T) {
 	evs := newGen(9).events(20000)
 	const shift = 10
 	want := normalize(evs)
+	late := 0
 	for i := range want {
+		if w := &want[i]; w.Kind == event.Alloc && w.Addr2>>shift != 0 && w.Addr2 <= w.Time {
+			w.Addr2 = w.Addr2 >> shift << shift // its own time, as coarse
+			late++
+		}
 		want[i].Time = want[i].Time >> shift << shift
+	}
+	if late == 0 {
+		t.Fatal("the generator made no late allocation")
 	}
 	var b bytes.Buffer
 	w, err := NewWriterOptions(&b, testMeta, Options{TimeShift: shift, ChunkSize: 20000})
@@ -554,7 +562,7 @@ func TestOlderVersions(t *testing.T) {
 		}
 	}
 	marker := []event.Event{{Kind: event.ScopeBegin, Time: 5, Aux: 1, X: &event.Extra{Text: "s"}}}
-	for v := 1; v < Version; v++ {
+	for v := 1; v < 5; v++ { // 5 added the marker
 		old := func(evs []event.Event) []byte {
 			data := writeTrace(t, evs, Options{}, 100)
 			binary.LittleEndian.PutUint16(data[8:], uint16(v))
