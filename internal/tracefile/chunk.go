@@ -263,6 +263,10 @@ type encoder struct {
 	free  []addrEntry
 	// nameIdx: the index of each name in model.names.
 	nameIdx map[string]int
+	callers callerTrie
+	// defFrames: the frames of the chunk's stack definitions (the
+	// events' own slices, which the writer does not change).
+	defFrames [][]uint64
 	// Sequence numbers of allocations and frees since the encoder was
 	// made, and of the first ones in this chunk.
 	allocSeq, allocStart uint32
@@ -281,6 +285,9 @@ func newEncoder() *encoder {
 func (e *encoder) reset() {
 	e.model.reset()
 	clear(e.nameIdx)
+	e.callers.reset()
+	clear(e.defFrames)
+	e.defFrames = e.defFrames[:0]
 	for i := range e.s {
 		e.s[i] = e.s[i][:0]
 	}
@@ -689,8 +696,110 @@ func (e *encoder) addStackDef(ev *event.Event) {
 		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
 	}
 	e.lastStack = ev.Stack
-	e.putFrames(ev.Frames())
+	fr := ev.Frames()
+	if ref, k := e.callers.add(fr); k >= minSharedCallers {
+		// Only the frames below the callers it shares are coded.
+		op |= f2
+		e.s[sFrames] = uv(e.s[sFrames], uint64(ref))
+		e.s[sFrames] = uv(e.s[sFrames], uint64(k))
+		e.putInner(fr, len(fr)-k, e.defFrames[len(e.defFrames)-ref])
+	} else {
+		e.putFrames(fr)
+	}
+	e.defFrames = append(e.defFrames, fr)
 	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// minSharedCallers: a stack shares at least so many outermost frames with
+// an earlier one of the chunk before it is coded as a reference to it.
+const minSharedCallers = 2
+
+// putInner codes the first n frames of fr, those below the callers it
+// shares with the earlier stack from: their count, then from the outermost
+// in, each as a delta from the one above it; the outermost from the frame
+// at its depth in from if there is one (a return address in the same
+// function, called from the same shared caller), else from the innermost
+// shared frame. The first frame of fr becomes the previous first frame.
+func (e *encoder) putInner(fr []uint64, n int, from []uint64) {
+	b := uv(e.s[sFrames], uint64(n))
+	if n > 0 {
+		b = uv(b, zigzag(int64(fr[n-1]-innerAnchor(fr, n, from))))
+		for i := n - 2; i >= 0; i-- {
+			b = uv(b, zigzag(int64(fr[i]-fr[i+1])))
+		}
+	}
+	e.prevFrame = fr[0]
+	e.s[sFrames] = b
+}
+
+// innerAnchor is what the outermost of the n inner frames of fr is coded
+// from (see putInner); fr[n:] are the frames shared with from.
+func innerAnchor(fr []uint64, n int, from []uint64) uint64 {
+	if k := len(fr) - n; len(from) > k {
+		return from[len(from)-k-1]
+	}
+	return fr[n]
+}
+
+// callerTrie holds the stacks defined in a chunk, outermost frame first,
+// to find the earlier stack that shares the most callers with a new one.
+type callerTrie struct {
+	nodes map[trieKey]trieNode
+	defs  int32 // stacks defined in the chunk
+}
+
+type trieKey struct {
+	parent int32 // 0: the root
+	frame  uint64
+}
+
+type trieNode struct {
+	id   int32
+	last int32 // the latest stack (its index in the chunk) through this node
+}
+
+// maxTrieNodes bounds a chunk's trie; past it, stacks share with those
+// already in it only.
+const maxTrieNodes = 1 << 16
+
+// add enters the stack fr as the chunk's next one and returns how many
+// stacks back (1: the latest) the earlier stack sharing the most
+// outermost frames with it is, and how many it shares (0: none).
+func (c *callerTrie) add(fr []uint64) (ref, shared int) {
+	if c.nodes == nil {
+		c.nodes = map[trieKey]trieNode{}
+	}
+	idx := c.defs
+	c.defs++
+	var parent int32
+	var from int32 = -1
+	matching := true
+	for i := len(fr) - 1; i >= 0; i-- {
+		k := trieKey{parent, fr[i]}
+		nd, ok := c.nodes[k]
+		if !ok {
+			if len(c.nodes) >= maxTrieNodes {
+				break
+			}
+			matching = false
+			nd.id = int32(len(c.nodes)) + 1
+		} else if matching {
+			from = nd.last
+			shared++
+		}
+		nd.last = idx
+		c.nodes[k] = nd
+		parent = nd.id
+	}
+	if shared == 0 {
+		return 0, 0
+	}
+	return int(idx - from), shared
+}
+
+func (c *callerTrie) reset() {
+	clear(c.nodes)
+	c.defs = 0
 }
 
 // putFrames codes a stack: the count, the first frame as a delta from the

@@ -27,7 +27,8 @@ type decoder struct {
 	free    []uint64
 	// Allocations and frees decoded in the chunk.
 	allocN, freeN uint64
-	arena         []uint64 // frames of the current batch
+	arena         []uint64   // frames of the current batch
+	defs          [][]uint64 // the frames of the chunk's stack definitions
 }
 
 func newDecoder() *decoder {
@@ -41,6 +42,8 @@ func (d *decoder) reset(p []byte) error {
 	d.bad, d.reason, d.n = -1, "", 0
 	d.allocN, d.freeN = 0, 0
 	d.alloc = d.alloc[:0]
+	clear(d.defs)
+	d.defs = d.defs[:0]
 	if len(p) == 0 {
 		return fmt.Errorf("empty payload")
 	}
@@ -467,7 +470,7 @@ func (d *decoder) decRealloc(ev *event.Event, op byte) {
 
 func (d *decoder) decStackDef(ev *event.Event, op byte) {
 	ev.Kind = event.StackDef
-	if op&f2 != 0 {
+	if op&f2 != 0 && d.version < 6 {
 		d.failf("bad op %#x", op)
 		return
 	}
@@ -483,10 +486,59 @@ func (d *decoder) decStackDef(ev *event.Event, op byte) {
 		ev.Stack = d.u32(sStack)
 	}
 	d.lastStack = ev.Stack
-	ev.Ext().Frames = d.frames()
-	if ev.Frames() == nil && d.bad < 0 {
+	var fr []uint64
+	if op&f2 != 0 {
+		fr = d.sharedFrames()
+	} else {
+		fr = d.frames()
+	}
+	d.defs = append(d.defs, fr)
+	ev.Ext().Frames = fr
+	if fr == nil && d.bad < 0 {
 		d.failf("stack without frames")
 	}
+}
+
+// sharedFrames decodes what encoder.putInner coded after a reference to an
+// earlier stack of the chunk and the number of its outermost frames shared.
+func (d *decoder) sharedFrames() []uint64 {
+	ref := d.uv(sFrames)
+	if ref == 0 || ref > uint64(len(d.defs)) {
+		d.failf("stack %d back of %d", ref, len(d.defs))
+		return nil
+	}
+	from := d.defs[uint64(len(d.defs))-ref]
+	k := d.uv(sFrames)
+	if k == 0 || k > uint64(len(from)) {
+		d.failf("%d shared frames of a stack of %d", k, len(from))
+		return nil
+	}
+	n := d.count(sFrames, MaxFrames-int(k))
+	if d.bad >= 0 {
+		return nil
+	}
+	fr := d.alloc64(n + int(k))
+	copy(fr[n:], from[uint64(len(from))-k:])
+	if n > 0 {
+		f := innerAnchor(fr, n, from) + uint64(unzigzag(d.uv(sFrames)))
+		fr[n-1] = f
+		for i := n - 2; i >= 0; i-- {
+			f += uint64(unzigzag(d.uv(sFrames)))
+			fr[i] = f
+		}
+	}
+	d.prevFrame = fr[0]
+	return fr
+}
+
+// alloc64 returns n fresh frames from the arena.
+func (d *decoder) alloc64(n int) []uint64 {
+	if cap(d.arena)-len(d.arena) < n {
+		d.arena = make([]uint64, 0, max(n, 1024))
+	}
+	fr := d.arena[len(d.arena) : len(d.arena)+n : len(d.arena)+n]
+	d.arena = d.arena[:len(d.arena)+n]
+	return fr
 }
 
 // decScope decodes what encoder.addScope coded.
@@ -533,11 +585,7 @@ func (d *decoder) frames() []uint64 {
 	if n == 0 {
 		return nil
 	}
-	if cap(d.arena)-len(d.arena) < n {
-		d.arena = make([]uint64, 0, max(n, 1024))
-	}
-	fr := d.arena[len(d.arena) : len(d.arena)+n : len(d.arena)+n]
-	d.arena = d.arena[:len(d.arena)+n]
+	fr := d.alloc64(n)
 	f := d.prevFrame + uint64(unzigzag(d.uv(sFrames)))
 	fr[0] = f
 	d.prevFrame = f

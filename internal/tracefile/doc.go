@@ -84,7 +84,15 @@
 //	                   bits 5-6: Addr2 = Addr, 0, or Addr + zigzag delta
 //	                   (addr); size
 //	0x05 StackDef      f0: time (else 0); f1: Stack = previous StackDef's
-//	                   + 1, else stack; frames
+//	                   + 1, else stack; frames, or with f2 (version 6)
+//	                   only those below the callers it shares with an
+//	                   earlier StackDef of the chunk: frames: uvarint how
+//	                   many StackDefs back (1: the latest), uvarint k (its
+//	                   k outermost frames are this one's), uvarint n, then
+//	                   the n inner frames from the outermost in, each a
+//	                   zigzag delta from the one above it; the first from
+//	                   the earlier stack's frame at its depth, or if that
+//	                   stack has none, from the shared frame above it
 //	0x06 scope marker  (format version 5) a ScopeBegin with a name or a
 //	                   ScopeEnd without, Aux its depth, nothing else:
 //	                   time; misc: uvarint Aux; f0: an end; a begin with
@@ -106,6 +114,7 @@
 // A reader reads every version up to its own. Version 2 added scans to
 // the generic event, 3 their flags, 4 root causes, 5 the scope marker
 // (op 0x06), 6 codes a late allocation's own time shifted like the others
-// (op 0x1c: before, the difference was exact ticks); an older file holding
+// (op 0x1c: before, the difference was exact ticks) and lets a StackDef
+// share its callers with an earlier one (f2); an older file holding
 // what its version did not have is corrupt.
 package tracefile

@@ -63,6 +63,8 @@ func FuzzChunk(f *testing.F) {
 		{Kind: event.ScopeEnd, Thread: 7, Time: 12, Aux: 2},
 		{Kind: event.ScopeEnd, Thread: 7, Time: 13, Aux: 1},
 	}))
+	// Version 6: stacks sharing their callers with earlier ones.
+	f.Add(encodeChunk(f, sharedCallerStacks(40)))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		evs, err := decodeChunk(p)
 		if err != nil {

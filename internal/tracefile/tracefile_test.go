@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -581,4 +583,68 @@ func TestOlderVersions(t *testing.T) {
 			t.Errorf("version %d: a scope marker read with %v, want corruption", v, err)
 		}
 	}
+}
+
+// sharedCallerStacks makes n stack definitions like an interpreter's:
+// deep stacks whose outer frames are one of a few chains, with 1-4 inner
+// frames of their own; one in eight is a suffix of an earlier one.
+func sharedCallerStacks(n int) []event.Event {
+	rng := rand.New(rand.NewPCG(7, 8))
+	chains := make([][]uint64, 6)
+	for i := range chains {
+		chains[i] = make([]uint64, 10+rng.IntN(30))
+		for j := range chains[i] {
+			chains[i][j] = 0x7f0000000000 + uint64(rng.IntN(1<<20))
+		}
+	}
+	var evs []event.Event
+	var defs [][]uint64
+	for i := 0; i < n; i++ {
+		var fr []uint64
+		if i%8 == 7 && len(defs) > 0 {
+			d := defs[rng.IntN(len(defs))]
+			fr = slices.Clone(d[rng.IntN(len(d)):])
+		} else {
+			c := chains[rng.IntN(len(chains))]
+			for k := 1 + rng.IntN(4); k > 0; k-- {
+				fr = append(fr, 0x400000+uint64(rng.IntN(1<<16)))
+			}
+			fr = append(fr, c[rng.IntN(len(c)/2):]...)
+		}
+		defs = append(defs, fr)
+		evs = append(evs, event.Event{Kind: event.StackDef, Stack: uint32(i + 1), Time: uint64(1000 + i),
+			X: &event.Extra{Frames: fr}})
+	}
+	return evs
+}
+
+// TestSharedCallers: stacks that share their outer frames with earlier
+// ones read back exactly, across chunks too, and their frames take much
+// less than coded whole.
+func TestSharedCallers(t *testing.T) {
+	evs := sharedCallerStacks(3000)
+	for _, chunk := range []int{1 << 20, 4096} {
+		data := writeTrace(t, evs, Options{ChunkSize: chunk}, 100)
+		got, err := readAll(t, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diffEvents(t, got, normalize(evs))
+	}
+	e := newEncoder()
+	for i := range evs {
+		if err := e.add(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := len(e.s[sFrames])
+	e.reset()
+	for i := range evs {
+		e.putFrames(evs[i].Frames())
+	}
+	whole := len(e.s[sFrames])
+	if shared*3 > whole {
+		t.Errorf("frames take %d bytes coded with shared callers, %d whole", shared, whole)
+	}
+	t.Logf("frames: %d bytes with shared callers, %d whole", shared, whole)
 }
