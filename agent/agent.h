@@ -83,6 +83,7 @@ static inline struct lp_thread *lp_rec_thread(void)
 LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
+LP_HIDDEN uint64_t lp_now_coarse(void);
 LP_HIDDEN int lp_collector_alive(void);
 LP_HIDDEN void lp_hold_exit(const char *supp);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
@@ -167,6 +168,16 @@ static inline uint64_t lp_rdtsc(void)
 static inline uint64_t lp_ts(void)
 {
 	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc() : lp_now();
+}
+
+/* lp_ts_coarse is the time of an allocation kept pending (fold.c): it only
+ * dates the block (records are ordered by the time of the record that
+ * carries it, lp_put's), so CLOCK_MONOTONIC's last tick serves where the
+ * clock is not the TSC: a few ns instead of ~25 on a VM's kvm-clock, at
+ * most a tick (1-10 ms) early, never later than lp_ts. */
+static inline uint64_t lp_ts_coarse(void)
+{
+	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc() : lp_now_coarse();
 }
 
 #endif
