@@ -62,6 +62,7 @@ extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")
 extern struct lp_header *lp_hdr;   /* NULL: not recording */
 extern uint64_t lp_region_gen;      /* bumped each time the region changes (fork) */
 extern int lp_free_stacks;          /* capture stacks of frees */
+extern int lp_fold_free_stacks;     /* and of frees that fold */
 extern int lp_fold_on;              /* fold short-lived allocations */
 extern unsigned lp_max_depth;
 extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */

@@ -279,7 +279,9 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 		lp_commit(t, &e, owner);
 		return 0;
 	}
-	uint32_t fstack = lp_free_stacks ? lp_stack_id(t, fp) : 0;
+	/* A folded pair's free is proper: its stack would only ever be shown
+	 * to find root causes. */
+	uint32_t fstack = lp_fold_free_stacks ? lp_stack_id(t, fp) : 0;
 	int temporary = t->last_alloc == (uint64_t)p;
 	lp_agg_add(t, &e, fstack, fn, temporary);
 	if (temporary)

@@ -138,6 +138,8 @@ enum {
 	LP_HF_FREE_STACKS = 2,   /* set by the collector: capture stacks of frees */
 	LP_HF_FOLD = 4,          /* set by the collector: fold short-lived allocations */
 	LP_HF_HOLD_EXIT = 8,     /* set by the collector: hold the process at exit for a scan */
+	LP_HF_FOLD_FREE_STACKS = 16, /* set by the collector: with LP_HF_FREE_STACKS, key aggregates
+	                                by the free's stack too (else 0: a walk less per folded pair) */
 };
 
 /* Collector states (struct lp_header.collector_state). */

@@ -57,7 +57,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 0, "with --root-cause, give up on a site after `DURATION` of tracing (default 10s; 30s where hardware breakpoints do not fire)")
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
-	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of every free too (needed for root causes)")
+	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of frees too (for root causes and improper uses; a free that folds records none unless --root-cause)")
 	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak may miss such blocks")
 	fs.DurationVar(&o.timeRes, "time-resolution", time.Millisecond, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that): exact times are most of a trace's size; 0 keeps them exact (the default with --per-call)")
 	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
@@ -137,7 +137,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			MaxDepth:   o.maxDepth,
 			FreeStacks: o.freeStacks,
 			Fold:       o.fold,
-			HoldExit:   o.scan,
+			// Root causes need the stacks of every free.
+			FoldFreeStacks: o.rootCause.Enabled,
+			HoldExit:       o.scan,
 		},
 		RootCause: o.rootCause,
 		Logf:      func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },

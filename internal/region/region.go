@@ -29,7 +29,10 @@ type Options struct {
 	FreeStacks bool // record the stacks of frees
 	ClockTSC   bool // agent timestamps are TSC ticks
 	Fold       bool // let the agent fold short-lived allocations
-	HoldExit   bool // have the agent hold the process at exit for a scan
+	// FoldFreeStacks: with FreeStacks, folded pairs keep the free's stack
+	// too (root causes need every free's; reports only improper ones').
+	FoldFreeStacks bool
+	HoldExit       bool // have the agent hold the process at exit for a scan
 }
 
 func (o *Options) fill() error {
@@ -99,6 +102,9 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	}
 	if opts.Fold {
 		flags |= wire.FlagFold
+	}
+	if opts.FoldFreeStacks && opts.FreeStacks {
+		flags |= wire.FlagFoldFreeStacks
 	}
 	if opts.HoldExit {
 		flags |= wire.FlagHoldExit

@@ -103,6 +103,8 @@ const (
 	FlagFreeStacks = 2
 	FlagFold       = 4
 	FlagHoldExit   = 8 // hold the process at exit for a scan
+	// FlagFoldFreeStacks: folded pairs keep their free's stack too.
+	FlagFoldFreeStacks = 16
 )
 
 // Slot states (LP_SLOT_*).
