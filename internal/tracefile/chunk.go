@@ -169,13 +169,17 @@ func freeFnFor(f event.Fn) event.Fn {
 // model is the state that encoder and decoder share; it is reset at each
 // chunk start.
 type model struct {
-	proc      uint32
-	threads   [numThreads]int32 // MRU list; threads[0] is the current thread
-	prevTime  uint64
-	pred      int64 // exponential average of the time deltas
-	timeMode  byte  // timeEMA or 0: how the time stream is coded
-	shift     uint8 // times are stored >> shift (Options.TimeShift)
-	prevAddr  uint64
+	proc     uint32
+	threads  [numThreads]int32 // MRU list; threads[0] is the current thread
+	prevTime uint64
+	pred     int64 // exponential average of the time deltas
+	timeMode byte  // timeEMA or 0: how the time stream is coded
+	shift    uint8 // times are stored >> shift (Options.TimeShift)
+	prevAddr uint64
+	// bump: where the allocator would put the next block if it carved it
+	// right after the previous allocation (glibc's top chunk): what an
+	// allocation's address delta is from (format version 6).
+	bump      uint64
 	prevFrame uint64 // first frame of the previous stack
 	lastStack uint32 // id of the previous StackDef
 	freeFn    event.Fn
@@ -223,7 +227,7 @@ func (m *model) classTop(cls uint16, t int32) *classEntry {
 func (m *model) reset() {
 	m.proc = 0
 	m.threads = [numThreads]int32{}
-	m.prevTime, m.pred, m.prevAddr, m.prevFrame = 0, 0, 0, 0
+	m.prevTime, m.pred, m.prevAddr, m.prevFrame, m.bump = 0, 0, 0, 0, 0
 	m.lastStack = 0
 	m.freeFn = event.FreeFn
 	clear(m.names)
@@ -358,6 +362,23 @@ func (e *encoder) ownTime(ev *event.Event) uint64 {
 		return ev.Addr2 >> e.shift << e.shift
 	}
 	return ev.Addr2
+}
+
+// allocBase is what an allocation's address is coded as a delta from: the
+// end of the previous allocation's chunk, if the chunk had one, else the
+// previous address.
+func (m *model) allocBase() uint64 {
+	if m.bump != 0 {
+		return m.bump
+	}
+	return m.prevAddr
+}
+
+// chunkSize is the size of the glibc chunk that holds a block of size
+// bytes (its 8-byte header, 16-byte alignment, 32 bytes at least): blocks
+// carved one after another from the top of the heap lie that far apart.
+func chunkSize(size uint64) uint64 {
+	return max(32, (size+8+15)&^15)
 }
 
 // putSize codes a size as its low byte and the uvarint of the rest: one
@@ -548,13 +569,14 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	} else if f.addr == addr && f.seq >= e.freeStart && e.freeSeq-f.seq <= freeWindow {
 		op |= 3 << 6
 		e.s[sAddr] = uv(e.s[sAddr], uint64(e.freeSeq-f.seq-1))
-	} else if d := zigzag(int64(addr - e.prevAddr)); d <= addr {
+	} else if d := zigzag(int64(addr - e.allocBase())); d <= addr {
 		e.s[sAddr] = uv(e.s[sAddr], d)
 	} else {
 		op |= 2 << 6
 		e.s[sAddr] = uv(e.s[sAddr], addr)
 	}
 	e.prevAddr = addr
+	e.bump = addr + chunkSize(ev.Size)
 	e.pushAlloc(addr, cls, ev.Fn)
 	e.s[sOps] = append(e.s[sOps], op)
 }

@@ -340,7 +340,11 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	var addr uint64
 	switch op >> 6 {
 	case 0:
-		addr = d.prevAddr + uint64(unzigzag(d.uv(sAddr)))
+		base := d.prevAddr
+		if d.version >= 6 {
+			base = d.allocBase()
+		}
+		addr = base + uint64(unzigzag(d.uv(sAddr)))
 	case 1:
 		c := d.classTop(classOf(ev.Size), d.threads[0])
 		if c == nil {
@@ -360,6 +364,7 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	}
 	ev.Addr = addr
 	d.prevAddr = addr
+	d.bump = addr + chunkSize(ev.Size)
 	d.pushAlloc(addr, classOf(ev.Size), ev.Fn)
 }
 

@@ -72,7 +72,11 @@
 //
 //	0x01 Alloc         time, stack; f0: size and Fn as last time for this
 //	                   stack, else fn byte and size; address by f2f1:
-//	                   00 zigzag delta, 01 the latest free of its size class
+//	                   00 zigzag delta from where the previous Alloc's
+//	                   glibc chunk ends (its address + max(32, (size+23)
+//	                   &^15); version 6, before: from the previous
+//	                   address; the previous address if no Alloc came yet
+//	                   in the chunk), 01 the latest free of its size class
 //	                   in this thread, 10 absolute, 11 the address freed
 //	                   k+1 frees ago (addr: k)
 //	0x02 Free          time; f0: stack (else 0); f2: addr holds the
@@ -115,6 +119,7 @@
 // the generic event, 3 their flags, 4 root causes, 5 the scope marker
 // (op 0x06), 6 codes a late allocation's own time shifted like the others
 // (op 0x1c: before, the difference was exact ticks) and lets a StackDef
-// share its callers with an earlier one (f2); an older file holding
+// share its callers with an earlier one (f2) and codes an Alloc's address
+// from where the previous allocation's chunk ends; an older file holding
 // what its version did not have is corrupt.
 package tracefile

@@ -648,3 +648,33 @@ func TestSharedCallers(t *testing.T) {
 	}
 	t.Logf("frames: %d bytes with shared callers, %d whole", shared, whole)
 }
+
+// TestBumpAddresses: blocks carved one after another from the top of a
+// glibc heap (each right after the previous one's chunk) code their
+// address in one byte each, and read back exactly.
+func TestBumpAddresses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var evs []event.Event
+	addr := uint64(0x555500001010)
+	for i := 0; i < 5000; i++ {
+		size := uint64(1 + rng.IntN(5000))
+		evs = append(evs, event.Event{Kind: event.Alloc, Fn: event.Malloc, Thread: 1, Stack: uint32(1 + i%7),
+			Time: uint64(100 + i), Addr: addr, Size: size})
+		addr += max(32, (size+8+15)&^15)
+	}
+	got, err := readAll(t, writeTrace(t, evs, Options{}, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffEvents(t, got, normalize(evs))
+	e := newEncoder()
+	for i := range evs {
+		if err := e.add(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first address has nothing before it: coded in full.
+	if n := len(e.s[sAddr]); n > len(evs)-1+binary.MaxVarintLen64 {
+		t.Errorf("%d addresses carved one after another take %d bytes", len(evs), n)
+	}
+}
