@@ -688,7 +688,13 @@ func scopeMarker(ev *event.Event) bool {
 func (e *encoder) addScope(ev *event.Event) {
 	op := byte(opScope)
 	e.putTime(ev.Time)
-	b := uv(e.s[sMisc], ev.Aux)
+	b := e.s[sMisc]
+	if e.shift != 0 {
+		// A scope's duration is its markers' difference: they keep
+		// their exact times (version 6).
+		b = uv(b, ev.Time&(1<<e.shift-1))
+	}
+	b = uv(b, ev.Aux)
 	if ev.Kind == event.ScopeEnd {
 		op |= f0
 	} else if k, ok := e.nameIdx[ev.Text()]; ok {

@@ -557,6 +557,14 @@ func (d *decoder) decScope(ev *event.Event, op byte) {
 		return
 	}
 	ev.Time = d.timeFrom(d.uv(sTime))
+	if d.shift != 0 && d.version >= 6 {
+		low := d.uv(sMisc)
+		if low>>d.shift != 0 {
+			d.failf("scope marker time bits %#x beyond the shift %d", low, d.shift)
+			return
+		}
+		ev.Time |= low
+	}
 	ev.Aux = d.uv(sMisc)
 	if op&f0 != 0 {
 		ev.Kind = event.ScopeEnd

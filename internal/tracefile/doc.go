@@ -16,7 +16,8 @@
 // Module.BuildID, Module.Segments, ProcessInfo.Argv) reads back as nil,
 // and with Options.TimeShift set, the low bits of Event.Time are dropped,
 // and those of a late allocation's own time (an Alloc's Addr2 that is not
-// after its Time), unless that would make it 0.
+// after its Time), unless that would make it 0; scope markers keep their
+// exact times.
 // Events beyond the limits (MaxFrames, MaxString, MaxSegments, MaxArgs)
 // are refused by Write.
 //
@@ -99,7 +100,9 @@
 //	                   stack has none, from the shared frame above it
 //	0x06 scope marker  (format version 5) a ScopeBegin with a name or a
 //	                   ScopeEnd without, Aux its depth, nothing else:
-//	                   time; misc: uvarint Aux; f0: an end; a begin with
+//	                   time; with a time shift (version 6), misc: uvarint
+//	                   the time's low bits (markers keep exact times);
+//	                   misc: uvarint Aux; f0: an end; a begin with
 //	                   f1: misc: uvarint k, the k-th name of the chunk's
 //	                   table, else misc: the name (a string), added to
 //	                   the table while it holds fewer than 1,024
