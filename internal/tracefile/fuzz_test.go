@@ -88,9 +88,11 @@ func FuzzChunk(f *testing.F) {
 
 func FuzzReader(f *testing.F) {
 	g := newGen(12)
-	for _, n := range []int{0, 1, 30} {
+	for _, n := range []int{0, 1, 30, 60} {
 		var b bytes.Buffer
-		w, err := NewWriterOptions(&b, testMeta, Options{ChunkSize: 200, Sync: true})
+		// The last with coarse times (late allocations' and scope
+		// markers' times are coded apart then).
+		w, err := NewWriterOptions(&b, testMeta, Options{ChunkSize: 200, Sync: true, TimeShift: uint(n / 60 * 6)})
 		if err != nil {
 			f.Fatal(err)
 		}
