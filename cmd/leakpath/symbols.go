@@ -1,6 +1,9 @@
 package main
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/report"
@@ -12,16 +15,43 @@ type symbolizer struct {
 	s    *symbolize.Symbolizer
 	warm chan event.Module
 	done chan struct{}
+	// stop: the warm-up loads no further module.
+	stop atomic.Bool
+	warn func(string)
+	// noted: the symbolizer's warnings not yet passed to warn; they are
+	// passed on the goroutine that looks up (the warm-up's wait there).
+	mu    sync.Mutex
+	noted []string
 }
 
 func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
+	y := &symbolizer{warn: warn}
 	// The report names the modules without debug information itself, in
 	// one line; the symbolizer warns only about broken debug files.
-	opts := symbolize.Options{Warn: warn, QuietMissing: true}
+	opts := symbolize.Options{Warn: y.note, QuietMissing: true}
 	if len(dirs) > 0 {
 		opts.DebugDirs = append(append([]string(nil), dirs...), symbolize.DefaultDebugDir)
 	}
-	return &symbolizer{s: symbolize.New(opts)}
+	y.s = symbolize.New(opts)
+	return y
+}
+
+// note keeps a warning of the symbolizer, whichever goroutine loads.
+func (y *symbolizer) note(msg string) {
+	y.mu.Lock()
+	y.noted = append(y.noted, msg)
+	y.mu.Unlock()
+}
+
+// flush passes the warnings noted so far to warn.
+func (y *symbolizer) flush() {
+	y.mu.Lock()
+	noted := y.noted
+	y.noted = nil
+	y.mu.Unlock()
+	for _, msg := range noted {
+		y.warn(msg)
+	}
 }
 
 func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
@@ -29,6 +59,7 @@ func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
 		return nil // the vdso, or a module with no file
 	}
 	fs, err := y.s.Lookup(m.Path, m.BuildID, addr)
+	y.flush()
 	if err != nil {
 		return nil
 	}
@@ -49,7 +80,7 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 	go func() {
 		defer close(y.done)
 		for m := range y.warm {
-			if len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
+			if !y.stop.Load() && len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
 				y.s.Lookup(m.Path, m.BuildID, m.Segments[0].Vaddr)
 			}
 		}
@@ -62,16 +93,31 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 	}
 }
 
-// ready waits until the warm-up is done.
+// ready ends the warm-up: the modules it has not loaded yet are loaded
+// when a lookup needs them, not waited for (a module being loaded is:
+// lookups wait for it). So a report that needs few symbols does not wait
+// for those of every library (libc's separate debug file alone takes
+// ~0.2 s of CPU).
 func (y *symbolizer) ready() {
 	if y.warm != nil {
+		y.stop.Store(true)
 		close(y.warm)
-		<-y.done
 		y.warm = nil
 	}
+	y.flush()
 }
 
+// close ends the warm-up and drops the symbols, unless a module is still
+// being loaded for the warm-up: then leakpath is about to exit, and
+// waiting for it would only delay that.
 func (y *symbolizer) close() {
 	y.ready()
+	if y.done != nil {
+		select {
+		case <-y.done:
+		default:
+			return
+		}
+	}
 	y.s.Close()
 }
