@@ -628,19 +628,9 @@ func sharedCallerStacks(n int) []event.Event {
 func TestSharedCallers(t *testing.T) {
 	evs := sharedCallerStacks(3000)
 	for _, chunk := range []int{1 << 20, 4096} {
-		data := writeTrace(t, evs, Options{ChunkSize: chunk}, 100)
-		got, err := readAll(t, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		diffEvents(t, got, normalize(evs))
+		checkRoundTrip(t, evs, Options{ChunkSize: chunk})
 	}
-	e := newEncoder()
-	for i := range evs {
-		if err := e.add(&evs[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := encodeAll(t, evs)
 	shared := len(e.s[sFrames])
 	e.reset()
 	for i := range evs {
@@ -666,19 +656,32 @@ func TestBumpAddresses(t *testing.T) {
 			Time: uint64(100 + i), Addr: addr, Size: size})
 		addr += max(32, (size+8+15)&^15)
 	}
-	got, err := readAll(t, writeTrace(t, evs, Options{}, 1000))
+	checkRoundTrip(t, evs, Options{})
+	e := encodeAll(t, evs)
+	// The first address has nothing before it: coded in full.
+	if n := len(e.s[sAddr]); n > len(evs)-1+binary.MaxVarintLen64 {
+		t.Errorf("%d addresses carved one after another take %d bytes", len(evs), n)
+	}
+}
+
+// checkRoundTrip writes evs with opts and checks they read back as written.
+func checkRoundTrip(t *testing.T, evs []event.Event, opts Options) {
+	t.Helper()
+	got, err := readAll(t, writeTrace(t, evs, opts, 100))
 	if err != nil {
 		t.Fatal(err)
 	}
 	diffEvents(t, got, normalize(evs))
+}
+
+// encodeAll codes evs in one chunk, for a look at its streams.
+func encodeAll(t *testing.T, evs []event.Event) *encoder {
+	t.Helper()
 	e := newEncoder()
 	for i := range evs {
 		if err := e.add(&evs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The first address has nothing before it: coded in full.
-	if n := len(e.s[sAddr]); n > len(evs)-1+binary.MaxVarintLen64 {
-		t.Errorf("%d addresses carved one after another take %d bytes", len(evs), n)
-	}
+	return e
 }
