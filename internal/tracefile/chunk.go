@@ -72,6 +72,7 @@ const (
 	gClock
 	gScan      // since format version 2; with flags since 3
 	gRootCause // since format version 4
+	gStale     // since format version 6
 	gAll       = 1<<iota - 1
 )
 
@@ -746,6 +747,9 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if ev.RootCauseInfo() != nil {
 		mask |= gRootCause
 	}
+	if ev.StaleInfo() != nil {
+		mask |= gStale
+	}
 	e.s[sOps] = append(e.s[sOps], opGeneric, byte(ev.Kind))
 	b := uv(e.s[sMisc], mask)
 	if mask&gFn != 0 {
@@ -824,7 +828,25 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if rc := ev.RootCauseInfo(); rc != nil {
 		b = putRootCause(b, rc)
 	}
+	if st := ev.StaleInfo(); st != nil {
+		b = putStale(b, st)
+	}
 	e.s[sMisc] = b
+}
+
+// putStale appends a stale epoch's reading: the pool, then the bitset of
+// the pages touched (at most MaxStaleWords words).
+func putStale(b []byte, st *event.StaleInfo) []byte {
+	b = uv(b, st.Base)
+	b = uv(b, uint64(st.Page))
+	b = uv(b, uint64(st.Count))
+	b = uv(b, uint64(st.Watched))
+	n := min(len(st.Referenced), MaxStaleWords)
+	b = uv(b, uint64(n))
+	for _, w := range st.Referenced[:n] {
+		b = uv(b, w)
+	}
+	return b
 }
 
 // putRootCause appends a root cause: its status and counts, the

@@ -1,0 +1,56 @@
+package collect
+
+import (
+	"time"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/stale"
+)
+
+// staleWatch is an image's stale epochs (Options.StaleEpoch).
+type staleWatch struct {
+	next   time.Time // when the next epoch is due
+	warned bool
+}
+
+// staleDue reports whether im's next epoch is due.
+func (c *collector) staleDue(w *staleWatch) bool {
+	return c.opts.StaleEpoch > 0 && !time.Now().Before(w.next)
+}
+
+// staleEpoch reads which pages of im's slot pool were touched since the
+// last epoch and clears the accessed bits (unless clear is false: a scan
+// that reads the memory follows, and clears after it). nil: no pool (yet)
+// or the reading failed (said once).
+func (c *collector) staleEpoch(im *image, w *staleWatch, clear bool) *event.Event {
+	w.next = time.Now().Add(c.opts.StaleEpoch)
+	p, ok := im.reg.StalePool()
+	if !ok {
+		return nil
+	}
+	st, err := stale.Read(int(im.pid), stale.Pool{Base: p.Base, Count: p.Count, Page: p.Page})
+	if err == nil && clear {
+		err = stale.ClearRefs(int(im.pid))
+	}
+	if err == nil && st.Watched == 0 && !w.warned {
+		c.warn("pid %d: --stale: no page of the slot pool is a mapping of its own; nothing is watched", im.pid)
+		w.warned = true
+	}
+	if err != nil {
+		if !w.warned && !exited(im.pidfd) {
+			c.warn("pid %d: --stale: %v", im.pid, err)
+			w.warned = true
+		}
+		return nil
+	}
+	return &event.Event{Kind: event.StaleEpoch, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Stale: st}}
+}
+
+// staleCleared clears the accessed bits after a scan read the memory.
+func (c *collector) staleCleared(im *image) {
+	if c.opts.StaleEpoch > 0 {
+		if _, ok := im.reg.StalePool(); ok {
+			stale.ClearRefs(int(im.pid)) // best effort: the process may be gone
+		}
+	}
+}
