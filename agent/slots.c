@@ -61,7 +61,7 @@ static int lp_slots_make(uint32_t n, uint32_t k)
 		lp_munmap(m, meta);
 		return -1;
 	}
-	for (uint32_t i = 1; i <= n; i += 2) {
+	for (uint32_t i = 1; i <= n + 1; i += 2) { /* n+1: the spare page after an even n */
 		/* Without transparent huge pages the advice does not exist:
 		 * MADV_DONTDUMP then (only a core dump would miss the page). */
 		if (madvise(base + (size_t)i * (size_t)page, (size_t)page, MADV_NOHUGEPAGE) != 0)

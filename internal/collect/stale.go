@@ -19,11 +19,14 @@ func (c *collector) staleDue(w *staleWatch) bool {
 }
 
 // staleEpoch reads which pages of im's slot pool were touched since the
-// last epoch and clears the accessed bits (unless clear is false: a scan
-// that reads the memory follows, and clears after it). nil: no pool (yet)
-// or the reading failed (said once).
+// last epoch and clears the accessed bits. With clear false it is a
+// reading between epochs, before a scan reads the memory (and clears
+// after it): its event takes the accesses and ages nothing. nil: no pool
+// (yet) or the reading failed (said once).
 func (c *collector) staleEpoch(im *image, w *staleWatch, clear bool) *event.Event {
-	w.next = time.Now().Add(c.opts.StaleEpoch)
+	if clear {
+		w.next = time.Now().Add(c.opts.StaleEpoch)
+	}
 	p, ok := im.reg.StalePool()
 	if !ok {
 		return nil
@@ -43,7 +46,11 @@ func (c *collector) staleEpoch(im *image, w *staleWatch, clear bool) *event.Even
 		}
 		return nil
 	}
-	return &event.Event{Kind: event.StaleEpoch, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Stale: st}}
+	ev := &event.Event{Kind: event.StaleEpoch, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Stale: st}}
+	if !clear {
+		ev.Aux = 1
+	}
+	return ev
 }
 
 // staleCleared clears the accessed bits after a scan read the memory.

@@ -77,7 +77,8 @@ const (
 	ScopeEnd
 	// StaleEpoch: the collector read which pages of the agent's slot pool
 	// were touched since the previous epoch (Stale), and cleared the
-	// accessed bits again.
+	// accessed bits again. Aux 1: a reading between epochs (before a scan
+	// touches the memory), which takes the accesses and ages nothing.
 	StaleEpoch
 )
 

@@ -43,8 +43,11 @@ func (p *Process) staleEpoch(ev *event.Event) {
 		s = &StaleState{Slots: map[uint64]*SlotAge{}}
 		p.Stale = s
 	}
-	s.Epochs++
-	s.LastEpoch = ev.Time
+	between := ev.Aux == 1 // accesses only: no epoch passed
+	if !between {
+		s.Epochs++
+		s.LastEpoch = ev.Time
+	}
 	s.Pool = *in
 	for i := uint32(0); i < in.Count; i++ {
 		addr := in.Base + uint64(i)*uint64(in.Page)
@@ -58,12 +61,15 @@ func (p *Process) staleEpoch(ev *event.Event) {
 			a = &SlotAge{Block: b.Time, LastAccess: b.Time}
 			s.Slots[addr] = a
 		}
-		a.Watched++
-		if in.Touched(i) {
+		switch {
+		case in.Touched(i):
 			a.Age, a.LastAccess = 0, ev.Time
 			a.Accesses++
-		} else {
+		case !between:
 			a.Age++
+		}
+		if !between {
+			a.Watched++
 		}
 	}
 }

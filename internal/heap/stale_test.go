@@ -89,3 +89,20 @@ func TestStaleAges(t *testing.T) {
 		t.Errorf("a definite leak counted stale: %+v", groups)
 	}
 }
+
+// TestStaleBetween: a reading between epochs (Aux 1, before a scan) takes
+// the accesses and ages nothing.
+func TestStaleBetween(t *testing.T) {
+	evs := append([]event.Event{start()}, stackDefs(1)...)
+	evs = append(evs, at(alloc(50, 0x10000, 100, 1), 1), at(alloc(51, 0x11000, 100, 1), 1),
+		epoch(100), epoch(200))
+	between := epoch(250, 1)
+	between.Aux = 1
+	evs = append(evs, between)
+	s := NewSession()
+	s.Apply(evs)
+	p := s.Procs[0]
+	if a, b := p.Stale.Slots[0x10000], p.Stale.Slots[0x11000]; a.Age != 2 || b.Age != 0 || b.LastAccess != 250 || p.Stale.Epochs != 2 {
+		t.Errorf("ages %d and %d (last access %d), %d epochs; want 2, 0 (250), 2", a.Age, b.Age, b.LastAccess, p.Stale.Epochs)
+	}
+}
