@@ -147,6 +147,13 @@ func (p *Process) StaleGroups(t1, t2 uint32) ([]StaleGroup, StaleCounts) {
 			Accessed: a.Accesses > 0, Kind: b.Kind})
 		g.Bytes += b.Size
 	}
+	// A snapshot's blocks still pending in the threads are live too.
+	for _, b := range p.Pending {
+		if g := bySite[b.Site]; g != nil {
+			g.SiteLiveBlocks++
+			g.SiteLiveBytes += b.Size
+		}
+	}
 	var out []StaleGroup
 	for _, id := range order {
 		g := bySite[id]
@@ -154,7 +161,8 @@ func (p *Process) StaleGroups(t1, t2 uint32) ([]StaleGroup, StaleCounts) {
 			continue
 		}
 		if site := p.Site(id); site != nil {
-			g.SiteLiveBlocks, g.SiteLiveBytes = site.LiveBlocks, site.LiveBytes
+			g.SiteLiveBlocks += site.LiveBlocks
+			g.SiteLiveBytes += site.LiveBytes
 		}
 		g.Share = float64(len(g.Blocks)) / float64(g.Watched)
 		g.EstBlocks = uint64(g.Share*float64(g.SiteLiveBlocks) + 0.5)
