@@ -841,10 +841,15 @@ func putStale(b []byte, st *event.StaleInfo) []byte {
 	b = uv(b, uint64(st.Page))
 	b = uv(b, uint64(st.Count))
 	b = uv(b, uint64(st.Watched))
-	n := min(len(st.Referenced), MaxStaleWords)
+	return putList(b, st.Referenced, MaxStaleWords)
+}
+
+// putList appends the count of vs (at most max of them), then each.
+func putList(b []byte, vs []uint64, max int) []byte {
+	n := min(len(vs), max)
 	b = uv(b, uint64(n))
-	for _, w := range st.Referenced[:n] {
-		b = uv(b, w)
+	for _, v := range vs[:n] {
+		b = uv(b, v)
 	}
 	return b
 }
@@ -857,12 +862,8 @@ func putRootCause(b []byte, rc *event.RootCauseInfo) []byte {
 	b = uv(b, uint64(rc.Traced))
 	b = uv(b, uint64(rc.Freed))
 	b = uv(b, uint64(rc.Leaked))
-	n := min(len(rc.Functions), MaxRootCauseItems)
-	b = uv(b, uint64(n))
-	for _, a := range rc.Functions[:n] {
-		b = uv(b, a)
-	}
-	n = min(len(rc.Branches), MaxRootCauseItems)
+	b = putList(b, rc.Functions, MaxRootCauseItems)
+	n := min(len(rc.Branches), MaxRootCauseItems)
 	b = uv(b, uint64(n))
 	for _, br := range rc.Branches[:n] {
 		b = uv(b, br.Addr)
