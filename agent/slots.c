@@ -12,9 +12,12 @@
  * block's own page, as it would stay in malloc's heap.
  *
  * Sampling is per call site (the return address of the allocator call,
- * hashed into buckets): a site's 1st allocation, then every Kth, and no
- * bucket holds more than a share of the pool, so that one site that keeps
- * its blocks cannot take every slot. A full pool serves nothing more.
+ * hashed into buckets): a site's 1st allocation, then every Kth, the
+ * interval growing by K every LP_SAMPLE_DECAY allocations of the site (as
+ * SWAT's adaptive sampling: a hot site is sampled less, a rare one fully);
+ * and no bucket holds more than a share of the pool, so that one site that
+ * keeps its blocks cannot take every slot. A full pool serves nothing
+ * more.
  *
  * Lock free (a bitmap claimed by CAS): a fork child inherits a consistent
  * pool whatever its parent's other threads were doing.
@@ -32,6 +35,7 @@ uintptr_t lp_slot_span; /* bytes of slot pages from lp_slot_lo */
 int lp_slots_on;        /* serve sampled blocks from the pool */
 
 #define LP_SITE_BUCKETS 4096u
+#define LP_SAMPLE_DECAY 65536u
 
 static unsigned lp_page_shift;
 static uint32_t lp_nslots;
@@ -114,8 +118,12 @@ void *lp_slot_alloc(size_t n, const void *ra, int zero)
 	if (n > LP_STALE_MAX_SIZE || !lp_slot_lo)
 		return NULL;
 	uint32_t b = lp_bucket(ra);
-	uint32_t c = __atomic_fetch_add(&lp_site_calls[b], 1, __ATOMIC_RELAXED);
-	if (c % lp_sample_k != 0 || __atomic_load_n(&lp_site_live[b], __ATOMIC_RELAXED) >= lp_site_cap)
+	/* A load and a store, not a locked add: a count lost to a race
+	 * only shifts the sample. */
+	uint32_t c = __atomic_load_n(&lp_site_calls[b], __ATOMIC_RELAXED);
+	__atomic_store_n(&lp_site_calls[b], c + 1, __ATOMIC_RELAXED);
+	uint32_t step = lp_sample_k * (1 + c / LP_SAMPLE_DECAY);
+	if (c % step != 0 || __atomic_load_n(&lp_site_live[b], __ATOMIC_RELAXED) >= lp_site_cap)
 		return NULL;
 	uint32_t words = (lp_nslots + 63) / 64;
 	uint32_t w0 = __atomic_load_n(&lp_slot_hint, __ATOMIC_RELAXED) % words;

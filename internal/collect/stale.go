@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"errors"
 	"time"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -35,9 +36,9 @@ func (c *collector) staleEpoch(im *image, w *staleWatch, clear bool) *event.Even
 	if err == nil && clear {
 		err = stale.ClearRefs(int(im.pid))
 	}
-	if err == nil && st.Watched == 0 && !w.warned {
-		c.warn("pid %d: --stale: no page of the slot pool is a mapping of its own; nothing is watched", im.pid)
-		w.warned = true
+	if err == nil && st.Watched == 0 {
+		// (A zombie's smaps is empty: no reading at all.)
+		err = errors.New("no page of the slot pool is a mapping of its own; nothing is watched")
 	}
 	if err != nil {
 		if !w.warned && !exited(im.pidfd) {
