@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -127,6 +128,15 @@ func TestStale(t *testing.T) {
 	}
 	t.Logf("watched %d hot, %d config blocks: %d false positives; %d cache entries stale", watched["hot"], watched["config"], falsePositives, len(cache))
 
+	// The trace keeps the epochs: `leakpath report` finds the same.
+	out, err := exec.Command(lpBin, "report", "--stale-t1", "3", "--stale-t2", strconv.Itoa(t2), trace).CombinedOutput()
+	if err != nil {
+		t.Fatalf("leakpath report: %v\n%s", err, out)
+	}
+	if want := staleSummary(r.text); want == "" || staleSummary(string(out)) != want {
+		t.Errorf("leakpath report of the trace says %q, the run said %q", staleSummary(string(out)), want)
+	}
+
 	// The trace replayed: each cache entry (written once, at insertion)
 	// turns stale T2 epochs after the first epoch that saw it touched;
 	// a hot block is seen untouched in an epoch only when an access was
@@ -215,4 +225,14 @@ func TestStaleTouch(t *testing.T) {
 	if rep.StaleWatch == nil || rep.StaleWatch.Watched < 2 || rep.StaleWatch.Epochs < 5 {
 		t.Fatalf("stale_watch %+v: the pool served too little for the test to mean anything\n%s", rep.StaleWatch, got.text)
 	}
+}
+
+// staleSummary is the "STALE: ..." line of a text report.
+func staleSummary(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "STALE: ") {
+			return line
+		}
+	}
+	return ""
 }

@@ -22,7 +22,7 @@ func addStaleFlags(fs *flag.FlagSet, o *staleOptions, run bool) {
 	if run {
 		fs.BoolVar(&o.on, "stale", false, "watch a sample of small blocks for accesses and report those still live but untouched for --stale-t2 epochs (stale: a cache that only grows); each sampled block gets a page of its own")
 		fs.DurationVar(&o.epoch, "stale-epoch", time.Second, "with --stale, read which watched blocks were touched every `DURATION` (an epoch)")
-		fs.IntVar(&o.sample, "stale-sample", 16, "with --stale, watch a site's 1st small allocation, then every `K`th")
+		fs.IntVar(&o.sample, "stale-sample", 16, "with --stale, watch a site's 1st small allocation, then every `K`th (the interval grows by K every 65,536 allocations of the site)")
 		fs.IntVar(&o.slots, "stale-slots", 1024, "with --stale, watch at most `N` blocks at once (a page each)")
 	}
 	fs.UintVar(&o.t1, "stale-t1", report.DefaultStaleT1, "with --stale, a watched block untouched for more than `N` epochs enters area B")
