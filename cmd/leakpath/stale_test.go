@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -55,14 +56,17 @@ func parseAddr(t *testing.T, s string) uint64 {
 // read again, beside a hot set read every iteration and config data read
 // every 400 ms (4 epochs, under T2 = 8): the cache entries are
 // reported stale, and not one hot or config block (zero false
-// positives), though the pool watches some of each. The trace replayed
-// epoch by epoch gives the detection latency.
+// positives), though the pool watches some of each. A snapshot at
+// iteration 200 reports the stale entries so far, and its scan (which
+// reads every block) resets no age. The trace replayed epoch by epoch
+// gives the detection latency.
 func TestStale(t *testing.T) {
-	bin := fixture(t, "staleserver.c")
-	trace := filepath.Join(t.TempDir(), "stale.lpt")
+	bin := fixture(t, "staleserver.c", includeFlag())
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "stale.lpt")
 	const t2 = 8
 	r := leakpath(t, []string{"-o", trace, "--stale", "--stale-epoch", "100ms", "--stale-sample", "2",
-		"--stale-t1", "3", "--stale-t2", strconv.Itoa(t2)}, nil, bin, "300", "400")
+		"--stale-t1", "3", "--stale-t2", strconv.Itoa(t2), "--snapshot-dir", dir}, nil, bin, "300", "400", "200")
 	if r.code != 0 || !bytes.Contains(r.stdout, []byte("300 cached")) {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -122,6 +126,36 @@ func TestStale(t *testing.T) {
 	}
 	if len(cache) == 0 {
 		t.Fatalf("no stale cache entry:\n%s", r.text)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "leakpath.snapshot.*.json"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots %v, want 1", snaps)
+	}
+	b, err := os.ReadFile(snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap staleReport
+	if err := json.Unmarshal(b, &snap); err != nil {
+		t.Fatal(err)
+	}
+	snapCache := 0
+	for _, l := range snap.Leaks {
+		if l.Kind == "stale" && stackHas(l.Stack, "cache_insert") {
+			snapCache += int(l.Blocks)
+		}
+	}
+	if snap.StaleWatch == nil || snapCache == 0 {
+		t.Fatalf("the snapshot reports no stale cache entry:\n%s", b)
+	}
+	oldest := uint32(0)
+	for _, l := range rep.Leaks {
+		if l.Kind == "stale" && stackHas(l.Stack, "cache_insert") {
+			oldest = max(oldest, l.AgeEpochs)
+		}
+	}
+	if since := w.Epochs - snap.StaleWatch.Epochs; oldest <= since+1 {
+		t.Errorf("the oldest cache entry is %d epochs old at exit, %d epochs after the snapshot: its scan reset the ages", oldest, since)
 	}
 	if !strings.Contains(r.text, "STALE") || !strings.Contains(r.text, "cache_insert") {
 		t.Errorf("the text report lacks the stale cache:\n%s", r.text)

@@ -35,6 +35,7 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 		return
 	}
 	defer im.reg.ReleaseHold()
+	im.stale.over = true // its last reading is the scan's
 	if err := c.scan(im, m, direct, false, nil); err != nil {
 		c.sink.send(im.idx, c.scanFailed(im, &event.ScanInfo{}, err), false)
 	}

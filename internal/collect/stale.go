@@ -10,13 +10,15 @@ import (
 
 // staleWatch is an image's stale epochs (Options.StaleEpoch).
 type staleWatch struct {
-	next   time.Time // when the next epoch is due
-	warned bool
+	next    time.Time // when the next epoch is due
+	warned  bool
+	over    bool   // the process is exiting: no more epochs
+	watched uint32 // the most pages a reading found mappings of their own
 }
 
 // staleDue reports whether im's next epoch is due.
 func (c *collector) staleDue(w *staleWatch) bool {
-	return c.opts.StaleEpoch > 0 && !time.Now().Before(w.next)
+	return c.opts.StaleEpoch > 0 && !w.over && !time.Now().Before(w.next)
 }
 
 // staleEpoch reads which pages of im's slot pool were touched since the
@@ -40,6 +42,12 @@ func (c *collector) staleEpoch(im *image, w *staleWatch, clear bool) *event.Even
 		// (A zombie's smaps is empty: no reading at all.)
 		err = errors.New("no page of the slot pool is a mapping of its own; nothing is watched")
 	}
+	if err == nil && st.Watched < w.watched {
+		// Fewer pages than before: the process is tearing its mappings
+		// down (exiting); a page not watched would count as touched.
+		w.over = true
+		return nil
+	}
 	if err != nil {
 		if !w.warned && !exited(im.pidfd) {
 			c.warn("pid %d: --stale: %v", im.pid, err)
@@ -47,6 +55,7 @@ func (c *collector) staleEpoch(im *image, w *staleWatch, clear bool) *event.Even
 		}
 		return nil
 	}
+	w.watched = st.Watched
 	ev := &event.Event{Kind: event.StaleEpoch, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Stale: st}}
 	if !clear {
 		ev.Aux = 1
