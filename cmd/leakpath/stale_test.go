@@ -53,7 +53,7 @@ func parseAddr(t *testing.T, s string) uint64 {
 }
 
 // TestStale: a server loop whose cache entries are inserted and never
-// read again, beside a hot set read every iteration and config data read
+// read again, beside a hot set another thread reads every 10 ms and config data read
 // every 400 ms (4 epochs, under T2 = 8): the cache entries are
 // reported stale, and not one hot or config block (zero false
 // positives), though the pool watches some of each. A snapshot at
@@ -175,13 +175,16 @@ func TestStale(t *testing.T) {
 	// turns stale T2 epochs after the first epoch that saw it touched;
 	// a hot block is seen untouched in an epoch only when an access was
 	// missed.
-	lat, missed, hotEpochs := replayStale(t, trace, cache, kept, t2)
+	lat, missed, hotEpochs, hotAge := replayStale(t, trace, cache, kept, t2)
 	if len(lat) == 0 {
 		t.Fatal("the replayed trace turned no cache entry stale")
 	}
 	slices.Sort(lat)
-	t.Logf("detection latency from insertion: %d to %d epochs (median %d) for %d entries; hot blocks seen untouched in %d of %d block-epochs",
-		lat[0], lat[len(lat)-1], lat[len(lat)/2], len(lat), missed, hotEpochs)
+	t.Logf("detection latency from insertion: %d to %d epochs (median %d) for %d entries; hot blocks seen untouched in %d of %d block-epochs, at most %d in a row",
+		lat[0], lat[len(lat)-1], lat[len(lat)/2], len(lat), missed, hotEpochs, hotAge)
+	if hotAge >= t2 {
+		t.Errorf("a hot block went %d epochs unseen: stale for a while", hotAge)
+	}
 	if lat[0] < t2 || lat[len(lat)-1] > t2+2 {
 		t.Errorf("latencies %v: want %d to %d epochs", lat, t2, t2+2)
 	}
@@ -189,9 +192,9 @@ func TestStale(t *testing.T) {
 
 // replayStale replays trace event by event and returns, for each block of
 // cache, how many epochs after its allocation it first turned stale, and
-// for the kept (hot and config) blocks of the "hot" kind how many epochs
-// saw them untouched, of how many.
-func replayStale(t *testing.T, trace string, cache []uint64, kept map[uint64]string, t2 uint32) (lat []int, missed, hotEpochs int) {
+// for the kept blocks of the "hot" kind how many epochs saw them
+// untouched, of how many, and the oldest any got.
+func replayStale(t *testing.T, trace string, cache []uint64, kept map[uint64]string, t2 uint32) (lat []int, missed, hotEpochs int, hotAge uint32) {
 	t.Helper()
 	rd, err := tracefile.Open(trace)
 	if err != nil {
@@ -221,6 +224,7 @@ func replayStale(t *testing.T, trace string, cache []uint64, kept map[uint64]str
 					if a.Age > 0 {
 						missed++
 					}
+					hotAge = max(hotAge, a.Age)
 				}
 				if want[addr] && !done[addr] && a.Age >= t2 {
 					done[addr] = true
@@ -230,7 +234,7 @@ func replayStale(t *testing.T, trace string, cache []uint64, kept map[uint64]str
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return lat, missed, hotEpochs
+			return lat, missed, hotEpochs, hotAge
 		}
 		if err != nil {
 			t.Fatal(err)
