@@ -92,23 +92,9 @@ func FuzzParse(f *testing.F) {
 // (write(2)): exactly those read as referenced.
 func TestAccessedBits(t *testing.T) {
 	const n = 9
-	page := os.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, (n+2)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	for i := 1; i <= n; i += 2 {
-		if err := unix.Madvise(mem[i*page:(i+1)*page], unix.MADV_NOHUGEPAGE); err != nil {
-			t.Skipf("madvise(MADV_NOHUGEPAGE): %v (no transparent huge pages here)", err)
-		}
-	}
-	for i := 1; i <= n; i++ {
-		mem[i*page] = 1 // present
-	}
+	mem, pool := splitPool(t, n)
+	page := int(pool.Page)
 	slot := func(i int) []byte { return mem[(i+1)*page : (i+2)*page] }
-	base := uint64(uintptr(unsafePointer(mem))) + uint64(page)
-	pool := Pool{Base: base, Count: n, Page: uint32(page)}
 	pid := os.Getpid()
 	if err := ClearRefs(pid); err != nil {
 		t.Skipf("clear_refs: %v", err)
@@ -173,21 +159,7 @@ var sink byte
 // clearing the accessed bits.
 func BenchmarkEpoch(b *testing.B) {
 	const n = 1024
-	page := os.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, (n+2)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	for i := 1; i <= n+1; i += 2 {
-		if err := unix.Madvise(mem[i*page:(i+1)*page], unix.MADV_NOHUGEPAGE); err != nil {
-			b.Skipf("madvise: %v", err)
-		}
-	}
-	for i := 1; i <= n; i++ {
-		mem[i*page] = 1
-	}
-	pool := Pool{Base: uint64(uintptr(unsafePointer(mem))) + uint64(page), Count: n, Page: uint32(page)}
+	_, pool := splitPool(b, n)
 	pid := os.Getpid()
 	b.ResetTimer()
 	for b.Loop() {
@@ -199,4 +171,25 @@ func BenchmarkEpoch(b *testing.B) {
 			b.Skipf("clear_refs: %v", err)
 		}
 	}
+}
+
+// splitPool maps n pages between two spare ones, as the agent lays out
+// its pool (every other page MADV_NOHUGEPAGE), each present; unmapped
+// when tb ends.
+func splitPool(tb testing.TB, n int) ([]byte, Pool) {
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, (n+2)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { unix.Munmap(mem) })
+	for i := 1; i <= n+1; i += 2 {
+		if err := unix.Madvise(mem[i*page:(i+1)*page], unix.MADV_NOHUGEPAGE); err != nil {
+			tb.Skipf("madvise(MADV_NOHUGEPAGE): %v (no transparent huge pages here)", err)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		mem[i*page] = 1 // present
+	}
+	return mem, Pool{Base: uint64(uintptr(unsafePointer(mem))) + uint64(page), Count: uint32(n), Page: uint32(page)}
 }
