@@ -105,6 +105,7 @@ static void lp_start_recording(void)
 {
 	struct lp_thread *t = &lp_tls;
 	lp_write_clock();
+	lp_slots_start(); /* stale slots (slots.c) */
 	if (lp_thread_attach(t) == 0)
 		lp_modules_refresh(t, 1);
 }
@@ -344,9 +345,10 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 	uint32_t sid = lp_stack_id(t, fp);
 	if (LP_UNLIKELY(lp_hdr && __atomic_load_n(&lp_hdr->suspects_n, __ATOMIC_RELAXED) != 0))
 		lp_trace_ask(t, sid, p, n);
-	if (LP_LIKELY(t->fold && p && !t->in_fold && !t->scopes)) {
+	if (LP_LIKELY(t->fold && p && !t->in_fold && !t->scopes && !lp_is_slot(p))) {
 		/* Inside a scope every block is recorded: one that folds would
-		 * count where its aggregate is read, not in the scope. */
+		 * count where its aggregate is read, not in the scope. A slot
+		 * block too: the collector watches it from its allocation on. */
 		t->in_fold = 1;
 		lp_fold_alloc(t, fn, p, n, sid);
 		t->in_fold = 0;
@@ -399,7 +401,9 @@ LP_EXPORT void *malloc(size_t n)
 	struct lp_thread *t = lp_rec_thread();
 	if (LP_UNLIKELY(!real_malloc))
 		return lp_boot_alloc(n);
-	void *p = real_malloc(n);
+	void *p = lp_slot_try(t, n, __builtin_return_address(0), 0); /* stale slots */
+	if (LP_LIKELY(!p))
+		p = real_malloc(n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_MALLOC, p, n, LP_FP());
 	return p;
@@ -414,11 +418,13 @@ LP_EXPORT void *calloc(size_t nmemb, size_t size)
 			return NULL;
 		return lp_boot_alloc(n);
 	}
-	void *p = real_calloc(nmemb, size);
+	size_t n;
+	if (__builtin_mul_overflow(nmemb, size, &n))
+		n = SIZE_MAX;
+	void *p = lp_slot_try(t, n, __builtin_return_address(0), 1); /* stale slots */
+	if (LP_LIKELY(!p))
+		p = real_calloc(nmemb, size);
 	if (t) {
-		size_t n;
-		if (__builtin_mul_overflow(nmemb, size, &n))
-			n = SIZE_MAX;
 		lp_rec_alloc(t, LP_FN_CALLOC, p, n, LP_FP());
 	}
 	return p;
@@ -432,7 +438,10 @@ LP_EXPORT void free(void *p)
 	struct lp_thread *t = lp_rec_thread();
 	if (t)
 		lp_rec_free(t, LP_FN_FREE, p, LP_FP());
-	real_free(p);
+	if (LP_UNLIKELY(lp_is_slot(p))) /* stale slots */
+		lp_slot_free(p);
+	else
+		real_free(p);
 }
 
 static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
@@ -448,6 +457,17 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	if (LP_UNLIKELY(!real_realloc))
 		return old ? NULL : lp_boot_alloc(n);
 	lp_watch_freed(old);
+	if (LP_UNLIKELY(lp_is_slot(old))) { /* stale slots: the block moves out of the pool */
+		if (t)
+			lp_rec_realloc_begin(t, old);
+		void *p = lp_slot_realloc(old, n, real_malloc);
+		if (t) {
+			lp_rec_realloc(t, fn, old, p, n, fp);
+			if (p)
+				t->last_alloc = (uint64_t)p;
+		}
+		return p;
+	}
 	if (!t)
 		return real_realloc(old, n);
 	if (old) {
@@ -608,7 +628,10 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 		struct lp_thread *t = lp_rec_thread();                                 \
 		void *p;                                                               \
 		if (LP_LIKELY(lp_cxx_mode((void *)real) == 1)) {                       \
-			p = lp_cxx_alloc(n, align);                                    \
+			p = align ? NULL                                               \
+				  : lp_slot_try(t, n, __builtin_return_address(0), 0); \
+			if (LP_LIKELY(!p))                                             \
+				p = lp_cxx_alloc(n, align);                            \
 		} else {                                                               \
 			if (!real)                                                     \
 				abort();                                               \
@@ -637,7 +660,9 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			lp_rec_free(t, fn, p, LP_FP());                                \
 			t->busy++;                                                     \
 		}                                                                      \
-		if (real)                                                              \
+		if (LP_UNLIKELY(lp_is_slot(p)))                                        \
+			lp_slot_free(p); /* stale slots */                             \
+		else if (real)                                                         \
 			real args;                                                     \
 		else                                                                   \
 			real_free(p);                                                  \

@@ -145,6 +145,28 @@ struct lp_module {
 	const void *phdr;       /* dlpi_phdr: identifies the load */
 };
 
+/* slots.c: the slot pool for stale objects (LP_HF_STALE). */
+extern LP_HIDDEN uintptr_t lp_slot_lo, lp_slot_span;
+extern LP_HIDDEN int lp_slots_on;
+LP_HIDDEN void lp_slots_start(void);
+LP_HIDDEN void *lp_slot_alloc(size_t n, const void *ra, int zero);
+LP_HIDDEN void lp_slot_free(void *p);
+LP_HIDDEN void *lp_slot_realloc(void *old, size_t n, void *(*real_malloc)(size_t));
+
+/* lp_is_slot reports whether p lies in the slot pool. */
+static inline int lp_is_slot(const void *p)
+{
+	return (uintptr_t)p - lp_slot_lo < lp_slot_span;
+}
+
+/* lp_slot_try serves a sampled block of n bytes from the pool, or NULL. */
+static inline void *lp_slot_try(struct lp_thread *t, size_t n, const void *ra, int zero)
+{
+	if (LP_LIKELY(!lp_slots_on) || !t)
+		return NULL;
+	return lp_slot_alloc(n, ra, zero);
+}
+
 /* mem.c: memory for the agent itself, straight from mmap. */
 extern struct lp_own_table lp_own; /* the agent's own mappings (stacktab.c) */
 LP_HIDDEN void *lp_mmap(size_t bytes);

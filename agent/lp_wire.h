@@ -42,7 +42,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 6u
+#define LP_WIRE_VERSION 7u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -138,7 +138,8 @@ enum {
 	LP_HF_FREE_STACKS = 2,   /* set by the collector: capture stacks of frees */
 	LP_HF_FOLD = 4,          /* set by the collector: fold short-lived allocations */
 	LP_HF_HOLD_EXIT = 8,     /* set by the collector: hold the process at exit for a scan */
-	LP_HF_FOLD_FREE_STACKS = 16, /* set by the collector: with LP_HF_FREE_STACKS, key aggregates
+	LP_HF_STALE = 16,        /* set by the collector: serve sampled blocks from the slot pool */
+	LP_HF_FOLD_FREE_STACKS = 32, /* set by the collector: with LP_HF_FREE_STACKS, key aggregates
 	                                by the free's stack too (else 0: a walk less per folded pair) */
 };
 
@@ -211,7 +212,25 @@ struct lp_header {
 	uint32_t ask_pad;
 	int64_t ask_result;       /* written by the collector before LP_ASK_DONE */
 	char ask_label[LP_ASK_LABEL_MAX]; /* NUL terminated */
+	uint64_t pad8[53];
+	/* offset 1024: stale objects, see LP_STALE_* (agent/slots.c) */
+	uint32_t stale_slots;     /* collector: slot pages in the pool */
+	uint32_t stale_sample;    /* collector: a site's 1st allocation, then every Kth */
+	uint64_t stale_base;      /* agent: the first slot page; 0: no pool */
+	uint32_t stale_count;     /* agent: slot pages from stale_base, one VMA each */
+	uint32_t stale_page;      /* agent: the page size (bytes of one slot) */
 };
+
+/*
+ * Stale objects (LP_HF_STALE). The agent serves sampled small allocations
+ * (malloc, calloc, operator new, at most LP_STALE_MAX_SIZE bytes) from a
+ * pool of stale_count pages from stale_base, a block at the start of its
+ * page, one block per page. Every other page is MADV_NOHUGEPAGE, so each
+ * page is a VMA of its own whose smaps "Referenced" tells whether the
+ * block was touched since the collector last wrote 1 to clear_refs. The
+ * pool is one of the agent's own ranges (not a root of scans).
+ */
+#define LP_STALE_MAX_SIZE 4080u
 
 /*
  * Root-cause windows. The collector writes the stack ids of suspect sites

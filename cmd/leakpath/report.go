@@ -22,6 +22,7 @@ type reportOptions struct {
 	debugDirs commaList
 	leaks     leakOptions
 	usage     usageOptions
+	stale     staleOptions
 }
 
 func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
@@ -34,6 +35,7 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
 	addLeakFlags(fs, &o.leaks)
+	addStaleFlags(fs, &o.stale, false)
 	addUsageFlags(fs, &o.usage, false)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: leakpath report [flags] TRACE.lpt...\n\n"+
@@ -68,6 +70,9 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err := o.checkFormat(); err != nil {
 		return err
 	}
+	if err := o.stale.check(); err != nil {
+		return err
+	}
 	supp, err := o.leaks.suppressionSet()
 	if err != nil {
 		return err
@@ -82,6 +87,7 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	rep = report.New(t.model, t.main, report.Options{
 		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
 		Suppressions: supp, ShowReachable: o.leaks.showReachable, CollapsedValue: o.value,
+		StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
 	})
 	return writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) })
 }

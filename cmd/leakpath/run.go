@@ -38,6 +38,7 @@ type runOptions struct {
 	timeRes    time.Duration
 	scan       bool
 	rootCause  collect.RootCauseOptions
+	stale      staleOptions
 	leaks      leakOptions
 	usage      usageOptions
 }
@@ -55,6 +56,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.Var((*rootCauseAfter)(&o.rootCause), "root-cause-after", "with --root-cause, judge sites only after `DURATION` (skip the start-up), or only once 'leakpath root-cause PID' asks (request)")
 	fs.IntVar(&o.rootCause.MaxSites, "root-cause-sites", 4, "with --root-cause, trace at most `N` sites at once")
 	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 0, "with --root-cause, give up on a site after `DURATION` of tracing (default 10s; 30s where hardware breakpoints do not fire)")
+	addStaleFlags(fs, &o.stale, true)
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of frees too (for root causes and improper uses; a free that folds records none unless --root-cause)")
@@ -97,6 +99,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	if o.ringKiB < 4 || o.ringKiB&(o.ringKiB-1) != 0 {
 		return nil, nil, fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.ringKiB)
+	}
+	if err := o.stale.check(); err != nil {
+		return nil, nil, err
 	}
 	supp, err := o.leaks.suppressionSet()
 	if err != nil {
@@ -141,14 +146,19 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			FoldFreeStacks: o.rootCause.Enabled,
 			HoldExit:       o.scan,
 		},
-		RootCause: o.rootCause,
-		Logf:      func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
-		Warm:      sym.warmUp(),
+		StaleEpoch: staleEpoch(&o.stale),
+		RootCause:  o.rootCause,
+		Logf:       func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Warm:       sym.warmUp(),
+	}
+	if o.stale.on {
+		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
 	}
 	started := time.Now()
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
 		return snapshotReport(s, proc, req, report.Options{
 			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
+			StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
 		}, checkKinds)
 	}
 	asked := &askedLog{dir: o.snapDir, started: started}
@@ -214,6 +224,8 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Warnings:      append(res.Warnings, early...),
 		Suppressions:  supp,
 		ShowReachable: o.leaks.showReachable,
+		StaleT1:       uint32(o.stale.t1),
+		StaleT2:       uint32(o.stale.t2),
 	})
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {

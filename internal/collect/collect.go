@@ -72,6 +72,10 @@ type Options struct {
 	// RootCause records the paths that explain growing sites (root
 	// causes); see rootcause.go.
 	RootCause RootCauseOptions
+	// StaleEpoch, when > 0, reads the slot pool (Region.StaleSlots) of
+	// each image that has one this often, as StaleEpoch events (see
+	// stale.go).
+	StaleEpoch time.Duration
 }
 
 // Result is what a run produced.
@@ -131,6 +135,7 @@ type image struct {
 	rc      *rootCauses   // root-cause recording; nil: none yet (under collector.mu)
 	once    sync.Once
 	outcome *event.ProcessInfo // set by the collector for the main pid
+	stale   staleWatch         // owned by its pipeline
 }
 
 type collector struct {
@@ -433,6 +438,11 @@ func (c *collector) pipeline(im *image) {
 		if len(direct.out) > 0 {
 			c.sink.send(im.idx, direct.out, false)
 			direct.out = c.sink.buffer()
+		}
+		if c.staleDue(&im.stale) {
+			if ev := c.staleEpoch(im, &im.stale, true); ev != nil {
+				c.sink.send(im.idx, []event.Event{*ev}, false)
+			}
 		}
 		if time.Since(lastReclaim) > 100*time.Millisecond {
 			im.reg.Reclaim(func(tid int32) bool { return region.ThreadAlive(im.pid, tid) }, func(ring int) {

@@ -35,6 +35,7 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 		return
 	}
 	defer im.reg.ReleaseHold()
+	im.stale.over = true // its last reading is the scan's
 	if err := c.scan(im, m, direct, false, nil); err != nil {
 		c.sink.send(im.idx, c.scanFailed(im, &event.ScanInfo{}, err), false)
 	}
@@ -121,6 +122,12 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	}
 	out := m.take(0, true, direct.out)
 	direct.out = c.sink.buffer()
+	if c.opts.StaleEpoch > 0 {
+		// Before the scan reads the blocks (which touches them).
+		if ev := c.staleEpoch(im, &im.stale, false); ev != nil {
+			out = append(out, *ev)
+		}
+	}
 	pending := im.reg.PeekPending()
 	suppAddr, own, tlsOff, tlsSize := im.reg.HoldInfo()
 	supp := ""
@@ -154,7 +161,11 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 		}
 		return evs
 	})
-	if err := <-done; err != nil {
+	err = <-done
+	// The scan read the blocks: clear what it touched while the program
+	// is still stopped (an access of its own after that must count).
+	c.staleCleared(im)
+	if err != nil {
 		if !live {
 			return nil // recorded
 		}

@@ -75,6 +75,11 @@ const (
 	// ScopeEnd: thread Thread left its innermost scope, at depth Aux
 	// (0: unknown).
 	ScopeEnd
+	// StaleEpoch: the collector read which pages of the agent's slot pool
+	// were touched since the previous epoch (Stale), and cleared the
+	// accessed bits again. Aux 1: a reading between epochs (before a scan
+	// touches the memory), which takes the accesses and ages nothing.
+	StaleEpoch
 )
 
 var kindNames = [...]string{
@@ -84,6 +89,7 @@ var kindNames = [...]string{
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
 	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
 	RootCause: "root-cause", ScopeBegin: "scope-begin", ScopeEnd: "scope-end",
+	StaleEpoch: "stale-epoch",
 }
 
 func (k Kind) String() string {
@@ -194,6 +200,7 @@ type Extra struct {
 	Clock     *ClockInfo     // ProcessStart, Clock
 	Scan      *ScanInfo      // Scan
 	RootCause *RootCauseInfo // RootCause
+	Stale     *StaleInfo     // StaleEpoch
 }
 
 // Ext returns e's extra part, creating it if absent.
@@ -258,6 +265,31 @@ func (e *Event) RootCauseInfo() *RootCauseInfo {
 		return nil
 	}
 	return e.X.RootCause
+}
+
+// StaleInfo returns the reading of a StaleEpoch event, or nil.
+func (e *Event) StaleInfo() *StaleInfo {
+	if e.X == nil {
+		return nil
+	}
+	return e.X.Stale
+}
+
+// StaleInfo is one epoch's reading of the slot pool: Count pages of Page
+// bytes from Base, of which Watched were pages of their own (a VMA each:
+// only those can be told apart), and Referenced, a bitset by page index
+// (bit i of word i/64), those touched since the previous epoch; a page not
+// watched counts as touched.
+type StaleInfo struct {
+	Base        uint64
+	Page, Count uint32
+	Watched     uint32
+	Referenced  []uint64
+}
+
+// Touched reports whether page i was referenced.
+func (s *StaleInfo) Touched(i uint32) bool {
+	return int(i/64) < len(s.Referenced) && s.Referenced[i/64]>>(i%64)&1 != 0
 }
 
 // RootCauseStatus says whether a root cause was found.

@@ -180,6 +180,9 @@ type Process struct {
 	Scan *event.ScanInfo
 	// RootCauses: why sites' blocks are not freed (--root-cause).
 	RootCauses map[StackID]*event.RootCauseInfo
+	// Stale: the ages of the blocks in the agent's slot pool (--stale);
+	// nil when no stale epoch was read.
+	Stale *StaleState
 	// Pending, while a snapshot is reported, are the blocks its threads
 	// hold pending (allocated, not yet recorded) by address: Leaks and
 	// SnapshotTotals count them. nil otherwise.
@@ -536,6 +539,8 @@ func (p *Process) apply(ev *event.Event) {
 		p.scopeBegin(ev)
 	case event.ScopeEnd:
 		p.scopeEnd(ev)
+	case event.StaleEpoch:
+		p.staleEpoch(ev)
 	case event.ProcessEnd:
 		if ev.ProcessInfo() != nil {
 			end := *ev.ProcessInfo()

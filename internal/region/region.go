@@ -33,6 +33,10 @@ type Options struct {
 	// too (root causes need every free's; reports only improper ones').
 	FoldFreeStacks bool
 	HoldExit       bool // have the agent hold the process at exit for a scan
+	// StaleSlots, when > 0, has the agent serve sampled small blocks from
+	// a pool of that many pages (stale objects); StaleSample is its K: a
+	// site's 1st allocation, then every Kth (0: 1).
+	StaleSlots, StaleSample int
 }
 
 func (o *Options) fill() error {
@@ -50,6 +54,8 @@ func (o *Options) fill() error {
 		return fmt.Errorf("region: %d slots out of range", o.Slots)
 	case o.RingSize < 4096 || o.RingSize&(o.RingSize-1) != 0:
 		return fmt.Errorf("region: ring size %d is not a power of two >= 4096", o.RingSize)
+	case o.StaleSlots < 0 || o.StaleSlots > 1<<20:
+		return fmt.Errorf("region: %d stale slots out of range 0..%d", o.StaleSlots, 1<<20)
 	case o.MaxDepth < 1 || o.MaxDepth > wire.MaxDepth:
 		return fmt.Errorf("region: max depth %d out of range 1..%d", o.MaxDepth, wire.MaxDepth)
 	}
@@ -108,6 +114,11 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	}
 	if opts.HoldExit {
 		flags |= wire.FlagHoldExit
+	}
+	if opts.StaleSlots > 0 {
+		flags |= wire.FlagStale
+		r.put32(wire.OffStaleSlots, uint32(opts.StaleSlots))
+		r.put32(wire.OffStaleSample, uint32(max(opts.StaleSample, 1)))
 	}
 	r.put64(wire.OffMagic, wire.RegionMagic)
 	r.put32(wire.OffVersion, wire.Version)

@@ -85,6 +85,9 @@ func NewDiff(a, b *Doc, opts DiffOptions) *Diff {
 	bySite := map[string]*diffSite{}
 	add := func(doc *Doc, inB bool) {
 		for _, l := range doc.r.Leaks {
+			if l.Kind == staleKind {
+				continue // its blocks are listed under their own kind too
+			}
 			kind, ok := event.ParseLeakKind(l.Kind)
 			if !ok {
 				kind = event.Unclassified

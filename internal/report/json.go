@@ -48,6 +48,8 @@ type jsonImage struct {
 	// allocated first; absent when the image entered none.
 	Scopes         []jsonScope `json:"scopes,omitempty"`
 	ScopeAnomalies uint64      `json:"scope_anomalies,omitempty"`
+	// StaleWatch: the figures of --stale, when it read any epoch.
+	StaleWatch *jsonStaleWatch `json:"stale_watch,omitempty"`
 }
 
 type jsonExit struct {
@@ -110,6 +112,19 @@ type jsonLeak struct {
 	// the ranks of those that had a rank.
 	TraceCount int   `json:"trace_count,omitempty"`
 	Ranks      []int `json:"ranks,omitempty"`
+	// A "stale" entry (--stale): the sampled blocks of the site untouched
+	// for T2 epochs or more (Blocks, Bytes; StaleBlocks each), the oldest
+	// one's age, the latest last access (seconds since the start), and
+	// the extrapolation to the site's live blocks.
+	AgeEpochs       uint32           `json:"age_epochs,omitempty"`
+	LastAccess      *float64         `json:"last_access,omitempty"`
+	Sampled         bool             `json:"sampled,omitempty"`
+	Watched         int              `json:"watched_blocks,omitempty"`
+	SiteLiveBlocks  uint64           `json:"site_live_blocks,omitempty"`
+	StaleShare      float64          `json:"stale_share,omitempty"`
+	EstimatedBlocks uint64           `json:"estimated_blocks,omitempty"`
+	EstimatedBytes  uint64           `json:"estimated_bytes,omitempty"`
+	StaleBlocks     []jsonStaleBlock `json:"stale_blocks,omitempty"`
 }
 
 type jsonError struct {
@@ -204,6 +219,9 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		}
 		ji.Leaks = append(ji.Leaks, l)
 	}
+	if !execd(p) {
+		ji.Leaks = append(ji.Leaks, r.jsonStale(p)...)
+	}
 	if p.Scan != nil && !execd(p) {
 		if p.Scan.Error != "" {
 			ji.ScanError = p.Scan.Error
@@ -221,6 +239,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		}
 	}
 	ji.Scopes, ji.ScopeAnomalies = r.jsonScopes(p), p.ScopeAnomalies
+	ji.StaleWatch = r.jsonStaleWatch(p)
 	for _, e := range p.Errors {
 		je := jsonError{Kind: e.Kind.String(), Address: fmt.Sprintf("0x%x", e.Addr), Count: e.Count,
 			Function: e.Fn.String(), Stack: r.jsonStack(p, e.Stack), AllocStack: r.jsonStack(p, e.AllocStack)}

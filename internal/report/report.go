@@ -61,6 +61,10 @@ type Options struct {
 	// CollapsedValue is what the collapsed format counts per stack, one
 	// of CollapsedValues; "": leaked-bytes.
 	CollapsedValue string
+	// StaleT1 and StaleT2 are the thresholds of the stale watch in
+	// epochs (0: DefaultStaleT1, DefaultStaleT2): blocks untouched for
+	// more than T1 are in area B, for T2 or more stale.
+	StaleT1, StaleT2 uint32
 	// SourceRoot is the directory SARIF paths are relative to (as
 	// %SRCROOT%); "": the current directory.
 	SourceRoot string

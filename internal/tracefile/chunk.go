@@ -72,6 +72,7 @@ const (
 	gClock
 	gScan      // since format version 2; with flags since 3
 	gRootCause // since format version 4
+	gStale     // since format version 6
 	gAll       = 1<<iota - 1
 )
 
@@ -894,6 +895,9 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if ev.RootCauseInfo() != nil {
 		mask |= gRootCause
 	}
+	if ev.StaleInfo() != nil {
+		mask |= gStale
+	}
 	e.s[sOps] = append(e.s[sOps], opGeneric, byte(ev.Kind))
 	b := uv(e.s[sMisc], mask)
 	if mask&gFn != 0 {
@@ -972,7 +976,30 @@ func (e *encoder) addGeneric(ev *event.Event) {
 	if rc := ev.RootCauseInfo(); rc != nil {
 		b = putRootCause(b, rc)
 	}
+	if st := ev.StaleInfo(); st != nil {
+		b = putStale(b, st)
+	}
 	e.s[sMisc] = b
+}
+
+// putStale appends a stale epoch's reading: the pool, then the bitset of
+// the pages touched (at most MaxStaleWords words).
+func putStale(b []byte, st *event.StaleInfo) []byte {
+	b = uv(b, st.Base)
+	b = uv(b, uint64(st.Page))
+	b = uv(b, uint64(st.Count))
+	b = uv(b, uint64(st.Watched))
+	return putList(b, st.Referenced, MaxStaleWords)
+}
+
+// putList appends the count of vs (at most max of them), then each.
+func putList(b []byte, vs []uint64, max int) []byte {
+	n := min(len(vs), max)
+	b = uv(b, uint64(n))
+	for _, v := range vs[:n] {
+		b = uv(b, v)
+	}
+	return b
 }
 
 // putRootCause appends a root cause: its status and counts, the
@@ -983,12 +1010,8 @@ func putRootCause(b []byte, rc *event.RootCauseInfo) []byte {
 	b = uv(b, uint64(rc.Traced))
 	b = uv(b, uint64(rc.Freed))
 	b = uv(b, uint64(rc.Leaked))
-	n := min(len(rc.Functions), MaxRootCauseItems)
-	b = uv(b, uint64(n))
-	for _, a := range rc.Functions[:n] {
-		b = uv(b, a)
-	}
-	n = min(len(rc.Branches), MaxRootCauseItems)
+	b = putList(b, rc.Functions, MaxRootCauseItems)
+	n := min(len(rc.Branches), MaxRootCauseItems)
 	b = uv(b, uint64(n))
 	for _, br := range rc.Branches[:n] {
 		b = uv(b, br.Addr)

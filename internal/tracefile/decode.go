@@ -717,6 +717,28 @@ func (d *decoder) decGeneric(ev *event.Event) {
 		}
 		ev.Ext().RootCause = d.rootCause()
 	}
+	if mask&gStale != 0 {
+		if d.version < 6 {
+			d.failf("a stale epoch in a version %d trace", d.version)
+			return
+		}
+		ev.Ext().Stale = d.stale()
+	}
+}
+
+// stale reads what putStale wrote.
+func (d *decoder) stale() *event.StaleInfo {
+	st := &event.StaleInfo{Base: d.uv(sMisc), Page: d.u32(sMisc), Count: d.u32(sMisc), Watched: d.u32(sMisc)}
+	if n := d.count(sMisc, MaxStaleWords); n > 0 {
+		st.Referenced = make([]uint64, n)
+		for i := range st.Referenced {
+			st.Referenced[i] = d.uv(sMisc)
+		}
+	}
+	if st.Page == 0 || st.Count > MaxStaleWords*64 || st.Watched > st.Count {
+		d.failf("bad stale epoch (page %d, %d pages, %d watched)", st.Page, st.Count, st.Watched)
+	}
+	return st
 }
 
 // rootCause reads what putRootCause wrote.

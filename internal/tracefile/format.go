@@ -40,6 +40,9 @@ const (
 	// MaxRootCauseItems is the most functions, and branches, a RootCause
 	// event may carry.
 	MaxRootCauseItems = 1024
+	// MaxStaleWords is the most bitset words a StaleEpoch event may
+	// carry (pages of the slot pool / 64).
+	MaxStaleWords = 1 << 14
 	// MaxChunk is the largest chunk, compressed or not.
 	MaxChunk = 64 << 20
 	// DefaultChunkSize is the uncompressed size at which Write closes a

@@ -177,6 +177,20 @@ func (g *gen) event(proc uint32, thread int32) event.Event {
 		}
 		return ev
 	}
+	if g.r.IntN(40) == 0 {
+		// Stale epochs (format version 6).
+		n := uint32(1 + g.r.IntN(200))
+		st := &event.StaleInfo{Base: g.addr(), Page: 4096, Count: n, Watched: uint32(g.r.IntN(int(n) + 1))}
+		if g.r.IntN(4) != 0 {
+			st.Referenced = make([]uint64, (n+63)/64)
+			for i := range st.Referenced {
+				st.Referenced[i] = g.r.Uint64()
+			}
+		}
+		ev.Kind = event.StaleEpoch
+		ev.Ext().Stale = st
+		return ev
+	}
 	if g.r.IntN(10) == 0 {
 		// Scope markers, mostly as the collector makes them.
 		ev.Kind, ev.Aux = event.ScopeBegin, uint64(g.r.IntN(5))
@@ -299,7 +313,15 @@ func normalizeExtra(x *event.Extra) *event.Extra {
 		kc := *k
 		c.Clock = &kc
 	}
-	if c.Frames == nil && c.Module == nil && c.Text == "" && c.Process == nil && c.Clock == nil {
+	if st := x.Stale; st != nil {
+		sc := *st
+		sc.Referenced = nil
+		if len(st.Referenced) > 0 {
+			sc.Referenced = append([]uint64(nil), st.Referenced...)
+		}
+		c.Stale = &sc
+	}
+	if c.Frames == nil && c.Module == nil && c.Text == "" && c.Process == nil && c.Clock == nil && c.Stale == nil {
 		return nil
 	}
 	return &c

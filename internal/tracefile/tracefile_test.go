@@ -558,17 +558,19 @@ func TestRoundTripScopes(t *testing.T) {
 }
 
 // TestOlderVersions: a trace whose header says an older version is read
-// as before; a scope marker in it is corruption (that version had none).
+// as before; a scope marker in it is corruption before version 5 (those
+// versions had none), a stale epoch before version 6.
 func TestOlderVersions(t *testing.T) {
 	plain := newGen(3).events(2000)
 	for i := range plain {
-		if plain[i].Kind == event.ScopeBegin || plain[i].Kind == event.ScopeEnd {
+		if k := plain[i].Kind; k == event.ScopeBegin || k == event.ScopeEnd || k == event.StaleEpoch {
 			plain[i].Kind = event.ThreadExit
 			plain[i].X = nil
 		}
 	}
 	marker := []event.Event{{Kind: event.ScopeBegin, Time: 5, Aux: 1, X: &event.Extra{Text: "s"}}}
-	for v := 1; v < 5; v++ { // 5 added the marker
+	epoch := []event.Event{{Kind: event.StaleEpoch, Time: 5, X: &event.Extra{Stale: &event.StaleInfo{Base: 4096, Page: 4096, Count: 3, Referenced: []uint64{5}}}}}
+	for v := 1; v < Version; v++ {
 		old := func(evs []event.Event) []byte {
 			data := writeTrace(t, evs, Options{}, 100)
 			binary.LittleEndian.PutUint16(data[8:], uint16(v))
@@ -583,8 +585,11 @@ func TestOlderVersions(t *testing.T) {
 		if len(got) != len(plain) {
 			t.Errorf("version %d: read %d events, wrote %d", v, len(got), len(plain))
 		}
-		if _, err := readAll(t, old(marker)); !errors.Is(err, ErrCorrupt) {
+		if _, err := readAll(t, old(marker)); v < 5 && !errors.Is(err, ErrCorrupt) {
 			t.Errorf("version %d: a scope marker read with %v, want corruption", v, err)
+		}
+		if _, err := readAll(t, old(epoch)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("version %d: a stale epoch read with %v, want corruption", v, err)
 		}
 	}
 }

@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 6
+const Version = 7
 
 // Magic numbers.
 const (
@@ -55,6 +55,10 @@ const (
 	RecMax          = 21
 )
 
+// StaleMaxSize is the largest block the agent serves from the slot pool
+// (LP_STALE_MAX_SIZE).
+const StaleMaxSize = 4080
+
 // ScopeNameMax is the most bytes of a scope's name the agent sends
 // (LP_SCOPE_NAME_MAX).
 const ScopeNameMax = 127
@@ -102,9 +106,10 @@ const (
 	FlagClockTSC   = 1
 	FlagFreeStacks = 2
 	FlagFold       = 4
-	FlagHoldExit   = 8 // hold the process at exit for a scan
+	FlagHoldExit   = 8  // hold the process at exit for a scan
+	FlagStale      = 16 // serve sampled small blocks from the slot pool (stale objects)
 	// FlagFoldFreeStacks: folded pairs keep their free's stack too.
-	FlagFoldFreeStacks = 16
+	FlagFoldFreeStacks = 32
 )
 
 // Slot states (LP_SLOT_*).
@@ -168,6 +173,11 @@ const (
 	OffAskKind           = 520
 	OffAskResult         = 528
 	OffAskLabel          = 536
+	OffStaleSlots        = 1024 // collector: slot pages in the pool
+	OffStaleSample       = 1028 // collector: sample every Kth allocation of a site
+	OffStaleBase         = 1032 // agent: the first slot page
+	OffStaleCount        = 1040 // agent: slot pages
+	OffStalePage         = 1044 // agent: bytes per slot page
 
 	// struct lp_own_table
 	OwnMax         = 256
