@@ -87,6 +87,7 @@ LP_HIDDEN int lp_collector_alive(void);
 LP_HIDDEN void lp_hold_exit(const char *supp);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
 LP_HIDDEN long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout);
+LP_HIDDEN void lp_ring_stop(void);
 LP_HIDDEN int lp_post(uint32_t *state, uint32_t req, uint32_t idle, int ms);
 
 /* lp_watch_freed tells the collector that the block of a root-cause
@@ -150,6 +151,9 @@ LP_HIDDEN void lp_munmap(void *p, size_t bytes);
 
 /* agent.c */
 LP_HIDDEN void lp_note_thread_exit(void);
+
+/* attach.c */
+LP_HIDDEN void lp_attach_patch(void);
 
 static inline uint64_t lp_rdtsc(void)
 {

@@ -56,6 +56,13 @@ int lp_collector_alive(void)
 	return 1;
 }
 
+/* lp_ring_stop makes every writer drop its records from now on (a
+ * detach); a new region (lp_region_open) starts them again. */
+LP_HIDDEN void lp_ring_stop(void)
+{
+	__atomic_store_n(&lp_detached, 1, __ATOMIC_RELEASE);
+}
+
 static void lp_detach_now(void)
 {
 	lp_detached = 1;
