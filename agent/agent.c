@@ -181,9 +181,11 @@ static void lp_init(void)
 
 __attribute__((constructor(101))) static void lp_constructor(void)
 {
-	/* Not in the global scope: dlopen'ed by `leakpath attach`, which
-	 * calls leakpath_agent_attach next (attach.c). */
-	if (!dlsym(RTLD_DEFAULT, "leakpath_agent_attach"))
+	/* Not among the main program's libraries (RTLD_DEFAULT would also
+	 * search the caller's own scope): dlopen'ed by `leakpath attach`,
+	 * which calls leakpath_agent_attach next (attach.c). */
+	void *main_scope = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+	if (!main_scope || !dlsym(main_scope, "leakpath_agent_attach"))
 		return;
 	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) == LP_INIT_NONE)
 		lp_init();

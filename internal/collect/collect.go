@@ -147,6 +147,11 @@ type collector struct {
 	mainEnd     chan *event.ProcessInfo
 	mainOutcome *event.ProcessInfo
 	started     time.Time
+	// attached: recording a process that was running already (Attach);
+	// detach is closed when it is to stop.
+	attached bool
+	detach   chan struct{}
+	detachMu sync.Once
 }
 
 // Run runs opts.Argv to completion (and every recorded descendant) and
@@ -156,24 +161,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("no program to run")
 	}
-	c := &collector{
-		opts:    opts,
-		src:     clock.NewSource(clock.UseTSC()),
-		current: map[int32]*image{},
-		mainEnd: make(chan *event.ProcessInfo, 1),
-		started: time.Now(),
-	}
-	c.opts.Region.ClockTSC = c.src.TSC()
-	c.sink = newSink(heap.NewSession(), opts.Trace)
-	c.sink.warm = opts.Warm
-	c.sink.model.Observer = opts.Observer
-	if opts.RootCause.Enabled {
-		// Probes the breakpoints now, not with a thread of the program
-		// held.
-		c.opts.RootCause.defaults()
-		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
-	}
-
+	c := newCollector(opts)
 	sess, err := launch.NewSession(opts.Agent, c.register, c.control)
 	if err != nil {
 		return nil, err
@@ -300,6 +288,28 @@ wait:
 	return res, nil
 }
 
+// newCollector makes a collector with its sink (not started yet).
+func newCollector(opts Options) *collector {
+	c := &collector{
+		opts:    opts,
+		src:     clock.NewSource(clock.UseTSC()),
+		current: map[int32]*image{},
+		mainEnd: make(chan *event.ProcessInfo, 1),
+		started: time.Now(),
+	}
+	c.opts.Region.ClockTSC = c.src.TSC()
+	c.sink = newSink(heap.NewSession(), opts.Trace)
+	c.sink.warm = opts.Warm
+	c.sink.model.Observer = opts.Observer
+	if opts.RootCause.Enabled {
+		// Probes the breakpoints now, not with a thread of the program
+		// held.
+		c.opts.RootCause.defaults()
+		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
+	}
+	return c
+}
+
 func startError(argv []string, err error) error {
 	code := 126
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -346,6 +356,9 @@ func (c *collector) register(h launch.Hello) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	info := event.ProcessInfo{PID: h.PID, PPID: h.PPID, ParentProc: -1, ExecOf: -1}
+	// A fork child of an attached process starts with its parent's
+	// unknown blocks too; an exec'd image starts afresh.
+	info.Attached = c.attached && (h.PID == c.mainPID || h.ForkID != 0)
 	if h.ForkID != 0 {
 		if !c.opts.FollowFork {
 			return -1, errors.New("fork child not recorded (--follow-fork=false)")
@@ -451,7 +464,11 @@ func (c *collector) pipeline(im *image) {
 		}
 		select {
 		case r := <-im.snaps:
-			r.resp <- c.snapshot(im, &m, direct, r.req)
+			if r.req.Op == opDetachScan {
+				r.resp <- c.detachScan(im, &m, direct)
+			} else {
+				r.resp <- c.snapshot(im, &m, direct, r.req)
+			}
 		default:
 		}
 		if n > 0 {
@@ -509,6 +526,12 @@ type snapRequest struct {
 // control answers a control request (launch.Controller).
 func (c *collector) control(req control.Request) control.Response {
 	switch {
+	case req.Op == "detach" && c.attached:
+		if req.PID != int(c.mainPID) {
+			return control.Response{Error: fmt.Sprintf("this leakpath attach records pid %d, not %d", c.mainPID, req.PID)}
+		}
+		c.stopAttach()
+		return control.Response{Text: fmt.Sprintf("leakpath: detaching from pid %d\n", req.PID)}
 	case req.Op != "snapshot" && req.Op != "root-cause":
 		return control.Response{Error: fmt.Sprintf("unknown control request %q", req.Op)}
 	case req.Op == "snapshot" && c.opts.Snapshot == nil:
@@ -562,6 +585,8 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		info := *im.start.ProcessInfo()
 		if replaced {
 			info.ExecdOut = true
+		} else if c.attached {
+			info.Detached = true
 		}
 		return &info
 	default:
@@ -570,7 +595,7 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		return nil
 	}
 	info := *im.start.ProcessInfo()
-	if im.pid == c.mainPID {
+	if im.pid == c.mainPID && !c.attached {
 		// The collector reaps the program itself: take its status.
 		c.mu.Lock()
 		if c.mainOutcome == nil {

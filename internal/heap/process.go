@@ -111,6 +111,9 @@ type Totals struct {
 	PeakBytes      uint64
 	PeakTime       uint64
 	Temporary      uint64
+	// UnknownFrees: frees and reallocs of blocks allocated before an
+	// attach (ProcessInfo.Attached): not errors, not counted in Frees.
+	UnknownFrees uint64
 }
 
 // ErrorKind classifies improper uses of the allocator.
@@ -733,6 +736,11 @@ func (p *Process) invalidFree(ev *event.Event) {
 		e.Kind = DoubleFree
 		e.AllocStack = f.site
 		e.FreeStack = f.stack
+	} else if p.Info.Attached {
+		// A block from before the attach: the model never saw it.
+		p.Totals.UnknownFrees++
+		p.calledAt(ev)
+		return
 	}
 	p.addError(e)
 	p.calledAt(ev)

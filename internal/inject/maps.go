@@ -52,12 +52,12 @@ func parseMaps(b []byte) []mapping {
 
 // module is a mapped ELF file: its path and load bias.
 type module struct {
-	path     string
-	bias     uint64
-	lo, hi   uint64 // lowest and highest mapped address
-	textLo   uint64 // its executable mapping(s)
-	textHi   uint64
-	dynsyms  []elf.Symbol
+	path    string
+	bias    uint64
+	lo, hi  uint64 // lowest and highest mapped address
+	textLo  uint64 // its executable mapping(s)
+	textHi  uint64
+	dynsyms []elf.Symbol
 }
 
 // findModule returns the module whose file name (base) satisfies match.
