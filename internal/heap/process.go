@@ -544,9 +544,10 @@ func (p *Process) apply(ev *event.Event) {
 			end := *ev.ProcessInfo()
 			p.End = &end
 		}
-		if p.Scan != nil && p.Scan.Live {
+		if p.Scan != nil && p.Scan.Live && (p.End == nil || !p.End.Detached) {
 			// A snapshot's kinds are stale at the end: the blocks left
-			// then were never scanned.
+			// then were never scanned. (The scan before a detach is
+			// the last word on the blocks live at the detach.)
 			p.forgetKinds()
 		}
 	}
