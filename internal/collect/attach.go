@@ -15,6 +15,7 @@ import (
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/inject"
 	"github.com/leakpath/leakpath/internal/launch"
+	"github.com/leakpath/leakpath/internal/ptrace"
 )
 
 // opDetachScan is the pipeline's own request: scan the image before the
@@ -92,14 +93,21 @@ func Attach(ctx context.Context, pid int, opts Options, o inject.Options) (*Resu
 		}
 	}
 	if !exited(pidfd) {
-		// The kinds of what is live now, while every block is known;
-		// then the agent stops writing and the pipeline drains.
+		// The kinds of what is live now, while every block is known,
+		// and the detach in the same stop when a thread is at a safe
+		// point then (else after it); then the pipeline drains.
+		var dr *inject.Result
+		var err error
+		c.detachOpts = o
 		if resp := c.askPipeline(int32(pid), control.Request{Op: opDetachScan, PID: pid}); resp.Error != "" {
 			c.warn("scan before detach: %s", resp.Error)
 		}
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		dr, err := inject.Detach(dctx, pid, o)
-		cancel()
+		dr, err = c.detached, c.detachErr
+		if dr == nil && (err == nil || errors.Is(err, inject.ErrNoSafePoint)) {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			dr, err = inject.Detach(dctx, pid, o)
+			cancel()
+		}
 		switch {
 		case err == nil:
 			info.DetachPause, info.Restored, info.Detached = dr.Pause, int(dr.Value), true
@@ -162,8 +170,15 @@ func (c *collector) askPipeline(pid int32, req control.Request) control.Response
 	}
 }
 
-// detachScan classifies the live blocks of im before a detach.
+// detachScan classifies the live blocks of im before a detach and, with
+// every thread still stopped, detaches (c.detached, c.detachErr).
 func (c *collector) detachScan(im *image, m *merger, direct *directTarget) control.Response {
+	c.stoppedHook = func(tr *ptrace.Tracer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c.detached, c.detachErr = inject.DetachStopped(ctx, tr, int(im.pid), c.detachOpts)
+	}
+	defer func() { c.stoppedHook = nil }()
 	if err := c.scan(im, m, direct, true, nil); err != nil {
 		return control.Response{Error: err.Error()}
 	}

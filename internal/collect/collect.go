@@ -25,6 +25,7 @@ import (
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/inject"
 	"github.com/leakpath/leakpath/internal/launch"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
@@ -152,6 +153,13 @@ type collector struct {
 	attached bool
 	detach   chan struct{}
 	detachMu sync.Once
+	// stoppedHook, when set, runs once in the next scan with every thread
+	// still stopped (on the pipeline's goroutine; see detachScan).
+	stoppedHook func(tr *ptrace.Tracer)
+	// Of Attach's detach, set by detachScan.
+	detachOpts inject.Options
+	detached   *inject.Result
+	detachErr  error
 }
 
 // Run runs opts.Argv to completion (and every recorded descendant) and

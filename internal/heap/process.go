@@ -567,6 +567,12 @@ func (p *Process) alloc(addr uint64, b Block) {
 		}
 		// A parked free older than this block waits on: it may be the
 		// free of an older block at the same address, still on its way.
+		// After an attach it is the free of a block from before.
+		if pf, ok := p.parked[addr]; ok && p.Info.Attached {
+			delete(p.parked, addr)
+			p.Totals.UnknownFrees++
+			p.calledAt(&pf)
+		}
 	}
 	if len(p.lateKinds) > 0 {
 		if sb, ok := p.lateKinds[addr]; ok {

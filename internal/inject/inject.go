@@ -139,24 +139,61 @@ func Attach(ctx context.Context, pid int, agent, sock string, o Options) (*Resul
 // Detach makes the agent in pid stop recording and give the allocator's
 // slots back; Result.Value is the number of slots restored.
 func Detach(ctx context.Context, pid int, o Options) (*Result, error) {
-	p, err := prepare(pid)
+	p, fn, err := prepareDetach(pid)
 	if err != nil {
 		return nil, err
 	}
+	return p.inject(ctx, o, detachCall(fn))
+}
+
+// DetachStopped is Detach in a process t has stopped (every thread): the
+// call runs in a thread at a safe point and the process stays stopped.
+// It fails with ErrNoSafePoint when no thread is at one now.
+func DetachStopped(ctx context.Context, t *ptrace.Tracer, pid int, o Options) (*Result, error) {
+	p, fn, err := prepareDetach(pid)
+	if err != nil {
+		return nil, err
+	}
+	tid, regs := p.pick(t)
+	if tid == 0 {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoSafePoint)
+	}
+	if o.Patience <= 0 {
+		o.Patience = 200 * time.Millisecond
+	}
+	res := &Result{Thread: tid, Tries: 1}
+	start := time.Now()
+	res.Value, err = p.callIn(ctx, t, tid, regs, o.Patience, detachCall(fn), res)
+	res.Pause = time.Since(start) // added to the stop of the caller's
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func prepareDetach(pid int) (*process, uint64, error) {
+	p, err := prepare(pid)
+	if err != nil {
+		return nil, 0, err
+	}
 	if p.agent == nil {
-		return nil, fmt.Errorf("detach from pid %d: %w", pid, ErrNotAttached)
+		return nil, 0, fmt.Errorf("detach from pid %d: %w", pid, ErrNotAttached)
 	}
 	fn, _, ok := p.agent.symbol("leakpath_agent_detach")
 	if !ok {
-		return nil, fmt.Errorf("detach from pid %d: the agent %s has no leakpath_agent_detach", pid, p.agent.path)
+		return nil, 0, fmt.Errorf("detach from pid %d: the agent %s has no leakpath_agent_detach", pid, p.agent.path)
 	}
-	return p.inject(ctx, o, func(c *call) (int64, error) {
+	return p, fn, nil
+}
+
+func detachCall(fn uint64) func(*call) (int64, error) {
+	return func(c *call) (int64, error) {
 		n, err := c.run(fn)
 		if err != nil {
 			return 0, fmt.Errorf("leakpath_agent_detach: %w", err)
 		}
 		return int64(int32(n)), nil
-	})
+	}
 }
 
 // process is what prepare learnt of the target before stopping it.
