@@ -215,6 +215,9 @@ func prepare(pid int) (*process, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("pid %d: %w", pid, ptrace.ErrNoProcess)
 		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, ptrace.PermissionError(pid)
+		}
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	ms := parseMaps(b)
@@ -223,20 +226,20 @@ func prepare(pid int) (*process, error) {
 	}
 	p := &process{pid: pid}
 	if p.libc, err = findModule(pid, ms, isLibc); err != nil {
-		return nil, err
+		return nil, goneOr(pid, err)
 	}
 	if p.libc == nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrStatic)
 	}
 	if p.loader, err = findModule(pid, ms, isLoader); err != nil {
-		return nil, err
+		return nil, goneOr(pid, err)
 	}
 	if p.agent, err = findModule(pid, ms, func(b string) bool { return b == "libleakpath.so" }); err != nil {
-		return nil, err
+		return nil, goneOr(pid, err)
 	}
 	auxv, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
 	if err != nil {
-		return nil, fmt.Errorf("pid %d: %w", pid, err)
+		return nil, goneOr(pid, err)
 	}
 	for i := 0; i+16 <= len(auxv); i += 16 {
 		if binary.LittleEndian.Uint64(auxv[i:]) == atEntry {
@@ -248,6 +251,15 @@ func prepare(pid int) (*process, error) {
 	}
 	p.avoid = p.unsafeCode()
 	return p, nil
+}
+
+// goneOr says that pid exited (ptrace.ErrNoProcess) if it did, else
+// wraps err.
+func goneOr(pid int, err error) error {
+	if _, serr := os.Stat(fmt.Sprintf("/proc/%d/maps", pid)); serr != nil {
+		return fmt.Errorf("pid %d exited during the attach: %w", pid, ptrace.ErrNoProcess)
+	}
+	return fmt.Errorf("pid %d: %w", pid, err)
 }
 
 // preloaded says whether the agent came by LD_PRELOAD (leakpath run).
