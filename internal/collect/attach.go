@@ -119,24 +119,9 @@ func Attach(ctx context.Context, pid int, opts Options, o inject.Options) (*Resu
 	}
 	<-done
 	res.Elapsed = time.Since(start)
-	c.mu.Lock()
-	if m := c.current[c.mainPID]; m != nil {
-		res.Main = int32(m.idx)
-	}
-	n := len(c.images)
-	c.mu.Unlock()
-	sess.Close(false)
-	for _, e := range sess.Errors() {
-		c.warn("%v", e)
-	}
-	c.sink.close()
-	if err := c.sink.err; err != nil {
-		c.warn("trace: %v", err)
-	}
-	if n == 0 {
+	if c.wrapUp(sess, res, false) == 0 {
 		c.warn("the agent in pid %d never registered: nothing was recorded", pid)
 	}
-	res.Session = c.sink.model
 	if p := res.Session.Process(uint32(max(res.Main, 0))); p != nil && p.End != nil && !p.End.Detached {
 		res.Exited, res.Code, res.Signal = p.End.Exited, int(p.End.Code), syscall.Signal(p.End.Signal)
 	}

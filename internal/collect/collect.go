@@ -263,25 +263,9 @@ wait:
 		}
 	}
 	res.Elapsed = time.Since(start)
-	c.mu.Lock()
-	keep := interrupted
-	if m := c.current[c.mainPID]; m != nil {
-		res.Main = int32(m.idx)
-	}
-	n := len(c.images)
-	c.mu.Unlock()
-	sess.Close(keep)
-	for _, e := range sess.Errors() {
-		c.warn("%v", e)
-	}
-	c.sink.close()
-	if err := c.sink.err; err != nil {
-		c.warn("trace: %v", err)
-	}
-	if n == 0 {
+	if c.wrapUp(sess, res, interrupted) == 0 {
 		c.warn("%s did not load the leakpath agent (statically linked, setuid, or LD_PRELOAD removed): nothing was recorded", opts.Argv[0])
 	}
-	res.Session = c.sink.model
 	for _, im := range c.images {
 		if ts := im.rc.traces(c.sink.model.Process(im.idx), true); len(ts) > 0 {
 			if res.RootCause == nil {
@@ -294,6 +278,28 @@ wait:
 	res.Events = c.sink.events
 	res.Warnings = c.warns
 	return res, nil
+}
+
+// wrapUp ends the session and the sink once every pipeline has ended,
+// and fills in res's model and main image; it returns how many images
+// registered.
+func (c *collector) wrapUp(sess *launch.Session, res *Result, keepLink bool) int {
+	c.mu.Lock()
+	if m := c.current[c.mainPID]; m != nil {
+		res.Main = int32(m.idx)
+	}
+	n := len(c.images)
+	c.mu.Unlock()
+	sess.Close(keepLink)
+	for _, e := range sess.Errors() {
+		c.warn("%v", e)
+	}
+	c.sink.close()
+	if err := c.sink.err; err != nil {
+		c.warn("trace: %v", err)
+	}
+	res.Session = c.sink.model
+	return n
 }
 
 // newCollector makes a collector with its sink (not started yet).

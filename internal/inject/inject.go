@@ -50,6 +50,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leakpath/leakpath/internal/procmaps"
 	"github.com/leakpath/leakpath/internal/ptrace"
 )
 
@@ -220,7 +221,7 @@ func prepare(pid int) (*process, error) {
 		}
 		return nil, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	ms := parseMaps(b)
+	ms := procmaps.Parse(b)
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("pid %d: no memory mappings (a zombie or a kernel thread)", pid)
 	}

@@ -1,54 +1,15 @@
 package inject
 
 import (
-	"bufio"
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/leakpath/leakpath/internal/procmaps"
 )
-
-// mapping is one line of /proc/PID/maps.
-type mapping struct {
-	lo, hi uint64
-	perms  string
-	off    uint64
-	path   string // "" for anonymous
-}
-
-// parseMaps parses the text of /proc/PID/maps; lines it cannot read are
-// skipped.
-func parseMaps(b []byte) []mapping {
-	var ms []mapping
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		m := mapping{perms: f[1]}
-		var e1, e2, e3 error
-		m.lo, e1 = strconv.ParseUint(lo, 16, 64)
-		m.hi, e2 = strconv.ParseUint(hi, 16, 64)
-		m.off, e3 = strconv.ParseUint(f[2], 16, 64)
-		if e1 != nil || e2 != nil || e3 != nil || m.hi <= m.lo {
-			continue
-		}
-		if len(f) > 5 {
-			m.path = strings.Join(f[5:], " ")
-		}
-		ms = append(ms, m)
-	}
-	return ms
-}
 
 // module is a mapped ELF file: its path and load bias.
 type module struct {
@@ -61,27 +22,27 @@ type module struct {
 }
 
 // findModule returns the module whose file name (base) satisfies match.
-func findModule(pid int, ms []mapping, match func(base string) bool) (*module, error) {
+func findModule(pid int, ms []procmaps.Mapping, match func(base string) bool) (*module, error) {
 	var m *module
 	for _, mp := range ms {
-		if mp.path == "" || !strings.HasPrefix(mp.path, "/") || !match(filepath.Base(mp.path)) {
+		if mp.Path == "" || !strings.HasPrefix(mp.Path, "/") || !match(filepath.Base(mp.Path)) {
 			continue
 		}
 		if m == nil {
-			m = &module{path: mp.path, lo: mp.lo, hi: mp.hi}
+			m = &module{path: mp.Path, lo: mp.Lo, hi: mp.Hi}
 		}
-		if mp.path != m.path {
+		if mp.Path != m.path {
 			continue
 		}
-		m.lo, m.hi = min(m.lo, mp.lo), max(m.hi, mp.hi)
-		if strings.Contains(mp.perms, "x") {
-			if m.textLo == 0 || mp.lo < m.textLo {
-				m.textLo = mp.lo
+		m.lo, m.hi = min(m.lo, mp.Lo), max(m.hi, mp.Hi)
+		if strings.Contains(mp.Perms, "x") {
+			if m.textLo == 0 || mp.Lo < m.textLo {
+				m.textLo = mp.Lo
 			}
-			m.textHi = max(m.textHi, mp.hi)
+			m.textHi = max(m.textHi, mp.Hi)
 		}
-		if mp.off == 0 && (m.bias == 0 || mp.lo < m.bias) {
-			m.bias = mp.lo
+		if mp.Offset == 0 && (m.bias == 0 || mp.Lo < m.bias) {
+			m.bias = mp.Lo
 		}
 	}
 	if m == nil {
