@@ -13,7 +13,6 @@ import (
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/inject"
-	"github.com/leakpath/leakpath/internal/launch"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/report"
 	"github.com/leakpath/leakpath/internal/tracefile"
@@ -87,15 +86,9 @@ func cmdAttach(args []string, stdout, stderr io.Writer) int {
 // report.
 func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Writer) error {
 	r := &o.run
-	agent, err := launch.FindAgent(r.agent)
+	agent, err := r.checkRecording()
 	if err != nil {
 		return err
-	}
-	if r.maxDepth < 1 || r.maxDepth > 128 {
-		return fmt.Errorf("--max-depth %d: want 1 to 128", r.maxDepth)
-	}
-	if r.ringKiB < 4 || r.ringKiB&(r.ringKiB-1) != 0 {
-		return fmt.Errorf("--ring-size %d: want a power of two, at least 4", r.ringKiB)
 	}
 	supp, err := r.leaks.suppressionSet()
 	if err != nil {
@@ -106,15 +99,8 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		return err
 	}
 	defer outs.close()
-	var rep *report.Report
-	var early []string
-	sym := newSymbolizer(r.debugDirs, func(msg string) {
-		if rep != nil {
-			rep.Warn(msg)
-		} else {
-			early = append(early, msg)
-		}
-	})
+	var late lateWarnings
+	sym := newSymbolizer(r.debugDirs, late.warn)
 	defer sym.close()
 	copts := collect.Options{
 		Agent:      agent,
@@ -163,7 +149,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		textOut = textFile
 	}
 	sym.ready()
-	warnings := append(res.Warnings, early...)
+	warnings := append(res.Warnings, late.early...)
 	if info.Detached {
 		pause := info.DetachPause
 		if p := res.Session.Process(uint32(max(res.Main, 0))); p != nil && p.Scan != nil {
@@ -172,10 +158,10 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		fmt.Fprintf(stderr, "leakpath: detached from pid %d after %.1f s; the program was paused %.3g ms at attach, %.3g ms at detach (scan included); %d allocator slots restored\n",
 			pid, res.Elapsed.Seconds(), msOf(info.AttachPause), msOf(pause), info.Restored)
 	}
-	rep = report.New(res.Session, res.Main, report.Options{
+	rep := late.to(report.New(res.Session, res.Main, report.Options{
 		Symbolize: sym.lookup, TracePath: tracePath, Elapsed: res.Elapsed, TicksPerSec: res.TicksPerSec,
 		Warnings: warnings, Suppressions: supp, ShowReachable: r.leaks.showReachable,
-	})
+	}))
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {
 			return fmt.Errorf("JSON report: %w", err)
@@ -225,26 +211,22 @@ func cmdDetach(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, done := askContext(timeout)
 	defer done()
-	sock, err := control.Find(pid)
-	if err == nil {
-		var resp *control.Response
-		resp, err = control.Ask(ctx, sock, control.Request{Op: "detach", PID: pid})
-		if err == nil {
-			io.WriteString(stderr, resp.Text)
-			// Done when the attach has let go: its socket goes last.
-			for {
-				if _, serr := os.Stat(sock); serr != nil {
-					return 0
-				}
-				select {
-				case <-ctx.Done():
-					fail(stderr, fmt.Errorf("detach from pid %d: the attach has not ended yet: %w", pid, ctx.Err()))
-					return 1
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
+	resp, sock, err := askPID(ctx, pid, "detach")
+	if err != nil {
+		fail(stderr, fmt.Errorf("detach from pid %d: %w", pid, err))
+		return 1
+	}
+	io.WriteString(stderr, resp.Text)
+	// Done when the attach has let go: its socket goes last.
+	for {
+		if _, serr := os.Stat(sock); serr != nil {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			fail(stderr, fmt.Errorf("detach from pid %d: the attach has not ended yet: %w", pid, ctx.Err()))
+			return 1
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	fail(stderr, fmt.Errorf("detach from pid %d: %w", pid, err))
-	return 1
 }
