@@ -456,3 +456,78 @@ func childOf(t *testing.T, pid int) int {
 	t.Fatalf("pid %d started no child", pid)
 	return 0
 }
+
+// TestAttachLaterModulesAndCxx: a module dlopen'ed after the attach has
+// its allocations recorded (its leaks found at its function), and C++
+// programs' operator new and delete pair up (no mismatched free from
+// blocks that new made before the attach or after it).
+func TestAttachLaterModulesAndCxx(t *testing.T) {
+	t.Run("dlopen", func(t *testing.T) {
+		lib := fixture(t, "plugin.c", "-shared", "-fPIC")
+		src := filepath.Join(t.TempDir(), "later.c")
+		os.WriteFile(src, []byte(`#include <dlfcn.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	usleep(700000); /* attached meanwhile */
+	void *h = dlopen(argv[1], RTLD_NOW);
+	if (!h) return 3;
+	void *(*make)(void) = (void *(*)(void))dlsym(h, "plugin_make");
+	void *volatile a = make(), *volatile b = make();
+	(void)a; (void)b;
+	usleep(300000);
+	return 0;
+}
+`), 0o644)
+		bin := strings.TrimSuffix(src, ".c")
+		if b, err := exec.Command("cc", "-g", "-o", bin, src, "-ldl").CombinedOutput(); err != nil {
+			t.Fatalf("compile: %v\n%s", err, b)
+		}
+		p := startSleeper(t, bin, lib)
+		r, text := startAttach(t, p).wait(t)
+		var blocks uint64
+		for _, l := range r.Leaks {
+			if l.Kind == "definite" && len(l.Stack) > 0 && l.Stack[0].Function == "plugin_make" {
+				blocks += l.Blocks
+			}
+		}
+		if blocks != 2 || r.Exit.Code == nil || *r.Exit.Code != 0 {
+			t.Errorf("%d definite blocks at plugin_make, exit %v; want 2 and 0:\n%s", blocks, r.Exit.Code, text)
+		}
+	})
+	t.Run("cxx", func(t *testing.T) {
+		src := filepath.Join(t.TempDir(), "cxx.cc")
+		os.WriteFile(src, []byte(`#include <string>
+#include <vector>
+#include <unistd.h>
+int *volatile keep;
+int main() {
+	std::vector<std::string *> v;
+	for (int i = 0; i < 200; i++) {
+		v.push_back(new std::string(100, 'x'));
+		if (v.size() > 10) { delete v.front(); v.erase(v.begin()); }
+		int *a = new int[10];
+		delete[] a;
+		if (i % 50 == 0) keep = new int(5);
+		usleep(5000);
+	}
+	for (auto *s : v) delete s;
+	return 0;
+}
+`), 0o644)
+		bin := strings.TrimSuffix(src, ".cc")
+		if b, err := exec.Command("c++", "-g", "-O0", "-o", bin, src).CombinedOutput(); err != nil {
+			t.Fatalf("compile: %v\n%s", err, b)
+		}
+		p := startSleeper(t, bin)
+		r, text := startAttach(t, p).wait(t)
+		if len(r.Errors) != 0 {
+			t.Errorf("improper uses after attach to a C++ program: %+v\n%s", r.Errors, text)
+		}
+		if !hasLeak(r.jsonImage, "definite", "main") || r.Totals.Allocations == 0 {
+			t.Errorf("its `new int(5)` leaks after the attach are not found:\n%s", text)
+		}
+		if calls := firstLine(text, "calls:"); !strings.Contains(calls, "new_array") || !strings.Contains(calls, "delete_array") {
+			t.Errorf("new[] and delete[] not recorded as such: %s", calls)
+		}
+	})
+}
