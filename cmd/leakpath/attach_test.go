@@ -531,3 +531,33 @@ int main() {
 		}
 	})
 }
+
+// TestAttachSingleThreadAfterMalloc: the only thread sleeps right after
+// calling malloc, so its stack still holds malloc's return addresses in
+// slots the sleep's frames reuse; it is at a safe point all the same (a
+// blocked thread is judged by its system call, not by stale words).
+func TestAttachSingleThreadAfterMalloc(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "sleeper.c")
+	os.WriteFile(src, []byte(`#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+void *volatile keep;
+int main(void) {
+	for (;;) {
+		for (int i = 0; i < 100; i++) { keep = malloc(1000 + i); memset(keep, 1, 1000); free(keep); }
+		keep = malloc(33);
+		usleep(200000);
+	}
+}
+`), 0o644)
+	bin := strings.TrimSuffix(src, ".c")
+	if b, err := exec.Command("cc", "-g", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compile: %v\n%s", err, b)
+	}
+	p := startSleeper(t, bin)
+	a := startAttach(t, p, "--for", "1s")
+	r, text := a.wait(t)
+	if !r.Exit.Detached || !hasLeak(r.jsonImage, "definite", "main") {
+		t.Errorf("attach to a thread sleeping after malloc: detached %v\n%s\n%s", r.Exit.Detached, text, a.stderr.String())
+	}
+}

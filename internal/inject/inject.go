@@ -15,15 +15,19 @@
 // `call dlopen(...)`, which heaptrack's attach relies on, takes whatever
 // thread is current, hence its "unstable"). Other injectors either accept
 // that or single-step the thread out of libc first. Here a thread
-// qualifies when neither its instruction pointer nor any word of the top
-// 8 KiB of its stack points into libc's allocator (the code between its
-// exported malloc functions), dl_iterate_phdr, dlopen & co, or the dynamic
-// loader. Saved registers and stale words make the test conservative, never
-// lax: a return address into one of them is always on the stack while the
-// thread runs there. Threads blocked in a system call come first (the
-// common case for a server: waiting in epoll, accept, a condition
-// variable), except the calls malloc itself makes with its lock held (mmap,
-// munmap, mprotect, brk, madvise, mremap). When no thread qualifies, the
+// qualifies when its instruction pointer is not in libc's allocator (the
+// code between its exported malloc functions), dl_iterate_phdr, dlopen &
+// co, or the dynamic loader, and either it is blocked in a system call
+// other than those made with an allocator lock held (mmap, munmap,
+// mprotect, brk, madvise, mremap by malloc; clone and fork by fork, whose
+// handlers hold every arena lock) - the common case for a server: waiting
+// in epoll, accept, a condition variable, a sleep - or, running user code,
+// no word of the top 8 KiB of its stack points into that code either.
+// Saved registers and stale words make that test conservative, never lax:
+// a return address into the allocator is on the stack while the thread
+// runs there; stale ones, left in slots a later call's frames reuse, are
+// why a blocked thread is not judged by its stack. Threads blocked in a
+// system call come first. When no thread qualifies, the
 // process runs for 20 ms and the choice is made again, up to Options.Tries
 // times. Another thread may still hold a lock the call needs (its arena's,
 // when two threads share one): the call then waits, and after
@@ -328,17 +332,20 @@ func (p *process) inAvoided(a uint64) bool {
 	return false
 }
 
-// System calls malloc makes while it holds an arena lock.
+// System calls made with an allocator lock held: malloc's own (it maps,
+// unmaps, trims with its arena locked) and fork's (its handlers hold
+// every arena lock across it).
 var allocatorSyscalls = map[int64]bool{unix.SYS_MMAP: true, unix.SYS_MUNMAP: true, unix.SYS_MPROTECT: true,
-	unix.SYS_BRK: true, unix.SYS_MADVISE: true, unix.SYS_MREMAP: true}
+	unix.SYS_BRK: true, unix.SYS_MADVISE: true, unix.SYS_MREMAP: true,
+	unix.SYS_CLONE: true, unix.SYS_CLONE3: true, unix.SYS_FORK: true, unix.SYS_VFORK: true}
 
 // stackScan is how much of a thread's stack is searched for return
 // addresses into unsafe code: deep enough for a signal frame (with its
 // extended register state) over an interrupted malloc.
 const stackScan = 8 << 10
 
-// pick returns a thread at a safe point, preferring one blocked in a
-// system call, or 0.
+// pick returns a thread at a safe point (see the package doc), preferring
+// one blocked in a system call, or 0.
 func (p *process) pick(t *ptrace.Tracer) (tid int, regs unix.PtraceRegs) {
 	best := 0
 	var bestRegs unix.PtraceRegs
@@ -349,8 +356,13 @@ func (p *process) pick(t *ptrace.Tracer) (tid int, regs unix.PtraceRegs) {
 			continue
 		}
 		sys := int64(r.Orig_rax)
-		if sys >= 0 && allocatorSyscalls[sys] {
-			continue
+		if sys >= 0 {
+			if allocatorSyscalls[sys] {
+				continue
+			}
+			// Blocked in a system call from libc, not the loader's nor
+			// one made holding an allocator lock: the best there is.
+			return id, r
 		}
 		n, _ := t.ReadMemory(r.Rsp, buf)
 		if n < 8 {
@@ -365,9 +377,6 @@ func (p *process) pick(t *ptrace.Tracer) (tid int, regs unix.PtraceRegs) {
 		}
 		if bad {
 			continue
-		}
-		if sys >= 0 {
-			return id, r // blocked in a system call: the best there is
 		}
 		if best == 0 {
 			best, bestRegs = id, r
