@@ -388,6 +388,13 @@ func (p *process) pick(t *ptrace.Tracer) (tid int, regs unix.PtraceRegs) {
 // inject stops the process, finds a safe thread, runs calls in it and
 // lets the process go.
 func (p *process) inject(ctx context.Context, o Options, calls func(*call) (int64, error)) (res *Result, err error) {
+	defer func() {
+		if err != nil && !errors.Is(err, ptrace.ErrNoProcess) {
+			if _, serr := os.Stat(fmt.Sprintf("/proc/%d/maps", p.pid)); serr != nil {
+				err = fmt.Errorf("pid %d exited during the attach: %w (%v)", p.pid, ptrace.ErrNoProcess, err)
+			}
+		}
+	}()
 	if o.Tries <= 0 {
 		o.Tries = 50
 	}
