@@ -151,12 +151,13 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 	sym.ready()
 	warnings := append(res.Warnings, late.early...)
 	if info.Detached {
-		pause := info.DetachPause
+		pause, with := info.DetachPause, ""
 		if p := res.Session.Process(uint32(max(res.Main, 0))); p != nil && p.Scan != nil {
 			pause += time.Duration(p.Scan.PauseNs) // the detach ran in the scan's stop
+			with = " (scan included)"
 		}
-		fmt.Fprintf(stderr, "leakpath: detached from pid %d after %.1f s; the program was paused %.3g ms at attach, %.3g ms at detach (scan included); %d allocator slots restored\n",
-			pid, res.Elapsed.Seconds(), msOf(info.AttachPause), msOf(pause), info.Restored)
+		fmt.Fprintf(stderr, "leakpath: detached from pid %d after %.1f s; the program was paused %.3g ms at attach, %.3g ms at detach%s; %d allocator slots restored\n",
+			pid, res.Elapsed.Seconds(), msOf(info.AttachPause), msOf(pause), with, info.Restored)
 	}
 	rep := late.to(report.New(res.Session, res.Main, report.Options{
 		Symbolize: sym.lookup, TracePath: tracePath, Elapsed: res.Elapsed, TicksPerSec: res.TicksPerSec,

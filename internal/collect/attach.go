@@ -99,10 +99,12 @@ func Attach(ctx context.Context, pid int, opts Options, o inject.Options) (*Resu
 		var dr *inject.Result
 		var err error
 		c.detachOpts = o
-		if resp := c.askPipeline(int32(pid), control.Request{Op: opDetachScan, PID: pid}); resp.Error != "" {
-			c.warn("scan before detach: %s", resp.Error)
+		if c.opts.Region.HoldExit { // --scan
+			if resp := c.askPipeline(int32(pid), control.Request{Op: opDetachScan, PID: pid}); resp.Error != "" {
+				c.warn("scan before detach: %s", resp.Error)
+			}
+			dr, err = c.detached, c.detachErr
 		}
-		dr, err = c.detached, c.detachErr
 		if dr == nil && (err == nil || errors.Is(err, inject.ErrNoSafePoint)) {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			dr, err = inject.Detach(dctx, pid, o)
