@@ -27,7 +27,9 @@
 // a return address into the allocator is on the stack while the thread
 // runs there; stale ones, left in slots a later call's frames reuse, are
 // why a blocked thread is not judged by its stack. Threads blocked in a
-// system call come first. When no thread qualifies, the
+// system call come first. (One case escapes the rule: a signal handler
+// blocked in a system call on top of an interrupted malloc.) When no
+// thread qualifies, the
 // process runs for 20 ms and the choice is made again, up to Options.Tries
 // times. Another thread may still hold a lock the call needs (its arena's,
 // when two threads share one): the call then waits, and after
