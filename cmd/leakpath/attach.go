@@ -185,6 +185,7 @@ func procCommand(pid int) []string {
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
 
+// msOf is d in milliseconds.
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func detachFlags(timeout *time.Duration, out io.Writer) *flag.FlagSet {

@@ -133,6 +133,7 @@ func Attach(ctx context.Context, pid int, opts Options, o inject.Options) (*Resu
 	return res, info, nil
 }
 
+// ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // stopAttach ends an Attach (a detach request).
