@@ -21,7 +21,7 @@ agent: bin/libleakpath.so
 # library or the new one, never half of one.
 bin/libleakpath.so: $(AGENT_SRC) $(AGENT_HDR)
 	@mkdir -p bin
-	$(CC) $(AGENT_CFLAGS) -shared -Wl,-z,nodelete -o $@.tmp.$$$$ $(AGENT_SRC) -ldl -lpthread && mv -f $@.tmp.$$$$ $@
+	$(CC) $(AGENT_CFLAGS) -shared -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@.tmp.$$$$ $(AGENT_SRC) -ldl -lpthread && mv -f $@.tmp.$$$$ $@
 
 leakpath:
 	@mkdir -p bin

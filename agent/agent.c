@@ -49,6 +49,10 @@ enum { LP_INIT_NONE, LP_INIT_RUNNING, LP_INIT_DONE };
 static int lp_init_state;
 static char lp_sock[PATH_MAX];
 static uint64_t lp_fork_seq;
+/* lp_attach_mode: the agent was dlopen'ed into a running process (see
+ * attach.c), not preloaded: the real functions are the global scope's. */
+static int lp_attach_mode;
+#define LP_NEXT (lp_attach_mode ? RTLD_DEFAULT : RTLD_NEXT)
 
 /* ---- bootstrap pool: dlsym's own calloc, before the real one is known ---- */
 
@@ -83,7 +87,7 @@ static void *lp_sym(const char *name)
 {
 	struct lp_thread *t = &lp_tls;
 	t->busy++;
-	void *f = dlsym(RTLD_NEXT, name);
+	void *f = dlsym(LP_NEXT, name);
 	t->busy--;
 	return f;
 }
@@ -145,19 +149,19 @@ static void lp_init(void)
 	int saved = errno;
 	struct lp_thread *t = &lp_tls;
 	t->busy++;
-	real_calloc = dlsym(RTLD_NEXT, "calloc");
-	real_malloc = dlsym(RTLD_NEXT, "malloc");
-	real_realloc = dlsym(RTLD_NEXT, "realloc");
-	real_free = dlsym(RTLD_NEXT, "free");
-	real_memalign = dlsym(RTLD_NEXT, "memalign");
-	real_posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-	real_aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-	real_valloc = dlsym(RTLD_NEXT, "valloc");
-	real_pvalloc = dlsym(RTLD_NEXT, "pvalloc");
-	real_fork = dlsym(RTLD_NEXT, "fork");
-	real_dlclose = dlsym(RTLD_NEXT, "dlclose");
-	real__exit = dlsym(RTLD_NEXT, "_exit");
-	real__Exit = dlsym(RTLD_NEXT, "_Exit");
+	real_calloc = dlsym(LP_NEXT, "calloc");
+	real_malloc = dlsym(LP_NEXT, "malloc");
+	real_realloc = dlsym(LP_NEXT, "realloc");
+	real_free = dlsym(LP_NEXT, "free");
+	real_memalign = dlsym(LP_NEXT, "memalign");
+	real_posix_memalign = dlsym(LP_NEXT, "posix_memalign");
+	real_aligned_alloc = dlsym(LP_NEXT, "aligned_alloc");
+	real_valloc = dlsym(LP_NEXT, "valloc");
+	real_pvalloc = dlsym(LP_NEXT, "pvalloc");
+	real_fork = dlsym(LP_NEXT, "fork");
+	real_dlclose = dlsym(LP_NEXT, "dlclose");
+	real__exit = dlsym(LP_NEXT, "_exit");
+	real__Exit = dlsym(LP_NEXT, "_Exit");
 	int ok = real_malloc && real_calloc && real_realloc && real_free && real_memalign &&
 		 real_posix_memalign && real_aligned_alloc && real_valloc && real_pvalloc;
 	if (ok) {
@@ -165,9 +169,11 @@ static void lp_init(void)
 		lp_ring_init_key();
 		pthread_atfork(lp_atfork_prepare, lp_atfork_parent, lp_atfork_child);
 		on_exit(lp_on_exit, NULL);
-		lp_find_socket();
-		if (lp_sock[0] && lp_region_open(lp_sock, 0, 0) == 0)
-			lp_start_recording();
+		if (!lp_attach_mode) {
+			lp_find_socket();
+			if (lp_sock[0] && lp_region_open(lp_sock, 0, 0) == 0)
+				lp_start_recording();
+		}
 	}
 	t->busy--;
 	errno = saved;
@@ -176,8 +182,51 @@ static void lp_init(void)
 
 __attribute__((constructor(101))) static void lp_constructor(void)
 {
+	/* Not among the main program's libraries (RTLD_DEFAULT would also
+	 * search the caller's own scope): dlopen'ed by `leakpath attach`,
+	 * which calls leakpath_agent_attach next (attach.c). */
+	void *main_scope = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+	if (!main_scope || !dlsym(main_scope, "leakpath_agent_attach"))
+		return;
 	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) == LP_INIT_NONE)
 		lp_init();
+}
+
+/* lp_attach_begin initialises the agent in attach mode and registers with
+ * the collector on sock (a region of an earlier attach stays mapped: a
+ * thread may still be finishing a record in it). */
+int lp_attach_begin(const char *sock)
+{
+	size_t n = strlen(sock);
+	if (n >= sizeof lp_sock)
+		return -1;
+	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) == LP_INIT_NONE) {
+		lp_attach_mode = 1;
+		lp_init();
+	}
+	if (!lp_attach_mode || !real_malloc)
+		return -1; /* preloaded, or the allocator was not found */
+	struct lp_thread *t = &lp_tls;
+	t->busy++;
+	memcpy(lp_sock, sock, n + 1);
+	int rc = lp_region_open(lp_sock, 0, 0);
+	if (rc == 0)
+		lp_start_recording();
+	t->busy--;
+	return rc;
+}
+
+/* lp_attach_end stops recording after the calling thread's folded
+ * allocations are written out. */
+void lp_attach_end(void)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (t && !t->in_fold) {
+		t->in_fold = 1;
+		lp_fold_flush(t);
+		t->in_fold = 0;
+	}
+	lp_ring_stop();
 }
 
 /* lp_child_reinit gives a fork child its own region: the parent's rings
@@ -587,8 +636,8 @@ static int lp_cxx_mode(void *real)
 	t->busy++;
 	int m = 2;
 	if (real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
-		lp_get_new_handler = (lp_handler_t (*)(void))dlsym(RTLD_NEXT, "_ZSt15get_new_handlerv");
-		lp_throw_bad_alloc = (lp_thrower_t)dlsym(RTLD_NEXT, "_ZSt17__throw_bad_allocv");
+		lp_get_new_handler = (lp_handler_t (*)(void))dlsym(LP_NEXT, "_ZSt15get_new_handlerv");
+		lp_throw_bad_alloc = (lp_thrower_t)dlsym(LP_NEXT, "_ZSt17__throw_bad_allocv");
 		if (lp_get_new_handler && lp_throw_bad_alloc)
 			m = 1;
 	}

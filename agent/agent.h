@@ -84,11 +84,11 @@ static inline struct lp_thread *lp_rec_thread(void)
 LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
-LP_HIDDEN uint64_t lp_now_coarse(void);
 LP_HIDDEN int lp_collector_alive(void);
 LP_HIDDEN void lp_hold_exit(const char *supp);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
 LP_HIDDEN long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout);
+LP_HIDDEN void lp_ring_stop(void);
 LP_HIDDEN int lp_post(uint32_t *state, uint32_t req, uint32_t idle, int ms);
 
 /* lp_watch_freed tells the collector that the block of a root-cause
@@ -175,6 +175,9 @@ LP_HIDDEN void lp_munmap(void *p, size_t bytes);
 /* agent.c */
 LP_HIDDEN void lp_note_thread_exit(void);
 
+/* attach.c */
+LP_HIDDEN void lp_attach_patch(void);
+
 static inline uint64_t lp_rdtsc(void)
 {
 #if defined(__x86_64__)
@@ -191,16 +194,6 @@ static inline uint64_t lp_rdtsc(void)
 static inline uint64_t lp_ts(void)
 {
 	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc() : lp_now();
-}
-
-/* lp_ts_coarse is the time of an allocation kept pending (fold.c): it only
- * dates the block (records are ordered by the time of the record that
- * carries it, lp_put's), so CLOCK_MONOTONIC's last tick serves where the
- * clock is not the TSC: a few ns instead of ~25 on a VM's kvm-clock, at
- * most a tick (1-10 ms) early, never later than lp_ts. */
-static inline uint64_t lp_ts_coarse(void)
-{
-	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc() : lp_now_coarse();
 }
 
 #endif

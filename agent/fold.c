@@ -155,7 +155,7 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	struct lp_pending *e = &f->pend[pos];
 	uint64_t a = (uint64_t)p, h = lp_ahash(a);
 	struct lp_stripe *s = lp_stripe_of(a, h);
-	*e = (struct lp_pending){.addr = a, .size = n, .ts = lp_ts_coarse(), .stack = sid, .fn = (uint8_t)fn};
+	*e = (struct lp_pending){.addr = a, .size = n, .ts = lp_ts(), .stack = sid, .fn = (uint8_t)fn};
 	lp_stripe_lock(s);
 	int full = lp_pm_put(s, a, h, t->slot_index, pos);
 	if (!full)

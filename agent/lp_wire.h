@@ -80,8 +80,7 @@ enum {
 	LP_REC_AGG = 18,          /* fn=alloc fn, aux=alloc stack; w1 ts, w2 free stack | free fn << 32,
 	                             w3 pairs, w4 bytes, w5 temporaries, w6 first pair's ts */
 	LP_REC_ALLOC_LATE = 19,   /* a pending allocation evicted: as ALLOC, w1 ts (now, for order),
-	                             w4 ts of the allocation itself (coarse: CLOCK_MONOTONIC_COARSE
-	                             where the clock is not the TSC; never after w1), w5 tid of the thread that
+	                             w4 ts of the allocation itself, w5 tid of the thread that
 	                             allocated it (it may be another thread's record) */
 	LP_REC_SCOPE_BEGIN = 20,  /* aux=depth (1: outermost); w1 ts, then the scope's name, NUL
 	                             padded (at least one NUL) */
@@ -317,7 +316,7 @@ struct lp_slot {
 struct lp_pending {
 	uint64_t addr;  /* 0: empty */
 	uint64_t size;
-	uint64_t ts;    /* lp_ts_coarse(): dates the block, orders nothing */
+	uint64_t ts;    /* exact: the model compares it with frees' times */
 	uint32_t stack;
 	uint8_t fn;
 	uint8_t live;   /* 0: folded, evicted or claimed: a hole in the FIFO */

@@ -268,6 +268,9 @@ void lp_modules_refresh(struct lp_thread *t, int announce_all)
 	lp_subs = c[1];
 	if (gone)
 		__atomic_add_fetch(&lp_mod_gen, 1, __ATOMIC_RELEASE);
+	/* After an attach: modules loaded since get their allocator calls
+	 * redirected too (a no-op when not attached). */
+	lp_attach_patch();
 out:
 	lp_mod_lock_release();
 	t->busy--;

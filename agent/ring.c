@@ -40,13 +40,6 @@ uint64_t lp_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t lp_now_coarse(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout)
 {
 	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
@@ -62,6 +55,13 @@ int lp_collector_alive(void)
 	if (kill(lp_hdr->collector_pid, 0) != 0 && errno == ESRCH)
 		return 0;
 	return 1;
+}
+
+/* lp_ring_stop makes every writer drop its records from now on (a
+ * detach); a new region (lp_region_open) starts them again. */
+LP_HIDDEN void lp_ring_stop(void)
+{
+	__atomic_store_n(&lp_detached, 1, __ATOMIC_RELEASE);
 }
 
 static void lp_detach_now(void)

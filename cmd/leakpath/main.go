@@ -36,7 +36,9 @@ const usage = `leakpath finds memory leaks in native Linux programs.
 Usage:
   leakpath run [flags] -- PROGRAM [ARGS...]   run PROGRAM and report its leaks at exit
   leakpath report [flags] TRACE.lpt...       report from traces kept with run -o
-  leakpath snapshot [flags] PID              snapshot the live blocks of a program under run
+  leakpath attach [flags] PID                record a program that runs already, until detach
+  leakpath detach [flags] PID                end an attach: the program runs on, the report is written
+  leakpath snapshot [flags] PID              snapshot the live blocks of a program under run or attach
   leakpath diff [flags] A B                  what grew from A to B (snapshots, reports, traces)
   leakpath root-cause [flags] PID            start root-cause tracing of a program under
                                              run --root-cause --root-cause-after=request
@@ -90,6 +92,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdReport(args[1:], stdout, stderr)
 	case "snapshot":
 		return cmdSnapshot(args[1:], stdout, stderr)
+	case "attach":
+		return cmdAttach(args[1:], stdout, stderr)
+	case "detach":
+		return cmdDetach(args[1:], stdout, stderr)
 	case "diff":
 		return cmdDiff(args[1:], stdout, stderr)
 	case "root-cause":
@@ -108,6 +114,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 0
 			case "snapshot":
 				snapshotFlags(new(snapshotOptions), stdout).Usage()
+				return 0
+			case "attach":
+				attachFlags(new(attachOptions), stdout).Usage()
+				return 0
+			case "detach":
+				detachFlags(new(time.Duration), stdout).Usage()
 				return 0
 			case "diff":
 				diffFlags(new(diffOptions), stdout).Usage()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -64,14 +65,22 @@ func cmdRootCause(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, done := askContext(timeout)
 	defer done()
-	sock, err := control.Find(pid)
-	if err == nil {
-		var resp *control.Response
-		if resp, err = control.Ask(ctx, sock, control.Request{Op: "root-cause", PID: pid}); err == nil {
-			io.WriteString(stdout, resp.Text)
-			return 0
-		}
+	resp, _, err := askPID(ctx, pid, "root-cause")
+	if err != nil {
+		fail(stderr, fmt.Errorf("root cause of pid %d: %w", pid, err))
+		return 1
 	}
-	fail(stderr, fmt.Errorf("root cause of pid %d: %w", pid, err))
-	return 1
+	io.WriteString(stdout, resp.Text)
+	return 0
+}
+
+// askPID sends request op about pid to the leakpath that records it
+// (run or attach) and returns the answer and the socket it went to.
+func askPID(ctx context.Context, pid int, op string) (*control.Response, string, error) {
+	sock, err := control.Find(pid)
+	if err != nil {
+		return nil, "", err
+	}
+	resp, err := control.Ask(ctx, sock, control.Request{Op: op, PID: pid})
+	return resp, sock, err
 }

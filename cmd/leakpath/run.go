@@ -90,15 +90,9 @@ type runReport struct {
 func (r *runReport) leaked() bool { return r.leakedBlocks > 0 }
 
 func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.Result, *runReport, error) {
-	agent, err := launch.FindAgent(o.agent)
+	agent, err := o.checkRecording()
 	if err != nil {
 		return nil, nil, err
-	}
-	if o.maxDepth < 1 || o.maxDepth > 128 {
-		return nil, nil, fmt.Errorf("--max-depth %d: want 1 to 128", o.maxDepth)
-	}
-	if o.ringKiB < 4 || o.ringKiB&(o.ringKiB-1) != 0 {
-		return nil, nil, fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.ringKiB)
 	}
 	if err := o.stale.check(); err != nil {
 		return nil, nil, err
@@ -123,15 +117,8 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	defer outs.close()
 	// The symbolizer starts before the run, to load symbols while it runs;
 	// its warnings go to the report made after.
-	var rep *report.Report
-	var early []string
-	sym := newSymbolizer(o.debugDirs, func(msg string) {
-		if rep != nil {
-			rep.Warn(msg)
-		} else {
-			early = append(early, msg)
-		}
-	})
+	var late lateWarnings
+	sym := newSymbolizer(o.debugDirs, late.warn)
 	defer sym.close()
 	copts := collect.Options{
 		Argv:       o.argv,
@@ -215,18 +202,18 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		textOut = textFile
 	}
 	sym.ready()
-	rep = report.New(res.Session, res.Main, report.Options{
+	rep := late.to(report.New(res.Session, res.Main, report.Options{
 		Symbolize:     sym.lookup,
 		TracePath:     tracePath,
 		Rank:          outs.rank,
 		Elapsed:       res.Elapsed,
 		TicksPerSec:   res.TicksPerSec,
-		Warnings:      append(res.Warnings, early...),
+		Warnings:      append(res.Warnings, late.early...),
 		Suppressions:  supp,
 		ShowReachable: o.leaks.showReachable,
 		StaleT1:       uint32(o.stale.t1),
 		StaleT2:       uint32(o.stale.t2),
-	})
+	}))
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {
 			return nil, nil, fmt.Errorf("JSON report: %w", err)
@@ -246,6 +233,43 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		}
 	}
 	return res, rr, nil
+}
+
+// checkRecording checks the flags that shape the recording and returns
+// the agent to record with.
+func (o *runOptions) checkRecording() (string, error) {
+	agent, err := launch.FindAgent(o.agent)
+	if err != nil {
+		return "", err
+	}
+	if o.maxDepth < 1 || o.maxDepth > 128 {
+		return "", fmt.Errorf("--max-depth %d: want 1 to 128", o.maxDepth)
+	}
+	if o.ringKiB < 4 || o.ringKiB&(o.ringKiB-1) != 0 {
+		return "", fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.ringKiB)
+	}
+	return agent, nil
+}
+
+// lateWarnings takes the symbolizer's warnings: those before the report
+// exists are kept for it, later ones go to it.
+type lateWarnings struct {
+	rep   *report.Report
+	early []string
+}
+
+func (l *lateWarnings) warn(msg string) {
+	if l.rep != nil {
+		l.rep.Warn(msg)
+	} else {
+		l.early = append(l.early, msg)
+	}
+}
+
+// to makes rep the report that takes the later warnings.
+func (l *lateWarnings) to(rep *report.Report) *report.Report {
+	l.rep = rep
+	return rep
 }
 
 func hostname() string {

@@ -25,6 +25,7 @@ import (
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/inject"
 	"github.com/leakpath/leakpath/internal/launch"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
@@ -152,6 +153,18 @@ type collector struct {
 	mainEnd     chan *event.ProcessInfo
 	mainOutcome *event.ProcessInfo
 	started     time.Time
+	// attached: recording a process that was running already (Attach);
+	// detach is closed when it is to stop.
+	attached bool
+	detach   chan struct{}
+	detachMu sync.Once
+	// stoppedHook, when set, runs once in the next scan with every thread
+	// still stopped (on the pipeline's goroutine; see detachScan).
+	stoppedHook func(tr *ptrace.Tracer)
+	// Of Attach's detach, set by detachScan.
+	detachOpts inject.Options
+	detached   *inject.Result
+	detachErr  error
 }
 
 // Run runs opts.Argv to completion (and every recorded descendant) and
@@ -161,24 +174,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("no program to run")
 	}
-	c := &collector{
-		opts:    opts,
-		src:     clock.NewSource(clock.UseTSC()),
-		current: map[int32]*image{},
-		mainEnd: make(chan *event.ProcessInfo, 1),
-		started: time.Now(),
-	}
-	c.opts.Region.ClockTSC = c.src.TSC()
-	c.sink = newSink(heap.NewSession(), opts.Trace)
-	c.sink.warm = opts.Warm
-	c.sink.model.Observer = opts.Observer
-	if opts.RootCause.Enabled {
-		// Probes the breakpoints now, not with a thread of the program
-		// held.
-		c.opts.RootCause.defaults()
-		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
-	}
-
+	c := newCollector(opts)
 	sess, err := launch.NewSession(opts.Agent, c.register, c.control)
 	if err != nil {
 		return nil, err
@@ -272,25 +268,9 @@ wait:
 		}
 	}
 	res.Elapsed = time.Since(start)
-	c.mu.Lock()
-	keep := interrupted
-	if m := c.current[c.mainPID]; m != nil {
-		res.Main = int32(m.idx)
-	}
-	n := len(c.images)
-	c.mu.Unlock()
-	sess.Close(keep)
-	for _, e := range sess.Errors() {
-		c.warn("%v", e)
-	}
-	c.sink.close()
-	if err := c.sink.err; err != nil {
-		c.warn("trace: %v", err)
-	}
-	if n == 0 {
+	if c.wrapUp(sess, res, interrupted) == 0 {
 		c.warn("%s did not load the leakpath agent (statically linked, setuid, or LD_PRELOAD removed): nothing was recorded", opts.Argv[0])
 	}
-	res.Session = c.sink.model
 	for _, im := range c.images {
 		if ts := im.rc.traces(c.sink.model.Process(im.idx), true); len(ts) > 0 {
 			if res.RootCause == nil {
@@ -303,6 +283,50 @@ wait:
 	res.Events = c.sink.events
 	res.Warnings = c.warns
 	return res, nil
+}
+
+// wrapUp ends the session and the sink once every pipeline has ended,
+// and fills in res's model and main image; it returns how many images
+// registered.
+func (c *collector) wrapUp(sess *launch.Session, res *Result, keepLink bool) int {
+	c.mu.Lock()
+	if m := c.current[c.mainPID]; m != nil {
+		res.Main = int32(m.idx)
+	}
+	n := len(c.images)
+	c.mu.Unlock()
+	sess.Close(keepLink)
+	for _, e := range sess.Errors() {
+		c.warn("%v", e)
+	}
+	c.sink.close()
+	if err := c.sink.err; err != nil {
+		c.warn("trace: %v", err)
+	}
+	res.Session = c.sink.model
+	return n
+}
+
+// newCollector makes a collector with its sink (not started yet).
+func newCollector(opts Options) *collector {
+	c := &collector{
+		opts:    opts,
+		src:     clock.NewSource(clock.UseTSC()),
+		current: map[int32]*image{},
+		mainEnd: make(chan *event.ProcessInfo, 1),
+		started: time.Now(),
+	}
+	c.opts.Region.ClockTSC = c.src.TSC()
+	c.sink = newSink(heap.NewSession(), opts.Trace)
+	c.sink.warm = opts.Warm
+	c.sink.model.Observer = opts.Observer
+	if opts.RootCause.Enabled {
+		// Probes the breakpoints now, not with a thread of the program
+		// held.
+		c.opts.RootCause.defaults()
+		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
+	}
+	return c
 }
 
 func startError(argv []string, err error) error {
@@ -351,6 +375,9 @@ func (c *collector) register(h launch.Hello) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	info := event.ProcessInfo{PID: h.PID, PPID: h.PPID, ParentProc: -1, ExecOf: -1}
+	// A fork child of an attached process starts with its parent's
+	// unknown blocks too; an exec'd image starts afresh.
+	info.Attached = c.attached && (h.PID == c.mainPID || h.ForkID != 0)
 	if h.ForkID != 0 {
 		if !c.opts.FollowFork {
 			return -1, errors.New("fork child not recorded (--follow-fork=false)")
@@ -461,7 +488,11 @@ func (c *collector) pipeline(im *image) {
 		}
 		select {
 		case r := <-im.snaps:
-			r.resp <- c.snapshot(im, &m, direct, r.req)
+			if r.req.Op == opDetachScan {
+				r.resp <- c.detachScan(im, &m, direct)
+			} else {
+				r.resp <- c.snapshot(im, &m, direct, r.req)
+			}
 		default:
 		}
 		if n > 0 {
@@ -519,6 +550,12 @@ type snapRequest struct {
 // control answers a control request (launch.Controller).
 func (c *collector) control(req control.Request) control.Response {
 	switch {
+	case req.Op == "detach" && c.attached:
+		if req.PID != int(c.mainPID) {
+			return control.Response{Error: fmt.Sprintf("this leakpath attach records pid %d, not %d", c.mainPID, req.PID)}
+		}
+		c.stopAttach()
+		return control.Response{Text: fmt.Sprintf("leakpath: detaching from pid %d\n", req.PID)}
 	case req.Op != "snapshot" && req.Op != "root-cause":
 		return control.Response{Error: fmt.Sprintf("unknown control request %q", req.Op)}
 	case req.Op == "snapshot" && c.opts.Snapshot == nil:
@@ -572,6 +609,8 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		info := *im.start.ProcessInfo()
 		if replaced {
 			info.ExecdOut = true
+		} else if c.attached {
+			info.Detached = true
 		}
 		return &info
 	default:
@@ -580,7 +619,7 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		return nil
 	}
 	info := *im.start.ProcessInfo()
-	if im.pid == c.mainPID {
+	if im.pid == c.mainPID && !c.attached {
 		// The collector reaps the program itself: take its status.
 		c.mu.Lock()
 		if c.mainOutcome == nil {

@@ -171,6 +171,11 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 		}
 		return err
 	}
+	if hook := c.stoppedHook; hook != nil {
+		// Still stopped: a detach now leaves no block unscanned.
+		c.stoppedHook = nil
+		hook(tr)
+	}
 	if after == nil {
 		return nil
 	}

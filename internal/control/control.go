@@ -70,10 +70,23 @@ type Response struct {
 	LeakedBlocks uint64 `json:"leaked_blocks,omitempty"`
 }
 
-// Find returns the control socket of the `leakpath run` that records pid:
-// the agent in pid's LD_PRELOAD is a link in that run's session
-// directory, beside the socket.
+// AttachDir is the session directory of `leakpath attach` to pid: a name
+// derived from the pid (and the user), so that `leakpath snapshot` and
+// `leakpath detach` find it without the target's environment.
+func AttachDir(pid int) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("leakpath-attach.%d.%d", os.Geteuid(), pid))
+}
+
+// Find returns the control socket of the `leakpath run` that records pid
+// (the agent in pid's LD_PRELOAD is a link in that run's session
+// directory, beside the socket), or of the `leakpath attach` to pid (in
+// AttachDir).
 func Find(pid int) (string, error) {
+	if pid > 0 {
+		if sock := filepath.Join(AttachDir(pid), SocketName); isSocket(sock) {
+			return sock, nil
+		}
+	}
 	if pid <= 0 {
 		return "", fmt.Errorf("pid %d: want a positive process id", pid)
 	}
@@ -100,13 +113,18 @@ func Find(pid int) (string, error) {
 		}
 	}
 	if dir == "" {
-		return "", fmt.Errorf("pid %d is not running under `leakpath run` (no %s in its LD_PRELOAD)", pid, AgentName)
+		return "", fmt.Errorf("pid %d is not recorded by leakpath (not under `leakpath run`: no %s in its LD_PRELOAD; no `leakpath attach` to it)", pid, AgentName)
 	}
 	sock := filepath.Join(dir, SocketName)
 	if _, err := os.Stat(sock); err != nil {
 		return "", fmt.Errorf("pid %d: its leakpath session (%s) is over: the collector has exited", pid, dir)
 	}
 	return sock, nil
+}
+
+func isSocket(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode()&fs.ModeSocket != 0
 }
 
 // Ask sends req on the socket at path and returns the response; an error

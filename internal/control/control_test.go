@@ -62,7 +62,7 @@ func TestFindErrors(t *testing.T) {
 	for pid, want := range map[int]string{
 		0:           "want a positive process id",
 		1 << 30:     "no process with pid",
-		os.Getpid(): "is not running under `leakpath run`",
+		os.Getpid(): "is not recorded by leakpath",
 	} {
 		if _, err := Find(pid); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Find(%d): %v; want %q", pid, err, want)

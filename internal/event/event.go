@@ -442,6 +442,11 @@ type ProcessInfo struct {
 	Code     int32 // exit status when Exited
 	Signal   int32 // the signal that killed it, when not Exited; 0: unknown
 	ExecdOut bool  // replaced by exec
+	// Attached: recorded from an attach to the running process (set at
+	// the start): blocks allocated before are unknown, their frees are
+	// not errors. Detached, at the end: recording stopped by a detach,
+	// the process runs on.
+	Attached, Detached bool
 }
 
 // ClockInfo relates agent ticks to time.

@@ -111,6 +111,9 @@ type Totals struct {
 	PeakBytes      uint64
 	PeakTime       uint64
 	Temporary      uint64
+	// UnknownFrees: frees and reallocs of blocks allocated before an
+	// attach (ProcessInfo.Attached): not errors, not counted in Frees.
+	UnknownFrees uint64
 }
 
 // ErrorKind classifies improper uses of the allocator.
@@ -546,9 +549,10 @@ func (p *Process) apply(ev *event.Event) {
 			end := *ev.ProcessInfo()
 			p.End = &end
 		}
-		if p.Scan != nil && p.Scan.Live {
+		if p.Scan != nil && p.Scan.Live && (p.End == nil || !p.End.Detached) {
 			// A snapshot's kinds are stale at the end: the blocks left
-			// then were never scanned.
+			// then were never scanned. (The scan before a detach is
+			// the last word on the blocks live at the detach.)
 			p.forgetKinds()
 		}
 	}
@@ -568,6 +572,12 @@ func (p *Process) alloc(addr uint64, b Block) {
 		}
 		// A parked free older than this block waits on: it may be the
 		// free of an older block at the same address, still on its way.
+		// After an attach it is the free of a block from before.
+		if pf, ok := p.parked[addr]; ok && p.Info.Attached {
+			delete(p.parked, addr)
+			p.Totals.UnknownFrees++
+			p.calledAt(&pf)
+		}
 	}
 	if len(p.lateKinds) > 0 {
 		if sb, ok := p.lateKinds[addr]; ok {
@@ -738,6 +748,11 @@ func (p *Process) invalidFree(ev *event.Event) {
 		e.Kind = DoubleFree
 		e.AllocStack = f.site
 		e.FreeStack = f.stack
+	} else if p.Info.Attached {
+		// A block from before the attach: the model never saw it.
+		p.Totals.UnknownFrees++
+		p.calledAt(ev)
+		return
 	}
 	p.addError(e)
 	p.calledAt(ev)

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -106,6 +107,33 @@ func NewSession(agentPath string, reg Registrar, ctl Controller) (*Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
+	return newSession(dir, agentPath, reg, ctl)
+}
+
+// NewAttachSession creates the session directory of an attach to pid
+// (control.AttachDir). A directory left by an attach that ended without cleaning
+// up is replaced; one whose socket answers belongs to an attach in
+// progress.
+func NewAttachSession(pid int, agentPath string, reg Registrar, ctl Controller) (*Session, error) {
+	dir := control.AttachDir(pid)
+	sock := filepath.Join(dir, control.SocketName)
+	if c, err := net.Dial("unix", sock); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("pid %d is being recorded already by another leakpath attach (%s)", pid, dir)
+	}
+	if st, err := os.Lstat(dir); err == nil {
+		if !st.IsDir() || st.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+			return nil, fmt.Errorf("session directory %s exists and is not ours", dir)
+		}
+		os.RemoveAll(dir)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	return newSession(dir, agentPath, reg, ctl)
+}
+
+func newSession(dir, agentPath string, reg Registrar, ctl Controller) (*Session, error) {
 	s := &Session{Dir: dir, Agent: filepath.Join(dir, AgentName), reg: reg, ctl: ctl}
 	if err := os.Symlink(agentPath, s.Agent); err != nil {
 		os.RemoveAll(dir)

@@ -138,6 +138,13 @@ func tracerName(tracerTid int) string {
 
 // diagnoseEPERM explains why PTRACE_SEIZE of thread tid of process pid was
 // refused with EPERM.
+// PermissionError says why this process may not trace (or read the
+// memory maps of) process pid: ptrace_scope, another user, a tracer
+// already there... It wraps unix.EPERM (or ErrTraced, ErrZombie).
+func PermissionError(pid int) error {
+	return &Error{Op: "attach", Pid: pid, Err: diagnoseEPERM(pid, 0)}
+}
+
 func diagnoseEPERM(pid, tid int) error {
 	st, err := procStatus(pid, tid)
 	if err != nil {

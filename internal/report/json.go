@@ -40,6 +40,9 @@ type jsonImage struct {
 	Leaks     []jsonLeak  `json:"leaks"`
 	Errors    []jsonError `json:"errors"`
 	Anomalies uint64      `json:"anomalies,omitempty"`
+	// Attached: recorded from `leakpath attach` on: every number covers
+	// only the time since the attach.
+	Attached bool `json:"attached,omitempty"`
 	// Scan: the scan at exit that classified the leaks; ScanError: why
 	// there was none.
 	Scan      *jsonScan `json:"scan,omitempty"`
@@ -56,6 +59,9 @@ type jsonExit struct {
 	Code   *int32 `json:"code"`
 	Signal string `json:"signal"`
 	Execd  bool   `json:"exec,omitempty"`
+	// Detached: recording stopped by `leakpath detach`; the process runs
+	// on (Code is null).
+	Detached bool `json:"detached,omitempty"`
 }
 
 type jsonTotals struct {
@@ -69,6 +75,8 @@ type jsonTotals struct {
 	LeakedBlocks         uint64            `json:"leaked_blocks"`
 	TemporaryAllocations uint64            `json:"temporary_allocations"`
 	FailedAllocations    uint64            `json:"failed_allocations"`
+	// UnknownFrees: frees of blocks allocated before the attach.
+	UnknownFrees uint64 `json:"unknown_frees,omitempty"`
 	// ByKind sums the leaks per kind when a scan classified them;
 	// suppressed leaks count in Suppressed only.
 	ByKind     map[string]KindTotal `json:"by_kind,omitempty"`
@@ -180,8 +188,9 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			AllocatedBytes: t.AllocatedBytes, PeakBytes: t.PeakBytes, PeakSeconds: r.seconds(p, t.PeakTime),
 			LeakedBytes: t.LiveBytes, LeakedBlocks: t.LiveBlocks,
 			TemporaryAllocations: t.Temporary, FailedAllocations: t.FailedAllocs,
+			UnknownFrees: t.UnknownFrees,
 		},
-		Leaks: []jsonLeak{}, Errors: []jsonError{},
+		Leaks: []jsonLeak{}, Errors: []jsonError{}, Attached: p.Info.Attached,
 	}
 	for fn := event.Fn(1); fn < event.NumFn; fn++ {
 		if fn == event.ReallocArray && t.Calls[fn] == 0 {
@@ -193,6 +202,8 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		switch {
 		case e.ExecdOut:
 			ji.Exit.Execd = true
+		case e.Detached:
+			ji.Exit.Detached = true
 		case e.Exited:
 			c := e.Code
 			ji.Exit.Code = &c

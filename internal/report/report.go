@@ -309,6 +309,8 @@ func (r *Report) outcome(p *heap.Process) string {
 		return "is running"
 	case e == nil:
 		return "was still running"
+	case e.Detached:
+		return "was detached from (it runs on)"
 	case e.ExecdOut:
 		for _, q := range r.s.Procs {
 			if q != nil && q.Info.ExecOf == int32(p.Info.Index) {

@@ -87,6 +87,8 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		at = "not freed at exec"
 	case r.opts.Snapshot:
 		at = "live"
+	case p.End != nil && p.End.Detached:
+		at = "live at detach"
 	}
 	fmt.Fprintf(w, ",\n  %s temporary; %s (%s) %s\n", count(t.Temporary), plural64(t.LiveBlocks, "block"), bytes(t.LiveBytes), at)
 	if calls := fnCalls(t); len(calls) > 0 {
@@ -94,6 +96,10 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	}
 	if t.FailedAllocs > 0 {
 		fmt.Fprintf(w, "  %s failed\n", plural64(t.FailedAllocs, "allocation"))
+	}
+	if p.Info.Attached {
+		// Everything above counts from the attach on.
+		fmt.Fprintf(w, "  recorded since attach only: blocks allocated before are unknown (%s of them)\n", plural64(t.UnknownFrees, "free"))
 	}
 	if execd(p) {
 		// exec discards the heap: nothing there is a leak of this image.

@@ -11,7 +11,6 @@
 package scan
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/binary"
@@ -19,13 +18,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/leak"
+	"github.com/leakpath/leakpath/internal/procmaps"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/wire"
 )
@@ -140,28 +139,8 @@ func readMaps(pid int) ([]mapping, error) {
 		return nil, fmt.Errorf("scan of pid %d: %w", pid, err)
 	}
 	var ms []mapping
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		m := mapping{perms: f[1]}
-		var e1, e2 error
-		m.lo, e1 = strconv.ParseUint(lo, 16, 64)
-		m.hi, e2 = strconv.ParseUint(hi, 16, 64)
-		if e1 != nil || e2 != nil || m.hi <= m.lo {
-			continue
-		}
-		m.inode, _ = strconv.ParseUint(f[4], 10, 64)
-		if len(f) > 5 {
-			m.path = strings.Join(f[5:], " ")
-		}
-		ms = append(ms, m)
+	for _, m := range procmaps.Parse(b) {
+		ms = append(ms, mapping{lo: m.Lo, hi: m.Hi, perms: m.Perms, path: m.Path, inode: m.Inode})
 	}
 	return ms, nil
 }

@@ -960,6 +960,12 @@ func (e *encoder) addGeneric(ev *event.Event) {
 		if p.ExecdOut {
 			fl |= 2
 		}
+		if p.Attached {
+			fl |= 4
+		}
+		if p.Detached {
+			fl |= 8
+		}
 		b = append(b, fl)
 		b = uv(b, zigzag(int64(p.Code)))
 		b = uv(b, zigzag(int64(p.Signal)))

@@ -689,10 +689,11 @@ func (d *decoder) decGeneric(ev *event.Event) {
 		}
 		p.Exe = d.str(sMisc)
 		fl := d.byte(sMisc)
-		if fl&^3 != 0 {
+		if fl&^15 != 0 {
 			d.failf("bad process flags %#x", fl)
 		}
 		p.Exited, p.ExecdOut = fl&1 != 0, fl&2 != 0
+		p.Attached, p.Detached = fl&4 != 0, fl&8 != 0
 		p.Code, p.Signal = d.i32(sMisc), d.i32(sMisc)
 		ev.Ext().Process = p
 	}

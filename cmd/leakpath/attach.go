@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/clock"
+	"github.com/leakpath/leakpath/internal/collect"
+	"github.com/leakpath/leakpath/internal/control"
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/inject"
+	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/tracefile"
+)
+
+type attachOptions struct {
+	run      runOptions // the flags attach shares with run
+	duration time.Duration
+	patience time.Duration
+}
+
+func attachFlags(o *attachOptions, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
+	fs.SetOutput(out)
+	r := &o.run
+	fs.StringVar(&r.trace, "o", "", "keep the trace in `FILE` (.lpt), for 'leakpath report' later")
+	fs.StringVar(&r.jsonOut, "json", "", "also write the report as JSON (leakpath.report/v1) to `FILE`")
+	fs.StringVar(&r.reportOut, "report", "", "write the text report to `FILE` instead of stderr")
+	fs.BoolVar(&r.scan, "scan", true, "scan the program's memory (ptrace) before the detach, and at its exit if it exits meanwhile, to tell definite, indirect, possible leaks from reachable blocks")
+	addLeakFlags(fs, &r.leaks)
+	fs.BoolVar(&r.freeStacks, "free-stacks", true, "record the call stack of every free too")
+	fs.BoolVar(&r.fold, "fold", true, "count short-lived blocks a thread frees soon per site instead of one by one (see leakpath help run)")
+	fs.IntVar(&r.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
+	fs.DurationVar(&r.timeRes, "time-resolution", time.Millisecond, "keep the trace's times to `DURATION` (see leakpath help run); 0: exact")
+	fs.StringVar(&r.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
+	fs.Var(&r.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
+	fs.IntVar(&r.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
+	fs.BoolVar(&r.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
+	fs.DurationVar(&o.duration, "for", 0, "detach after `DURATION` (default: on `leakpath detach PID`, SIGINT or SIGTERM)")
+	fs.DurationVar(&o.patience, "patience", 200*time.Millisecond, "while loading the agent, let the other threads run after `DURATION` (one may hold a lock the loading needs)")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: leakpath attach [flags] PID\n\n"+
+			"Loads leakpath's agent into PID, a dynamically linked program that runs already,\n"+
+			"and records its allocations from now on, until 'leakpath detach PID', SIGINT or\n"+
+			"SIGTERM (or --for): then the live blocks are scanned, the program's allocator calls\n"+
+			"are given back, the program runs on, and the report is written. Blocks allocated\n"+
+			"before the attach are unknown: every number covers the time since the attach.\n"+
+			"'leakpath snapshot PID' works meanwhile.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func cmdAttach(args []string, stdout, stderr io.Writer) int {
+	o := attachOptions{}
+	fs := attachFlags(&o, stderr)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	pid, ok := pidArg(fs, "attach", stderr)
+	if !ok {
+		return exitUsage
+	}
+	if err := checkOutputNames(&o.run); err != nil {
+		fmt.Fprintf(stderr, "leakpath attach: %v\n", err)
+		return exitUsage
+	}
+	ctx := context.Background()
+	if o.duration > 0 {
+		var cancel func()
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	if err := attachProgram(ctx, pid, &o, stderr); err != nil {
+		fail(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// attachProgram records pid from an attach to its detach and writes the
+// report.
+func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Writer) error {
+	r := &o.run
+	agent, err := r.checkRecording()
+	if err != nil {
+		return err
+	}
+	supp, err := r.leaks.suppressionSet()
+	if err != nil {
+		return err
+	}
+	outs, err := newOutputs(r, stderr)
+	if err != nil {
+		return err
+	}
+	defer outs.close()
+	var late lateWarnings
+	sym := newSymbolizer(r.debugDirs, late.warn)
+	defer sym.close()
+	copts := collect.Options{
+		Agent:      agent,
+		FollowFork: true,
+		Region: region.Options{
+			RingSize: r.ringKiB << 10, MaxDepth: r.maxDepth, FreeStacks: r.freeStacks, Fold: r.fold, HoldExit: r.scan,
+		},
+		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Warm: sym.warmUp(),
+	}
+	started := time.Now()
+	checkKinds, err := r.leaks.kinds()
+	if err != nil {
+		return err
+	}
+	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
+		return snapshotReport(s, proc, req, report.Options{
+			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: r.leaks.showReachable,
+		}, checkKinds)
+	}
+	argv := procCommand(pid)
+	tw, err := outs.startTrace(tracefile.Meta{Command: argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname()},
+		tracefile.Options{TimeShift: clock.ShiftFor(r.timeRes, clock.UseTSC())})
+	if err != nil {
+		return err
+	}
+	if tw != nil {
+		copts.Trace = tw
+	}
+	res, info, err := collect.Attach(ctx, pid, copts, inject.Options{Patience: o.patience})
+	tracePath := ""
+	if tw != nil {
+		if cerr := tw.finish(res != nil, pid); cerr != nil && err == nil {
+			err = cerr
+		}
+		tracePath = tw.path
+	}
+	if err != nil {
+		return err
+	}
+	textOut := stderr
+	textFile, jsonFile, err := outs.files(pid)
+	if err != nil {
+		return err
+	}
+	if textFile != nil {
+		textOut = textFile
+	}
+	sym.ready()
+	warnings := append(res.Warnings, late.early...)
+	if info.Detached {
+		pause, with := info.DetachPause, ""
+		if p := res.Session.Process(uint32(max(res.Main, 0))); p != nil && p.Scan != nil {
+			pause += time.Duration(p.Scan.PauseNs) // the detach ran in the scan's stop
+			with = " (scan included)"
+		}
+		fmt.Fprintf(stderr, "leakpath: detached from pid %d after %.1f s; the program was paused %.3g ms at attach, %.3g ms at detach%s; %d allocator slots restored\n",
+			pid, res.Elapsed.Seconds(), msOf(info.AttachPause), msOf(pause), with, info.Restored)
+	}
+	rep := late.to(report.New(res.Session, res.Main, report.Options{
+		Symbolize: sym.lookup, TracePath: tracePath, Elapsed: res.Elapsed, TicksPerSec: res.TicksPerSec,
+		Warnings: warnings, Suppressions: supp, ShowReachable: r.leaks.showReachable,
+	}))
+	if jsonFile != nil {
+		if err := rep.Generate(jsonFile, "json"); err != nil {
+			return fmt.Errorf("JSON report: %w", err)
+		}
+	}
+	if !(r.quiet && rep.LeakedBlocks() == 0 && len(res.Warnings) == 0) {
+		if err := rep.Generate(textOut, "text"); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	return nil
+}
+
+// procCommand is pid's command line, nil if unreadable.
+func procCommand(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func detachFlags(timeout *time.Duration, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("detach", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.DurationVar(timeout, "timeout", time.Minute, "give up after `DURATION`")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: leakpath detach [flags] PID\n\n"+
+			"Ends the 'leakpath attach' to PID: the attach scans the live blocks, gives the\n"+
+			"program's allocator calls back, lets the program run on and writes its report.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func cmdDetach(args []string, stdout, stderr io.Writer) int {
+	var timeout time.Duration
+	fs := detachFlags(&timeout, stderr)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	pid, ok := pidArg(fs, "detach", stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, done := askContext(timeout)
+	defer done()
+	resp, sock, err := askPID(ctx, pid, "detach")
+	if err != nil {
+		fail(stderr, fmt.Errorf("detach from pid %d: %w", pid, err))
+		return 1
+	}
+	io.WriteString(stderr, resp.Text)
+	// Done when the attach has let go: its socket goes last.
+	for {
+		if _, serr := os.Stat(sock); serr != nil {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			fail(stderr, fmt.Errorf("detach from pid %d: the attach has not ended yet: %w", pid, ctx.Err()))
+			return 1
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
