@@ -72,6 +72,8 @@ type Options struct {
 	// RootCause records the paths that explain growing sites (root
 	// causes); see rootcause.go.
 	RootCause RootCauseOptions
+	// Types, when not nil, types the blocks at every scan (types.go).
+	Types *TypeOptions
 }
 
 // Result is what a run produced.

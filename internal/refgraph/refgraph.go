@@ -32,11 +32,17 @@ type RootEdge struct {
 	Word uint64 // the word's address
 	To   int32  // the block
 	Root int32  // index of the Root holding the word (-1: a register)
+	// Interior: the word points inside the block, not at its start.
+	Interior bool
 }
+
+// Interior is set in an Off of an edge whose word points inside its
+// block, not at its start; the offset is Off &^ Interior.
+const Interior = 1 << 31
 
 // Graph is the reference graph of blocks sorted by address: node i is
 // Blocks[i]; its out-edges are To[Start[i]:Start[i+1]], each from the
-// word at offset Off[...] of block i.
+// word at offset Off[...] of block i (with the Interior bit).
 type Graph struct {
 	Blocks    []Block
 	Roots     []Root
@@ -79,8 +85,12 @@ func Build(blocks []Block, roots []Root, regs []uint64, mem Memory) (*Graph, err
 			for o := 0; o+8 <= len(b); o += 8 {
 				v := binary.LittleEndian.Uint64(b[o:])
 				if t := g.find(v); t >= 0 && t != int32(i) {
+					off := uint32(o)
+					if v != blocks[t].Addr {
+						off |= Interior
+					}
 					g.To = append(g.To, t)
-					g.Off = append(g.Off, uint32(o))
+					g.Off = append(g.Off, off)
 				}
 			}
 			g.Start[i+1] = int64(len(g.To))
@@ -96,7 +106,7 @@ func Build(blocks []Block, roots []Root, regs []uint64, mem Memory) (*Graph, err
 		if n == 0 {
 			continue
 		}
-		if n > batchBytes {
+		if n > batchBytes || n >= Interior {
 			n = batchBytes // the rest of a huge block is not scanned for edges
 		}
 		if uint64(len(buf))+n > batchBytes {
@@ -120,7 +130,7 @@ func Build(blocks []Block, roots []Root, regs []uint64, mem Memory) (*Graph, err
 	}
 	for _, v := range regs {
 		if t := g.find(v); t >= 0 {
-			g.RootEdges = append(g.RootEdges, RootEdge{To: t, Root: -1})
+			g.RootEdges = append(g.RootEdges, RootEdge{To: t, Root: -1, Interior: v != blocks[t].Addr})
 		}
 	}
 	for ri, r := range roots {
@@ -130,8 +140,9 @@ func Build(blocks []Block, roots []Root, regs []uint64, mem Memory) (*Graph, err
 			mem.ReadRanges(rr)
 			b := rr[0].Buf[:rr[0].N&^7]
 			for o := 0; o+8 <= len(b); o += 8 {
-				if t := g.find(binary.LittleEndian.Uint64(b[o:])); t >= 0 {
-					g.RootEdges = append(g.RootEdges, RootEdge{Word: lo + uint64(o), To: t, Root: int32(ri)})
+				v := binary.LittleEndian.Uint64(b[o:])
+				if t := g.find(v); t >= 0 {
+					g.RootEdges = append(g.RootEdges, RootEdge{Word: lo + uint64(o), To: t, Root: int32(ri), Interior: v != blocks[t].Addr})
 				}
 			}
 		}

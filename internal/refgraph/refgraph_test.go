@@ -67,7 +67,7 @@ func TestTreeRetained(t *testing.T) {
 	for v := int32(5); v >= 0; v = p.Parent[v] {
 		chain = append(chain, v)
 	}
-	if !slices.Equal(chain, []int32{5, 2, 0}) || p.Off[5] != 8 || p.Off[2] != 16 || p.RootEdge[0] != 0 {
+	if !slices.Equal(chain, []int32{5, 2, 0}) || p.Off[5] != 8 || p.Off[2] != 16 || g.Off[len(g.Off)-1] != Interior|0 || p.RootEdge[0] != 0 {
 		t.Errorf("path %v offs %v", chain, p.Off)
 	}
 	if p.Parent[7] != Unreachable {

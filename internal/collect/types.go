@@ -1,0 +1,112 @@
+package collect
+
+import (
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/heaptype"
+	"github.com/leakpath/leakpath/internal/leak"
+	"github.com/leakpath/leakpath/internal/refgraph"
+	"github.com/leakpath/leakpath/internal/scan"
+	"github.com/leakpath/leakpath/internal/symbolize"
+)
+
+// TypeOptions turn on typing the blocks at every scan (run --types):
+// the reference graph of the live blocks, their types, paths to root
+// and retained sizes, read from the stopped process with the modules'
+// symbols and DWARF.
+type TypeOptions struct {
+	Symbols *symbolize.Symbolizer
+}
+
+// typeBlocks types blocks (sorted by address, as the scan took them) of
+// p, from what the scan read, into sbs (blocks' twins) and info.
+func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.Heap, sbs []event.ScannedBlock, info *event.ScanInfo) {
+	start := time.Now()
+	gb := make([]refgraph.Block, len(blocks))
+	for i, b := range blocks {
+		gb[i] = refgraph.Block{Addr: b.Addr, Size: b.Size}
+	}
+	roots := make([]refgraph.Root, len(hp.Roots))
+	for i, r := range hp.Roots {
+		roots[i] = refgraph.Root{Addr: r.Addr, Len: r.Len, What: r.What}
+	}
+	g, err := refgraph.Build(gb, roots, hp.Words, hp.Mem)
+	if err != nil {
+		c.warn("pid %d: no types: %v", p.Info.PID, err)
+		return
+	}
+	mods := c.typeModules(p)
+	res := heaptype.Analyze(g, mods, nil)
+	info.Typed = true
+	for _, t := range res.Types {
+		info.Types = append(info.Types, event.TypeDef{Name: t.Name, File: t.File, Line: uint32(max(t.Line, 0)), Size: t.Size})
+	}
+	names := map[string]uint32{}
+	for i := range sbs {
+		sb := &sbs[i]
+		sb.Type = uint32(res.Type[i] + 1)
+		sb.Evidence = uint8(res.Evidence[i])
+		if sb.Type == 0 {
+			sb.Evidence = 0
+		}
+		sb.Retained = res.Retained[i]
+		if par := res.Paths.Parent[i]; par >= 0 {
+			sb.Holder = blocks[par].Addr
+		}
+		if via := res.Via(int32(i)); via != "" {
+			k, ok := names[via]
+			if !ok {
+				info.Names = append(info.Names, via)
+				k = uint32(len(info.Names))
+				names[via] = k
+			}
+			sb.Via = k
+		}
+	}
+	c.logf("pid %d: typed %d of %d blocks (%d of %d bytes) in %v", p.Info.PID,
+		uint64(len(blocks))-res.Blocks[heaptype.Unknown], len(blocks),
+		sumBytes(res.Bytes[:])-res.Bytes[heaptype.Unknown], sumBytes(res.Bytes[:]), time.Since(start).Round(time.Millisecond))
+}
+
+func sumBytes(bs []uint64) uint64 {
+	var s uint64
+	for _, b := range bs {
+		s += b
+	}
+	return s
+}
+
+// typeModules returns p's loaded modules with their types, by address.
+func (c *collector) typeModules(p *heap.Process) []heaptype.Module {
+	var mods []heaptype.Module
+	for _, m := range p.Modules {
+		if m.Unloaded != 0 || len(m.Segments) == 0 || filepath.Base(m.Path) == "libleakpath.so" {
+			continue
+		}
+		hm := heaptype.Module{Path: m.Path, Bias: m.Bias, Lo: ^uint64(0)}
+		for _, s := range m.Segments {
+			hm.Lo = min(hm.Lo, m.Bias+s.Vaddr)
+			hm.Hi = max(hm.Hi, m.Bias+s.Vaddr+s.Memsz)
+		}
+		mt, err := c.opts.Types.Symbols.Types(m.Path, m.BuildID)
+		if err == nil {
+			hm.Types = mt
+		}
+		mods = append(mods, hm)
+	}
+	slices.SortFunc(mods, func(a, b heaptype.Module) int {
+		switch {
+		case a.Lo < b.Lo:
+			return -1
+		case a.Lo > b.Lo:
+			return 1
+		}
+		return 0
+	})
+	// Overlapping modules (a model out of step) would confuse lookups.
+	return slices.CompactFunc(mods, func(a, b heaptype.Module) bool { return b.Lo < a.Hi })
+}

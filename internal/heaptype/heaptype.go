@@ -1,0 +1,382 @@
+// Package heaptype gives the live blocks of a stopped process their
+// types, from the best evidence there is, and says which:
+//
+//   - a vtable pointer in the block's first word (a _ZTV symbol of a
+//     loaded module): the object's dynamic C++ class, exact;
+//   - the DWARF type of the pointer that points at the block's start: a
+//     global variable's (or one of its fields'), then, walking the
+//     reference graph, the pointer fields of blocks already typed, with
+//     their DWARF layouts;
+//   - the allocation site's type, when the caller knows it (SiteType).
+//
+// Blocks with a DWARF layout keep only the edges of their pointer fields
+// in the reference graph; from it come the paths to root (named by the
+// global and the fields they run through) and the retained sizes.
+package heaptype
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/leakpath/leakpath/internal/refgraph"
+	"github.com/leakpath/leakpath/internal/symbolize"
+)
+
+// Evidence is what typed a block.
+type Evidence uint8
+
+// The evidence, in the numbering where it has one.
+const (
+	Unknown   Evidence = iota
+	AllocSite          // the call site's DW_AT_LLVM_alloc_type
+	Vtable             // the vtable pointer in the first word
+	Ctor               // the constructor called on operator new's result
+	Field              // the DWARF type of the pointer to it
+	NumEvidence
+)
+
+var evidenceNames = [...]string{"unknown", "alloc-site", "vtable", "constructor", "field"}
+
+func (e Evidence) String() string {
+	if int(e) < len(evidenceNames) {
+		return evidenceNames[e]
+	}
+	return fmt.Sprintf("evidence(%d)", uint8(e))
+}
+
+// Module is a module loaded in the process: where, and its types.
+type Module struct {
+	Path   string
+	Bias   uint64 // runtime address = Bias + ELF virtual address
+	Lo, Hi uint64 // runtime range of its segments
+	Types  *symbolize.ModuleTypes
+}
+
+// TypeInfo is a type of the result.
+type TypeInfo struct {
+	Name string // qualified
+	File string // where it is defined ("" unknown)
+	Line int
+	Size uint64 // one value's size (0 unknown)
+}
+
+// SiteType is a type the caller knows for block i (from its allocation
+// site): a type of module Mod, with evidence Ev.
+type SiteType struct {
+	Mod  int
+	Type symbolize.TypeID
+	Ev   Evidence
+}
+
+// Result is the types of the blocks of a graph, and what the graph says
+// about who holds them.
+type Result struct {
+	Types    []TypeInfo
+	Type     []int32 // per block: index in Types, -1 unknown
+	Evidence []Evidence
+	Paths    *refgraph.Paths
+	Retained []uint64
+	// Typed counts the blocks and bytes each evidence typed.
+	Blocks, Bytes [NumEvidence]uint64
+
+	g      *refgraph.Graph
+	mods   []Module
+	layout []layout // per block
+}
+
+// layout is a block's DWARF type: module and type, or mod -1.
+type layout struct {
+	mod int32
+	tid symbolize.TypeID
+}
+
+type analyzer struct {
+	*Result
+	byName  map[string]int32
+	classes map[string]layout // vtable class → its DWARF layout
+	queue   []int32
+}
+
+// Analyze types g's blocks with mods (sorted by Lo, not overlapping),
+// drops from g the edges typed blocks' layouts say are not pointers, and
+// finds paths to root and retained sizes. site, if not nil, gives the
+// allocation site's type of block i when known.
+func Analyze(g *refgraph.Graph, mods []Module, site func(i int32) (SiteType, bool)) *Result {
+	n := len(g.Blocks)
+	a := &analyzer{Result: &Result{Type: make([]int32, n), Evidence: make([]Evidence, n),
+		g: g, mods: mods, layout: make([]layout, n)},
+		byName: map[string]int32{}, classes: map[string]layout{}}
+	for i := range a.Type {
+		a.Type[i] = -1
+		a.layout[i].mod = -1
+	}
+	if site != nil {
+		for i := range n {
+			if st, ok := site(int32(i)); ok && st.Type != symbolize.NoType {
+				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", st.Ev)
+			}
+		}
+	}
+	a.vtables()
+	order := a.globals()
+	for len(a.queue) > 0 {
+		i := a.queue[0]
+		a.queue = a.queue[1:]
+		a.propagate(i)
+	}
+	g.Keep(a.keep)
+	a.Paths = g.ShortestPaths(order)
+	a.Retained = g.Retained(g.Dominators())
+	for i, t := range a.Type {
+		e := a.Evidence[i]
+		if t < 0 {
+			e = Unknown
+		}
+		a.Blocks[e]++
+		a.Bytes[e] += g.Blocks[i].Size
+	}
+	return a.Result
+}
+
+// set types block i (if not typed yet) as l, or as the named class
+// without a layout when l.mod < 0.
+func (a *analyzer) set(i int32, l layout, name string, ev Evidence) {
+	if a.Type[i] >= 0 {
+		return
+	}
+	info := TypeInfo{Name: name}
+	if l.mod >= 0 {
+		t := a.mods[l.mod].Types.Type(l.tid)
+		info = TypeInfo{Name: t.Name, File: t.File, Line: t.Line, Size: t.Size}
+	}
+	k, ok := a.byName[info.Name]
+	if !ok {
+		k = int32(len(a.Types))
+		a.byName[info.Name] = k
+		a.Types = append(a.Types, info)
+	} else if a.Types[k].File == "" && info.File != "" {
+		a.Types[k] = info
+	}
+	a.Type[i], a.Evidence[i], a.layout[i] = k, ev, l
+	if l.mod >= 0 && len(a.mods[l.mod].Types.Fields(l.tid)) > 0 {
+		a.queue = append(a.queue, i)
+	}
+}
+
+// module returns the module holding runtime address v, or -1.
+func (a *analyzer) module(v uint64) int {
+	k := sort.Search(len(a.mods), func(k int) bool { return a.mods[k].Hi > v })
+	if k < len(a.mods) && v >= a.mods[k].Lo {
+		return k
+	}
+	return -1
+}
+
+// vtables types the blocks whose first word points into a vtable.
+func (a *analyzer) vtables() {
+	for i, v := range a.g.First {
+		if v == 0 || a.Type[i] >= 0 {
+			continue
+		}
+		m := a.module(v)
+		if m < 0 || a.mods[m].Types == nil {
+			continue
+		}
+		class, ok := a.mods[m].Types.Vtable(v - a.mods[m].Bias)
+		if !ok {
+			continue
+		}
+		a.set(int32(i), a.classLayout(class, m), class, Vtable)
+	}
+}
+
+// classLayout finds the DWARF definition of a class, first in module
+// first, then in any.
+func (a *analyzer) classLayout(class string, first int) layout {
+	if l, ok := a.classes[class]; ok {
+		return l
+	}
+	l := layout{mod: -1}
+	try := func(m int) bool {
+		if mt := a.mods[m].Types; mt != nil {
+			if id, ok := mt.ByName(class); ok {
+				l = layout{int32(m), id}
+				return true
+			}
+		}
+		return false
+	}
+	if !try(first) {
+		for m := range a.mods {
+			if m != first && try(m) {
+				break
+			}
+		}
+	}
+	a.classes[class] = l
+	return l
+}
+
+// global returns the module and index of the global variable holding
+// runtime address w, or -1.
+func (a *analyzer) global(w uint64) (int, int) {
+	m := a.module(w)
+	if m < 0 || a.mods[m].Types == nil {
+		return -1, -1
+	}
+	mt := a.mods[m].Types
+	e := w - a.mods[m].Bias
+	k := sort.Search(len(mt.Globals), func(k int) bool { return mt.Globals[k].Addr > e }) - 1
+	if k < 0 || mt.Globals[k].Type == symbolize.NoType {
+		return -1, -1
+	}
+	gl := mt.Globals[k]
+	if size := mt.Type(gl.Type).Size; e >= gl.Addr+max(size, 8) {
+		return -1, -1
+	}
+	return m, k
+}
+
+// field returns the pointer field of type l at offset off of a block of
+// size n holding an array of it, and the element's index.
+func (a *analyzer) field(l layout, off, n uint64) (symbolize.Field, uint64, bool) {
+	mt := a.mods[l.mod].Types
+	size := mt.Type(l.tid).Size
+	if size == 0 {
+		size = 8 // a pointer, or unknown: one word
+	}
+	if n != 0 && off >= n/size*size {
+		return symbolize.Field{}, 0, false
+	}
+	k, o := off/size, off%size
+	fs := mt.Fields(l.tid)
+	j := sort.Search(len(fs), func(j int) bool { return fs[j].Off >= o })
+	if j < len(fs) && fs[j].Off == o {
+		return fs[j], k, true
+	}
+	return symbolize.Field{}, k, false
+}
+
+// globals types the blocks global variables point at, and returns the
+// order to try root edges in: typed globals first, then other module
+// data, then stacks, then registers.
+func (a *analyzer) globals() []int32 {
+	var typed, data, other []int32
+	for k, re := range a.g.RootEdges {
+		if re.Root < 0 {
+			other = append(other, int32(k))
+			continue
+		}
+		m, gi := a.global(re.Word)
+		if m < 0 {
+			if a.module(re.Word) >= 0 {
+				data = append(data, int32(k))
+			} else {
+				other = append(other, int32(k))
+			}
+			continue
+		}
+		gl := a.mods[m].Types.Globals[gi]
+		f, _, ok := a.field(layout{int32(m), gl.Type}, re.Word-a.mods[m].Bias-gl.Addr, 0)
+		if !ok {
+			continue // DWARF says the word is not a pointer
+		}
+		typed = append(typed, int32(k))
+		if f.Target != symbolize.NoType && !re.Interior {
+			a.set(re.To, layout{int32(m), f.Target}, "", Field)
+		}
+	}
+	return append(append(typed, data...), other...)
+}
+
+// propagate types the blocks typed block i's pointer fields point at.
+func (a *analyzer) propagate(i int32) {
+	l := a.layout[i]
+	to, offs := a.g.Edges(i)
+	for k, t := range to {
+		if a.Type[t] >= 0 || offs[k]&refgraph.Interior != 0 {
+			continue
+		}
+		f, _, ok := a.field(l, uint64(offs[k]), a.g.Blocks[i].Size)
+		if ok && f.Target != symbolize.NoType {
+			a.set(t, layout{l.mod, f.Target}, "", Field)
+		}
+	}
+}
+
+// keep tells whether the edge at off of block i may be a pointer: the
+// block has no layout, or the word is one of its pointer fields (or
+// past the whole elements its type fills).
+func (a *analyzer) keep(i int32, off uint32) bool {
+	l := a.layout[i]
+	if l.mod < 0 {
+		return true
+	}
+	o := uint64(off &^ refgraph.Interior)
+	size := a.mods[l.mod].Types.Type(l.tid).Size
+	if size == 0 || o >= a.g.Blocks[i].Size/size*size {
+		return true
+	}
+	_, _, ok := a.field(l, o, a.g.Blocks[i].Size)
+	return ok
+}
+
+// Via names the link that holds block i on its path to root: a root
+// ("g_shop.items", "stack", a module path), a field of its holder
+// ("next", "[3]", "+0x18"), or "" when no root reaches it.
+func (r *Result) Via(i int32) string {
+	p := r.Paths.Parent[i]
+	switch {
+	case p == refgraph.Unreachable:
+		return ""
+	case p == refgraph.NoParent:
+		return r.rootName(r.Paths.RootEdge[i])
+	}
+	off := uint64(r.Paths.Off[i] &^ refgraph.Interior)
+	l := r.layout[p]
+	if l.mod < 0 {
+		return fmt.Sprintf("+%#x", off)
+	}
+	a := &analyzer{Result: r}
+	f, k, ok := a.field(l, off, r.g.Blocks[p].Size)
+	if !ok {
+		return fmt.Sprintf("+%#x", off)
+	}
+	name := f.Name
+	mt := r.mods[l.mod].Types
+	if size := mt.Type(l.tid).Size; size != 0 && r.g.Blocks[p].Size >= 2*size {
+		name = fmt.Sprintf("[%d]", k) + dot(name)
+	}
+	if name == "" {
+		return "[0]"
+	}
+	return name
+}
+
+func dot(s string) string {
+	if s == "" || s[0] == '[' {
+		return s
+	}
+	return "." + s
+}
+
+// rootName names root edge k.
+func (r *Result) rootName(k int32) string {
+	re := r.g.RootEdges[k]
+	if re.Root < 0 {
+		return "registers"
+	}
+	a := &analyzer{Result: r}
+	if m, gi := a.global(re.Word); m >= 0 {
+		gl := r.mods[m].Types.Globals[gi]
+		off := re.Word - r.mods[m].Bias - gl.Addr
+		if f, _, ok := a.field(layout{int32(m), gl.Type}, off, 0); ok && f.Name != "" {
+			return gl.Name + dot(f.Name)
+		}
+		if off == 0 {
+			return gl.Name
+		}
+		return fmt.Sprintf("%s+%#x", gl.Name, off)
+	}
+	return r.g.Roots[re.Root].What
+}
