@@ -12,6 +12,9 @@ type symbolizer struct {
 	s    *symbolize.Symbolizer
 	warm chan event.Module
 	done chan struct{}
+	// types: warm up the modules' types too (run --types), so that the
+	// scan at exit does not wait for them.
+	types bool
 }
 
 func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
@@ -51,6 +54,9 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 		for m := range y.warm {
 			if len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
 				y.s.Lookup(m.Path, m.BuildID, m.Segments[0].Vaddr)
+				if y.types {
+					y.s.Types(m.Path, m.BuildID)
+				}
 			}
 		}
 	}()

@@ -145,12 +145,13 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 			}
 			return c.scanFailed(im, info, err)
 		}
-		done <- nil
 		var typed func([]event.ScannedBlock)
 		if c.opts.Types != nil {
 			typed = func(sbs []event.ScannedBlock) { c.typeBlocks(p, blocks, hp, sbs, info) }
 		}
+		// Typing reads the process: it must still be stopped.
 		evs := scanEvents(im.idx, c.src.Now(), info, blocks, res, typed)
+		done <- nil
 		if live && rc != nil {
 			// A snapshot shows the root causes found so far (those at
 			// the end replace them).

@@ -67,6 +67,7 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 			sb.Via = k
 		}
 	}
+	info.PauseNs += uint64(time.Since(start))
 	c.logf("pid %d: typed %d of %d blocks (%d of %d bytes) in %v", p.Info.PID,
 		uint64(len(blocks))-res.Blocks[heaptype.Unknown], len(blocks),
 		sumBytes(res.Bytes[:])-res.Bytes[heaptype.Unknown], sumBytes(res.Bytes[:]), time.Since(start).Round(time.Millisecond))
@@ -92,9 +93,10 @@ func (c *collector) typeModules(p *heap.Process) []heaptype.Module {
 			hm.Lo = min(hm.Lo, m.Bias+s.Vaddr)
 			hm.Hi = max(hm.Hi, m.Bias+s.Vaddr+s.Memsz)
 		}
-		mt, err := c.opts.Types.Symbols.Types(m.Path, m.BuildID)
-		if err == nil {
-			hm.Types = mt
+		if m.Path != "" && m.Path[0] == '/' { // not the vdso
+			if mt, err := c.opts.Types.Symbols.Types(m.Path, m.BuildID); err == nil {
+				hm.Types = mt
+			}
 		}
 		mods = append(mods, hm)
 	}

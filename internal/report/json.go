@@ -48,6 +48,8 @@ type jsonImage struct {
 	// allocated first; absent when the image entered none.
 	Scopes         []jsonScope `json:"scopes,omitempty"`
 	ScopeAnomalies uint64      `json:"scope_anomalies,omitempty"`
+	// Types: the type table of a typed scan (run --types).
+	Types *jsonTypes `json:"types,omitempty"`
 }
 
 type jsonExit struct {
@@ -221,6 +223,9 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		}
 	}
 	ji.Scopes, ji.ScopeAnomalies = r.jsonScopes(p), p.ScopeAnomalies
+	if !execd(p) {
+		ji.Types = r.jsonTypes(p)
+	}
 	for _, e := range p.Errors {
 		je := jsonError{Kind: e.Kind.String(), Address: fmt.Sprintf("0x%x", e.Addr), Count: e.Count,
 			Function: e.Fn.String(), Stack: r.jsonStack(p, e.Stack), AllocStack: r.jsonStack(p, e.AllocStack)}

@@ -160,10 +160,14 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 	decls := map[dwarf.Offset]varDecl{}
 	var globalTypes []dwarf.Offset // of Globals, until laid out
 	r := d.Reader()
-	var scope []string // qualified names of the enclosing entries, "" for none
+	// The enclosing entries: their qualified names ("" for none) and
+	// the struct or array among them whose children are read.
+	type level struct {
+		name string
+		node *dnode
+	}
+	var scope []level
 	var files []*dwarf.LineFile
-	var cur *dnode // struct or array whose children are read
-	curDepth := -1
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -176,15 +180,14 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 			if len(scope) > 0 {
 				scope = scope[:len(scope)-1]
 			}
-			if len(scope) <= curDepth {
-				cur, curDepth = nil, -1
-			}
 			continue
 		}
 		outer := ""
+		var cur *dnode // the struct or array this entry is a child of
 		if len(scope) > 0 {
-			outer = scope[len(scope)-1]
+			outer, cur = scope[len(scope)-1].name, scope[len(scope)-1].node
 		}
+		var node *dnode // this entry, if its children are its parts
 		name, _ := e.Val(dwarf.AttrName).(string)
 		qual := name
 		if outer != "" && name != "" {
@@ -235,12 +238,12 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 				}
 			}
 			mt.nodes[e.Offset] = n
-			if e.Children && (e.Tag == dwarf.TagArrayType || e.Tag == dwarf.TagStructType ||
-				e.Tag == dwarf.TagClassType || e.Tag == dwarf.TagUnionType) {
-				cur, curDepth = n, len(scope)
+			if e.Tag == dwarf.TagArrayType || e.Tag == dwarf.TagStructType ||
+				e.Tag == dwarf.TagClassType || e.Tag == dwarf.TagUnionType {
+				node = n
 			}
 		case dwarf.TagSubrangeType:
-			if cur != nil && cur.tag == dwarf.TagArrayType && len(scope) == curDepth+1 {
+			if cur != nil && cur.tag == dwarf.TagArrayType {
 				c := int64(-1)
 				if v, ok := e.Val(dwarf.AttrCount).(int64); ok {
 					c = v
@@ -258,7 +261,7 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 				}
 			}
 		case dwarf.TagMember, dwarf.TagInheritance:
-			if cur != nil && cur.tag != dwarf.TagArrayType && len(scope) == curDepth+1 {
+			if cur != nil && cur.tag != dwarf.TagArrayType {
 				if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); decl {
 					break // a static member
 				}
@@ -292,11 +295,16 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 			} else if hasT && loc == nil {
 				decls[e.Offset] = varDecl{qual, t}
 			}
-		case dwarf.TagSubprogram:
-			inner = "" // locals are not qualified by their function here
+		case dwarf.TagSubprogram, dwarf.TagLexDwarfBlock, dwarf.TagInlinedSubroutine:
+			// A function's locals have no fixed address (its static
+			// ones are left out): skip them, most of the entries.
+			if e.Children {
+				r.SkipChildren()
+			}
+			continue
 		}
 		if e.Children {
-			scope = append(scope, inner)
+			scope = append(scope, level{inner, node})
 		}
 	}
 	for i := range mt.Globals {
