@@ -216,8 +216,8 @@ type Process struct {
 	lateKinds map[uint64]event.ScannedBlock
 	owners    map[uint64]uint64
 	typed     []event.ScannedBlock // of a typed scan, by address
-	now       uint64      // the time of the event being applied
-	scopes    *scopeState // nil until a scope begins
+	now       uint64               // the time of the event being applied
+	scopes    *scopeState          // nil until a scope begins
 }
 
 func newProcess(info event.ProcessInfo) *Process {
