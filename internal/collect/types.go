@@ -67,18 +67,8 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 			sb.Via = k
 		}
 	}
-	info.PauseNs += uint64(time.Since(start))
-	c.logf("pid %d: typed %d of %d blocks (%d of %d bytes) in %v", p.Info.PID,
-		uint64(len(blocks))-res.Blocks[heaptype.Unknown], len(blocks),
-		sumBytes(res.Bytes[:])-res.Bytes[heaptype.Unknown], sumBytes(res.Bytes[:]), time.Since(start).Round(time.Millisecond))
-}
-
-func sumBytes(bs []uint64) uint64 {
-	var s uint64
-	for _, b := range bs {
-		s += b
-	}
-	return s
+	info.TypeNs = uint64(time.Since(start))
+	info.PauseNs += info.TypeNs
 }
 
 // typeModules returns p's loaded modules with their types, by address.

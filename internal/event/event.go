@@ -364,6 +364,9 @@ type ScanInfo struct {
 	Typed bool
 	Types []TypeDef
 	Names []string
+	// TypeNs is how long typing took (graph, types, paths, dominators),
+	// included in PauseNs.
+	TypeNs uint64
 }
 
 // TypeDef is a type of heap objects: its qualified name, where it is

@@ -118,14 +118,14 @@ func Analyze(g *refgraph.Graph, mods []Module, site func(i int32) (SiteType, boo
 		}
 	}
 	a.vtables()
-	order := a.globals()
+	tiers := a.globals()
 	for len(a.queue) > 0 {
 		i := a.queue[0]
 		a.queue = a.queue[1:]
 		a.propagate(i)
 	}
 	g.Keep(a.keep)
-	a.Paths = g.ShortestPaths(order)
+	a.Paths = g.ShortestPaths(tiers...)
 	a.Retained = g.Retained(g.Dominators())
 	for i, t := range a.Type {
 		e := a.Evidence[i]
@@ -258,9 +258,9 @@ func (a *analyzer) field(l layout, off, n uint64) (symbolize.Field, uint64, bool
 }
 
 // globals types the blocks global variables point at, and returns the
-// order to try root edges in: typed globals first, then other module
-// data, then stacks, then registers.
-func (a *analyzer) globals() []int32 {
+// tiers of root edges for the paths to root: typed globals, then other
+// module data, then stacks and registers.
+func (a *analyzer) globals() [][]int32 {
 	var typed, data, other []int32
 	for k, re := range a.g.RootEdges {
 		if re.Root < 0 {
@@ -286,7 +286,7 @@ func (a *analyzer) globals() []int32 {
 			a.set(re.To, layout{int32(m), f.Target}, "", Field)
 		}
 	}
-	return append(append(typed, data...), other...)
+	return [][]int32{typed, data, other}
 }
 
 // propagate types the blocks typed block i's pointer fields point at.

@@ -22,29 +22,35 @@ const (
 )
 
 // ShortestPaths finds, breadth first, the shortest chain from a root
-// word to every block; root edges are tried in the order given (order
-// lists indexes of g.RootEdges: put the best-named roots first).
-func (g *Graph) ShortestPaths(order []int32) *Paths {
+// word to every block. Root edges come in tiers (indexes of
+// g.RootEdges): the blocks the first tier reaches get their paths from
+// it alone, the next tier's from what is left, and so on (put the
+// best-named roots first: a global's chain of fields explains more than
+// a stale word on a stack).
+func (g *Graph) ShortestPaths(tiers ...[]int32) *Paths {
 	n := len(g.Blocks)
 	p := &Paths{Parent: make([]int32, n), Off: make([]uint32, n), RootEdge: make([]int32, n)}
 	for i := range p.Parent {
 		p.Parent[i], p.RootEdge[i] = Unreachable, -1
 	}
 	queue := make([]int32, 0, 1024)
-	for _, re := range order {
-		t := g.RootEdges[re].To
-		if p.Parent[t] == Unreachable {
-			p.Parent[t], p.RootEdge[t] = NoParent, re
-			queue = append(queue, t)
-		}
-	}
-	for q := 0; q < len(queue); q++ {
-		b := queue[q]
-		to, off := g.Edges(b)
-		for k, t := range to {
+	for _, order := range tiers {
+		queue = queue[:0]
+		for _, re := range order {
+			t := g.RootEdges[re].To
 			if p.Parent[t] == Unreachable {
-				p.Parent[t], p.Off[t] = b, off[k]
+				p.Parent[t], p.RootEdge[t] = NoParent, re
 				queue = append(queue, t)
+			}
+		}
+		for q := 0; q < len(queue); q++ {
+			b := queue[q]
+			to, off := g.Edges(b)
+			for k, t := range to {
+				if p.Parent[t] == Unreachable {
+					p.Parent[t], p.Off[t] = b, off[k]
+					queue = append(queue, t)
+				}
 			}
 		}
 	}

@@ -270,7 +270,7 @@ func (r *Report) textTypes(w *bufio.Writer, p *heap.Process) {
 	if len(parts) > 0 {
 		fmt.Fprintf(w, "; by %s", strings.Join(parts, ", "))
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, " (in %.3g s)\n", float64(p.Scan.TypeNs)/1e9)
 	for i, row := range rows {
 		if i >= r.opts.MaxLeaks {
 			fmt.Fprintf(w, "  ... %s more; see --json for all\n", plural(len(rows)-i, "type"))
@@ -315,6 +315,7 @@ func percent(a, b uint64) string {
 
 // jsonTypes is the type table of a typed scan in the JSON report.
 type jsonTypes struct {
+	Seconds    float64           `json:"seconds"` // typing took
 	TypedBytes uint64            `json:"typed_bytes"`
 	TotalBytes uint64            `json:"total_bytes"`
 	ByEvidence map[string]uint64 `json:"bytes_by_evidence"`
@@ -370,7 +371,7 @@ func (r *Report) jsonTypes(p *heap.Process) *jsonTypes {
 	if rows == nil {
 		return nil
 	}
-	jt := &jsonTypes{ByEvidence: map[string]uint64{}, Types: []jsonType{}}
+	jt := &jsonTypes{Seconds: float64(p.Scan.TypeNs) / 1e9, ByEvidence: map[string]uint64{}, Types: []jsonType{}}
 	for _, sb := range p.TypedBlocks() {
 		jt.TotalBytes += sb.Size
 		if sb.Type > 0 && int(sb.Evidence) < len(evidenceNames) {

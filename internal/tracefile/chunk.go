@@ -892,6 +892,7 @@ func putScan(b []byte, sc *event.ScanInfo) []byte {
 		for _, n := range sc.Names {
 			b = putString(b, truncate(n, MaxString))
 		}
+		b = uv(b, sc.TypeNs)
 	}
 	b = uv(b, uint64(len(sc.Blocks)))
 	var prev uint64

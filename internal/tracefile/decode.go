@@ -737,6 +737,7 @@ func (d *decoder) scan() *event.ScanInfo {
 		for i := range sc.Names {
 			sc.Names[i] = d.str(sMisc)
 		}
+		sc.TypeNs = d.uv(sMisc)
 	}
 	// A block takes at least 4 bytes.
 	n := d.count(sMisc, MaxScanBlocks)

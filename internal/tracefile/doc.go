@@ -100,8 +100,8 @@
 //
 // A reader reads every version up to its own. Version 2 added scans to
 // the generic event, 3 their flags, 4 root causes, 5 the scope marker
-// (op 0x06), 6 typed scans (scan flag 2: the scan's types and names
-// after its texts, and per block its type, evidence, holder, via and
+// (op 0x06), 6 typed scans (scan flag 2: the scan's types, names and
+// typing time after its texts, and per block its type, evidence, holder, via and
 // retained bytes); an older file holding what its version did not have is
 // corrupt.
 package tracefile

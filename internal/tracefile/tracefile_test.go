@@ -474,7 +474,7 @@ func TestRoundTripScan(t *testing.T) {
 func typedScan() *event.ScanInfo {
 	sc := &event.ScanInfo{Typed: true, Live: true,
 		Types: []event.TypeDef{{Name: "shop::Widget", File: "/src/shop.h", Line: 12, Size: 48}, {Name: "char"}},
-		Names: []string{"g_shop.items._M_impl._M_start", "next", "+0x18"}}
+		Names: []string{"g_shop.items._M_impl._M_start", "next", "+0x18"}, TypeNs: 123456}
 	for i := range 40 {
 		sc.Blocks = append(sc.Blocks, event.ScannedBlock{Addr: 0x6000_0000 + uint64(i)*64, Size: 48,
 			Type: uint32(i % 3), Evidence: uint8(i % event.NumEvidence), Via: uint32(i % 4), Retained: uint64(48 * (40 - i))})
