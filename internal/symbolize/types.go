@@ -76,6 +76,7 @@ type ModuleTypes struct {
 	byOff   map[dwarf.Offset]TypeID
 	nodes   map[dwarf.Offset]*dnode
 	byName  map[string]dwarf.Offset // complete structs by qualified name
+	work    int                     // what is left of maxModuleWork
 }
 
 // dnode is a DWARF type entry, as much of it as typing needs.
@@ -104,6 +105,8 @@ type dmember struct {
 const (
 	maxLayoutDepth = 16
 	maxFields      = 1 << 16
+	maxLayoutWork  = 1 << 16 // parts visited to lay out one type
+	maxModuleWork  = 1 << 22 // and all the types of a module
 )
 
 // Types returns what the module at path (loaded with wantBuildID, as for
@@ -150,6 +153,7 @@ func TypesFromDWARF(d *dwarf.Data) (mt *ModuleTypes, err error) {
 // read walks every entry of d once, keeping type entries and variables
 // with a fixed address.
 func (mt *ModuleTypes) read(d *dwarf.Data) error {
+	mt.work = maxModuleWork
 	mt.nodes = map[dwarf.Offset]*dnode{}
 	mt.byName = map[string]dwarf.Offset{}
 	mt.byOff = map[dwarf.Offset]TypeID{}
@@ -416,17 +420,20 @@ func (mt *ModuleTypes) Fields(id TypeID) []Field {
 	if !t.laid {
 		t.laid = true
 		var out []Field
-		mt.flatten(&out, id, 0, "", 0)
+		work := min(maxLayoutWork, mt.work)
+		mt.flatten(&out, &work, id, 0, "", 0)
+		mt.work -= min(maxLayoutWork, mt.work) - work
 		sort.SliceStable(out, func(i, j int) bool { return out[i].Off < out[j].Off })
 		mt.types[id].fields = out
 	}
 	return mt.types[id].fields
 }
 
-func (mt *ModuleTypes) flatten(out *[]Field, id TypeID, base uint64, path string, depth int) {
-	if id == NoType || depth > maxLayoutDepth || len(*out) >= maxFields {
+func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, path string, depth int) {
+	if id == NoType || depth > maxLayoutDepth || len(*out) >= maxFields || *work <= 0 {
 		return
 	}
+	*work--
 	t := mt.types[id]
 	switch t.Kind {
 	case KindPointer:
@@ -439,8 +446,8 @@ func (mt *ModuleTypes) flatten(out *[]Field, id TypeID, base uint64, path string
 		if es == 0 {
 			return
 		}
-		for i := uint64(0); i < t.Count && len(*out) < maxFields; i++ {
-			mt.flatten(out, t.Elem, base+i*es, path+"["+strconv.FormatUint(i, 10)+"]", depth+1)
+		for i := uint64(0); i < t.Count && len(*out) < maxFields && *work > 0; i++ {
+			mt.flatten(out, work, t.Elem, base+i*es, path+"["+strconv.FormatUint(i, 10)+"]", depth+1)
 		}
 	case KindStruct:
 		n := mt.nodes[t.off]
@@ -458,7 +465,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, id TypeID, base uint64, path string
 				}
 				p += m.name
 			}
-			mt.flatten(out, mt.id(m.typ, 0), base+uint64(max(m.off, 0)), p, depth+1)
+			mt.flatten(out, work, mt.id(m.typ, 0), base+uint64(max(m.off, 0)), p, depth+1)
 		}
 	}
 }
