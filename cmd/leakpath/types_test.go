@@ -111,7 +111,8 @@ func TestTypesCxx(t *testing.T) {
 	exe := fixture(t, "types.cc")
 	nat := native(t, nil, exe)
 	sz := sizes(t, nat.stdout)
-	r := leakpath(t, []string{"--types", "--path-to-root", "shop::Tree"}, nil, exe)
+	trace := filepath.Join(t.TempDir(), "t.lpt")
+	r := leakpath(t, []string{"--types", "--path-to-root", "shop::Tree", "-o", trace}, nil, exe)
 	if string(r.stdout) != string(nat.stdout) || string(r.stderr) != string(nat.stderr) || r.code != nat.code {
 		t.Errorf("the program's output or exit code changed under leakpath:\n%s\n%s (%d) vs %s\n%s (%d)", r.stdout, r.stderr, r.code, nat.stdout, nat.stderr, nat.code)
 	}
@@ -153,6 +154,16 @@ func TestTypesCxx(t *testing.T) {
 	t.Logf("typed %d of %d live bytes (%.1f%%) by %v in %.3f s", ty.TypedBytes, ty.TotalBytes,
 		100*float64(ty.TypedBytes)/float64(ty.TotalBytes), ty.ByEvidence, ty.Seconds)
 
+	// usage/v1 by type and by namespace, from the trace.
+	units := typeUsage(t, trace, "type")
+	if units["shop::Widget"] != 18*sz["Widget"] || units["shop::Tree"] != 15*sz["Tree"] {
+		t.Errorf("report --by type: %v", units)
+	}
+	shop := 18*sz["Widget"] + 5*sz["Gadget"] + 20*sz["Node"] + 20*sz["Point"] + 15*sz["Tree"] + 15*8 + 3*8 // and the Shop
+	if ns := typeUsage(t, trace, "namespace"); ns["shop"] < shop || ns["shop"] > shop+64 {
+		t.Errorf("report --by namespace: shop has %d bytes, want %d and the Shop: %v", ns["shop"], shop, ns)
+	}
+
 	// A point: through the list, by its fields' names.
 	r = leakpath(t, []string{"--types", "--path-to-root", "Point"}, nil, exe)
 	p = typesOf(t, r.reportJSON).PathToRoot
@@ -172,6 +183,31 @@ func TestTypesCxx(t *testing.T) {
 			t.Errorf("path to root of a point runs through %q, want next: %v", v, vias)
 		}
 	}
+}
+
+// typeUsage returns the current bytes per unit of `report --by by` of
+// a trace, as leakpath.usage/v1.
+func typeUsage(t *testing.T, trace, by string) map[string]uint64 {
+	t.Helper()
+	out, err := exec.Command(lpBin, "report", "--by", by, "--format", "json", trace).Output()
+	if err != nil {
+		t.Fatalf("leakpath report --by %s: %v", by, err)
+	}
+	var u struct {
+		Schema string `json:"schema"`
+		Units  []struct {
+			Name  string `json:"name"`
+			Bytes uint64 `json:"current_bytes"`
+		} `json:"units"`
+	}
+	if err := json.Unmarshal(out, &u); err != nil || u.Schema != "leakpath.usage/v1" {
+		t.Fatalf("report --by %s: %v %s", by, err, out)
+	}
+	m := map[string]uint64{}
+	for _, x := range u.Units {
+		m[x.Name] = x.Bytes
+	}
+	return m
 }
 
 // TestTypesC: a C program's structs, linked from typed globals, are
