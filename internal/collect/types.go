@@ -40,7 +40,7 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 		return
 	}
 	mods := c.typeModules(p)
-	res := heaptype.Analyze(g, mods, nil)
+	res := heaptype.Analyze(g, mods, hp.Mem, nil)
 	info.Typed = true
 	for _, t := range res.Types {
 		info.Types = append(info.Types, event.TypeDef{Name: t.Name, File: t.File, Line: uint32(max(t.Line, 0)), Size: t.Size})
@@ -99,6 +99,13 @@ func (c *collector) typeModules(p *heap.Process) []heaptype.Module {
 		}
 		return 0
 	})
-	// Overlapping modules (a model out of step) would confuse lookups.
-	return slices.CompactFunc(mods, func(a, b heaptype.Module) bool { return b.Lo < a.Hi })
+	// Overlapping modules (a model out of step) would confuse lookups:
+	// the later ones go.
+	out := mods[:0]
+	for _, m := range mods {
+		if n := len(out); n == 0 || m.Lo >= out[n-1].Hi {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -2,7 +2,8 @@
 // types, from the best evidence there is, and says which:
 //
 //   - a vtable pointer in the block's first word (a _ZTV symbol of a
-//     loaded module): the object's dynamic C++ class, exact;
+//     loaded module, or, where no symbol names it, the class's RTTI
+//     read from the process): the object's dynamic C++ class, exact;
 //   - the DWARF type of the pointer that points at the block's start: a
 //     global variable's (or one of its fields'), then, walking the
 //     reference graph, the pointer fields of blocks already typed, with
@@ -15,8 +16,14 @@
 package heaptype
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+
+	"github.com/leakpath/leakpath/internal/ptrace"
 
 	"github.com/leakpath/leakpath/internal/refgraph"
 	"github.com/leakpath/leakpath/internal/symbolize"
@@ -95,17 +102,19 @@ type analyzer struct {
 	byName  map[string]int32
 	classes map[string]layout // vtable class → its DWARF layout
 	queue   []int32
+	mem     refgraph.Memory   // nil: no RTTI read
+	rtti    map[uint64]string // vtable address → class from RTTI ("" none)
 }
 
 // Analyze types g's blocks with mods (sorted by Lo, not overlapping),
 // drops from g the edges typed blocks' layouts say are not pointers, and
 // finds paths to root and retained sizes. site, if not nil, gives the
 // allocation site's type of block i when known.
-func Analyze(g *refgraph.Graph, mods []Module, site func(i int32) (SiteType, bool)) *Result {
+func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i int32) (SiteType, bool)) *Result {
 	n := len(g.Blocks)
 	a := &analyzer{Result: &Result{Type: make([]int32, n), Evidence: make([]Evidence, n),
 		g: g, mods: mods, layout: make([]layout, n)},
-		byName: map[string]int32{}, classes: map[string]layout{}}
+		byName: map[string]int32{}, classes: map[string]layout{}, mem: mem, rtti: map[uint64]string{}}
 	for i := range a.Type {
 		a.Type[i] = -1
 		a.layout[i].mod = -1
@@ -184,11 +193,67 @@ func (a *analyzer) vtables() {
 		}
 		class, ok := a.mods[m].Types.Vtable(v - a.mods[m].Bias)
 		if !ok {
-			continue
+			if class = a.rttiClass(v); class == "" {
+				continue
+			}
 		}
 		a.set(int32(i), a.classLayout(class, m), class, Vtable)
 	}
 }
+
+// rttiClass returns the class whose vtable v is (a vtable no symbol
+// names: not exported, or a stripped module) from its RTTI: the word
+// before the address point is the class's type_info, whose own vtable is
+// one of the C++ runtime's __cxxabiv1::*class_type_info (checked by its
+// symbol), and whose second word its mangled name.
+func (a *analyzer) rttiClass(v uint64) string {
+	if a.mem == nil || v < 16 {
+		return ""
+	}
+	if c, ok := a.rtti[v]; ok {
+		return c
+	}
+	a.rtti[v] = ""
+	word := func(at uint64) (uint64, bool) {
+		var b [8]byte
+		rs := []ptrace.Range{{Addr: at, Buf: b[:]}}
+		a.mem.ReadRanges(rs)
+		return binary.LittleEndian.Uint64(b[:]), rs[0].N == 8
+	}
+	ti, ok := word(v - 8)
+	if !ok || a.module(ti) < 0 {
+		return ""
+	}
+	tiv, ok := word(ti)
+	m := a.module(tiv)
+	if !ok || m < 0 || a.mods[m].Types == nil {
+		return ""
+	}
+	kind, ok := a.mods[m].Types.Vtable(tiv - a.mods[m].Bias)
+	if !ok || !strings.HasPrefix(kind, "__cxxabiv1::") || !strings.HasSuffix(kind, "class_type_info") {
+		return ""
+	}
+	np, ok := word(ti + 8)
+	if !ok || a.module(np) < 0 {
+		return ""
+	}
+	var buf [maxRTTIName]byte
+	rs := []ptrace.Range{{Addr: np, Buf: buf[:]}}
+	a.mem.ReadRanges(rs)
+	name, _, found := strings.Cut(string(buf[:rs[0].N]), "\x00")
+	if !found || name == "" {
+		return ""
+	}
+	class, ok := strings.CutPrefix(demangle.Filter("_ZTS"+name), "typeinfo name for ")
+	if !ok {
+		return ""
+	}
+	a.rtti[v] = class
+	return class
+}
+
+// maxRTTIName bounds the mangled class name read from RTTI.
+const maxRTTIName = 512
 
 // classLayout finds the DWARF definition of a class, first in module
 // first, then in any.
