@@ -102,10 +102,11 @@ func TestDiamondAndCycle(t *testing.T) {
 	}
 }
 
-// BenchmarkBuild measures building the graph and its dominators per
-// million blocks: a list of lists, each block pointing at the next and
-// at a shared block, with non-pointer words between.
-func BenchmarkBuild(b *testing.B) {
+// BenchmarkGraph measures, per million blocks, building the graph, its
+// dominators and retained sizes, and the paths to root: a heap of lists
+// of 100 blocks of 64 bytes, each pointing at the next and at one of
+// 1,000 shared blocks, with non-pointer words between; a root per list.
+func BenchmarkGraph(b *testing.B) {
 	const n = 1 << 20
 	bs := make([]Block, n)
 	mem := make(sliceMem, n*8)
@@ -122,16 +123,37 @@ func BenchmarkBuild(b *testing.B) {
 	for i := 0; i < n; i += 100 {
 		roots = append(roots, 0x10000000+uint64(i)*64)
 	}
-	b.ResetTimer()
-	for range b.N {
-		g, err := Build(bs, nil, roots, mem)
-		if err != nil {
-			b.Fatal(err)
-		}
-		g.Retained(g.Dominators())
-		g.ShortestPaths(nil)
+	perM := func(b *testing.B) {
+		b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)*float64(1<<20)/float64(n), "s/Mblocks")
 	}
-	b.ReportMetric(float64(b.Elapsed().Seconds())/float64(b.N), "s/Mblocks")
+	g, err := Build(bs, nil, roots, mem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("build", func(b *testing.B) {
+		for range b.N {
+			if _, err := Build(bs, nil, roots, mem); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perM(b)
+	})
+	b.Run("dominators", func(b *testing.B) {
+		for range b.N {
+			g.Retained(g.Dominators())
+		}
+		perM(b)
+	})
+	b.Run("paths", func(b *testing.B) {
+		all := make([]int32, len(g.RootEdges))
+		for i := range all {
+			all[i] = int32(i)
+		}
+		for range b.N {
+			g.ShortestPaths(all)
+		}
+		perM(b)
+	})
 }
 
 // sliceMem is 64-byte blocks from 0x10000000, 8 words each.
