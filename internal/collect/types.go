@@ -39,8 +39,8 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 		c.warn("pid %d: no types: %v", p.Info.PID, err)
 		return
 	}
-	mods := c.typeModules(p)
-	res := heaptype.Analyze(g, mods, hp.Mem, nil)
+	mods, modOf := c.typeModules(p)
+	res := heaptype.Analyze(g, mods, hp.Mem, allocSiteTypes(p, blocks, mods, modOf))
 	info.Typed = true
 	for _, t := range res.Types {
 		info.Types = append(info.Types, event.TypeDef{Name: t.Name, File: t.File, Line: uint32(max(t.Line, 0)), Size: t.Size})
@@ -71,10 +71,57 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 	info.PauseNs += info.TypeNs
 }
 
-// typeModules returns p's loaded modules with their types, by address.
-func (c *collector) typeModules(p *heap.Process) []heaptype.Module {
+// allocSiteTypes returns what Analyze asks of a block's allocation site:
+// the type its call site allocates (DW_AT_LLVM_alloc_type), found at the
+// first frames of its stack (the allocator's own come first); nil when
+// no module says of any call site.
+func allocSiteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, modOf map[int32]int) func(int32) (heaptype.SiteType, bool) {
+	some := false
+	for _, m := range mods {
+		some = some || (m.Types != nil && m.Types.HasAllocTypes())
+	}
+	if !some {
+		return nil
+	}
+	type known struct {
+		st heaptype.SiteType
+		ok bool
+	}
+	cache := map[heap.StackID]known{}
+	return func(i int32) (heaptype.SiteType, bool) {
+		b, live := p.LiveBlock(blocks[i].Addr)
+		if !live {
+			return heaptype.SiteType{}, false
+		}
+		if k, ok := cache[b.Site]; ok {
+			return k.st, k.ok
+		}
+		var k known
+		frames, fmods := p.Stacks.Frames(b.Site), p.Stacks.Modules(b.Site)
+		for j := 0; j < len(frames) && j < maxAllocFrames && !k.ok; j++ {
+			hm, ok := modOf[fmods[j]]
+			if !ok || mods[hm].Types == nil {
+				continue
+			}
+			if id, ok := mods[hm].Types.AllocType(frames[j] - mods[hm].Bias); ok {
+				k = known{heaptype.SiteType{Mod: hm, Type: id, Ev: heaptype.AllocSite}, true}
+			}
+		}
+		cache[b.Site] = k
+		return k.st, k.ok
+	}
+}
+
+// maxAllocFrames is how deep in a stack the call to new is looked for
+// (below the agent's, operator new's and malloc's frames).
+const maxAllocFrames = 4
+
+// typeModules returns p's loaded modules with their types, by address,
+// and the index there of each index of p.Modules.
+func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]int) {
 	var mods []heaptype.Module
-	for _, m := range p.Modules {
+	var from []int32 // index in p.Modules of each of mods
+	for mi, m := range p.Modules {
 		if m.Unloaded != 0 || len(m.Segments) == 0 || filepath.Base(m.Path) == "libleakpath.so" {
 			continue
 		}
@@ -89,23 +136,30 @@ func (c *collector) typeModules(p *heap.Process) []heaptype.Module {
 			}
 		}
 		mods = append(mods, hm)
+		from = append(from, int32(mi))
 	}
-	slices.SortFunc(mods, func(a, b heaptype.Module) int {
+	order := make([]int, len(mods))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
 		switch {
-		case a.Lo < b.Lo:
+		case mods[a].Lo < mods[b].Lo:
 			return -1
-		case a.Lo > b.Lo:
+		case mods[a].Lo > mods[b].Lo:
 			return 1
 		}
 		return 0
 	})
 	// Overlapping modules (a model out of step) would confuse lookups:
 	// the later ones go.
-	out := mods[:0]
-	for _, m := range mods {
-		if n := len(out); n == 0 || m.Lo >= out[n-1].Hi {
-			out = append(out, m)
+	var out []heaptype.Module
+	modOf := map[int32]int{}
+	for _, k := range order {
+		if n := len(out); n == 0 || mods[k].Lo >= out[n-1].Hi {
+			modOf[from[k]] = len(out)
+			out = append(out, mods[k])
 		}
 	}
-	return out
+	return out, modOf
 }

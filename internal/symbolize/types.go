@@ -77,6 +77,35 @@ type ModuleTypes struct {
 	nodes   map[dwarf.Offset]*dnode
 	byName  map[string]dwarf.Offset // complete structs by qualified name
 	work    int                     // what is left of maxModuleWork
+	alloc   []allocSite             // by return address
+}
+
+// allocSite is a call site with the type it allocates
+// (DW_AT_LLVM_alloc_type): its return address, and the type.
+type allocSite struct {
+	pc  uint64
+	typ TypeID
+	off dwarf.Offset // until laid out
+}
+
+// DWARF attributes and tags debug/dwarf does not name.
+const (
+	attrLLVMAllocType = dwarf.Attr(0x3e0e) // DW_AT_LLVM_alloc_type
+	tagGNUCallSite    = dwarf.Tag(0x4109)  // DW_TAG_GNU_call_site
+)
+
+// HasAllocTypes reports whether any call site says what it allocates.
+func (mt *ModuleTypes) HasAllocTypes() bool { return len(mt.alloc) > 0 }
+
+// AllocType returns the type the call returning to pc (an ELF virtual
+// address) allocates, when DWARF says (DW_AT_LLVM_alloc_type on its
+// DW_TAG_call_site: clang 20 and later, for new).
+func (mt *ModuleTypes) AllocType(pc uint64) (TypeID, bool) {
+	k := sort.Search(len(mt.alloc), func(k int) bool { return mt.alloc[k].pc >= pc })
+	if k < len(mt.alloc) && mt.alloc[k].pc == pc && mt.alloc[k].typ != NoType {
+		return mt.alloc[k].typ, true
+	}
+	return NoType, false
 }
 
 // dnode is a DWARF type entry, as much of it as typing needs.
@@ -172,6 +201,7 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 	}
 	var scope []level
 	var files []*dwarf.LineFile
+	clang := false // the unit's producer is clang: its call sites may say what they allocate
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -200,6 +230,8 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 		inner := "" // the scope this entry's children see
 		switch e.Tag {
 		case dwarf.TagCompileUnit:
+			producer, _ := e.Val(dwarf.AttrProducer).(string)
+			clang = strings.Contains(producer, "clang")
 			files = nil
 			if lr, err := d.LineReader(e); err == nil && lr != nil {
 				files = lr.Files()
@@ -301,11 +333,26 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 			}
 		case dwarf.TagSubprogram, dwarf.TagLexDwarfBlock, dwarf.TagInlinedSubroutine:
 			// A function's locals have no fixed address (its static
-			// ones are left out): skip them, most of the entries.
-			if e.Children {
-				r.SkipChildren()
+			// ones are left out): skip them, most of the entries; but
+			// clang's call sites may name the type they allocate.
+			if !clang {
+				if e.Children {
+					r.SkipChildren()
+				}
+				continue
 			}
-			continue
+		case dwarf.TagCallSite, tagGNUCallSite:
+			t, ok := e.Val(attrLLVMAllocType).(dwarf.Offset)
+			if !ok {
+				break
+			}
+			pc, ok := e.Val(dwarf.AttrCallReturnPC).(uint64)
+			if !ok {
+				pc, ok = e.Val(dwarf.AttrLowpc).(uint64)
+			}
+			if ok {
+				mt.alloc = append(mt.alloc, allocSite{pc: pc, off: t})
+			}
 		}
 		if e.Children {
 			scope = append(scope, level{inner, node})
@@ -314,6 +361,10 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 	for i := range mt.Globals {
 		mt.Globals[i].Type = mt.id(globalTypes[i], 0)
 	}
+	for i := range mt.alloc {
+		mt.alloc[i].typ = mt.id(mt.alloc[i].off, 0)
+	}
+	sort.SliceStable(mt.alloc, func(i, j int) bool { return mt.alloc[i].pc < mt.alloc[j].pc })
 	sort.SliceStable(mt.Globals, func(i, j int) bool { return mt.Globals[i].Addr < mt.Globals[j].Addr })
 	return nil
 }
