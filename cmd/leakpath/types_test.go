@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,11 +109,12 @@ func checkTypeRows(t *testing.T, ty *jsonTypesT, want map[string][3]any) {
 // are reported as unknown with their site; paths to root name the
 // global and the fields; a tree root retains its whole tree.
 func TestTypesCxx(t *testing.T) {
-	exe := fixture(t, "types.cc")
+	exe := fixture(t, "types.cc", includeFlag())
 	nat := native(t, nil, exe)
 	sz := sizes(t, nat.stdout)
-	trace := filepath.Join(t.TempDir(), "t.lpt")
-	r := leakpath(t, []string{"--types", "--path-to-root", "shop::Tree", "-o", trace}, nil, exe)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.lpt")
+	r := leakpath(t, []string{"--types", "--path-to-root", "shop::Tree", "-o", trace, "--snapshot-dir", dir}, nil, exe)
 	if string(r.stdout) != string(nat.stdout) || string(r.stderr) != string(nat.stderr) || r.code != nat.code {
 		t.Errorf("the program's output or exit code changed under leakpath:\n%s\n%s (%d) vs %s\n%s (%d)", r.stdout, r.stderr, r.code, nat.stdout, nat.stderr, nat.code)
 	}
@@ -121,8 +123,8 @@ func TestTypesCxx(t *testing.T) {
 		// 10 in the vector, 5 parts of gadgets, 3 on the stack.
 		"shop::Widget": {uint64(18), 18 * sz["Widget"], "vtable"},
 		"shop::Gadget": {uint64(5), 5 * sz["Gadget"], "vtable"},
-		"shop::Node":   {uint64(20), 20 * sz["Node"], "field"},
-		"shop::Point":  {uint64(20), 20 * sz["Point"], "field"},
+		"shop::Node":   {uint64(25), 25 * sz["Node"], "field"},
+		"shop::Point":  {uint64(25), 25 * sz["Point"], "field"},
 		"shop::Tree":   {uint64(15), 15 * sz["Tree"], "field"},
 		// The vector's buffer: reserve(15) pointers.
 		"shop::Item*": {uint64(1), uint64(15 * 8), "field"},
@@ -159,9 +161,46 @@ func TestTypesCxx(t *testing.T) {
 	if units["shop::Widget"] != 18*sz["Widget"] || units["shop::Tree"] != 15*sz["Tree"] {
 		t.Errorf("report --by type: %v", units)
 	}
-	shop := 18*sz["Widget"] + 5*sz["Gadget"] + 20*sz["Node"] + 20*sz["Point"] + 15*sz["Tree"] + 15*8 + 3*8 // and the Shop
+	shop := 18*sz["Widget"] + 5*sz["Gadget"] + 25*sz["Node"] + 25*sz["Point"] + 15*sz["Tree"] + 15*8 + 3*8 // and the Shop
 	if ns := typeUsage(t, trace, "namespace"); ns["shop"] < shop || ns["shop"] > shop+64 {
 		t.Errorf("report --by namespace: shop has %d bytes, want %d and the Shop: %v", ns["shop"], shop, ns)
+	}
+
+	// The two snapshots the program asked for, typed too: the diff by
+	// type says the list grew by 5 nodes held by nodes or g_shop's Shop.
+	snaps, _ := filepath.Glob(filepath.Join(dir, "leakpath.snapshot.*.json"))
+	sort.Strings(snaps)
+	if len(snaps) != 2 {
+		t.Fatalf("snapshots %v", snaps)
+	}
+	out, err := exec.Command(lpBin, "diff", "--format", "json", snaps[0], snaps[1]).Output()
+	if err != nil {
+		t.Fatalf("leakpath diff: %v", err)
+	}
+	var diff struct {
+		Types []struct {
+			Name  string `json:"name"`
+			Delta struct {
+				Bytes  int64 `json:"bytes"`
+				Blocks int64 `json:"blocks"`
+			} `json:"delta"`
+			HeldBy []struct {
+				Holder string `json:"holder"`
+			} `json:"held_by"`
+		} `json:"types"`
+	}
+	if err := json.Unmarshal(out, &diff); err != nil {
+		t.Fatal(err)
+	}
+	grew := map[string]int64{}
+	for _, ty := range diff.Types {
+		grew[ty.Name] = ty.Delta.Blocks
+		if ty.Name == "shop::Node" && ty.Delta.Bytes != int64(5*sz["Node"]) {
+			t.Errorf("shop::Node grew by %d bytes, want %d", ty.Delta.Bytes, 5*sz["Node"])
+		}
+	}
+	if grew["shop::Node"] != 5 || grew["shop::Point"] != 5 || grew["shop::Widget"] != 0 {
+		t.Errorf("diff by type: %s", out)
 	}
 
 	// A point: through the list, by its fields' names.
