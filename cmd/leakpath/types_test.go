@@ -126,6 +126,8 @@ func TestTypesCxx(t *testing.T) {
 		"shop::Node":   {uint64(25), 25 * sz["Node"], "field"},
 		"shop::Point":  {uint64(25), 25 * sz["Point"], "field"},
 		"shop::Tree":   {uint64(15), 15 * sz["Tree"], "field"},
+		// Only void* point at them: typed by the constructor called on them.
+		"shop::Opaque": {uint64(3), 3 * sz["Opaque"], "constructor"},
 		// The vector's buffer: reserve(15) pointers.
 		"shop::Item*": {uint64(1), uint64(15 * 8), "field"},
 	})
@@ -161,7 +163,7 @@ func TestTypesCxx(t *testing.T) {
 	if units["shop::Widget"] != 18*sz["Widget"] || units["shop::Tree"] != 15*sz["Tree"] {
 		t.Errorf("report --by type: %v", units)
 	}
-	shop := 18*sz["Widget"] + 5*sz["Gadget"] + 25*sz["Node"] + 25*sz["Point"] + 15*sz["Tree"] + 15*8 + 3*8 // and the Shop
+	shop := 18*sz["Widget"] + 5*sz["Gadget"] + 25*sz["Node"] + 25*sz["Point"] + 15*sz["Tree"] + 3*sz["Opaque"] + 15*8 + 3*8 // and the Shop
 	if ns := typeUsage(t, trace, "namespace"); ns["shop"] < shop || ns["shop"] > shop+64 {
 		t.Errorf("report --by namespace: shop has %d bytes, want %d and the Shop: %v", ns["shop"], shop, ns)
 	}

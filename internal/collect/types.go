@@ -3,12 +3,15 @@ package collect
 import (
 	"path/filepath"
 	"slices"
+	"sort"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/ctorsite"
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/heaptype"
 	"github.com/leakpath/leakpath/internal/leak"
+	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/refgraph"
 	"github.com/leakpath/leakpath/internal/scan"
 	"github.com/leakpath/leakpath/internal/symbolize"
@@ -40,7 +43,7 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 		return
 	}
 	mods, modOf := c.typeModules(p)
-	res := heaptype.Analyze(g, mods, hp.Mem, allocSiteTypes(p, blocks, mods, modOf))
+	res := heaptype.Analyze(g, mods, hp.Mem, siteTypes(p, blocks, mods, modOf, hp.Mem, c.opts.Types.Symbols))
 	info.Typed = true
 	for _, t := range res.Types {
 		info.Types = append(info.Types, event.TypeDef{Name: t.Name, File: t.File, Line: uint32(max(t.Line, 0)), Size: t.Size})
@@ -71,23 +74,19 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 	info.PauseNs += info.TypeNs
 }
 
-// allocSiteTypes returns what Analyze asks of a block's allocation site:
-// the type its call site allocates (DW_AT_LLVM_alloc_type), found at the
-// first frames of its stack (the allocator's own come first); nil when
-// no module says of any call site.
-func allocSiteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, modOf map[int32]int) func(int32) (heaptype.SiteType, bool) {
-	some := false
-	for _, m := range mods {
-		some = some || (m.Types != nil && m.Types.HasAllocTypes())
-	}
-	if !some {
-		return nil
-	}
+// siteTypes returns what Analyze asks of a block's allocation site: the
+// type its call site allocates (DW_AT_LLVM_alloc_type) or, for a block
+// of operator new, the class whose constructor the code after the call
+// passes it to (ctorsite), found at the first frames of its stack (the
+// allocator's own come first).
+func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, modOf map[int32]int,
+	mem leak.Memory, syms *symbolize.Symbolizer) func(int32) (heaptype.SiteType, bool) {
 	type known struct {
 		st heaptype.SiteType
 		ok bool
 	}
 	cache := map[heap.StackID]known{}
+	code := make([]byte, ctorsite.CodeBytes)
 	return func(i int32) (heaptype.SiteType, bool) {
 		b, live := p.LiveBlock(blocks[i].Addr)
 		if !live {
@@ -107,9 +106,40 @@ func allocSiteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module
 				k = known{heaptype.SiteType{Mod: hm, Type: id, Ev: heaptype.AllocSite}, true}
 			}
 		}
+		if !k.ok && b.Fn == event.New {
+			k.st, k.ok = ctorType(frames, mods, mem, syms, code)
+		}
 		cache[b.Site] = k
 		return k.st, k.ok
 	}
+}
+
+// ctorType finds, after the first frames' calls, a constructor called
+// on operator new's result, and names its class.
+func ctorType(frames []uint64, mods []heaptype.Module, mem leak.Memory, syms *symbolize.Symbolizer, code []byte) (heaptype.SiteType, bool) {
+	for j := 0; j < len(frames) && j < maxAllocFrames; j++ {
+		rs := []ptrace.Range{{Addr: frames[j], Buf: code}}
+		mem.ReadRanges(rs)
+		target, ok := ctorsite.Target(code[:rs[0].N], frames[j])
+		if !ok {
+			continue
+		}
+		k := sort.Search(len(mods), func(k int) bool { return mods[k].Hi > target })
+		if k == len(mods) || target < mods[k].Lo || mods[k].Path == "" || mods[k].Path[0] != '/' {
+			return heaptype.SiteType{}, false
+		}
+		fs, err := syms.Lookup(mods[k].Path, mods[k].BuildID, target-mods[k].Bias)
+		if err != nil || len(fs) == 0 {
+			return heaptype.SiteType{}, false
+		}
+		class, ok := heaptype.CtorClass(fs[len(fs)-1].Function)
+		if !ok {
+			return heaptype.SiteType{}, false
+		}
+		st := heaptype.SiteType{Mod: -1, Type: symbolize.NoType, Name: class, Ev: heaptype.Ctor}
+		return st, true
+	}
+	return heaptype.SiteType{}, false
 }
 
 // maxAllocFrames is how deep in a stack the call to new is looked for
@@ -125,7 +155,7 @@ func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]i
 		if m.Unloaded != 0 || len(m.Segments) == 0 || filepath.Base(m.Path) == "libleakpath.so" {
 			continue
 		}
-		hm := heaptype.Module{Path: m.Path, Bias: m.Bias, Lo: ^uint64(0)}
+		hm := heaptype.Module{Path: m.Path, BuildID: m.BuildID, Bias: m.Bias, Lo: ^uint64(0)}
 		for _, s := range m.Segments {
 			hm.Lo = min(hm.Lo, m.Bias+s.Vaddr)
 			hm.Hi = max(hm.Hi, m.Bias+s.Vaddr+s.Memsz)

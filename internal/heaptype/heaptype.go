@@ -53,7 +53,8 @@ func (e Evidence) String() string {
 
 // Module is a module loaded in the process: where, and its types.
 type Module struct {
-	Path   string
+	Path    string
+	BuildID []byte // as the process loaded it
 	Bias   uint64 // runtime address = Bias + ELF virtual address
 	Lo, Hi uint64 // runtime range of its segments
 	Types  *symbolize.ModuleTypes
@@ -68,10 +69,12 @@ type TypeInfo struct {
 }
 
 // SiteType is a type the caller knows for block i (from its allocation
-// site): a type of module Mod, with evidence Ev.
+// site): a type of module Mod, or when Mod < 0 the class Name without a
+// layout, with evidence Ev (AllocSite or Ctor).
 type SiteType struct {
 	Mod  int
 	Type symbolize.TypeID
+	Name string
 	Ev   Evidence
 }
 
@@ -119,14 +122,30 @@ func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i 
 		a.Type[i] = -1
 		a.layout[i].mod = -1
 	}
+	// The evidence in order: the call site's type, the vtable, the
+	// constructor, then the fields.
+	var ctors []int32
 	if site != nil {
 		for i := range n {
-			if st, ok := site(int32(i)); ok && st.Type != symbolize.NoType {
+			st, ok := site(int32(i))
+			switch {
+			case !ok:
+			case st.Ev == Ctor:
+				ctors = append(ctors, int32(i))
+			case st.Mod >= 0 && st.Type != symbolize.NoType:
 				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", st.Ev)
 			}
 		}
 	}
 	a.vtables()
+	for _, i := range ctors {
+		st, _ := site(i)
+		if st.Mod >= 0 && st.Type != symbolize.NoType {
+			a.set(i, layout{int32(st.Mod), st.Type}, "", Ctor)
+		} else {
+			a.set(i, a.classLayout(st.Name, 0), st.Name, Ctor)
+		}
+	}
 	tiers := a.globals()
 	for len(a.queue) > 0 {
 		i := a.queue[0]
@@ -250,6 +269,46 @@ func (a *analyzer) rttiClass(v uint64) string {
 	}
 	a.rtti[v] = class
 	return class
+}
+
+// CtorClass returns the class whose constructor function fn is (a
+// demangled name: "shop::Widget::Widget(int)" gives "shop::Widget").
+func CtorClass(fn string) (string, bool) {
+	depth, parts, start := 0, []string(nil), 0
+	for i := 0; i < len(fn); i++ {
+		switch fn[i] {
+		case '<':
+			depth++
+		case '>':
+			depth--
+		case '(':
+			if depth == 0 {
+				parts = append(parts, fn[start:i])
+				return ctorOf(parts)
+			}
+		case ':':
+			if depth == 0 && i+1 < len(fn) && fn[i+1] == ':' {
+				parts = append(parts, fn[start:i])
+				start = i + 2
+				i++
+			}
+		}
+	}
+	return "", false
+}
+
+// ctorOf tells whether the last part of a qualified function name names
+// the class before it (its template arguments aside).
+func ctorOf(parts []string) (string, bool) {
+	if len(parts) < 2 {
+		return "", false
+	}
+	class := parts[len(parts)-2]
+	base, _, _ := strings.Cut(class, "<")
+	if base == "" || parts[len(parts)-1] != base {
+		return "", false
+	}
+	return strings.Join(parts[:len(parts)-1], "::"), true
 }
 
 // maxRTTIName bounds the mangled class name read from RTTI.

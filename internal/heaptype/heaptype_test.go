@@ -161,3 +161,21 @@ func TestAllocSiteType(t *testing.T) {
 		t.Errorf("retained %v, blocks by evidence %v, bytes %v", res.Retained, res.Blocks, res.Bytes)
 	}
 }
+
+func TestCtorClass(t *testing.T) {
+	for fn, want := range map[string]string{
+		"shop::Widget::Widget()":                           "shop::Widget",
+		"shop::Widget::Widget(int, char const*)":           "shop::Widget",
+		"Blob::Blob()":                                     "Blob",
+		"std::vector<int, std::allocator<int> >::vector()": "std::vector<int, std::allocator<int> >",
+		"shop::Widget::~Widget()":                          "",
+		"shop::make(int)":                                  "",
+		"operator new(unsigned long)":                      "",
+		"a::b::c::b()":                                     "",
+	} {
+		got, ok := CtorClass(fn)
+		if got != want || ok != (want != "") {
+			t.Errorf("CtorClass(%q) = %q %v, want %q", fn, got, ok, want)
+		}
+	}
+}
