@@ -19,9 +19,9 @@ func TestTarget(t *testing.T) {
 		}
 		return append(b, call(pc+uint64(len(b)), ctor)...)
 	}
-	movRbxRax := []byte{0x48, 0x89, 0xc3} // mov rbx, rax
-	movRdiRbx := []byte{0x48, 0x89, 0xdf} // mov rdi, rbx
-	movRdiRax := []byte{0x48, 0x89, 0xc7} // mov rdi, rax
+	movRbxRax := []byte{0x48, 0x89, 0xc3}    // mov rbx, rax
+	movRdiRbx := []byte{0x48, 0x89, 0xdf}    // mov rdi, rbx
+	movRdiRax := []byte{0x48, 0x89, 0xc7}    // mov rdi, rax
 	spill := []byte{0x48, 0x89, 0x45, 0xe8}  // mov [rbp-0x18], rax
 	reload := []byte{0x48, 0x8b, 0x45, 0xe8} // mov rax, [rbp-0x18]
 	movEdi1 := []byte{0xbf, 1, 0, 0, 0}      // mov edi, 1

@@ -55,9 +55,9 @@ func (e Evidence) String() string {
 type Module struct {
 	Path    string
 	BuildID []byte // as the process loaded it
-	Bias   uint64 // runtime address = Bias + ELF virtual address
-	Lo, Hi uint64 // runtime range of its segments
-	Types  *symbolize.ModuleTypes
+	Bias    uint64 // runtime address = Bias + ELF virtual address
+	Lo, Hi  uint64 // runtime range of its segments
+	Types   *symbolize.ModuleTypes
 }
 
 // TypeInfo is a type of the result.
