@@ -146,23 +146,11 @@ func (r *Report) TypeTable(p *heap.Process) []TypeRow {
 		for _, h := range holds[name] {
 			row.HeldBy = append(row.HeldBy, *h)
 		}
-		sort.Slice(row.HeldBy, func(i, j int) bool {
-			a, b := row.HeldBy[i], row.HeldBy[j]
-			if a.Bytes != b.Bytes {
-				return a.Bytes > b.Bytes
-			}
-			return a.Holder < b.Holder
-		})
+		sortBiggest(row.HeldBy, func(h TypeHold) (uint64, string) { return h.Bytes, h.Holder })
 		for _, s := range sites[name] {
 			row.Sites = append(row.Sites, *s)
 		}
-		sort.Slice(row.Sites, func(i, j int) bool {
-			a, b := row.Sites[i], row.Sites[j]
-			if a.Bytes != b.Bytes {
-				return a.Bytes > b.Bytes
-			}
-			return a.Stack < b.Stack
-		})
+		sortBiggest(row.Sites, func(s TypeSite) (uint64, string) { return s.Bytes, fmt.Sprint(s.Stack) })
 		out = append(out, *row)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -172,6 +160,18 @@ func (r *Report) TypeTable(p *heap.Process) []TypeRow {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+// sortBiggest sorts xs by their bytes, most first, then by their keys.
+func sortBiggest[T any](xs []T, key func(T) (uint64, string)) {
+	sort.SliceStable(xs, func(i, j int) bool {
+		bi, ki := key(xs[i])
+		bj, kj := key(xs[j])
+		if bi != bj {
+			return bi > bj
+		}
+		return ki < kj
+	})
 }
 
 // rootKind is the root a path starts from, for the type-level graph: a
