@@ -254,7 +254,19 @@ func typeUsage(t *testing.T, trace, by string) map[string]uint64 {
 // TestTypesC: a C program's structs, linked from typed globals, are
 // typed from DWARF alone, every block of its own.
 func TestTypesC(t *testing.T) {
-	exe := fixture(t, "types.c")
+	t.Run("gcc", func(t *testing.T) { testTypesC(t, fixture(t, "types.c")) })
+	t.Run("clang", func(t *testing.T) {
+		// DWARF 5 with DW_OP_addrx for the globals.
+		if _, err := exec.LookPath("clang-19"); err != nil {
+			t.Skip("clang-19 is not installed (apt-get install clang-19)")
+		}
+		exe := filepath.Join(t.TempDir(), "types-clang")
+		compileTo(t, "clang-19", exe, "-g", "-O0", filepath.Join(root, "testdata", "fixtures", "types.c"))
+		testTypesC(t, exe)
+	})
+}
+
+func testTypesC(t *testing.T, exe string) {
 	nat := native(t, nil, exe)
 	sz := sizes(t, nat.stdout)
 	dir := t.TempDir()

@@ -2,7 +2,10 @@ package symbolize
 
 import (
 	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -159,7 +162,7 @@ func (s *Symbolizer) Types(path string, wantBuildID []byte) (mt *ModuleTypes, er
 	if m.dw != nil {
 		func() {
 			defer guard(&err, "symbolize: DWARF types of "+path)
-			err = mt.read(m.dw.d)
+			err = mt.read(m.dw.d, m.dw.addr)
 		}()
 		if err != nil {
 			s.warn(m, err.Error())
@@ -175,13 +178,31 @@ func (s *Symbolizer) Types(path string, wantBuildID []byte) (mt *ModuleTypes, er
 func TypesFromDWARF(d *dwarf.Data) (mt *ModuleTypes, err error) {
 	mt = &ModuleTypes{}
 	defer guard(&err, "symbolize: DWARF types")
-	err = mt.read(d)
+	err = mt.read(d, nil)
 	return mt, err
 }
 
+// debugAddr returns f's .debug_addr section (DWARF 5's table of the
+// addresses DW_OP_addrx and DW_FORM_addrx index), or nil.
+func debugAddr(f *elf.File) []byte {
+	sec := f.Section(".debug_addr")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return nil
+	}
+	r := sec.Open()
+	b, err := io.ReadAll(io.LimitReader(r, maxDebugAddr))
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// maxDebugAddr bounds the .debug_addr read.
+const maxDebugAddr = 256 << 20
+
 // read walks every entry of d once, keeping type entries and variables
-// with a fixed address.
-func (mt *ModuleTypes) read(d *dwarf.Data) error {
+// with a fixed address (addrs: the .debug_addr section, nil if none).
+func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 	mt.work = maxModuleWork
 	mt.nodes = map[dwarf.Offset]*dnode{}
 	mt.byName = map[string]dwarf.Offset{}
@@ -201,7 +222,9 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 	}
 	var scope []level
 	var files []*dwarf.LineFile
-	clang := false // the unit's producer is clang: its call sites may say what they allocate
+	clang := false        // the unit's producer is clang: its call sites may say what they allocate
+	addrBase := int64(-1) // the unit's DW_AT_addr_base
+	nulls := 0
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -211,11 +234,17 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 			break
 		}
 		if e.Tag == 0 {
+			// debug/dwarf returns null entries without consuming input
+			// at an unterminated LEB128 (see newDWARFInfo).
+			if nulls++; nulls > maxNullRun {
+				return fmt.Errorf("DWARF types: run of %d null entries", nulls)
+			}
 			if len(scope) > 0 {
 				scope = scope[:len(scope)-1]
 			}
 			continue
 		}
+		nulls = 0
 		outer := ""
 		var cur *dnode // the struct or array this entry is a child of
 		if len(scope) > 0 {
@@ -232,6 +261,10 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 		case dwarf.TagCompileUnit:
 			producer, _ := e.Val(dwarf.AttrProducer).(string)
 			clang = strings.Contains(producer, "clang")
+			addrBase = -1
+			if v, ok := e.Val(dwarf.AttrAddrBase).(int64); ok {
+				addrBase = v
+			}
 			files = nil
 			if lr, err := d.LineReader(e); err == nil && lr != nil {
 				files = lr.Files()
@@ -319,11 +352,7 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 				}
 			}
 			loc, _ := e.Val(dwarf.AttrLocation).([]byte)
-			if len(loc) == 9 && loc[0] == 0x03 && hasT { // DW_OP_addr
-				addr := uint64(0)
-				for i := 8; i >= 1; i-- {
-					addr = addr<<8 | uint64(loc[i])
-				}
+			if addr, ok := staticAddr(loc, addrs, addrBase); ok && hasT {
 				if addr != 0 {
 					mt.Globals = append(mt.Globals, Global{Name: qual, Addr: addr})
 					globalTypes = append(globalTypes, t)
@@ -367,6 +396,26 @@ func (mt *ModuleTypes) read(d *dwarf.Data) error {
 	sort.SliceStable(mt.alloc, func(i, j int) bool { return mt.alloc[i].pc < mt.alloc[j].pc })
 	sort.SliceStable(mt.Globals, func(i, j int) bool { return mt.Globals[i].Addr < mt.Globals[j].Addr })
 	return nil
+}
+
+// staticAddr returns the address of a location that is one: DW_OP_addr,
+// or DW_OP_addrx indexing .debug_addr (addrs) from the unit's base.
+func staticAddr(loc, addrs []byte, base int64) (uint64, bool) {
+	switch {
+	case len(loc) == 9 && loc[0] == 0x03: // DW_OP_addr
+		return binary.LittleEndian.Uint64(loc[1:]), true
+	case len(loc) >= 2 && loc[0] == 0xa1 && base >= 0: // DW_OP_addrx
+		idx, n := binary.Uvarint(loc[1:])
+		if n <= 0 || 1+n != len(loc) || idx > uint64(len(addrs))/8 {
+			return 0, false
+		}
+		at := uint64(base) + idx*8
+		if at+8 > uint64(len(addrs)) {
+			return 0, false
+		}
+		return binary.LittleEndian.Uint64(addrs[at:]), true
+	}
+	return 0, false
 }
 
 // Type returns type id (id must be a TypeID of mt other than NoType).
