@@ -206,7 +206,7 @@ func TestTypesCxx(t *testing.T) {
 	}
 
 	// A point: through the list, by its fields' names.
-	r = leakpath(t, []string{"--types", "--path-to-root", "Point"}, nil, exe)
+	r = leakpath(t, []string{"--types", "--path-to-root", "Point", "--snapshot-dir", t.TempDir()}, nil, exe)
 	p = typesOf(t, r.reportJSON).PathToRoot
 	if p == nil || len(p.Steps) < 3 {
 		t.Fatalf("path to root of shop::Point: %+v", p)
