@@ -303,6 +303,15 @@ func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 				if !n.decl && name != "" && e.Tag != dwarf.TagEnumerationType {
 					if _, dup := mt.byName[qual]; !dup {
 						mt.byName[qual] = e.Offset
+					} else if e.Children && n.size > 0 {
+						// The same struct again (each unit that uses it
+						// has it): one definition is enough. Its members
+						// are skipped (most of a big program's entries),
+						// and it stands for the first.
+						n.decl = true
+						mt.nodes[e.Offset] = n
+						r.SkipChildren()
+						continue
 					}
 				}
 			}
