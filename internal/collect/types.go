@@ -78,41 +78,66 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 // type its call site allocates (DW_AT_LLVM_alloc_type) or, for a block
 // of operator new, the class whose constructor the code after the call
 // passes it to (ctorsite), found at the first frames of its stack (the
-// allocator's own come first).
+// allocator's own come first). Constructors are looked for during
+// ctorBudget at most: each new site costs a read of the process and a
+// symbol lookup, and the process waits.
 func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, modOf map[int32]int,
-	mem leak.Memory, syms *symbolize.Symbolizer) func(int32) (heaptype.SiteType, bool) {
+	mem leak.Memory, syms *symbolize.Symbolizer) func(int32, heaptype.Evidence) (heaptype.SiteType, bool) {
 	type known struct {
 		st heaptype.SiteType
 		ok bool
 	}
-	cache := map[heap.StackID]known{}
+	allocTypes := false
+	for _, m := range mods {
+		allocTypes = allocTypes || (m.Types != nil && m.Types.HasAllocTypes())
+	}
+	cache := [2]map[heap.StackID]known{{}, {}} // alloc sites, constructors
 	code := make([]byte, ctorsite.CodeBytes)
-	return func(i int32) (heaptype.SiteType, bool) {
-		b, live := p.LiveBlock(blocks[i].Addr)
-		if !live {
+	var deadline time.Time
+	return func(i int32, ev heaptype.Evidence) (heaptype.SiteType, bool) {
+		if ev == heaptype.AllocSite && !allocTypes {
 			return heaptype.SiteType{}, false
 		}
-		if k, ok := cache[b.Site]; ok {
+		b, live := p.LiveBlock(blocks[i].Addr)
+		if !live || (ev == heaptype.Ctor && b.Fn != event.New) {
+			return heaptype.SiteType{}, false
+		}
+		c := cache[0]
+		if ev == heaptype.Ctor {
+			c = cache[1]
+		}
+		if k, ok := c[b.Site]; ok {
 			return k.st, k.ok
 		}
 		var k known
 		frames, fmods := p.Stacks.Frames(b.Site), p.Stacks.Modules(b.Site)
-		for j := 0; j < len(frames) && j < maxAllocFrames && !k.ok; j++ {
-			hm, ok := modOf[fmods[j]]
-			if !ok || mods[hm].Types == nil {
-				continue
+		switch ev {
+		case heaptype.AllocSite:
+			for j := 0; j < len(frames) && j < maxAllocFrames && !k.ok; j++ {
+				hm, ok := modOf[fmods[j]]
+				if !ok || mods[hm].Types == nil {
+					continue
+				}
+				if id, ok := mods[hm].Types.AllocType(frames[j] - mods[hm].Bias); ok {
+					k = known{heaptype.SiteType{Mod: hm, Type: id, Ev: heaptype.AllocSite}, true}
+				}
 			}
-			if id, ok := mods[hm].Types.AllocType(frames[j] - mods[hm].Bias); ok {
-				k = known{heaptype.SiteType{Mod: hm, Type: id, Ev: heaptype.AllocSite}, true}
+		case heaptype.Ctor:
+			if deadline.IsZero() {
+				deadline = time.Now().Add(ctorBudget)
 			}
-		}
-		if !k.ok && b.Fn == event.New {
+			if time.Now().After(deadline) {
+				return heaptype.SiteType{}, false // not cached: unknown, not none
+			}
 			k.st, k.ok = ctorType(frames, mods, mem, syms, code)
 		}
-		cache[b.Site] = k
+		c[b.Site] = k
 		return k.st, k.ok
 	}
 }
+
+// ctorBudget bounds the time spent looking for constructors per scan.
+const ctorBudget = time.Second
 
 // ctorType finds, after the first frames' calls, a constructor called
 // on operator new's result, and names its class.

@@ -112,8 +112,9 @@ type analyzer struct {
 // Analyze types g's blocks with mods (sorted by Lo, not overlapping),
 // drops from g the edges typed blocks' layouts say are not pointers, and
 // finds paths to root and retained sizes. site, if not nil, gives the
-// allocation site's type of block i when known.
-func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i int32) (SiteType, bool)) *Result {
+// type block i's allocation site says by evidence ev (AllocSite or
+// Ctor), when it says one.
+func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i int32, ev Evidence) (SiteType, bool)) *Result {
 	n := len(g.Blocks)
 	a := &analyzer{Result: &Result{Type: make([]int32, n), Evidence: make([]Evidence, n),
 		g: g, mods: mods, layout: make([]layout, n)},
@@ -123,27 +124,29 @@ func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i 
 		a.layout[i].mod = -1
 	}
 	// The evidence in order: the call site's type, the vtable, the
-	// constructor, then the fields.
-	var ctors []int32
+	// constructor (asked only of the blocks still untyped: it reads
+	// code), then the fields.
 	if site != nil {
 		for i := range n {
-			st, ok := site(int32(i))
-			switch {
-			case !ok:
-			case st.Ev == Ctor:
-				ctors = append(ctors, int32(i))
-			case st.Mod >= 0 && st.Type != symbolize.NoType:
-				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", st.Ev)
+			if st, ok := site(int32(i), AllocSite); ok && st.Mod >= 0 && st.Type != symbolize.NoType {
+				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", AllocSite)
 			}
 		}
 	}
 	a.vtables()
-	for _, i := range ctors {
-		st, _ := site(i)
-		if st.Mod >= 0 && st.Type != symbolize.NoType {
-			a.set(i, layout{int32(st.Mod), st.Type}, "", Ctor)
-		} else {
-			a.set(i, a.classLayout(st.Name, 0), st.Name, Ctor)
+	if site != nil {
+		for i := range n {
+			if a.Type[i] >= 0 {
+				continue
+			}
+			st, ok := site(int32(i), Ctor)
+			switch {
+			case !ok:
+			case st.Mod >= 0 && st.Type != symbolize.NoType:
+				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", Ctor)
+			default:
+				a.set(int32(i), a.classLayout(st.Name, 0), st.Name, Ctor)
+			}
 		}
 	}
 	tiers := a.globals()

@@ -130,8 +130,8 @@ func TestAllocSiteType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Analyze(g, []Module{{Path: "shop", Lo: 0x400000, Hi: 0x500000, Types: mt}}, mem, func(i int32) (SiteType, bool) {
-		if i == 0 {
+	res := Analyze(g, []Module{{Path: "shop", Lo: 0x400000, Hi: 0x500000, Types: mt}}, mem, func(i int32, ev Evidence) (SiteType, bool) {
+		if i == 0 && ev == AllocSite {
 			return SiteType{Mod: 0, Type: id, Ev: AllocSite}, true
 		}
 		return SiteType{}, false
