@@ -29,6 +29,17 @@ type TypeOptions struct {
 // p, from what the scan read, into sbs (blocks' twins) and info.
 func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.Heap, sbs []event.ScannedBlock, info *event.ScanInfo) {
 	start := time.Now()
+	defer func() {
+		// Typing reads what the target and its files hold: a bug there
+		// costs the types, not the run (the process is still held).
+		if r := recover(); r != nil {
+			c.warn("pid %d: no types: %v", p.Info.PID, r)
+			info.Typed, info.Types, info.Names = false, nil, nil
+			for i := range sbs {
+				sbs[i].Type, sbs[i].Evidence, sbs[i].Holder, sbs[i].Via, sbs[i].Retained = 0, 0, 0, 0, 0
+			}
+		}
+	}()
 	gb := make([]refgraph.Block, len(blocks))
 	for i, b := range blocks {
 		gb[i] = refgraph.Block{Addr: b.Addr, Size: b.Size}
