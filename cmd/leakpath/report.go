@@ -86,7 +86,7 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	defer sym.close()
 	rep = report.New(t.model, t.main, report.Options{
 		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
-		Suppressions: supp, ShowReachable: o.leaks.showReachable, CollapsedValue: o.value,
+		Suppressions: supp, ShowReachable: o.leaks.showReachable, CollapsedValue: o.value, PathToRoot: o.leaks.pathToRoot,
 		StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
 	})
 	return writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) })

@@ -37,6 +37,7 @@ type runOptions struct {
 	snapDir    string
 	timeRes    time.Duration
 	scan       bool
+	types      bool
 	rootCause  collect.RootCauseOptions
 	stale      staleOptions
 	leaks      leakOptions
@@ -51,6 +52,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.reportOut, "report", "", "write the text report to `FILE` instead of stderr")
 	fs.BoolVar(&o.check, "check", false, "exit with --check-exit-code when leaks of --check-kinds remain after suppressions (for CI)")
 	fs.BoolVar(&o.scan, "scan", true, "at exit, hold the program while its memory is scanned (ptrace) to tell definite, indirect, possible leaks from reachable blocks")
+	fs.BoolVar(&o.types, "types", false, "at every scan (exit, snapshots), also give the live blocks their types (a vtable in the first word, the DWARF types of the globals and fields that point at them), follow who holds whom, and report the type table, retained sizes and --path-to-root")
 	addLeakFlags(fs, &o.leaks)
 	fs.BoolVar(&o.rootCause.Enabled, "root-cause", false, "find why growing sites leak: trace the thread that allocates at one (ptrace, that thread only, a window at a time) and report the function and branch where freed and leaked executions part (sets --fold=false unless given)")
 	fs.Var((*rootCauseAfter)(&o.rootCause), "root-cause-after", "with --root-cause, judge sites only after `DURATION` (skip the start-up), or only once 'leakpath root-cause PID' asks (request)")
@@ -105,6 +107,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if err != nil {
 		return nil, nil, err
 	}
+	if o.types && !o.scan {
+		return nil, nil, fmt.Errorf("--types needs the scan at exit (--scan)")
+	}
 	if err := writableDir(o.snapDir); err != nil {
 		return nil, nil, fmt.Errorf("--snapshot-dir: %w", err)
 	}
@@ -120,6 +125,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	var late lateWarnings
 	sym := newSymbolizer(o.debugDirs, late.warn)
 	defer sym.close()
+	sym.types = o.types
 	copts := collect.Options{
 		Argv:       o.argv,
 		Agent:      agent,
@@ -141,11 +147,15 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if o.stale.on {
 		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
 	}
+	if o.types {
+		copts.Types = &collect.TypeOptions{Symbols: sym.s}
+	}
 	started := time.Now()
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
 		return snapshotReport(s, proc, req, report.Options{
 			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
 			StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
+			PathToRoot: o.leaks.pathToRoot,
 		}, checkKinds)
 	}
 	asked := &askedLog{dir: o.snapDir, started: started}
@@ -213,6 +223,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		ShowReachable: o.leaks.showReachable,
 		StaleT1:       uint32(o.stale.t1),
 		StaleT2:       uint32(o.stale.t2),
+		PathToRoot:    o.leaks.pathToRoot,
 	}))
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {

@@ -22,6 +22,9 @@ type symbolizer struct {
 	// passed on the goroutine that looks up (the warm-up's wait there).
 	mu    sync.Mutex
 	noted []string
+	// types: warm up the modules' types too (run --types), so that the
+	// scan at exit does not wait for them.
+	types bool
 }
 
 func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
@@ -82,6 +85,9 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 		for m := range y.warm {
 			if !y.stop.Load() && len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
 				y.s.Lookup(m.Path, m.BuildID, m.Segments[0].Vaddr)
+				if y.types {
+					y.s.Types(m.Path, m.BuildID)
+				}
 			}
 		}
 	}()

@@ -30,7 +30,7 @@ func addUsageFlags(fs *flag.FlagSet, o *usageOptions, run bool) {
 	if run {
 		what = "after the leak report, print"
 	}
-	fs.StringVar(&o.by, "by", "", what+" heap use by `UNIT`: library, function, thread, site or scope (the program's LEAKPATH_SCOPE blocks)")
+	fs.StringVar(&o.by, "by", "", what+" heap use by `UNIT`: library, function, thread, site or scope (the program's LEAKPATH_SCOPE blocks); or, of a typed scan (run --types), type, module, file or namespace")
 	fs.StringVar(&o.attribution, "attribution", "", "with --by library or function, which units of a stack a block counts for, `MODE`: entry (the first called from main or a thread's start routine), caller (the one that called the allocator; the default) or inclusive (each on the stack)")
 	fold := ""
 	if run {

@@ -77,6 +77,8 @@ type Options struct {
 	// each image that has one this often, as StaleEpoch events (see
 	// stale.go).
 	StaleEpoch time.Duration
+	// Types, when not nil, types the blocks at every scan (types.go).
+	Types *TypeOptions
 }
 
 // Result is what a run produced.

@@ -143,7 +143,7 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 			return nil
 		}
 		blocks := liveBlocks(p, pending)
-		res, st, err := scan.Run(target, blocks, leak.DefaultOptions())
+		res, st, hp, err := scan.RunHeap(target, blocks, leak.DefaultOptions())
 		info := &event.ScanInfo{Suppressions: supp, PauseNs: uint64(time.Since(pause)), RootBytes: st.RootBytes, HeapBytes: st.HeapBytes, Live: live}
 		if err != nil {
 			done <- err
@@ -152,8 +152,13 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 			}
 			return c.scanFailed(im, info, err)
 		}
+		var typed func([]event.ScannedBlock)
+		if c.opts.Types != nil {
+			typed = func(sbs []event.ScannedBlock) { c.typeBlocks(p, blocks, hp, sbs, info) }
+		}
+		// Typing reads the process: it must still be stopped.
+		evs := scanEvents(im.idx, c.src.Now(), info, blocks, res, typed)
 		done <- nil
-		evs := scanEvents(im.idx, c.src.Now(), info, blocks, res)
 		if live && rc != nil {
 			// A snapshot shows the root causes found so far (those at
 			// the end replace them).
@@ -261,18 +266,22 @@ func fromLoader(p *heap.Process, site heap.StackID) bool {
 func (c *collector) scanFailed(im *image, info *event.ScanInfo, err error) []event.Event {
 	c.warn("pid %d: no leak kinds: %v", im.pid, err)
 	info.Error = err.Error()
-	return scanEvents(im.idx, c.src.Now(), info, nil, nil)
+	return scanEvents(im.idx, c.src.Now(), info, nil, nil, nil)
 }
 
 // scanEvents turns a classification into Scan events of at most
-// scanBatch blocks each (one event with none when res is nil).
-func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Block, res *leak.Result) []event.Event {
+// scanBatch blocks each (one event with none when res is nil); typed, if
+// not nil, adds the blocks' types (to them and to info).
+func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Block, res *leak.Result, typed func([]event.ScannedBlock)) []event.Event {
 	sbs := make([]event.ScannedBlock, len(blocks))
 	for i, b := range blocks {
 		sbs[i] = event.ScannedBlock{Addr: b.Addr, Size: b.Size, Kind: res.Kinds[i]}
 		if o := res.Owner[i]; o >= 0 {
 			sbs[i].Owner = blocks[o].Addr
 		}
+	}
+	if typed != nil && len(sbs) > 0 {
+		typed(sbs)
 	}
 	var evs []event.Event
 	for part := 0; part == 0 || len(sbs) > 0; part++ {

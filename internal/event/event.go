@@ -389,7 +389,35 @@ type ScanInfo struct {
 	// Live marks the scan of a snapshot: the program went on running, so
 	// its kinds say nothing of the blocks at exit.
 	Live bool
+	// Typed marks a scan that also typed its blocks and followed their
+	// references (run --types). Types are the types found, Names the
+	// roots and fields that hold blocks; ScannedBlock.Type and Via index
+	// them from 1. Both travel in Part 0 only.
+	Typed bool
+	Types []TypeDef
+	Names []string
+	// TypeNs is how long typing took (graph, types, paths, dominators),
+	// included in PauseNs.
+	TypeNs uint64
 }
+
+// TypeDef is a type of heap objects: its qualified name, where it is
+// defined, and the size of one (0 unknown).
+type TypeDef struct {
+	Name, File string
+	Line       uint32
+	Size       uint64
+}
+
+// Evidence of a block's type (ScannedBlock.Evidence).
+const (
+	TypeUnknown   = 0
+	TypeAllocSite = 1 // the call site's DWARF allocation type
+	TypeVtable    = 2 // the vtable pointer in its first word
+	TypeCtor      = 3 // the constructor called on it
+	TypeField     = 4 // the DWARF type of the pointer to it
+	NumEvidence   = 5
+)
 
 // ScannedBlock is one block a scan classified.
 type ScannedBlock struct {
@@ -398,6 +426,17 @@ type ScannedBlock struct {
 	// Owner is the address of the definite block whose clique holds an
 	// indirect block; 0 otherwise.
 	Owner uint64
+	// Of a typed scan: the block's type (index+1 in ScanInfo.Types, 0
+	// unknown) and what typed it (TypeVtable ...); Holder, the block
+	// that holds it on its shortest path to root (0: a root does, or
+	// none); Via, what holds it (index+1 in ScanInfo.Names: a root, a
+	// field of Holder; 0: nothing reaches it); Retained, the bytes it
+	// keeps alive (itself and what it dominates).
+	Type     uint32
+	Evidence uint8
+	Holder   uint64
+	Via      uint32
+	Retained uint64
 }
 
 // Module describes a loaded ELF object.

@@ -221,8 +221,9 @@ type Process struct {
 	// later), and the owners of indirect blocks.
 	lateKinds map[uint64]event.ScannedBlock
 	owners    map[uint64]uint64
-	now       uint64      // the time of the event being applied
-	scopes    *scopeState // nil until a scope begins
+	typed     []event.ScannedBlock // of a typed scan, by address
+	now       uint64               // the time of the event being applied
+	scopes    *scopeState          // nil until a scope begins
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -255,6 +256,9 @@ func (p *Process) scanned(sc *event.ScanInfo) {
 		head.Blocks = nil
 		p.Scan = &head
 	}
+	if p.Scan.Typed {
+		p.typed = append(p.typed, sc.Blocks...)
+	}
 	for _, sb := range sc.Blocks {
 		if !p.blocks.setKind(sb.Addr, sb.Size, sb.Kind) {
 			p.lateKinds[sb.Addr] = sb
@@ -268,8 +272,13 @@ func (p *Process) scanned(sc *event.ScanInfo) {
 // forgetKinds drops the last scan's classification.
 func (p *Process) forgetKinds() {
 	p.blocks.clearKinds()
-	p.Scan, p.lateKinds, p.owners = nil, nil, nil
+	p.Scan, p.lateKinds, p.owners, p.typed = nil, nil, nil, nil
 }
+
+// TypedBlocks returns the blocks of the last scan, by address, with
+// their types, holders and retained sizes when it typed them
+// (Scan.Typed); nil otherwise. The caller must not change them.
+func (p *Process) TypedBlocks() []event.ScannedBlock { return p.typed }
 
 // LeakKind returns how live block b at addr was classified by the last
 // scan, and the owner of an indirect block: Unclassified if no scan ran,

@@ -56,7 +56,8 @@ type Diff struct {
 	sites []*diffSite // changed ones, most grown first
 	// Totals of the counted blocks.
 	TotalA, TotalB KindTotal
-	same           int // sites without a change
+	same           int         // sites without a change
+	types          []*diffType // by type, when both are typed (difftypes.go)
 }
 
 type diffSite struct {
@@ -129,6 +130,7 @@ func NewDiff(a, b *Doc, opts DiffOptions) *Diff {
 		}
 		d.sites = append(d.sites, s)
 	}
+	d.types = diffTypes(a, b)
 	slices.SortFunc(d.sites, func(x, y *diffSite) int {
 		if c := cmp.Compare(y.deltaBytes(), x.deltaBytes()); c != 0 {
 			return c
@@ -227,6 +229,7 @@ func (d *Diff) text(out io.Writer) error {
 	if shown == 0 {
 		fmt.Fprintln(w, "\nno site grew")
 	}
+	d.textTypes(w)
 	return w.Flush()
 }
 
@@ -252,6 +255,8 @@ type jsonDiff struct {
 	Sites  []jsonDiffSite `json:"sites"`
 	Same   int            `json:"unchanged_sites"`
 	Kinds  []string       `json:"kinds,omitempty"`
+	// Types: by type, when both documents are typed (run --types).
+	Types []jsonDiffType `json:"types,omitempty"`
 }
 
 type jsonDiffDoc struct {
@@ -291,6 +296,7 @@ func (d *Diff) json(w io.Writer) error {
 		out.Sites = append(out.Sites, jsonDiffSite{Delta: jsonDelta{s.deltaBytes(), s.deltaBlocks()}, A: s.a, B: s.b,
 			Kind: s.kind.String(), Function: s.function, Stack: s.stack})
 	}
+	out.Types = d.jsonTypes()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -53,6 +53,8 @@ type jsonImage struct {
 	ScopeAnomalies uint64      `json:"scope_anomalies,omitempty"`
 	// StaleWatch: the figures of --stale, when it read any epoch.
 	StaleWatch *jsonStaleWatch `json:"stale_watch,omitempty"`
+	// Types: the type table of a typed scan (run --types).
+	Types *jsonTypes `json:"types,omitempty"`
 }
 
 type jsonExit struct {
@@ -251,6 +253,9 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 	}
 	ji.Scopes, ji.ScopeAnomalies = r.jsonScopes(p), p.ScopeAnomalies
 	ji.StaleWatch = r.jsonStaleWatch(p)
+	if !execd(p) {
+		ji.Types = r.jsonTypes(p)
+	}
 	for _, e := range p.Errors {
 		je := jsonError{Kind: e.Kind.String(), Address: fmt.Sprintf("0x%x", e.Addr), Count: e.Count,
 			Function: e.Fn.String(), Stack: r.jsonStack(p, e.Stack), AllocStack: r.jsonStack(p, e.AllocStack)}

@@ -68,6 +68,9 @@ type Options struct {
 	// SourceRoot is the directory SARIF paths are relative to (as
 	// %SRCROOT%); "": the current directory.
 	SourceRoot string
+	// PathToRoot names a type (qualified, or its last part) whose
+	// largest instance's path to root a typed scan's report shows.
+	PathToRoot string
 }
 
 // Report is a report being generated.

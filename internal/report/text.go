@@ -156,6 +156,7 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	r.textStale(w, p)
 	r.textErrors(w, p)
 	r.textScopes(w, p)
+	r.textTypes(w, p)
 	return len(leaks), len(p.Errors)
 }
 

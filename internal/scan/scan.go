@@ -58,11 +58,26 @@ const arenaHeap = 64 << 20
 
 // Run classifies blocks (in any order) in the stopped process t.
 func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, error) {
+	res, st, _, err := RunHeap(t, blocks, opt)
+	return res, st, err
+}
+
+// Heap is what a scan read of a stopped process, for a further look at
+// it while it is still stopped: its memory (the heap copy in front of
+// the tracer), roots and register words.
+type Heap struct {
+	Mem   leak.Memory
+	Roots []leak.Root
+	Words []uint64
+}
+
+// RunHeap is Run that also returns what the scan read.
+func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, *Heap, error) {
 	start := time.Now()
 	var st Stats
 	maps, err := readMaps(t.PID)
 	if err != nil {
-		return nil, st, err
+		return nil, st, nil, err
 	}
 	var words []uint64
 	var stacks []uint64 // stack pointers
@@ -82,7 +97,7 @@ func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, 
 		}
 	}
 	if st.Threads == 0 {
-		return nil, st, fmt.Errorf("scan of pid %d: no thread could be inspected", t.PID)
+		return nil, st, nil, fmt.Errorf("scan of pid %d: no thread could be inspected", t.PID)
 	}
 	holes = append(holes, ownRanges(t)...)
 	starts := make([]uint64, len(blocks))
@@ -114,11 +129,11 @@ func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, 
 	mem, _ := prefetch(t.Tracer, sorted, prefetchLimit())
 	res, err := leak.Classify(blocks, words, lr, mem, opt)
 	if err != nil {
-		return nil, st, fmt.Errorf("scan of pid %d: %w", t.PID, err)
+		return nil, st, nil, fmt.Errorf("scan of pid %d: %w", t.PID, err)
 	}
 	st.HeapBytes = res.Stats.BlockBytes
 	st.Duration = time.Since(start)
-	return res, st, nil
+	return res, st, &Heap{Mem: mem, Roots: lr, Words: words}, nil
 }
 
 type span struct {

@@ -14,6 +14,7 @@ import (
 // units. Units are parsed on demand into cuData.
 type dwarfInfo struct {
 	d     *dwarf.Data
+	addr  []byte // .debug_addr, for DW_OP_addrx (types.go)
 	cus   []cuInfo
 	index spanIndex // idx is an index into cus
 }
@@ -72,7 +73,7 @@ func newDWARFInfo(f *elf.File) (dw *dwarfInfo, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dw = &dwarfInfo{d: d}
+	dw = &dwarfInfo{d: d, addr: debugAddr(f)}
 	var spans []span
 	var unranged []int
 	r := d.Reader()

@@ -17,9 +17,10 @@ import (
 // module is one ELF file (plus its debug file) as loaded for a build id.
 type module struct {
 	path   string
-	err    error      // permanent: every lookup returns it
-	syms   *symtab    // never nil once loaded
-	dw     *dwarfInfo // nil without usable DWARF
+	err    error        // permanent: every lookup returns it
+	syms   *symtab      // never nil once loaded
+	dw     *dwarfInfo   // nil without usable DWARF
+	types  *ModuleTypes // once asked for
 	warned bool
 }
 

@@ -13,15 +13,7 @@ import (
 // a panic in this package or in debug/elf and debug/dwarf is reported
 // rather than turned into an error.
 func FuzzLookup(f *testing.F) {
-	for _, name := range []string{"c-gcc-O2", "c-gcc-O2-dwarf4", "c-gcc-O2-gz-zlib", "lib-gcc-O2-stripped"} {
-		fx := fixtureByName(f, name)
-		if _, ok := compiler(fx.cc); !ok {
-			continue
-		}
-		b, err := os.ReadFile(build(f, fx))
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range seedELFs(f, "c-gcc-O2", "c-gcc-O2-dwarf4", "c-gcc-O2-gz-zlib", "lib-gcc-O2-stripped") {
 		f.Add(b, uint64(0x1139))
 	}
 	f.Add([]byte("\x7fELF\x02\x01\x01"), uint64(0))
@@ -51,4 +43,56 @@ func FuzzLookup(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzTypes feeds mutated ELF files to Types and lays out every global's
+// type and every vtable's class: errors, never a panic or a hang.
+func FuzzTypes(f *testing.F) {
+	for _, b := range seedELFs(f, "c-gcc-O2", "c-gcc-O2-dwarf4", "lib-gcc-O2-stripped") {
+		f.Add(b)
+	}
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		recoverPanics = false
+		defer func() { recoverPanics = true }()
+		path := filepath.Join(dir, "fuzz.elf")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := New(Options{DebugDirs: []string{dir}, Warn: func(string) {}})
+		defer s.Close()
+		mt, err := s.Types(path, nil)
+		if err != nil {
+			return
+		}
+		for _, g := range mt.Globals {
+			if g.Type != NoType {
+				mt.Fields(g.Type)
+			}
+		}
+		for _, v := range mt.Vtables {
+			if id, ok := mt.ByName(v.Class); ok {
+				mt.Fields(id)
+			}
+		}
+	})
+}
+
+// seedELFs builds the named fixtures (those whose compiler is installed)
+// and returns their bytes.
+func seedELFs(f *testing.F, names ...string) [][]byte {
+	var out [][]byte
+	for _, name := range names {
+		fx := fixtureByName(f, name)
+		if _, ok := compiler(fx.cc); !ok {
+			continue
+		}
+		b, err := os.ReadFile(build(f, fx))
+		if err != nil {
+			f.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
 }

@@ -48,6 +48,7 @@ type symtab struct {
 	syms     []symbol   // sorted by value, stable in table order
 	sections []secRange // allocated, non-TLS sections sorted by lo
 	full     bool       // read from .symtab (not only .dynsym)
+	vtables  []Vtable   // _ZTV objects, sorted by Lo
 }
 
 // readSymtab reads f's .symtab, or .dynsym when there is none. Errors leave
@@ -81,6 +82,12 @@ func readSymtab(f *elf.File) *symtab {
 		if state == nothingSeen {
 			state = symbolSeen
 		}
+		if typ == elf.STT_OBJECT && strings.HasPrefix(s.Name, "_ZTV") && s.Size > 0 && s.Section != elf.SHN_UNDEF {
+			if class, ok := strings.CutPrefix(demangleName(s.Name), "vtable for "); ok {
+				t.vtables = append(t.vtables, Vtable{Lo: s.Value, Hi: s.Value + s.Size, Class: class})
+			}
+			continue
+		}
 		if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC && typ != elf.STT_NOTYPE {
 			continue
 		}
@@ -103,6 +110,7 @@ func readSymtab(f *elf.File) *symtab {
 		})
 	}
 	sort.SliceStable(t.syms, func(i, j int) bool { return t.syms[i].value < t.syms[j].value })
+	sort.Slice(t.vtables, func(i, j int) bool { return t.vtables[i].Lo < t.vtables[j].Lo })
 	for i, sec := range f.Sections {
 		if sec.Flags&elf.SHF_ALLOC == 0 || sec.Flags&elf.SHF_TLS != 0 || sec.Size == 0 {
 			continue

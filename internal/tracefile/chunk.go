@@ -1034,8 +1034,11 @@ func putRootCause(b []byte, rc *event.RootCauseInfo) []byte {
 	return uv(b, rc.FoundAfterNs)
 }
 
-// Flags of a scan (since format version 3).
-const scanLive = 1
+// Flags of a scan (since format version 3; scanTyped since 6).
+const (
+	scanLive  = 1
+	scanTyped = 2
+)
 
 // putScan appends a scan: its figures, texts, then its blocks by address,
 // each address and owner as a delta from the previous block's address.
@@ -1048,9 +1051,26 @@ func putScan(b []byte, sc *event.ScanInfo) []byte {
 	if sc.Live {
 		flags |= scanLive
 	}
+	if sc.Typed {
+		flags |= scanTyped
+	}
 	b = uv(b, flags)
 	b = putString(b, truncate(sc.Suppressions, MaxString))
 	b = putString(b, truncate(sc.Error, MaxString))
+	if sc.Typed {
+		b = uv(b, uint64(len(sc.Types)))
+		for _, t := range sc.Types {
+			b = putString(b, truncate(t.Name, MaxString))
+			b = putString(b, truncate(t.File, MaxString))
+			b = uv(b, uint64(t.Line))
+			b = uv(b, t.Size)
+		}
+		b = uv(b, uint64(len(sc.Names)))
+		for _, n := range sc.Names {
+			b = putString(b, truncate(n, MaxString))
+		}
+		b = uv(b, sc.TypeNs)
+	}
 	b = uv(b, uint64(len(sc.Blocks)))
 	var prev uint64
 	for _, blk := range sc.Blocks {
@@ -1061,6 +1081,17 @@ func putScan(b []byte, sc *event.ScanInfo) []byte {
 			b = uv(b, 0)
 		} else {
 			b = uv(b, 1+zigzag(int64(blk.Owner-blk.Addr)))
+		}
+		if sc.Typed {
+			b = uv(b, uint64(blk.Type))
+			b = append(b, blk.Evidence)
+			if blk.Holder == 0 {
+				b = uv(b, 0)
+			} else {
+				b = uv(b, 1+zigzag(int64(blk.Holder-blk.Addr)))
+			}
+			b = uv(b, uint64(blk.Via))
+			b = uv(b, blk.Retained)
 		}
 		prev = blk.Addr
 	}

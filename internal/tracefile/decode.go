@@ -782,13 +782,51 @@ func (d *decoder) scan() *event.ScanInfo {
 	sc.PauseNs, sc.RootBytes, sc.HeapBytes = d.uv(sMisc), d.uv(sMisc), d.uv(sMisc)
 	if d.version >= 3 {
 		flags := d.uv(sMisc)
-		if flags&^scanLive != 0 {
+		known := uint64(scanLive)
+		if d.version >= 6 {
+			known |= scanTyped
+		}
+		if flags&^known != 0 {
 			d.failf("unknown scan flags %#x", flags)
 			return sc
 		}
 		sc.Live = flags&scanLive != 0
+		sc.Typed = flags&scanTyped != 0
 	}
 	sc.Suppressions, sc.Error = d.str(sMisc), d.str(sMisc)
+	if sc.Typed {
+		// A type takes at least 4 bytes, a name 1.
+		n := d.count(sMisc, MaxScanBlocks)
+		if n > (len(d.s[sMisc].b)-d.s[sMisc].i)/4 {
+			d.fail(sMisc)
+			return sc
+		}
+		if n > 0 {
+			sc.Types = make([]event.TypeDef, n)
+		}
+		for i := range sc.Types {
+			t := &sc.Types[i]
+			t.Name, t.File = d.str(sMisc), d.str(sMisc)
+			line := d.uv(sMisc)
+			if line > 1<<32-1 {
+				d.failf("bad type line %d", line)
+				return sc
+			}
+			t.Line, t.Size = uint32(line), d.uv(sMisc)
+		}
+		n = d.count(sMisc, MaxScanBlocks)
+		if n > len(d.s[sMisc].b)-d.s[sMisc].i {
+			d.fail(sMisc)
+			return sc
+		}
+		if n > 0 {
+			sc.Names = make([]string, n)
+		}
+		for i := range sc.Names {
+			sc.Names[i] = d.str(sMisc)
+		}
+		sc.TypeNs = d.uv(sMisc)
+	}
 	// A block takes at least 4 bytes.
 	n := d.count(sMisc, MaxScanBlocks)
 	if n > (len(d.s[sMisc].b)-d.s[sMisc].i)/4 {
@@ -808,6 +846,24 @@ func (d *decoder) scan() *event.ScanInfo {
 		}
 		if o := d.uv(sMisc); o != 0 {
 			blk.Owner = blk.Addr + uint64(unzigzag(o-1))
+		}
+		if sc.Typed {
+			t := d.uv(sMisc)
+			blk.Evidence = d.byte(sMisc)
+			if t > 1<<32-1 || blk.Evidence >= event.NumEvidence {
+				d.failf("bad block type %d (evidence %d)", t, blk.Evidence)
+				return sc
+			}
+			blk.Type = uint32(t)
+			if h := d.uv(sMisc); h != 0 {
+				blk.Holder = blk.Addr + uint64(unzigzag(h-1))
+			}
+			v := d.uv(sMisc)
+			if v > 1<<32-1 {
+				d.failf("bad block holder name %d", v)
+				return sc
+			}
+			blk.Via, blk.Retained = uint32(v), d.uv(sMisc)
 		}
 		prev = blk.Addr
 	}

@@ -123,7 +123,9 @@
 // (op 0x06), 6 codes a late allocation's own time shifted like the others
 // (op 0x1c: before, the difference was exact ticks) and lets a StackDef
 // share its callers with an earlier one (f2) and codes an Alloc's address
-// from where the previous allocation's chunk ends, and the generic event's
-// stale epoch (field gStale: the slot pool's accessed pages); an older
-// file holding what its version did not have is corrupt.
+// from where the previous allocation's chunk ends, the generic event's
+// stale epoch (field gStale: the slot pool's accessed pages) and typed
+// scans (scan flag 2: the scan's types, names and typing time after its
+// texts, and per block its type, evidence, holder, via and retained
+// bytes); an older file holding what its version did not have is corrupt.
 package tracefile

@@ -56,6 +56,8 @@ func FuzzChunk(f *testing.F) {
 		{Kind: event.RootCause, Stack: 3, Time: 6, X: &event.Extra{RootCause: &event.RootCauseInfo{Status: event.RootCauseFound,
 			Traced: 4, Freed: 3, Leaked: 1, Functions: []uint64{0x401000}, Branches: []event.RootBranch{{Addr: 0x401010, To: 0x401020, LeaksWhenTaken: true}}}}},
 	}))
+	// Version 6: a typed scan.
+	f.Add(encodeChunk(f, []event.Event{{Kind: event.Scan, Time: 7, X: &event.Extra{Scan: typedScan()}}}))
 	// Version 5: scope markers, a name coded in full then by reference.
 	f.Add(encodeChunk(f, []event.Event{
 		{Kind: event.ScopeBegin, Thread: 7, Time: 10, Aux: 1, X: &event.Extra{Text: "parse"}},

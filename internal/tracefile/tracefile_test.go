@@ -452,6 +452,8 @@ func TestRoundTripScan(t *testing.T) {
 		{Blocks: blocks(100, 0x7f00_0000), Suppressions: "leak:libfoo\n", PauseNs: 99},
 		{Blocks: blocks(50, 0x7f10_0000), Part: 1},
 		{Error: "ptrace: operation not permitted", Live: true},
+		typedScan(),
+		{Blocks: typedScan().Blocks, Typed: true, Part: 1},
 	}
 	var evs []event.Event
 	for i, sc := range scans {
@@ -479,6 +481,34 @@ func TestRoundTripScan(t *testing.T) {
 		if !reflect.DeepEqual(*sc, want) {
 			t.Errorf("scan %d:\n got %+v\nwant %+v", i, *sc, want)
 		}
+	}
+}
+
+// typedScan is a scan that typed its blocks (format version 6).
+func typedScan() *event.ScanInfo {
+	sc := &event.ScanInfo{Typed: true, Live: true,
+		Types: []event.TypeDef{{Name: "shop::Widget", File: "/src/shop.h", Line: 12, Size: 48}, {Name: "char"}},
+		Names: []string{"g_shop.items._M_impl._M_start", "next", "+0x18"}, TypeNs: 123456}
+	for i := range 40 {
+		sc.Blocks = append(sc.Blocks, event.ScannedBlock{Addr: 0x6000_0000 + uint64(i)*64, Size: 48,
+			Type: uint32(i % 3), Evidence: uint8(i % event.NumEvidence), Via: uint32(i % 4), Retained: uint64(48 * (40 - i))})
+		if i > 0 {
+			sc.Blocks[i].Holder = 0x6000_0000 + uint64(i-1)*64
+		}
+	}
+	sc.Blocks[5].Holder = 0x7000_0000 // after it
+	return sc
+}
+
+// TestTypedScanNeedsVersion6: a typed scan in a version 5 trace is
+// corruption (that version had no typed scans).
+func TestTypedScanNeedsVersion6(t *testing.T) {
+	data := writeTrace(t, []event.Event{{Kind: event.Scan, Proc: 1, X: &event.Extra{Scan: typedScan()}}}, Options{}, 100)
+	binary.LittleEndian.PutUint16(data[8:], 5)
+	n := int(binary.LittleEndian.Uint32(data[12:]))
+	binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
+	if _, err := readAll(t, data); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a typed scan in a version 5 trace read with %v, want corruption", err)
 	}
 }
 

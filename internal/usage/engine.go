@@ -22,9 +22,20 @@ const (
 	// ByScope: the scopes the program marked (heap.Scope); counted by
 	// the model, not by the engine.
 	ByScope
+	// Units of the types of the live blocks, from the last typed scan
+	// (run --types): the type (qualified), the module and the source
+	// file of the code that allocated its instances, its namespace.
+	ByType
+	ByTypeModule
+	ByTypeFile
+	ByNamespace
 )
 
-var byNames = [...]string{ByLibrary: "library", ByFunction: "function", ByThread: "thread", BySite: "site", ByScope: "scope"}
+var byNames = [...]string{ByLibrary: "library", ByFunction: "function", ByThread: "thread", BySite: "site", ByScope: "scope",
+	ByType: "type", ByTypeModule: "module", ByTypeFile: "file", ByNamespace: "namespace"}
+
+// typed reports whether units come from a typed scan, not from events.
+func (b By) typed() bool { return b >= ByType && b <= ByNamespace }
 
 func (b By) String() string {
 	if int(b) < len(byNames) && byNames[b] != "" {
@@ -33,14 +44,15 @@ func (b By) String() string {
 	return fmt.Sprintf("by(%d)", uint8(b))
 }
 
-// ParseBy reads "library", "function", "thread", "site" or "scope".
+// ParseBy reads "library", "function", "thread", "site", "scope",
+// "type", "module", "file" or "namespace".
 func ParseBy(s string) (By, error) {
 	for b, n := range byNames {
 		if n != "" && n == s {
 			return By(b), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown unit %q (want library, function, thread, site or scope)", s)
+	return 0, fmt.Errorf("unknown unit %q (want library, function, thread, site, scope, type, module, file or namespace)", s)
 }
 
 // Attribution says which units of a stack a block counts for (library
@@ -133,6 +145,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.Interval < 0 {
 		return nil, fmt.Errorf("usage: negative interval %v", opts.Interval)
+	}
+	if opts.By.typed() && opts.Interval > 0 {
+		return nil, fmt.Errorf("usage: types are known at a scan, not per time interval")
 	}
 	if opts.By == ByScope && opts.Interval > 0 {
 		return nil, fmt.Errorf("usage: scopes are not accounted per time interval (each has its first and last times)")
@@ -231,8 +246,8 @@ func exePath(p *heap.Process) string {
 // unitsOf returns the units block b counts for.
 func (e *Engine) unitsOf(im *image, b *heap.Block) []int32 {
 	switch e.opts.By {
-	case ByScope:
-		return nil // the model counts scopes
+	case ByScope, ByType, ByTypeModule, ByTypeFile, ByNamespace:
+		return nil // the model counts scopes; types come from a scan
 	case ByThread:
 		if im.lastTU != nil && im.lastTID == b.Thread {
 			return im.lastTU
@@ -253,7 +268,7 @@ func (e *Engine) unitsOf(im *image, b *heap.Block) []int32 {
 
 // Observes reports whether the engine needs to follow the model (be its
 // Observer): units by scope do not, the model counts them.
-func (e *Engine) Observes() bool { return e.opts.By != ByScope }
+func (e *Engine) Observes() bool { return e.opts.By != ByScope && !e.opts.By.typed() }
 
 // callUnits returns the units an allocator call at time t counts for
 // (b: the block it allocated, or its stack and thread): per call, its

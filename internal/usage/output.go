@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -63,6 +64,9 @@ type Unit struct {
 	CallFirst, CallLast float64
 	// Scope is a scope unit's row (nil for other units).
 	Scope *report.ScopeRow
+	// Type units: where the type is defined.
+	TypeFile string
+	TypeLine int
 
 	CurrentBytes, CurrentBlocks     int64
 	InheritedBytes, InheritedBlocks int64 // a fork child's, at its start
@@ -100,8 +104,13 @@ func (e *Engine) Report(rep *report.Report) *Report {
 	if e.opts.By == ByLibrary || e.opts.By == ByFunction {
 		out.Attribution = e.opts.Attribution
 	}
+	typed := false
 	for _, p := range rep.Images() {
 		out.Images = append(out.Images, e.imageReport(rep, p))
+		typed = typed || (p.Scan != nil && p.Scan.Typed)
+	}
+	if e.opts.By.typed() && !typed {
+		out.Warnings = append(out.Warnings, "no scan typed the blocks: record with 'leakpath run --types'")
 	}
 	if e.opts.PerCall && e.folded > 0 {
 		out.Warnings = append(out.Warnings, "the trace has short-lived blocks folded by the agent: each aggregate counts in the invocation its thread was in when the agent wrote it, which may be a later one (record with --fold=false for exact rows per call)")
@@ -113,6 +122,9 @@ func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 	img := Image{Command: p.Info.Argv, PID: p.Info.PID, Name: report.CommandName(p), Outcome: rep.Outcome(p), Units: []Unit{}}
 	if e.opts.By == ByScope {
 		return scopeImage(rep, p, img)
+	}
+	if e.opts.By.typed() {
+		return typeImage(rep, p, img, e.opts.By)
 	}
 	im := e.images[p]
 	if im == nil {
@@ -326,6 +338,9 @@ type jsonUnit struct {
 	CallLastSeconds    *float64           `json:"call_last_seconds,omitempty"`
 	// Units by scope: the scope's own fields.
 	*report.JSONScope
+	// Units by type: where the type is defined.
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
 }
 
 type jsonInterval struct {
@@ -387,6 +402,7 @@ func jsonImageOf(img *Image) jsonImage {
 			MinBytes: u.MinBytes, MinSeconds: u.MinSeconds, MaxBytes: u.MaxBytes, MaxSeconds: u.MaxSeconds,
 			AllocatedBytes: u.AllocatedBytes, AllocatedBlocks: u.AllocatedBlocks,
 			FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: report.CallsJSON(&u.Calls), Site: u.Site,
+			File: u.TypeFile, Line: u.TypeLine,
 		}
 		if u.Call > 0 {
 			first, last := u.CallFirst, u.CallLast
@@ -433,4 +449,82 @@ func scopeImage(rep *report.Report, p *heap.Process, img Image) Image {
 		})
 	}
 	return img
+}
+
+// typeImage fills img with the live blocks of p's last typed scan, by
+// type, the module or source file that allocated them, or namespace:
+// current bytes and blocks are those at the scan.
+func typeImage(rep *report.Report, p *heap.Process, img Image, by By) Image {
+	units := map[string]*Unit{}
+	add := func(name string, bytes, blocks uint64) *Unit {
+		u := units[name]
+		if u == nil {
+			u = &Unit{Name: name}
+			units[name] = u
+		}
+		u.CurrentBytes += int64(bytes)
+		u.CurrentBlocks += int64(blocks)
+		return u
+	}
+	for _, row := range rep.TypeTable(p) {
+		switch by {
+		case ByType:
+			u := add(row.Name, row.Bytes, row.Blocks)
+			u.TypeFile, u.TypeLine = row.File, row.Line
+		case ByNamespace:
+			add(namespace(row), row.Bytes, row.Blocks)
+		default:
+			for _, s := range row.Sites {
+				name := "(no stack)"
+				if fs := rep.Stack(p, s.Stack); len(fs) > 0 {
+					name = fs[0].Module
+					if by == ByTypeFile {
+						name = fs[0].File
+						if name == "" {
+							name = "(no file: " + filepath.Base(fs[0].Module) + ")"
+						}
+					}
+				}
+				add(name, s.Bytes, s.Blocks)
+			}
+		}
+	}
+	for _, u := range units {
+		u.MaxBytes = u.CurrentBytes
+		img.Units = append(img.Units, *u)
+	}
+	sort.Slice(img.Units, func(i, j int) bool {
+		a, b := img.Units[i], img.Units[j]
+		if a.CurrentBytes != b.CurrentBytes {
+			return a.CurrentBytes > b.CurrentBytes
+		}
+		return a.Name < b.Name
+	})
+	return img
+}
+
+// namespace is the namespace of a type row's type: its qualified name
+// but the last part (templates' arguments aside); "(global namespace)"
+// for none, "(unknown type)" for blocks of unknown type.
+func namespace(row report.TypeRow) string {
+	if row.Unknown {
+		return "(unknown type)"
+	}
+	name, depth, cut := row.Name, 0, -1
+	for i := 0; i+1 < len(name); i++ {
+		switch name[i] {
+		case '<', '(':
+			depth++
+		case '>', ')':
+			depth--
+		case ':':
+			if depth == 0 && name[i+1] == ':' {
+				cut = i
+			}
+		}
+	}
+	if cut < 0 {
+		return "(global namespace)"
+	}
+	return name[:cut]
 }

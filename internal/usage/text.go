@@ -20,6 +20,14 @@ func (r *Report) explain() string {
 		return "by allocation site (stack)"
 	case ByScope:
 		return "by scope (LEAKPATH_SCOPE, leakpath_scope_begin/end; nested scopes count in their parents)"
+	case ByType:
+		return "by type (the live blocks of the last typed scan, run --types)"
+	case ByTypeModule:
+		return "by the module that allocated the live blocks of the last typed scan (run --types)"
+	case ByTypeFile:
+		return "by the source file that allocated the live blocks of the last typed scan (run --types)"
+	case ByNamespace:
+		return "by the namespace of the types of the live blocks of the last typed scan (run --types)"
 	}
 	what := map[By]string{ByLibrary: "library", ByFunction: "function"}[r.By]
 	switch r.Attribution {
@@ -73,6 +81,18 @@ func (r *Report) text(out io.Writer) error {
 			continue
 		}
 		if len(img.Units) == 0 {
+			continue
+		}
+		if r.By.typed() {
+			rows := [][]string{{"bytes", "blocks", r.By.String()}}
+			for j := range img.Units[:min(max, len(img.Units))] {
+				u := &img.Units[j]
+				rows = append(rows, []string{sbytes(u.CurrentBytes), scount(u.CurrentBlocks), u.Name})
+			}
+			report.Table(w, "  ", rows)
+			if n := len(img.Units); n > max {
+				fmt.Fprintf(w, "  ... %s more; see --format json for all\n", plural(n-max, "unit"))
+			}
 			continue
 		}
 		fns := usedFns(img)

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.
+type jsonTypesT struct {
+	Seconds    float64           `json:"seconds"`
+	TypedBytes uint64            `json:"typed_bytes"`
+	TotalBytes uint64            `json:"total_bytes"`
+	ByEvidence map[string]uint64 `json:"bytes_by_evidence"`
+	Types      []struct {
+		Name       string            `json:"name"`
+		Unknown    bool              `json:"unknown"`
+		File       string            `json:"file"`
+		Line       int               `json:"line"`
+		Blocks     uint64            `json:"blocks"`
+		Bytes      uint64            `json:"bytes"`
+		ByEvidence map[string]uint64 `json:"blocks_by_evidence"`
+		Retains    uint64            `json:"largest_retained_bytes"`
+		HeldBy     []struct {
+			Holder string `json:"holder"`
+			Blocks uint64 `json:"blocks"`
+		} `json:"held_by"`
+		Sites []struct {
+			Blocks uint64      `json:"blocks"`
+			Stack  []jsonFrame `json:"stack"`
+		} `json:"sites"`
+	} `json:"types"`
+	PathToRoot *struct {
+		Type  string `json:"type"`
+		Steps []struct {
+			Via      string `json:"via"`
+			Bytes    uint64 `json:"bytes"`
+			Type     string `json:"type"`
+			Retained uint64 `json:"retained_bytes"`
+		} `json:"steps"`
+	} `json:"path_to_root"`
+}
+
+// typesOf reads the types section of a JSON report.
+func typesOf(t *testing.T, reportJSON []byte) *jsonTypesT {
+	t.Helper()
+	var rep struct {
+		Types *jsonTypesT `json:"types"`
+	}
+	if err := json.Unmarshal(reportJSON, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Types == nil {
+		t.Fatalf("the report has no types:\n%s", reportJSON)
+	}
+	return rep.Types
+}
+
+// sizes parses the fixture's "NAME SIZE" lines (its sizeof's).
+func sizes(t *testing.T, stdout []byte) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(stdout)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("fixture printed %q", line)
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f[0]] = n
+	}
+	return out
+}
+
+// checkTypeRows compares the type table's rows named in want (type →
+// blocks and bytes, and the one evidence that typed them all).
+func checkTypeRows(t *testing.T, ty *jsonTypesT, want map[string][3]any) {
+	t.Helper()
+	for name, w := range want {
+		found := false
+		for _, row := range ty.Types {
+			if row.Name != name {
+				continue
+			}
+			found = true
+			if row.Blocks != w[0].(uint64) || row.Bytes != w[1].(uint64) {
+				t.Errorf("%s: %d blocks, %d bytes; want %d, %d", name, row.Blocks, row.Bytes, w[0], w[1])
+			}
+			if ev := w[2].(string); ev != "" && row.ByEvidence[ev] != row.Blocks {
+				t.Errorf("%s: typed by %v, want all by %s", name, row.ByEvidence, ev)
+			}
+		}
+		if !found {
+			t.Errorf("no row for type %s in the type table", name)
+		}
+	}
+}
+
+// TestTypesCxx: the C++ fixture's objects (polymorphic ones in a vector,
+// plain ones in a list and a tree, all from one global; more on the
+// stack) are typed, counted and sized exactly; the blocks nothing types
+// are reported as unknown with their site; paths to root name the
+// global and the fields; a tree root retains its whole tree.
+func TestTypesCxx(t *testing.T) {
+	exe := fixture(t, "types.cc", includeFlag())
+	nat := native(t, nil, exe)
+	sz := sizes(t, nat.stdout)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.lpt")
+	r := leakpath(t, []string{"--types", "--path-to-root", "shop::Tree", "-o", trace, "--snapshot-dir", dir}, nil, exe)
+	if string(r.stdout) != string(nat.stdout) || string(r.stderr) != string(nat.stderr) || r.code != nat.code {
+		t.Errorf("the program's output or exit code changed under leakpath:\n%s\n%s (%d) vs %s\n%s (%d)", r.stdout, r.stderr, r.code, nat.stdout, nat.stderr, nat.code)
+	}
+	ty := typesOf(t, r.reportJSON)
+	checkTypeRows(t, ty, map[string][3]any{
+		// 10 in the vector, 5 parts of gadgets, 3 on the stack.
+		"shop::Widget": {uint64(18), 18 * sz["Widget"], "vtable"},
+		"shop::Gadget": {uint64(5), 5 * sz["Gadget"], "vtable"},
+		"shop::Node":   {uint64(25), 25 * sz["Node"], "field"},
+		"shop::Point":  {uint64(25), 25 * sz["Point"], "field"},
+		"shop::Tree":   {uint64(15), 15 * sz["Tree"], "field"},
+		// Only void* point at them: typed by the constructor called on them.
+		"shop::Opaque": {uint64(3), 3 * sz["Opaque"], "constructor"},
+		// The vector's buffer: reserve(15) pointers.
+		"shop::Item*": {uint64(1), uint64(15 * 8), "field"},
+	})
+	// The blobs only a void* array points at: unknown, with their site.
+	blobs := false
+	for _, row := range ty.Types {
+		if strings.HasPrefix(row.Name, "unknown (100 bytes from main (types.cc:") {
+			blobs = row.Unknown && row.Blocks == 4 && row.Bytes == 400
+		}
+		if row.Name == "shop::Widget" && !strings.HasSuffix(row.File, "types.cc") {
+			t.Errorf("shop::Widget defined at %s:%d", row.File, row.Line)
+		}
+	}
+	if !blobs {
+		t.Errorf("the 4 blobs of 100 bytes are not reported as unknown from main:\n%s", r.text)
+	}
+	p := ty.PathToRoot
+	if p == nil || len(p.Steps) != 2 || p.Steps[0].Via != "g_shop" || p.Steps[0].Type != "shop::Shop" ||
+		p.Steps[1].Via != "index" || p.Steps[1].Type != "shop::Tree" {
+		t.Fatalf("path to root of shop::Tree: %+v\n%s", p, r.text)
+	}
+	if p.Steps[1].Retained != 15*sz["Tree"] {
+		t.Errorf("the tree's root retains %d bytes, want its 15 nodes' %d", p.Steps[1].Retained, 15*sz["Tree"])
+	}
+	if !strings.Contains(r.text, "PATH TO ROOT of shop::Tree") || !strings.Contains(r.text, "TYPES of the live blocks") {
+		t.Errorf("the text report has no type table or path:\n%s", r.text)
+	}
+	t.Logf("typed %d of %d live bytes (%.1f%%) by %v in %.3f s", ty.TypedBytes, ty.TotalBytes,
+		100*float64(ty.TypedBytes)/float64(ty.TotalBytes), ty.ByEvidence, ty.Seconds)
+
+	// usage/v1 by type and by namespace, from the trace.
+	units := typeUsage(t, trace, "type")
+	if units["shop::Widget"] != 18*sz["Widget"] || units["shop::Tree"] != 15*sz["Tree"] {
+		t.Errorf("report --by type: %v", units)
+	}
+	shop := 18*sz["Widget"] + 5*sz["Gadget"] + 25*sz["Node"] + 25*sz["Point"] + 15*sz["Tree"] + 3*sz["Opaque"] + 15*8 + 3*8 // and the Shop
+	if ns := typeUsage(t, trace, "namespace"); ns["shop"] < shop || ns["shop"] > shop+64 {
+		t.Errorf("report --by namespace: shop has %d bytes, want %d and the Shop: %v", ns["shop"], shop, ns)
+	}
+
+	// The two snapshots the program asked for, typed too: the diff by
+	// type says the list grew by 5 nodes held by nodes or g_shop's Shop.
+	snaps, _ := filepath.Glob(filepath.Join(dir, "leakpath.snapshot.*.json"))
+	sort.Strings(snaps)
+	if len(snaps) != 2 {
+		t.Fatalf("snapshots %v", snaps)
+	}
+	out, err := exec.Command(lpBin, "diff", "--format", "json", snaps[0], snaps[1]).Output()
+	if err != nil {
+		t.Fatalf("leakpath diff: %v", err)
+	}
+	var diff struct {
+		Types []struct {
+			Name  string `json:"name"`
+			Delta struct {
+				Bytes  int64 `json:"bytes"`
+				Blocks int64 `json:"blocks"`
+			} `json:"delta"`
+			HeldBy []struct {
+				Holder string `json:"holder"`
+			} `json:"held_by"`
+		} `json:"types"`
+	}
+	if err := json.Unmarshal(out, &diff); err != nil {
+		t.Fatal(err)
+	}
+	grew := map[string]int64{}
+	for _, ty := range diff.Types {
+		grew[ty.Name] = ty.Delta.Blocks
+		if ty.Name == "shop::Node" && ty.Delta.Bytes != int64(5*sz["Node"]) {
+			t.Errorf("shop::Node grew by %d bytes, want %d", ty.Delta.Bytes, 5*sz["Node"])
+		}
+	}
+	if grew["shop::Node"] != 5 || grew["shop::Point"] != 5 || grew["shop::Widget"] != 0 {
+		t.Errorf("diff by type: %s", out)
+	}
+
+	// A point: through the list, by its fields' names.
+	r = leakpath(t, []string{"--types", "--path-to-root", "Point", "--snapshot-dir", t.TempDir()}, nil, exe)
+	p = typesOf(t, r.reportJSON).PathToRoot
+	if p == nil || len(p.Steps) < 3 {
+		t.Fatalf("path to root of shop::Point: %+v", p)
+	}
+	var vias []string
+	for _, s := range p.Steps {
+		vias = append(vias, s.Via)
+	}
+	last := p.Steps[len(p.Steps)-1]
+	if vias[0] != "g_shop" || vias[1] != "head" || vias[len(vias)-1] != "pos" || last.Type != "shop::Point" {
+		t.Errorf("path to root of a point: %v", vias)
+	}
+	for _, v := range vias[2 : len(vias)-1] {
+		if v != "next" {
+			t.Errorf("path to root of a point runs through %q, want next: %v", v, vias)
+		}
+	}
+}
+
+// typeUsage returns the current bytes per unit of `report --by by` of
+// a trace, as leakpath.usage/v1.
+func typeUsage(t *testing.T, trace, by string) map[string]uint64 {
+	t.Helper()
+	out, err := exec.Command(lpBin, "report", "--by", by, "--format", "json", trace).Output()
+	if err != nil {
+		t.Fatalf("leakpath report --by %s: %v", by, err)
+	}
+	var u struct {
+		Schema string `json:"schema"`
+		Units  []struct {
+			Name  string `json:"name"`
+			Bytes uint64 `json:"current_bytes"`
+		} `json:"units"`
+	}
+	if err := json.Unmarshal(out, &u); err != nil || u.Schema != "leakpath.usage/v1" {
+		t.Fatalf("report --by %s: %v %s", by, err, out)
+	}
+	m := map[string]uint64{}
+	for _, x := range u.Units {
+		m[x.Name] = x.Bytes
+	}
+	return m
+}
+
+// TestTypesC: a C program's structs, linked from typed globals, are
+// typed from DWARF alone, every block of its own.
+func TestTypesC(t *testing.T) {
+	t.Run("gcc", func(t *testing.T) { testTypesC(t, fixture(t, "types.c")) })
+	t.Run("clang", func(t *testing.T) {
+		// DWARF 5 with DW_OP_addrx for the globals.
+		if _, err := exec.LookPath("clang-19"); err != nil {
+			t.Skip("clang-19 is not installed (apt-get install clang-19)")
+		}
+		exe := filepath.Join(t.TempDir(), "types-clang")
+		compileTo(t, "clang-19", exe, "-g", "-O0", filepath.Join(root, "testdata", "fixtures", "types.c"))
+		testTypesC(t, exe)
+	})
+}
+
+func testTypesC(t *testing.T, exe string) {
+	nat := native(t, nil, exe)
+	sz := sizes(t, nat.stdout)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.lpt")
+	r := leakpath(t, []string{"--types", "-o", trace}, nil, exe)
+	ty := typesOf(t, r.reportJSON)
+	want := map[string][3]any{
+		"node":  {uint64(13), 13 * sz["node"], "field"},
+		"point": {uint64(10), 10 * sz["point"], "field"},
+	}
+	checkTypeRows(t, ty, want)
+	// The labels: char, as the field says (libc's own buffers may be
+	// char too: the ones make allocated are counted).
+	labels := uint64(0)
+	for _, row := range ty.Types {
+		for _, s := range row.Sites {
+			if row.Name == "char" && stackHas(s.Stack, "make") {
+				labels += s.Blocks
+			}
+		}
+	}
+	if labels != 10 {
+		t.Errorf("%d labels typed char, want 10", labels)
+	}
+	for _, row := range ty.Types {
+		for _, s := range row.Sites {
+			if row.Unknown && len(s.Stack) > 0 && strings.HasSuffix(s.Stack[0].File, "types.c") {
+				t.Errorf("a block of the program is not typed: %s", row.Name)
+			}
+		}
+	}
+	t.Logf("typed %d of %d live bytes (%.1f%%) by %v in %.3f s", ty.TypedBytes, ty.TotalBytes,
+		100*float64(ty.TypedBytes)/float64(ty.TotalBytes), ty.ByEvidence, ty.Seconds)
+
+	// The trace keeps it all: the report of it has the same table, and
+	// the path to root of a node.
+	out, err := exec.Command(lpBin, "report", "--format", "json", "--path-to-root", "node", trace).Output()
+	if err != nil {
+		t.Fatalf("leakpath report: %v", err)
+	}
+	ty2 := typesOf(t, out)
+	checkTypeRows(t, ty2, want)
+	p := ty2.PathToRoot
+	if p == nil || len(p.Steps) == 0 || !strings.HasPrefix(p.Steps[0].Via, "g_") || p.Steps[len(p.Steps)-1].Type != "node" {
+		t.Errorf("path to root of a node from the trace: %+v", p)
+	}
+	if fmt.Sprint(ty.ByEvidence) != fmt.Sprint(ty2.ByEvidence) {
+		t.Errorf("typed by %v at the run, %v in the trace's report", ty.ByEvidence, ty2.ByEvidence)
+	}
+}

@@ -1,0 +1,231 @@
+package collect
+
+import (
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/ctorsite"
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/heaptype"
+	"github.com/leakpath/leakpath/internal/leak"
+	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/refgraph"
+	"github.com/leakpath/leakpath/internal/scan"
+	"github.com/leakpath/leakpath/internal/symbolize"
+)
+
+// TypeOptions turn on typing the blocks at every scan (run --types):
+// the reference graph of the live blocks, their types, paths to root
+// and retained sizes, read from the stopped process with the modules'
+// symbols and DWARF.
+type TypeOptions struct {
+	Symbols *symbolize.Symbolizer
+}
+
+// typeBlocks types blocks (sorted by address, as the scan took them) of
+// p, from what the scan read, into sbs (blocks' twins) and info.
+func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.Heap, sbs []event.ScannedBlock, info *event.ScanInfo) {
+	start := time.Now()
+	defer func() {
+		// Typing reads what the target and its files hold: a bug there
+		// costs the types, not the run (the process is still held).
+		if r := recover(); r != nil {
+			c.warn("pid %d: no types: %v", p.Info.PID, r)
+			info.Typed, info.Types, info.Names = false, nil, nil
+			for i := range sbs {
+				sbs[i].Type, sbs[i].Evidence, sbs[i].Holder, sbs[i].Via, sbs[i].Retained = 0, 0, 0, 0, 0
+			}
+		}
+	}()
+	gb := make([]refgraph.Block, len(blocks))
+	for i, b := range blocks {
+		gb[i] = refgraph.Block{Addr: b.Addr, Size: b.Size}
+	}
+	roots := make([]refgraph.Root, len(hp.Roots))
+	for i, r := range hp.Roots {
+		roots[i] = refgraph.Root{Addr: r.Addr, Len: r.Len, What: r.What}
+	}
+	g, err := refgraph.Build(gb, roots, hp.Words, hp.Mem)
+	if err != nil {
+		c.warn("pid %d: no types: %v", p.Info.PID, err)
+		return
+	}
+	mods, modOf := c.typeModules(p)
+	res := heaptype.Analyze(g, mods, hp.Mem, siteTypes(p, blocks, mods, modOf, hp.Mem, c.opts.Types.Symbols))
+	info.Typed = true
+	for _, t := range res.Types {
+		info.Types = append(info.Types, event.TypeDef{Name: t.Name, File: t.File, Line: uint32(max(t.Line, 0)), Size: t.Size})
+	}
+	names := map[string]uint32{}
+	for i := range sbs {
+		sb := &sbs[i]
+		sb.Type = uint32(res.Type[i] + 1)
+		sb.Evidence = uint8(res.Evidence[i])
+		if sb.Type == 0 {
+			sb.Evidence = 0
+		}
+		sb.Retained = res.Retained[i]
+		if par := res.Paths.Parent[i]; par >= 0 {
+			sb.Holder = blocks[par].Addr
+		}
+		if via := res.Via(int32(i)); via != "" {
+			k, ok := names[via]
+			if !ok {
+				info.Names = append(info.Names, via)
+				k = uint32(len(info.Names))
+				names[via] = k
+			}
+			sb.Via = k
+		}
+	}
+	info.TypeNs = uint64(time.Since(start))
+	info.PauseNs += info.TypeNs
+}
+
+// siteTypes returns what Analyze asks of a block's allocation site: the
+// type its call site allocates (DW_AT_LLVM_alloc_type) or, for a block
+// of operator new, the class whose constructor the code after the call
+// passes it to (ctorsite), found at the first frames of its stack (the
+// allocator's own come first). Constructors are looked for during
+// ctorBudget at most: each new site costs a read of the process and a
+// symbol lookup, and the process waits.
+func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, modOf map[int32]int,
+	mem leak.Memory, syms *symbolize.Symbolizer) func(int32, heaptype.Evidence) (heaptype.SiteType, bool) {
+	type known struct {
+		st heaptype.SiteType
+		ok bool
+	}
+	allocTypes := false
+	for _, m := range mods {
+		allocTypes = allocTypes || (m.Types != nil && m.Types.HasAllocTypes())
+	}
+	cache := [2]map[heap.StackID]known{{}, {}} // alloc sites, constructors
+	code := make([]byte, ctorsite.CodeBytes)
+	var deadline time.Time
+	return func(i int32, ev heaptype.Evidence) (heaptype.SiteType, bool) {
+		if ev == heaptype.AllocSite && !allocTypes {
+			return heaptype.SiteType{}, false
+		}
+		b, live := p.LiveBlock(blocks[i].Addr)
+		if !live || (ev == heaptype.Ctor && b.Fn != event.New) {
+			return heaptype.SiteType{}, false
+		}
+		c := cache[0]
+		if ev == heaptype.Ctor {
+			c = cache[1]
+		}
+		if k, ok := c[b.Site]; ok {
+			return k.st, k.ok
+		}
+		var k known
+		frames, fmods := p.Stacks.Frames(b.Site), p.Stacks.Modules(b.Site)
+		switch ev {
+		case heaptype.AllocSite:
+			for j := 0; j < len(frames) && j < maxAllocFrames && !k.ok; j++ {
+				hm, ok := modOf[fmods[j]]
+				if !ok || mods[hm].Types == nil {
+					continue
+				}
+				if id, ok := mods[hm].Types.AllocType(frames[j] - mods[hm].Bias); ok {
+					k = known{heaptype.SiteType{Mod: hm, Type: id, Ev: heaptype.AllocSite}, true}
+				}
+			}
+		case heaptype.Ctor:
+			if deadline.IsZero() {
+				deadline = time.Now().Add(ctorBudget)
+			}
+			if time.Now().After(deadline) {
+				return heaptype.SiteType{}, false // not cached: unknown, not none
+			}
+			k.st, k.ok = ctorType(frames, mods, mem, syms, code)
+		}
+		c[b.Site] = k
+		return k.st, k.ok
+	}
+}
+
+// ctorBudget bounds the time spent looking for constructors per scan.
+const ctorBudget = time.Second
+
+// ctorType finds, after the first frames' calls, a constructor called
+// on operator new's result, and names its class.
+func ctorType(frames []uint64, mods []heaptype.Module, mem leak.Memory, syms *symbolize.Symbolizer, code []byte) (heaptype.SiteType, bool) {
+	for j := 0; j < len(frames) && j < maxAllocFrames; j++ {
+		rs := []ptrace.Range{{Addr: frames[j], Buf: code}}
+		mem.ReadRanges(rs)
+		target, ok := ctorsite.Target(code[:rs[0].N], frames[j])
+		if !ok {
+			continue
+		}
+		k := sort.Search(len(mods), func(k int) bool { return mods[k].Hi > target })
+		if k == len(mods) || target < mods[k].Lo || mods[k].Path == "" || mods[k].Path[0] != '/' {
+			return heaptype.SiteType{}, false
+		}
+		fs, err := syms.Lookup(mods[k].Path, mods[k].BuildID, target-mods[k].Bias)
+		if err != nil || len(fs) == 0 {
+			return heaptype.SiteType{}, false
+		}
+		class, ok := heaptype.CtorClass(fs[len(fs)-1].Function)
+		if !ok {
+			return heaptype.SiteType{}, false
+		}
+		st := heaptype.SiteType{Mod: -1, Type: symbolize.NoType, Name: class, Ev: heaptype.Ctor}
+		return st, true
+	}
+	return heaptype.SiteType{}, false
+}
+
+// maxAllocFrames is how deep in a stack the call to new is looked for
+// (below the agent's, operator new's and malloc's frames).
+const maxAllocFrames = 4
+
+// typeModules returns p's loaded modules with their types, by address,
+// and the index there of each index of p.Modules.
+func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]int) {
+	var mods []heaptype.Module
+	var from []int32 // index in p.Modules of each of mods
+	for mi, m := range p.Modules {
+		if m.Unloaded != 0 || len(m.Segments) == 0 || filepath.Base(m.Path) == "libleakpath.so" {
+			continue
+		}
+		hm := heaptype.Module{Path: m.Path, BuildID: m.BuildID, Bias: m.Bias, Lo: ^uint64(0)}
+		for _, s := range m.Segments {
+			hm.Lo = min(hm.Lo, m.Bias+s.Vaddr)
+			hm.Hi = max(hm.Hi, m.Bias+s.Vaddr+s.Memsz)
+		}
+		if m.Path != "" && m.Path[0] == '/' { // not the vdso
+			if mt, err := c.opts.Types.Symbols.Types(m.Path, m.BuildID); err == nil {
+				hm.Types = mt
+			}
+		}
+		mods = append(mods, hm)
+		from = append(from, int32(mi))
+	}
+	order := make([]int, len(mods))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		switch {
+		case mods[a].Lo < mods[b].Lo:
+			return -1
+		case mods[a].Lo > mods[b].Lo:
+			return 1
+		}
+		return 0
+	})
+	// Overlapping modules (a model out of step) would confuse lookups:
+	// the later ones go.
+	var out []heaptype.Module
+	modOf := map[int32]int{}
+	for _, k := range order {
+		if n := len(out); n == 0 || mods[k].Lo >= out[n-1].Hi {
+			modOf[from[k]] = len(out)
+			out = append(out, mods[k])
+		}
+	}
+	return out, modOf
+}
