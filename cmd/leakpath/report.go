@@ -17,7 +17,7 @@ import (
 
 type reportOptions struct {
 	format    string
-	value     string // what --format collapsed counts; "": leaked-bytes
+	value     string // what --format collapsed and flamegraph count; "": leaked-bytes
 	output    string
 	debugDirs commaList
 	leaks     leakOptions
@@ -28,8 +28,9 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.format, "format", "text", "output `format`: text, json, pprof (gzipped profile.proto for go tool pprof),\n"+
-		"collapsed (folded stacks for flamegraph.pl and speedscope) or sarif (SARIF 2.1.0)")
-	fs.StringVar(&o.value, "value", "", "what --format collapsed counts per stack: `VALUE` leaked-bytes (default),\n"+
+		"collapsed (folded stacks for flamegraph.pl and speedscope), flamegraph (one self-contained\n"+
+		"interactive HTML page) or sarif (SARIF 2.1.0)")
+	fs.StringVar(&o.value, "value", "", "what --format collapsed or flamegraph counts per stack: `VALUE` leaked-bytes (default),\n"+
 		"allocated-bytes, leaked-blocks or allocated-blocks")
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
@@ -53,8 +54,8 @@ func (o *reportOptions) checkFormat() error {
 		return fmt.Errorf("--format %q: want %s", o.format, strings.Join(report.Formats, ", "))
 	}
 	if o.value != "" {
-		if o.format != "collapsed" {
-			return fmt.Errorf("--value %q: only --format collapsed has a value to choose", o.value)
+		if o.format != "collapsed" && o.format != "flamegraph" {
+			return fmt.Errorf("--value %q: only --format collapsed and flamegraph have a value to choose", o.value)
 		}
 		if !slices.Contains(report.CollapsedValues, o.value) {
 			return fmt.Errorf("--value %q: want %s", o.value, strings.Join(report.CollapsedValues, ", "))
