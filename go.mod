@@ -9,4 +9,5 @@ require (
 	golang.org/x/arch v0.32.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.47.0
 )

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/progress"
 	"github.com/leakpath/leakpath/internal/report"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
@@ -73,7 +75,9 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	t, err := loadTrace(path)
+	bar := progress.OnTerminal(stderr, "reading "+filepath.Base(path))
+	t, err := loadTraceProgress(path, nil, bar.Set)
+	bar.Done()
 	if err != nil {
 		return err
 	}
@@ -122,11 +126,24 @@ func loadTrace(path string) (*loadedTrace, error) { return loadTraceWith(path, n
 // loadTraceWith is loadTrace with obs (nil: none) following the model as
 // the trace is replayed.
 func loadTraceWith(path string, obs heap.Observer) (*loadedTrace, error) {
+	return loadTraceProgress(path, obs, nil)
+}
+
+// loadTraceProgress is loadTraceWith telling progress (nil: nobody) how
+// many bytes of the file it has read, of how many, as it goes.
+func loadTraceProgress(path string, obs heap.Observer, progress func(done, total int64)) (*loadedTrace, error) {
 	r, err := tracefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	var size int64
+	if progress != nil {
+		if fi, err := os.Stat(path); err == nil {
+			size = fi.Size()
+		}
+		defer func() { progress(size, size) }()
+	}
 	model := heap.NewSession()
 	model.Observer = obs
 	var warnings []string
@@ -136,6 +153,9 @@ func loadTraceWith(path string, obs heap.Observer) (*loadedTrace, error) {
 	var cut error
 	for {
 		buf, err = r.Next(buf)
+		if progress != nil {
+			progress(r.Offset(), size)
+		}
 		for i := range buf {
 			ev := &buf[i]
 			if ev.Kind == event.ProcessStart && main < 0 {
