@@ -43,7 +43,7 @@ type Bucket struct {
 	HeapEnd, HeapMax int64
 	runMax           int64
 	runSeen          bool
-	Sites              map[SiteKey]*SiteAgg
+	Sites            map[SiteKey]*SiteAgg
 	// LeakedBytes: of the blocks allocated in the bucket, those still
 	// live at the end (see Index.Leaked), in all and per site.
 	LeakedBytes uint64

@@ -329,4 +329,3 @@ func (s *Server) source(w http.ResponseWriter, r *http.Request, d *Data) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
