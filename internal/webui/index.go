@@ -191,7 +191,7 @@ func (ix *Index) settle(extra uint64) {
 		return
 	}
 	ix.pending = nil
-	if p.Totals.Temporary-extra > ix.pendingTemp {
+	if p.Totals.Temporary > ix.pendingTemp+extra {
 		b := &ix.Buckets[ix.pendingAt]
 		b.Temporary++
 		b.site(ix.pendingKey).Temporary++

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// uiServer is a `leakpath ui` process serving a trace.
+type uiServer struct {
+	url string // without the trailing slash
+	cmd *exec.Cmd
+}
+
+// startUI starts `leakpath ui TRACE` on a free port, waits until the trace
+// is loaded, and stops it (SIGINT) when the test ends, checking that it
+// exits cleanly.
+func startUI(t *testing.T, trace string) *uiServer {
+	t.Helper()
+	cmd := exec.Command(lpBin, "ui", trace)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(stdout)
+	first, err := lines.ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("leakpath ui printed no address: %v\n%s", err, stderr.String())
+	}
+	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+)/ `).FindStringSubmatch(first)
+	if m == nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("leakpath ui's first line names no address on 127.0.0.1: %q", first)
+	}
+	s := &uiServer{url: m[1], cmd: cmd}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { io.Copy(io.Discard, lines); done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("leakpath ui after SIGINT: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("leakpath ui did not stop on SIGINT")
+		}
+	})
+	for deadline := time.Now().Add(120 * time.Second); ; {
+		var st struct{ State, Error string }
+		s.get(t, "/api/status", &st)
+		if st.State == "ready" {
+			break
+		}
+		if st.State == "error" || time.Now().After(deadline) {
+			t.Fatalf("leakpath ui: state %q %s\n%s", st.State, st.Error, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s
+}
+
+// get fetches path and decodes its JSON into v; it fails the test unless
+// the status is 200.
+func (s *uiServer) get(t *testing.T, path string, v any) {
+	t.Helper()
+	if code := s.getCode(t, path, v); code != http.StatusOK {
+		t.Fatalf("GET %s: status %d", path, code)
+	}
+}
+
+func (s *uiServer) getCode(t *testing.T, path string, v any) int {
+	t.Helper()
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("GET %s: %v\n%.300s", path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// uiTimeline is /api/timeline as the test reads it.
+type uiTimeline struct {
+	Unit    string `json:"unit"`
+	Buckets []struct {
+		Heap        int64  `json:"heap"`
+		HeapMax     int64  `json:"heap_max"`
+		AllocBytes  uint64 `json:"alloc_bytes"`
+		Allocs      uint64 `json:"allocs"`
+		Frees       uint64 `json:"frees"`
+		Temporary   uint64 `json:"temporary"`
+		LeakedBytes uint64 `json:"leaked_bytes"`
+	} `json:"buckets"`
+}
+
+type uiFlame struct {
+	Kind string     `json:"kind"`
+	Unit string     `json:"unit"`
+	Peak *int       `json:"peak"`
+	Root *flameNode `json:"root"`
+}
+
+// TestUI serves the export fixture's trace and checks the API against
+// leakpath's own JSON report, collapsed export and usage tables of the
+// same trace.
+func TestUI(t *testing.T) {
+	trace, rep := exportTrace(t)
+	s := startUI(t, trace)
+	tot := rep.Totals
+
+	var tl uiTimeline
+	s.get(t, "/api/timeline", &tl)
+	if tl.Unit != "s" || len(tl.Buckets) == 0 {
+		t.Fatalf("timeline in %q with %d buckets", tl.Unit, len(tl.Buckets))
+	}
+	var alloc, allocs, frees, temp, leaked uint64
+	var peak int64
+	for _, b := range tl.Buckets {
+		alloc += b.AllocBytes
+		allocs += b.Allocs
+		frees += b.Frees
+		temp += b.Temporary
+		leaked += b.LeakedBytes
+		peak = max(peak, b.HeapMax)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want uint64
+	}{{"allocated bytes", alloc, tot.AllocatedBytes}, {"allocations", allocs, tot.Allocations}, {"frees", frees, tot.Frees},
+		{"temporary allocations", temp, tot.Temporary}, {"leaked bytes", leaked, tot.LeakedBytes},
+		{"heap in use at the end", uint64(tl.Buckets[len(tl.Buckets)-1].Heap), tot.LeakedBytes}} {
+		if c.got != c.want {
+			t.Errorf("timeline: %s %d, the JSON report says %d", c.what, c.got, c.want)
+		}
+	}
+	// The model's peak is over events in the order they were applied; the
+	// timeline's over time, which may count a block freed late but
+	// allocated early. Neither is below the other's by more than that.
+	if peak < int64(tot.PeakBytes) {
+		t.Errorf("timeline peak %d below the report's %d", peak, tot.PeakBytes)
+	}
+
+	flames := map[string]*uiFlame{}
+	for _, kind := range []string{"allocated", "leaked", "peak", "temporary"} {
+		var f uiFlame
+		s.get(t, "/api/flame?kind="+kind, &f)
+		flames[kind] = &f
+	}
+	for kind, want := range map[string]uint64{"allocated": tot.AllocatedBytes, "leaked": tot.LeakedBytes, "temporary": tot.Temporary} {
+		if got := flames[kind].Root.Value; got != want {
+			t.Errorf("%s flame graph totals %d, the JSON report says %d", kind, got, want)
+		}
+	}
+	if f := flames["peak"]; f.Peak == nil || f.Root.Value != uint64(tl.Buckets[*f.Peak].Heap) {
+		t.Errorf("peak flame graph: total %d at bucket %v; the timeline differs", f.Root.Value, f.Peak)
+	}
+	// Stack by stack, the leaked and allocated flame graphs are the
+	// collapsed export's.
+	for kind, value := range map[string]string{"leaked": "leaked-bytes", "allocated": "allocated-bytes"} {
+		got := map[string]uint64{}
+		flameStacks(t, flames[kind].Root, nil, got)
+		want := map[string]uint64{}
+		out := exportReport(t, root, "--format", "collapsed", "--value", value, trace)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			i := strings.LastIndexByte(line, ' ')
+			var n uint64
+			fmt.Sscan(line[i+1:], &n)
+			want[line[:i]] += n
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s flame graph's stacks:\n%v\nthe collapsed export's:\n%v", kind, got, want)
+		}
+	}
+	// A range: the first half's allocations and the second's add up.
+	half := len(tl.Buckets) / 2
+	var a, b uiFlame
+	s.get(t, fmt.Sprintf("/api/flame?kind=allocated&from=0&to=%d", half), &a)
+	s.get(t, fmt.Sprintf("/api/flame?kind=allocated&from=%d&to=%d", half+1, len(tl.Buckets)-1), &b)
+	if a.Root.Value+b.Root.Value != tot.AllocatedBytes {
+		t.Errorf("allocated in the two halves: %d + %d, want %d", a.Root.Value, b.Root.Value, tot.AllocatedBytes)
+	}
+
+	// The leak list is the JSON report's.
+	var got jsonReport
+	s.get(t, "/api/report", &got)
+	if fmt.Sprint(got.Totals) != fmt.Sprint(tot) || len(got.Leaks) != len(rep.Leaks) {
+		t.Errorf("/api/report: totals %+v with %d leaks; the report: %+v with %d", got.Totals, len(got.Leaks), tot, len(rep.Leaks))
+	}
+
+	// Usage tables: as `leakpath report --by UNIT --format json`.
+	for _, by := range []string{"library", "function", "thread"} {
+		type units struct {
+			Units []struct {
+				Name           string `json:"name"`
+				AllocatedBytes uint64 `json:"allocated_bytes"`
+				CurrentBytes   int64  `json:"current_bytes"`
+			} `json:"units"`
+		}
+		var ui, cli units
+		s.get(t, "/api/usage?by="+by, &ui)
+		if err := json.Unmarshal(exportReport(t, root, "--by", by, "--format", "json", trace), &cli); err != nil {
+			t.Fatal(err)
+		}
+		if len(ui.Units) == 0 || fmt.Sprint(ui.Units) != fmt.Sprint(cli.Units) {
+			t.Errorf("usage by %s:\n%v\nleakpath report --by %s:\n%v", by, ui.Units, by, cli.Units)
+		}
+	}
+	if code := s.getCode(t, "/api/usage?by=nothing", nil); code != http.StatusBadRequest {
+		t.Errorf("usage by nothing: status %d", code)
+	}
+
+	// Source lines: of the leaks' files only.
+	var leakFile jsonFrame
+	for _, f := range rep.Leaks[0].Stack {
+		if strings.HasSuffix(f.File, "export.cc") {
+			leakFile = f
+			break
+		}
+	}
+	if leakFile.File == "" {
+		t.Fatalf("the first leak has no frame in export.cc: %+v", rep.Leaks[0].Stack)
+	}
+	var lines []struct {
+		N    int    `json:"n"`
+		Text string `json:"text"`
+	}
+	s.get(t, fmt.Sprintf("/api/source?file=%s&line=%d", url.QueryEscape(leakFile.File), leakFile.Line), &lines)
+	src, err := os.ReadFile(leakFile.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLine := strings.Split(string(src), "\n")[leakFile.Line-1]
+	found := false
+	for _, l := range lines {
+		found = found || l.N == leakFile.Line && l.Text == wantLine
+	}
+	if !found {
+		t.Errorf("source of %s:%d: %+v lacks %q", leakFile.File, leakFile.Line, lines, wantLine)
+	}
+	for _, bad := range []string{"/api/source?file=/etc/passwd&line=1", "/api/flame?kind=bogus", "/api/flame?from=x", "/api/flame?from=5&to=2"} {
+		if code := s.getCode(t, bad, nil); code != http.StatusBadRequest && code != http.StatusNotFound {
+			t.Errorf("GET %s: status %d, want 400 or 404", bad, code)
+		}
+	}
+	// The page and its scripts are served.
+	for _, p := range []string{"/", "/app.js", "/flame.js", "/style.css"} {
+		if code := s.getCode(t, p, nil); code != http.StatusOK {
+			t.Errorf("GET %s: status %d", p, code)
+		}
+	}
+}
+
+// TestUIBadInput: a missing file or one that is no trace is a clear error
+// before anything is served.
+func TestUIBadInput(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "junk.lpt")
+	os.WriteFile(junk, []byte("not a trace at all"), 0o644)
+	for _, args := range [][]string{{"ui", filepath.Join(t.TempDir(), "none.lpt")}, {"ui", junk}, {"ui"}, {"ui", "--listen", "nowhere", junk}} {
+		cmd := exec.Command(lpBin, args...)
+		out, _ := cmd.CombinedOutput()
+		code := cmd.ProcessState.ExitCode()
+		if code == 0 || !strings.HasPrefix(string(out), "leakpath") || strings.Contains(string(out), "panic") {
+			t.Errorf("leakpath %v: exit %d:\n%s", args, code, out)
+		}
+	}
+}
