@@ -123,7 +123,7 @@ func TestIndexTemporary(t *testing.T) {
 	p.Totals.Temporary++ // as the model does after Freed
 	ix.Allocated(p, heap.Block{Size: 8, Time: 120, Site: 2})
 	ix.Freed(p, heap.Block{Size: 8, Time: 120, Site: 2}, event.FreeFn, 130) // not temporary
-	p.Totals.Temporary += 2 // the Agg's, counted before Folded is called (as the model does): not the free's
+	p.Totals.Temporary += 2                                                 // the Agg's, counted before Folded is called (as the model does): not the free's
 	ix.Folded(p, 3, &event.Event{Time: 140, Addr: 5, Size: 40, Addr2: 2})
 	ix.Freed(p, b, event.FreeFn, 150)
 	p.Totals.Temporary++
