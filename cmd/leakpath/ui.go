@@ -93,8 +93,18 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 
 	var warnings []string
 	sym := newSymbolizer(o.debugDirs, func(msg string) { warnings = append(warnings, msg) })
-	defer sym.close()
+	loaded := make(chan struct{})
+	defer func() {
+		// Interrupted while loading: the loader still uses the symbolizer,
+		// and the process is about to exit anyway.
+		select {
+		case <-loaded:
+			sym.close()
+		default:
+		}
+	}()
 	go func() {
+		defer close(loaded)
 		bar := progress.OnTerminal(stderr, "reading "+filepath.Base(path))
 		d, err := loadUI(path, sym, supp, o, func(done, total int64) {
 			bar.Set(done, total)

@@ -23,12 +23,13 @@ type uiServer struct {
 	cmd *exec.Cmd
 }
 
-// startUI starts `leakpath ui TRACE` on a free port, waits until the trace
+// startUI starts `leakpath ui TRACE` (at the repository's root) on a free port, waits until the trace
 // is loaded, and stops it (SIGINT) when the test ends, checking that it
 // exits cleanly.
 func startUI(t *testing.T, trace string) *uiServer {
 	t.Helper()
 	cmd := exec.Command(lpBin, "ui", trace)
+	cmd.Dir = root // the fixtures' sources are named relative to it
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ function flameGraph(el, root, opts) {
 
   function fmt(v) {
     if (unit !== "bytes") return v.toLocaleString("en-US") + " blocks";
-    if (v < 10000) return v + " B";
+    if (v < 10000) return v.toLocaleString("en-US") + " B";
     var u = ["kB", "MB", "GB", "TB"], x = v / 1000, i = 0;
     while (x >= 1000 && i < u.length - 1) { x /= 1000; i++; }
     return x.toFixed(1) + " " + u[i];

@@ -7,7 +7,7 @@
   var timeline = null, range = null, flameKind = "allocated", usageBy = "library";
 
   function bytes(n) {
-    if (n < 10000) return n + " B";
+    if (n < 10000) return Number(n).toLocaleString("en-US") + " B";
     var u = ["kB", "MB", "GB", "TB"], x = n / 1000, i = 0;
     while (x >= 1000 && i < u.length - 1) { x /= 1000; i++; }
     return x.toFixed(1) + " " + u[i];
