@@ -91,8 +91,7 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 
-	var warnings []string
-	sym := newSymbolizer(o.debugDirs, func(msg string) { warnings = append(warnings, msg) })
+	var sym *symbolizer
 	loaded := make(chan struct{})
 	defer func() {
 		// Interrupted while loading: the loader still uses the symbolizer,
@@ -106,7 +105,9 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 	go func() {
 		defer close(loaded)
 		bar := progress.OnTerminal(stderr, "reading "+filepath.Base(path))
-		d, err := loadUI(path, sym, supp, o, func(done, total int64) {
+		var d *webui.Data
+		var err error
+		d, sym, err = loadUI(path, supp, o, func(done, total int64) {
 			bar.Set(done, total)
 			srv.Progress(done, total)
 		})
@@ -131,8 +132,24 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 }
 
 // loadUI replays the trace into the model, the UI's index and the usage
-// tables, and makes the reports the UI serves.
-func loadUI(path string, sym *symbolizer, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, error) {
+// tables, and makes the reports the UI serves. The symbolizer goes on
+// serving the UI's stacks: close it when done.
+func loadUI(path string, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, *symbolizer, error) {
+	// The symbolizer's warnings, before the report is made and after.
+	var rep *report.Report
+	var early []string
+	sym := newSymbolizer(o.debugDirs, func(msg string) {
+		if rep == nil {
+			early = append(early, msg)
+		} else {
+			rep.Warn(msg)
+		}
+	})
+	d, err := loadUIWith(path, sym, &rep, &early, supp, o, prog)
+	return d, sym, err
+}
+
+func loadUIWith(path string, sym *symbolizer, rep **report.Report, early *[]string, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, error) {
 	ix := webui.NewIndex()
 	obs := observers{ix}
 	usage := map[string]*usageRun{}
@@ -152,17 +169,18 @@ func loadUI(path string, sym *symbolizer, supp *suppress.Set, o *uiOptions, prog
 	}
 	ix.Finish()
 	ix.Leaked()
-	rep := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings,
+	r := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: append(t.warnings, *early...),
 		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.showReachable})
+	*rep = r
 	var js bytes.Buffer
-	if err := rep.Generate(&js, "json"); err != nil {
+	if err := r.Generate(&js, "json"); err != nil {
 		return nil, err
 	}
-	d := &webui.Data{Title: filepath.Base(path), Index: ix, TicksPerSec: t.tps, Report: rep, ReportJSON: js.Bytes(),
+	d := &webui.Data{Title: filepath.Base(path), Index: ix, TicksPerSec: t.tps, Report: r, ReportJSON: js.Bytes(),
 		Usage: map[string][]byte{}}
 	for by, u := range usage {
 		var b bytes.Buffer
-		if err := u.report(rep, nil).Generate(&b, "json"); err != nil {
+		if err := u.report(r, nil).Generate(&b, "json"); err != nil {
 			return nil, fmt.Errorf("usage by %s: %w", by, err)
 		}
 		d.Usage[by] = b.Bytes()
