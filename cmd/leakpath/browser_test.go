@@ -422,3 +422,88 @@ func TestFlamegraphBrowser(t *testing.T) {
 	}
 	b.screenshot("flamegraph-zoomed")
 }
+
+// TestUIBigTrace measures `leakpath ui` on the trace $LEAKPATH_BIG_TRACE
+// (write one with TestWriteSyntheticTrace in internal/tracefile): the time
+// from its start to the page's first paint and to the chart of the loaded
+// trace, and the collector's peak resident set (VmHWM). It logs the
+// figures; it asserts only that the page shows the report's totals.
+func TestUIBigTrace(t *testing.T) {
+	trace := os.Getenv("LEAKPATH_BIG_TRACE")
+	if trace == "" {
+		t.Skip("measures a big trace only when LEAKPATH_BIG_TRACE names one")
+	}
+	if _, err := exec.LookPath("chromium"); err != nil {
+		t.Skip("no chromium on PATH (apt-get install chromium): the measurement needs it")
+	}
+	b := startBrowser(t, "about:blank")
+	b.call("Page.enable", map[string]any{}, nil)
+	start := time.Now()
+	s := startUIAsync(t, trace)
+	urlAt := time.Since(start)
+	b.call("Page.navigate", map[string]any{"url": s.url + "/"}, nil)
+	navAt := time.Since(start)
+	b.waitFor("the first paint", `performance.getEntriesByType("paint").some(function(e){return e.name=="first-contentful-paint"})`)
+	var fcp float64
+	b.eval(`performance.getEntriesByType("paint").filter(function(e){return e.name=="first-contentful-paint"})[0].startTime`, &fcp)
+	b.screenshot("big-first-paint")
+	for deadline := time.Now().Add(20 * time.Minute); ; {
+		var ok bool
+		b.eval(`!!(document.querySelector("#chart-svg") && document.querySelector("#flame .flame-frame") && document.querySelectorAll("#leaks tr.leak").length)`, &ok)
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the page did not show the loaded trace in 20 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	readyAt := time.Since(start)
+	hwmLoaded := vmHWM(t, s.cmd.Process.Pid)
+	b.screenshot("big-loaded")
+	// A range and every flame graph of it.
+	x, y, w, h := b.rect("#chart-svg")
+	rangeStart := time.Now()
+	b.mouse(x+75+(w-145)/4, y+h/2, x+75+(w-145)/2, y+h/2)
+	b.waitFor("a range", `/buckets/.test(document.querySelector("#range").textContent)`)
+	b.waitFor("its flame graph", `document.querySelector("#flame").dataset.kind == "allocated" && document.querySelector("#flame .flame-frame")`)
+	rangeTook := time.Since(rangeStart)
+	for _, kind := range []string{"leaked", "peak", "temporary", "allocated"} {
+		x, y, w, h := b.rect(fmt.Sprintf(`#flame-tabs button[data-kind=%q]`, kind))
+		b.mouse(x+w/2, y+h/2, x+w/2, y+h/2)
+		b.waitFor("the "+kind+" flame graph", fmt.Sprintf(`document.querySelector("#flame").dataset.kind == %q`, kind))
+	}
+	hwm := vmHWM(t, s.cmd.Process.Pid)
+	b.screenshot("big-range")
+	var chartAlloc string
+	b.eval(`document.querySelector("#chart-svg").dataset.allocBytes`, &chartAlloc)
+	var rep jsonReport
+	s.get(t, "/api/report", &rep)
+	if chartAlloc != fmt.Sprint(rep.Totals.AllocatedBytes) {
+		t.Errorf("chart: %s bytes allocated, the report %d", chartAlloc, rep.Totals.AllocatedBytes)
+	}
+	fi, _ := os.Stat(trace)
+	t.Logf("trace %s: %.1f MB, %d allocations, %d frees", trace, float64(fi.Size())/1e6, rep.Totals.Allocations, rep.Totals.Frees)
+	t.Logf("address printed after %v; page asked for at %v; first contentful paint %.0f ms after that (%v after start)",
+		urlAt.Round(time.Millisecond), navAt.Round(time.Millisecond), fcp, (navAt + time.Duration(fcp*float64(time.Millisecond))).Round(time.Millisecond))
+	t.Logf("chart, flame graph and leaks of the loaded trace shown %v after start", readyAt.Round(time.Millisecond))
+	t.Logf("a range's flame graph %v after the drag", rangeTook.Round(time.Millisecond))
+	t.Logf("collector peak RSS (VmHWM): %.1f MB once loaded, %.1f MB after the range and its flame graphs", float64(hwmLoaded)/1024, float64(hwm)/1024)
+}
+
+// vmHWM is the peak resident set of process pid, in KiB.
+func vmHWM(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			var n int64
+			fmt.Sscan(f[1], &n)
+			return n
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}

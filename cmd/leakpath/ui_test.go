@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,8 +20,9 @@ import (
 
 // uiServer is a `leakpath ui` process serving a trace.
 type uiServer struct {
-	url string // without the trailing slash
-	cmd *exec.Cmd
+	url    string // without the trailing slash
+	cmd    *exec.Cmd
+	stderr *syncBuilder
 }
 
 // startUI starts `leakpath ui TRACE` (at the repository's root) on a free port, waits until the trace
@@ -28,14 +30,32 @@ type uiServer struct {
 // exits cleanly.
 func startUI(t *testing.T, trace string) *uiServer {
 	t.Helper()
+	s := startUIAsync(t, trace)
+	for deadline := time.Now().Add(120 * time.Second); ; {
+		var st struct{ State, Error string }
+		s.get(t, "/api/status", &st)
+		if st.State == "ready" {
+			break
+		}
+		if st.State == "error" || time.Now().After(deadline) {
+			t.Fatalf("leakpath ui: state %q %s\n%s", st.State, st.Error, s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s
+}
+
+// startUIAsync is startUI without waiting for the trace to load.
+func startUIAsync(t *testing.T, trace string) *uiServer {
+	t.Helper()
 	cmd := exec.Command(lpBin, "ui", trace)
 	cmd.Dir = root // the fixtures' sources are named relative to it
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := new(syncBuilder)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +72,7 @@ func startUI(t *testing.T, trace string) *uiServer {
 		cmd.Wait()
 		t.Fatalf("leakpath ui's first line names no address on 127.0.0.1: %q", first)
 	}
-	s := &uiServer{url: m[1], cmd: cmd}
+	s := &uiServer{url: m[1], cmd: cmd, stderr: stderr}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGINT)
 		done := make(chan error, 1)
@@ -67,18 +87,26 @@ func startUI(t *testing.T, trace string) *uiServer {
 			t.Errorf("leakpath ui did not stop on SIGINT")
 		}
 	})
-	for deadline := time.Now().Add(120 * time.Second); ; {
-		var st struct{ State, Error string }
-		s.get(t, "/api/status", &st)
-		if st.State == "ready" {
-			break
-		}
-		if st.State == "error" || time.Now().After(deadline) {
-			t.Fatalf("leakpath ui: state %q %s\n%s", st.State, st.Error, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	return s
+}
+
+// syncBuilder is a strings.Builder safe for a process's writes and the
+// test's reads.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // get fetches path and decodes its JSON into v; it fails the test unless
