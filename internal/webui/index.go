@@ -20,30 +20,35 @@ type SiteKey struct {
 	Site  heap.StackID
 }
 
-// SiteAgg is what one site did within a bucket.
-type SiteAgg struct {
+// Counts are what the heap, or one site, did within a bucket.
+type Counts struct {
 	AllocBytes, Allocs uint64
 	FreedBytes, Frees  uint64
 	Temporary          uint64 // allocations freed with no other allocation of the thread in between
-	NetBytes           int64  // change of the site's live bytes
+	NetBytes           int64  // change of the bytes in use
 }
 
-// Bucket is one span of time: the heap's totals and each active site's.
+func (c *Counts) add(d *Counts) {
+	c.AllocBytes += d.AllocBytes
+	c.Allocs += d.Allocs
+	c.FreedBytes += d.FreedBytes
+	c.Frees += d.Frees
+	c.Temporary += d.Temporary
+	c.NetBytes += d.NetBytes
+}
+
+// Bucket is one span of time: the heap's counts and each active site's.
 type Bucket struct {
-	AllocBytes, Allocs uint64
-	FreedBytes, Frees  uint64
-	Temporary          uint64
-	// NetBytes is the change of the bytes in use over the bucket. HeapEnd
-	// (their sum over the buckets so far) is what was in use at its end;
-	// HeapMax the most within it: the most the model had in use while it
-	// applied the bucket's events, or at its start or end (events come in
-	// the order threads flushed them, not quite in time order). Both are
-	// set by Finish.
-	NetBytes         int64
+	Counts
+	// HeapEnd (the sum of NetBytes over the buckets so far) is what was
+	// in use at its end; HeapMax the most within it: the most the model
+	// had in use while it applied the bucket's events, or at its start or
+	// end (events come in the order threads flushed them, not quite in
+	// time order). Both are set by Finish.
 	HeapEnd, HeapMax int64
 	runMax           int64
 	runSeen          bool
-	Sites            map[SiteKey]*SiteAgg
+	Sites            map[SiteKey]*Counts
 	// LeakedBytes: of the blocks allocated in the bucket, those still
 	// live at the end (see Index.Leaked), in all and per site.
 	LeakedBytes uint64
@@ -135,26 +140,16 @@ func (ix *Index) coarsen() {
 		b := ix.Buckets[i]
 		if i+1 < len(ix.Buckets) {
 			c := &ix.Buckets[i+1]
-			b.AllocBytes += c.AllocBytes
-			b.Allocs += c.Allocs
-			b.FreedBytes += c.FreedBytes
-			b.Frees += c.Frees
-			b.Temporary += c.Temporary
-			b.NetBytes += c.NetBytes
+			b.Counts.add(&c.Counts)
 			if c.runSeen && (!b.runSeen || c.runMax > b.runMax) {
 				b.runMax, b.runSeen = c.runMax, true
 			}
 			for k, s := range c.Sites {
 				if b.Sites == nil {
-					b.Sites = map[SiteKey]*SiteAgg{}
+					b.Sites = map[SiteKey]*Counts{}
 				}
 				if d := b.Sites[k]; d != nil {
-					d.AllocBytes += s.AllocBytes
-					d.Allocs += s.Allocs
-					d.FreedBytes += s.FreedBytes
-					d.Frees += s.Frees
-					d.Temporary += s.Temporary
-					d.NetBytes += s.NetBytes
+					d.add(s)
 				} else {
 					b.Sites[k] = s
 				}
@@ -170,13 +165,13 @@ func (ix *Index) coarsen() {
 	}
 }
 
-func (b *Bucket) site(k SiteKey) *SiteAgg {
+func (b *Bucket) site(k SiteKey) *Counts {
 	if b.Sites == nil {
-		b.Sites = map[SiteKey]*SiteAgg{}
+		b.Sites = map[SiteKey]*Counts{}
 	}
 	s := b.Sites[k]
 	if s == nil {
-		s = &SiteAgg{}
+		s = &Counts{}
 		b.Sites[k] = s
 	}
 	return s
