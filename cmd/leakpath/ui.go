@@ -91,23 +91,22 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 
-	var sym *symbolizer
+	load := &uiLoad{}
+	load.sym = newSymbolizer(o.debugDirs, load.warn)
 	loaded := make(chan struct{})
 	defer func() {
 		// Interrupted while loading: the loader still uses the symbolizer,
 		// and the process is about to exit anyway.
 		select {
 		case <-loaded:
-			sym.close()
+			load.sym.close()
 		default:
 		}
 	}()
 	go func() {
 		defer close(loaded)
 		bar := progress.OnTerminal(stderr, "reading "+filepath.Base(path))
-		var d *webui.Data
-		var err error
-		d, sym, err = loadUI(path, supp, o, func(done, total int64) {
+		d, err := load.run(path, supp, o, func(done, total int64) {
 			bar.Set(done, total)
 			srv.Progress(done, total)
 		})
@@ -131,25 +130,25 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// loadUI replays the trace into the model, the UI's index and the usage
-// tables, and makes the reports the UI serves. The symbolizer goes on
-// serving the UI's stacks: close it when done.
-func loadUI(path string, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, *symbolizer, error) {
-	// The symbolizer's warnings, before the report is made and after.
-	var rep *report.Report
-	var early []string
-	sym := newSymbolizer(o.debugDirs, func(msg string) {
-		if rep == nil {
-			early = append(early, msg)
-		} else {
-			rep.Warn(msg)
-		}
-	})
-	d, err := loadUIWith(path, sym, &rep, &early, supp, o, prog)
-	return d, sym, err
+// uiLoad is the loading of a trace for the UI.
+type uiLoad struct {
+	sym   *symbolizer // goes on resolving the UI's stacks after loading
+	rep   *report.Report
+	early []string // the symbolizer's warnings before rep was made
 }
 
-func loadUIWith(path string, sym *symbolizer, rep **report.Report, early *[]string, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, error) {
+func (l *uiLoad) warn(msg string) {
+	if l.rep == nil {
+		l.early = append(l.early, msg)
+	} else {
+		l.rep.Warn(msg)
+	}
+}
+
+// run replays the trace into the model, the UI's index and the usage
+// tables, and makes the reports the UI serves.
+func (l *uiLoad) run(path string, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, error) {
+	sym := l.sym
 	ix := webui.NewIndex()
 	obs := observers{ix}
 	usage := map[string]*usageRun{}
@@ -169,9 +168,9 @@ func loadUIWith(path string, sym *symbolizer, rep **report.Report, early *[]stri
 	}
 	ix.Finish()
 	ix.Leaked()
-	r := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: append(t.warnings, *early...),
+	r := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
 		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.showReachable})
-	*rep = r
+	l.rep = r
 	var js bytes.Buffer
 	if err := r.Generate(&js, "json"); err != nil {
 		return nil, err
