@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,10 +43,17 @@ func startBrowser(t *testing.T, url string) *browser {
 	if bin == "" {
 		t.Skip("no chromium on PATH (apt-get install chromium): the browser test needs it")
 	}
+	// A fresh profile, removed once chromium and its helpers are gone
+	// (t.TempDir's removal could race with them).
+	profile, err := os.MkdirTemp("", "leakpath-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--remote-debugging-port=0", "--remote-allow-origins=*",
+		"--user-data-dir="+profile, "--remote-debugging-port=0", "--remote-allow-origins=*",
 		"--window-size=1300,1600", "about:blank")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its helper processes too are stopped at the end
 	errp, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +61,14 @@ func startBrowser(t *testing.T, url string) *browser {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", bin, err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		for i := 0; i < 50 && syscall.Kill(-cmd.Process.Pid, 0) == nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		os.RemoveAll(profile)
+	})
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(errp)
@@ -343,6 +358,12 @@ func TestUIBrowser(t *testing.T) {
 	if inRange == tot.AllocatedBytes || inRange == 0 {
 		t.Errorf("the first third of the run allocated %d of %d bytes: the range chose nothing", inRange, tot.AllocatedBytes)
 	}
+	// The snapshot diff of the range: the heap's change between its ends.
+	wantChange := tl.Buckets[to].Heap
+	if from > 0 {
+		wantChange -= tl.Buckets[from-1].Heap
+	}
+	b.waitFor("the range's snapshot diff", fmt.Sprintf(`document.querySelector("#diff-summary").dataset.change == "%d"`, wantChange))
 	b.screenshot("ui-range")
 
 	// The leak list, in the report's order, with its numbers.

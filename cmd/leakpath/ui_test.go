@@ -238,6 +238,44 @@ func TestUI(t *testing.T) {
 		t.Errorf("allocated in the two halves: %d + %d, want %d", a.Root.Value, b.Root.Value, tot.AllocatedBytes)
 	}
 
+	// Snapshot diff: over the whole run, what is left at the end; over
+	// the second half, the change of the heap at its ends; growth is the
+	// sum of the sites that grew.
+	type diff struct {
+		Change int64 `json:"change"`
+		Rows   []struct {
+			Stack                 []string
+			Before, After, Change int64
+		} `json:"rows"`
+	}
+	var all, second diff
+	s.get(t, "/api/diff", &all)
+	if all.Change != int64(tot.LeakedBytes) {
+		t.Errorf("diff over the run: %d, the report leaked %d", all.Change, tot.LeakedBytes)
+	}
+	s.get(t, fmt.Sprintf("/api/diff?from=%d&to=%d", half+1, len(tl.Buckets)-1), &second)
+	if want := tl.Buckets[len(tl.Buckets)-1].Heap - tl.Buckets[half].Heap; second.Change != want {
+		t.Errorf("diff over the second half: %d, the timeline's heap changed by %d", second.Change, want)
+	}
+	var grew, rowsSum int64
+	for _, r := range all.Rows {
+		if r.Change != r.After-r.Before || r.Change == 0 {
+			t.Errorf("diff row %+v", r)
+		}
+		if r.Change > 0 {
+			grew += r.Change
+		}
+		rowsSum += r.Change
+	}
+	if rowsSum != all.Change {
+		t.Errorf("diff rows sum to %d, the diff says %d", rowsSum, all.Change)
+	}
+	var growth uiFlame
+	s.get(t, "/api/flame?kind=growth", &growth)
+	if int64(growth.Root.Value) != grew {
+		t.Errorf("growth flame graph totals %d, the diff's growing sites %d", growth.Root.Value, grew)
+	}
+
 	// The leak list is the JSON report's.
 	var got jsonReport
 	s.get(t, "/api/report", &got)
@@ -295,7 +333,7 @@ func TestUI(t *testing.T) {
 	if !found {
 		t.Errorf("source of %s:%d: %+v lacks %q", leakFile.File, leakFile.Line, lines, wantLine)
 	}
-	for _, bad := range []string{"/api/source?file=/etc/passwd&line=1", "/api/flame?kind=bogus", "/api/flame?from=x", "/api/flame?from=5&to=2"} {
+	for _, bad := range []string{"/api/source?file=/etc/passwd&line=1", "/api/flame?kind=bogus", "/api/flame?from=x", "/api/flame?from=5&to=2", "/api/diff?to=-1"} {
 		if code := s.getCode(t, bad, nil); code != http.StatusBadRequest && code != http.StatusNotFound {
 			t.Errorf("GET %s: status %d, want 400 or 404", bad, code)
 		}

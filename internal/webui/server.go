@@ -115,6 +115,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/timeline", s.ready(s.timeline))
 	mux.HandleFunc("GET /api/flame", s.ready(s.flame))
+	mux.HandleFunc("GET /api/diff", s.ready(s.diff))
 	mux.HandleFunc("GET /api/report", s.ready(func(w http.ResponseWriter, r *http.Request, d *Data) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(d.ReportJSON)
@@ -218,15 +219,10 @@ type Flame struct {
 	Root *flamegraph.Node `json:"root"`
 }
 
-// flame answers ?kind=K&from=I&to=J (buckets, inclusive; all by default).
-func (s *Server) flame(w http.ResponseWriter, r *http.Request, d *Data) {
+// bucketRange reads ?from=I&to=J (buckets, inclusive; all by default).
+func bucketRange(r *http.Request, ix *Index) (from, to int, err error) {
 	q := r.URL.Query()
-	kind := q.Get("kind")
-	if kind == "" {
-		kind = "allocated"
-	}
-	ix := d.Index
-	from, to := 0, len(ix.Buckets)-1
+	from, to = 0, len(ix.Buckets)-1
 	for _, p := range []struct {
 		name string
 		v    *int
@@ -234,11 +230,28 @@ func (s *Server) flame(w http.ResponseWriter, r *http.Request, d *Data) {
 		if a := q.Get(p.name); a != "" {
 			n, err := strconv.Atoi(a)
 			if err != nil {
-				fail(w, http.StatusBadRequest, fmt.Errorf("%s=%q: want a bucket number", p.name, a))
-				return
+				return 0, 0, fmt.Errorf("%s=%q: want a bucket number", p.name, a)
 			}
 			*p.v = n
 		}
+	}
+	if len(ix.Buckets) > 0 && (from < 0 || to >= len(ix.Buckets) || from > to) {
+		return 0, 0, fmt.Errorf("range %d..%d: the trace has buckets 0..%d", from, to, len(ix.Buckets)-1)
+	}
+	return from, to, nil
+}
+
+// flame answers ?kind=K&from=I&to=J.
+func (s *Server) flame(w http.ResponseWriter, r *http.Request, d *Data) {
+	kind := r.URL.Query().Get("kind")
+	if kind == "" {
+		kind = "allocated"
+	}
+	ix := d.Index
+	from, to, err := bucketRange(r, ix)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
 	}
 	out := Flame{Kind: kind, Unit: "bytes", From: from, To: to}
 	if len(ix.Buckets) == 0 {
@@ -260,6 +273,34 @@ func (s *Server) flame(w http.ResponseWriter, r *http.Request, d *Data) {
 	}
 	out.Root = flame(vals, func(k SiteKey) []string { return s.siteNames(d, k) })
 	writeJSON(w, http.StatusOK, out)
+}
+
+// DiffRow is a row of /api/diff: a site whose bytes in use changed.
+type DiffRow struct {
+	Stack  []string `json:"stack"` // frames, outermost first, as the flame graphs name them
+	Before int64    `json:"before"`
+	After  int64    `json:"after"`
+	Change int64    `json:"change"`
+}
+
+// diff answers ?from=I&to=J: the sites whose bytes in use at the end of
+// bucket J differ from those at the start of bucket I, the biggest
+// change first (at most 100).
+func (s *Server) diff(w http.ResponseWriter, r *http.Request, d *Data) {
+	from, to, err := bucketRange(r, d.Index)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
+	}
+	rows := []DiffRow{}
+	var total int64
+	for i, sd := range d.Index.Diff(from, to) {
+		total += sd.After - sd.Before
+		if i < 100 {
+			rows = append(rows, DiffRow{s.siteNames(d, sd.Site), sd.Before, sd.After, sd.After - sd.Before})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"from": from, "to": to, "change": total, "rows": rows})
 }
 
 // siteNames are site k's frames, outermost first, as the collapsed export

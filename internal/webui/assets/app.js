@@ -180,6 +180,34 @@
         sum.appendChild(document.createTextNode("  "));
       });
     loadFlame();
+    loadDiff();
+  }
+
+  // The snapshot diff of the range: the heap at its start against its end.
+  var diffSeq = 0;
+  function loadDiff() {
+    var seq = ++diffSeq, q = "api/diff";
+    if (range) q += "?from=" + range[0] + "&to=" + range[1];
+    get(q).then(function (d) {
+      if (seq !== diffSeq) return;
+      var sign = function (n) { return (n > 0 ? "+" : n < 0 ? "−" : "") + bytes(Math.abs(n)); };
+      var sum = $("#diff-summary");
+      sum.dataset.change = d.change;
+      sum.textContent = "heap in use changed by " + sign(d.change) + " over the range" + (d.rows.length ? "" : ": no site changed");
+      var body = $("#diff tbody");
+      body.textContent = "";
+      d.rows.slice(0, 30).forEach(function (r) {
+        var tr = el("tr", "diff-row");
+        tr.dataset.change = r.change;
+        var td = el("td", "", r.stack.slice(-3).reverse().join(" ← "));
+        td.title = r.stack.slice().reverse().join("\n");
+        tr.appendChild(td);
+        tr.appendChild(el("td", "num", bytes(r.before)));
+        tr.appendChild(el("td", "num", bytes(r.after)));
+        tr.appendChild(el("td", "num " + (r.change > 0 ? "grew" : "shrank"), sign(r.change)));
+        body.appendChild(tr);
+      });
+    }).catch(showError);
   }
 
   var flameSeq = 0;
@@ -191,7 +219,8 @@
       var cap = {allocated: "bytes allocated in the range, by stack",
         leaked: "bytes allocated in the range and never freed, by stack",
         peak: "bytes in use, by stack, at the end of the bucket where the heap peaked in the range" + (f.peak !== undefined ? " (bucket " + f.peak + ")" : ""),
-        temporary: "temporary allocations (freed with no other allocation in between) in the range, by stack"}[f.kind];
+        temporary: "temporary allocations (freed with no other allocation in between) in the range, by stack",
+        growth: "bytes in use at the end of the range minus at its start, by stack (the sites that grew)"}[f.kind];
       $("#flame-caption").textContent = cap;
       var box = $("#flame");
       box.dataset.kind = f.kind;
