@@ -111,3 +111,44 @@ func WriteHTML(w io.Writer, p Page) error {
 		Data   template.JS
 	}{p, template.JS(Script), template.CSS(Style), template.JS(data)})
 }
+
+// Prune keeps a tree of more than max nodes drawable and quick to send:
+// it drops the smallest nodes (with their callees) until at most max
+// remain. A dropped node's value stays in its caller's, as the caller's
+// own; the values of the nodes kept do not change. It returns how many
+// nodes it dropped.
+func Prune(root *Node, max int) int {
+	count := func() int {
+		n, st := 0, []*Node{root}
+		for len(st) > 0 {
+			x := st[len(st)-1]
+			st = st[:len(st)-1]
+			n++
+			st = append(st, x.Children...)
+		}
+		return n
+	}
+	total := count()
+	if total <= max || root.Value == 0 {
+		return 0
+	}
+	// Raise the smallest value kept until the tree fits.
+	for min := root.Value / uint64(max); ; min = min*2 + 1 {
+		var cut func(n *Node)
+		cut = func(n *Node) {
+			kept := n.Children[:0]
+			for _, c := range n.Children {
+				if c.Value >= min {
+					cut(c)
+					kept = append(kept, c)
+				}
+			}
+			clear(n.Children[len(kept):])
+			n.Children = kept
+		}
+		cut(root)
+		if n := count(); n <= max {
+			return total - n
+		}
+	}
+}

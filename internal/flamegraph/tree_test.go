@@ -40,3 +40,33 @@ func TestWriteHTMLEscapes(t *testing.T) {
 		t.Errorf("names or title unescaped")
 	}
 }
+
+func TestPrune(t *testing.T) {
+	tr := NewTree("all")
+	tr.Add([]string{"main", "big"}, 1000)
+	for i := 0; i < 50; i++ {
+		tr.Add([]string{"main", "small", string(rune('a' + i%26)), string(rune('A' + i))}, 1)
+	}
+	root := tr.Finish()
+	if n := Prune(root, 1000); n != 0 {
+		t.Errorf("a tree within the limit lost %d nodes", n)
+	}
+	dropped := Prune(root, 5)
+	if root.Value != 1050 || root.Children[0].Value != 1050 {
+		t.Errorf("values changed: root %d, main %d", root.Value, root.Children[0].Value)
+	}
+	var count func(n *Node) int
+	count = func(n *Node) int {
+		c := 1
+		for _, x := range n.Children {
+			c += count(x)
+		}
+		return c
+	}
+	if c := count(root); c > 5 || c+dropped != 3+1+26+50 {
+		t.Errorf("%d nodes left, %d dropped, of %d", c, dropped, 3+1+26+50)
+	}
+	if root.Children[0].Children[0].Name != "big" {
+		t.Errorf("the big callee was dropped")
+	}
+}

@@ -217,7 +217,13 @@ type Flame struct {
 	// Peak: the bucket whose end the peak flame graph shows.
 	Peak *int             `json:"peak,omitempty"`
 	Root *flamegraph.Node `json:"root"`
+	// Pruned is how many frames were left out: a tree of more than
+	// MaxFlameNodes keeps its biggest (their values stay in their callers).
+	Pruned int `json:"pruned,omitempty"`
 }
+
+// MaxFlameNodes bounds the frames of a flame graph the API sends.
+const MaxFlameNodes = 20000
 
 // bucketRange reads ?from=I&to=J (buckets, inclusive; all by default).
 func bucketRange(r *http.Request, ix *Index) (from, to int, err error) {
@@ -272,6 +278,7 @@ func (s *Server) flame(w http.ResponseWriter, r *http.Request, d *Data) {
 		out.Peak = &p
 	}
 	out.Root = flame(vals, func(k SiteKey) []string { return s.siteNames(d, k) })
+	out.Pruned = flamegraph.Prune(out.Root, MaxFlameNodes)
 	writeJSON(w, http.StatusOK, out)
 }
 

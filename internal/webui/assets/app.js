@@ -221,7 +221,7 @@
         peak: "bytes in use, by stack, at the end of the bucket where the heap peaked in the range" + (f.peak !== undefined ? " (bucket " + f.peak + ")" : ""),
         temporary: "temporary allocations (freed with no other allocation in between) in the range, by stack",
         growth: "bytes in use at the end of the range minus at its start, by stack (the sites that grew)"}[f.kind];
-      $("#flame-caption").textContent = cap;
+      $("#flame-caption").textContent = cap + (f.pruned ? " (" + count(f.pruned) + " small frames left out)" : "");
       var box = $("#flame");
       box.dataset.kind = f.kind;
       box.dataset.total = f.root.v;
