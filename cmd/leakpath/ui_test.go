@@ -360,3 +360,128 @@ func TestUIBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRunUI: `leakpath run --ui` serves the running program's chart and
+// flame graphs, then the finished run's whole page (its numbers those of
+// the run's JSON report) until SIGINT, and exits with the program's code;
+// the program's output is its own.
+func TestRunUI(t *testing.T) {
+	bin := fixture(t, "busy.c")
+	dir := t.TempDir()
+	js := filepath.Join(dir, "r.json")
+	cmd := exec.Command(lpBin, "run", "--ui", "--json", js, "--", bin, "3000")
+	cmd.Env = testEnv()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(errp)
+	var s *uiServer
+	for lines.Scan() {
+		if m := regexp.MustCompile(`live view at (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(lines.Text()); m != nil {
+			s = &uiServer{url: m[1], cmd: cmd}
+			break
+		}
+	}
+	if s == nil {
+		t.Fatal("leakpath run --ui printed no address on stderr")
+	}
+	ended := make(chan bool, 1)
+	go func() {
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), "the run is over") {
+				ended <- true
+			}
+		}
+	}()
+	// While it runs: the chart grows.
+	var seen uint64
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		var st struct{ State string }
+		s.get(t, "/api/status", &st)
+		if st.State != "running" {
+			break
+		}
+		var tl uiTimeline
+		s.get(t, "/api/timeline", &tl)
+		var allocs uint64
+		for _, b := range tl.Buckets {
+			allocs += b.Allocs
+		}
+		if allocs < seen {
+			t.Errorf("live allocations went down from %d to %d", seen, allocs)
+		}
+		var f uiFlame
+		s.get(t, "/api/flame?kind=allocated", &f)
+		if allocs > 0 && f.Root.Value == 0 {
+			t.Errorf("%d allocations so far, an empty flame graph", allocs)
+		}
+		seen = allocs
+		if time.Now().After(deadline) {
+			t.Fatal("still running after 60 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if seen == 0 {
+		t.Fatal("the live view never showed an allocation while the program ran")
+	}
+	select {
+	case <-ended:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no word that the run is over")
+	}
+	// The end: the page of the finished run.
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep jsonReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var tl uiTimeline
+	s.get(t, "/api/timeline", &tl)
+	var alloc, allocs, leaked uint64
+	for _, b := range tl.Buckets {
+		alloc += b.AllocBytes
+		allocs += b.Allocs
+		leaked += b.LeakedBytes
+	}
+	if alloc != rep.Totals.AllocatedBytes || allocs != rep.Totals.Allocations || leaked != rep.Totals.LeakedBytes {
+		t.Errorf("timeline: %d bytes in %d allocations, %d leaked; the run's report: %d, %d, %d",
+			alloc, allocs, leaked, rep.Totals.AllocatedBytes, rep.Totals.Allocations, rep.Totals.LeakedBytes)
+	}
+	if allocs < seen {
+		t.Errorf("the live view showed %d allocations, more than the run's %d", seen, allocs)
+	}
+	var f uiFlame
+	s.get(t, "/api/flame?kind=leaked", &f)
+	if f.Root.Value != rep.Totals.LeakedBytes {
+		t.Errorf("leaked flame graph %d, the report %d", f.Root.Value, rep.Totals.LeakedBytes)
+	}
+	var got jsonReport
+	s.get(t, "/api/report", &got)
+	if fmt.Sprint(got.Totals) != fmt.Sprint(rep.Totals) {
+		t.Errorf("/api/report totals %+v, the run's %+v", got.Totals, rep.Totals)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCode(err, cmd.ProcessState); code != 0 {
+			t.Errorf("leakpath run --ui exited %d after SIGINT, the program 0", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("leakpath run --ui did not stop on SIGINT")
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("the program's stdout has leakpath's words: %q", stdout.String())
+	}
+}

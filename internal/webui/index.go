@@ -90,6 +90,26 @@ func (ix *Index) image(p *heap.Process) int32 {
 	return i
 }
 
+// Image is p's index in Images (added if new).
+func (ix *Index) Image(p *heap.Process) int32 { return ix.image(p) }
+
+// Clone copies what a view of the index reads (the buckets, their counts,
+// the images), for reading while the original goes on changing.
+func (ix *Index) Clone() *Index {
+	c := &Index{Images: append([]*heap.Process(nil), ix.Images...), Start: ix.Start, Width: ix.Width, Last: ix.Last,
+		Buckets: make([]Bucket, len(ix.Buckets))}
+	for i, b := range ix.Buckets {
+		sites := make(map[SiteKey]*Counts, len(b.Sites))
+		for k, s := range b.Sites {
+			v := *s
+			sites[k] = &v
+		}
+		b.Sites = sites
+		c.Buckets[i] = b
+	}
+	return c
+}
+
 // bucket returns the index of the bucket of time t, growing or coarsening
 // the buckets as needed. Times before the first are counted in bucket 0.
 func (ix *Index) bucket(t uint64) int {
@@ -197,6 +217,12 @@ func (ix *Index) settle(extra uint64) {
 // HeapEnd and HeapMax; call it when the trace is replayed.
 func (ix *Index) Finish() {
 	ix.settle(0)
+	ix.Curve()
+}
+
+// Curve sets the buckets' HeapEnd and HeapMax from what the index holds
+// so far (Finish does it at the end; a live view, at each look).
+func (ix *Index) Curve() {
 	var h int64
 	for i := range ix.Buckets {
 		b := &ix.Buckets[i]

@@ -25,7 +25,10 @@ type Data struct {
 	Index       *Index
 	TicksPerSec float64        // 0: unknown (times are then ticks)
 	Report      *report.Report // resolves the sites' stacks
-	ReportJSON  []byte         // leakpath.report/v1 of the trace
+	// Names, when Report is nil (a live view), names a site's frames,
+	// outermost first.
+	Names      func(SiteKey) []string
+	ReportJSON []byte // leakpath.report/v1 of the trace
 	// Usage is leakpath.usage/v1 JSON per unit ("library", "function",
 	// "thread", "scope").
 	Usage map[string][]byte
@@ -40,6 +43,19 @@ type Server struct {
 	done, total int64
 	names       map[SiteKey][]string
 	sources     map[string]bool // the source files the report names: only those are served
+	live        *Data           // a running program's view until Ready
+	liveMu      sync.Locker     // held while the live index is read
+}
+
+// Live shows a running program until Ready: d's Index, filled by the
+// goroutine applying events, is copied with mu held for each look; d has
+// no report (the leaks and tables come with Ready) and names sites with
+// d.Names.
+func (s *Server) Live(d *Data, mu sync.Locker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live, s.liveMu = d, mu
+	s.names = map[SiteKey][]string{}
 }
 
 // NewServer returns a server whose data is still loading.
@@ -58,6 +74,7 @@ func (s *Server) Ready(d *Data, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.data, s.err = d, err
+	s.live = nil
 	s.names = map[SiteKey][]string{}
 	s.sources = map[string]bool{}
 	if d != nil {
@@ -113,9 +130,9 @@ func (s *Server) Handler() http.Handler {
 		fmt.Fprint(w, flamegraph.Style)
 	})
 	mux.HandleFunc("GET /api/status", s.status)
-	mux.HandleFunc("GET /api/timeline", s.ready(s.timeline))
-	mux.HandleFunc("GET /api/flame", s.ready(s.flame))
-	mux.HandleFunc("GET /api/diff", s.ready(s.diff))
+	mux.HandleFunc("GET /api/timeline", s.running(s.timeline))
+	mux.HandleFunc("GET /api/flame", s.running(s.flame))
+	mux.HandleFunc("GET /api/diff", s.running(s.diff))
 	mux.HandleFunc("GET /api/report", s.ready(func(w http.ResponseWriter, r *http.Request, d *Data) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(d.ReportJSON)
@@ -144,6 +161,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		st["state"], st["error"] = "error", s.err.Error()
 	case s.data != nil:
 		st["state"], st["title"] = "ready", s.data.Title
+	case s.live != nil:
+		st["state"], st["title"] = "running", s.live.Title
 	}
 	writeJSON(w, http.StatusOK, st)
 }
@@ -162,6 +181,30 @@ func (s *Server) ready(h func(http.ResponseWriter, *http.Request, *Data)) http.H
 			return
 		}
 		h(w, r, s.data)
+	}
+}
+
+// running wraps a handler that also serves a running program's live view.
+func (s *Server) running(h func(http.ResponseWriter, *http.Request, *Data)) http.HandlerFunc {
+	done := s.ready(h)
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		live := s.data == nil && s.err == nil && s.live != nil
+		if !live {
+			s.mu.Unlock()
+			done(w, r)
+			return
+		}
+		defer s.mu.Unlock()
+		// A copy: naming the sites may take a while, and the program's
+		// events must not wait for it.
+		s.liveMu.Lock()
+		ix := s.live.Index.Clone()
+		s.liveMu.Unlock()
+		ix.Curve()
+		d := *s.live
+		d.Index = ix
+		h(w, r, &d)
 	}
 }
 
@@ -315,6 +358,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, d *Data) {
 func (s *Server) siteNames(d *Data, k SiteKey) []string {
 	if n, ok := s.names[k]; ok {
 		return n
+	}
+	if d.Report == nil {
+		return d.Names(k) // not kept: a live view learns more of the modules as it goes
 	}
 	p := d.Index.Images[k.Image]
 	fs := d.Report.Stack(p, k.Site)

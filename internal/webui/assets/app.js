@@ -46,19 +46,44 @@
       $("#title").textContent = st.title;
       $("#loading").hidden = true;
       $("#main").hidden = false;
+      if (st.state === "running") { live(); return; }
       start();
     }).catch(function (e) { $("#loading-error").textContent = String(e); setTimeout(poll, 1000); });
   }
 
-  function start() {
+  // live shows a running program (leakpath run --ui): the chart, flame
+  // graphs and diff, refreshed every second; the leaks and tables come at
+  // its end.
+  var liveMode = false;
+  function live() {
+    if (!liveMode) {
+      liveMode = true;
+      document.body.classList.add("live");
+      $("#title").textContent += " (running)";
+      bindTabs();
+    }
     get("api/timeline").then(function (tl) {
+      if (dragFrom !== null) return; // not under the mouse
       timeline = tl;
       drawChart();
-      window.addEventListener("resize", drawChart);
-      setRange(null);
+      if (range && range[1] >= tl.buckets.length) range = null;
+      setRange(range);
     }).catch(showError);
-    get("api/report").then(drawLeaks).catch(showError);
-    loadUsage();
+    setTimeout(function () {
+      get("api/status").then(function (st) {
+        if (st.state === "running") { live(); return; }
+        document.body.classList.remove("live");
+        $("#title").textContent = st.title;
+        liveMode = false;
+        start();
+      });
+    }, 1000);
+  }
+
+  var bound = false;
+  function bindTabs() {
+    if (bound) return;
+    bound = true;
     document.querySelectorAll("#flame-tabs button").forEach(function (b) {
       b.addEventListener("click", function () {
         flameKind = b.dataset.kind;
@@ -74,12 +99,25 @@
       });
     });
     $("#range-reset").addEventListener("click", function () { setRange(null); });
+    window.addEventListener("resize", drawChart);
+  }
+
+  function start() {
+    bindTabs();
+    get("api/timeline").then(function (tl) {
+      timeline = tl;
+      drawChart();
+      setRange(null);
+    }).catch(showError);
+    get("api/report").then(drawLeaks).catch(showError);
+    loadUsage();
   }
   function showError(e) { document.body.appendChild(el("pre", "error", String(e))); }
 
   // The chart: heap in use (the highest of each bucket) as an area, the
   // allocation rate as bars on an axis of its own; drag to choose a range.
   var SVG = "http://www.w3.org/2000/svg";
+  var dragFrom = null, mouseUp = null; // a drag on the chart
   function svg(tag, attrs) {
     var e = document.createElementNS(SVG, tag);
     for (var k in attrs) e.setAttribute(k, attrs[k]);
@@ -139,15 +177,16 @@
       sel.setAttribute("width", (Math.abs(b - a) + 1) * pw);
       sel.setAttribute("visibility", "visible");
     }
-    var dragFrom = null;
     s.addEventListener("mousedown", function (ev) { dragFrom = bucketAt(ev); show(dragFrom, dragFrom); ev.preventDefault(); });
     s.addEventListener("mousemove", function (ev) { if (dragFrom !== null) show(dragFrom, bucketAt(ev)); });
-    window.addEventListener("mouseup", function (ev) {
+    if (mouseUp) window.removeEventListener("mouseup", mouseUp);
+    mouseUp = function (ev) {
       if (dragFrom === null) return;
       var to = bucketAt(ev), a = Math.min(dragFrom, to), b = Math.max(dragFrom, to);
       dragFrom = null;
       setRange([a, b]);
-    });
+    };
+    window.addEventListener("mouseup", mouseUp);
     if (range) show(range[0], range[1]);
     box.appendChild(s);
   }
