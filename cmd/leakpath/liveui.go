@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -30,7 +29,7 @@ type liveUI struct {
 	mu     sync.Mutex // the index and the engines, which the goroutine applying events changes
 	ix     *webui.Index
 	inner  observers
-	usage  map[string]*usageRun
+	usage  uiUsage
 	sym    *symbolizer
 	served chan error
 
@@ -52,20 +51,14 @@ func startLiveUI(addr, title string, sym *symbolizer, stderr io.Writer) (*liveUI
 	if err != nil {
 		return nil, fmt.Errorf("--ui-listen: %w", err)
 	}
-	u := &liveUI{srv: webui.NewServer(), ix: webui.NewIndex(), sym: sym, usage: map[string]*usageRun{},
-		stacks: map[webui.SiteKey]rawStack{}, served: make(chan error, 1)}
-	u.inner = observers{u.ix}
-	for _, by := range webui.UsageUnits {
-		use, err := startUsage(&usageOptions{by: by}, sym)
-		if err != nil {
-			ln.Close()
-			return nil, err
-		}
-		u.usage[by] = use
-		if use.engine.Observes() {
-			u.inner = append(u.inner, use.engine)
-		}
+	usage, err := startUIUsage(sym)
+	if err != nil {
+		ln.Close()
+		return nil, err
 	}
+	u := &liveUI{srv: webui.NewServer(), ix: webui.NewIndex(), sym: sym, usage: usage,
+		stacks: map[webui.SiteKey]rawStack{}, served: make(chan error, 1)}
+	u.inner = append(observers{u.ix}, usage.observers()...)
 	u.srv.Live(&webui.Data{Title: title, Index: u.ix, Names: u.names}, &u.mu)
 	u.hs = &http.Server{Handler: u.srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	u.url = fmt.Sprintf("http://%s/", ln.Addr())
@@ -174,17 +167,9 @@ func (u *liveUI) finish(rep *report.Report, tps float64, title string, stderr io
 	u.ix.Finish()
 	u.ix.Leaked()
 	u.mu.Unlock()
-	var js bytes.Buffer
-	if err := rep.Generate(&js, "json"); err != nil {
+	d, err := uiData(title, u.ix, tps, rep, u.usage)
+	if err != nil {
 		return err
-	}
-	d := &webui.Data{Title: title, Index: u.ix, TicksPerSec: tps, Report: rep, ReportJSON: js.Bytes(), Usage: map[string][]byte{}}
-	for by, use := range u.usage {
-		var b bytes.Buffer
-		if err := use.report(rep, nil).Generate(&b, "json"); err != nil {
-			return fmt.Errorf("usage by %s: %w", by, err)
-		}
-		d.Usage[by] = b.Bytes()
 	}
 	u.srv.Ready(d, nil)
 	fmt.Fprintf(stderr, "leakpath: the run is over; its view stays at %s until Ctrl-C\n", u.url)

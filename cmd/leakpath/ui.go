@@ -150,19 +150,11 @@ func (l *uiLoad) warn(msg string) {
 func (l *uiLoad) run(path string, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, error) {
 	sym := l.sym
 	ix := webui.NewIndex()
-	obs := observers{ix}
-	usage := map[string]*usageRun{}
-	for _, by := range webui.UsageUnits {
-		u, err := startUsage(&usageOptions{by: by}, sym)
-		if err != nil {
-			return nil, err
-		}
-		usage[by] = u
-		if u.engine.Observes() {
-			obs = append(obs, u.engine)
-		}
+	usage, err := startUIUsage(sym)
+	if err != nil {
+		return nil, err
 	}
-	t, err := loadTraceProgress(path, obs, prog)
+	t, err := loadTraceProgress(path, append(observers{ix}, usage.observers()...), prog)
 	if err != nil {
 		return nil, err
 	}
@@ -171,15 +163,48 @@ func (l *uiLoad) run(path string, supp *suppress.Set, o *uiOptions, prog func(do
 	r := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
 		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.showReachable})
 	l.rep = r
+	return uiData(filepath.Base(path), ix, t.tps, r, usage)
+}
+
+// uiUsage is the heap use accounting of the UI's tables, by unit.
+type uiUsage map[string]*usageRun
+
+// startUIUsage starts accounting heap use by each of webui.UsageUnits.
+func startUIUsage(sym *symbolizer) (uiUsage, error) {
+	usage := uiUsage{}
+	for _, by := range webui.UsageUnits {
+		u, err := startUsage(&usageOptions{by: by}, sym)
+		if err != nil {
+			return nil, err
+		}
+		usage[by] = u
+	}
+	return usage, nil
+}
+
+// observers are the engines that follow the model (units by scope are
+// counted by the model itself).
+func (usage uiUsage) observers() observers {
+	var obs observers
+	for _, u := range usage {
+		if u.engine.Observes() {
+			obs = append(obs, u.engine)
+		}
+	}
+	return obs
+}
+
+// uiData is what the UI shows of a finished model: the index (finished),
+// rep and its JSON, and the usage tables.
+func uiData(title string, ix *webui.Index, tps float64, rep *report.Report, usage uiUsage) (*webui.Data, error) {
 	var js bytes.Buffer
-	if err := r.Generate(&js, "json"); err != nil {
+	if err := rep.Generate(&js, "json"); err != nil {
 		return nil, err
 	}
-	d := &webui.Data{Title: filepath.Base(path), Index: ix, TicksPerSec: t.tps, Report: r, ReportJSON: js.Bytes(),
-		Usage: map[string][]byte{}}
+	d := &webui.Data{Title: title, Index: ix, TicksPerSec: tps, Report: rep, ReportJSON: js.Bytes(), Usage: map[string][]byte{}}
 	for by, u := range usage {
 		var b bytes.Buffer
-		if err := u.report(r, nil).Generate(&b, "json"); err != nil {
+		if err := u.report(rep, nil).Generate(&b, "json"); err != nil {
 			return nil, fmt.Errorf("usage by %s: %w", by, err)
 		}
 		d.Usage[by] = b.Bytes()
