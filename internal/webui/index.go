@@ -13,6 +13,10 @@ import (
 // index's size depends on the allocation sites, not on the records.
 const MaxBuckets = 512
 
+// maxWidth bounds a bucket's width (in ticks): MaxBuckets of it span
+// every time a uint64 holds, and doubling it cannot overflow.
+const maxWidth = 1 << 56
+
 // SiteKey names an allocation site: an image (its index in Index.Images)
 // and a stack of it.
 type SiteKey struct {
@@ -123,8 +127,15 @@ func (ix *Index) bucket(t uint64) int {
 	for t < ix.Start {
 		// An event earlier than all before (threads flush their events
 		// in turn): buckets are added before the first.
-		k := (ix.Start - t + ix.Width - 1) / ix.Width
-		if uint64(len(ix.Buckets))+k > MaxBuckets || k*ix.Width > ix.Start {
+		// (Written so that times near 0 and 2^64 do not overflow.)
+		k := (ix.Start - t) / ix.Width
+		if (ix.Start-t)%ix.Width != 0 {
+			k++
+		}
+		if k > MaxBuckets-uint64(len(ix.Buckets)) {
+			if ix.Width >= maxWidth {
+				return 0 // no wider buckets: counted in the first
+			}
 			ix.coarsen()
 			continue
 		}
@@ -134,10 +145,10 @@ func (ix *Index) bucket(t uint64) int {
 			ix.pendingAt += int(k)
 		}
 	}
-	for (t-ix.Start)/ix.Width >= MaxBuckets {
+	for (t-ix.Start)/ix.Width >= MaxBuckets && ix.Width < maxWidth {
 		ix.coarsen()
 	}
-	i := int((t - ix.Start) / ix.Width)
+	i := int(min((t-ix.Start)/ix.Width, MaxBuckets-1))
 	for len(ix.Buckets) <= i {
 		ix.Buckets = append(ix.Buckets, Bucket{})
 	}
