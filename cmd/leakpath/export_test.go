@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	pprofile "github.com/google/pprof/profile"
+	"golang.org/x/net/html"
 
 	"github.com/leakpath/leakpath/internal/report"
 )
@@ -444,5 +445,112 @@ sys.exit(1 if errs else 0)
 `
 	if b, err := exec.Command(py, "-c", check, schema, log).CombinedOutput(); err != nil {
 		t.Errorf("the SARIF log does not validate against the 2.1.0 schema: %v\n%s", err, b)
+	}
+}
+
+// flameNode is a node of the flame graph page's embedded data.
+type flameNode struct {
+	Name     string       `json:"n"`
+	Value    uint64       `json:"v"`
+	Children []*flameNode `json:"c"`
+}
+
+// parseFlamePage parses a flame graph page as a browser would and returns
+// its embedded tree; the page must load nothing from elsewhere.
+func parseFlamePage(t *testing.T, page []byte) *flameNode {
+	t.Helper()
+	doc, err := html.Parse(bytes.NewReader(page))
+	if err != nil {
+		t.Fatalf("the page does not parse: %v", err)
+	}
+	var data string
+	scripts := 0
+	for n := range doc.Descendants() {
+		if n.Type != html.ElementNode {
+			continue
+		}
+		for _, a := range n.Attr {
+			if (a.Key == "src" || a.Key == "href") && a.Val != "" {
+				t.Errorf("<%s %s=%q>: the page loads something", n.Data, a.Key, a.Val)
+			}
+			if n.Data == "script" && a.Key == "id" && a.Val == "flame-data" && n.FirstChild != nil {
+				data = n.FirstChild.Data
+			}
+		}
+		if n.Data == "script" && n.FirstChild != nil && strings.Contains(n.FirstChild.Data, "function flameGraph(") {
+			scripts++
+		}
+	}
+	if scripts != 1 {
+		t.Errorf("%d inline scripts define flameGraph, want 1", scripts)
+	}
+	var root flameNode
+	if err := json.Unmarshal([]byte(data), &root); err != nil {
+		t.Fatalf("the page's flame-data: %v\n%.200s", err, data)
+	}
+	return &root
+}
+
+// flameStacks is the tree's value per root-to-leaf stack (frames joined
+// by ";"), as the collapsed export lists them: what a node holds beyond
+// its callees ends a stack there. It checks that each node's value is at
+// least its callees'.
+func flameStacks(t *testing.T, n *flameNode, prefix []string, out map[string]uint64) {
+	var sum uint64
+	for _, c := range n.Children {
+		sum += c.Value
+		flameStacks(t, c, append(slices.Clip(prefix), c.Name), out)
+	}
+	if sum > n.Value {
+		t.Errorf("%v: callees sum to %d, more than the node's %d", prefix, sum, n.Value)
+	} else if n.Value > sum {
+		out[strings.Join(prefix, ";")] += n.Value - sum
+	}
+}
+
+func TestExportFlamegraph(t *testing.T) {
+	trace, rep := exportTrace(t)
+	tot := rep.Totals
+	for _, c := range []struct {
+		value string
+		want  uint64
+	}{{"", tot.LeakedBytes}, {"allocated-bytes", tot.AllocatedBytes}, {"leaked-blocks", tot.LeakedBlocks}, {"allocated-blocks", tot.Allocations}} {
+		args := []string{"--format", "flamegraph"}
+		if c.value != "" {
+			args = append(args, "--value", c.value)
+		}
+		out := filepath.Join(t.TempDir(), "flame.html")
+		exportReport(t, root, append(args, "--output", out, trace)...)
+		page, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree := parseFlamePage(t, page)
+		if tree.Value != c.want {
+			t.Errorf("--value %q: the flame graph's total is %d, the JSON report says %d", c.value, tree.Value, c.want)
+		}
+		// Stack by stack, the tree holds what the collapsed export lists.
+		collapsed := exportReport(t, root, append([]string{"--format", "collapsed"}, append(args[2:], trace)...)...)
+		want := map[string]uint64{}
+		for _, line := range strings.Split(strings.TrimSpace(string(collapsed)), "\n") {
+			i := strings.LastIndexByte(line, ' ')
+			n, _ := strconv.ParseUint(line[i+1:], 10, 64)
+			want[line[:i]] += n
+		}
+		got := map[string]uint64{}
+		flameStacks(t, tree, nil, got)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("--value %q: the flame graph's stacks:\n%v\nthe collapsed export's:\n%v", c.value, got, want)
+		}
+		if c.value == "" {
+			// The leaks' stacks are there, innermost frame last.
+			for _, l := range rep.Leaks {
+				names := leakNames(l.Stack)
+				slices.Reverse(names)
+				if got[strings.Join(names, ";")] == 0 {
+					t.Errorf("leak %v not in the flame graph", names)
+				}
+			}
+		}
 	}
 }

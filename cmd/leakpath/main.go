@@ -42,6 +42,7 @@ Usage:
   leakpath diff [flags] A B                  what grew from A to B (snapshots, reports, traces)
   leakpath root-cause [flags] PID            start root-cause tracing of a program under
                                              run --root-cause --root-cause-after=request
+  leakpath ui [flags] TRACE.lpt              explore a trace in a web browser
   leakpath version                           print the version
   leakpath help [COMMAND]                    show help
 
@@ -100,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDiff(args[1:], stdout, stderr)
 	case "root-cause":
 		return cmdRootCause(args[1:], stdout, stderr)
+	case "ui":
+		return cmdUI(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "leakpath %s\n", version)
 		return 0
@@ -126,6 +129,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 0
 			case "root-cause":
 				rootCauseFlags(new(time.Duration), stdout).Usage()
+				return 0
+			case "ui":
+				uiFlags(new(uiOptions), stdout).Usage()
 				return 0
 			}
 		}

@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/progress"
 	"github.com/leakpath/leakpath/internal/report"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
 type reportOptions struct {
 	format    string
-	value     string // what --format collapsed counts; "": leaked-bytes
+	value     string // what --format collapsed and flamegraph count; "": leaked-bytes
 	output    string
 	debugDirs commaList
 	leaks     leakOptions
@@ -29,8 +31,9 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.format, "format", "text", "output `format`: text, json, pprof (gzipped profile.proto for go tool pprof),\n"+
-		"collapsed (folded stacks for flamegraph.pl and speedscope) or sarif (SARIF 2.1.0)")
-	fs.StringVar(&o.value, "value", "", "what --format collapsed counts per stack: `VALUE` leaked-bytes (default),\n"+
+		"collapsed (folded stacks for flamegraph.pl and speedscope), flamegraph (one self-contained\n"+
+		"interactive HTML page) or sarif (SARIF 2.1.0)")
+	fs.StringVar(&o.value, "value", "", "what --format collapsed or flamegraph counts per stack: `VALUE` leaked-bytes (default),\n"+
 		"allocated-bytes, leaked-blocks or allocated-blocks")
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
@@ -55,8 +58,8 @@ func (o *reportOptions) checkFormat() error {
 		return fmt.Errorf("--format %q: want %s", o.format, strings.Join(report.Formats, ", "))
 	}
 	if o.value != "" {
-		if o.format != "collapsed" {
-			return fmt.Errorf("--value %q: only --format collapsed has a value to choose", o.value)
+		if o.format != "collapsed" && o.format != "flamegraph" {
+			return fmt.Errorf("--value %q: only --format collapsed and flamegraph have a value to choose", o.value)
 		}
 		if !slices.Contains(report.CollapsedValues, o.value) {
 			return fmt.Errorf("--value %q: want %s", o.value, strings.Join(report.CollapsedValues, ", "))
@@ -77,7 +80,9 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	t, err := loadTrace(path)
+	bar := progress.OnTerminal(stderr, "reading "+filepath.Base(path))
+	t, err := loadTraceProgress(path, nil, bar.Set)
+	bar.Done()
 	if err != nil {
 		return err
 	}
@@ -129,11 +134,24 @@ func loadTrace(path string) (*loadedTrace, error) { return loadTraceWith(path, n
 // loadTraceWith is loadTrace with obs (nil: none) following the model as
 // the trace is replayed.
 func loadTraceWith(path string, obs heap.Observer) (*loadedTrace, error) {
+	return loadTraceProgress(path, obs, nil)
+}
+
+// loadTraceProgress is loadTraceWith telling progress (nil: nobody) how
+// many bytes of the file it has read, of how many, as it goes.
+func loadTraceProgress(path string, obs heap.Observer, progress func(done, total int64)) (*loadedTrace, error) {
 	r, err := tracefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	var size int64
+	if progress != nil {
+		if fi, err := os.Stat(path); err == nil {
+			size = fi.Size()
+		}
+		defer func() { progress(size, size) }()
+	}
 	model := heap.NewSession()
 	model.Observer = obs
 	var warnings []string
@@ -143,6 +161,9 @@ func loadTraceWith(path string, obs heap.Observer) (*loadedTrace, error) {
 	var cut error
 	for {
 		buf, err = r.Next(buf)
+		if progress != nil {
+			progress(r.Offset(), size)
+		}
 		for i := range buf {
 			ev := &buf[i]
 			if ev.Kind == event.ProcessStart && main < 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,6 +43,8 @@ type runOptions struct {
 	stale      staleOptions
 	leaks      leakOptions
 	usage      usageOptions
+	ui         bool
+	uiListen   string
 }
 
 func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
@@ -71,6 +74,9 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
 	fs.StringVar(&o.snapDir, "snapshot-dir", ".", "write the snapshots and leak checks the program asks for (leakpath_snapshot, leakpath_leak_check) to `DIR`, as leakpath.snapshot.PID.N.json")
 	addUsageFlags(fs, &o.usage, true)
+	fs.BoolVar(&o.ui, "ui", false, "serve a live view of the program (the page of 'leakpath ui') on 127.0.0.1, its address on stderr;\n"+
+		"at the end, the whole report there until Ctrl-C")
+	fs.StringVar(&o.uiListen, "ui-listen", "127.0.0.1:0", "with --ui, serve on `ADDR` (host:port)")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: leakpath run [flags] -- PROGRAM [ARGS...]\n\n"+
 			"Runs PROGRAM with leakpath's agent preloaded, records every heap allocation and\n"+
@@ -165,8 +171,24 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		return nil, nil, err
 	}
 	defer use.close()
+	var obs observers
 	if use != nil && use.engine.Observes() {
-		copts.Observer = use.engine
+		obs = append(obs, use.engine)
+	}
+	var ui *liveUI
+	if o.ui {
+		if ui, err = startLiveUI(o.uiListen, filepath.Base(o.argv[0]), sym, stderr); err != nil {
+			return nil, nil, err
+		}
+		defer ui.close()
+		obs = append(obs, ui)
+	}
+	switch len(obs) {
+	case 0:
+	case 1:
+		copts.Observer = obs[0]
+	default:
+		copts.Observer = obs
 	}
 	tw, err := outs.startTrace(tracefile.Meta{
 		Command: o.argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname(),
@@ -241,6 +263,11 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if use != nil {
 		if err := use.finish(rep, textOut, res.PID, outs.rank); err != nil {
 			return nil, nil, err
+		}
+	}
+	if ui != nil {
+		if err := ui.finish(rep, res.TicksPerSec, filepath.Base(o.argv[0]), stderr); err != nil {
+			return nil, nil, fmt.Errorf("--ui: %w", err)
 		}
 	}
 	return res, rr, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,32 +22,63 @@ var CollapsedValues = []string{"leaked-bytes", "allocated-bytes", "leaked-blocks
 // With several images, each stack starts with a frame "command[pid]".
 // Equal stacks are summed; stacks whose value is 0 are left out.
 func (r *Report) collapsed(w io.Writer) error {
+	stacks, err := r.valueStacks()
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	for _, s := range stacks {
+		fmt.Fprintf(bw, "%s %d\n", strings.Join(s.frames, ";"), s.value)
+	}
+	return bw.Flush()
+}
+
+// valueStack is one stack of the collapsed and flame graph exports: its
+// frames, outermost first, and its value.
+type valueStack struct {
+	frames []string
+	value  uint64
+}
+
+// collapsedValue is Options.CollapsedValue checked, its default filled in.
+func (r *Report) collapsedValue() (string, error) {
 	value := r.opts.CollapsedValue
 	if value == "" {
 		value = CollapsedValues[0]
 	}
+	if !slices.Contains(CollapsedValues, value) {
+		return "", fmt.Errorf("report: unknown value %q (want %s)", value, strings.Join(CollapsedValues, ", "))
+	}
+	return value, nil
+}
+
+// valueStacks are the stacks with the value Options.CollapsedValue
+// chooses, equal stacks summed, none of value 0, biggest first.
+func (r *Report) valueStacks() ([]valueStack, error) {
+	value, err := r.collapsedValue()
+	if err != nil {
+		return nil, err
+	}
 	leaked := strings.HasPrefix(value, "leaked-")
 	blocks := strings.HasSuffix(value, "-blocks")
-	switch value {
-	case "leaked-bytes", "allocated-bytes", "leaked-blocks", "allocated-blocks":
-	default:
-		return fmt.Errorf("report: unknown collapsed value %q (want %s)", value, strings.Join(CollapsedValues, ", "))
-	}
 	sums := map[string]uint64{}
 	var order []string
+	frames := map[string][]string{}
 	imgs := r.Images()
 	for _, p := range imgs {
-		prefix := ""
+		var prefix []string
 		if len(imgs) > 1 {
-			prefix = foldName(fmt.Sprintf("%s[%d]", commandName(p), p.Info.PID)) + ";"
+			prefix = []string{foldName(fmt.Sprintf("%s[%d]", commandName(p), p.Info.PID))}
 		}
 		addStack := func(id heap.StackID, v uint64) {
 			if v == 0 {
 				return
 			}
-			k := prefix + r.folded(p, id)
+			fs := append(slices.Clip(prefix), r.folded(p, id)...)
+			k := strings.Join(fs, ";")
 			if _, ok := sums[k]; !ok {
 				order = append(order, k)
+				frames[k] = fs
 			}
 			sums[k] += v
 		}
@@ -70,24 +102,25 @@ func (r *Report) collapsed(w io.Writer) error {
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return sums[order[i]] > sums[order[j]] })
-	bw := bufio.NewWriter(w)
-	for _, k := range order {
-		fmt.Fprintf(bw, "%s %d\n", k, sums[k])
+	out := make([]valueStack, len(order))
+	for i, k := range order {
+		out[i] = valueStack{frames[k], sums[k]}
 	}
-	return bw.Flush()
+	return out, nil
 }
 
-// folded is stack id of p as one line of frames, outermost first.
-func (r *Report) folded(p *heap.Process, id heap.StackID) string {
+// folded is stack id of p as the exports name its frames, outermost
+// first.
+func (r *Report) folded(p *heap.Process, id heap.StackID) []string {
 	fs := r.Stack(p, id)
 	names := make([]string, len(fs))
 	for i, f := range fs {
 		names[len(fs)-1-i] = foldName(FoldedFrame(f))
 	}
 	if len(names) == 0 {
-		return "[no stack]"
+		return []string{"[no stack]"}
 	}
-	return strings.Join(names, ";")
+	return names
 }
 
 // FoldedFrame names a frame in the collapsed export: its function, else

@@ -58,8 +58,8 @@ type Options struct {
 	Label     string
 	LeakCheck bool
 	AskedBy   int
-	// CollapsedValue is what the collapsed format counts per stack, one
-	// of CollapsedValues; "": leaked-bytes.
+	// CollapsedValue is what the collapsed and flamegraph formats count
+	// per stack, one of CollapsedValues; "": leaked-bytes.
 	CollapsedValue string
 	// StaleT1 and StaleT2 are the thresholds of the stale watch in
 	// epochs (0: DefaultStaleT1, DefaultStaleT2): blocks untouched for
@@ -108,11 +108,11 @@ func New(s *heap.Session, main int32, opts Options) *Report {
 }
 
 // Formats are the formats Generate knows; the first is the default.
-var Formats = []string{"text", "json", "pprof", "collapsed", "sarif"}
+var Formats = []string{"text", "json", "pprof", "collapsed", "flamegraph", "sarif"}
 
 // Generate writes the report in one of Formats: "text" (or ""), "json",
-// "pprof" (a gzipped profile.proto), "collapsed" (folded stacks) or
-// "sarif" (SARIF 2.1.0).
+// "pprof" (a gzipped profile.proto), "collapsed" (folded stacks),
+// "flamegraph" (an interactive HTML page) or "sarif" (SARIF 2.1.0).
 func (r *Report) Generate(w io.Writer, format string) error {
 	switch format {
 	case "text", "":
@@ -123,6 +123,8 @@ func (r *Report) Generate(w io.Writer, format string) error {
 		return r.pprof(w)
 	case "collapsed":
 		return r.collapsed(w)
+	case "flamegraph":
+		return r.flamegraph(w)
 	case "sarif":
 		return r.sarif(w)
 	}

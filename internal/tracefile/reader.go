@@ -277,6 +277,10 @@ func (r *Reader) loadChunk() error {
 	return nil
 }
 
+// Offset is how many bytes of the file the reader has read so far (for
+// showing progress).
+func (r *Reader) Offset() int64 { return r.off }
+
 // Close releases the reader and closes the file if Open opened it.
 func (r *Reader) Close() error {
 	if r.zdec != nil {

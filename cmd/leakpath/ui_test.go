@@ -1,0 +1,487 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// uiServer is a `leakpath ui` process serving a trace.
+type uiServer struct {
+	url    string // without the trailing slash
+	cmd    *exec.Cmd
+	stderr *syncBuilder
+}
+
+// startUI starts `leakpath ui TRACE` (at the repository's root) on a free port, waits until the trace
+// is loaded, and stops it (SIGINT) when the test ends, checking that it
+// exits cleanly.
+func startUI(t *testing.T, trace string) *uiServer {
+	t.Helper()
+	s := startUIAsync(t, trace)
+	for deadline := time.Now().Add(120 * time.Second); ; {
+		var st struct{ State, Error string }
+		s.get(t, "/api/status", &st)
+		if st.State == "ready" {
+			break
+		}
+		if st.State == "error" || time.Now().After(deadline) {
+			t.Fatalf("leakpath ui: state %q %s\n%s", st.State, st.Error, s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s
+}
+
+// startUIAsync is startUI without waiting for the trace to load.
+func startUIAsync(t *testing.T, trace string) *uiServer {
+	t.Helper()
+	cmd := exec.Command(lpBin, "ui", trace)
+	cmd.Dir = root // the fixtures' sources are named relative to it
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := new(syncBuilder)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(stdout)
+	first, err := lines.ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("leakpath ui printed no address: %v\n%s", err, stderr.String())
+	}
+	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+)/ `).FindStringSubmatch(first)
+	if m == nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("leakpath ui's first line names no address on 127.0.0.1: %q", first)
+	}
+	s := &uiServer{url: m[1], cmd: cmd, stderr: stderr}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { io.Copy(io.Discard, lines); done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("leakpath ui after SIGINT: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("leakpath ui did not stop on SIGINT")
+		}
+	})
+	return s
+}
+
+// syncBuilder is a strings.Builder safe for a process's writes and the
+// test's reads.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// get fetches path and decodes its JSON into v; it fails the test unless
+// the status is 200.
+func (s *uiServer) get(t *testing.T, path string, v any) {
+	t.Helper()
+	if code := s.getCode(t, path, v); code != http.StatusOK {
+		t.Fatalf("GET %s: status %d", path, code)
+	}
+}
+
+func (s *uiServer) getCode(t *testing.T, path string, v any) int {
+	t.Helper()
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("GET %s: %v\n%.300s", path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// uiTimeline is /api/timeline as the test reads it.
+type uiTimeline struct {
+	Unit    string `json:"unit"`
+	Buckets []struct {
+		Heap        int64  `json:"heap"`
+		HeapMax     int64  `json:"heap_max"`
+		AllocBytes  uint64 `json:"alloc_bytes"`
+		Allocs      uint64 `json:"allocs"`
+		Frees       uint64 `json:"frees"`
+		Temporary   uint64 `json:"temporary"`
+		LeakedBytes uint64 `json:"leaked_bytes"`
+	} `json:"buckets"`
+}
+
+type uiFlame struct {
+	Kind string     `json:"kind"`
+	Unit string     `json:"unit"`
+	Peak *int       `json:"peak"`
+	Root *flameNode `json:"root"`
+}
+
+// TestUI serves the export fixture's trace and checks the API against
+// leakpath's own JSON report, collapsed export and usage tables of the
+// same trace.
+func TestUI(t *testing.T) {
+	trace, rep := exportTrace(t)
+	s := startUI(t, trace)
+	tot := rep.Totals
+
+	var tl uiTimeline
+	s.get(t, "/api/timeline", &tl)
+	if tl.Unit != "s" || len(tl.Buckets) == 0 {
+		t.Fatalf("timeline in %q with %d buckets", tl.Unit, len(tl.Buckets))
+	}
+	var alloc, allocs, frees, temp, leaked uint64
+	var peak int64
+	for _, b := range tl.Buckets {
+		alloc += b.AllocBytes
+		allocs += b.Allocs
+		frees += b.Frees
+		temp += b.Temporary
+		leaked += b.LeakedBytes
+		peak = max(peak, b.HeapMax)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want uint64
+	}{{"allocated bytes", alloc, tot.AllocatedBytes}, {"allocations", allocs, tot.Allocations}, {"frees", frees, tot.Frees},
+		{"temporary allocations", temp, tot.Temporary}, {"leaked bytes", leaked, tot.LeakedBytes},
+		{"heap in use at the end", uint64(tl.Buckets[len(tl.Buckets)-1].Heap), tot.LeakedBytes}} {
+		if c.got != c.want {
+			t.Errorf("timeline: %s %d, the JSON report says %d", c.what, c.got, c.want)
+		}
+	}
+	// The model's peak is over events in the order they were applied; the
+	// timeline's over time, which may count a block freed late but
+	// allocated early. Neither is below the other's by more than that.
+	if peak < int64(tot.PeakBytes) {
+		t.Errorf("timeline peak %d below the report's %d", peak, tot.PeakBytes)
+	}
+
+	flames := map[string]*uiFlame{}
+	for _, kind := range []string{"allocated", "leaked", "peak", "temporary"} {
+		var f uiFlame
+		s.get(t, "/api/flame?kind="+kind, &f)
+		flames[kind] = &f
+	}
+	for kind, want := range map[string]uint64{"allocated": tot.AllocatedBytes, "leaked": tot.LeakedBytes, "temporary": tot.Temporary} {
+		if got := flames[kind].Root.Value; got != want {
+			t.Errorf("%s flame graph totals %d, the JSON report says %d", kind, got, want)
+		}
+	}
+	if f := flames["peak"]; f.Peak == nil || f.Root.Value != uint64(tl.Buckets[*f.Peak].Heap) {
+		t.Errorf("peak flame graph: total %d at bucket %v; the timeline differs", f.Root.Value, f.Peak)
+	}
+	// Stack by stack, the leaked and allocated flame graphs are the
+	// collapsed export's.
+	for kind, value := range map[string]string{"leaked": "leaked-bytes", "allocated": "allocated-bytes"} {
+		got := map[string]uint64{}
+		flameStacks(t, flames[kind].Root, nil, got)
+		want := map[string]uint64{}
+		out := exportReport(t, root, "--format", "collapsed", "--value", value, trace)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			i := strings.LastIndexByte(line, ' ')
+			var n uint64
+			fmt.Sscan(line[i+1:], &n)
+			want[line[:i]] += n
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s flame graph's stacks:\n%v\nthe collapsed export's:\n%v", kind, got, want)
+		}
+	}
+	// A range: the first half's allocations and the second's add up.
+	half := len(tl.Buckets) / 2
+	var a, b uiFlame
+	s.get(t, fmt.Sprintf("/api/flame?kind=allocated&from=0&to=%d", half), &a)
+	s.get(t, fmt.Sprintf("/api/flame?kind=allocated&from=%d&to=%d", half+1, len(tl.Buckets)-1), &b)
+	if a.Root.Value+b.Root.Value != tot.AllocatedBytes {
+		t.Errorf("allocated in the two halves: %d + %d, want %d", a.Root.Value, b.Root.Value, tot.AllocatedBytes)
+	}
+
+	// Snapshot diff: over the whole run, what is left at the end; over
+	// the second half, the change of the heap at its ends; growth is the
+	// sum of the sites that grew.
+	type diff struct {
+		Change int64 `json:"change"`
+		Rows   []struct {
+			Stack                 []string
+			Before, After, Change int64
+		} `json:"rows"`
+	}
+	var all, second diff
+	s.get(t, "/api/diff", &all)
+	if all.Change != int64(tot.LeakedBytes) {
+		t.Errorf("diff over the run: %d, the report leaked %d", all.Change, tot.LeakedBytes)
+	}
+	s.get(t, fmt.Sprintf("/api/diff?from=%d&to=%d", half+1, len(tl.Buckets)-1), &second)
+	if want := tl.Buckets[len(tl.Buckets)-1].Heap - tl.Buckets[half].Heap; second.Change != want {
+		t.Errorf("diff over the second half: %d, the timeline's heap changed by %d", second.Change, want)
+	}
+	var grew, rowsSum int64
+	for _, r := range all.Rows {
+		if r.Change != r.After-r.Before || r.Change == 0 {
+			t.Errorf("diff row %+v", r)
+		}
+		if r.Change > 0 {
+			grew += r.Change
+		}
+		rowsSum += r.Change
+	}
+	if rowsSum != all.Change {
+		t.Errorf("diff rows sum to %d, the diff says %d", rowsSum, all.Change)
+	}
+	var growth uiFlame
+	s.get(t, "/api/flame?kind=growth", &growth)
+	if int64(growth.Root.Value) != grew {
+		t.Errorf("growth flame graph totals %d, the diff's growing sites %d", growth.Root.Value, grew)
+	}
+
+	// The leak list is the JSON report's.
+	var got jsonReport
+	s.get(t, "/api/report", &got)
+	if fmt.Sprint(got.Totals) != fmt.Sprint(tot) || len(got.Leaks) != len(rep.Leaks) {
+		t.Errorf("/api/report: totals %+v with %d leaks; the report: %+v with %d", got.Totals, len(got.Leaks), tot, len(rep.Leaks))
+	}
+
+	// Usage tables: as `leakpath report --by UNIT --format json`.
+	for _, by := range []string{"library", "function", "thread"} {
+		type units struct {
+			Units []struct {
+				Name           string `json:"name"`
+				AllocatedBytes uint64 `json:"allocated_bytes"`
+				CurrentBytes   int64  `json:"current_bytes"`
+			} `json:"units"`
+		}
+		var ui, cli units
+		s.get(t, "/api/usage?by="+by, &ui)
+		if err := json.Unmarshal(exportReport(t, root, "--by", by, "--format", "json", trace), &cli); err != nil {
+			t.Fatal(err)
+		}
+		if len(ui.Units) == 0 || fmt.Sprint(ui.Units) != fmt.Sprint(cli.Units) {
+			t.Errorf("usage by %s:\n%v\nleakpath report --by %s:\n%v", by, ui.Units, by, cli.Units)
+		}
+	}
+	if code := s.getCode(t, "/api/usage?by=nothing", nil); code != http.StatusBadRequest {
+		t.Errorf("usage by nothing: status %d", code)
+	}
+
+	// Source lines: of the leaks' files only.
+	var leakFile jsonFrame
+	for _, f := range rep.Leaks[0].Stack {
+		if strings.HasSuffix(f.File, "export.cc") {
+			leakFile = f
+			break
+		}
+	}
+	if leakFile.File == "" {
+		t.Fatalf("the first leak has no frame in export.cc: %+v", rep.Leaks[0].Stack)
+	}
+	var lines []struct {
+		N    int    `json:"n"`
+		Text string `json:"text"`
+	}
+	s.get(t, fmt.Sprintf("/api/source?file=%s&line=%d", url.QueryEscape(leakFile.File), leakFile.Line), &lines)
+	src, err := os.ReadFile(leakFile.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLine := strings.Split(string(src), "\n")[leakFile.Line-1]
+	found := false
+	for _, l := range lines {
+		found = found || l.N == leakFile.Line && l.Text == wantLine
+	}
+	if !found {
+		t.Errorf("source of %s:%d: %+v lacks %q", leakFile.File, leakFile.Line, lines, wantLine)
+	}
+	for _, bad := range []string{"/api/source?file=/etc/passwd&line=1", "/api/flame?kind=bogus", "/api/flame?from=x", "/api/flame?from=5&to=2", "/api/diff?to=-1"} {
+		if code := s.getCode(t, bad, nil); code != http.StatusBadRequest && code != http.StatusNotFound {
+			t.Errorf("GET %s: status %d, want 400 or 404", bad, code)
+		}
+	}
+	// The page and its scripts are served.
+	for _, p := range []string{"/", "/app.js", "/flame.js", "/style.css"} {
+		if code := s.getCode(t, p, nil); code != http.StatusOK {
+			t.Errorf("GET %s: status %d", p, code)
+		}
+	}
+}
+
+// TestUIBadInput: a missing file or one that is no trace is a clear error
+// before anything is served.
+func TestUIBadInput(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "junk.lpt")
+	os.WriteFile(junk, []byte("not a trace at all"), 0o644)
+	for _, args := range [][]string{{"ui", filepath.Join(t.TempDir(), "none.lpt")}, {"ui", junk}, {"ui"}, {"ui", "--listen", "nowhere", junk}} {
+		cmd := exec.Command(lpBin, args...)
+		out, _ := cmd.CombinedOutput()
+		code := cmd.ProcessState.ExitCode()
+		if code == 0 || !strings.HasPrefix(string(out), "leakpath") || strings.Contains(string(out), "panic") {
+			t.Errorf("leakpath %v: exit %d:\n%s", args, code, out)
+		}
+	}
+}
+
+// TestRunUI: `leakpath run --ui` serves the running program's chart and
+// flame graphs, then the finished run's whole page (its numbers those of
+// the run's JSON report) until SIGINT, and exits with the program's code;
+// the program's output is its own.
+func TestRunUI(t *testing.T) {
+	bin := fixture(t, "busy.c")
+	dir := t.TempDir()
+	js := filepath.Join(dir, "r.json")
+	cmd := exec.Command(lpBin, "run", "--ui", "--json", js, "--", bin, "3000")
+	cmd.Env = testEnv()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(errp)
+	var s *uiServer
+	for lines.Scan() {
+		if m := regexp.MustCompile(`live view at (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(lines.Text()); m != nil {
+			s = &uiServer{url: m[1], cmd: cmd}
+			break
+		}
+	}
+	if s == nil {
+		t.Fatal("leakpath run --ui printed no address on stderr")
+	}
+	ended := make(chan bool, 1)
+	go func() {
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), "the run is over") {
+				ended <- true
+			}
+		}
+	}()
+	// While it runs: the chart grows.
+	var seen uint64
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		var st struct{ State string }
+		s.get(t, "/api/status", &st)
+		if st.State != "running" {
+			break
+		}
+		var tl uiTimeline
+		s.get(t, "/api/timeline", &tl)
+		var allocs uint64
+		for _, b := range tl.Buckets {
+			allocs += b.Allocs
+		}
+		if allocs < seen {
+			t.Errorf("live allocations went down from %d to %d", seen, allocs)
+		}
+		var f uiFlame
+		s.get(t, "/api/flame?kind=allocated", &f)
+		if allocs > 0 && f.Root.Value == 0 {
+			t.Errorf("%d allocations so far, an empty flame graph", allocs)
+		}
+		seen = allocs
+		if time.Now().After(deadline) {
+			t.Fatal("still running after 60 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if seen == 0 {
+		t.Fatal("the live view never showed an allocation while the program ran")
+	}
+	select {
+	case <-ended:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no word that the run is over")
+	}
+	// The end: the page of the finished run.
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep jsonReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var tl uiTimeline
+	s.get(t, "/api/timeline", &tl)
+	var alloc, allocs, leaked uint64
+	for _, b := range tl.Buckets {
+		alloc += b.AllocBytes
+		allocs += b.Allocs
+		leaked += b.LeakedBytes
+	}
+	if alloc != rep.Totals.AllocatedBytes || allocs != rep.Totals.Allocations || leaked != rep.Totals.LeakedBytes {
+		t.Errorf("timeline: %d bytes in %d allocations, %d leaked; the run's report: %d, %d, %d",
+			alloc, allocs, leaked, rep.Totals.AllocatedBytes, rep.Totals.Allocations, rep.Totals.LeakedBytes)
+	}
+	if allocs < seen {
+		t.Errorf("the live view showed %d allocations, more than the run's %d", seen, allocs)
+	}
+	var f uiFlame
+	s.get(t, "/api/flame?kind=leaked", &f)
+	if f.Root.Value != rep.Totals.LeakedBytes {
+		t.Errorf("leaked flame graph %d, the report %d", f.Root.Value, rep.Totals.LeakedBytes)
+	}
+	var got jsonReport
+	s.get(t, "/api/report", &got)
+	if fmt.Sprint(got.Totals) != fmt.Sprint(rep.Totals) {
+		t.Errorf("/api/report totals %+v, the run's %+v", got.Totals, rep.Totals)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCode(err, cmd.ProcessState); code != 0 {
+			t.Errorf("leakpath run --ui exited %d after SIGINT, the program 0", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("leakpath run --ui did not stop on SIGINT")
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("the program's stdout has leakpath's words: %q", stdout.String())
+	}
+}
