@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -154,6 +155,34 @@ func TestTypesCxx(t *testing.T) {
 	}
 	if !strings.Contains(r.text, "PATH TO ROOT of shop::Tree") || !strings.Contains(r.text, "TYPES of the live blocks") {
 		t.Errorf("the text report has no type table or path:\n%s", r.text)
+	}
+	// The web UI on the trace: the same type table and the same path.
+	ui := startUI(t, trace)
+	var uiRep struct {
+		Types *jsonTypesT `json:"types"`
+	}
+	ui.get(t, "/api/report", &uiRep)
+	if uiRep.Types == nil || uiRep.Types.TypedBytes != ty.TypedBytes || len(uiRep.Types.Types) != len(ty.Types) {
+		t.Errorf("the UI's type table differs from the run's: %+v", uiRep.Types)
+	}
+	var up struct {
+		Type  string
+		Steps []struct {
+			Via, Type string
+			Retained  uint64 `json:"retained_bytes"`
+		}
+	}
+	ui.get(t, "/api/path?type=Tree", &up)
+	if up.Type != "shop::Tree" || len(up.Steps) != len(p.Steps) {
+		t.Fatalf("UI path to root of Tree: %+v, the run's %+v", up, p)
+	}
+	for i, st := range up.Steps {
+		if st.Via != p.Steps[i].Via || st.Type != p.Steps[i].Type || st.Retained != p.Steps[i].Retained {
+			t.Errorf("UI path step %d: %+v, the run's %+v", i, st, p.Steps[i])
+		}
+	}
+	if code := ui.getCode(t, "/api/path?type=no::Such", nil); code != http.StatusNotFound {
+		t.Errorf("UI path of an unknown type: status %d, want 404", code)
 	}
 	t.Logf("typed %d of %d live bytes (%.1f%%) by %v in %.3f s", ty.TypedBytes, ty.TotalBytes,
 		100*float64(ty.TypedBytes)/float64(ty.TotalBytes), ty.ByEvidence, ty.Seconds)

@@ -226,6 +226,22 @@ func (r *Report) PathToRoot(p *heap.Process, addr uint64) []PathStep {
 	return nil // a cycle: the model is out of step
 }
 
+// TypePath returns the path to root of the instance of type name (as
+// --path-to-root takes it) that retains most, in the main image, and that
+// type's qualified name; ok is false when the image has no typed scan or
+// no such type.
+func (r *Report) TypePath(name string) (qualified string, steps []PathStep, ok bool) {
+	p := r.mainProc()
+	if p == nil {
+		return "", nil, false
+	}
+	row, ok := typeRow(r.TypeTable(p), name)
+	if !ok {
+		return "", nil, false
+	}
+	return row.Name, r.PathToRoot(p, row.Largest), true
+}
+
 // typeRow finds the row of type name (qualified, or its last part).
 func typeRow(rows []TypeRow, name string) (TypeRow, bool) {
 	for _, row := range rows {

@@ -138,6 +138,7 @@ func (s *Server) Handler() http.Handler {
 		w.Write(d.ReportJSON)
 	}))
 	mux.HandleFunc("GET /api/usage", s.ready(s.usage))
+	mux.HandleFunc("GET /api/path", s.ready(s.path))
 	mux.HandleFunc("GET /api/source", s.ready(s.source))
 	return mux
 }
@@ -420,6 +421,38 @@ func (s *Server) source(w http.ResponseWriter, r *http.Request, d *Data) {
 	out := []SourceLine{}
 	for n := max(1, line-3); n <= min(len(lines), line+3); n++ {
 		out = append(out, SourceLine{n, strings.TrimRight(lines[n-1], "\r")})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// pathStep is one step of a path to root in /api/path.
+type pathStep struct {
+	Via      string `json:"via"`
+	Address  string `json:"address"`
+	Bytes    uint64 `json:"bytes"`
+	Type     string `json:"type"`
+	Retained uint64 `json:"retained_bytes"`
+}
+
+// path answers /api/path?type=NAME: the chain of fields from a root to the
+// instance of the type that retains most (run --types traces only).
+func (s *Server) path(w http.ResponseWriter, r *http.Request, d *Data) {
+	name := r.URL.Query().Get("type")
+	if name == "" || d.Report == nil {
+		fail(w, http.StatusBadRequest, errors.New("want ?type=NAME of a trace recorded with --types"))
+		return
+	}
+	qualified, steps, ok := d.Report.TypePath(name) // ready holds s.mu: Report is not safe for concurrent use
+	if !ok {
+		fail(w, http.StatusNotFound, fmt.Errorf("no type %q in the trace's typed scan", name))
+		return
+	}
+	out := struct {
+		Type  string     `json:"type"`
+		Steps []pathStep `json:"steps"` // root first; empty: no root reaches it
+	}{Type: qualified, Steps: []pathStep{}}
+	for _, st := range steps {
+		out.Steps = append(out.Steps, pathStep{Via: st.Via, Address: fmt.Sprintf("0x%x", st.Addr), Bytes: st.Size, Type: st.Type, Retained: st.Retained})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -109,7 +109,7 @@
       drawChart();
       setRange(null);
     }).catch(showError);
-    get("api/report").then(drawLeaks).catch(showError);
+    get("api/report").then(function (rep) { drawLeaks(rep); drawTypes(rep); }).catch(showError);
     loadUsage();
   }
   function showError(e) { document.body.appendChild(el("pre", "error", String(e))); }
@@ -271,6 +271,43 @@
   // The leak list; a click shows the stack, the source line and the root
   // cause, highlighted.
   var leakRows = [];
+  // The type table of a typed scan (run --types), and a type's path to root.
+  function drawTypes(rep) {
+    var imgs = rep.processes && rep.processes.length ? rep.processes : [rep];
+    var ty = null;
+    imgs.forEach(function (p) { if (!ty && p.types) ty = p.types; });
+    if (!ty) return;
+    $("#types-section").hidden = false;
+    $("#types-summary").textContent = bytes(ty.typed_bytes) + " of " + bytes(ty.total_bytes) + " live typed";
+    var body = $("#types tbody");
+    body.textContent = "";
+    (ty.types || []).forEach(function (t) {
+      var tr = el("tr", "type");
+      tr.dataset.name = t.name;
+      tr.appendChild(el("td", t.unknown ? "unknown" : "", t.name));
+      tr.appendChild(el("td", "num", bytes(t.bytes)));
+      tr.appendChild(el("td", "num", count(t.blocks)));
+      tr.appendChild(el("td", "", Object.keys(t.blocks_by_evidence || {}).join(", ")));
+      tr.appendChild(el("td", "", (t.held_by || []).slice(0, 3).map(function (h) { return h.holder; }).join(", ")));
+      tr.appendChild(el("td", "num", bytes(t.largest_retained_bytes || 0)));
+      if (!t.unknown) tr.addEventListener("click", function () { showTypePath(t.name); });
+      body.appendChild(tr);
+    });
+  }
+  function showTypePath(name) {
+    var box = $("#type-path");
+    box.textContent = "";
+    get("api/path?type=" + encodeURIComponent(name)).then(function (p) {
+      box.appendChild(el("h3", "", "Path to root of " + p.type));
+      if (!p.steps.length) { box.appendChild(el("p", "", "no root reaches it")); return; }
+      var ol = box.appendChild(el("ol", "path"));
+      p.steps.forEach(function (s) {
+        ol.appendChild(el("li", "step", (s.via || "") + " → " + (s.type || "?") + " at " + s.address +
+          " (" + bytes(s.bytes) + ", retains " + bytes(s.retained_bytes) + ")"));
+      });
+    }).catch(function (e) { box.appendChild(el("p", "error", String(e))); });
+  }
+
   function drawLeaks(rep) {
     var leaks = [];
     var imgs = rep.processes && rep.processes.length ? rep.processes : [rep];
