@@ -191,47 +191,24 @@ func procCommand(pid int) []string {
 // msOf is d in milliseconds.
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func detachFlags(timeout *time.Duration, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("detach", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.DurationVar(timeout, "timeout", time.Minute, "give up after `DURATION`")
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: leakpath detach [flags] PID\n\n"+
-			"Ends the 'leakpath attach' to PID: the attach scans the live blocks, gives the\n"+
-			"program's allocator calls back, lets the program run on and writes its report.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	return fs
-}
+var detachRequest = pidRequest{op: "detach", what: "detach from pid %d", timeout: time.Minute,
+	about: "Ends the 'leakpath attach' to PID: the attach scans the live blocks, gives the\n" +
+		"program's allocator calls back, lets the program run on and writes its report.\n"}
 
 func cmdDetach(args []string, stdout, stderr io.Writer) int {
-	var timeout time.Duration
-	fs := detachFlags(&timeout, stderr)
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	pid, ok := pidArg(fs, "detach", stderr)
-	if !ok {
-		return exitUsage
-	}
-	ctx, done := askContext(timeout)
-	defer done()
-	resp, sock, err := askPID(ctx, pid, "detach")
-	if err != nil {
-		fail(stderr, fmt.Errorf("detach from pid %d: %w", pid, err))
-		return 1
-	}
-	io.WriteString(stderr, resp.Text)
-	// Done when the attach has let go: its socket goes last.
-	for {
-		if _, serr := os.Stat(sock); serr != nil {
-			return 0
+	return detachRequest.run(args, stderr, func(ctx context.Context, pid int, resp *control.Response, sock string) int {
+		io.WriteString(stderr, resp.Text)
+		// Done when the attach has let go: its socket goes last.
+		for {
+			if _, serr := os.Stat(sock); serr != nil {
+				return 0
+			}
+			select {
+			case <-ctx.Done():
+				fail(stderr, fmt.Errorf("detach from pid %d: the attach has not ended yet: %w", pid, ctx.Err()))
+				return 1
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
-		select {
-		case <-ctx.Done():
-			fail(stderr, fmt.Errorf("detach from pid %d: the attach has not ended yet: %w", pid, ctx.Err()))
-			return 1
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	})
 }

@@ -122,13 +122,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 				attachFlags(new(attachOptions), stdout).Usage()
 				return 0
 			case "detach":
-				detachFlags(new(time.Duration), stdout).Usage()
+				detachRequest.flags(new(time.Duration), stdout).Usage()
 				return 0
 			case "diff":
 				diffFlags(new(diffOptions), stdout).Usage()
 				return 0
 			case "root-cause":
-				rootCauseFlags(new(time.Duration), stdout).Usage()
+				rootCauseRequest.flags(new(time.Duration), stdout).Usage()
 				return 0
 			case "ui":
 				uiFlags(new(uiOptions), stdout).Usage()

@@ -37,41 +37,60 @@ func (r *rootCauseAfter) Set(v string) error {
 	return nil
 }
 
-func rootCauseFlags(timeout *time.Duration, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("root-cause", flag.ContinueOnError)
+// pidRequest is a command that sends one control request (Op) about a
+// PID to the leakpath that records it: root-cause, detach.
+type pidRequest struct {
+	op, what string        // what: the error's prefix, with the pid as %d
+	timeout  time.Duration // --timeout's default
+	about    string        // the usage's text after its first line
+}
+
+var rootCauseRequest = pidRequest{op: "root-cause", what: "root cause of pid %d", timeout: 30 * time.Second,
+	about: "Starts root-cause tracing of PID, a program running under\n" +
+		"'leakpath run --root-cause --root-cause-after=request': from now on its\n" +
+		"growing allocation sites are judged and traced, and the report written\n" +
+		"when it ends names, under each leak, the function and branch where its\n" +
+		"freed and leaked executions part.\n"}
+
+func (c pidRequest) flags(timeout *time.Duration, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.op, flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.DurationVar(timeout, "timeout", 30*time.Second, "give up after `DURATION`")
+	fs.DurationVar(timeout, "timeout", c.timeout, "give up after `DURATION`")
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: leakpath root-cause [flags] PID\n\n"+
-			"Starts root-cause tracing of PID, a program running under\n"+
-			"'leakpath run --root-cause --root-cause-after=request': from now on its\n"+
-			"growing allocation sites are judged and traced, and the report written\n"+
-			"when it ends names, under each leak, the function and branch where its\n"+
-			"freed and leaked executions part.\n\nFlags:\n")
+		fmt.Fprintf(out, "Usage: leakpath %s [flags] PID\n\n%s\nFlags:\n", c.op, c.about)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
-func cmdRootCause(args []string, stdout, stderr io.Writer) int {
+// run parses args, sends the request and hands the answer to then, with
+// the socket it went to and the context that bounds the command.
+func (c pidRequest) run(args []string, stderr io.Writer,
+	then func(ctx context.Context, pid int, resp *control.Response, sock string) int) int {
 	var timeout time.Duration
-	fs := rootCauseFlags(&timeout, stderr)
+	fs := c.flags(&timeout, stderr)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	pid, ok := pidArg(fs, "root-cause", stderr)
+	pid, ok := pidArg(fs, c.op, stderr)
 	if !ok {
 		return exitUsage
 	}
 	ctx, done := askContext(timeout)
 	defer done()
-	resp, _, err := askPID(ctx, pid, "root-cause")
+	resp, sock, err := askPID(ctx, pid, c.op)
 	if err != nil {
-		fail(stderr, fmt.Errorf("root cause of pid %d: %w", pid, err))
+		fail(stderr, fmt.Errorf(c.what+": %w", pid, err))
 		return 1
 	}
-	io.WriteString(stdout, resp.Text)
-	return 0
+	return then(ctx, pid, resp, sock)
+}
+
+func cmdRootCause(args []string, stdout, stderr io.Writer) int {
+	return rootCauseRequest.run(args, stderr, func(_ context.Context, _ int, resp *control.Response, _ string) int {
+		io.WriteString(stdout, resp.Text)
+		return 0
+	})
 }
 
 // askPID sends request op about pid to the leakpath that records it
