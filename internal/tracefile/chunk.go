@@ -269,9 +269,11 @@ type encoder struct {
 	// nameIdx: the index of each name in model.names.
 	nameIdx map[string]int
 	callers callerTrie
-	// defFrames: the frames of the chunk's stack definitions (the
-	// events' own slices, which the writer does not change).
-	defFrames [][]uint64
+	// defFrames holds copies of the frames of the chunk's stack
+	// definitions, back to back (the caller may reuse an event's slices
+	// once Write returns); defEnd[i] is where the i-th one ends.
+	defFrames []uint64
+	defEnd    []int
 	// Sequence numbers of allocations and frees since the encoder was
 	// made, and of the first ones in this chunk.
 	allocSeq, allocStart uint32
@@ -291,8 +293,7 @@ func (e *encoder) reset() {
 	e.model.reset()
 	clear(e.nameIdx)
 	e.callers.reset()
-	clear(e.defFrames)
-	e.defFrames = e.defFrames[:0]
+	e.defFrames, e.defEnd = e.defFrames[:0], e.defEnd[:0]
 	for i := range e.s {
 		e.s[i] = e.s[i][:0]
 	}
@@ -731,12 +732,22 @@ func (e *encoder) addStackDef(ev *event.Event) {
 		op |= f2
 		e.s[sFrames] = uv(e.s[sFrames], uint64(ref))
 		e.s[sFrames] = uv(e.s[sFrames], uint64(k))
-		e.putInner(fr, len(fr)-k, e.defFrames[len(e.defFrames)-ref])
+		e.putInner(fr, len(fr)-k, e.defined(len(e.defEnd)-ref))
 	} else {
 		e.putFrames(fr)
 	}
-	e.defFrames = append(e.defFrames, fr)
+	e.defFrames = append(e.defFrames, fr...)
+	e.defEnd = append(e.defEnd, len(e.defFrames))
 	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// defined returns the frames of the chunk's i-th stack definition.
+func (e *encoder) defined(i int) []uint64 {
+	from := 0
+	if i > 0 {
+		from = e.defEnd[i-1]
+	}
+	return e.defFrames[from:e.defEnd[i]]
 }
 
 // minSharedCallers: a stack shares at least so many outermost frames with

@@ -665,6 +665,32 @@ func TestSharedCallers(t *testing.T) {
 	for _, chunk := range []int{1 << 20, 4096} {
 		checkRoundTrip(t, evs, Options{ChunkSize: chunk})
 	}
+	// A caller may reuse an event's frames once Write returns: the
+	// stacks written later still refer to the earlier ones rightly.
+	var b bytes.Buffer
+	w, err := NewWriterOptions(&b, testMeta, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(evs); i += 10 {
+		batch := normalize(evs[i:min(i+10, len(evs))])
+		if err := w.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+		for j := range batch {
+			for k := range batch[j].X.Frames {
+				batch[j].X.Frames[k] = 0xdead
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffEvents(t, got, normalize(evs))
 	e := encodeAll(t, evs)
 	shared := len(e.s[sFrames])
 	e.reset()
