@@ -29,20 +29,24 @@ type browser struct {
 	shots   string // where screenshots go
 }
 
+// chromium returns the browser the tests drive, or skips the test saying
+// so when there is none (call it before slow preparations).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium): the browser tests need it")
+	return ""
+}
+
 // startBrowser starts Debian's chromium headless with a fresh profile
 // (skipping the test if there is none) and opens a page at url.
 func startBrowser(t *testing.T, url string) *browser {
 	t.Helper()
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		t.Skip("no chromium on PATH (apt-get install chromium): the browser test needs it")
-	}
+	bin := chromium(t)
 	// A fresh profile, removed once chromium and its helpers are gone
 	// (t.TempDir's removal could race with them).
 	profile, err := os.MkdirTemp("", "leakpath-chromium-")
@@ -258,9 +262,7 @@ func rootCauseTrace(t *testing.T) (string, *rootCauseDoc, *jsonReport) {
 // graph to that range's allocations; clicking the leak shows its root
 // cause, the culprit branch's source line highlighted.
 func TestUIBrowser(t *testing.T) {
-	if _, err := exec.LookPath("chromium"); err != nil {
-		t.Skip("no chromium on PATH (apt-get install chromium): the browser test needs it")
-	}
+	chromium(t)
 	trace, rc, rep := rootCauseTrace(t)
 	culprit := -1
 	for i, l := range rc.Leaks {
@@ -417,9 +419,7 @@ func TestUIBrowser(t *testing.T) {
 // TestFlamegraphBrowser opens the exported flame graph page in headless
 // Chromium: it draws the report's total, zooms on a click and searches.
 func TestFlamegraphBrowser(t *testing.T) {
-	if _, err := exec.LookPath("chromium"); err != nil {
-		t.Skip("no chromium on PATH (apt-get install chromium): the browser test needs it")
-	}
+	chromium(t)
 	trace, rep := exportTrace(t)
 	page := filepath.Join(t.TempDir(), "flame.html")
 	exportReport(t, root, "--format", "flamegraph", "--value", "allocated-bytes", "--output", page, trace)
@@ -454,9 +454,7 @@ func TestUIBigTrace(t *testing.T) {
 	if trace == "" {
 		t.Skip("measures a big trace only when LEAKPATH_BIG_TRACE names one")
 	}
-	if _, err := exec.LookPath("chromium"); err != nil {
-		t.Skip("no chromium on PATH (apt-get install chromium): the measurement needs it")
-	}
+	chromium(t)
 	b := startBrowser(t, "about:blank")
 	b.call("Page.enable", map[string]any{}, nil)
 	start := time.Now()
