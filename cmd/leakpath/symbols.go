@@ -1,8 +1,12 @@
 package main
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
@@ -15,6 +19,8 @@ type symbolizer struct {
 	s    *symbolize.Symbolizer
 	warm chan event.Module
 	done chan struct{}
+	// stopped is closed by ready: a warm-up still waiting does not start.
+	stopped chan struct{}
 	// stop: the warm-up loads no further module.
 	stop atomic.Bool
 	warn func(string)
@@ -74,14 +80,33 @@ func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
 	return out
 }
 
-// warmUp starts loading the symbols of modules while the program runs
-// (the collector's core is mostly idle then): by its end, the report only
-// looks addresses up. It never blocks the caller.
+// warmDelay is how long a program runs before the warm-up starts: a
+// short run is symbolized at its end, and only if the report needs it
+// (libc's separate debug file alone costs ~0.1-0.2 s of CPU, which a
+// program with no leak never needs).
+const warmDelay = time.Second
+
+// warmUp starts loading the symbols of modules while a program runs for
+// long (warmDelay): by its end, the report only looks addresses up. The
+// loading thread runs at the lowest priority (nice 19), so it takes what
+// the program and the collector leave of the machine. It never blocks the
+// caller.
 func (y *symbolizer) warmUp() func(*event.Module) {
 	y.warm = make(chan event.Module, 1024)
 	y.done = make(chan struct{})
+	stopped := make(chan struct{})
+	y.stopped = stopped
 	go func() {
 		defer close(y.done)
+		select {
+		case <-time.After(warmDelay):
+		case <-stopped:
+			return
+		}
+		// The thread ends with the goroutine (it stays locked), so the
+		// lower priority stays with it.
+		runtime.LockOSThread()
+		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
 		for m := range y.warm {
 			if !y.stop.Load() && len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
 				y.s.Lookup(m.Path, m.BuildID, m.Segments[0].Vaddr)
@@ -107,6 +132,7 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 func (y *symbolizer) ready() {
 	if y.warm != nil {
 		y.stop.Store(true)
+		close(y.stopped)
 		close(y.warm)
 		y.warm = nil
 	}
