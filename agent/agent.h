@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "lp_wire.h"
 
@@ -63,6 +64,7 @@ extern struct lp_header *lp_hdr;   /* NULL: not recording */
 extern uint64_t lp_region_gen;      /* bumped each time the region changes (fork) */
 extern int lp_free_stacks;          /* capture stacks of frees */
 extern int lp_fold_free_stacks;     /* and of frees that fold */
+extern int lp_exact_pending;        /* date pending allocations exactly (LP_HF_EXACT_TIMES) */
 extern int lp_fold_on;              /* fold short-lived allocations */
 extern unsigned lp_max_depth;
 extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */
@@ -194,6 +196,21 @@ static inline uint64_t lp_rdtsc(void)
 static inline uint64_t lp_ts(void)
 {
 	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc() : lp_now();
+}
+
+/* lp_ts_pending is the own time of a pending allocation: without the TSC,
+ * the coarse clock (the same base as lp_now, up to one tick early; ~3 ns
+ * where a paravirtual clock costs ~25). The collector orders frees against
+ * the time the record was written (under the map's lock: see lp_evict),
+ * not this one. Exact when the collector asks (root causes compare it with
+ * their windows; a trace keeping times finer than the tick). */
+static inline uint64_t lp_ts_pending(void)
+{
+	if (LP_LIKELY(lp_clock_tsc) || lp_exact_pending)
+		return lp_ts();
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 #endif

@@ -114,10 +114,10 @@ void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 }
 
 /* lp_commit writes a copy of a pending entry of the thread tid as an
- * ALLOC_LATE record. */
-static void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid)
+ * ALLOC_LATE record, dated now (0: when written). */
+static void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid, uint64_t now)
 {
-	uint64_t w[6] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack), 0, e->addr, e->size, e->ts,
+	uint64_t w[6] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack), now, e->addr, e->size, e->ts,
 			 (uint64_t)(uint32_t)tid};
 	lp_put(t, w, 6);
 }
@@ -141,9 +141,12 @@ static void lp_evict(struct lp_thread *t)
 	int i = lp_pm_find(s, copy.addr, h);
 	if (i >= 0 && s->ent[i].slot == t->slot_index && s->ent[i].pos == pos)
 		lp_pm_del(s, (uint32_t)i);
+	/* Dated before another thread can miss the entry and write its free:
+	 * the collector puts frees after the record's time. */
+	uint64_t now = live ? lp_ts() : 0;
 	lp_stripe_unlock(s);
 	if (live)
-		lp_commit(t, &copy, t->tid);
+		lp_commit(t, &copy, t->tid, now);
 }
 
 void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid)
@@ -155,7 +158,7 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	struct lp_pending *e = &f->pend[pos];
 	uint64_t a = (uint64_t)p, h = lp_ahash(a);
 	struct lp_stripe *s = lp_stripe_of(a, h);
-	*e = (struct lp_pending){.addr = a, .size = n, .ts = lp_ts(), .stack = sid, .fn = (uint8_t)fn};
+	*e = (struct lp_pending){.addr = a, .size = n, .ts = lp_ts_pending(), .stack = sid, .fn = (uint8_t)fn};
 	lp_stripe_lock(s);
 	int full = lp_pm_put(s, a, h, t->slot_index, pos);
 	if (!full)
@@ -164,7 +167,7 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	t->last_alloc = a;
 	if (full) {
 		/* No room in the map: this one is written at once. */
-		lp_commit(t, e, t->tid);
+		lp_commit(t, e, t->tid, 0);
 		return;
 	}
 	f->count++;
@@ -276,7 +279,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	if (whose == 2 || lp_family(e.fn) != lp_family(fn)) {
 		/* Another thread's block, or a mismatched free: the collector
 		 * must see both, the allocation first. */
-		lp_commit(t, &e, owner);
+		lp_commit(t, &e, owner, 0);
 		return 0;
 	}
 	/* A folded pair's free is proper: its stack would only ever be shown
@@ -298,7 +301,7 @@ void lp_fold_take(struct lp_thread *t, void *p)
 	struct lp_pending e;
 	int owner;
 	if (lp_take(t, (uint64_t)p, &e, &owner))
-		lp_commit(t, &e, owner);
+		lp_commit(t, &e, owner, 0);
 }
 
 void lp_fold_flush(struct lp_thread *t)

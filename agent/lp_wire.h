@@ -140,6 +140,8 @@ enum {
 	LP_HF_STALE = 16,        /* set by the collector: serve sampled blocks from the slot pool */
 	LP_HF_FOLD_FREE_STACKS = 32, /* set by the collector: with LP_HF_FREE_STACKS, key aggregates
 	                                by the free's stack too (else 0: a walk less per folded pair) */
+	LP_HF_EXACT_TIMES = 64,  /* set by the collector: date pending allocations exactly (else by
+	                            the coarse clock, up to a tick early) */
 };
 
 /* Collector states (struct lp_header.collector_state). */

@@ -24,6 +24,7 @@ struct lp_header *lp_hdr;
 uint64_t lp_region_gen;
 int lp_free_stacks;
 int lp_fold_free_stacks;
+int lp_exact_pending;
 int lp_fold_on;
 unsigned lp_max_depth = 64;
 int lp_clock_tsc;
@@ -144,6 +145,7 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 	lp_ring_mask = probe.ring_size - 1;
 	lp_free_stacks = (probe.flags & LP_HF_FREE_STACKS) != 0;
 	lp_fold_free_stacks = lp_free_stacks && (probe.flags & LP_HF_FOLD_FREE_STACKS) != 0;
+	lp_exact_pending = (probe.flags & LP_HF_EXACT_TIMES) != 0;
 	lp_clock_tsc = (probe.flags & LP_HF_CLOCK_TSC) != 0;
 	lp_fold_on = (probe.flags & LP_HF_FOLD) != 0 && probe.fold_offset != 0 && probe.pmap_offset != 0 &&
 		     probe.fold_offset + (uint64_t)probe.slot_count * LP_FOLD_SIZE <= probe.region_size &&
@@ -366,8 +368,8 @@ void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 			goto done;
 		}
 	}
-	if (type != LP_REC_STACK && words > 1)
-		w[1] = lp_ts();
+	if (type != LP_REC_STACK && words > 1 && w[1] == 0)
+		w[1] = lp_ts(); /* a record dated by its writer keeps its time */
 	uint64_t off = pos & lp_ring_mask;
 	if (LP_LIKELY(off + bytes <= size)) {
 		memcpy(t->ring + off, w, bytes);

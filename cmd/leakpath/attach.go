@@ -37,7 +37,7 @@ func attachFlags(o *attachOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&r.freeStacks, "free-stacks", true, "record the call stack of every free too")
 	fs.BoolVar(&r.fold, "fold", true, "count short-lived blocks a thread frees soon per site instead of one by one (see leakpath help run)")
 	fs.IntVar(&r.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
-	fs.DurationVar(&r.timeRes, "time-resolution", time.Millisecond, "keep the trace's times to `DURATION` (see leakpath help run); 0: exact")
+	fs.DurationVar(&r.timeRes, "time-resolution", defaultTimeRes, "keep the trace's times to `DURATION` (see leakpath help run); 0: exact")
 	fs.StringVar(&r.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
 	fs.Var(&r.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
 	fs.IntVar(&r.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
@@ -109,6 +109,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		FollowFork: true,
 		Region: region.Options{
 			RingSize: r.ringKiB << 10, MaxDepth: r.maxDepth, FreeStacks: r.freeStacks, Fold: r.fold, HoldExit: r.scan,
+			ExactTimes: clock.ExactPending(r.timeRes),
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
 		Warm: sym.warmUp(),

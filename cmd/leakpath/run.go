@@ -20,6 +20,11 @@ import (
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
+// defaultTimeRes is how finely a trace keeps times unless told: 4 ms, a
+// usual kernel tick (the coarse clock's, which dates what the agent keeps
+// pending), finer than heaptrack's 10 ms.
+const defaultTimeRes = 4 * time.Millisecond
+
 type runOptions struct {
 	argv       []string
 	trace      string
@@ -66,7 +71,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of frees too (for root causes and improper uses; a free that folds records none unless --root-cause)")
 	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak may miss such blocks")
-	fs.DurationVar(&o.timeRes, "time-resolution", time.Millisecond, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that): exact times are most of a trace's size; 0 keeps them exact (the default with --per-call)")
+	fs.DurationVar(&o.timeRes, "time-resolution", defaultTimeRes, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that; allocations the agent keeps pending are dated by the system's coarse clock when its tick is no finer): exact times are most of a trace's size; 0 keeps them exact (the default with --per-call)")
 	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
 	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
@@ -144,6 +149,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			// Root causes need the stacks of every free.
 			FoldFreeStacks: o.rootCause.Enabled,
 			HoldExit:       o.scan,
+			// Root causes compare pending allocations' times with
+			// their windows.
+			ExactTimes: o.rootCause.Enabled || clock.ExactPending(o.timeRes),
 		},
 		StaleEpoch: staleEpoch(&o.stale),
 		RootCause:  o.rootCause,

@@ -49,8 +49,8 @@ func TestTimeResolution(t *testing.T) {
 	}
 	cs, csize := shiftOf(coarse)
 	es, esize := shiftOf(exact)
-	if want := clock.ShiftFor(time.Millisecond, clock.UseTSC()); cs != want || want == 0 {
-		t.Errorf("default time shift %d, want %d (1 ms)", cs, want)
+	if want := clock.ShiftFor(4*time.Millisecond, clock.UseTSC()); cs != want || want == 0 {
+		t.Errorf("default time shift %d, want %d (4 ms)", cs, want)
 	}
 	if es != 0 {
 		t.Errorf("--time-resolution=0: time shift %d", es)

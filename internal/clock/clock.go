@@ -100,6 +100,24 @@ func (s *Source) TicksPerSecond() float64 {
 	return float64(t-s.ticks0) / float64(n-s.ns0) * 1e9
 }
 
+// CoarseTick is the resolution of CLOCK_MONOTONIC_COARSE, which the agent
+// dates pending allocations with unless told to be exact (0 if unknown).
+func CoarseTick() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// ExactPending says whether the agent must date pending allocations
+// exactly: when times are kept finer than the coarse clock's tick (a
+// resolution of 0 is exact), or the tick is unknown.
+func ExactPending(res time.Duration) bool {
+	tick := CoarseTick()
+	return tick <= 0 || res < tick
+}
+
 // ShiftFor returns the largest shift s such that 2^s ticks of the clock
 // UseTSC selects last at most res: the tracefile.Options.TimeShift that
 // keeps times to res. res <= 0 is 0 (exact). The TSC's rate is measured

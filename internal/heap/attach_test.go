@@ -51,3 +51,46 @@ func TestAttachedUnknownBlocks(t *testing.T) {
 		t.Errorf("without attach: unknown frees %d, errors %+v; want 0 and the frees reported", p.Totals.UnknownFrees, p.Errors)
 	}
 }
+
+// lateAlloc is an allocation the agent kept pending: own time own, recorded
+// at t.
+func lateAlloc(t, own, addr, size uint64, thread int32) event.Event {
+	ev := alloc(t, addr, size, thread)
+	ev.Addr2 = own
+	return ev
+}
+
+// TestLateAllocOrder: a pending allocation's own time may be a coarse
+// clock's tick early, even earlier than a free of the same address that
+// happened before it; frees are ordered against the time it was recorded.
+// A free from before the attach stays unknown; a free that reached the
+// collector before the allocation it released (written after the record)
+// still releases it; a block's late free out of a replaced one's limbo
+// goes to the old block.
+func TestLateAllocOrder(t *testing.T) {
+	s := NewSession()
+	s.Apply([]event.Event{
+		attachedStart(),
+		free(100, 0x1000, 2),               // a block from before the attach
+		lateAlloc(500, 90, 0x1000, 32, 1),  // handed out again; own time a tick early
+		free(300, 0x2000, 2),               // arrived before its allocation ...
+		lateAlloc(250, 50, 0x2000, 48, 1),  // ... recorded at 250, before the free
+		alloc(600, 0x3000, 8, 1),           // an old block at 0x3000
+		lateAlloc(900, 640, 0x3000, 24, 3), // a new one, its old one's free on its way
+		free(700, 0x3000, 1),               // the old one's free: before the record
+	})
+	s.Finish()
+	p := s.Procs[0]
+	if p.Totals.UnknownFrees != 1 {
+		t.Errorf("unknown frees %d, want 1 (0x1000 from before)", p.Totals.UnknownFrees)
+	}
+	if len(p.Errors) != 0 {
+		t.Errorf("errors %+v, want none", p.Errors)
+	}
+	if p.Totals.LiveBlocks != 2 || p.Totals.LiveBytes != 32+24 {
+		t.Errorf("live %d blocks %d bytes, want 0x1000 (32) and the new 0x3000 (24)", p.Totals.LiveBlocks, p.Totals.LiveBytes)
+	}
+	if b, ok := p.LiveBlock(0x1000); !ok || b.Time != 90 {
+		t.Errorf("0x1000: %+v %v, want live with its own time 90", b, ok)
+	}
+}

@@ -10,6 +10,7 @@
 package heap
 
 import (
+	"math"
 	"sort"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -25,7 +26,17 @@ type Block struct {
 	// Kind is how the last scan classified the block: Unclassified if
 	// none ran since it was allocated.
 	Kind event.LeakKind
+	// Late is how long after Time the agent recorded the block (kept
+	// pending, its own time may be a clock tick early), saturated.
+	Late uint32
 }
+
+// born is when the block was recorded: frees of its address are ordered
+// against it (they come after it). A pending allocation's own time is
+// coarse; its record's time is exact and, when written by the thread that
+// kept it pending, taken before any other thread could free the block
+// without taking it over.
+func (b *Block) born() uint64 { return b.Time + uint64(b.Late) }
 
 // Site is what is known of one allocation stack.
 type Site struct {
@@ -460,6 +471,9 @@ func (p *Process) apply(ev *event.Event) {
 		b := Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: ev.Fn}
 		if ev.Addr2 != 0 {
 			b.Time = ev.Addr2 // kept pending by the agent: it happened earlier
+			if ev.Time > b.Time {
+				b.Late = uint32(min(ev.Time-b.Time, math.MaxUint32))
+			}
 		}
 		if p.obs != nil {
 			p.obs.Call(p, b, ev.Fn, b.Time)
@@ -570,7 +584,7 @@ func (p *Process) apply(ev *event.Event) {
 // alloc adds a block.
 func (p *Process) alloc(addr uint64, b Block) {
 	if len(p.parked) > 0 {
-		if pf, ok := p.parked[addr]; ok && pf.Time >= b.Time {
+		if pf, ok := p.parked[addr]; ok && pf.Time >= b.born() {
 			// A free that arrived before its allocation: this is the
 			// block it released. Both are in the past.
 			delete(p.parked, addr)
@@ -710,7 +724,7 @@ func (p *Process) free(ev *event.Event) {
 		// A free that happened before the live block at its address was
 		// allocated is the late free of the block it replaced.
 		if old, lok := p.limbo[ev.Addr]; lok {
-			if live, ok := p.blocks.get(ev.Addr); !ok || live.Time > ev.Time {
+			if live, ok := p.blocks.get(ev.Addr); !ok || live.born() > ev.Time {
 				delete(p.limbo, ev.Addr)
 				p.freedBlock(ev.Addr, old, stack, ev.Fn, ev.Thread)
 				return

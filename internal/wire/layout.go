@@ -110,6 +110,9 @@ const (
 	FlagStale      = 16 // serve sampled small blocks from the slot pool (stale objects)
 	// FlagFoldFreeStacks: folded pairs keep their free's stack too.
 	FlagFoldFreeStacks = 32
+	// FlagExactTimes: pending allocations keep exact own times (else the
+	// coarse clock's: up to a tick early).
+	FlagExactTimes = 64
 )
 
 // Slot states (LP_SLOT_*).

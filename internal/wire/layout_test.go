@@ -49,7 +49,7 @@ P("RecModule", LP_REC_MODULE); P("RecModuleUnload", LP_REC_MODULE_UNLOAD); P("Re
 P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDone", LP_REC_FORK_DONE);
 P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
 P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecMax", LP_REC_MAX);
-P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FlagFoldFreeStacks", LP_HF_FOLD_FREE_STACKS); P("PmapHash(0x7fd344012b50)", lp_pmap_hash(0x7fd344012b50ull)); P("PmapHash(16)", lp_pmap_hash(16)); P("FnTemporary", LP_FN_TEMPORARY);
+P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FlagFoldFreeStacks", LP_HF_FOLD_FREE_STACKS); P("FlagExactTimes", LP_HF_EXACT_TIMES); P("PmapHash(0x7fd344012b50)", lp_pmap_hash(0x7fd344012b50ull)); P("PmapHash(16)", lp_pmap_hash(16)); P("FnTemporary", LP_FN_TEMPORARY);
 P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED);
 P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
 #define H(f, name) P(name, offsetof(struct lp_header, f))
@@ -117,7 +117,7 @@ return 0; }
 		"RecThreadExit": RecThreadExit, "RecFork": RecFork, "RecForkDone": RecForkDone,
 		"RecExec": RecExec, "RecExecFailed": RecExecFailed, "RecExit": RecExit,
 		"RecClock": RecClock, "RecThreadName": RecThreadName, "RecMax": RecMax,
-		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold, "FlagFoldFreeStacks": FlagFoldFreeStacks, "PmapHash(0x7fd344012b50)": PmapHash(0x7fd344012b50), "PmapHash(16)": PmapHash(16), "FnTemporary": FnTemporary,
+		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold, "FlagFoldFreeStacks": FlagFoldFreeStacks, "FlagExactTimes": FlagExactTimes, "PmapHash(0x7fd344012b50)": PmapHash(0x7fd344012b50), "PmapHash(16)": PmapHash(16), "FnTemporary": FnTemporary,
 		"SlotFree": SlotFree, "SlotActive": SlotActive, "SlotExited": SlotExited,
 		"CollectorAlive": CollectorAlive, "CollectorGone": CollectorGone,
 		"OffMagic": OffMagic, "OffVersion": OffVersion, "OffHeaderSize": OffHeaderSize,
