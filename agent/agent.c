@@ -391,6 +391,10 @@ void lp_note_thread_exit(void)
 static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned fn, void *p,
 						    size_t n, void *fp)
 {
+	/* The map's word of p is likely not cached: fetch it (for writing)
+	 * while the stack is walked. */
+	if (LP_LIKELY(t->fold != NULL))
+		__builtin_prefetch(lp_pmap_at((uint64_t)p), 1);
 	uint32_t sid = lp_stack_id(t, fp);
 	if (LP_UNLIKELY(lp_hdr && __atomic_load_n(&lp_hdr->suspects_n, __ATOMIC_RELAXED) != 0))
 		lp_trace_ask(t, sid, p, n);

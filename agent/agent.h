@@ -130,6 +130,15 @@ LP_HIDDEN void lp_fold_attach(struct lp_thread *t, struct lp_fold *f);
 LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid);
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
+
+LP_HIDDEN int lp_pmap_setup(void);
+extern uint64_t *lp_pmap; /* the pending map (fold.c) */
+
+/* lp_pmap_at is address a's word in the pending map. */
+static inline uint64_t *lp_pmap_at(uint64_t a)
+{
+	return lp_pmap + lp_pmap_word(a);
+}
 LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 
 /* modules.c */

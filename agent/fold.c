@@ -19,79 +19,44 @@
 #include "agent.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 #define LP_PMASK (LP_PEND - 1)
-#define LP_SMASK (LP_PMAP_SUB - 1)
 /* Write aggregates at least this often: after so many folded pairs, or
  * when the oldest is this many ticks old (~10 ms of TSC, ~34 ms of ns). */
 #define LP_FOLD_FLUSH_PAIRS 65536u
 #define LP_FOLD_FLUSH_TICKS (1ull << 25)
 
-#define lp_ahash lp_pmap_hash
+uint64_t *lp_pmap;
 
-static inline struct lp_stripe *lp_stripe_of(uint64_t addr, uint64_t h)
+/*
+ * lp_pmap_setup gives the process an empty pending map. It is the agent's
+ * own memory, not the shared region's: the collector never reads it, and
+ * private memory can have huge pages (shared memory here cannot), where
+ * 2,048 small ones made a TLB miss of most lookups (measured: the map's
+ * lookups were ~1/3 of the agent's time on the allocation loop).
+ */
+int lp_pmap_setup(void)
 {
-	(void)addr;
-	struct lp_stripe *base = (struct lp_stripe *)((unsigned char *)lp_hdr + lp_hdr->pmap_offset);
-	return &base[h & (LP_PMAP_STRIPES - 1)];
-}
-
-static inline void lp_stripe_lock(struct lp_stripe *s)
-{
-	while (__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
-		while (__atomic_load_n(&s->lock, __ATOMIC_RELAXED))
-			__builtin_ia32_pause();
-}
-
-static inline void lp_stripe_unlock(struct lp_stripe *s)
-{
-	__atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
-}
-
-/* lp_pm_find returns addr's index in stripe s (home h), or -1. */
-static int lp_pm_find(struct lp_stripe *s, uint64_t addr, uint64_t h)
-{
-	uint32_t i = (uint32_t)(h >> 32) & LP_SMASK;
-	for (uint32_t k = 0; k < LP_PMAP_SUB; k++, i = (i + 1) & LP_SMASK) {
-		if (s->ent[i].addr == addr)
-			return (int)i;
-		if (s->ent[i].addr == 0)
-			return -1;
+	size_t bytes = (size_t)LP_PMAP_WORDS * 8u, huge = 2u << 20;
+	if (lp_pmap) {
+		/* A new region (a fork child, an attach again): empty it. */
+		madvise(lp_pmap, bytes, MADV_DONTNEED);
+		return 0;
 	}
-	return -1;
-}
-
-/* lp_pm_put maps addr to (slot, pos); returns -1 if the stripe is full. */
-static int lp_pm_put(struct lp_stripe *s, uint64_t addr, uint64_t h, uint32_t slot, uint32_t pos)
-{
-	uint32_t i = (uint32_t)(h >> 32) & LP_SMASK;
-	for (uint32_t k = 0; k < LP_PMAP_SUB - 1; k++, i = (i + 1) & LP_SMASK) {
-		if (s->ent[i].addr == addr || s->ent[i].addr == 0) {
-			s->ent[i] = (struct lp_pment){.addr = addr, .slot = slot, .pos = pos};
-			return 0;
-		}
-	}
-	return -1; /* keep one slot empty: probes always end */
-}
-
-/* lp_pm_del empties index i of stripe s, shifting back the entries after
- * it that would otherwise become unreachable. */
-static void lp_pm_del(struct lp_stripe *s, uint32_t i)
-{
-	for (;;) {
-		s->ent[i].addr = 0;
-		uint32_t k = i;
-		for (;;) {
-			k = (k + 1) & LP_SMASK;
-			if (s->ent[k].addr == 0)
-				return;
-			uint32_t home = (uint32_t)(lp_ahash(s->ent[k].addr) >> 32) & LP_SMASK;
-			if ((k > i && (home <= i || home > k)) || (k < i && home <= i && home > k))
-				break;
-		}
-		s->ent[i] = s->ent[k];
-		i = k;
-	}
+	unsigned char *p = lp_mmap(bytes + huge);
+	if (!p)
+		return -1;
+	/* Aligned to a huge page, the rest given back. */
+	size_t lead = (huge - ((uintptr_t)p & (huge - 1))) & (huge - 1);
+	if (lead)
+		lp_munmap(p, lead);
+	if (huge - lead)
+		lp_munmap(p + lead + bytes, huge - lead);
+	p += lead;
+	madvise(p, bytes, MADV_HUGEPAGE);
+	lp_pmap = (uint64_t *)p;
+	return 0;
 }
 
 static inline struct lp_fold *lp_fold_of(uint32_t slot)
@@ -99,13 +64,41 @@ static inline struct lp_fold *lp_fold_of(uint32_t slot)
 	return (struct lp_fold *)((unsigned char *)lp_hdr + lp_hdr->fold_offset + (uint64_t)slot * LP_FOLD_SIZE);
 }
 
+/* lp_named returns the entry map word w names if it still holds w's
+ * address pending, else NULL. An entry's address changes only from 0 to a
+ * block's address (by its owner) and back (by whoever takes it), and a
+ * block's address is not handed out again before its free: so an entry
+ * holding the address holds that block. */
+static inline struct lp_pending *lp_named(uint64_t w)
+{
+	if (w == 0)
+		return NULL;
+	struct lp_pending *e = &lp_fold_of(LP_TAG_SLOT(w))->pend[LP_TAG_POS(w)];
+	return __atomic_load_n(&e->addr, __ATOMIC_ACQUIRE) == LP_TAG_ADDR(w) ? e : NULL;
+}
+
+/* lp_take_entry takes entry e, which held a, copying it to *out first; 0
+ * if another thread took it meanwhile. Only a thread freeing a, or a's
+ * owner evicting it, competes: a cannot be allocated again before then,
+ * so the copy is of the entry taken. */
+static inline int lp_take_entry(struct lp_pending *e, uint64_t a, struct lp_pending *out)
+{
+	*out = *e;
+	out->addr = a;
+	return __atomic_compare_exchange_n(&e->addr, &a, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 {
 	t->fold = NULL;
-	if (!f)
+	if (!f || t->slot_index >= LP_TAG_SLOTS)
 		return;
 	f->head = 0;
 	f->count = 0;
+	/* Nothing of an earlier thread of the slot is pending any more (the
+	 * collector took it): clear what a killed one may have left. */
+	for (unsigned i = 0; i < LP_PEND; i++)
+		__atomic_store_n(&f->pend[i].addr, 0, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < LP_AGG; i++)
 		f->agg[i].used = 0;
 	t->folded = 0;
@@ -122,30 +115,22 @@ static void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid, 
 	lp_put(t, w, 6);
 }
 
-/* lp_evict makes room: the oldest entry goes, written if still live. */
+/* lp_evict makes room: the oldest entry goes, written if still pending. */
 static void lp_evict(struct lp_thread *t)
 {
 	struct lp_fold *f = t->fold;
-	uint32_t pos = f->head;
-	struct lp_pending *e = &f->pend[pos];
+	struct lp_pending *e = &f->pend[f->head];
 	f->head = (f->head + 1) & LP_PMASK;
 	f->count--;
-	if (!e->live)
+	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
+	if (!a)
 		return;
-	uint64_t h = lp_ahash(e->addr);
-	struct lp_stripe *s = lp_stripe_of(e->addr, h);
-	lp_stripe_lock(s);
-	int live = e->live; /* another thread may have claimed it meanwhile */
-	struct lp_pending copy = *e;
-	e->live = 0;
-	int i = lp_pm_find(s, copy.addr, h);
-	if (i >= 0 && s->ent[i].slot == t->slot_index && s->ent[i].pos == pos)
-		lp_pm_del(s, (uint32_t)i);
-	/* Dated before another thread can miss the entry and write its free:
-	 * the collector puts frees after the record's time. */
-	uint64_t now = live ? lp_ts() : 0;
-	lp_stripe_unlock(s);
-	if (live)
+	/* Dated before the take: a thread that frees the block and finds it
+	 * taken writes its free after this time, and the collector puts
+	 * frees after the record's time. */
+	uint64_t now = lp_ts();
+	struct lp_pending copy;
+	if (lp_take_entry(e, a, &copy))
 		lp_commit(t, &copy, t->tid, now);
 }
 
@@ -156,18 +141,28 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_evict(t);
 	uint32_t pos = (f->head + f->count) & LP_PMASK;
 	struct lp_pending *e = &f->pend[pos];
-	uint64_t a = (uint64_t)p, h = lp_ahash(a);
-	struct lp_stripe *s = lp_stripe_of(a, h);
-	*e = (struct lp_pending){.addr = a, .size = n, .ts = lp_ts_pending(), .stack = sid, .fn = (uint8_t)fn};
-	lp_stripe_lock(s);
-	int full = lp_pm_put(s, a, h, t->slot_index, pos);
-	if (!full)
-		e->live = 1;
-	lp_stripe_unlock(s);
+	uint64_t a = (uint64_t)p;
 	t->last_alloc = a;
-	if (full) {
-		/* No room in the map: this one is written at once. */
+	e->size = n;
+	e->ts = lp_ts_pending();
+	e->stack = sid;
+	e->fn = (uint8_t)fn;
+	if (LP_UNLIKELY(a >> 48 || (a & 15))) {
+		/* Not nameable by a map word: written at once. */
+		e->addr = a;
 		lp_commit(t, e, t->tid, 0);
+		e->addr = 0;
+		return;
+	}
+	__atomic_store_n(&e->addr, a, __ATOMIC_RELEASE);
+	uint64_t *m = lp_pmap_at(a), tag = LP_TAG(a, t->slot_index, pos);
+	uint64_t w = __atomic_load_n(m, __ATOMIC_ACQUIRE);
+	if (w != tag && (lp_named(w) || !__atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL,
+								     __ATOMIC_RELAXED))) {
+		/* The word names another pending block (or just changed):
+		 * this one is written at once. Nothing names its entry. */
+		lp_commit(t, e, t->tid, 0);
+		e->addr = 0;
 		return;
 	}
 	f->count++;
@@ -241,67 +236,72 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 }
 
 /*
- * lp_take finds p's pending entry, of any thread, and takes it out of the
- * map and the FIFO, copying it to *out. Returns 1 when it was this
- * thread's own, 2 another thread's, 0 when p is not pending.
+ * lp_find returns the pending entry of address p, of any thread, and its
+ * thread slot, or NULL when p is not pending.
  */
-static int lp_take(struct lp_thread *t, uint64_t p, struct lp_pending *out, int *owner)
+static inline struct lp_pending *lp_find(uint64_t p, uint32_t *slot)
 {
-	uint64_t h = lp_ahash(p);
-	struct lp_stripe *s = lp_stripe_of(p, h);
-	lp_stripe_lock(s);
-	int i = lp_pm_find(s, p, h);
-	if (i < 0) {
-		lp_stripe_unlock(s);
-		return 0;
-	}
-	struct lp_pment m = s->ent[i];
-	lp_pm_del(s, (uint32_t)i);
-	*owner = ((struct lp_slot *)((unsigned char *)lp_hdr + LP_HEADER_SIZE))[m.slot].tid;
-	struct lp_pending *e = &lp_fold_of(m.slot)->pend[m.pos & LP_PMASK];
-	int found = e->live && e->addr == p;
-	*out = *e;
-	if (found)
-		e->live = 0;
-	lp_stripe_unlock(s);
-	if (!found)
-		return 0;
-	return m.slot == t->slot_index ? 1 : 2;
+	uint64_t w = __atomic_load_n(lp_pmap_at(p), __ATOMIC_ACQUIRE);
+	if (LP_TAG_ADDR(w) != p)
+		return NULL;
+	*slot = LP_TAG_SLOT(w);
+	return lp_named(w);
+}
+
+/* lp_claim takes another thread's pending entry e of address p and writes
+ * the allocation on its behalf, before the caller writes the free. */
+static void lp_claim(struct lp_thread *t, struct lp_pending *e, uint64_t p, uint32_t slot)
+{
+	struct lp_pending copy;
+	if (!lp_take_entry(e, p, &copy))
+		return; /* its owner evicted it: the allocation is written */
+	int owner = ((struct lp_slot *)((unsigned char *)lp_hdr + LP_HEADER_SIZE))[slot].tid;
+	lp_commit(t, &copy, owner, 0);
 }
 
 int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	struct lp_pending e;
-	int owner;
-	int whose = lp_take(t, (uint64_t)p, &e, &owner);
-	if (whose == 0)
+	uint32_t slot;
+	struct lp_pending *e = lp_find((uint64_t)p, &slot);
+	if (!e)
 		return 0;
-	if (whose == 2 || lp_family(e.fn) != lp_family(fn)) {
-		/* Another thread's block, or a mismatched free: the collector
-		 * must see both, the allocation first. */
-		lp_commit(t, &e, owner, 0);
+	if (slot != t->slot_index) {
+		/* Another thread's block: the collector must see both, the
+		 * allocation first. */
+		lp_claim(t, e, (uint64_t)p, slot);
 		return 0;
 	}
+	if (lp_family(e->fn) != lp_family(fn)) {
+		/* A mismatched free: both written. */
+		struct lp_pending copy;
+		if (lp_take_entry(e, (uint64_t)p, &copy))
+			lp_commit(t, &copy, t->tid, 0);
+		return 0;
+	}
+	/* Our own, and only a free of the same block (a double free) could
+	 * compete for it: no atomic read-modify-write. */
+	struct lp_pending copy = *e;
+	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
 	/* A folded pair's free is proper: its stack would only ever be shown
 	 * to find root causes. */
 	uint32_t fstack = lp_fold_free_stacks ? lp_stack_id(t, fp) : 0;
 	int temporary = t->last_alloc == (uint64_t)p;
-	lp_agg_add(t, &e, fstack, fn, temporary);
+	lp_agg_add(t, &copy, fstack, fn, temporary);
 	if (temporary)
 		t->last_alloc = 0;
 	/* The newest entry (the usual temporary) gives its place back. */
 	struct lp_fold *f = t->fold;
-	if (f->count > 0 && !f->pend[(f->head + f->count - 1) & LP_PMASK].live)
+	if (f->count > 0 && f->pend[(f->head + f->count - 1) & LP_PMASK].addr == 0)
 		f->count--;
 	return 1;
 }
 
 void lp_fold_take(struct lp_thread *t, void *p)
 {
-	struct lp_pending e;
-	int owner;
-	if (lp_take(t, (uint64_t)p, &e, &owner))
-		lp_commit(t, &e, owner, 0);
+	uint32_t slot;
+	struct lp_pending *e = lp_find((uint64_t)p, &slot);
+	if (e)
+		lp_claim(t, e, (uint64_t)p, slot);
 }
 
 void lp_fold_flush(struct lp_thread *t)

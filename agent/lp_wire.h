@@ -19,10 +19,15 @@
  * What is left in a fold area when its thread is gone (or the process is)
  * the collector reads itself.
  *
- * The pending map (at pmap_offset) knows which thread holds each pending
- * address: a free by another thread claims the entry, writes the
+ * The pending map (the agent's own memory, LP_PMAP_WORDS words) knows which thread
+ * holds each pending address: an address hashes to one word, which names
+ * the entry (thread slot, position, address: LP_TAG) of the pending block
+ * there, if any. A block whose word names another live pending block is not
+ * kept pending. A free by another thread claims the entry (a compare-and-
+ * swap of its address with 0, as its owner's eviction does), writes the
  * allocation itself (ALLOC_LATE) and then its FREE, so that no thread ever
- * folds a block that another thread freed. Only the agent uses it.
+ * folds a block that another thread freed. The collector takes a gone
+ * thread's entries the same way; nothing else of the map is its business.
  *
  * A ring belongs to one thread at a time. The thread (producer) appends
  * records at head; the collector (consumer) reads [tail, head) and advances
@@ -42,7 +47,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 7u
+#define LP_WIRE_VERSION 8u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -53,8 +58,9 @@
 #define LP_PEND 256u        /* pending allocations per thread (a power of two) */
 #define LP_AGG 64u          /* aggregates per thread */
 #define LP_FOLD_SIZE 16384u /* bytes of one struct lp_fold, rounded up */
-#define LP_PMAP_STRIPES 4096u /* the pending map: stripes, each with its lock */
-#define LP_PMAP_SUB 128u      /* entries per stripe */
+#define LP_PMAP_BITS 20u      /* the pending map: 2^20 words (8 MiB) */
+#define LP_PMAP_WORDS (1u << LP_PMAP_BITS)
+#define LP_TAG_SLOTS 4096u    /* thread slots a map word can name: folding stops beyond */
 
 /* Record types. */
 enum {
@@ -172,7 +178,7 @@ struct lp_header {
 	uint64_t clock_real;
 	uint64_t lost_records;   /* records the agent could not write (detached) */
 	uint64_t fold_offset;    /* offset of slot 0's struct lp_fold; 0: no folding */
-	uint64_t pmap_offset;    /* offset of the pending map's stripe 0 */
+	uint64_t reserved0;      /* 0 (was the pending map's offset) */
 	/* futex words, each on its own cache line */
 	uint32_t doorbell;       /* offset 128: producers bump + wake the collector */
 	uint32_t collector_sleeping;
@@ -316,12 +322,12 @@ struct lp_slot {
 /* A pending allocation: live until freed by its thread (then folded) or
  * evicted (then written as an ALLOC record). */
 struct lp_pending {
-	uint64_t addr;  /* 0: empty */
+	uint64_t addr;  /* 0: folded, evicted or claimed (a hole in the FIFO); taken by CAS */
 	uint64_t size;
-	uint64_t ts;    /* exact: the model compares it with frees' times */
+	uint64_t ts;    /* own time (coarse unless LP_HF_EXACT_TIMES) */
 	uint32_t stack;
 	uint8_t fn;
-	uint8_t live;   /* 0: folded, evicted or claimed: a hole in the FIFO */
+	uint8_t pad0;
 	uint16_t pad;
 };
 
@@ -335,19 +341,19 @@ struct lp_aggent {
 	uint64_t first, last; /* ts of the first and last pair */
 };
 
-/* The pending map: an address hashes to a stripe, and within it to an
- * open-addressing table, under the stripe's lock. */
-struct lp_pment {
-	uint64_t addr; /* 0: empty */
-	uint32_t slot; /* the fold area's slot */
-	uint32_t pos;  /* the entry in its pend[] */
-};
+/* A word of the pending map: the address (16-aligned, below 2^48) >> 4 in
+ * bits 0..43, the thread slot in 44..55, the position in its pend[] in
+ * 56..63. 0: none. */
+#define LP_TAG(addr, slot, pos) ((addr) >> 4 | (uint64_t)(slot) << 44 | (uint64_t)(pos) << 56)
+#define LP_TAG_ADDR(w) ((w) << 20 >> 16)
+#define LP_TAG_SLOT(w) ((uint32_t)((w) >> 44) & 0xfffu)
+#define LP_TAG_POS(w) ((uint32_t)((w) >> 56))
 
-struct lp_stripe {
-	uint32_t lock;
-	uint32_t pad[15];
-	struct lp_pment ent[LP_PMAP_SUB];
-};
+/* lp_pmap_word is the index of address a's word in the pending map. */
+static inline uint32_t lp_pmap_word(uint64_t a)
+{
+	return (uint32_t)(((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS));
+}
 
 /* A thread's fold area. Written by its thread only; read by the
  * collector only when the thread (or the process) is gone. */
@@ -379,8 +385,7 @@ struct lp_welcome {
 	uint32_t pad;
 };
 
-/* lp_pmap_hash hashes an address for the pending map: the stripe is
- * hash & (LP_PMAP_STRIPES-1), the home in it (hash >> 32) & (LP_PMAP_SUB-1). */
+/* lp_pmap_hash hashes an address (stale slots sample call sites by it). */
 static inline uint64_t lp_pmap_hash(uint64_t a)
 {
 	a ^= a >> 33;

@@ -147,9 +147,9 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 	lp_fold_free_stacks = lp_free_stacks && (probe.flags & LP_HF_FOLD_FREE_STACKS) != 0;
 	lp_exact_pending = (probe.flags & LP_HF_EXACT_TIMES) != 0;
 	lp_clock_tsc = (probe.flags & LP_HF_CLOCK_TSC) != 0;
-	lp_fold_on = (probe.flags & LP_HF_FOLD) != 0 && probe.fold_offset != 0 && probe.pmap_offset != 0 &&
+	lp_fold_on = (probe.flags & LP_HF_FOLD) != 0 && probe.fold_offset != 0 &&
 		     probe.fold_offset + (uint64_t)probe.slot_count * LP_FOLD_SIZE <= probe.region_size &&
-		     probe.pmap_offset + (uint64_t)LP_PMAP_STRIPES * sizeof(struct lp_stripe) <= probe.region_size;
+		     lp_pmap_setup() == 0;
 	if (probe.max_depth >= 1 && probe.max_depth <= LP_MAX_DEPTH)
 		lp_max_depth = probe.max_depth;
 	lp_detached = 0;

@@ -17,6 +17,7 @@ func TestFoldingKeepsEveryCount(t *testing.T) {
 		{fixture(t, "allfuncs.c")},
 		{fixture(t, "cxx.cc")},
 		{fixture(t, "threads.c")},
+		{fixture(t, "handoff.c"), "20000"},
 		{fixture(t, "lifecycle.c")},
 		{fixture(t, "fork.c")},
 		{loop, "300000"},

@@ -53,10 +53,9 @@ func (r *Region) PeekPending() []PendingBlock {
 	var out []PendingBlock
 	used := min(r.SlotsUsed(), r.opts.Slots)
 	for i := 0; i < used; i++ {
-		for _, e := range pendingEntries(r.fold(i)) {
-			if e[wire.OffPendLive] == 0 {
-				continue
-			}
+		f := r.fold(i)
+		for _, o := range pendingEntries(f) {
+			e := f[o : o+wire.PendingSize]
 			if addr := le.Uint64(e[wire.OffPendAddr:]); addr != 0 {
 				out = append(out, PendingBlock{Addr: addr, Size: le.Uint64(e[wire.OffPendSize:]), Time: le.Uint64(e[wire.OffPendTS:]),
 					Stack: le.Uint32(e[wire.OffPendStack:]), Fn: event.Fn(e[wire.OffPendFn])})

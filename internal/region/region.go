@@ -10,7 +10,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -85,8 +84,7 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	slotBytes := opts.Slots * wire.SlotSize
 	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
 	foldOff := dataOff + opts.Slots*opts.RingSize
-	pmapOff := foldOff + opts.Slots*wire.FoldSize
-	size := pmapOff + (wire.PmapStripes*wire.StripeSize+4095)&^4095
+	size := foldOff + opts.Slots*wire.FoldSize
 	fd, err := unix.MemfdCreate(fmt.Sprintf("leakpath-%d", pid), unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("region for pid %d: memfd_create: %w", pid, err)
@@ -138,7 +136,6 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	r.put32(wire.OffCollectorPID, uint32(unix.Getpid()))
 	r.put32(wire.OffPID, uint32(pid))
 	r.put64(wire.OffFoldOffset, uint64(foldOff))
-	r.put64(wire.OffPmapOffset, uint64(pmapOff))
 	r.u32(wire.OffCollectorState).Store(wire.CollectorAlive)
 	return r, nil
 }
@@ -293,33 +290,12 @@ func (r *Region) pending() bool {
 	return false
 }
 
-// takePending marks a dead thread's pending entry taken, under the lock of
-// its stripe in the pending map, as the agent's threads do: a live thread
-// may be claiming the same entry (freeing the block). It reports whether
-// the entry was still live. A lock left held by a process that died is
-// waited for only briefly.
-func (r *Region) takePending(e []byte, addr uint64) bool {
-	off := int(r.u64(wire.OffPmapOffset).Load())
-	if off == 0 {
-		return e[wire.OffPendLive] != 0
-	}
-	lock := r.u32(off + int(wire.PmapHash(addr)&(wire.PmapStripes-1))*wire.StripeSize)
-	locked := false
-	for spin := 0; spin < 1<<20; spin++ {
-		if lock.CompareAndSwap(0, 1) {
-			locked = true
-			break
-		}
-		if spin > 64 {
-			runtime.Gosched()
-		}
-	}
-	live := e[wire.OffPendLive] != 0
-	e[wire.OffPendLive] = 0
-	if locked {
-		lock.Store(0)
-	}
-	return live
+// takePending takes a gone thread's pending entry (at offset off of the
+// region) of address addr, as the agent's threads do: a live thread may be
+// claiming the same entry (freeing the block). It reports whether the
+// entry was still pending.
+func (r *Region) takePending(off int, addr uint64) bool {
+	return r.u64(off+wire.OffPendAddr).CompareAndSwap(addr, 0)
 }
 
 // fold returns ring i's fold area.
@@ -327,16 +303,15 @@ func (r *Region) fold(i int) []byte {
 	return r.mem[r.foldOff+i*wire.FoldSize : r.foldOff+(i+1)*wire.FoldSize]
 }
 
-// pendingEntries returns the entries of a fold area's pending FIFO, oldest
-// first, each wire.PendingSize bytes.
-func pendingEntries(f []byte) [][]byte {
+// pendingEntries returns the offsets in a fold area of the entries of its
+// pending FIFO, oldest first, each wire.PendingSize bytes.
+func pendingEntries(f []byte) []int {
 	le := binary.LittleEndian
 	head, count := le.Uint32(f[wire.OffFoldHead:]), le.Uint32(f[wire.OffFoldCount:])
 	count = min(count, wire.Pend) // a dead thread's torn write
-	out := make([][]byte, count)
+	out := make([]int, count)
 	for k := range out {
-		o := wire.OffFoldPend + int((head+uint32(k))%wire.Pend)*wire.PendingSize
-		out[k] = f[o : o+wire.PendingSize]
+		out[k] = wire.OffFoldPend + int((head+uint32(k))%wire.Pend)*wire.PendingSize
 	}
 	return out
 }
@@ -352,9 +327,10 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 	le := binary.LittleEndian
 	f := r.fold(i)
 	tid := r.rings[i].Thread
-	for _, e := range pendingEntries(f) {
-		addr, fn := le.Uint64(e[wire.OffPendAddr:]), event.Fn(e[wire.OffPendFn])
-		if e[wire.OffPendLive] == 0 || addr == 0 || fn == 0 || fn >= event.NumFn || !r.takePending(e, addr) {
+	for _, o := range pendingEntries(f) {
+		e := f[o : o+wire.PendingSize]
+		addr, fn := r.u64(r.foldOff+i*wire.FoldSize+o+wire.OffPendAddr).Load(), event.Fn(e[wire.OffPendFn])
+		if addr == 0 || fn == 0 || fn >= event.NumFn || !r.takePending(r.foldOff+i*wire.FoldSize+o, addr) {
 			continue
 		}
 		at := le.Uint64(e[wire.OffPendTS:])

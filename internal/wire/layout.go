@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 7
+const Version = 8
 
 // Magic numbers.
 const (
@@ -22,9 +22,7 @@ const (
 	Pend        = 256   // pending allocations per thread
 	Agg         = 64    // aggregates per thread
 	FoldSize    = 16384 // bytes per fold area
-	PmapStripes = 4096  // the pending map's stripes
-	PmapSub     = 128   // entries per stripe
-	StripeSize  = 2112  // bytes per stripe
+	TagSlots    = 4096  // thread slots the agent's pending map can name (LP_TAG_SLOTS)
 	HelloSize   = 32
 	WelcomeSize = 16
 )
@@ -150,7 +148,7 @@ const (
 	OffClockReal         = 96
 	OffLostRecords       = 104
 	OffFoldOffset        = 112
-	OffPmapOffset        = 120
+	OffReserved0         = 120
 	OffDoorbell          = 128
 	OffCollectorSleeping = 132
 	OffProgress          = 192
@@ -209,7 +207,6 @@ const (
 	OffPendTS    = 16
 	OffPendStack = 24
 	OffPendFn    = 28
-	OffPendLive  = 29
 	OffFoldAgg   = 8256
 	AggSize      = 56
 	OffAggAStack = 0

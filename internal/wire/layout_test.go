@@ -27,13 +27,13 @@ int main(void) {
 P("Version", LP_WIRE_VERSION); P("RegionMagic", LP_REGION_MAGIC); P("HelloMagic", LP_HELLO_MAGIC);
 P("HeaderSize", LP_HEADER_SIZE); P("SlotSize", LP_SLOT_SIZE); P("MaxDepth", LP_MAX_DEPTH);
 P("Pend", LP_PEND); P("Agg", LP_AGG); P("FoldSize", LP_FOLD_SIZE);
-P("PmapStripes", LP_PMAP_STRIPES); P("PmapSub", LP_PMAP_SUB); P("StripeSize", sizeof(struct lp_stripe));
+P("TagSlots", LP_TAG_SLOTS);
 P("sizeof lp_fold <= FoldSize", sizeof(struct lp_fold) <= LP_FOLD_SIZE);
 P("OffFoldHead", offsetof(struct lp_fold, head)); P("OffFoldCount", offsetof(struct lp_fold, count));
 P("OffFoldPend", offsetof(struct lp_fold, pend)); P("PendingSize", sizeof(struct lp_pending));
 P("OffPendAddr", offsetof(struct lp_pending, addr)); P("OffPendSize", offsetof(struct lp_pending, size));
 P("OffPendTS", offsetof(struct lp_pending, ts)); P("OffPendStack", offsetof(struct lp_pending, stack));
-P("OffPendFn", offsetof(struct lp_pending, fn)); P("OffPendLive", offsetof(struct lp_pending, live));
+P("OffPendFn", offsetof(struct lp_pending, fn));
 P("OffFoldAgg", offsetof(struct lp_fold, agg)); P("AggSize", sizeof(struct lp_aggent));
 P("OffAggAStack", offsetof(struct lp_aggent, astack)); P("OffAggFStack", offsetof(struct lp_aggent, fstack));
 P("OffAggAFn", offsetof(struct lp_aggent, afn)); P("OffAggFFn", offsetof(struct lp_aggent, ffn));
@@ -58,7 +58,7 @@ H(ring_size,"OffRingSize"); H(data_offset,"OffDataOffset"); H(region_size,"OffRe
 H(max_depth,"OffMaxDepth"); H(collector_pid,"OffCollectorPID"); H(pid,"OffPID"); H(slots_used,"OffSlotsUsed");
 H(agent_state,"OffAgentState"); H(next_stack_id,"OffNextStackID"); H(next_module_id,"OffNextModuleID");
 H(clock_ts,"OffClockTS"); H(clock_mono,"OffClockMono"); H(clock_real,"OffClockReal"); H(lost_records,"OffLostRecords");
-H(fold_offset,"OffFoldOffset"); H(pmap_offset,"OffPmapOffset");
+H(fold_offset,"OffFoldOffset"); H(reserved0,"OffReserved0");
 H(doorbell,"OffDoorbell"); H(collector_sleeping,"OffCollectorSleeping"); H(progress,"OffProgress");
 H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState");
 H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize");
@@ -103,12 +103,12 @@ return 0; }
 		"Pend": Pend, "Agg": Agg, "FoldSize": FoldSize, "sizeof lp_fold <= FoldSize": 1,
 		"OffFoldHead": OffFoldHead, "OffFoldCount": OffFoldCount, "OffFoldPend": OffFoldPend,
 		"PendingSize": PendingSize, "OffPendAddr": OffPendAddr, "OffPendSize": OffPendSize,
-		"OffPendTS": OffPendTS, "OffPendStack": OffPendStack, "OffPendFn": OffPendFn, "OffPendLive": OffPendLive,
+		"OffPendTS": OffPendTS, "OffPendStack": OffPendStack, "OffPendFn": OffPendFn,
 		"OffFoldAgg": OffFoldAgg, "AggSize": AggSize, "OffAggAStack": OffAggAStack, "OffAggFStack": OffAggFStack,
 		"OffAggAFn": OffAggAFn, "OffAggFFn": OffAggFFn, "OffAggUsed": OffAggUsed, "OffAggPairs": OffAggPairs,
 		"OffAggBytes": OffAggBytes, "OffAggTemp": OffAggTemp, "OffAggFirst": OffAggFirst, "OffAggLast": OffAggLast,
-		"OffFoldOffset": OffFoldOffset, "OffPmapOffset": OffPmapOffset,
-		"PmapStripes": PmapStripes, "PmapSub": PmapSub, "StripeSize": StripeSize, "RecAgg": RecAgg, "RecAllocLate": RecAllocLate,
+		"OffFoldOffset": OffFoldOffset, "OffReserved0": OffReserved0,
+		"TagSlots": TagSlots, "RecAgg": RecAgg, "RecAllocLate": RecAllocLate,
 		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
 		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
 		"RecPad": RecPad, "RecAlloc": RecAlloc, "RecFree": RecFree, "RecReallocBegin": RecReallocBegin,
