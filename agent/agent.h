@@ -117,6 +117,7 @@ LP_HIDDEN void lp_pool_lock_fork(int take);
 #define LP_TRAIL_MAX 132
 struct lp_trail {
 	int n;                           /* -1: too long to record */
+	int paired;                      /* slots [0, paired): pairs of adjacent ones, ascending (lp_trail_pair) */
 	uintptr_t addr[LP_TRAIL_MAX];
 	uintptr_t val[LP_TRAIL_MAX];
 };

@@ -287,10 +287,38 @@ uint32_t lp_stack_id(struct lp_thread *t, void *fp)
  * holds what it held. */
 static inline int lp_trail_holds(const struct lp_trail *tr)
 {
-	uintptr_t diff = 0;
-	for (int i = 0; i < tr->n; i++)
+	/* Two slots a load where they are a frame's saved rbp and return
+	 * address. */
+	typedef uintptr_t lp_v2 __attribute__((vector_size(16), aligned(8)));
+	lp_v2 pairs = {0, 0};
+	int i = 0;
+	for (; i < tr->paired; i += 2)
+		pairs |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
+	uintptr_t diff = pairs[0] | pairs[1];
+	for (; i < tr->n; i++)
 		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
 	return diff == 0;
+}
+
+/* lp_trail_pair orders the leading pairs of a trail's slots by address
+ * while each pair is two adjacent slots (a frame-pointer unwind reads a
+ * frame's return address, then the rbp saved just below it), and notes how
+ * many slots they hold. */
+static void lp_trail_pair(struct lp_trail *tr)
+{
+	int i = 0;
+	for (; i + 1 < tr->n; i += 2) {
+		if (tr->addr[i + 1] + 8 == tr->addr[i]) {
+			uintptr_t a = tr->addr[i], v = tr->val[i];
+			tr->addr[i] = tr->addr[i + 1];
+			tr->val[i] = tr->val[i + 1];
+			tr->addr[i + 1] = a;
+			tr->val[i + 1] = v;
+		} else if (tr->addr[i] + 8 != tr->addr[i + 1]) {
+			break;
+		}
+	}
+	tr->paired = i;
 }
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
@@ -325,6 +353,7 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 		return lp_define(t, buf, n);
 	uint32_t id = lp_lookup(t, s, buf, n);
 	if (id && rc->trail.n > 0) {
+		lp_trail_pair(&rc->trail);
 		rc->fp = (uintptr_t)fp;
 		rc->gen = s->gen;
 		rc->modgen = modgen;
