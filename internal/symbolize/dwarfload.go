@@ -1,7 +1,7 @@
 package symbolize
 
 import (
-	"bytes"
+	"bufio"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
@@ -39,11 +39,12 @@ const maxZlibRatio = 1032
 
 // loadDWARF returns f's DWARF, the same data as (*elf.File).DWARF, and
 // its .debug_addr section (nil if none). It reads only the sections
-// debug/dwarf uses, each with one read, inflating compressed ones straight
-// into a buffer of their exact size, all in parallel: DWARF's own loader
-// inflates through growing buffers, one section after the other. What it
-// does not handle (relocations, GNU .zdebug_* sections, .debug_types)
-// goes to (*elf.File).DWARF.
+// debug/dwarf uses, each with one read if uncompressed, inflating zlib ones
+// from the file straight into a buffer of their exact size, all in
+// parallel: (*elf.File).DWARF inflates every .debug_* section through
+// growing buffers, one after the other. What it does not handle
+// (relocations, GNU .zdebug_* sections, .debug_types) goes to
+// (*elf.File).DWARF.
 func loadDWARF(f *elfFile) (*dwarf.Data, []byte, error) {
 	secs, ok := fastDWARFSections(f.File)
 	if !ok || !fastDWARFLoad {
@@ -141,20 +142,24 @@ func readDWARFSection(f *elfFile, s *elf.Section, fileSize int64) ([]byte, error
 	if s.FileSize > maxDWARFSection {
 		return nil, fmt.Errorf("section %s: %d bytes, more than the limit of %d", s.Name, s.FileSize, maxDWARFSection)
 	}
-	raw := make([]byte, s.FileSize)
-	if _, err := f.osFile.ReadAt(raw, int64(s.Offset)); err != nil {
-		return nil, fmt.Errorf("section %s: %w", s.Name, err)
-	}
 	if s.Flags&elf.SHF_COMPRESSED == 0 {
-		return raw, nil
+		b := make([]byte, s.FileSize)
+		if _, err := f.osFile.ReadAt(b, int64(s.Offset)); err != nil {
+			return nil, fmt.Errorf("section %s: %w", s.Name, err)
+		}
+		return b, nil
 	}
-	typ, size, hdr, err := parseChdr(f.Class, f.ByteOrder, raw)
+	var chdr [24]byte
+	n, _ := f.osFile.ReadAt(chdr[:min(uint64(len(chdr)), s.FileSize)], int64(s.Offset))
+	typ, size, hdr, err := parseChdr(f.Class, f.ByteOrder, chdr[:n])
 	if err != nil {
 		return nil, fmt.Errorf("section %s: %w", s.Name, err)
 	}
 	switch typ {
 	case elf.COMPRESS_ZLIB:
-		b, err := inflateExact(raw[hdr:], size)
+		zlen := int64(s.FileSize) - int64(hdr)
+		z := bufio.NewReaderSize(io.NewSectionReader(f.osFile, int64(s.Offset)+int64(hdr), zlen), zlibReadBuf)
+		b, err := inflateExact(z, zlen, size)
 		if err != nil {
 			return nil, fmt.Errorf("section %s: %w", s.Name, err)
 		}
@@ -197,13 +202,17 @@ func parseChdr(class elf.Class, bo binary.ByteOrder, b []byte) (elf.CompressionT
 	}
 }
 
-// inflateExact inflates the zlib stream z, which must decode to exactly
-// size bytes.
-func inflateExact(z []byte, size uint64) ([]byte, error) {
-	if size > maxDWARFSection || size > uint64(len(z))*maxZlibRatio {
-		return nil, fmt.Errorf("uncompressed size %d is impossible for %d compressed bytes (limit %d)", size, len(z), maxDWARFSection)
+// zlibReadBuf is the buffer between the file and the inflater: a few reads
+// per megabyte, and no copy of the whole compressed section.
+const zlibReadBuf = 64 << 10
+
+// inflateExact inflates the zlib stream z of zlen bytes, which must
+// decode to exactly size bytes.
+func inflateExact(z io.Reader, zlen int64, size uint64) ([]byte, error) {
+	if size > maxDWARFSection || size > uint64(zlen)*maxZlibRatio {
+		return nil, fmt.Errorf("uncompressed size %d is impossible for %d compressed bytes (limit %d)", size, zlen, maxDWARFSection)
 	}
-	zr, err := zlib.NewReader(bytes.NewReader(z))
+	zr, err := zlib.NewReader(z)
 	if err != nil {
 		return nil, fmt.Errorf("zlib: %w", err)
 	}
