@@ -25,16 +25,6 @@ var dwarfLoadFixtures = []fixture{
 	{name: "c-gcc-obj-gz-zlib", src: "basic.c", cc: "gcc", flags: []string{"-c", "-O2", "-g", "-gz=zlib"}},
 }
 
-func dwarfLoadFixture(t testing.TB, name string) fixture {
-	t.Helper()
-	for _, fx := range dwarfLoadFixtures {
-		if fx.name == name {
-			return fx
-		}
-	}
-	return fixtureByName(t, name)
-}
-
 // TestLoadDWARFSameAsStdlib checks that loadDWARF gives the same DWARF as
 // (*elf.File).DWARF, and the same frames through the Symbolizer, on DWARF 4
 // and 5 from gcc and clang, compressed (32- and 64-bit) and not, and that
@@ -64,7 +54,7 @@ func TestLoadDWARFSameAsStdlib(t *testing.T) {
 		{"c-gcc-obj-gz-zlib", false, true, elf.ELFCLASS64, elf.ET_REL, 5, elf.COMPRESS_ZLIB},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
-			path := build(t, dwarfLoadFixture(t, c.fixture))
+			path := build(t, fixtureByName(t, c.fixture))
 			f, err := openELF(path)
 			if err != nil {
 				t.Fatal(err)
@@ -83,14 +73,7 @@ func TestLoadDWARFSameAsStdlib(t *testing.T) {
 			if _, fast := fastDWARFSections(f.File); fast != c.fast {
 				t.Fatalf("fastDWARFSections: %v, want %v", fast, c.fast)
 			}
-			want, err := f.DWARF()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, addr, err := loadDWARF(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want, got, addr := loadBoth(t, f)
 			if v := firstUnitVersion(t, path); v != c.version {
 				t.Fatalf("first unit is DWARF %d, want %d", v, c.version)
 			}
@@ -104,6 +87,20 @@ func TestLoadDWARFSameAsStdlib(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadBoth loads f's DWARF with (*elf.File).DWARF and with loadDWARF.
+func loadBoth(t *testing.T, f *elfFile) (want, got *dwarf.Data, addr []byte) {
+	t.Helper()
+	want, err := f.DWARF()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, addr, err = loadDWARF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want, got, addr
 }
 
 // sectionCompression returns the ELF compression type of section name of f
@@ -283,14 +280,7 @@ func TestLoadDWARFLibc(t *testing.T) {
 		t.Fatalf("%s: loadDWARF leaves it to the standard library", path)
 	}
 	t.Logf(".debug_info compression: %v", sectionCompression(t, f, ".debug_info"))
-	want, err := f.DWARF()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _, err := loadDWARF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, got, _ := loadBoth(t, f)
 	units := 0
 	for r := want.Reader(); ; r.SkipChildren() {
 		e, err := r.Next()
@@ -361,7 +351,7 @@ func TestLoadDWARFCorrupt(t *testing.T) {
 		}, "shorter"},
 	} {
 		t.Run(c.fixture+"/"+c.name, func(t *testing.T) {
-			src := build(t, dwarfLoadFixture(t, c.fixture))
+			src := build(t, fixtureByName(t, c.fixture))
 			b, err := os.ReadFile(src)
 			if err != nil {
 				t.Fatal(err)
@@ -442,25 +432,12 @@ func setSectionSize(b []byte, s *elf.Section, size uint64) {
 // loadDWARF: an error or DWARF, never a panic or a hang; when both it and
 // (*elf.File).DWARF succeed, the first entries agree.
 func FuzzDWARFLoad(f *testing.F) {
-	for _, name := range []string{"c-gcc-O2-gz-zlib", "c-gcc-m32-gz-zlib", "c-gcc-O2-dwarf4-gz-zlib", "c-gcc-O2-zstd"} {
-		fx := dwarfLoadFixture(f, name)
-		if _, ok := compiler(fx.cc); !ok {
-			continue
-		}
-		b, err := os.ReadFile(build(f, fx))
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range seedELFs(f, "c-gcc-O2-gz-zlib", "c-gcc-m32-gz-zlib", "c-gcc-O2-dwarf4-gz-zlib", "c-gcc-O2-zstd") {
 		f.Add(b)
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		recoverPanics = false
-		defer func() { recoverPanics = true }()
-		path := filepath.Join(dir, "fuzz.elf")
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		path := fuzzFile(t, dir, data)
 		ef, err := openELF(path)
 		if err != nil {
 			return
