@@ -3,7 +3,6 @@ package symbolize
 import (
 	"container/list"
 	"debug/dwarf"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -67,13 +66,13 @@ const maxNullRun = 4096
 // newDWARFInfo reads f's DWARF and indexes its compilation units by address.
 // On an error after some units were read it returns both the partial index
 // and the error.
-func newDWARFInfo(f *elf.File) (dw *dwarfInfo, err error) {
+func newDWARFInfo(f *elfFile) (dw *dwarfInfo, err error) {
 	defer guard(&err, "DWARF")
-	d, err := f.DWARF()
+	d, addr, err := loadDWARF(f)
 	if err != nil {
 		return nil, err
 	}
-	dw = &dwarfInfo{d: d, addr: debugAddr(f)}
+	dw = &dwarfInfo{d: d, addr: addr}
 	var spans []span
 	var unranged []int
 	r := d.Reader()

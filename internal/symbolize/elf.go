@@ -72,7 +72,7 @@ func (s *Symbolizer) load(m *module, want []byte, problems *[]string) error {
 		}
 		defer df.Close()
 		m.syms = readSymtab(df.File)
-		dw, err := newDWARFInfo(df.File)
+		dw, err := newDWARFInfo(df)
 		if err != nil {
 			*problems = append(*problems, fmt.Sprintf("debug file %s: %v", df.path, err))
 		}
@@ -82,7 +82,7 @@ func (s *Symbolizer) load(m *module, want []byte, problems *[]string) error {
 
 	m.syms = readSymtab(f.File)
 	if hasDWARF(f.File) {
-		dw, err := newDWARFInfo(f.File)
+		dw, err := newDWARFInfo(f)
 		if err == nil {
 			m.dw = dw
 			return nil
@@ -101,7 +101,7 @@ func (s *Symbolizer) load(m *module, want []byte, problems *[]string) error {
 			bad = append(bad, df.path+": no DWARF")
 			return false
 		}
-		dw, err := newDWARFInfo(df.File)
+		dw, err := newDWARFInfo(df)
 		if dw == nil {
 			bad = append(bad, fmt.Sprintf("%s: %v", df.path, err))
 			return false

@@ -260,7 +260,7 @@ var allFixtures = []fixture{
 
 func fixtureByName(t testing.TB, name string) fixture {
 	t.Helper()
-	for _, fx := range allFixtures {
+	for _, fx := range append(allFixtures, dwarfLoadFixtures...) {
 		if fx.name == name {
 			return fx
 		}

@@ -20,12 +20,7 @@ func FuzzLookup(f *testing.F) {
 
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
-		recoverPanics = false
-		defer func() { recoverPanics = true }()
-		path := filepath.Join(dir, "fuzz.elf")
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		path := fuzzFile(t, dir, data)
 		addrs := []uint64{addr}
 		if ef, err := elf.NewFile(bytes.NewReader(data)); err == nil {
 			for _, sec := range ef.Sections {
@@ -54,12 +49,7 @@ func FuzzTypes(f *testing.F) {
 	f.Add([]byte("\x7fELF\x02\x01\x01"))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		recoverPanics = false
-		defer func() { recoverPanics = true }()
-		path := filepath.Join(dir, "fuzz.elf")
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		path := fuzzFile(t, dir, data)
 		s := New(Options{DebugDirs: []string{dir}, Warn: func(string) {}})
 		defer s.Close()
 		mt, err := s.Types(path, nil)
@@ -77,6 +67,19 @@ func FuzzTypes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzFile writes data to dir/fuzz.elf for one fuzz input and turns panic
+// recovery off until the input is done, so that a panic in this package or
+// in debug/elf and debug/dwarf is reported rather than turned into an error.
+func fuzzFile(t *testing.T, dir string, data []byte) string {
+	recoverPanics = false
+	t.Cleanup(func() { recoverPanics = true })
+	path := filepath.Join(dir, "fuzz.elf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // seedELFs builds the named fixtures (those whose compiler is installed)
