@@ -278,6 +278,11 @@ type encoder struct {
 	// made, and of the first ones in this chunk.
 	allocSeq, allocStart uint32
 	freeSeq, freeStart   uint32
+	// lastFreed is the sequence number of the allocation the chunk's last
+	// back-referenced free released (0: none yet): see putFreed.
+	lastFreed uint32
+	// freesBack codes frees only as distances back (format versions < 7).
+	freesBack bool
 }
 
 func newEncoder() *encoder {
@@ -306,6 +311,29 @@ func (e *encoder) reset() {
 		e.allocSeq, e.freeSeq = 1, 1
 	}
 	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
+	e.lastFreed = 0
+}
+
+// putFreed codes the allocation a free releases, dist allocations back
+// (format version 7): 2*dist-1, or, counted from the allocation after the
+// one the previous free released, 2+2*zigzag(delta), whichever is smaller.
+// Programs free blocks in the order they allocated them at least as often
+// as the newest first (sqlite3 closing its database: 94 % of its frees):
+// then every free codes as 2.
+func (e *encoder) putFreed(dist uint64) {
+	if e.freesBack {
+		e.s[sAddr] = uv(e.s[sAddr], dist)
+		return
+	}
+	target := e.allocSeq - uint32(dist)
+	v := 2*dist - 1
+	if e.lastFreed != 0 {
+		if b := 2 + 2*zigzag(int64(target)-int64(e.lastFreed)-1); b < v {
+			v = b
+		}
+	}
+	e.lastFreed = target
+	e.s[sAddr] = uv(e.s[sAddr], v)
 }
 
 // full reports whether the chunk has reached size bytes. It looks at the
@@ -595,7 +623,11 @@ func (e *encoder) addFree(ev *event.Event) {
 	dist, a := e.findAlloc(addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.s[sAddr] = uv(e.s[sAddr], dist)
+		if dist == 0 {
+			e.s[sAddr] = uv(e.s[sAddr], 0)
+		} else {
+			e.putFreed(dist)
+		}
 	} else {
 		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
 	}
@@ -630,7 +662,11 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	var oldCls uint16
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.s[sAddr] = uv(e.s[sAddr], dist)
+		if dist == 0 {
+			e.s[sAddr] = uv(e.s[sAddr], 0)
+		} else {
+			e.putFreed(dist)
+		}
 		if a != nil {
 			oldCls = a.cls // before pushAlloc may reuse the entry
 		}

@@ -27,6 +27,9 @@ type decoder struct {
 	free    []uint64
 	// Allocations and frees decoded in the chunk.
 	allocN, freeN uint64
+	// lastFreed is 1 + the index (in allocN's count) of the allocation the
+	// chunk's last back-referenced free released; 0: none (version 7).
+	lastFreed uint64
 	arena         []uint64   // frames of the current batch
 	defs          [][]uint64 // the frames of the chunk's stack definitions
 }
@@ -41,6 +44,7 @@ func (d *decoder) reset(p []byte) error {
 	d.model.reset()
 	d.bad, d.reason, d.n = -1, "", 0
 	d.allocN, d.freeN = 0, 0
+	d.lastFreed = 0
 	d.alloc = d.alloc[:0]
 	clear(d.defs)
 	d.defs = d.defs[:0]
@@ -386,6 +390,26 @@ func (d *decoder) freedAddr(op byte) (uint64, *ringEntry) {
 	}
 	if v == 0 {
 		return 0, nil
+	}
+	if d.version >= 7 {
+		// See encoder.putFreed: v codes the distance back, or the
+		// allocation after the previous free's.
+		var idx uint64 // 1 + the allocation's index
+		if v&1 == 1 {
+			dist := (v + 1) / 2
+			idx = d.allocN - dist + 1
+			if dist > d.allocN {
+				idx = 0
+			}
+		} else if d.lastFreed != 0 {
+			idx = d.lastFreed + 1 + uint64(unzigzag(v/2-1))
+		}
+		if idx == 0 || idx > d.allocN {
+			d.failf("free of allocation code %d of %d", v, d.allocN)
+			return 0, nil
+		}
+		d.lastFreed = idx
+		v = d.allocN - idx + 1
 	}
 	if v > d.allocN || v > allocWindow {
 		d.failf("free of allocation -%d of %d", v, d.allocN)

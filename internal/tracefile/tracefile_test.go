@@ -588,8 +588,9 @@ func TestRoundTripScopes(t *testing.T) {
 }
 
 // TestOlderVersions: a trace whose header says an older version is read
-// as before; a scope marker in it is corruption before version 5 (those
-// versions had none), a stale epoch before version 6.
+// as before (frees coded only as distances back before version 7); a
+// scope marker in it is corruption before version 5 (those versions had
+// none), a stale epoch before version 6.
 func TestOlderVersions(t *testing.T) {
 	plain := newGen(3).events(2000)
 	for i := range plain {
@@ -602,7 +603,7 @@ func TestOlderVersions(t *testing.T) {
 	epoch := []event.Event{{Kind: event.StaleEpoch, Time: 5, X: &event.Extra{Stale: &event.StaleInfo{Base: 4096, Page: 4096, Count: 3, Referenced: []uint64{5}}}}}
 	for v := 1; v < Version; v++ {
 		old := func(evs []event.Event) []byte {
-			data := writeTrace(t, evs, Options{}, 100)
+			data := writeTrace(t, evs, Options{version: v}, 100)
 			binary.LittleEndian.PutUint16(data[8:], uint16(v))
 			n := int(binary.LittleEndian.Uint32(data[12:]))
 			binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
@@ -618,7 +619,7 @@ func TestOlderVersions(t *testing.T) {
 		if _, err := readAll(t, old(marker)); v < 5 && !errors.Is(err, ErrCorrupt) {
 			t.Errorf("version %d: a scope marker read with %v, want corruption", v, err)
 		}
-		if _, err := readAll(t, old(epoch)); !errors.Is(err, ErrCorrupt) {
+		if _, err := readAll(t, old(epoch)); v < 6 && !errors.Is(err, ErrCorrupt) {
 			t.Errorf("version %d: a stale epoch read with %v, want corruption", v, err)
 		}
 	}
@@ -745,4 +746,58 @@ func encodeAll(t *testing.T, evs []event.Event) *encoder {
 		}
 	}
 	return e
+}
+
+// TestFreesInAllocationOrder: blocks freed in the order they were
+// allocated (a program tearing down a table) code about one byte each, as
+// the newest-first frees of temporaries do, and read back the same.
+func TestFreesInAllocationOrder(t *testing.T) {
+	const n = 3000
+	var evs []event.Event
+	rng := uint64(7)
+	for i := range n {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		evs = append(evs, event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: uint64(i), Stack: 1, Addr: 0x10000 + rng>>40<<4, Size: 4096})
+	}
+	// Unique addresses, so that each free names one allocation.
+	seen := map[uint64]bool{}
+	var allocs []event.Event
+	for _, ev := range evs {
+		if !seen[ev.Addr] {
+			seen[ev.Addr] = true
+			allocs = append(allocs, ev)
+		}
+	}
+	evs = allocs
+	for i, a := range allocs {
+		evs = append(evs, event.Event{Kind: event.Free, Fn: event.FreeFn, Time: uint64(n + i), Addr: a.Addr})
+	}
+	freeBytes := func(back bool) int {
+		e := newEncoder()
+		e.freesBack = back
+		for i := range allocs {
+			e.add(&evs[i])
+		}
+		before := len(e.s[sAddr])
+		for i := len(allocs); i < len(evs); i++ {
+			e.add(&evs[i])
+		}
+		return len(e.s[sAddr]) - before
+	}
+	// Frees whose allocation the encoder's direct-mapped table lost code
+	// their address; the others one byte.
+	now, back := freeBytes(false), freeBytes(true)
+	if now*10 > len(allocs)*13 || now*10 > back*7 {
+		t.Errorf("%d in-order frees take %d address bytes (as distances back: %d), want ~1 each", len(allocs), now, back)
+	}
+	t.Logf("%d in-order frees: %d address bytes, %d as distances back", len(allocs), now, back)
+	got, err := readAll(t, writeTrace(t, evs, Options{}, 512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i].Kind != evs[i].Kind || got[i].Addr != evs[i].Addr {
+			t.Fatalf("event %d read as %v %#x, written %v %#x", i, got[i].Kind, got[i].Addr, evs[i].Kind, evs[i].Addr)
+		}
+	}
 }

@@ -41,6 +41,10 @@ type Options struct {
 	// ticks of ~3 GHz, a shift of 10 keeps a resolution of ~0.3 µs. At
 	// most 32. ClockInfo values are kept exactly.
 	TimeShift uint
+	// version, when not 0, codes the payload as this older format
+	// version did (tests of readers of older traces; the header still
+	// says Version).
+	version int
 }
 
 // ErrClosed is returned by a Writer used after Close.
@@ -155,6 +159,7 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 	}
 	tw := &Writer{path: name, w: w, enc: newEncoder(), zenc: zenc, chunkSize: size}
 	tw.enc.shift = uint8(opts.TimeShift)
+	tw.enc.freesBack = opts.version != 0 && opts.version < 7
 	tw.startChunk()
 	hdr := appendFileHeader(nil, m, uint8(opts.TimeShift))
 	if _, err := w.Write(hdr); err != nil {
