@@ -30,8 +30,8 @@ type decoder struct {
 	// lastFreed is 1 + the index (in allocN's count) of the allocation the
 	// chunk's last back-referenced free released; 0: none (version 7).
 	lastFreed uint64
-	arena         []uint64   // frames of the current batch
-	defs          [][]uint64 // the frames of the chunk's stack definitions
+	arena     []uint64   // frames of the current batch
+	defs      [][]uint64 // the frames of the chunk's stack definitions
 }
 
 func newDecoder() *decoder {
