@@ -35,6 +35,7 @@ var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "s
 // that of scope markers.
 const (
 	opScope     = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
+	opAgg       = 0x07 // an Agg (format version 7): see encoder.addAgg
 	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2 (both >> shift)
 	opSetProc   = 0x1d // misc: uvarint Proc
 	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
@@ -281,8 +282,9 @@ type encoder struct {
 	// lastFreed is the sequence number of the allocation the chunk's last
 	// back-referenced free released (0: none yet): see putFreed.
 	lastFreed uint32
-	// freesBack codes frees only as distances back (format versions < 7).
-	freesBack bool
+	// before7 codes as format versions before 7 did: frees only as
+	// distances back, aggregates the generic way.
+	before7 bool
 }
 
 func newEncoder() *encoder {
@@ -321,7 +323,7 @@ func (e *encoder) reset() {
 // as the newest first (sqlite3 closing its database: 94 % of its frees):
 // then every free codes as 2.
 func (e *encoder) putFreed(dist uint64) {
-	if e.freesBack {
+	if e.before7 {
 		e.s[sAddr] = uv(e.s[sAddr], dist)
 		return
 	}
@@ -552,6 +554,9 @@ func (e *encoder) add(ev *event.Event) error {
 	} else if scopeMarker(ev) {
 		e.addScope(ev)
 		return nil
+	} else if compactAgg(ev) && !e.before7 {
+		e.addAgg(ev)
+		return nil
 	} else if ev.Kind == event.StackDef && len(ev.Frames()) != 0 && ev.Aux == 0 && ev.ModuleInfo() == nil && ev.Text() == "" &&
 		ev.ProcessInfo() == nil && ev.ClockInfo() == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
 		e.addStackDef(ev)
@@ -747,6 +752,42 @@ func (e *encoder) addScope(ev *event.Event) {
 		e.big = true
 	}
 	e.s[sMisc] = b
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// compactAgg reports whether addAgg can code ev.
+func compactAgg(ev *event.Event) bool {
+	ffn := ev.Aux >> 32
+	return ev.Kind == event.Agg && ev.X == nil && ev.Fn != 0 && ffn != 0 && ffn < 256
+}
+
+// addAgg codes an aggregate of folded pairs (version 7; before, the
+// generic way, its free's function shifted into a 5-byte Aux): time; fn:
+// the allocating function, then the free's unless f1 (the one that frees
+// what it allocates); stack: uvarint allocation stack, then with f0 the
+// free's; misc: uvarint pairs (Addr); size: bytes (Size); with f2 misc:
+// uvarint temporaries (Addr2).
+func (e *encoder) addAgg(ev *event.Event) {
+	op := byte(opAgg)
+	e.putTime(ev.Time)
+	e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+	ffn := event.Fn(ev.Aux >> 32)
+	if ffn == freeFnFor(ev.Fn) {
+		op |= f1
+	} else {
+		e.s[sFn] = append(e.s[sFn], byte(ffn))
+	}
+	e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+	if fstack := uint32(ev.Aux); fstack != 0 {
+		op |= f0
+		e.s[sStack] = uv(e.s[sStack], uint64(fstack))
+	}
+	e.s[sMisc] = uv(e.s[sMisc], ev.Addr)
+	e.putSize(ev.Size)
+	if ev.Addr2 != 0 {
+		op |= f2
+		e.s[sMisc] = uv(e.s[sMisc], ev.Addr2)
+	}
 	e.s[sOps] = append(e.s[sOps], op)
 }
 

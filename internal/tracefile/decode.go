@@ -300,6 +300,8 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 			d.decStackDef(ev, op)
 		case opScope:
 			d.decScope(ev, op)
+		case opAgg:
+			d.decAgg(ev, op)
 		case opGeneric:
 			if op != opGeneric {
 				d.failf("bad op %#x", op)
@@ -571,6 +573,41 @@ func (d *decoder) alloc64(n int) []uint64 {
 }
 
 // decScope decodes what encoder.addScope coded.
+// decAgg decodes what encoder.addAgg codes.
+func (d *decoder) decAgg(ev *event.Event, op byte) {
+	if d.version < 7 {
+		d.failf("a compact aggregate in a version %d trace", d.version)
+		return
+	}
+	ev.Kind = event.Agg
+	ev.Time = d.timeFrom(d.uv(sTime))
+	ev.Fn = event.Fn(d.byte(sFn))
+	ffn := freeFnFor(ev.Fn)
+	if op&f1 == 0 {
+		ffn = event.Fn(d.byte(sFn))
+	}
+	if ev.Fn == 0 || ffn == 0 {
+		d.failf("aggregate of functions %d and %d", ev.Fn, ffn)
+		return
+	}
+	ev.Stack = d.u32(sStack)
+	var fstack uint32
+	if op&f0 != 0 {
+		if fstack = d.u32(sStack); fstack == 0 {
+			d.failf("explicit free stack 0")
+			return
+		}
+	}
+	ev.Aux = uint64(fstack) | uint64(ffn)<<32
+	ev.Addr = d.uv(sMisc)
+	ev.Size = d.size()
+	if op&f2 != 0 {
+		if ev.Addr2 = d.uv(sMisc); ev.Addr2 == 0 {
+			d.failf("explicit 0 temporaries")
+		}
+	}
+}
+
 func (d *decoder) decScope(ev *event.Event, op byte) {
 	if d.version < 5 {
 		d.failf("a scope marker in a version %d trace", d.version)

@@ -18,6 +18,13 @@ func TestFoldedEventsRoundTrip(t *testing.T) {
 		{Kind: event.Agg, Fn: event.Malloc, Stack: 1, Thread: 7, Time: 400, Aux: 2 | uint64(event.FreeFn)<<32,
 			Addr: 123456, Size: 7890123, Addr2: 4567},
 		{Kind: event.Free, Fn: event.Delete, Thread: 7, Time: 500, Addr: 0x6000},
+		// The compact ways (version 7): the free's function predicted,
+		// or not; no free stack; no temporaries; and one the compact
+		// way cannot hold.
+		{Kind: event.Agg, Fn: event.Malloc, Stack: 1, Thread: 7, Time: 600, Aux: uint64(event.FreeFn) << 32, Addr: 3, Size: 96},
+		{Kind: event.Agg, Fn: event.New, Stack: 0, Thread: 7, Time: 600, Aux: 9 | uint64(event.FreeFn)<<32, Addr: 1, Size: 8, Addr2: 1},
+		{Kind: event.Agg, Fn: event.NewArray, Stack: 1, Thread: 7, Time: 700, Aux: uint64(event.DeleteArray) << 32, Addr: 70000, Size: 1 << 40},
+		{Kind: event.Agg, Fn: event.Malloc, Stack: 1, Thread: 7, Time: 800, Aux: 1 << 50, Addr: 2, Size: 16},
 	}
 	var b bytes.Buffer
 	w, err := NewWriter(&b, testMeta)
@@ -40,6 +47,19 @@ func TestFoldedEventsRoundTrip(t *testing.T) {
 				t.Fatalf("event %d:\n got %+v\nwant %+v", i, at(got, i), evs[i])
 			}
 		}
+	}
+}
+
+// TestCompactAggs: an aggregate takes a fraction of the generic coding.
+func TestCompactAggs(t *testing.T) {
+	ev := event.Event{Kind: event.Agg, Fn: event.Malloc, Stack: 12, Time: 400, Aux: uint64(event.FreeFn) << 32, Addr: 300, Size: 9600}
+	e := newEncoder()
+	e.add(&ev)
+	compact := e.size()
+	e.reset()
+	e.addGeneric(&ev)
+	if generic := e.size(); compact*3 > generic*2 {
+		t.Errorf("an aggregate takes %d bytes compact, %d generic", compact, generic)
 	}
 }
 

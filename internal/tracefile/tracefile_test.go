@@ -774,7 +774,7 @@ func TestFreesInAllocationOrder(t *testing.T) {
 	}
 	freeBytes := func(back bool) int {
 		e := newEncoder()
-		e.freesBack = back
+		e.before7 = back
 		for i := range allocs {
 			e.add(&evs[i])
 		}
