@@ -420,6 +420,13 @@ static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned 
 		t->in_fold = 0;
 		if (folded)
 			return;
+	} else if (lp_fold_on && !t->in_fold) {
+		/* A thread that folds no more (exiting: its TSD destructors) or
+		 * never did may free a block some thread keeps pending, its own
+		 * included: the allocation is written first. */
+		t->in_fold = 1;
+		lp_fold_take(t, p);
+		t->in_fold = 0;
 	}
 	uint32_t sid = lp_free_stacks ? lp_stack_id(t, fp) : 0;
 	if (t->last_alloc == (uint64_t)p) {
@@ -524,7 +531,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	if (!t)
 		return real_realloc(old, n);
 	if (old) {
-		if (t->fold && !t->in_fold) {
+		if (lp_fold_on && !t->in_fold) {
 			/* The collector must know the block before it moves. */
 			t->in_fold = 1;
 			lp_fold_take(t, old);

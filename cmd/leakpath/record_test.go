@@ -164,6 +164,25 @@ func TestHandoffStress(t *testing.T) {
 	compareValgrind(t, r, im, 4*16, bin, "20000")
 }
 
+// TestFreesAtThreadExit: a thread's TSD destructors free blocks it still
+// keeps pending after the agent noted its exit: each is one allocation and
+// one free, never an invalid free and a leak.
+func TestFreesAtThreadExit(t *testing.T) {
+	bin := fixture(t, "tsdfree.c")
+	r := leakpath(t, nil, nil, bin)
+	sameBehaviour(t, r, native(t, nil, bin))
+	im := r.image(t, "tsdfree")
+	if len(im.Errors) != 0 {
+		t.Errorf("improper uses: %+v\n%s", im.Errors, r.text)
+	}
+	for _, l := range im.Leaks {
+		if strings.HasPrefix(funcs(l.Stack), "work ") {
+			t.Errorf("%d blocks of work left: %+v", l.Blocks, l)
+		}
+	}
+	compareValgrind(t, r, im, 4*16, bin)
+}
+
 func TestForkChildIsItsOwnProcess(t *testing.T) {
 	bin := fixture(t, "fork.c")
 	r := leakpath(t, nil, nil, bin)
