@@ -261,17 +261,27 @@ static void lp_claim(struct lp_thread *t, struct lp_pending *e, uint64_t p, uint
 
 int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	uint32_t slot;
-	struct lp_pending *e = lp_find((uint64_t)p, &slot);
-	if (!e)
+	uint64_t w = __atomic_load_n(lp_pmap_at((uint64_t)p), __ATOMIC_ACQUIRE);
+	if (LP_TAG_ADDR(w) != (uint64_t)p)
 		return 0;
+	uint32_t slot = LP_TAG_SLOT(w);
+	struct lp_pending *e;
+	if (LP_LIKELY(slot == t->slot_index)) {
+		/* Our own entry: only we write it but for takers of its
+		 * address. */
+		e = &t->fold->pend[LP_TAG_POS(w)];
+		if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p)
+			return 0;
+	} else if (!(e = lp_named(w))) {
+		return 0;
+	}
 	if (slot != t->slot_index) {
 		/* Another thread's block: the collector must see both, the
 		 * allocation first. */
 		lp_claim(t, e, (uint64_t)p, slot);
 		return 0;
 	}
-	if (lp_family(e->fn) != lp_family(fn)) {
+	if (!(e->fn == LP_FN_MALLOC && fn == LP_FN_FREE) && lp_family(e->fn) != lp_family(fn)) {
 		/* A mismatched free: both written. */
 		struct lp_pending copy;
 		if (lp_take_entry(e, (uint64_t)p, &copy))
@@ -280,13 +290,13 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	}
 	/* Our own, and only a free of the same block (a double free) could
 	 * compete for it: no atomic read-modify-write. */
-	struct lp_pending copy = *e;
 	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
 	/* A folded pair's free is proper: its stack would only ever be shown
-	 * to find root causes. */
+	 * to find root causes. (The entry's other fields stay until the
+	 * thread reuses it.) */
 	uint32_t fstack = lp_fold_free_stacks ? lp_stack_id(t, fp) : 0;
 	int temporary = t->last_alloc == (uint64_t)p;
-	lp_agg_add(t, &copy, fstack, fn, temporary);
+	lp_agg_add(t, e, fstack, fn, temporary);
 	if (temporary)
 		t->last_alloc = 0;
 	/* The newest entry (the usual temporary) gives its place back. */
