@@ -114,6 +114,7 @@ func (s *sink) close() {
 
 func (s *sink) run() {
 	defer close(s.done)
+	s.flushed = time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
