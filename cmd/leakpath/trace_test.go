@@ -128,12 +128,13 @@ func TestCollectorKilled(t *testing.T) {
 	marker := filepath.Join(dir, "done")
 	// The program's exit is seen through a marker file written after it.
 	cmd := exec.Command(lpBin, "run", "-o", trace, "--report", filepath.Join(dir, "r.txt"), "--",
-		"sh", "-c", bin+" 1500 && touch "+marker)
+		"sh", "-c", bin+" 3000 && touch "+marker)
 	cmd.Env = testEnv()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	// After the first flush of the trace (a second after the start).
+	time.Sleep(1600 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	deadline := time.Now().Add(10 * time.Second)
