@@ -294,8 +294,15 @@ func (w *Writer) closeChunk() {
 	w.jobs <- j
 }
 
+// warmUpPayload is what the background goroutine compresses first.
+var warmUpPayload [256]byte
+
 func (w *Writer) worker() {
 	defer close(w.done)
+	// The encoder sets up its tables on its first use (~3 ms at the
+	// default level): here, while the recording goes on, not when the
+	// first chunk is due (a short run's only one, at its end).
+	w.zenc.EncodeAll(warmUpPayload[:], nil)
 	for j := range w.jobs {
 		if j.flush != nil {
 			close(j.flush)
