@@ -132,13 +132,26 @@ LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
 
+/* The pending map (fold.c): for each address hash one word naming the
+ * pending entry of the block there, if any: the address (16-aligned, below
+ * 2^48) >> 4 in bits 0..43, the thread slot in 44..55, the position in its
+ * pend[] in 56..63 (LP_TAG); 0: none. Threads in slots beyond
+ * LP_TAG_SLOTS do not fold. */
+#define LP_PMAP_BITS 20u /* 2^20 words (8 MiB) */
+#define LP_PMAP_WORDS (1u << LP_PMAP_BITS)
+#define LP_TAG_SLOTS 4096u
+#define LP_TAG(addr, slot, pos) ((addr) >> 4 | (uint64_t)(slot) << 44 | (uint64_t)(pos) << 56)
+#define LP_TAG_ADDR(w) ((w) << 20 >> 16)
+#define LP_TAG_SLOT(w) ((uint32_t)((w) >> 44) & 0xfffu)
+#define LP_TAG_POS(w) ((uint32_t)((w) >> 56))
+
 LP_HIDDEN int lp_pmap_setup(void);
-extern uint64_t *lp_pmap; /* the pending map (fold.c) */
+extern uint64_t *lp_pmap;
 
 /* lp_pmap_at is address a's word in the pending map. */
 static inline uint64_t *lp_pmap_at(uint64_t a)
 {
-	return lp_pmap + lp_pmap_word(a);
+	return lp_pmap + (((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS));
 }
 LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 
@@ -211,8 +224,8 @@ static inline uint64_t lp_ts(void)
 /* lp_ts_pending is the own time of a pending allocation: without the TSC,
  * the coarse clock (the same base as lp_now, up to one tick early; ~3 ns
  * where a paravirtual clock costs ~25). The collector orders frees against
- * the time the record was written (under the map's lock: see lp_evict),
- * not this one. Exact when the collector asks (root causes compare it with
+ * the time the record was written (read before the entry is taken: see
+ * lp_evict), not this one. Exact when the collector asks (root causes compare it with
  * their windows; a trace keeping times finer than the tick). */
 static inline uint64_t lp_ts_pending(void)
 {

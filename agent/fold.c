@@ -265,22 +265,18 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	if (LP_TAG_ADDR(w) != (uint64_t)p)
 		return 0;
 	uint32_t slot = LP_TAG_SLOT(w);
-	struct lp_pending *e;
-	if (LP_LIKELY(slot == t->slot_index)) {
-		/* Our own entry: only we write it but for takers of its
-		 * address. */
-		e = &t->fold->pend[LP_TAG_POS(w)];
-		if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p)
-			return 0;
-	} else if (!(e = lp_named(w))) {
-		return 0;
-	}
-	if (slot != t->slot_index) {
+	if (LP_UNLIKELY(slot != t->slot_index)) {
 		/* Another thread's block: the collector must see both, the
 		 * allocation first. */
-		lp_claim(t, e, (uint64_t)p, slot);
+		struct lp_pending *e = lp_named(w);
+		if (e)
+			lp_claim(t, e, (uint64_t)p, slot);
 		return 0;
 	}
+	/* Our own entry: only we write it but for takers of its address. */
+	struct lp_pending *e = &t->fold->pend[LP_TAG_POS(w)];
+	if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p)
+		return 0;
 	if (!(e->fn == LP_FN_MALLOC && fn == LP_FN_FREE) && lp_family(e->fn) != lp_family(fn)) {
 		/* A mismatched free: both written. */
 		struct lp_pending copy;

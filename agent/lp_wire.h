@@ -19,15 +19,12 @@
  * What is left in a fold area when its thread is gone (or the process is)
  * the collector reads itself.
  *
- * The pending map (the agent's own memory, LP_PMAP_WORDS words) knows which thread
- * holds each pending address: an address hashes to one word, which names
- * the entry (thread slot, position, address: LP_TAG) of the pending block
- * there, if any. A block whose word names another live pending block is not
- * kept pending. A free by another thread claims the entry (a compare-and-
- * swap of its address with 0, as its owner's eviction does), writes the
- * allocation itself (ALLOC_LATE) and then its FREE, so that no thread ever
- * folds a block that another thread freed. The collector takes a gone
- * thread's entries the same way; nothing else of the map is its business.
+ * A pending entry is taken by a compare-and-swap of its address with 0:
+ * by its thread folding or evicting it, by another thread that frees the
+ * block (which then writes the allocation itself, ALLOC_LATE, before its
+ * FREE, so that no thread ever folds a block another thread freed; the
+ * agent finds such entries through a map of its own, fold.c), and by the
+ * collector taking what a gone thread left.
  *
  * A ring belongs to one thread at a time. The thread (producer) appends
  * records at head; the collector (consumer) reads [tail, head) and advances
@@ -58,9 +55,6 @@
 #define LP_PEND 256u        /* pending allocations per thread (a power of two) */
 #define LP_AGG 64u          /* aggregates per thread */
 #define LP_FOLD_SIZE 16384u /* bytes of one struct lp_fold, rounded up */
-#define LP_PMAP_BITS 20u      /* the pending map: 2^20 words (8 MiB) */
-#define LP_PMAP_WORDS (1u << LP_PMAP_BITS)
-#define LP_TAG_SLOTS 4096u    /* thread slots a map word can name: folding stops beyond */
 
 /* Record types. */
 enum {
@@ -341,20 +335,6 @@ struct lp_aggent {
 	uint64_t first, last; /* ts of the first and last pair */
 };
 
-/* A word of the pending map: the address (16-aligned, below 2^48) >> 4 in
- * bits 0..43, the thread slot in 44..55, the position in its pend[] in
- * 56..63. 0: none. */
-#define LP_TAG(addr, slot, pos) ((addr) >> 4 | (uint64_t)(slot) << 44 | (uint64_t)(pos) << 56)
-#define LP_TAG_ADDR(w) ((w) << 20 >> 16)
-#define LP_TAG_SLOT(w) ((uint32_t)((w) >> 44) & 0xfffu)
-#define LP_TAG_POS(w) ((uint32_t)((w) >> 56))
-
-/* lp_pmap_word is the index of address a's word in the pending map. */
-static inline uint32_t lp_pmap_word(uint64_t a)
-{
-	return (uint32_t)(((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS));
-}
-
 /* A thread's fold area. Written by its thread only; read by the
  * collector only when the thread (or the process) is gone. */
 struct lp_fold {
@@ -384,15 +364,6 @@ struct lp_welcome {
 	int32_t status;   /* 0: a memfd follows; else do not record */
 	uint32_t pad;
 };
-
-/* lp_pmap_hash hashes an address (stale slots sample call sites by it). */
-static inline uint64_t lp_pmap_hash(uint64_t a)
-{
-	a ^= a >> 33;
-	a *= 0xff51afd7ed558ccdull;
-	a ^= a >> 33;
-	return a;
-}
 
 #define LP_HDR(type, fn, words, aux) \
 	((uint64_t)(type) | (uint64_t)(fn) << 8 | (uint64_t)(words) << 16 | (uint64_t)(aux) << 32)

@@ -109,7 +109,10 @@ void lp_slots_start(void)
 
 static inline uint32_t lp_bucket(const void *ra)
 {
-	uint64_t h = lp_pmap_hash((uint64_t)(uintptr_t)ra);
+	uint64_t h = (uint64_t)(uintptr_t)ra; /* a mix of all its bits */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
 	return (uint32_t)(h & (LP_SITE_BUCKETS - 1));
 }
 

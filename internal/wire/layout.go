@@ -22,7 +22,6 @@ const (
 	Pend        = 256   // pending allocations per thread
 	Agg         = 64    // aggregates per thread
 	FoldSize    = 16384 // bytes per fold area
-	TagSlots    = 4096  // thread slots the agent's pending map can name (LP_TAG_SLOTS)
 	HelloSize   = 32
 	WelcomeSize = 16
 )
@@ -230,12 +229,3 @@ const (
 	OffHelloParentPID = 20
 	OffHelloForkID    = 24
 )
-
-// PmapHash is the agent's hash of an address in the pending map
-// (lp_pmap_hash): the stripe is PmapHash & (PmapStripes-1).
-func PmapHash(a uint64) uint64 {
-	a ^= a >> 33
-	a *= 0xff51afd7ed558ccd
-	a ^= a >> 33
-	return a
-}

@@ -27,7 +27,6 @@ int main(void) {
 P("Version", LP_WIRE_VERSION); P("RegionMagic", LP_REGION_MAGIC); P("HelloMagic", LP_HELLO_MAGIC);
 P("HeaderSize", LP_HEADER_SIZE); P("SlotSize", LP_SLOT_SIZE); P("MaxDepth", LP_MAX_DEPTH);
 P("Pend", LP_PEND); P("Agg", LP_AGG); P("FoldSize", LP_FOLD_SIZE);
-P("TagSlots", LP_TAG_SLOTS);
 P("sizeof lp_fold <= FoldSize", sizeof(struct lp_fold) <= LP_FOLD_SIZE);
 P("OffFoldHead", offsetof(struct lp_fold, head)); P("OffFoldCount", offsetof(struct lp_fold, count));
 P("OffFoldPend", offsetof(struct lp_fold, pend)); P("PendingSize", sizeof(struct lp_pending));
@@ -49,7 +48,7 @@ P("RecModule", LP_REC_MODULE); P("RecModuleUnload", LP_REC_MODULE_UNLOAD); P("Re
 P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDone", LP_REC_FORK_DONE);
 P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
 P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecMax", LP_REC_MAX);
-P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FlagFoldFreeStacks", LP_HF_FOLD_FREE_STACKS); P("FlagExactTimes", LP_HF_EXACT_TIMES); P("PmapHash(0x7fd344012b50)", lp_pmap_hash(0x7fd344012b50ull)); P("PmapHash(16)", lp_pmap_hash(16)); P("FnTemporary", LP_FN_TEMPORARY);
+P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FlagFoldFreeStacks", LP_HF_FOLD_FREE_STACKS); P("FlagExactTimes", LP_HF_EXACT_TIMES); P("FnTemporary", LP_FN_TEMPORARY);
 P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED);
 P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
 #define H(f, name) P(name, offsetof(struct lp_header, f))
@@ -108,7 +107,7 @@ return 0; }
 		"OffAggAFn": OffAggAFn, "OffAggFFn": OffAggFFn, "OffAggUsed": OffAggUsed, "OffAggPairs": OffAggPairs,
 		"OffAggBytes": OffAggBytes, "OffAggTemp": OffAggTemp, "OffAggFirst": OffAggFirst, "OffAggLast": OffAggLast,
 		"OffFoldOffset": OffFoldOffset, "OffReserved0": OffReserved0,
-		"TagSlots": TagSlots, "RecAgg": RecAgg, "RecAllocLate": RecAllocLate,
+		"RecAgg": RecAgg, "RecAllocLate": RecAllocLate,
 		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
 		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
 		"RecPad": RecPad, "RecAlloc": RecAlloc, "RecFree": RecFree, "RecReallocBegin": RecReallocBegin,
@@ -117,7 +116,7 @@ return 0; }
 		"RecThreadExit": RecThreadExit, "RecFork": RecFork, "RecForkDone": RecForkDone,
 		"RecExec": RecExec, "RecExecFailed": RecExecFailed, "RecExit": RecExit,
 		"RecClock": RecClock, "RecThreadName": RecThreadName, "RecMax": RecMax,
-		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold, "FlagFoldFreeStacks": FlagFoldFreeStacks, "FlagExactTimes": FlagExactTimes, "PmapHash(0x7fd344012b50)": PmapHash(0x7fd344012b50), "PmapHash(16)": PmapHash(16), "FnTemporary": FnTemporary,
+		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold, "FlagFoldFreeStacks": FlagFoldFreeStacks, "FlagExactTimes": FlagExactTimes, "FnTemporary": FnTemporary,
 		"SlotFree": SlotFree, "SlotActive": SlotActive, "SlotExited": SlotExited,
 		"CollectorAlive": CollectorAlive, "CollectorGone": CollectorGone,
 		"OffMagic": OffMagic, "OffVersion": OffVersion, "OffHeaderSize": OffHeaderSize,
