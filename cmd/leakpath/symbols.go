@@ -3,7 +3,6 @@ package main
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,11 +18,10 @@ type symbolizer struct {
 	s    *symbolize.Symbolizer
 	warm chan event.Module
 	done chan struct{}
-	// stopped is closed by ready: a warm-up still waiting does not start.
+	// stopped is closed by ready: the warm-up starts or loads no further
+	// module.
 	stopped chan struct{}
-	// stop: the warm-up loads no further module.
-	stop atomic.Bool
-	warn func(string)
+	warn    func(string)
 	// noted: the symbolizer's warnings not yet passed to warn; they are
 	// passed on the goroutine that looks up (the warm-up's wait there).
 	mu    sync.Mutex
@@ -108,7 +106,12 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 		runtime.LockOSThread()
 		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
 		for m := range y.warm {
-			if !y.stop.Load() && len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
+			select {
+			case <-stopped:
+				continue // drain what was queued
+			default:
+			}
+			if len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
 				y.s.Lookup(m.Path, m.BuildID, m.Segments[0].Vaddr)
 				if y.types {
 					y.s.Types(m.Path, m.BuildID)
@@ -131,7 +134,6 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 // ~0.2 s of CPU).
 func (y *symbolizer) ready() {
 	if y.warm != nil {
-		y.stop.Store(true)
 		close(y.stopped)
 		close(y.warm)
 		y.warm = nil

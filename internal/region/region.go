@@ -328,9 +328,9 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 	f := r.fold(i)
 	tid := r.rings[i].Thread
 	for _, o := range pendingEntries(f) {
-		e := f[o : o+wire.PendingSize]
-		addr, fn := r.u64(r.foldOff+i*wire.FoldSize+o+wire.OffPendAddr).Load(), event.Fn(e[wire.OffPendFn])
-		if addr == 0 || fn == 0 || fn >= event.NumFn || !r.takePending(r.foldOff+i*wire.FoldSize+o, addr) {
+		e, off := f[o:o+wire.PendingSize], r.foldOff+i*wire.FoldSize+o
+		addr, fn := r.u64(off+wire.OffPendAddr).Load(), event.Fn(e[wire.OffPendFn])
+		if addr == 0 || fn == 0 || fn >= event.NumFn || !r.takePending(off, addr) {
 			continue
 		}
 		at := le.Uint64(e[wire.OffPendTS:])
