@@ -58,12 +58,26 @@ type runOptions struct {
 	uiListen   string
 }
 
-func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(out)
+// addRecordFlags defines the flags run and attach share: where the
+// results go and how the agent records.
+func addRecordFlags(fs *flag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.trace, "o", "", "keep the trace in `FILE` (.lpt), for 'leakpath report' later")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the report as JSON (leakpath.report/v1) to `FILE`")
 	fs.StringVar(&o.reportOut, "report", "", "write the text report to `FILE` instead of stderr")
+	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of frees too (improper uses show it; a free that folds records none unless run --root-cause)")
+	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak may miss such blocks")
+	fs.DurationVar(&o.timeRes, "time-resolution", defaultTimeRes, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that; allocations the agent keeps pending are dated by the system's coarse clock when its tick is no finer): exact times are most of a trace's size; 0 keeps them exact (the default with run --per-call)")
+	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
+	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
+	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
+	fs.IntVar(&o.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
+	fs.BoolVar(&o.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
+}
+
+func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(out)
+	addRecordFlags(fs, o)
 	fs.BoolVar(&o.check, "check", false, "exit with --check-exit-code when leaks of --check-kinds remain after suppressions (for CI)")
 	fs.BoolVar(&o.scan, "scan", true, "at exit, hold the program while its memory is scanned (ptrace) to tell definite, indirect, possible leaks from reachable blocks")
 	fs.BoolVar(&o.types, "types", false, "at every scan (exit, snapshots), also give the live blocks their types (a vtable in the first word, the DWARF types of the globals and fields that point at them), follow who holds whom, and report the type table, retained sizes and --path-to-root")
@@ -75,14 +89,6 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	addStaleFlags(fs, &o.stale, true)
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
-	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of frees too (for root causes and improper uses; a free that folds records none unless --root-cause)")
-	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak may miss such blocks")
-	fs.DurationVar(&o.timeRes, "time-resolution", defaultTimeRes, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that; allocations the agent keeps pending are dated by the system's coarse clock when its tick is no finer): exact times are most of a trace's size; 0 keeps them exact (the default with --per-call)")
-	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
-	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
-	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
-	fs.IntVar(&o.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
-	fs.BoolVar(&o.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
 	fs.StringVar(&o.snapDir, "snapshot-dir", ".", "write the snapshots and leak checks the program asks for (leakpath_snapshot, leakpath_leak_check) to `DIR`, as leakpath.snapshot.PID.N.json")
 	addUsageFlags(fs, &o.usage, true)
 	fs.BoolVar(&o.ui, "ui", false, "serve a live view of the program (the page of 'leakpath ui') on 127.0.0.1, its address on stderr;\n"+
