@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -100,7 +101,7 @@ func fastDWARFSections(f *elf.File) ([]*elf.Section, bool) {
 		if strings.HasPrefix(s.Name, ".zdebug_") || s.Name == ".debug_types" {
 			return nil, false
 		}
-		j := indexOf(dwarfSections, s.Name)
+		j := slices.Index(dwarfSections, s.Name)
 		if j < 0 {
 			continue
 		}
@@ -122,15 +123,6 @@ func fastDWARFSections(f *elf.File) ([]*elf.Section, bool) {
 		}
 	}
 	return secs, true
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // readDWARFSection returns the contents of s, inflated if compressed.
