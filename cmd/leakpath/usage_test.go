@@ -431,7 +431,8 @@ func TestUsageAttribution(t *testing.T) {
 
 		// The run's own usage JSON is the report's, but for times: the run
 		// converts them with its final clock calibration, and the trace
-		// keeps them to ~0.5 ms (run --time-resolution's default 1 ms).
+		// keeps them to at most run --time-resolution's default (4 ms:
+		// 2^21 ns, rounded down).
 		b, err := os.ReadFile(runJSON)
 		if err != nil {
 			t.Fatal(err)
@@ -440,7 +441,7 @@ func TestUsageAttribution(t *testing.T) {
 		if len(fromRun.Units) == len(fromReport.Units) {
 			for i := range fromRun.Units {
 				a, b := &fromRun.Units[i], &fromReport.Units[i]
-				if math.Abs(a.MaxSeconds-b.MaxSeconds) > 0.002 {
+				if math.Abs(a.MaxSeconds-b.MaxSeconds) > defaultTimeRes.Seconds() {
 					t.Errorf("%s: at its max after %.4f s in the run, %.4f s in its trace", a.Name, a.MaxSeconds, b.MaxSeconds)
 				}
 				a.MaxSeconds, b.MaxSeconds = 0, 0
