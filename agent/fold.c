@@ -44,16 +44,9 @@ int lp_pmap_setup(void)
 		madvise(lp_pmap, bytes, MADV_DONTNEED);
 		return 0;
 	}
-	unsigned char *p = lp_mmap(bytes + huge);
+	unsigned char *p = lp_mmap_aligned(bytes, huge);
 	if (!p)
 		return -1;
-	/* Aligned to a huge page, the rest given back. */
-	size_t lead = (huge - ((uintptr_t)p & (huge - 1))) & (huge - 1);
-	if (lead)
-		lp_munmap(p, lead);
-	if (huge - lead)
-		lp_munmap(p + lead + bytes, huge - lead);
-	p += lead;
 	madvise(p, bytes, MADV_HUGEPAGE);
 	lp_pmap = (uint64_t *)p;
 	return 0;

@@ -107,6 +107,7 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 	slices.Sort(starts)
 	roots := rootRanges(maps, starts, stacks)
 	roots = subtract(roots, holes)
+	roots = resident(t.PID, roots)
 	st.Roots = len(roots)
 	lr := make([]leak.Root, len(roots))
 	for i, r := range roots {
@@ -139,6 +140,9 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 type span struct {
 	lo, hi uint64
 	what   string
+	// zeroFill: private anonymous memory, where a page never written
+	// reads as zeros (see resident).
+	zeroFill bool
 }
 
 type mapping struct {
@@ -189,7 +193,8 @@ func rootRanges(maps []mapping, starts, stacks []uint64) []span {
 		if what == "" {
 			what = "anonymous"
 		}
-		out = append(out, span{lo, m.hi, what})
+		private := len(m.perms) > 3 && m.perms[3] == 'p'
+		out = append(out, span{lo, m.hi, what, private && (m.path == "" || m.path == "[stack]")})
 	}
 	return out
 }
@@ -263,12 +268,12 @@ func subtract(roots, holes []span) []span {
 				continue
 			}
 			if h.lo > lo {
-				out = append(out, span{lo, h.lo, r.what})
+				out = append(out, span{lo, h.lo, r.what, r.zeroFill})
 			}
 			lo = max(lo, h.hi)
 		}
 		if lo < r.hi {
-			out = append(out, span{lo, r.hi, r.what})
+			out = append(out, span{lo, r.hi, r.what, r.zeroFill})
 		}
 	}
 	return out

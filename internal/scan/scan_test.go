@@ -6,10 +6,10 @@ import (
 )
 
 func TestSubtract(t *testing.T) {
-	roots := []span{{0x1000, 0x5000, "a"}, {0x8000, 0x9000, "b"}}
+	roots := []span{{0x1000, 0x5000, "a", true}, {0x8000, 0x9000, "b", false}}
 	holes := []span{{lo: 0x4000, hi: 0x6000}, {lo: 0x2000, hi: 0x2100}, {lo: 0x8000, hi: 0x9000}}
 	got := subtract(roots, holes)
-	want := []span{{0x1000, 0x2000, "a"}, {0x2100, 0x4000, "a"}}
+	want := []span{{0x1000, 0x2000, "a", true}, {0x2100, 0x4000, "a", true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("subtract = %#v, want %#v", got, want)
 	}
@@ -36,9 +36,9 @@ func TestRootRanges(t *testing.T) {
 	sp := uint64(0x7ffd00080000)
 	got := rootRanges(maps, starts, []uint64{sp})
 	want := []span{
-		{0x600000, 0x601000, "/bin/prog"},
-		{sp - redZone, 0x7ffd00100000, "stack"},
-		{0x7f4000000000, 0x7f4000001000, "anonymous"},
+		{0x600000, 0x601000, "/bin/prog", false},
+		{sp - redZone, 0x7ffd00100000, "stack", true},
+		{0x7f4000000000, 0x7f4000001000, "anonymous", true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("rootRanges =\n%#v\nwant\n%#v", got, want)
