@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,6 +134,20 @@ func TestThreadsCrossThreadFrees(t *testing.T) {
 		t.Errorf("improper uses: %+v", im.Errors)
 	}
 	compareValgrind(t, r, im, 4*16, bin) // 4 threads' DTVs
+	// glibc keeps the exited threads' stacks (8 MiB each, a few pages
+	// written) for new threads; the exit scan reads only their written
+	// pages, and none of the agent's memory (its pending map is 8 MiB).
+	var sc struct {
+		Scan struct {
+			RootBytes uint64 `json:"root_bytes"`
+		} `json:"scan"`
+	}
+	if err := json.Unmarshal(r.reportJSON, &sc); err != nil {
+		t.Fatal(err)
+	}
+	if sc.Scan.RootBytes == 0 || sc.Scan.RootBytes >= 4<<20 {
+		t.Errorf("the exit scan read %d bytes of roots, want (0, 4 MiB): the stacks' unwritten pages or the agent's memory were read", sc.Scan.RootBytes)
+	}
 }
 
 // TestHandoffStress: blocks bounce between threads, their addresses handed
