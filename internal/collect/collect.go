@@ -645,10 +645,17 @@ type waitResult struct {
 }
 
 // waitExit reaps the program. A wait on a child also reports its
-// ptrace-stops when this process traces it (the scan at exit does): those
-// are skipped, the tracer notices them itself (ptrace.Tracer adopts stops
-// another waiter consumed).
+// ptrace-stops when this process traces it (the scan at exit does), and
+// the tracer would wait for a stop already reported: so it waits for the
+// child's exit on a pidfd first, then reaps it. Stops a wait still
+// consumes (no pidfd) are handed to a Stepper, or noticed by the tracer
+// itself (ptrace.Tracer adopts stops another waiter consumed).
 func waitExit(pid int) waitResult {
+	if pidfd, err := unix.PidfdOpen(pid, 0); err == nil {
+		for !exitedWait(pidfd) {
+		}
+		unix.Close(pidfd)
+	}
 	for {
 		var r waitResult
 		_, err := unix.Wait4(pid, &r.ws, unix.WALL, &r.ru)
@@ -668,6 +675,15 @@ func waitExit(pid int) waitResult {
 		}
 		return r
 	}
+}
+
+// exitedWait waits until the process behind pidfd has exited, or a
+// signal interrupts the wait; it reports whether it has (or the wait
+// failed: then the caller's wait must find out).
+func exitedWait(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, -1)
+	return err != unix.EINTR && (err != nil || n > 0)
 }
 
 // exited reports whether the process behind pidfd has exited.
