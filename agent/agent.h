@@ -148,10 +148,15 @@ LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
 LP_HIDDEN int lp_pmap_setup(void);
 extern uint64_t *lp_pmap;
 
-/* lp_pmap_at is address a's word in the pending map. */
+/* lp_pmap_at is address a's word in the pending map. Within each 16 MiB
+ * of addresses the words follow the addresses, so blocks near each other
+ * share cache lines (a random hash of every address made a cache miss of
+ * most lookups); each 16 MiB gets its own random offset, so that heaps at
+ * regular distances (arenas 64 MiB apart) do not collide. */
 static inline uint64_t *lp_pmap_at(uint64_t a)
 {
-	return lp_pmap + (((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS));
+	uint64_t window = ((a >> (4 + LP_PMAP_BITS)) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS);
+	return lp_pmap + (((a >> 4) ^ window) & (LP_PMAP_WORDS - 1));
 }
 LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 
