@@ -662,7 +662,7 @@ func waitExit(pid int) waitResult {
 		if err == nil && r.ws.Stopped() {
 			// A root-cause window's stepped thread: its Stepper takes
 			// the stop back.
-			ptrace.Stolen(pid, r.ws)
+			handStolen(pid, r.ws)
 			continue
 		}
 		if err == unix.EINTR {
@@ -676,6 +676,9 @@ func waitExit(pid int) waitResult {
 		return r
 	}
 }
+
+// handStolen hands a stop that waitExit consumed to its Stepper.
+var handStolen = ptrace.Stolen
 
 // exitedWait waits until the process behind pidfd has exited, or a
 // signal interrupts the wait; it reports whether it has (or the wait
