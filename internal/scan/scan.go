@@ -52,6 +52,23 @@ type Stats struct {
 // leaf function stopped anywhere.
 const redZone = 128
 
+// threadStack is a thread's stack pointer and where its live stack starts.
+type threadStack struct{ sp, from uint64 }
+
+// stackOf is the live stack of a thread with registers r: from its stack
+// pointer, less the red zone when it was stopped in code of its own (a
+// leaf function keeps data there). A thread in a system call is in a libc
+// wrapper that keeps none, and what lies below its stack pointer is left
+// from calls that returned: a stale pointer there hid a leak of the
+// thread held at exit. (LeakSanitizer scans from the stack pointer
+// always.)
+func stackOf(r *unix.PtraceRegs) threadStack {
+	if int64(r.Orig_rax) >= 0 {
+		return threadStack{r.Rsp, r.Rsp &^ 7}
+	}
+	return threadStack{r.Rsp, (r.Rsp - redZone) &^ 7}
+}
+
 // arenaHeap is glibc's HEAP_MAX_SIZE on 64-bit: the size and alignment of
 // the heaps of its non-main arenas.
 const arenaHeap = 64 << 20
@@ -80,7 +97,7 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 		return nil, st, nil, err
 	}
 	var words []uint64
-	var stacks []uint64 // stack pointers
+	var stacks []threadStack
 	var holes []span
 	for _, tid := range t.Tracer.Threads() {
 		r, err := t.Tracer.Regs(tid)
@@ -90,7 +107,7 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 		st.Threads++
 		words = append(words, r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10,
 			r.R9, r.R8, r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi)
-		stacks = append(stacks, r.Rsp)
+		stacks = append(stacks, stackOf(&r))
 		if t.TLSSize != 0 && r.Fs_base != 0 {
 			a := uint64(int64(r.Fs_base) + t.TLSOffset)
 			holes = append(holes, span{lo: a, hi: a + t.TLSSize})
@@ -166,7 +183,7 @@ func readMaps(pid int) ([]mapping, error) {
 
 // rootRanges picks the mappings to scan. starts are the blocks' addresses,
 // sorted; stacks the threads' stack pointers.
-func rootRanges(maps []mapping, starts, stacks []uint64) []span {
+func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
 	var out []span
 	for i, m := range maps {
 		if len(m.perms) < 2 || m.perms[0] != 'r' || m.perms[1] != 'w' {
@@ -183,9 +200,9 @@ func rootRanges(maps []mapping, starts, stacks []uint64) []span {
 			continue
 		}
 		lo, what := m.lo, m.path
-		for _, sp := range stacks {
-			if sp >= m.lo && sp < m.hi {
-				lo = max(m.lo, (sp-redZone)&^7)
+		for _, st := range stacks {
+			if st.sp >= m.lo && st.sp < m.hi {
+				lo = max(m.lo, st.from)
 				what = "stack"
 				break
 			}

@@ -3,6 +3,8 @@ package scan
 import (
 	"reflect"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestSubtract(t *testing.T) {
@@ -34,7 +36,7 @@ func TestRootRanges(t *testing.T) {
 	}
 	starts := []uint64{arena + 0x900, 0x7f1000000010} // none in [heap]: its own rule leaves it out
 	sp := uint64(0x7ffd00080000)
-	got := rootRanges(maps, starts, []uint64{sp})
+	got := rootRanges(maps, starts, []threadStack{{sp, sp - redZone}})
 	want := []span{
 		{0x600000, 0x601000, "/bin/prog", false},
 		{sp - redZone, 0x7ffd00100000, "stack", true},
@@ -46,5 +48,19 @@ func TestRootRanges(t *testing.T) {
 	// An arena heap is recognized without a block in it too.
 	if !isArenaHeap(maps, 3) || isArenaHeap(maps, 9) {
 		t.Errorf("isArenaHeap: arena %v, plain anonymous %v", isArenaHeap(maps, 3), isArenaHeap(maps, 9))
+	}
+}
+
+// TestStackOf: the red zone is live for a thread stopped in its own code,
+// not for one in a system call.
+func TestStackOf(t *testing.T) {
+	const sp = 0x7ffd00080008
+	user := unix.PtraceRegs{Rsp: sp, Orig_rax: ^uint64(0)}
+	if got := stackOf(&user); got != (threadStack{sp, sp - redZone}) {
+		t.Errorf("stopped in its code: %#x", got)
+	}
+	inCall := unix.PtraceRegs{Rsp: sp, Orig_rax: unix.SYS_FUTEX}
+	if got := stackOf(&inCall); got != (threadStack{sp, sp}) {
+		t.Errorf("stopped in futex: %#x", got)
 	}
 }
