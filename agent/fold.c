@@ -108,16 +108,9 @@ static void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid, 
 	lp_put(t, w, 6);
 }
 
-/* lp_evict makes room: the oldest entry goes, written if still pending. */
-static void lp_evict(struct lp_thread *t)
+/* lp_evict_pending writes entry e, which held a, unless taken meanwhile. */
+static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, struct lp_pending *e, uint64_t a)
 {
-	struct lp_fold *f = t->fold;
-	struct lp_pending *e = &f->pend[f->head];
-	f->head = (f->head + 1) & LP_PMASK;
-	f->count--;
-	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
-	if (!a)
-		return;
 	/* Dated before the take: a thread that frees the block and finds it
 	 * taken writes its free after this time, and the collector puts
 	 * frees after the record's time. */
@@ -125,6 +118,20 @@ static void lp_evict(struct lp_thread *t)
 	struct lp_pending copy;
 	if (lp_take_entry(e, a, &copy))
 		lp_commit(t, &copy, t->tid, now);
+}
+
+/* lp_evict makes room: the oldest entry goes, written if still pending
+ * (in a full FIFO of a program that frees its blocks soon, the oldest is
+ * usually freed already: that path stays inline). */
+static inline void lp_evict(struct lp_thread *t)
+{
+	struct lp_fold *f = t->fold;
+	struct lp_pending *e = &f->pend[f->head];
+	f->head = (f->head + 1) & LP_PMASK;
+	f->count--;
+	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
+	if (a)
+		lp_evict_pending(t, e, a);
 }
 
 void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid)

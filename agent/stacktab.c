@@ -309,11 +309,20 @@ static inline int lp_trail_holds(const struct lp_trail *tr)
 	/* Two slots a load where they are a frame's saved rbp and return
 	 * address. */
 	typedef uintptr_t lp_v2 __attribute__((vector_size(16), aligned(8)));
-	lp_v2 pairs = {0, 0};
+	lp_v2 p0 = {0, 0}, p1 = {0, 0};
 	int i = 0;
-	for (; i < tr->paired; i += 2)
-		pairs |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
-	uintptr_t diff = pairs[0] | pairs[1];
+	/* Two pairs an iteration: the loop's own instructions were 40 % of
+	 * the check. */
+	for (; i + 4 <= tr->paired; i += 4) {
+		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
+		p1 |= *(const lp_v2 *)tr->addr[i + 2] ^ *(const lp_v2 *)&tr->val[i + 2];
+	}
+	if (i < tr->paired) {
+		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
+		i += 2;
+	}
+	p0 |= p1;
+	uintptr_t diff = p0[0] | p0[1];
 	for (; i < tr->n; i++)
 		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
 	return diff == 0;
