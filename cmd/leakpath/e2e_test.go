@@ -42,6 +42,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
+	// The symbolizer's DWARF cache of every leakpath the tests run: in
+	// the test's own directory, shared by the tests.
+	os.Setenv("LEAKPATH_CACHE_DIR", filepath.Join(tmp, "cache"))
 	binDir = filepath.Join(tmp, "bin")
 	fixtures = filepath.Join(tmp, "fixtures")
 	os.MkdirAll(binDir, 0o755)
@@ -160,8 +163,8 @@ func exitCode(err error, st *os.ProcessState) int {
 func testEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "LD_PRELOAD=") || strings.HasPrefix(kv, "LEAKPATH_") ||
-			strings.HasPrefix(kv, "PYTHONHASHSEED=") {
+		if strings.HasPrefix(kv, "LD_PRELOAD=") || strings.HasPrefix(kv, "PYTHONHASHSEED=") ||
+			strings.HasPrefix(kv, "LEAKPATH_") && !strings.HasPrefix(kv, "LEAKPATH_CACHE_DIR=") {
 			continue
 		}
 		env = append(env, kv)

@@ -374,3 +374,89 @@ func buildID(t *testing.T, path string) string {
 	// namesz, descsz, type, "GNU\0", desc
 	return hex.EncodeToString(bytes.TrimRight(d[16:], "\x00"))
 }
+
+// TestDWARFCacheRuns: a debug file with compressed sections is inflated by
+// the first run and kept in the DWARF cache (LEAKPATH_CACHE_DIR); the next
+// runs, from the cache or from a spoilt cache file (written again), give
+// the same stacks; "off" keeps nothing.
+func TestDWARFCacheRuns(t *testing.T) {
+	if _, err := exec.LookPath("objcopy"); err != nil {
+		t.Skip("objcopy is not installed (binutils)")
+	}
+	dir := t.TempDir()
+	fx := filepath.Join(root, "testdata", "fixtures")
+	lib := filepath.Join(dir, "libsym.so")
+	bin := filepath.Join(dir, "symleak")
+	compileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", "-Wl,--build-id", filepath.Join(fx, "symlib.c"))
+	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
+	id := buildID(t, lib)
+	debugDir := filepath.Join(dir, "debug")
+	debugFile := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
+	os.MkdirAll(filepath.Dir(debugFile), 0o755)
+	for _, args := range [][]string{
+		{"objcopy", "--only-keep-debug", "--compress-debug-sections=zlib", lib, debugFile},
+		{"objcopy", "--strip-debug", lib},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	cache := filepath.Join(dir, "cache")
+	cached := filepath.Join(cache, id+".dwarf")
+	xdg := filepath.Join(dir, "xdg")
+	run := func(cacheDir string) string {
+		t.Helper()
+		// cacheDir "": LEAKPATH_CACHE_DIR unset.
+		env := []string{"XDG_CACHE_HOME=" + xdg}
+		for _, kv := range testEnv() {
+			if !strings.HasPrefix(kv, "LEAKPATH_CACHE_DIR=") {
+				env = append(env, kv)
+			}
+		}
+		if cacheDir != "" {
+			env = append(env, "LEAKPATH_CACHE_DIR="+cacheDir)
+		}
+		r := leakpathEnv(t, env, []string{"--debug-dir", debugDir}, nil, bin, lib)
+		var b strings.Builder
+		for _, l := range r.report.Leaks {
+			for _, f := range l.Stack {
+				fmt.Fprintf(&b, "%s %s:%d; ", f.Function, filepath.Base(f.File), f.Line)
+			}
+			b.WriteString("\n")
+		}
+		if !strings.Contains(b.String(), "lib_alloc symlib.c:8") {
+			t.Fatalf("no lib_alloc at symlib.c:8 in the leaks:\n%s", r.text)
+		}
+		return b.String()
+	}
+	first := run(cache)
+	st, err := os.Stat(cached)
+	if err != nil {
+		t.Fatalf("the first run kept no cache file of the debug file: %v", err)
+	}
+	if got := run(cache); got != first {
+		t.Errorf("from the cache:\n%s\nwant\n%s", got, first)
+	}
+	if err := os.Truncate(cached, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(cache); got != first {
+		t.Errorf("with a spoilt cache file:\n%s\nwant\n%s", got, first)
+	}
+	if st2, err := os.Stat(cached); err != nil || st2.Size() != st.Size() {
+		t.Errorf("the spoilt cache file was not written again: %v", err)
+	}
+	if got := run("off"); got != first {
+		t.Errorf("without a cache:\n%s\nwant\n%s", got, first)
+	}
+	if _, err := os.Stat(xdg); err == nil {
+		t.Errorf("LEAKPATH_CACHE_DIR=off made %s", xdg)
+	}
+	// Unset: the user's cache directory.
+	if got := run(""); got != first {
+		t.Errorf("with the default cache:\n%s\nwant\n%s", got, first)
+	}
+	if _, err := os.Stat(filepath.Join(xdg, "leakpath", id+".dwarf")); err != nil {
+		t.Errorf("no cache file under $XDG_CACHE_HOME/leakpath: %v", err)
+	}
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -35,12 +37,31 @@ func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
 	y := &symbolizer{warn: warn}
 	// The report names the modules without debug information itself, in
 	// one line; the symbolizer warns only about broken debug files.
-	opts := symbolize.Options{Warn: y.note, QuietMissing: true}
+	opts := symbolize.Options{Warn: y.note, QuietMissing: true, DWARFCache: dwarfCacheDir()}
 	if len(dirs) > 0 {
 		opts.DebugDirs = append(append([]string(nil), dirs...), symbolize.DefaultDebugDir)
 	}
 	y.s = symbolize.New(opts)
 	return y
+}
+
+// dwarfCacheDir is where the symbolizer keeps the inflated DWARF of debug
+// files with compressed sections: $LEAKPATH_CACHE_DIR, or leakpath/ in the
+// user's cache directory ($XDG_CACHE_HOME or ~/.cache); none when
+// LEAKPATH_CACHE_DIR is "off" or there is no such directory.
+func dwarfCacheDir() string {
+	switch dir := os.Getenv("LEAKPATH_CACHE_DIR"); dir {
+	case "off":
+		return ""
+	case "":
+	default:
+		return dir
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "leakpath")
 }
 
 // note keeps a warning of the symbolizer, whichever goroutine loads.

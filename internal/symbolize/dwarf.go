@@ -66,9 +66,9 @@ const maxNullRun = 4096
 // newDWARFInfo reads f's DWARF and indexes its compilation units by address.
 // On an error after some units were read it returns both the partial index
 // and the error.
-func newDWARFInfo(f *elfFile) (dw *dwarfInfo, err error) {
+func newDWARFInfo(f *elfFile, cache string) (dw *dwarfInfo, err error) {
 	defer guard(&err, "DWARF")
-	d, addr, err := loadDWARF(f)
+	d, addr, err := loadDWARF(f, cache)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ const maxZlibRatio = 1032
 // growing buffers, one after the other. What it does not handle
 // (relocations, GNU .zdebug_* sections, .debug_types) goes to
 // (*elf.File).DWARF.
-func loadDWARF(f *elfFile) (*dwarf.Data, []byte, error) {
+func loadDWARF(f *elfFile, cache string) (*dwarf.Data, []byte, error) {
 	secs, ok := fastDWARFSections(f.File)
 	if !ok || !fastDWARFLoad {
 		d, err := f.DWARF()
@@ -54,6 +54,15 @@ func loadDWARF(f *elfFile) (*dwarf.Data, []byte, error) {
 			return nil, nil, err
 		}
 		return d, debugAddr(f.File), nil
+	}
+	var key dwarfKey
+	keep := false
+	if cache != "" {
+		if key, keep = cacheKey(f, secs); keep {
+			if data := readDWARFCache(cache, key); data != nil {
+				return dwarfFromSections(data)
+			}
+		}
 	}
 	size := int64(-1)
 	if st, err := f.osFile.Stat(); err == nil && st.Mode().IsRegular() {
@@ -77,6 +86,16 @@ func loadDWARF(f *elfFile) (*dwarf.Data, []byte, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, err
 	}
+	d, addr, err := dwarfFromSections(data)
+	if err == nil && keep && key.total() <= dwarfCacheMaxBytes/2 {
+		writeDWARFCache(cache, key, data)
+	}
+	return d, addr, err
+}
+
+// dwarfFromSections makes the DWARF of the sections named in
+// dwarfSections, and returns it with its .debug_addr section.
+func dwarfFromSections(data [][]byte) (*dwarf.Data, []byte, error) {
 	d, err := dwarf.New(data[0], nil, nil, data[1], data[3], nil, data[4], data[2])
 	if err != nil {
 		return nil, nil, err

@@ -96,7 +96,7 @@ func loadBoth(t *testing.T, f *elfFile) (want, got *dwarf.Data, addr []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, addr, err = loadDWARF(f)
+	got, addr, err = loadDWARF(f, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestLoadDWARFCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			_, _, err = loadDWARF(f)
+			_, _, err = loadDWARF(f, "")
 			if err == nil || !strings.Contains(err.Error(), "section .debug_info: ") || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one naming .debug_info and containing %q", err, c.want)
 			}
@@ -443,7 +443,7 @@ func FuzzDWARFLoad(f *testing.F) {
 			return
 		}
 		defer ef.Close()
-		got, _, err := loadDWARF(ef)
+		got, _, err := loadDWARF(ef, "")
 		if err != nil {
 			return
 		}
@@ -492,7 +492,7 @@ func BenchmarkLoadDWARF(b *testing.B) {
 			defer f.Close()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := loadDWARF(f); err != nil {
+				if _, _, err := loadDWARF(f, ""); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -76,6 +76,10 @@ type Options struct {
 	// demand. Zero means 512 MiB. Not counted: the symbol tables and the
 	// (decompressed) DWARF sections each loaded module keeps in memory.
 	CacheBytes int64
+	// DWARFCache, if not empty, is a directory where the inflated DWARF
+	// sections of debug files with compressed ones are kept for the next
+	// process (see dwarfcache.go); created if missing.
+	DWARFCache string
 }
 
 // ErrBuildIDMismatch is wrapped by the error Lookup returns when the file on
