@@ -293,31 +293,42 @@ func funcs(st []jsonFrame) string {
 	return strings.Join(n, " ")
 }
 
+// splitDebugFixture builds the symleak program and its library libsym.so
+// in a temporary dir, moves the library's debug information to a build-id
+// tree under debugDir (objcopy --only-keep-debug with keepFlags), then
+// strips the library with strip (a command, given the library).
+func splitDebugFixture(t *testing.T, keepFlags, strip []string) (dir, lib, bin, debugDir, debugFile, id string) {
+	t.Helper()
+	for _, tool := range []string{"objcopy", strip[0]} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (binutils)", tool)
+		}
+	}
+	dir = t.TempDir()
+	fx := filepath.Join(root, "testdata", "fixtures")
+	lib = filepath.Join(dir, "libsym.so")
+	bin = filepath.Join(dir, "symleak")
+	compileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", "-Wl,--build-id", filepath.Join(fx, "symlib.c"))
+	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
+	id = buildID(t, lib)
+	debugDir = filepath.Join(dir, "debug")
+	debugFile = filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
+	os.MkdirAll(filepath.Dir(debugFile), 0o755)
+	keep := append(append([]string{"objcopy", "--only-keep-debug"}, keepFlags...), lib, debugFile)
+	for _, args := range [][]string{keep, append(strip, lib)} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	return dir, lib, bin, debugDir, debugFile, id
+}
+
 // TestSeparateDebugFile: a stripped library whose debug file sits in a
 // --debug-dir build-id tree resolves to file:line; a corrupt debug file
 // gives a warning and names from the dynamic symbol table, never a
 // failure.
 func TestSeparateDebugFile(t *testing.T) {
-	for _, tool := range []string{"objcopy", "strip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (binutils)", tool)
-		}
-	}
-	dir := t.TempDir()
-	fx := filepath.Join(root, "testdata", "fixtures")
-	lib := filepath.Join(dir, "libsym.so")
-	bin := filepath.Join(dir, "symleak")
-	compileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", "-Wl,--build-id", filepath.Join(fx, "symlib.c"))
-	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
-	id := buildID(t, lib)
-	debugDir := filepath.Join(dir, "debug")
-	debugFile := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
-	os.MkdirAll(filepath.Dir(debugFile), 0o755)
-	for _, args := range [][]string{{"objcopy", "--only-keep-debug", lib, debugFile}, {"strip", "--strip-all", lib}} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
+	_, lib, bin, debugDir, debugFile, _ := splitDebugFixture(t, nil, []string{"strip", "--strip-all"})
 	libFrame := func(r result) (jsonFrame, bool) {
 		for _, l := range r.report.Leaks {
 			for _, f := range l.Stack {
@@ -380,27 +391,7 @@ func buildID(t *testing.T, path string) string {
 // runs, from the cache or from a spoilt cache file (written again), give
 // the same stacks; "off" keeps nothing.
 func TestDWARFCacheRuns(t *testing.T) {
-	if _, err := exec.LookPath("objcopy"); err != nil {
-		t.Skip("objcopy is not installed (binutils)")
-	}
-	dir := t.TempDir()
-	fx := filepath.Join(root, "testdata", "fixtures")
-	lib := filepath.Join(dir, "libsym.so")
-	bin := filepath.Join(dir, "symleak")
-	compileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", "-Wl,--build-id", filepath.Join(fx, "symlib.c"))
-	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
-	id := buildID(t, lib)
-	debugDir := filepath.Join(dir, "debug")
-	debugFile := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
-	os.MkdirAll(filepath.Dir(debugFile), 0o755)
-	for _, args := range [][]string{
-		{"objcopy", "--only-keep-debug", "--compress-debug-sections=zlib", lib, debugFile},
-		{"objcopy", "--strip-debug", lib},
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
+	dir, lib, bin, debugDir, _, id := splitDebugFixture(t, []string{"--compress-debug-sections=zlib"}, []string{"objcopy", "--strip-debug"})
 	cache := filepath.Join(dir, "cache")
 	cached := filepath.Join(cache, id+".dwarf")
 	xdg := filepath.Join(dir, "xdg")
