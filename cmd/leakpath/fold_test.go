@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -42,6 +44,28 @@ func TestFoldingKeepsEveryCount(t *testing.T) {
 			}
 			if len(a.Errors) != len(b.Errors) {
 				t.Errorf("%d improper uses with folding, %d without", len(a.Errors), len(b.Errors))
+			}
+			// The report says how many pairs its peak leaves out.
+			folded := func(r result) uint64 {
+				var v struct {
+					Totals struct {
+						Folded uint64 `json:"folded_pairs"`
+					} `json:"totals"`
+				}
+				if err := json.Unmarshal(r.reportJSON, &v); err != nil {
+					t.Fatal(err)
+				}
+				return v.Totals.Folded
+			}
+			fon, foff := folded(on), folded(off)
+			if foff != 0 || strings.Contains(off.text, "folded") {
+				t.Errorf("--fold=false: %d folded pairs reported", foff)
+			}
+			if argv[0] == loop && (fon < a.Totals.Allocations/2 || fon > a.Totals.Allocations) {
+				t.Errorf("the loop folded %d of its %d allocations, want most", fon, a.Totals.Allocations)
+			}
+			if want := fon > 0; strings.Contains(on.text, "short-lived block") != want {
+				t.Errorf("%d folded pairs; the summary mentions them: %v, want %v:\n%s", fon, !want, want, on.text)
 			}
 		})
 	}

@@ -122,6 +122,10 @@ type Totals struct {
 	PeakBytes      uint64
 	PeakTime       uint64
 	Temporary      uint64
+	// Folded: allocation/free pairs the agent folded (counted in
+	// Allocations and Frees). They are never live here, so PeakBytes
+	// leaves them out.
+	Folded uint64
 	// UnknownFrees: frees and reallocs of blocks allocated before an
 	// attach (ProcessInfo.Attached): not errors, not counted in Frees.
 	UnknownFrees uint64
@@ -663,6 +667,7 @@ func (p *Process) agg(ev *event.Event) {
 	p.Totals.Frees += n
 	p.Totals.AllocatedBytes += bytes
 	p.Totals.Temporary += temp
+	p.Totals.Folded += n
 	s := p.site(p.stackOf(ev.Stack))
 	s.Allocs += n
 	s.Frees += n

@@ -77,6 +77,9 @@ type jsonTotals struct {
 	LeakedBlocks         uint64            `json:"leaked_blocks"`
 	TemporaryAllocations uint64            `json:"temporary_allocations"`
 	FailedAllocations    uint64            `json:"failed_allocations"`
+	// FoldedPairs: allocations freed soon by their thread, counted in
+	// allocations and frees but not in the peak (run --fold).
+	FoldedPairs uint64 `json:"folded_pairs,omitempty"`
 	// UnknownFrees: frees of blocks allocated before the attach.
 	UnknownFrees uint64 `json:"unknown_frees,omitempty"`
 	// ByKind sums the leaks per kind when a scan classified them;
@@ -190,7 +193,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			AllocatedBytes: t.AllocatedBytes, PeakBytes: t.PeakBytes, PeakSeconds: r.seconds(p, t.PeakTime),
 			LeakedBytes: t.LiveBytes, LeakedBlocks: t.LiveBlocks,
 			TemporaryAllocations: t.Temporary, FailedAllocations: t.FailedAllocs,
-			UnknownFrees: t.UnknownFrees,
+			FoldedPairs: t.Folded, UnknownFrees: t.UnknownFrees,
 		},
 		Leaks: []jsonLeak{}, Errors: []jsonError{}, Attached: p.Info.Attached,
 	}

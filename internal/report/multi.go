@@ -137,6 +137,7 @@ func (m *Multi) addTotals(t *heap.Totals, leaks bool) {
 	s.FailedAllocs += t.FailedAllocs
 	s.PeakBytes += t.PeakBytes
 	s.Temporary += t.Temporary
+	s.Folded += t.Folded
 	if leaks {
 		s.LiveBytes += t.LiveBytes
 		s.LiveBlocks += t.LiveBlocks
