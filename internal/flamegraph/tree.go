@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"sort"
+	"sync"
 )
 
 // Node is one frame of a flame graph: its name, the value of all stacks
@@ -87,7 +88,11 @@ var Style string
 //go:embed page.html
 var pageHTML string
 
-var page = template.Must(template.New("flame").Parse(pageHTML))
+// page is parsed on first use: every leakpath command pays for what its
+// package variables do at start-up, and this was the largest of ours.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("flame").Parse(pageHTML))
+})
 
 // Page is what the HTML page shows.
 type Page struct {
@@ -104,7 +109,7 @@ func WriteHTML(w io.Writer, p Page) error {
 	if err != nil {
 		return fmt.Errorf("flame graph: %w", err)
 	}
-	return page.Execute(w, struct {
+	return page().Execute(w, struct {
 		Page
 		Script template.JS
 		Style  template.CSS
