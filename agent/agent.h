@@ -164,7 +164,15 @@ LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 LP_HIDDEN void lp_modules_init(void);
 LP_HIDDEN void lp_modules_refresh(struct lp_thread *t, int announce_all);
 LP_HIDDEN const struct lp_module *lp_module_of(uintptr_t pc);
-LP_HIDDEN uint64_t lp_modules_gen(void);
+extern LP_HIDDEN uint64_t lp_mod_gen; /* bumped when a module goes away */
+
+/* lp_modules_gen is the modules' generation: a stack or unwind rule
+ * remembered under another one may name code that is gone. (Inline: every
+ * allocation's stack lookup reads it.) */
+static inline uint64_t lp_modules_gen(void)
+{
+	return __atomic_load_n(&lp_mod_gen, __ATOMIC_ACQUIRE);
+}
 
 struct lp_module {
 	uintptr_t lo, hi;       /* lowest and highest mapped address of its PT_LOADs */

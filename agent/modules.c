@@ -26,7 +26,7 @@ struct lp_modsnap {
 
 static struct lp_modsnap *lp_mods;     /* published snapshot, sorted by lo */
 static int lp_mod_lock;
-static uint64_t lp_mod_gen = 1;        /* bumped when a module goes away */
+uint64_t lp_mod_gen = 1;               /* bumped when a module goes away */
 static unsigned long long lp_adds = ~0ull, lp_subs = ~0ull;
 static char lp_exe[PATH_MAX];
 static size_t lp_exe_len;
@@ -47,10 +47,6 @@ LP_HIDDEN void lp_mod_lock_release(void)
 	__atomic_store_n(&lp_mod_lock, 0, __ATOMIC_RELEASE);
 }
 
-uint64_t lp_modules_gen(void)
-{
-	return __atomic_load_n(&lp_mod_gen, __ATOMIC_ACQUIRE);
-}
 
 const struct lp_module *lp_module_of(uintptr_t pc)
 {
