@@ -125,7 +125,13 @@ func TestDWARFCache(t *testing.T) {
 			if c.spoil == nil {
 				return
 			}
-			if err := os.WriteFile(cached, b, 0o600); err != nil {
+			// A new file, as the cache's writers make them: this process
+			// may still map the old one (truncating it would make a
+			// reader of that mapping fault).
+			if err := os.WriteFile(cached+".new", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(cached+".new", cached); err != nil {
 				t.Fatal(err)
 			}
 			forgetDWARFCacheMaps()
