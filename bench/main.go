@@ -223,7 +223,8 @@ func run(runs, size int, only, lp string) error {
 	}
 	tw.Flush()
 	fmt.Printf("medians of %d runs; ×native = wall time over native; lp/ht = leakpath over heaptrack (below 1: leakpath is better);\n"+
-		"RSS: peak of leakpath's collector / heaptrack's interpreter; valgrind (memcheck) ran a twentieth of the loops.\n", runs)
+		"RSS: peak of leakpath's collector / heaptrack's interpreter; valgrind (memcheck) ran a twentieth of the loops;\n"+
+		"leakpath's DWARF cache ($LEAKPATH_CACHE_DIR) is as the runs leave it: cold at most for the first.\n", runs)
 	return nil
 }
 
