@@ -387,9 +387,9 @@ func buildID(t *testing.T, path string) string {
 }
 
 // TestDWARFCacheRuns: a debug file with compressed sections is inflated by
-// the first run and kept in the DWARF cache (LEAKPATH_CACHE_DIR); the next
-// runs, from the cache or from a spoilt cache file (written again), give
-// the same stacks; "off" keeps nothing.
+// the first run and kept in the DWARF cache (LEAKPATH_CACHE_DIR), with the
+// frames looked up; the next runs, from the caches or from a spoilt DWARF
+// cache file (written again), give the same stacks; "off" keeps nothing.
 func TestDWARFCacheRuns(t *testing.T) {
 	dir, lib, bin, debugDir, _, id := splitDebugFixture(t, []string{"--compress-debug-sections=zlib"}, []string{"objcopy", "--strip-debug"})
 	cache := filepath.Join(dir, "cache")
@@ -427,6 +427,16 @@ func TestDWARFCacheRuns(t *testing.T) {
 	}
 	if got := run(cache); got != first {
 		t.Errorf("from the cache:\n%s\nwant\n%s", got, first)
+	}
+	// The frames looked up are kept too (the next run loads no DWARF for
+	// them).
+	if _, err := os.Stat(filepath.Join(cache, id+".frames")); err != nil {
+		t.Errorf("no frame cache file of the library: %v", err)
+	}
+	// A spoilt DWARF cache file (and no frame cache, so the DWARF is
+	// needed).
+	if err := os.Remove(filepath.Join(cache, id+".frames")); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Truncate(cached, st.Size()/2); err != nil {
 		t.Fatal(err)

@@ -167,6 +167,7 @@ func (y *symbolizer) ready() {
 // waiting for it would only delay that.
 func (y *symbolizer) close() {
 	y.ready()
+	y.s.SaveFrames()
 	if y.done != nil {
 		select {
 		case <-y.done:

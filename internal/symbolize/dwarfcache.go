@@ -279,7 +279,7 @@ func trimDWARFCache(dir string, max int64) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		if filepath.Ext(p) != ".dwarf" {
+		if ext := filepath.Ext(p); ext != ".dwarf" && ext != ".frames" {
 			continue
 		}
 		if e.Name()[0] == '.' {

@@ -16,12 +16,13 @@ import (
 
 // module is one ELF file (plus its debug file) as loaded for a build id.
 type module struct {
-	path   string
-	err    error        // permanent: every lookup returns it
-	syms   *symtab      // never nil once loaded
-	dw     *dwarfInfo   // nil without usable DWARF
-	types  *ModuleTypes // once asked for
-	warned bool
+	path    string
+	err     error        // permanent: every lookup returns it
+	syms    *symtab      // never nil once loaded
+	dw      *dwarfInfo   // nil without usable DWARF
+	types   *ModuleTypes // once asked for
+	warned  bool
+	warning string // what it warned about (for the frame cache)
 }
 
 // ntGNUBuildID is the note type of a GNU build id (NT_GNU_BUILD_ID).

@@ -100,6 +100,8 @@ type Symbolizer struct {
 
 	lru      *list.List // of *cuInfo, most recently used at the front
 	lruBytes int64
+
+	frameFiles map[moduleKey]*frameFile // with a DWARF cache: see framecache.go
 }
 
 type moduleKey struct {
@@ -116,9 +118,10 @@ func New(opts Options) *Symbolizer {
 		opts.CacheBytes = 512 << 20
 	}
 	return &Symbolizer{
-		opts:    opts,
-		modules: make(map[moduleKey]*module),
-		lru:     list.New(),
+		opts:       opts,
+		modules:    make(map[moduleKey]*module),
+		lru:        list.New(),
+		frameFiles: make(map[moduleKey]*frameFile),
 	}
 }
 
@@ -162,6 +165,12 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
+	cached := plain == nil && s.opts.DWARFCache != ""
+	if cached {
+		if fr, ok := s.cachedFrames(moduleKey{path, string(wantBuildID)}, addr); ok {
+			return fr, nil
+		}
+	}
 	m := s.last
 	if m == nil || s.lastKey.path != path || s.lastKey.buildID != string(wantBuildID) {
 		key := moduleKey{path, string(wantBuildID)}
@@ -175,7 +184,20 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 	if m.err != nil {
 		return nil, m.err
 	}
-	return s.lookup(m, addr, plain)
+	fr, err := s.lookup(m, addr, plain)
+	if cached && err == nil {
+		s.keepFrames(moduleKey{path, string(wantBuildID)}, addr, fr, m.warning)
+	}
+	return fr, err
+}
+
+// SaveFrames writes the frame cache (with a DWARF cache, see
+// Options.DWARFCache) unless a lookup is under way; Close writes it too.
+func (s *Symbolizer) SaveFrames() {
+	if s.mu.TryLock() {
+		s.saveFrames()
+		s.mu.Unlock()
+	}
 }
 
 // Close releases the cached modules. Files are closed as soon as a module has
@@ -183,6 +205,8 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 func (s *Symbolizer) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.saveFrames()
+	s.frameFiles = make(map[moduleKey]*frameFile)
 	s.modules = make(map[moduleKey]*module)
 	s.last = nil
 	s.lastKey = moduleKey{}
@@ -197,6 +221,7 @@ func (s *Symbolizer) warn(m *module, msg string) {
 		return
 	}
 	m.warned = true
+	m.warning = msg
 	if s.opts.Warn != nil {
 		s.opts.Warn(msg)
 	}

@@ -1,0 +1,218 @@
+package symbolize
+
+import (
+	"bytes"
+	"encoding/gob"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// The frame cache keeps, beside the DWARF cache (Options.DWARFCache), the
+// frames of the addresses a process looked up, one file per module build
+// id, for the next process: a report needs few addresses of libc (its
+// start-up frames, in every stack), and with them cached libc's DWARF is
+// not loaded at all (30-70 ms even from the DWARF cache: debug/dwarf parses
+// every unit's abbreviations). A file is used only if its key, everything
+// a lookup's result depends on, matches: this leakpath binary, the module
+// file, and every place a debug file for it could be (present or not, with
+// size and time); anything else is a miss, and the file is written again.
+
+// frameCacheMagic starts a frame cache file; change it when the encoding
+// changes.
+const frameCacheMagic = "LPFRAMES1"
+
+// frameCacheMax bounds the addresses kept per module.
+const frameCacheMax = 100000
+
+// frameFile is the frame cache of one module in this process.
+type frameFile struct {
+	path    string // of the cache file
+	key     string
+	frames  map[uint64][]Frame
+	warning string // the module's, given again when its frames come from here
+	warned  bool
+	dirty   bool
+}
+
+// frameCacheFile is the encoding of a frame cache file (after the magic).
+type frameCacheFile struct {
+	Key     string
+	Frames  map[uint64][]Frame
+	Warning string
+}
+
+// self identifies this leakpath binary: a rebuilt one may symbolize
+// differently.
+var self = sync.OnceValue(func() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	st, err := os.Stat(exe)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s %d %d", exe, st.Size(), st.ModTime().UnixNano())
+})
+
+// statKey describes the file at p for a key: its size and time, or that
+// there is none.
+func statKey(p string) string {
+	st, err := os.Stat(p)
+	if err != nil {
+		return p + " -"
+	}
+	return fmt.Sprintf("%s %d %d", p, st.Size(), st.ModTime().UnixNano())
+}
+
+// frameKey returns the build id under which the frames of module path
+// (loaded with build id want, or its own if want is empty) are cached, and
+// the key they must match; nil if they are not cached (no build id, no
+// readable file, no identity of this binary).
+func (s *Symbolizer) frameKey(path string, want []byte) ([]byte, string) {
+	me := self()
+	if me == "" {
+		return nil, ""
+	}
+	f, err := openELF(path)
+	if err != nil {
+		return nil, ""
+	}
+	defer f.Close()
+	own := buildID(f.File)
+	id := want
+	if len(id) == 0 {
+		id = own
+	}
+	if len(id) < 2 {
+		return nil, ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n%s\nown %x\n", me, statKey(path), own)
+	for _, dir := range s.opts.DebugDirs {
+		fmt.Fprintf(&b, "%s\n", statKey(buildIDPath(dir, id)))
+		if len(own) >= 2 && !bytes.Equal(own, id) {
+			fmt.Fprintf(&b, "%s\n", statKey(buildIDPath(dir, own)))
+		}
+	}
+	if name, crc, ok := debugLink(f.File); ok {
+		fmt.Fprintf(&b, "link %s %08x\n", name, crc)
+		for _, c := range s.debugLinkCandidates(path, name) {
+			fmt.Fprintf(&b, "%s\n", statKey(c))
+		}
+	}
+	return id, b.String()
+}
+
+// frameFileOf returns the frame cache of module k, reading it on first use;
+// nil when the module's frames are not cached.
+func (s *Symbolizer) frameFileOf(k moduleKey) *frameFile {
+	if ff, ok := s.frameFiles[k]; ok {
+		return ff
+	}
+	var ff *frameFile
+	if id, key := s.frameKey(k.path, []byte(k.buildID)); key != "" {
+		ff = &frameFile{path: filepath.Join(s.opts.DWARFCache, hex.EncodeToString(id)+".frames"), key: key}
+		if b, err := os.ReadFile(ff.path); err == nil {
+			if c, err := decodeFrameCache(b); err == nil && c.Key == key {
+				ff.frames, ff.warning = c.Frames, c.Warning
+			}
+		}
+		if ff.frames == nil {
+			ff.frames = map[uint64][]Frame{}
+		}
+	}
+	s.frameFiles[k] = ff
+	return ff
+}
+
+// decodeFrameCache decodes a frame cache file.
+func decodeFrameCache(b []byte) (*frameCacheFile, error) {
+	if !bytes.HasPrefix(b, []byte(frameCacheMagic)) {
+		return nil, fmt.Errorf("not a frame cache file")
+	}
+	var c frameCacheFile
+	if err := gob.NewDecoder(bytes.NewReader(b[len(frameCacheMagic):])).Decode(&c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// encodeFrameCache writes c as a frame cache file to w.
+func encodeFrameCache(w io.Writer, c *frameCacheFile) error {
+	if _, err := io.WriteString(w, frameCacheMagic); err != nil {
+		return err
+	}
+	return gob.NewEncoder(w).Encode(c)
+}
+
+// saveFrames writes the frame caches that gained addresses, with what
+// other processes added meanwhile. Failures are ignored: the cache only
+// saves time.
+func (s *Symbolizer) saveFrames() {
+	for _, ff := range s.frameFiles {
+		if ff == nil || !ff.dirty {
+			continue
+		}
+		ff.dirty = false
+		frames := maps.Clone(ff.frames)
+		if b, err := os.ReadFile(ff.path); err == nil {
+			if c, err := decodeFrameCache(b); err == nil && c.Key == ff.key {
+				for a, fr := range c.Frames {
+					if _, ok := frames[a]; !ok && len(frames) < frameCacheMax {
+						frames[a] = fr
+					}
+				}
+			}
+		}
+		if os.MkdirAll(filepath.Dir(ff.path), 0o700) != nil {
+			continue
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(ff.path), ".tmp-*.frames")
+		if err != nil {
+			continue
+		}
+		err = encodeFrameCache(tmp, &frameCacheFile{Key: ff.key, Frames: frames, Warning: ff.warning})
+		if cerr := tmp.Close(); err != nil || cerr != nil || os.Rename(tmp.Name(), ff.path) != nil {
+			os.Remove(tmp.Name())
+		}
+	}
+}
+
+// cachedFrames returns addr's frames in module k from the frame cache.
+func (s *Symbolizer) cachedFrames(k moduleKey, addr uint64) ([]Frame, bool) {
+	ff := s.frameFileOf(k)
+	if ff == nil {
+		return nil, false
+	}
+	fr, ok := ff.frames[addr]
+	if ok && ff.warning != "" && !ff.warned {
+		// As the module's load would have.
+		ff.warned = true
+		if s.opts.Warn != nil {
+			s.opts.Warn(ff.warning)
+		}
+	}
+	return slices.Clone(fr), ok
+}
+
+// keepFrames adds addr's frames in module k, which warned about warning
+// (if not ""), to its frame cache.
+func (s *Symbolizer) keepFrames(k moduleKey, addr uint64, fr []Frame, warning string) {
+	ff := s.frameFileOf(k)
+	if ff == nil || len(ff.frames) >= frameCacheMax {
+		return
+	}
+	ff.frames[addr] = slices.Clone(fr)
+	if warning != "" {
+		ff.warning, ff.warned = warning, true
+	}
+	ff.dirty = true
+}
