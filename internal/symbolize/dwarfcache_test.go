@@ -146,34 +146,44 @@ func TestDWARFCache(t *testing.T) {
 	}
 }
 
+// lookupAll looks up pcs of path with a new Symbolizer and returns their
+// frames and how many modules the Symbolizer loaded for them.
+func lookupAll(t *testing.T, opts Options, path string, pcs []uint64) ([][]Frame, int) {
+	t.Helper()
+	s := New(opts)
+	defer s.Close()
+	var out [][]Frame
+	for _, pc := range pcs {
+		fr, err := s.Lookup(path, nil, pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fr)
+	}
+	return out, len(s.modules)
+}
+
 // TestDWARFCacheSymbolizer: a Symbolizer with a DWARF cache gives the same
-// frames as one without, from a cold cache and from a warm one.
+// frames as one without, from a cold cache and from a warm one (the frame
+// cache emptied, so that the DWARF is loaded).
 func TestDWARFCacheSymbolizer(t *testing.T) {
 	path := build(t, fixtureByName(t, "c-gcc-O2-dwarf4-gz-zlib"))
 	dir := t.TempDir()
 	t.Cleanup(forgetDWARFCacheMaps)
 	sites := callSites(disassemble(t, path))
-	lookups := func(opts Options) [][]Frame {
-		s := New(opts)
-		defer s.Close()
-		var out [][]Frame
-		for _, pc := range sites {
-			fr, err := s.Lookup(path, nil, pc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, fr)
-		}
-		return out
-	}
-	want := lookups(Options{})
-	if len(want) == 0 {
+	if len(sites) == 0 {
 		t.Fatal("no call sites in the fixture")
 	}
+	want, _ := lookupAll(t, Options{}, path, sites)
 	for _, round := range []string{"cold", "warm"} {
 		forgetDWARFCacheMaps()
-		if got := lookups(Options{DWARFCache: dir}); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s cache: frames differ from those without a cache", round)
+		frames, _ := filepath.Glob(filepath.Join(dir, "*.frames"))
+		for _, f := range frames {
+			os.Remove(f)
+		}
+		got, loaded := lookupAll(t, Options{DWARFCache: dir}, path, sites)
+		if !reflect.DeepEqual(got, want) || loaded != 1 {
+			t.Errorf("%s cache: %d modules loaded (want 1); frames the same as without a cache: %v", round, loaded, reflect.DeepEqual(got, want))
 		}
 	}
 	if ents, _ := filepath.Glob(filepath.Join(dir, "*.dwarf")); len(ents) != 1 {

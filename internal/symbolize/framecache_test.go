@@ -30,20 +30,8 @@ func TestFrameCache(t *testing.T) {
 	if len(sites) == 0 {
 		t.Fatal("no call sites in the fixture")
 	}
-	// lookups returns the frames of every site and how many modules the
-	// Symbolizer loaded for them.
 	lookups := func(cache string) ([][]Frame, int) {
-		s := New(Options{DWARFCache: cache})
-		defer s.Close()
-		var out [][]Frame
-		for _, pc := range sites {
-			fr, err := s.Lookup(path, nil, pc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, fr)
-		}
-		return out, len(s.modules)
+		return lookupAll(t, Options{DWARFCache: cache}, path, sites)
 	}
 	want, _ := lookups("")
 	for _, round := range []string{"cold", "warm"} {
@@ -122,14 +110,8 @@ func TestFrameCacheWarns(t *testing.T) {
 	sites := callSites(disassemble(t, path))
 	warned := func() ([]string, int) {
 		var w warnings
-		s := New(Options{DWARFCache: dir, DebugDirs: []string{debugDir}, Warn: w.warn})
-		defer s.Close()
-		for _, pc := range sites {
-			if _, err := s.Lookup(path, nil, pc); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return w.msgs, len(s.modules)
+		_, loaded := lookupAll(t, Options{DWARFCache: dir, DebugDirs: []string{debugDir}, Warn: w.warn}, path, sites)
+		return w.msgs, loaded
 	}
 	first, loaded := warned()
 	if len(first) != 1 || loaded != 1 {
