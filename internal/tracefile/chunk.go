@@ -321,9 +321,9 @@ func (e *encoder) reset() {
 // one the previous free released, 2+2*zigzag(delta), whichever is smaller.
 // Programs free blocks in the order they allocated them at least as often
 // as the newest first (sqlite3 closing its database: 94 % of its frees):
-// then every free codes as 2.
+// then every free codes as 2. dist 0 (none known) codes as 0.
 func (e *encoder) putFreed(dist uint64) {
-	if e.before7 {
+	if e.before7 || dist == 0 {
 		e.s[sAddr] = uv(e.s[sAddr], dist)
 		return
 	}
@@ -628,11 +628,7 @@ func (e *encoder) addFree(ev *event.Event) {
 	dist, a := e.findAlloc(addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		if dist == 0 {
-			e.s[sAddr] = uv(e.s[sAddr], 0)
-		} else {
-			e.putFreed(dist)
-		}
+		e.putFreed(dist)
 	} else {
 		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
 	}
@@ -667,11 +663,7 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	var oldCls uint16
 	if addr == 0 || dist != 0 {
 		op |= f2
-		if dist == 0 {
-			e.s[sAddr] = uv(e.s[sAddr], 0)
-		} else {
-			e.putFreed(dist)
-		}
+		e.putFreed(dist)
 		if a != nil {
 			oldCls = a.cls // before pushAlloc may reuse the entry
 		}

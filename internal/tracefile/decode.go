@@ -572,7 +572,6 @@ func (d *decoder) alloc64(n int) []uint64 {
 	return fr
 }
 
-// decScope decodes what encoder.addScope coded.
 // decAgg decodes what encoder.addAgg codes.
 func (d *decoder) decAgg(ev *event.Event, op byte) {
 	if d.version < 7 {
@@ -608,6 +607,7 @@ func (d *decoder) decAgg(ev *event.Event, op byte) {
 	}
 }
 
+// decScope decodes what encoder.addScope coded.
 func (d *decoder) decScope(ev *event.Event, op byte) {
 	if d.version < 5 {
 		d.failf("a scope marker in a version %d trace", d.version)
