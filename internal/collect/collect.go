@@ -652,8 +652,7 @@ type waitResult struct {
 // itself (ptrace.Tracer adopts stops another waiter consumed).
 func waitExit(pid int) waitResult {
 	if pidfd, err := unix.PidfdOpen(pid, 0); err == nil {
-		for !exitedWait(pidfd) {
-		}
+		pollExit(pidfd, -1) // if it fails, the wait below waits
 		unix.Close(pidfd)
 	}
 	for {
@@ -680,20 +679,15 @@ func waitExit(pid int) waitResult {
 // handStolen hands a stop that waitExit consumed to its Stepper.
 var handStolen = ptrace.Stolen
 
-// exitedWait waits until the process behind pidfd has exited, or a
-// signal interrupts the wait; it reports whether it has (or the wait
-// failed: then the caller's wait must find out).
-func exitedWait(pidfd int) bool {
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, -1)
-	return err != unix.EINTR && (err != nil || n > 0)
-}
-
 // exited reports whether the process behind pidfd has exited.
-func exited(pidfd int) bool {
+func exited(pidfd int) bool { return pollExit(pidfd, 0) }
+
+// pollExit waits up to timeout milliseconds (-1: for ever) for the process
+// behind pidfd to exit, and reports whether it has.
+func pollExit(pidfd, timeout int) bool {
 	for {
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
+		n, err := unix.Poll(fds, timeout)
 		if err == unix.EINTR {
 			continue // the Go runtime's preemption signal
 		}
