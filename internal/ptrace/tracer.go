@@ -634,10 +634,11 @@ func (t *Tracer) stopAll(ctx context.Context, rollback bool) error {
 			}
 			continue
 		}
-		// os/exec's Wait of the program steals its leader's stops about
-		// one time in two at the exit scan (measured): look for them
-		// early, a pass over /proc costs tens of microseconds.
-		if time.Since(start) > 2*time.Millisecond && time.Since(t.lastCheck) > 2*time.Millisecond {
+		// A wait elsewhere in this process may have taken a stop (the
+		// collector waits for its program's exit on a pidfd first, so it
+		// takes none where pidfds work): look for such stops when the
+		// reports are late.
+		if time.Since(start) > 20*time.Millisecond && time.Since(t.lastCheck) > 10*time.Millisecond {
 			t.adoptStolen()
 			continue
 		}
