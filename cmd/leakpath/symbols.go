@@ -46,7 +46,8 @@ func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
 }
 
 // dwarfCacheDir is where the symbolizer keeps the inflated DWARF of debug
-// files with compressed sections: $LEAKPATH_CACHE_DIR, or leakpath/ in the
+// files with compressed sections and the frames it looked up
+// (symbolize.Options.DWARFCache): $LEAKPATH_CACHE_DIR, or leakpath/ in the
 // user's cache directory ($XDG_CACHE_HOME or ~/.cache); none when
 // LEAKPATH_CACHE_DIR is "off" or there is no such directory.
 func dwarfCacheDir() string {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -225,37 +226,50 @@ func readDWARFCache(dir string, k dwarfKey) [][]byte {
 // then trims the directory to dwarfCacheMaxBytes. The cache only saves
 // time: failures are ignored.
 func writeDWARFCache(dir string, k dwarfKey, secs [][]byte) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
-	}
 	h := crc32.New(castagnoli)
 	for _, s := range secs {
 		h.Write(s)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.dwarf")
+	err := writeCacheFile(dwarfCachePath(dir, k.id), func(w io.Writer) error {
+		if _, err := w.Write(appendDWARFCacheHeader(nil, k, h.Sum32())); err != nil {
+			return err
+		}
+		for _, s := range secs {
+			if _, err := w.Write(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		trimDWARFCache(dir, dwarfCacheMaxBytes)
+	}
+}
+
+// writeCacheFile writes path (a file of the cache directory, made if
+// missing) with write, through a temporary file renamed over it: readers
+// see the old file or the new one whole, and a file they map is never
+// truncated under them.
+func writeCacheFile(path string, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*"+filepath.Ext(path))
 	if err != nil {
-		return
+		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(appendDWARFCacheHeader(nil, k, h.Sum32())); err != nil {
-		return
+	err = write(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	for _, s := range secs {
-		if _, err := tmp.Write(s); err != nil {
-			return
-		}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	if tmp.Close() != nil || os.Rename(tmp.Name(), dwarfCachePath(dir, k.id)) != nil {
-		return
+	if err != nil {
+		os.Remove(tmp.Name())
 	}
-	ok = true
-	trimDWARFCache(dir, dwarfCacheMaxBytes)
+	return err
 }
 
 // trimDWARFCache removes the least recently used cache files of dir (and

@@ -21,8 +21,7 @@ type module struct {
 	syms    *symtab      // never nil once loaded
 	dw      *dwarfInfo   // nil without usable DWARF
 	types   *ModuleTypes // once asked for
-	warned  bool
-	warning string // what it warned about (for the frame cache)
+	warning string       // what it warned about, once ("": nothing)
 }
 
 // ntGNUBuildID is the note type of a GNU build id (NT_GNU_BUILD_ID).

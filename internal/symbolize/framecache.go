@@ -172,17 +172,9 @@ func (s *Symbolizer) saveFrames() {
 				}
 			}
 		}
-		if os.MkdirAll(filepath.Dir(ff.path), 0o700) != nil {
-			continue
-		}
-		tmp, err := os.CreateTemp(filepath.Dir(ff.path), ".tmp-*.frames")
-		if err != nil {
-			continue
-		}
-		err = encodeFrameCache(tmp, &frameCacheFile{Key: ff.key, Frames: frames, Warning: ff.warning})
-		if cerr := tmp.Close(); err != nil || cerr != nil || os.Rename(tmp.Name(), ff.path) != nil {
-			os.Remove(tmp.Name())
-		}
+		writeCacheFile(ff.path, func(w io.Writer) error {
+			return encodeFrameCache(w, &frameCacheFile{Key: ff.key, Frames: frames, Warning: ff.warning})
+		})
 	}
 }
 

@@ -77,8 +77,9 @@ type Options struct {
 	// (decompressed) DWARF sections each loaded module keeps in memory.
 	CacheBytes int64
 	// DWARFCache, if not empty, is a directory where the inflated DWARF
-	// sections of debug files with compressed ones are kept for the next
-	// process (see dwarfcache.go); created if missing.
+	// sections of debug files with compressed ones (dwarfcache.go) and the
+	// frames looked up (framecache.go) are kept for the next process;
+	// created if missing.
 	DWARFCache string
 }
 
@@ -165,15 +166,15 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
+	key := moduleKey{path, string(wantBuildID)}
 	cached := plain == nil && s.opts.DWARFCache != ""
 	if cached {
-		if fr, ok := s.cachedFrames(moduleKey{path, string(wantBuildID)}, addr); ok {
+		if fr, ok := s.cachedFrames(key, addr); ok {
 			return fr, nil
 		}
 	}
 	m := s.last
-	if m == nil || s.lastKey.path != path || s.lastKey.buildID != string(wantBuildID) {
-		key := moduleKey{path, string(wantBuildID)}
+	if m == nil || s.lastKey != key {
 		m = s.modules[key]
 		if m == nil {
 			m = s.loadModule(path, wantBuildID)
@@ -186,7 +187,7 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 	}
 	fr, err := s.lookup(m, addr, plain)
 	if cached && err == nil {
-		s.keepFrames(moduleKey{path, string(wantBuildID)}, addr, fr, m.warning)
+		s.keepFrames(key, addr, fr, m.warning)
 	}
 	return fr, err
 }
@@ -217,10 +218,9 @@ func (s *Symbolizer) Close() error {
 
 // warn reports msg for m once.
 func (s *Symbolizer) warn(m *module, msg string) {
-	if m.warned {
+	if m.warning != "" {
 		return
 	}
-	m.warned = true
 	m.warning = msg
 	if s.opts.Warn != nil {
 		s.opts.Warn(msg)
