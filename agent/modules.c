@@ -47,7 +47,6 @@ LP_HIDDEN void lp_mod_lock_release(void)
 	__atomic_store_n(&lp_mod_lock, 0, __ATOMIC_RELEASE);
 }
 
-
 const struct lp_module *lp_module_of(uintptr_t pc)
 {
 	struct lp_modsnap *s = __atomic_load_n(&lp_mods, __ATOMIC_ACQUIRE);

@@ -67,13 +67,13 @@ func residentRuns(f *os.File, buf []byte, r span) ([]span, bool) {
 			case used && !open:
 				start, open = max(page, r.lo), true
 			case !used && open:
-				out = append(out, span{start, page, r.what, true})
+				out = append(out, r.sub(start, page))
 				open = false
 			}
 		}
 	}
 	if open {
-		out = append(out, span{start, r.hi, r.what, true})
+		out = append(out, r.sub(start, r.hi))
 	}
 	return out, true
 }

@@ -162,6 +162,12 @@ type span struct {
 	zeroFill bool
 }
 
+// sub is the part [lo, hi) of s.
+func (s span) sub(lo, hi uint64) span {
+	s.lo, s.hi = lo, hi
+	return s
+}
+
 type mapping struct {
 	lo, hi uint64
 	perms  string
@@ -182,7 +188,8 @@ func readMaps(pid int) ([]mapping, error) {
 }
 
 // rootRanges picks the mappings to scan. starts are the blocks' addresses,
-// sorted; stacks the threads' stack pointers.
+// sorted; stacks the threads' stacks (a mapping holding one is scanned
+// from where the stack starts).
 func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
 	var out []span
 	for i, m := range maps {
@@ -285,12 +292,12 @@ func subtract(roots, holes []span) []span {
 				continue
 			}
 			if h.lo > lo {
-				out = append(out, span{lo, h.lo, r.what, r.zeroFill})
+				out = append(out, r.sub(lo, h.lo))
 			}
 			lo = max(lo, h.hi)
 		}
 		if lo < r.hi {
-			out = append(out, span{lo, r.hi, r.what, r.zeroFill})
+			out = append(out, r.sub(lo, r.hi))
 		}
 	}
 	return out
