@@ -235,21 +235,15 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 	}
 }
 
-/* lp_word returns the pending map's word of address p if it names p, else
- * 0 (p is not pending). */
-static inline uint64_t lp_word(uint64_t p)
-{
-	uint64_t w = __atomic_load_n(lp_pmap_at(p), __ATOMIC_ACQUIRE);
-	return LP_TAG_ADDR(w) == p ? w : 0;
-}
-
 /*
  * lp_find returns the pending entry of address p, of any thread, and its
  * thread slot, or NULL when p is not pending.
  */
 static inline struct lp_pending *lp_find(uint64_t p, uint32_t *slot)
 {
-	uint64_t w = lp_word(p);
+	uint64_t w = __atomic_load_n(lp_pmap_at(p), __ATOMIC_ACQUIRE);
+	if (LP_TAG_ADDR(w) != p)
+		return NULL;
 	*slot = LP_TAG_SLOT(w);
 	return lp_named(w);
 }
@@ -267,8 +261,8 @@ static void lp_claim(struct lp_thread *t, struct lp_pending *e, uint64_t p, uint
 
 int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	uint64_t w = lp_word((uint64_t)p);
-	if (!w)
+	uint64_t w = __atomic_load_n(lp_pmap_at((uint64_t)p), __ATOMIC_ACQUIRE);
+	if (LP_TAG_ADDR(w) != (uint64_t)p)
 		return 0;
 	uint32_t slot = LP_TAG_SLOT(w);
 	if (LP_UNLIKELY(slot != t->slot_index)) {
