@@ -191,8 +191,9 @@ func TestDWARFCacheSymbolizer(t *testing.T) {
 	}
 }
 
-// TestTrimDWARFCache: the least recently used files go first, down to the
-// limit; temporary files go when older than an hour.
+// TestTrimDWARFCache: the least recently used files (DWARF and frame
+// caches) go first, down to the limit; temporary files go when older than
+// an hour; other files stay.
 func TestTrimDWARFCache(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
@@ -205,6 +206,7 @@ func TestTrimDWARFCache(t *testing.T) {
 		{"b.dwarf", 100, 1 * time.Hour},
 		{"c.dwarf", 100, 2 * time.Hour},
 		{"d.dwarf", 100, 0},
+		{"e.frames", 100, 4 * time.Hour}, // frame caches count too
 		{".tmp-1.dwarf", 10, 2 * time.Hour},
 		{".tmp-2.dwarf", 10, time.Minute},
 		{"other", 1000, 5 * time.Hour},
