@@ -103,21 +103,27 @@ func (s *Symbolizer) load(m *module, want []byte, problems *[]string) error {
 		}
 		// The debug file's symbol table is read meanwhile (libc's: ~20 ms
 		// of the ~70 its debug file takes with a warm DWARF cache).
-		var symtabs chan *symtab
+		type read struct {
+			st  *symtab
+			err error // a panic of the reader, as guard gives it
+		}
+		var symtabs chan read
 		if !m.syms.full {
-			symtabs = make(chan *symtab, 1)
+			symtabs = make(chan read, 1)
 			go func() {
-				var st *symtab
-				var perr error
-				defer func() { symtabs <- st }()
-				defer guard(&perr, "symbols")
-				st = readSymtab(df.File)
+				var r read
+				defer func() { symtabs <- r }()
+				defer guard(&r.err, "symbols")
+				r.st = readSymtab(df.File)
 			}()
 		}
 		dw, err := newDWARFInfo(df, s.opts.DWARFCache)
 		var st *symtab
 		if symtabs != nil {
-			st = <-symtabs
+			r := <-symtabs
+			if st = r.st; r.err != nil {
+				bad = append(bad, fmt.Sprintf("%s: %v", df.path, r.err))
+			}
 		}
 		if dw == nil {
 			bad = append(bad, fmt.Sprintf("%s: %v", df.path, err))
