@@ -1,6 +1,7 @@
 package stale
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -89,65 +90,77 @@ func FuzzParse(f *testing.F) {
 // test's own process: pages each a mapping of their own (every other one
 // MADV_NOHUGEPAGE), their accessed bits cleared, then touched by a read,
 // a write, the kernel writing into one (read(2)) and reading from one
-// (write(2)): exactly those read as referenced.
+// (write(2)): exactly those read as referenced. Under this machine's
+// hypervisor an access soon after a clear is now and then not seen
+// (package doc): three tries, one must see exactly those.
 func TestAccessedBits(t *testing.T) {
 	const n = 9
 	mem, pool := splitPool(t, n)
 	page := int(pool.Page)
 	slot := func(i int) []byte { return mem[(i+1)*page : (i+2)*page] }
 	pid := os.Getpid()
-	if err := ClearRefs(pid); err != nil {
-		t.Skipf("clear_refs: %v", err)
-	}
-	st, err := Read(pid, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Watched != n {
-		t.Fatalf("%d of %d pages are mappings of their own", st.Watched, n)
-	}
-	for i := range uint32(n) {
-		if st.Touched(i) {
-			t.Fatalf("page %d referenced right after clear_refs", i)
-		}
-	}
-	// Under this machine's hypervisor (PVM) the flush that clear_refs
-	// asks for takes effect at the thread's next entry into the kernel
-	// or tick: an access in between is not seen (package doc).
-	time.Sleep(10 * time.Millisecond)
-	sink += slot(1)[100]              // read
-	slot(2)[7] = 3                    // write
-	zero, err := os.Open("/dev/zero") // the kernel writes
+	zero, err := os.Open("/dev/zero")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer zero.Close()
-	if _, err := zero.Read(slot(4)[:64]); err != nil {
-		t.Fatal(err)
-	}
-	null, err := os.OpenFile("/dev/null", os.O_WRONLY, 0) // the kernel reads
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
 	pipe := make([]int, 2)
 	if err := unix.Pipe(pipe); err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(pipe[0])
 	defer unix.Close(pipe[1])
-	if _, err := unix.Write(pipe[1], slot(6)[:64]); err != nil {
-		t.Fatal(err)
-	}
-	st, err = Read(pid, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[uint32]bool{1: true, 2: true, 4: true, 6: true}
-	for i := range uint32(n) {
-		if st.Touched(i) != want[i] {
-			t.Errorf("page %d referenced %v, want %v", i, st.Touched(i), want[i])
+	try := func() (missed string) {
+		if err := ClearRefs(pid); err != nil {
+			t.Skipf("clear_refs: %v", err)
 		}
+		st, err := Read(pid, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Watched != n {
+			t.Fatalf("%d of %d pages are mappings of their own", st.Watched, n)
+		}
+		for i := range uint32(n) {
+			if st.Touched(i) {
+				t.Fatalf("page %d referenced right after clear_refs", i)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+		sink += slot(1)[100]                               // read
+		slot(2)[7] = 3                                     // write
+		if _, err := zero.Read(slot(4)[:64]); err != nil { // the kernel writes
+			t.Fatal(err)
+		}
+		if _, err := unix.Write(pipe[1], slot(6)[:64]); err != nil { // the kernel reads
+			t.Fatal(err)
+		}
+		if _, err := unix.Read(pipe[0], make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		if st, err = Read(pid, pool); err != nil {
+			t.Fatal(err)
+		}
+		for i := range uint32(n) {
+			if st.Touched(i) != want[i] {
+				if !want[i] {
+					t.Fatalf("page %d referenced, never touched", i)
+				}
+				missed += fmt.Sprintf(" %d", i)
+			}
+		}
+		return missed
+	}
+	for attempt := 1; ; attempt++ {
+		missed := try()
+		if missed == "" {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("touched pages read as not referenced in 3 tries, the last:%s", missed)
+		}
+		t.Logf("try %d: touched pages read as not referenced:%s", attempt, missed)
 	}
 }
 
