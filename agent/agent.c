@@ -410,6 +410,8 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 	uint64_t w[4] = {LP_HDR(LP_REC_ALLOC, fn, 4, sid), 0, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 4);
 	t->last_alloc = (uint64_t)p;
+	if (p && t->fold)
+		lp_fold_recorded(t, n);
 }
 
 static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
@@ -450,6 +452,8 @@ static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsign
 	uint32_t sid = lp_stack_id(t, fp);
 	uint64_t w[5] = {LP_HDR(LP_REC_REALLOC, fn, 5, sid), 0, (uint64_t)old, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 5);
+	if (p && t->fold)
+		lp_fold_recorded(t, n);
 }
 
 #define LP_FP() __builtin_frame_address(0)

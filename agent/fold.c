@@ -15,6 +15,15 @@
  * entry and writes the allocation itself, just before its FREE record. So
  * a block freed by another thread is never folded by its owner later, when
  * the address has been reused.
+ *
+ * Pending blocks are live but not yet recorded: the collector's peak would
+ * miss them. Each thread counts the bytes it holds pending and writes a
+ * PENDING record at each new high within a window (LP_PEND_WINDOW_FLUSHES
+ * writes of its aggregates) and after recording a block at least as big
+ * at once: the collector adds it to the recorded bytes in use at that
+ * time. The count is exact when written:
+ * what another thread claimed is subtracted (lp_claimed), and a claim's
+ * records are dated after its count (see lp_claim).
  */
 #include "agent.h"
 
@@ -28,6 +37,17 @@
 #define LP_FOLD_FLUSH_TICKS (1ull << 25)
 
 uint64_t *lp_pmap;
+
+/* lp_claimed: per thread slot, the bytes of its pending entries that other
+ * threads claimed (their frees). Only ever grows; the owner subtracts it
+ * when it looks for a new high, off the hot path. */
+static uint64_t lp_claimed[LP_TAG_SLOTS];
+
+/* A thread's window of highs spans this many writes of its aggregates
+ * (~40 ms, or 262,144 pairs); after LP_PEND_EXACT_HIGHS highs in a window,
+ * a high must beat the last by 1/32. */
+#define LP_PEND_WINDOW_FLUSHES 4u
+#define LP_PEND_EXACT_HIGHS 32u
 
 /*
  * lp_pmap_setup gives the process an empty pending map. It is the agent's
@@ -96,7 +116,64 @@ void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 		f->agg[i].used = 0;
 	t->folded = 0;
 	t->agg_oldest = 0;
+	/* Claims of the slot's earlier threads are counted already. */
+	t->pend_bytes = t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
+	t->pend_high = 0;
+	t->pend_highs = 0;
+	t->pend_flushes = 0;
 	t->fold = f;
+}
+
+/* lp_pend_margin is how much a high must beat the last one by. */
+static inline uint64_t lp_pend_margin(const struct lp_thread *t)
+{
+	return t->pend_highs < LP_PEND_EXACT_HIGHS ? 0 : t->pend_high >> 5;
+}
+
+/* lp_pend_high writes a PENDING record if the thread's pending bytes beat
+ * its last high. */
+static __attribute__((noinline)) void lp_pend_high(struct lp_thread *t)
+{
+	uint64_t claimed = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
+	int64_t held = (int64_t)(t->pend_bytes - claimed);
+	if (held > 0 && (uint64_t)held > t->pend_high + lp_pend_margin(t)) {
+		/* Dated, then counted again: a claim the count misses writes
+		 * its records later than this. */
+		uint64_t now = lp_ts();
+		claimed = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
+		held = (int64_t)(t->pend_bytes - claimed);
+		if (held > 0 && (uint64_t)held > t->pend_high + lp_pend_margin(t)) {
+			uint64_t w[3] = {LP_HDR(LP_REC_PENDING, 0, 3, 0), now, (uint64_t)held};
+			lp_put(t, w, 3);
+			t->pend_high = (uint64_t)held;
+			t->pend_highs++;
+		}
+	}
+	t->pend_trig = t->pend_high + lp_pend_margin(t) + claimed;
+}
+
+/* lp_pend_again writes the pending bytes now, if any: a block of n bytes
+ * was just recorded, so the heap in use plus them may be a new peak. Not
+ * for a smaller block: such blocks are most of a program's reallocs (a
+ * record after each made python3's trace 13 % bigger), and the peak at one
+ * of them would be low by the bytes pending at most. */
+static inline void lp_pend_again(struct lp_thread *t, uint64_t n)
+{
+	int64_t held = (int64_t)(t->pend_bytes - __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_RELAXED));
+	if (held <= 0 || n < (uint64_t)held)
+		return;
+	t->pend_high = 0;
+	t->pend_highs = 0;
+	lp_pend_high(t);
+}
+
+void lp_fold_recorded(struct lp_thread *t, size_t n)
+{
+	if (!t->fold || t->in_fold)
+		return;
+	t->in_fold = 1;
+	lp_pend_again(t, n);
+	t->in_fold = 0;
 }
 
 /* lp_commit writes a copy of a pending entry of the thread tid as an
@@ -116,8 +193,10 @@ static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, stru
 	 * frees after the record's time. */
 	uint64_t now = lp_ts();
 	struct lp_pending copy;
-	if (lp_take_entry(e, a, &copy))
+	if (lp_take_entry(e, a, &copy)) {
+		t->pend_bytes -= copy.size;
 		lp_commit(t, &copy, t->tid, now);
+	}
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still pending
@@ -152,6 +231,7 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		e->addr = a;
 		lp_commit(t, e, t->tid, 0);
 		e->addr = 0;
+		lp_pend_again(t, n);
 		return;
 	}
 	__atomic_store_n(&e->addr, a, __ATOMIC_RELEASE);
@@ -163,9 +243,13 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		 * this one is written at once. Nothing names its entry. */
 		lp_commit(t, e, t->tid, 0);
 		e->addr = 0;
+		lp_pend_again(t, n);
 		return;
 	}
 	f->count++;
+	t->pend_bytes += n;
+	if (LP_UNLIKELY(t->pend_bytes > t->pend_trig))
+		lp_pend_high(t);
 }
 
 static inline int lp_family(unsigned fn)
@@ -197,6 +281,14 @@ static void lp_flush_aggs(struct lp_thread *t)
 	}
 	t->folded = 0;
 	t->agg_oldest = 0;
+	/* Every LP_PEND_WINDOW_FLUSHES times, a new window: the next pending
+	 * block writes the bytes pending again (the recorded heap may have
+	 * grown since the last high). */
+	if (++t->pend_flushes % LP_PEND_WINDOW_FLUSHES == 0) {
+		t->pend_high = 0;
+		t->pend_highs = 0;
+		t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_RELAXED);
+	}
 }
 
 static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t fstack, unsigned ffn,
@@ -255,6 +347,8 @@ static void lp_claim(struct lp_thread *t, struct lp_pending *e, uint64_t p, uint
 	struct lp_pending copy;
 	if (!lp_take_entry(e, p, &copy))
 		return; /* its owner evicted it: the allocation is written */
+	/* Counted before the records are dated (lp_pend_high). */
+	__atomic_fetch_add(&lp_claimed[slot], copy.size, __ATOMIC_RELEASE);
 	int owner = ((struct lp_slot *)((unsigned char *)lp_hdr + LP_HEADER_SIZE))[slot].tid;
 	lp_commit(t, &copy, owner, 0);
 }
@@ -280,13 +374,16 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	if (!(e->fn == LP_FN_MALLOC && fn == LP_FN_FREE) && lp_family(e->fn) != lp_family(fn)) {
 		/* A mismatched free: both written. */
 		struct lp_pending copy;
-		if (lp_take_entry(e, (uint64_t)p, &copy))
+		if (lp_take_entry(e, (uint64_t)p, &copy)) {
+			t->pend_bytes -= copy.size;
 			lp_commit(t, &copy, t->tid, 0);
+		}
 		return 0;
 	}
 	/* Our own, and only a free of the same block (a double free) could
 	 * compete for it: no atomic read-modify-write. */
 	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
+	t->pend_bytes -= e->size;
 	/* A folded pair's free is proper: its stack would only ever be shown
 	 * to find root causes. (The entry's other fields stay until the
 	 * thread reuses it.) */

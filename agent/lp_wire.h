@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 8u
+#define LP_WIRE_VERSION 9u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -85,7 +85,9 @@ enum {
 	LP_REC_SCOPE_BEGIN = 20,  /* aux=depth (1: outermost); w1 ts, then the scope's name, NUL
 	                             padded (at least one NUL) */
 	LP_REC_SCOPE_END = 21,    /* aux=depth of the scope it closes; w1 ts */
-	LP_REC_MAX = 21
+	LP_REC_PENDING = 22,      /* aux=0; w1 ts, w2 bytes of the thread's pending allocations at
+	                             ts (a new high of them since its aggregates were written) */
+	LP_REC_MAX = 22
 };
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
 #define LP_ASK_LABEL_MAX 64u   /* bytes of a request's label, NUL included */

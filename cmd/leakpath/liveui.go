@@ -153,6 +153,13 @@ func (u *liveUI) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
 	u.mu.Unlock()
 }
 
+// Pending implements heap.Observer.
+func (u *liveUI) Pending(p *heap.Process, bytes, t uint64) {
+	u.mu.Lock()
+	u.inner.Pending(p, bytes, t)
+	u.mu.Unlock()
+}
+
 // Forked implements heap.Observer.
 func (u *liveUI) Forked(p *heap.Process) {
 	u.mu.Lock()

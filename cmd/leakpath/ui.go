@@ -239,6 +239,12 @@ func (obs observers) Folded(p *heap.Process, site heap.StackID, ev *event.Event)
 	}
 }
 
+func (obs observers) Pending(p *heap.Process, bytes, t uint64) {
+	for _, o := range obs {
+		o.Pending(p, bytes, t)
+	}
+}
+
 func (obs observers) Forked(p *heap.Process) {
 	for _, o := range obs {
 		o.Forked(p)

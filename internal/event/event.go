@@ -80,6 +80,11 @@ const (
 	// accessed bits again. Aux 1: a reading between epochs (before a scan
 	// touches the memory), which takes the accesses and ages nothing.
 	StaleEpoch
+	// Pending: the agent held Size bytes of thread Thread's allocations
+	// pending at Time (allocated, not recorded yet: see Agg), a new high
+	// of them since the thread's aggregates were last written. The heap
+	// in use then is what the records say plus these.
+	Pending
 )
 
 var kindNames = [...]string{
@@ -89,7 +94,7 @@ var kindNames = [...]string{
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
 	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
 	RootCause: "root-cause", ScopeBegin: "scope-begin", ScopeEnd: "scope-end",
-	StaleEpoch: "stale-epoch",
+	StaleEpoch: "stale-epoch", Pending: "pending",
 }
 
 func (k Kind) String() string {

@@ -59,3 +59,28 @@ func TestImproperUses(t *testing.T) {
 		t.Errorf("errors %v, want one double, one invalid, one mismatched free", kinds)
 	}
 }
+
+// TestPendingHighsInPeak: a thread's pending bytes at a high count in the
+// peak with what is in use at that time, and only then.
+func TestPendingHighsInPeak(t *testing.T) {
+	pending := func(tm, bytes uint64) event.Event {
+		return event.Event{Kind: event.Pending, Time: tm, Size: bytes, Thread: 1}
+	}
+	s := NewSession()
+	s.Apply([]event.Event{start(),
+		alloc(10, 0x1000, 100, 1),
+		pending(20, 300), // 400 in use at 20
+		free(30, 0x1000, 1),
+		pending(40, 350), // 350 at 40: not a peak
+		alloc(50, 0x2000, 380, 1),
+		free(60, 0x2000, 1),
+	})
+	s.Finish()
+	p := s.Procs[0]
+	if p.Totals.PeakBytes != 400 || p.Totals.PeakTime != 20 || p.Totals.PendingHighs != 2 {
+		t.Errorf("peak %d B at %d, %d pending highs; want 400 B at 20, 2", p.Totals.PeakBytes, p.Totals.PeakTime, p.Totals.PendingHighs)
+	}
+	if p.Totals.LiveBytes != 0 || p.Totals.Allocations != 2 {
+		t.Errorf("pending highs changed the counts: %d live bytes, %d allocations", p.Totals.LiveBytes, p.Totals.Allocations)
+	}
+}

@@ -123,9 +123,11 @@ type Totals struct {
 	PeakTime       uint64
 	Temporary      uint64
 	// Folded: allocation/free pairs the agent folded (counted in
-	// Allocations and Frees). They are never live here, so PeakBytes
-	// leaves them out.
-	Folded uint64
+	// Allocations and Frees). They are never live here: PeakBytes counts
+	// them only through Pending events (PendingHighs of them), a thread's
+	// pending bytes at its highs, added to the bytes in use then.
+	Folded       uint64
+	PendingHighs uint64
 	// UnknownFrees: frees and reallocs of blocks allocated before an
 	// attach (ProcessInfo.Attached): not errors, not counted in Frees.
 	UnknownFrees uint64
@@ -488,6 +490,8 @@ func (p *Process) apply(ev *event.Event) {
 		p.alloc(ev.Addr, b)
 	case event.Agg:
 		p.agg(ev)
+	case event.Pending:
+		p.pendingHigh(ev)
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
 	case event.Free:
@@ -649,6 +653,20 @@ func (p *Process) counted(b Block) {
 	p.Totals.AllocatedBytes += b.Size
 	if p.obs != nil {
 		p.obs.Allocated(p, b)
+	}
+}
+
+// pendingHigh takes a thread's pending bytes at a high of them: with the
+// bytes in use then, they may be the peak. (Other threads' pending bytes
+// are not known at that time: the peak may still be a little low, never
+// high.)
+func (p *Process) pendingHigh(ev *event.Event) {
+	p.Totals.PendingHighs++
+	if v := p.Totals.LiveBytes + ev.Size; v > p.Totals.PeakBytes {
+		p.Totals.PeakBytes, p.Totals.PeakTime = v, ev.Time
+	}
+	if p.obs != nil {
+		p.obs.Pending(p, ev.Size, ev.Time)
 	}
 }
 

@@ -78,7 +78,8 @@ type jsonTotals struct {
 	TemporaryAllocations uint64            `json:"temporary_allocations"`
 	FailedAllocations    uint64            `json:"failed_allocations"`
 	// FoldedPairs: allocations freed soon by their thread, counted in
-	// allocations and frees but not in the peak (run --fold).
+	// allocations and frees one aggregate at a time (run --fold); the
+	// peak counts them through their threads' pending highs.
 	FoldedPairs uint64 `json:"folded_pairs,omitempty"`
 	// UnknownFrees: frees of blocks allocated before the attach.
 	UnknownFrees uint64 `json:"unknown_frees,omitempty"`

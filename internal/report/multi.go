@@ -138,6 +138,7 @@ func (m *Multi) addTotals(t *heap.Totals, leaks bool) {
 	s.PeakBytes += t.PeakBytes
 	s.Temporary += t.Temporary
 	s.Folded += t.Folded
+	s.PendingHighs += t.PendingHighs
 	if leaks {
 		s.LiveBytes += t.LiveBytes
 		s.LiveBlocks += t.LiveBlocks

@@ -80,8 +80,9 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	fmt.Fprintf(w, "  %s (%s), %s", plural64(t.Allocations, "allocation"), bytes(t.AllocatedBytes), plural64(t.Frees, "free"))
 	if t.PeakBytes > 0 {
 		fmt.Fprintf(w, ", peak %s at %.3g s", bytes(t.PeakBytes), r.seconds(p, t.PeakTime))
-		if t.Folded > 0 {
-			// Folded pairs are never live in the model (README: folding).
+		if t.Folded > 0 && t.PendingHighs == 0 {
+			// A trace from before the agent wrote its pending bytes:
+			// folded pairs are never live in the model (README: folding).
 			fmt.Fprintf(w, " (not counting %s folded)", plural64(t.Folded, "short-lived block"))
 		}
 	}

@@ -86,8 +86,9 @@
 // Short-lived blocks the agent folded (a thread's free of one of its
 // latest 256 allocations; see README "Folding") arrive as pairs: they add
 // to allocated and freed bytes and to both functions' call counts, and are
-// net zero: the minimum and maximum never see them (nor does the report's
-// peak). An allocation the agent kept pending enters the running size
+// net zero: the minimum and maximum never see them (the report's peak
+// does, through the threads' pending bytes, which belong to no unit until
+// their pairs arrive). An allocation the agent kept pending enters the running size
 // when its record arrives, timestamped with its allocation time. A
 // pending block that another thread frees reaches the model from that
 // thread; its late record names the thread that allocated it.

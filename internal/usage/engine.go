@@ -412,6 +412,10 @@ func (e *Engine) Freed(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
 	}
 }
 
+// Pending implements heap.Observer: a thread's pending bytes belong to no
+// unit that is known at the time (see doc.go).
+func (e *Engine) Pending(p *heap.Process, bytes, t uint64) {}
+
 // Folded implements heap.Observer.
 func (e *Engine) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
 	im := e.image(p)

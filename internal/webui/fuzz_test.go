@@ -22,7 +22,7 @@ func FuzzIndex(f *testing.F) {
 		var allocBytes, allocs uint64
 		var times []uint64
 		for len(data) >= 10 {
-			op, tm, size := data[0]%3, binary.LittleEndian.Uint64(data[1:9]), uint64(data[9])
+			op, tm, size := data[0]%4, binary.LittleEndian.Uint64(data[1:9]), uint64(data[9])
 			data = data[10:]
 			b := heap.Block{Size: size, Time: tm, Site: heap.StackID(size % 5)}
 			switch op {
@@ -36,6 +36,8 @@ func FuzzIndex(f *testing.F) {
 				ix.Folded(p, b.Site, &event.Event{Time: tm, Addr: 2, Size: size, Addr2: 1})
 				allocBytes += size
 				allocs += 2
+			case 3:
+				ix.Pending(p, size, tm)
 			}
 			times = append(times, tm)
 		}

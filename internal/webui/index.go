@@ -310,6 +310,17 @@ func (ix *Index) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
 	s.Temporary += temp
 }
 
+// Pending implements heap.Observer: at time t the heap in use was the
+// blocks allocated and not freed plus bytes pending, which the bucket's
+// most in use counts.
+func (ix *Index) Pending(p *heap.Process, bytes, t uint64) {
+	ix.settle(0)
+	bk := &ix.Buckets[ix.bucket(t)]
+	if v := ix.heap + int64(bytes); !bk.runSeen || v > bk.runMax {
+		bk.runMax, bk.runSeen = v, true
+	}
+}
+
 // Forked implements heap.Observer: the child starts with its parent's
 // live blocks, counted at the child's first event or the last seen.
 func (ix *Index) Forked(p *heap.Process) {

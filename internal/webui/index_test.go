@@ -136,3 +136,24 @@ func TestIndexTemporary(t *testing.T) {
 		t.Errorf("temporary per site %v, want site 1: 2, site 3: 2", vals)
 	}
 }
+
+// TestIndexPending: a thread's pending bytes raise the most in use of
+// their bucket (on top of what is allocated then), not what is in use at
+// its end, and the peak bucket is where they were.
+func TestIndexPending(t *testing.T) {
+	ix := NewIndex()
+	p := &heap.Process{}
+	ix.Allocated(p, heap.Block{Size: 100, Time: 10, Site: 1})
+	ix.Allocated(p, heap.Block{Size: 200, Time: 1000, Site: 2})
+	ix.Pending(p, 50, 2000) // 350 in use at 2000
+	ix.Freed(p, heap.Block{Size: 200, Time: 1000, Site: 2}, event.FreeFn, 3000)
+	ix.Pending(p, 400, 3000) // 500 at 3000
+	ix.Finish()
+	b := ix.Buckets[ix.bucket(3000)]
+	if b.HeapMax != 500 || b.HeapEnd != 100 {
+		t.Errorf("bucket of the high: most in use %d, at its end %d; want 500, 100", b.HeapMax, b.HeapEnd)
+	}
+	if pk := ix.Peak(0, len(ix.Buckets)-1); pk != ix.bucket(3000) {
+		t.Errorf("peak bucket %d, want %d (the high's)", pk, ix.bucket(3000))
+	}
+}

@@ -35,7 +35,7 @@ var minWords = [RecMax + 1]int{
 	RecStack: 2, RecModule: 4, RecModuleUnload: 2, RecThreadStart: 3,
 	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
 	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 6,
-	RecScopeBegin: 3, RecScopeEnd: 2,
+	RecScopeBegin: 3, RecScopeEnd: 2, RecPending: 3,
 }
 
 // Decode appends to out the events of the whole records in b, tagged with
@@ -191,6 +191,8 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			}
 		case RecScopeEnd:
 			ev.Kind, ev.Aux = event.ScopeEnd, uint64(aux)
+		case RecPending:
+			ev.Kind, ev.Size = event.Pending, w(2)
 		}
 		out = append(out, ev)
 		off += words * 8

@@ -51,6 +51,7 @@ func TestDecodeRecords(t *testing.T) {
 	in = append(in, hdr(RecScopeBegin, 0, 4, 2), 18, 0x3837363534333231, 0x39) // "123456789"
 	in = append(in, hdr(RecScopeBegin, 0, 3, 3), 19, 0)                        // no name
 	in = append(in, hdr(RecScopeEnd, 0, 2, 3), 20)
+	in = append(in, hdr(RecPending, 0, 3, 0), 21, 4096)
 	var r Ring
 	got, err := Decode(words(in...), 1, &r, nil)
 	if err != nil {
@@ -71,6 +72,7 @@ func TestDecodeRecords(t *testing.T) {
 		{Kind: event.ScopeBegin, Proc: 1, Thread: 42, Time: 18, Aux: 2, X: &event.Extra{Text: "123456789"}},
 		{Kind: event.ScopeBegin, Proc: 1, Thread: 42, Time: 19, Aux: 3},
 		{Kind: event.ScopeEnd, Proc: 1, Thread: 42, Time: 20, Aux: 3},
+		{Kind: event.Pending, Proc: 1, Thread: 42, Time: 21, Size: 4096},
 	}
 	if !reflect.DeepEqual(got, want) {
 		for i := range max(len(got), len(want)) {
@@ -125,6 +127,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(words(hdr(RecModule, 0, 5, 1), 0, 0, 3|1<<32, 0x41424344))
 	f.Add(words(hdr(RecExec, 0, 3, 5), 0, 0x6f6c6c6568))
 	f.Add(words(hdr(RecScopeBegin, 0, 3, 1), 1, 0x6573726170, hdr(RecScopeEnd, 0, 2, 1), 2))
+	f.Add(words(hdr(RecPending, 0, 3, 0), 1, 4096))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Ring
 		evs, err := Decode(b, 0, &r, nil)

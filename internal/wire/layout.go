@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 8
+const Version = 9
 
 // Magic numbers.
 const (
@@ -49,7 +49,8 @@ const (
 	RecAllocLate    = 19
 	RecScopeBegin   = 20 // aux=depth; w1 ts, then the name, NUL padded
 	RecScopeEnd     = 21 // aux=depth; w1 ts
-	RecMax          = 21
+	RecPending      = 22 // w1 ts, w2 bytes the thread holds pending
+	RecMax          = 22
 )
 
 // StaleMaxSize is the largest block the agent serves from the slot pool
