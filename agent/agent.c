@@ -377,6 +377,7 @@ void lp_note_thread_exit(void)
 	lp_note_own_name(t);
 	uint64_t w[2] = {LP_HDR(LP_REC_THREAD_EXIT, 0, 2, (uint32_t)t->tid), 0};
 	lp_put(t, w, 2);
+	lp_fold_exiting(t);
 	lp_slot_exited(t);
 	/* The thread may still free a little (other destructors, its TLS);
 	 * that is recorded without the tables and without folding. What is

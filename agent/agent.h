@@ -54,11 +54,11 @@ struct lp_thread {
 	uint64_t last_alloc;   /* address of the thread's latest allocation */
 	uint64_t folded;       /* pairs folded since the aggregates were written */
 	uint64_t agg_oldest;   /* ts of the oldest pair in them */
-	/* Bytes pending (fold.c): pend_bytes counts what this thread put in
+	/* Bytes pending (fold.c): fold->pend_bytes counts what this thread put in
 	 * its FIFO less what it took out; other threads' claims count in
 	 * lp_claimed[slot_index]. Past pend_trig, lp_pend_high looks for a
-	 * new high since the aggregates were written (pend_high). */
-	uint64_t pend_bytes, pend_trig, pend_high;
+	 * new high in the window (pend_high). */
+	uint64_t pend_trig, pend_high;
 	uint32_t pend_highs;   /* highs written in this window */
 	uint32_t pend_flushes; /* aggregates written: windows end every LP_PEND_WINDOW_FLUSHES */
 	int scopes;            /* scopes open on this thread (scope.c): no folding while > 0 */
@@ -139,6 +139,7 @@ LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
 LP_HIDDEN void lp_fold_recorded(struct lp_thread *t, size_t n);
+LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
 
 /* The pending map (fold.c): for each address hash one word naming the
  * pending entry of the block there, if any: the address (16-aligned, below

@@ -17,13 +17,14 @@
  * the address has been reused.
  *
  * Pending blocks are live but not yet recorded: the collector's peak would
- * miss them. Each thread counts the bytes it holds pending and writes a
- * PENDING record at each new high within a window (LP_PEND_WINDOW_FLUSHES
- * writes of its aggregates) and after recording a block at least as big
- * at once: the collector adds it to the recorded bytes in use at that
- * time. The count is exact when written:
- * what another thread claimed is subtracted (lp_claimed), and a claim's
- * records are dated after its count (see lp_claim).
+ * miss them. Each thread counts the bytes it holds pending (in its fold
+ * area, where the others read it) and writes a PENDING record of all
+ * threads' pending bytes at each new high of its own within a window
+ * (LP_PEND_WINDOW_FLUSHES writes of its aggregates), after recording a
+ * block at least as big at once, and when it exits: the collector adds it
+ * to the recorded bytes in use at that time. The count is exact when
+ * written: what another thread claimed is subtracted (lp_claimed), and
+ * claims and evictions are counted before their records are dated.
  */
 #include "agent.h"
 
@@ -117,7 +118,8 @@ void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 	t->folded = 0;
 	t->agg_oldest = 0;
 	/* Claims of the slot's earlier threads are counted already. */
-	t->pend_bytes = t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
+	t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
+	__atomic_store_n(&f->pend_bytes, t->pend_trig, __ATOMIC_RELAXED);
 	t->pend_high = 0;
 	t->pend_highs = 0;
 	t->pend_flushes = 0;
@@ -130,26 +132,55 @@ static inline uint64_t lp_pend_margin(const struct lp_thread *t)
 	return t->pend_highs < LP_PEND_EXACT_HIGHS ? 0 : t->pend_high >> 5;
 }
 
-/* lp_pend_high writes a PENDING record if the thread's pending bytes beat
- * its last high. */
+/* lp_held is the bytes pending in slot s's FIFO, of fold area f. */
+static inline int64_t lp_held(const struct lp_fold *f, uint32_t s)
+{
+	return (int64_t)(__atomic_load_n(&f->pend_bytes, __ATOMIC_RELAXED) -
+			 __atomic_load_n(&lp_claimed[s], __ATOMIC_ACQUIRE));
+}
+
+/* lp_all_held is the bytes pending in every thread's FIFO: the caller's
+ * held plus the others', exited ones' too (what they left pending is
+ * live until freed, or until the collector takes it: it dates that after
+ * marking the slot LP_SLOT_TAKING). A thread that is evicting a block
+ * subtracts it before dating its record: no block counts here and in the
+ * records of that time both. */
+static uint64_t lp_all_held(const struct lp_thread *t, uint64_t held)
+{
+	const struct lp_slot *slots = (const struct lp_slot *)((unsigned char *)lp_hdr + LP_HEADER_SIZE);
+	uint32_t n = __atomic_load_n(&lp_hdr->slots_used, __ATOMIC_ACQUIRE);
+	if (n > LP_TAG_SLOTS)
+		n = LP_TAG_SLOTS;
+	for (uint32_t s = 0; s < n; s++) {
+		uint32_t st = __atomic_load_n(&slots[s].state, __ATOMIC_ACQUIRE);
+		if (s == t->slot_index || (st != LP_SLOT_ACTIVE && st != LP_SLOT_EXITED))
+			continue;
+		int64_t h = lp_held(lp_fold_of(s), s);
+		if (h > 0)
+			held += (uint64_t)h;
+	}
+	return held;
+}
+
+/* lp_pend_high writes a PENDING record, the bytes pending in all threads,
+ * if the thread's own beat its last high. */
 static __attribute__((noinline)) void lp_pend_high(struct lp_thread *t)
 {
-	uint64_t claimed = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
-	int64_t held = (int64_t)(t->pend_bytes - claimed);
+	int64_t held = lp_held(t->fold, t->slot_index);
 	if (held > 0 && (uint64_t)held > t->pend_high + lp_pend_margin(t)) {
-		/* Dated, then counted again: a claim the count misses writes
-		 * its records later than this. */
+		/* Dated, then counted again: a claim or eviction the count
+		 * misses writes its records later than this. */
 		uint64_t now = lp_ts();
-		claimed = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
-		held = (int64_t)(t->pend_bytes - claimed);
+		held = lp_held(t->fold, t->slot_index);
 		if (held > 0 && (uint64_t)held > t->pend_high + lp_pend_margin(t)) {
-			uint64_t w[3] = {LP_HDR(LP_REC_PENDING, 0, 3, 0), now, (uint64_t)held};
+			uint64_t w[3] = {LP_HDR(LP_REC_PENDING, 0, 3, 0), now, lp_all_held(t, (uint64_t)held)};
 			lp_put(t, w, 3);
 			t->pend_high = (uint64_t)held;
 			t->pend_highs++;
 		}
 	}
-	t->pend_trig = t->pend_high + lp_pend_margin(t) + claimed;
+	/* In fold->pend_bytes terms: past this, held may beat the high. */
+	t->pend_trig = t->pend_high + lp_pend_margin(t) + __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_RELAXED);
 }
 
 /* lp_pend_again writes the pending bytes now, if any: a block of n bytes
@@ -159,12 +190,30 @@ static __attribute__((noinline)) void lp_pend_high(struct lp_thread *t)
  * of them would be low by the bytes pending at most. */
 static inline void lp_pend_again(struct lp_thread *t, uint64_t n)
 {
-	int64_t held = (int64_t)(t->pend_bytes - __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_RELAXED));
+	int64_t held = lp_held(t->fold, t->slot_index);
 	if (held <= 0 || n < (uint64_t)held)
 		return;
 	t->pend_high = 0;
 	t->pend_highs = 0;
 	lp_pend_high(t);
+}
+
+void lp_fold_exiting(struct lp_thread *t)
+{
+	if (!t->fold || t->in_fold)
+		return;
+	/* What it leaves pending stays live (others free it, or the
+	 * collector takes it): the heap may peak now, with no thread's high
+	 * to say so (workers handing their blocks to main). */
+	t->in_fold = 1;
+	uint64_t now = lp_ts();
+	int64_t held = lp_held(t->fold, t->slot_index);
+	uint64_t all = lp_all_held(t, held > 0 ? (uint64_t)held : 0);
+	if (all > 0) {
+		uint64_t w[3] = {LP_HDR(LP_REC_PENDING, 0, 3, 0), now, all};
+		lp_put(t, w, 3);
+	}
+	t->in_fold = 0;
 }
 
 void lp_fold_recorded(struct lp_thread *t, size_t n)
@@ -191,12 +240,15 @@ static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, stru
 	/* Dated before the take: a thread that frees the block and finds it
 	 * taken writes its free after this time, and the collector puts
 	 * frees after the record's time. */
+	struct lp_fold *f = t->fold;
+	uint64_t size = e->size;
+	__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST); /* before the date: lp_all_held */
 	uint64_t now = lp_ts();
 	struct lp_pending copy;
-	if (lp_take_entry(e, a, &copy)) {
-		t->pend_bytes -= copy.size;
+	if (lp_take_entry(e, a, &copy))
 		lp_commit(t, &copy, t->tid, now);
-	}
+	else
+		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still pending
@@ -247,8 +299,9 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		return;
 	}
 	f->count++;
-	t->pend_bytes += n;
-	if (LP_UNLIKELY(t->pend_bytes > t->pend_trig))
+	uint64_t pend = f->pend_bytes + n;
+	__atomic_store_n(&f->pend_bytes, pend, __ATOMIC_RELAXED);
+	if (LP_UNLIKELY(pend > t->pend_trig))
 		lp_pend_high(t);
 }
 
@@ -375,7 +428,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 		/* A mismatched free: both written. */
 		struct lp_pending copy;
 		if (lp_take_entry(e, (uint64_t)p, &copy)) {
-			t->pend_bytes -= copy.size;
+			__atomic_store_n(&t->fold->pend_bytes, t->fold->pend_bytes - copy.size, __ATOMIC_RELAXED);
 			lp_commit(t, &copy, t->tid, 0);
 		}
 		return 0;
@@ -383,7 +436,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	/* Our own, and only a free of the same block (a double free) could
 	 * compete for it: no atomic read-modify-write. */
 	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
-	t->pend_bytes -= e->size;
+	__atomic_store_n(&t->fold->pend_bytes, t->fold->pend_bytes - e->size, __ATOMIC_RELAXED);
 	/* A folded pair's free is proper: its stack would only ever be shown
 	 * to find root causes. (The entry's other fields stay until the
 	 * thread reuses it.) */

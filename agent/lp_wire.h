@@ -85,8 +85,8 @@ enum {
 	LP_REC_SCOPE_BEGIN = 20,  /* aux=depth (1: outermost); w1 ts, then the scope's name, NUL
 	                             padded (at least one NUL) */
 	LP_REC_SCOPE_END = 21,    /* aux=depth of the scope it closes; w1 ts */
-	LP_REC_PENDING = 22,      /* aux=0; w1 ts, w2 bytes of the thread's pending allocations at
-	                             ts (a new high of them since its aggregates were written) */
+	LP_REC_PENDING = 22,      /* aux=0; w1 ts, w2 bytes of all threads' pending allocations at
+	                             ts, as this thread counted them (fold.c) */
 	LP_REC_MAX = 22
 };
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
@@ -131,6 +131,9 @@ enum {
 	LP_SLOT_ACTIVE = 1, /* owned by the thread in .tid */
 	LP_SLOT_EXITED = 2, /* the thread wrote THREAD_EXIT; it may still append
 	                       until it is gone; the collector frees the slot */
+	LP_SLOT_TAKING = 3, /* the thread is gone: the collector is taking what it
+	                       left pending (and dates that after this state), then
+	                       frees the slot */
 };
 
 /* Header flags. */
@@ -342,7 +345,9 @@ struct lp_aggent {
 struct lp_fold {
 	uint32_t head;   /* index of the oldest pending entry */
 	uint32_t count;  /* pending entries, holes included */
-	uint32_t pad[14];
+	uint64_t pend_bytes; /* bytes the thread put in pend[] less those it took out
+	                        (the agent's: other threads read it for the peak) */
+	uint32_t pad[12];
 	struct lp_pending pend[LP_PEND];
 	struct lp_aggent agg[LP_AGG];
 };

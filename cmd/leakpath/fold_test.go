@@ -16,9 +16,9 @@ import (
 // changes what travels to the collector, never what the report counts.
 // Each fixture is recorded with and without --fold and everything must be
 // equal. The peak too for a program of one thread (its pending bytes are
-// written at their highs); with threads, the peak with folding leaves out
-// other threads' pending blocks at that moment (and the two runs'
-// schedules differ): most of it is there.
+// written at their highs); with threads, the pending bytes of all are
+// written at each thread's highs and exit, which may miss the moment of
+// the peak a little (and the two runs' schedules differ).
 func TestFoldingKeepsEveryCount(t *testing.T) {
 	loop := filepath.Join(t.TempDir(), "allocloop")
 	compileTo(t, "cc", loop, "-O2", "-g", filepath.Join(root, "bench", "workloads", "allocloop.c"), "-pthread")
@@ -42,7 +42,7 @@ func TestFoldingKeepsEveryCount(t *testing.T) {
 			off := leakpath(t, []string{"--fold=false"}, nil, argv...)
 			a, b := on.report.jsonImage, off.report.jsonImage
 			t.Logf("peak %d B with folding, %d B without", a.Totals.PeakBytes, b.Totals.PeakBytes)
-			if pa, pb := a.Totals.PeakBytes, b.Totals.PeakBytes; !c.threads && pa != pb || c.threads && (pa < pb/2 || pa > pb*3/2) {
+			if pa, pb := a.Totals.PeakBytes, b.Totals.PeakBytes; !c.threads && pa != pb || c.threads && (pa < pb*3/4 || pa > pb*5/4) {
 				t.Errorf("peak %d B with folding, %d B without", pa, pb)
 			}
 			a.Totals.PeakBytes, b.Totals.PeakBytes = 0, 0

@@ -80,10 +80,11 @@ const (
 	// accessed bits again. Aux 1: a reading between epochs (before a scan
 	// touches the memory), which takes the accesses and ages nothing.
 	StaleEpoch
-	// Pending: the agent held Size bytes of thread Thread's allocations
-	// pending at Time (allocated, not recorded yet: see Agg), a new high
-	// of them since the thread's aggregates were last written. The heap
-	// in use then is what the records say plus these.
+	// Pending: the agent's threads held Size bytes of allocations pending
+	// at Time (allocated, not recorded yet: see Agg), as thread Thread
+	// counted them at a new high of its own, after recording a big block,
+	// or exiting. The heap in use then is what the records say plus
+	// these.
 	Pending
 )
 

@@ -33,10 +33,10 @@ type Observer interface {
 	// Folded reports an Agg event: ev.Addr pairs of an allocation at site
 	// by ev.Fn and a free by the same thread, ev.Size bytes in all.
 	Folded(p *Process, site StackID, ev *event.Event)
-	// Pending reports that a thread's allocations the agent held pending
-	// (not yet reported by Allocated; later Allocated or Folded) came to
-	// bytes at time t: in use then were the blocks Allocated and not
-	// Freed, plus these.
+	// Pending reports that the allocations the agent held pending (not
+	// yet reported by Allocated; later Allocated or Folded) came to bytes
+	// at time t: in use then were the blocks Allocated and not Freed,
+	// plus these.
 	Pending(p *Process, bytes, t uint64)
 	// Forked reports that p starts as a fork child, holding its parent's
 	// live blocks (see Process.Live).

@@ -124,8 +124,9 @@ type Totals struct {
 	Temporary      uint64
 	// Folded: allocation/free pairs the agent folded (counted in
 	// Allocations and Frees). They are never live here: PeakBytes counts
-	// them only through Pending events (PendingHighs of them), a thread's
-	// pending bytes at its highs, added to the bytes in use then.
+	// them only through Pending events (PendingHighs of them), the
+	// threads' pending bytes at a thread's highs, added to the bytes in
+	// use then.
 	Folded       uint64
 	PendingHighs uint64
 	// UnknownFrees: frees and reallocs of blocks allocated before an
@@ -656,9 +657,9 @@ func (p *Process) counted(b Block) {
 	}
 }
 
-// pendingHigh takes a thread's pending bytes at a high of them: with the
-// bytes in use then, they may be the peak. (Other threads' pending bytes
-// are not known at that time: the peak may still be a little low, never
+// pendingHigh takes the threads' pending bytes as one of them counted
+// them (at its high): with the bytes in use then, they may be the peak.
+// (The peak may fall between two counts: it may be a little low, never
 // high.)
 func (p *Process) pendingHigh(ev *event.Event) {
 	p.Totals.PendingHighs++

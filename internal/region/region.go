@@ -353,6 +353,11 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 		a[wire.OffAggUsed] = 0
 	}
 	le.PutUint32(f[wire.OffFoldCount:], 0)
+	// Nothing is pending here any more: the agent's threads, which sum
+	// the pending bytes of every thread, count none here (at most the
+	// claims of other threads, which they subtract) until the slot's next
+	// thread sets its own count.
+	r.u64(r.foldOff + i*wire.FoldSize + wire.OffFoldPendBytes).Store(0)
 	return out
 }
 
@@ -377,8 +382,11 @@ func (r *Region) Reclaim(alive func(tid int32) bool, left func(ring int)) (freed
 			continue
 		}
 		// Dead and drained: nobody writes here any more. Take what it
-		// left pending, and return the ring's pages to the system before
+		// left pending (the agent's threads count it in their pending
+		// bytes until they see this state; left dates what it takes
+		// after it), and return the ring's pages to the system before
 		// handing the slot out again.
+		st.Store(wire.SlotTaking)
 		left(i)
 		off := int64(r.dataOff + i*r.opts.RingSize)
 		_ = unix.Fallocate(r.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(r.opts.RingSize))

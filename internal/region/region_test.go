@@ -147,10 +147,23 @@ func TestReclaimFreesOnlyDrainedSlotsOfDeadThreads(t *testing.T) {
 	undrained.claim(300)
 	undrained.put(hdr(wire.RecThreadExit, 0, 2, 300), 5)
 	isAlive := func(tid int32) bool { return tid == 200 }
-	if n := r.Reclaim(isAlive, func(int) {}); n != 1 {
+	state := func(i int) uint32 { return r.u32(r.slotOff(i) + wire.OffSlotState).Load() }
+	pendBytes := r.u64(r.foldOff + wire.OffFoldPendBytes)
+	pendBytes.Store(4096) // the dead thread's count of its pending bytes
+	var stateAtTake uint32
+	left := func(i int) {
+		stateAtTake = state(i)
+		r.Leftovers(i, 1, nil)
+	}
+	if n := r.Reclaim(isAlive, left); n != 1 {
 		t.Errorf("reclaimed %d slots, want 1 (the drained dead one)", n)
 	}
-	state := func(i int) uint32 { return r.u32(r.slotOff(i) + wire.OffSlotState).Load() }
+	// The agent's threads stop counting its pending bytes before the
+	// collector dates what it takes, and none are left counted after.
+	if stateAtTake != wire.SlotTaking || pendBytes.Load() != 0 {
+		t.Errorf("slot state %d while its leftovers were taken, pending bytes %d after; want %d, 0",
+			stateAtTake, pendBytes.Load(), wire.SlotTaking)
+	}
 	if state(0) != wire.SlotFree || state(1) != wire.SlotActive || state(2) != wire.SlotActive {
 		t.Errorf("slot states %d %d %d", state(0), state(1), state(2))
 	}

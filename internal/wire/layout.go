@@ -49,7 +49,7 @@ const (
 	RecAllocLate    = 19
 	RecScopeBegin   = 20 // aux=depth; w1 ts, then the name, NUL padded
 	RecScopeEnd     = 21 // aux=depth; w1 ts
-	RecPending      = 22 // w1 ts, w2 bytes the thread holds pending
+	RecPending      = 22 // w1 ts, w2 bytes the threads hold pending
 	RecMax          = 22
 )
 
@@ -118,6 +118,7 @@ const (
 	SlotFree   = 0
 	SlotActive = 1
 	SlotExited = 2
+	SlotTaking = 3
 )
 
 // Collector states (LP_COLLECTOR_*).
@@ -198,27 +199,28 @@ const (
 
 // Byte offsets in struct lp_fold and its entries.
 const (
-	OffFoldHead  = 0
-	OffFoldCount = 4
-	OffFoldPend  = 64
-	PendingSize  = 32
-	OffPendAddr  = 0
-	OffPendSize  = 8
-	OffPendTS    = 16
-	OffPendStack = 24
-	OffPendFn    = 28
-	OffFoldAgg   = 8256
-	AggSize      = 56
-	OffAggAStack = 0
-	OffAggFStack = 4
-	OffAggAFn    = 8
-	OffAggFFn    = 9
-	OffAggUsed   = 10
-	OffAggPairs  = 16
-	OffAggBytes  = 24
-	OffAggTemp   = 32
-	OffAggFirst  = 40
-	OffAggLast   = 48
+	OffFoldHead      = 0
+	OffFoldCount     = 4
+	OffFoldPendBytes = 8 // the agent's count of bytes pending (fold.c)
+	OffFoldPend      = 64
+	PendingSize      = 32
+	OffPendAddr      = 0
+	OffPendSize      = 8
+	OffPendTS        = 16
+	OffPendStack     = 24
+	OffPendFn        = 28
+	OffFoldAgg       = 8256
+	AggSize          = 56
+	OffAggAStack     = 0
+	OffAggFStack     = 4
+	OffAggAFn        = 8
+	OffAggFFn        = 9
+	OffAggUsed       = 10
+	OffAggPairs      = 16
+	OffAggBytes      = 24
+	OffAggTemp       = 32
+	OffAggFirst      = 40
+	OffAggLast       = 48
 )
 
 // Byte offsets of struct lp_hello fields.

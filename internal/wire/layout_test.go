@@ -28,7 +28,7 @@ P("Version", LP_WIRE_VERSION); P("RegionMagic", LP_REGION_MAGIC); P("HelloMagic"
 P("HeaderSize", LP_HEADER_SIZE); P("SlotSize", LP_SLOT_SIZE); P("MaxDepth", LP_MAX_DEPTH);
 P("Pend", LP_PEND); P("Agg", LP_AGG); P("FoldSize", LP_FOLD_SIZE);
 P("sizeof lp_fold <= FoldSize", sizeof(struct lp_fold) <= LP_FOLD_SIZE);
-P("OffFoldHead", offsetof(struct lp_fold, head)); P("OffFoldCount", offsetof(struct lp_fold, count));
+P("OffFoldHead", offsetof(struct lp_fold, head)); P("OffFoldCount", offsetof(struct lp_fold, count)); P("OffFoldPendBytes", offsetof(struct lp_fold, pend_bytes));
 P("OffFoldPend", offsetof(struct lp_fold, pend)); P("PendingSize", sizeof(struct lp_pending));
 P("OffPendAddr", offsetof(struct lp_pending, addr)); P("OffPendSize", offsetof(struct lp_pending, size));
 P("OffPendTS", offsetof(struct lp_pending, ts)); P("OffPendStack", offsetof(struct lp_pending, stack));
@@ -49,7 +49,7 @@ P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDon
 P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
 P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecPending", LP_REC_PENDING); P("RecMax", LP_REC_MAX);
 P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FlagFoldFreeStacks", LP_HF_FOLD_FREE_STACKS); P("FlagExactTimes", LP_HF_EXACT_TIMES); P("FnTemporary", LP_FN_TEMPORARY);
-P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED);
+P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED); P("SlotTaking", LP_SLOT_TAKING);
 P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
 #define H(f, name) P(name, offsetof(struct lp_header, f))
 H(magic,"OffMagic"); H(version,"OffVersion"); H(header_size,"OffHeaderSize"); H(slot_count,"OffSlotCount");
@@ -100,7 +100,7 @@ return 0; }
 		"Version": Version, "RegionMagic": RegionMagic, "HelloMagic": HelloMagic,
 		"HeaderSize": HeaderSize, "SlotSize": SlotSize, "MaxDepth": MaxDepth,
 		"Pend": Pend, "Agg": Agg, "FoldSize": FoldSize, "sizeof lp_fold <= FoldSize": 1,
-		"OffFoldHead": OffFoldHead, "OffFoldCount": OffFoldCount, "OffFoldPend": OffFoldPend,
+		"OffFoldHead": OffFoldHead, "OffFoldCount": OffFoldCount, "OffFoldPendBytes": OffFoldPendBytes, "OffFoldPend": OffFoldPend,
 		"PendingSize": PendingSize, "OffPendAddr": OffPendAddr, "OffPendSize": OffPendSize,
 		"OffPendTS": OffPendTS, "OffPendStack": OffPendStack, "OffPendFn": OffPendFn,
 		"OffFoldAgg": OffFoldAgg, "AggSize": AggSize, "OffAggAStack": OffAggAStack, "OffAggFStack": OffAggFStack,
@@ -117,7 +117,7 @@ return 0; }
 		"RecExec": RecExec, "RecExecFailed": RecExecFailed, "RecExit": RecExit,
 		"RecClock": RecClock, "RecThreadName": RecThreadName, "RecMax": RecMax,
 		"FlagClockTSC": FlagClockTSC, "FlagFreeStacks": FlagFreeStacks, "FlagFold": FlagFold, "FlagFoldFreeStacks": FlagFoldFreeStacks, "FlagExactTimes": FlagExactTimes, "FnTemporary": FnTemporary,
-		"SlotFree": SlotFree, "SlotActive": SlotActive, "SlotExited": SlotExited,
+		"SlotFree": SlotFree, "SlotActive": SlotActive, "SlotExited": SlotExited, "SlotTaking": SlotTaking,
 		"CollectorAlive": CollectorAlive, "CollectorGone": CollectorGone,
 		"OffMagic": OffMagic, "OffVersion": OffVersion, "OffHeaderSize": OffHeaderSize,
 		"OffSlotCount": OffSlotCount, "OffRingSize": OffRingSize, "OffDataOffset": OffDataOffset,
