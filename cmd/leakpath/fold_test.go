@@ -22,19 +22,24 @@ import (
 func TestFoldingKeepsEveryCount(t *testing.T) {
 	loop := filepath.Join(t.TempDir(), "allocloop")
 	compileTo(t, "cc", loop, "-O2", "-g", filepath.Join(root, "bench", "workloads", "allocloop.c"), "-pthread")
+	// low: with threads, the least share of the peak without folding
+	// that the peak with folding may be (measured: the 2-thread loop
+	// 0.80-1.0, the others 1.0).
 	for _, c := range []struct {
-		argv    []string
-		threads bool
+		argv []string
+		low  float64
 	}{
-		{[]string{fixture(t, "allfuncs.c")}, false},
-		{[]string{fixture(t, "cxx.cc")}, false},
-		{[]string{fixture(t, "threads.c")}, true},
-		{[]string{fixture(t, "handoff.c"), "20000"}, true},
-		{[]string{fixture(t, "lifecycle.c")}, false},
-		{[]string{fixture(t, "fork.c")}, false},
-		{[]string{fixture(t, "peaks.c"), "spike"}, false},
-		{[]string{loop, "300000"}, true}, // a worker thread
-		{[]string{loop, "300000", "2"}, true},
+		{[]string{fixture(t, "allfuncs.c")}, 1},
+		{[]string{fixture(t, "cxx.cc")}, 1},
+		// Workers hand their blocks to main: the peak is when the last
+		// one exits, and it says so.
+		{[]string{fixture(t, "threads.c")}, 0.95},
+		{[]string{fixture(t, "handoff.c"), "20000"}, 0.75},
+		{[]string{fixture(t, "lifecycle.c")}, 1},
+		{[]string{fixture(t, "fork.c")}, 1},
+		{[]string{fixture(t, "peaks.c"), "spike"}, 1},
+		{[]string{loop, "300000"}, 0.75}, // a worker thread
+		{[]string{loop, "300000", "2"}, 2.0 / 3},
 	} {
 		argv := c.argv
 		t.Run(filepath.Base(argv[0])+map[bool]string{true: "-threads", false: ""}[len(argv) > 2], func(t *testing.T) {
@@ -42,8 +47,8 @@ func TestFoldingKeepsEveryCount(t *testing.T) {
 			off := leakpath(t, []string{"--fold=false"}, nil, argv...)
 			a, b := on.report.jsonImage, off.report.jsonImage
 			t.Logf("peak %d B with folding, %d B without", a.Totals.PeakBytes, b.Totals.PeakBytes)
-			if pa, pb := a.Totals.PeakBytes, b.Totals.PeakBytes; !c.threads && pa != pb || c.threads && (pa < pb*3/4 || pa > pb*5/4) {
-				t.Errorf("peak %d B with folding, %d B without", pa, pb)
+			if pa, pb := float64(a.Totals.PeakBytes), float64(b.Totals.PeakBytes); c.low == 1 && pa != pb || pa < pb*c.low || pa > pb*4/3 {
+				t.Errorf("peak %.0f B with folding, %.0f B without (want at least %.2f of it)", pa, pb, c.low)
 			}
 			a.Totals.PeakBytes, b.Totals.PeakBytes = 0, 0
 			if !reflect.DeepEqual(a.Totals, b.Totals) {
