@@ -54,6 +54,7 @@ struct lp_thread {
 	uint64_t last_alloc;   /* address of the thread's latest allocation */
 	uint64_t folded;       /* pairs folded since the aggregates were written */
 	uint64_t agg_oldest;   /* ts of the oldest pair in them */
+	uint32_t agg_last;     /* index of the aggregate of the latest pair */
 	/* Bytes pending (fold.c): fold->pend_bytes counts what this thread put in
 	 * its FIFO less what it took out; other threads' claims count in
 	 * lp_claimed[slot_index]. Past pend_trig, lp_pend_high looks for a

@@ -117,6 +117,7 @@ void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 		f->agg[i].used = 0;
 	t->folded = 0;
 	t->agg_oldest = 0;
+	t->agg_last = 0;
 	/* Claims of the slot's earlier threads are counted already. */
 	t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
 	__atomic_store_n(&f->pend_bytes, t->pend_trig, __ATOMIC_RELAXED);
@@ -344,40 +345,60 @@ static void lp_flush_aggs(struct lp_thread *t)
 	}
 }
 
+/* lp_agg_is says whether aggregate a is in use for the pair of key (the
+ * stacks) and fns (the functions and the used flag, as lp_agg_add makes
+ * them): two compares where four fields would take four. */
+static inline int lp_agg_is(const struct lp_aggent *a, uint64_t key, uint32_t fns)
+{
+	uint64_t k;
+	uint32_t x;
+	memcpy(&k, &a->astack, 8);
+	memcpy(&x, &a->afn, 4);
+	return k == key && x == fns;
+}
+
 static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t fstack, unsigned ffn,
 		       int temporary)
 {
 	struct lp_fold *f = t->fold;
-	uint32_t h = (e->stack * 0x9e3779b1u) ^ (fstack * 0x85ebca6bu) ^ e->fn ^ (ffn << 8);
-	for (int tries = 0; tries < 2; tries++) {
-		for (unsigned k = 0; k < LP_AGG; k++) {
-			struct lp_aggent *a = &f->agg[(h + k) & (LP_AGG - 1)];
-			if (!a->used) {
-				*a = (struct lp_aggent){.astack = e->stack, .fstack = fstack, .afn = e->fn,
-							.ffn = (uint8_t)ffn, .used = 1, .first = e->ts,
-							.last = e->ts};
-			} else if (a->astack != e->stack || a->fstack != fstack || a->afn != e->fn ||
-				   a->ffn != ffn) {
-				continue;
+	uint64_t key = e->stack | (uint64_t)fstack << 32;
+	uint32_t fns = e->fn | ffn << 8 | 1u << 16;
+	/* Most pairs are of the aggregate of the previous one. */
+	struct lp_aggent *a = &f->agg[t->agg_last];
+	if (LP_UNLIKELY(!lp_agg_is(a, key, fns))) {
+		uint32_t h = (e->stack * 0x9e3779b1u) ^ (fstack * 0x85ebca6bu) ^ e->fn ^ (ffn << 8);
+		for (int tries = 0;; tries++) {
+			unsigned k = 0;
+			for (; k < LP_AGG; k++) {
+				a = &f->agg[(h + k) & (LP_AGG - 1)];
+				if (!a->used) {
+					*a = (struct lp_aggent){.astack = e->stack, .fstack = fstack, .afn = e->fn,
+								.ffn = (uint8_t)ffn, .used = 1, .first = e->ts,
+								.last = e->ts};
+					break;
+				}
+				if (lp_agg_is(a, key, fns))
+					break;
 			}
-			a->pairs++;
-			a->bytes += e->size;
-			a->temporary += (uint64_t)temporary;
-			if (e->ts > a->last)
-				a->last = e->ts;
-			if (e->ts < a->first)
-				a->first = e->ts;
-			/* Blocks are freed in any order: the oldest pair is the
-			 * smallest time, and ages are signed. */
-			if (t->agg_oldest == 0 || e->ts < t->agg_oldest)
-				t->agg_oldest = e->ts;
-			if (++t->folded >= LP_FOLD_FLUSH_PAIRS ||
-			    (int64_t)(e->ts - t->agg_oldest) > (int64_t)LP_FOLD_FLUSH_TICKS)
-				lp_flush_aggs(t);
-			return;
+			if (k < LP_AGG || tries == 1)
+				break;
+			lp_flush_aggs(t); /* full: write them all, then there is room */
 		}
-		lp_flush_aggs(t); /* full: write them all, then there is room */
+		t->agg_last = (uint32_t)(a - f->agg);
 	}
+	a->pairs++;
+	a->bytes += e->size;
+	a->temporary += (uint64_t)temporary;
+	if (e->ts > a->last)
+		a->last = e->ts;
+	if (e->ts < a->first)
+		a->first = e->ts;
+	/* Blocks are freed in any order: the oldest pair is the smallest
+	 * time, and ages are signed. */
+	if (t->agg_oldest == 0 || e->ts < t->agg_oldest)
+		t->agg_oldest = e->ts;
+	if (++t->folded >= LP_FOLD_FLUSH_PAIRS || (int64_t)(e->ts - t->agg_oldest) > (int64_t)LP_FOLD_FLUSH_TICKS)
+		lp_flush_aggs(t);
 }
 
 /*
