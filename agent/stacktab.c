@@ -311,11 +311,18 @@ static inline int lp_trail_holds(const struct lp_trail *tr)
 	typedef uintptr_t lp_v2 __attribute__((vector_size(16), aligned(8)));
 	lp_v2 p0 = {0, 0}, p1 = {0, 0};
 	int i = 0;
-	/* Two pairs an iteration: the loop's own instructions were 40 % of
-	 * the check. */
-	for (; i + 4 <= tr->paired; i += 4) {
+	/* Four pairs an iteration: the loop's own instructions were 40 % of
+	 * the check at one pair, 25 % at two. */
+	for (; i + 8 <= tr->paired; i += 8) {
 		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
 		p1 |= *(const lp_v2 *)tr->addr[i + 2] ^ *(const lp_v2 *)&tr->val[i + 2];
+		p0 |= *(const lp_v2 *)tr->addr[i + 4] ^ *(const lp_v2 *)&tr->val[i + 4];
+		p1 |= *(const lp_v2 *)tr->addr[i + 6] ^ *(const lp_v2 *)&tr->val[i + 6];
+	}
+	if (i + 4 <= tr->paired) {
+		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
+		p1 |= *(const lp_v2 *)tr->addr[i + 2] ^ *(const lp_v2 *)&tr->val[i + 2];
+		i += 4;
 	}
 	if (i < tr->paired) {
 		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
