@@ -199,13 +199,14 @@ static inline void lp_pend_again(struct lp_thread *t, uint64_t n)
 	lp_pend_high(t);
 }
 
+/* lp_fold_exiting writes the bytes pending in all threads as the calling
+ * thread exits. What it leaves pending stays live (others free it, or the
+ * collector takes it): the heap may peak now, with no thread's high to say
+ * so (workers handing their blocks to main). */
 void lp_fold_exiting(struct lp_thread *t)
 {
 	if (!t->fold || t->in_fold)
 		return;
-	/* What it leaves pending stays live (others free it, or the
-	 * collector takes it): the heap may peak now, with no thread's high
-	 * to say so (workers handing their blocks to main). */
 	t->in_fold = 1;
 	uint64_t now = lp_ts();
 	int64_t held = lp_held(t->fold, t->slot_index);
@@ -217,6 +218,8 @@ void lp_fold_exiting(struct lp_thread *t)
 	t->in_fold = 0;
 }
 
+/* lp_fold_recorded is told that the thread recorded a block of n bytes at
+ * once (not pending): see lp_pend_again. */
 void lp_fold_recorded(struct lp_thread *t, size_t n)
 {
 	if (!t->fold || t->in_fold)
@@ -345,9 +348,9 @@ static void lp_flush_aggs(struct lp_thread *t)
 	}
 }
 
-/* lp_agg_is says whether aggregate a is in use for the pair of key (the
- * stacks) and fns (the functions and the used flag, as lp_agg_add makes
- * them): two compares where four fields would take four. */
+/* lp_agg_is says whether aggregate a is in use for the pairs of key (the
+ * two stacks) and fns (the two functions and the used flag, with pad0 0, as
+ * lp_agg_add makes them): two compares instead of four. */
 static inline int lp_agg_is(const struct lp_aggent *a, uint64_t key, uint32_t fns)
 {
 	uint64_t k;
