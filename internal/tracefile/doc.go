@@ -128,4 +128,8 @@
 // scans (scan flag 2: the scan's types, names and typing time after its
 // texts, and per block its type, evidence, holder, via and retained
 // bytes); an older file holding what its version did not have is corrupt.
+// Version 7 added the compact aggregate (op 0x07). Pending events (the
+// threads' pending bytes for the peak, since wire version 9) travel as
+// generic events of a kind older readers do not know and skip: no version
+// of their own.
 package tracefile
