@@ -65,7 +65,7 @@ func addRecordFlags(fs *flag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.jsonOut, "json", "", "also write the report as JSON (leakpath.report/v1) to `FILE`")
 	fs.StringVar(&o.reportOut, "report", "", "write the text report to `FILE` instead of stderr")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of frees too (improper uses show it; a free that folds records none unless run --root-cause)")
-	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak counts them at each thread's highs, so with threads it may miss a few")
+	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak counts them too (with threads it may be a little low)")
 	fs.DurationVar(&o.timeRes, "time-resolution", defaultTimeRes, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that; allocations the agent keeps pending are dated by the system's coarse clock when its tick is no finer): exact times are most of a trace's size; 0 keeps them exact (the default with run --per-call)")
 	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
 	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
