@@ -104,6 +104,15 @@ static inline int lp_take_entry(struct lp_pending *e, uint64_t a, struct lp_pend
 	return __atomic_compare_exchange_n(&e->addr, &a, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
+/* lp_pend_window starts a window of highs: the next pending block writes
+ * the bytes pending. */
+static inline void lp_pend_window(struct lp_thread *t)
+{
+	t->pend_high = 0;
+	t->pend_highs = 0;
+	t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_RELAXED);
+}
+
 void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 {
 	t->fold = NULL;
@@ -121,12 +130,11 @@ void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 	t->agg_oldest = 0;
 	t->agg_last = 0;
 	/* Claims of the slot's earlier threads are counted already. */
-	t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE);
-	__atomic_store_n(&f->pend_bytes, t->pend_trig, __ATOMIC_RELAXED);
-	t->pend_high = 0;
-	t->pend_highs = 0;
+	__atomic_store_n(&f->pend_bytes, __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_ACQUIRE),
+			 __ATOMIC_RELAXED);
 	t->pend_flushes = 0;
 	t->fold = f;
+	lp_pend_window(t);
 }
 
 /* lp_pend_margin is how much a high must beat the last one by. */
@@ -165,6 +173,17 @@ static uint64_t lp_all_held(const struct lp_thread *t, uint64_t held)
 	return held;
 }
 
+/* lp_pend_write writes a PENDING record dated now: the bytes pending in all
+ * threads, the caller's held among them, if any. */
+static void lp_pend_write(struct lp_thread *t, uint64_t now, int64_t held)
+{
+	uint64_t all = lp_all_held(t, held > 0 ? (uint64_t)held : 0);
+	if (all > 0) {
+		uint64_t w[3] = {LP_HDR(LP_REC_PENDING, 0, 3, 0), now, all};
+		lp_put(t, w, 3);
+	}
+}
+
 /* lp_pend_high writes a PENDING record, the bytes pending in all threads,
  * if the thread's own beat its last high. */
 static __attribute__((noinline)) void lp_pend_high(struct lp_thread *t)
@@ -176,8 +195,7 @@ static __attribute__((noinline)) void lp_pend_high(struct lp_thread *t)
 		uint64_t now = lp_ts();
 		held = lp_held(t->fold, t->slot_index);
 		if (held > 0 && (uint64_t)held > t->pend_high + lp_pend_margin(t)) {
-			uint64_t w[3] = {LP_HDR(LP_REC_PENDING, 0, 3, 0), now, lp_all_held(t, (uint64_t)held)};
-			lp_put(t, w, 3);
+			lp_pend_write(t, now, held);
 			t->pend_high = (uint64_t)held;
 			t->pend_highs++;
 		}
@@ -198,8 +216,7 @@ static inline void lp_pend_again(struct lp_thread *t, uint64_t n)
 	int64_t held = lp_held(t->fold, t->slot_index);
 	if (held < (int64_t)LP_PEND_AGAIN_MIN || n < (uint64_t)held)
 		return;
-	t->pend_high = 0;
-	t->pend_highs = 0;
+	lp_pend_window(t);
 	lp_pend_high(t);
 }
 
@@ -213,12 +230,7 @@ void lp_fold_exiting(struct lp_thread *t)
 		return;
 	t->in_fold = 1;
 	uint64_t now = lp_ts();
-	int64_t held = lp_held(t->fold, t->slot_index);
-	uint64_t all = lp_all_held(t, held > 0 ? (uint64_t)held : 0);
-	if (all > 0) {
-		uint64_t w[3] = {LP_HDR(LP_REC_PENDING, 0, 3, 0), now, all};
-		lp_put(t, w, 3);
-	}
+	lp_pend_write(t, now, lp_held(t->fold, t->slot_index));
 	t->in_fold = 0;
 }
 
@@ -345,11 +357,8 @@ static void lp_flush_aggs(struct lp_thread *t)
 	/* Every LP_PEND_WINDOW_FLUSHES times, a new window: the next pending
 	 * block writes the bytes pending again (the recorded heap may have
 	 * grown since the last high). */
-	if (++t->pend_flushes % LP_PEND_WINDOW_FLUSHES == 0) {
-		t->pend_high = 0;
-		t->pend_highs = 0;
-		t->pend_trig = __atomic_load_n(&lp_claimed[t->slot_index], __ATOMIC_RELAXED);
-	}
+	if (++t->pend_flushes % LP_PEND_WINDOW_FLUSHES == 0)
+		lp_pend_window(t);
 }
 
 /* lp_agg_is says whether aggregate a is in use for the pairs of key (the
