@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
 // TestFoldingKeepsEveryCount: folding short-lived pairs in the agent
@@ -158,30 +156,15 @@ func TestPendingRecordsFew(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "reallocs.lpt")
 	r := leakpath(t, []string{"-o", trace}, nil, prog, "reallocs")
 	off := leakpath(t, []string{"--fold=false"}, nil, prog, "reallocs")
-	tr, err := tracefile.Open(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
 	var highs, reallocs int
-	var buf []event.Event
-	for {
-		buf, err = tr.Next(buf)
-		for i := range buf {
-			switch buf[i].Kind {
-			case event.Pending:
-				highs++
-			case event.Realloc:
-				reallocs++
-			}
+	eachTraceEvent(t, trace, func(ev *event.Event) {
+		switch ev.Kind {
+		case event.Pending:
+			highs++
+		case event.Realloc:
+			reallocs++
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if reallocs < 20000 || highs == 0 || highs > reallocs/100 {
 		t.Errorf("%d pending records for %d reallocs, want some, at most 1 %%", highs, reallocs)
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
 // scopeJSON is an entry of the report's "scopes" as the tests read it.
@@ -211,50 +208,35 @@ func TestScopesC(t *testing.T) {
 // per entry, in order on each thread, the worker's on two threads.
 func checkScopeMarkers(t *testing.T, path string) {
 	t.Helper()
-	rd, err := tracefile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
 	depth := map[int32]int{}
 	begins := map[string]map[int32]int{}
 	ends := 0
 	last := map[int32]uint64{} // per thread, the latest marker's time
-	var buf []event.Event
-	for {
-		buf, err = rd.Next(buf)
-		for _, ev := range buf {
-			switch ev.Kind {
-			case event.ScopeBegin:
-				depth[ev.Thread]++
-				if int(ev.Aux) != depth[ev.Thread] {
-					t.Errorf("begin of %q at depth %d, thread has %d open", ev.Text(), ev.Aux, depth[ev.Thread])
-				}
-				if begins[ev.Text()] == nil {
-					begins[ev.Text()] = map[int32]int{}
-				}
-				begins[ev.Text()][ev.Thread]++
-			case event.ScopeEnd:
-				if int(ev.Aux) != depth[ev.Thread] {
-					t.Errorf("end at depth %d, thread has %d open", ev.Aux, depth[ev.Thread])
-				}
-				depth[ev.Thread]--
-				ends++
-			default:
-				continue
+	eachTraceEvent(t, path, func(ev *event.Event) {
+		switch ev.Kind {
+		case event.ScopeBegin:
+			depth[ev.Thread]++
+			if int(ev.Aux) != depth[ev.Thread] {
+				t.Errorf("begin of %q at depth %d, thread has %d open", ev.Text(), ev.Aux, depth[ev.Thread])
 			}
-			if ev.Time == 0 || ev.Time < last[ev.Thread] {
-				t.Errorf("marker without a time, or before the thread's previous one (%d): %+v", last[ev.Thread], ev)
+			if begins[ev.Text()] == nil {
+				begins[ev.Text()] = map[int32]int{}
 			}
-			last[ev.Thread] = ev.Time
+			begins[ev.Text()][ev.Thread]++
+		case event.ScopeEnd:
+			if int(ev.Aux) != depth[ev.Thread] {
+				t.Errorf("end at depth %d, thread has %d open", ev.Aux, depth[ev.Thread])
+			}
+			depth[ev.Thread]--
+			ends++
+		default:
+			return
 		}
-		if errors.Is(err, io.EOF) {
-			break
+		if ev.Time == 0 || ev.Time < last[ev.Thread] {
+			t.Errorf("marker without a time, or before the thread's previous one (%d): %+v", last[ev.Thread], *ev)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+		last[ev.Thread] = ev.Time
+	})
 	if ends != 1009 || len(begins["loop"]) != 1 || len(begins["worker"]) != 2 {
 		t.Errorf("%d ends (want 1009); loop began on %d threads (want 1), worker on %d (want 2)",
 			ends, len(begins["loop"]), len(begins["worker"]))

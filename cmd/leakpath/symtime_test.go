@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/symbolize"
-	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
 // TestSymbolizeWholeRun symbolizes every distinct frame of every stack of
@@ -24,11 +22,6 @@ func TestSymbolizeWholeRun(t *testing.T) {
 	}
 	trace := filepath.Join(t.TempDir(), "py.lpt")
 	leakpath(t, []string{"-o", trace}, nil, py, "-c", "import json, decimal, collections; print(len(json.dumps(list(range(1000)))))")
-	r, err := tracefile.Open(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	type frame struct {
 		path string
 		bid  string
@@ -37,39 +30,28 @@ func TestSymbolizeWholeRun(t *testing.T) {
 	var mods []*event.Module
 	seen := map[frame]bool{}
 	var frames []frame
-	var buf []event.Event
-	for {
-		buf, err = r.Next(buf)
-		for i := range buf {
-			ev := &buf[i]
-			if ev.Proc != 0 {
-				continue
-			}
-			switch ev.Kind {
-			case event.ModuleLoad:
-				mods = append(mods, ev.ModuleInfo())
-			case event.StackDef:
-				for _, a := range ev.Frames() {
-					for _, m := range mods {
-						if m.Contains(a) {
-							f := frame{m.Path, string(m.BuildID), a - m.Bias - 1}
-							if !seen[f] {
-								seen[f] = true
-								frames = append(frames, f)
-							}
-							break
+	eachTraceEvent(t, trace, func(ev *event.Event) {
+		if ev.Proc != 0 {
+			return
+		}
+		switch ev.Kind {
+		case event.ModuleLoad:
+			mods = append(mods, ev.ModuleInfo())
+		case event.StackDef:
+			for _, a := range ev.Frames() {
+				for _, m := range mods {
+					if m.Contains(a) {
+						f := frame{m.Path, string(m.BuildID), a - m.Bias - 1}
+						if !seen[f] {
+							seen[f] = true
+							frames = append(frames, f)
 						}
+						break
 					}
 				}
 			}
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	s := symbolize.New(symbolize.Options{})
 	defer s.Close()
 	start := time.Now()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
 // TestThreadNames: names set with prctl in the thread, with
@@ -22,23 +20,8 @@ func TestThreadNames(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
-	tr, err := tracefile.Open(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
 	s := heap.NewSession()
-	var buf []event.Event
-	for {
-		buf, err = tr.Next(buf)
-		s.Apply(buf)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	eachTraceEvent(t, trace, func(ev *event.Event) { s.Apply([]event.Event{*ev}) })
 	var names []string
 	for _, th := range s.Procs[0].Threads {
 		names = append(names, th.Name)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
 // reportJSON runs `leakpath report --format json TRACE`.
@@ -161,5 +166,29 @@ func TestCollectorKilled(t *testing.T) {
 	}
 	if allocs < 1000 || len(r.Warnings) == 0 {
 		t.Errorf("killed run's trace: %d allocations, warnings %q", allocs, r.Warnings)
+	}
+}
+
+// eachTraceEvent calls each with every event of the trace at path, in
+// the order they were written.
+func eachTraceEvent(t testing.TB, path string, each func(ev *event.Event)) {
+	t.Helper()
+	rd, err := tracefile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var buf []event.Event
+	for {
+		buf, err = rd.Next(buf)
+		for i := range buf {
+			each(&buf[i])
+		}
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
