@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/gob"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -120,10 +121,8 @@ func (s *Symbolizer) frameFileOf(k moduleKey) *frameFile {
 	var ff *frameFile
 	if id, key := s.frameKey(k.path, []byte(k.buildID)); key != "" {
 		ff = &frameFile{path: filepath.Join(s.opts.DWARFCache, hex.EncodeToString(id)+".frames"), key: key}
-		if b, err := os.ReadFile(ff.path); err == nil {
-			if c, err := decodeFrameCache(b); err == nil && c.Key == key {
-				ff.frames, ff.warning = c.Frames, c.Warning
-			}
+		if c := readFrameCache(ff.path, key); c != nil {
+			ff.frames, ff.warning = c.Frames, c.Warning
 		}
 		if ff.frames == nil {
 			ff.frames = map[uint64][]Frame{}
@@ -133,10 +132,23 @@ func (s *Symbolizer) frameFileOf(k moduleKey) *frameFile {
 	return ff
 }
 
+// readFrameCache returns the frame cache file at path if it is one of
+// key, else nil.
+func readFrameCache(path, key string) *frameCacheFile {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	if c, err := decodeFrameCache(b); err == nil && c.Key == key {
+		return c
+	}
+	return nil
+}
+
 // decodeFrameCache decodes a frame cache file.
 func decodeFrameCache(b []byte) (*frameCacheFile, error) {
 	if !bytes.HasPrefix(b, []byte(frameCacheMagic)) {
-		return nil, fmt.Errorf("not a frame cache file")
+		return nil, errors.New("not a frame cache file")
 	}
 	var c frameCacheFile
 	if err := gob.NewDecoder(bytes.NewReader(b[len(frameCacheMagic):])).Decode(&c); err != nil {
@@ -163,12 +175,10 @@ func (s *Symbolizer) saveFrames() {
 		}
 		ff.dirty = false
 		frames := maps.Clone(ff.frames)
-		if b, err := os.ReadFile(ff.path); err == nil {
-			if c, err := decodeFrameCache(b); err == nil && c.Key == ff.key {
-				for a, fr := range c.Frames {
-					if _, ok := frames[a]; !ok && len(frames) < frameCacheMax {
-						frames[a] = fr
-					}
+		if c := readFrameCache(ff.path, ff.key); c != nil {
+			for a, fr := range c.Frames {
+				if _, ok := frames[a]; !ok && len(frames) < frameCacheMax {
+					frames[a] = fr
 				}
 			}
 		}
