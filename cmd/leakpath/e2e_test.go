@@ -56,6 +56,7 @@ func testMain(m *testing.M) int {
 	lpBin = filepath.Join(binDir, "leakpath")
 	build := exec.Command("go", "build", "-o", lpBin, ".")
 	build.Dir = filepath.Join(root, "cmd", "leakpath")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building leakpath: %v\n%s", err, out)
 		return 1
