@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -494,4 +495,49 @@ func TestDetach(t *testing.T) {
 			t.Fatalf("after Detach: %v, printed %q, want %q", st, lastLine(got), wantLine)
 		}
 	})
+}
+
+// TestPrewarm: a Seize after Prewarm traces from the spare thread (not the
+// main one), which leaves with it; the next Seize makes its own, and a
+// Prewarm after that readies another spare.
+func TestPrewarm(t *testing.T) {
+	for round := 0; round < 2; round++ {
+		Prewarm()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(spare) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no spare thread 10 s after Prewarm", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		want := int(spareTid.Load())
+		if want == os.Getpid() || want == 0 {
+			t.Fatalf("round %d: spare thread %d (leakpath's pid %d)", round, want, os.Getpid())
+		}
+		p := start(t, "threads")
+		hdr := parseFields(t, p.line(t))
+		magicAddr := hexField(t, hdr, "magic")
+		tr := seize(t, p.pid())
+		if tr.tracerTid != want {
+			t.Errorf("round %d: traced from thread %d, want the spare %d", round, tr.tracerTid, want)
+		}
+		if len(spare) != 0 {
+			t.Errorf("round %d: the spare is still there after Seize", round)
+		}
+		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if got := readU64(t, tr, magicAddr); got != leakpathMagic {
+			t.Fatalf("round %d: magic = %#x, want %#x", round, got, uint64(leakpathMagic))
+		}
+		tr.Close()
+		// Without a spare, Seize starts a thread of its own.
+		p2 := start(t, "threads")
+		p2.line(t)
+		tr2 := seize(t, p2.pid())
+		if tr2.tracerTid == want {
+			t.Errorf("round %d: a second Seize reused the spare's thread %d", round, want)
+		}
+		tr2.Close()
+	}
 }

@@ -134,7 +134,12 @@ func Seize(pid int) (*Tracer, error) {
 	}
 	t.memTid.Store(int64(pid))
 	started := make(chan error, 1)
-	go t.run(started)
+	select {
+	case jobs := <-spare:
+		jobs <- func() { t.loop(started) }
+	default:
+		go t.run(started)
+	}
 	if err := <-started; err != nil {
 		<-t.done
 		return nil, err
@@ -167,6 +172,56 @@ func (t *Tracer) run(started chan<- error) {
 	<-locked
 	runtime.UnlockOSThread()
 }
+
+// spare holds a goroutine locked to an OS thread, not the main one,
+// waiting to serve the next Seize (see Prewarm).
+var spare = make(chan chan<- func(), 1)
+
+var sigchldOnce sync.Once
+
+// Prewarm readies an OS thread for the next Seize while nothing waits on
+// it: a new thread costs ~1 ms on some virtual machines, and a Seize
+// stops the program. A no-op when one is ready.
+func Prewarm() {
+	if len(spare) > 0 {
+		return
+	}
+	jobs := make(chan func())
+	go func() {
+		// The runtime's first Notify of a signal enables it on a
+		// thread of its own and waits for it: done here, once, not in
+		// each loop.
+		sigchldOnce.Do(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGCHLD) })
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Not the main thread (see run): another goroutine's.
+			go func() {
+				runtime.LockOSThread()
+				serveSpare(jobs)
+			}()
+			runtime.UnlockOSThread()
+			return
+		}
+		serveSpare(jobs)
+	}()
+}
+
+// serveSpare offers the locked thread, then runs the loop it is given;
+// like loop, it never unlocks.
+func serveSpare(jobs chan func()) {
+	tid := unix.Gettid()
+	select {
+	case spare <- jobs:
+		spareTid.Store(int64(tid))
+	default:
+		runtime.UnlockOSThread() // another spare is ready: not needed
+		return
+	}
+	(<-jobs)()
+}
+
+// spareTid is the thread of the latest spare (for the tests).
+var spareTid atomic.Int64
 
 // loop is the locked goroutine: it attaches, then serves requests and the
 // process's ptrace-stops until Close or Detach. It never unlocks its OS
