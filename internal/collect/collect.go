@@ -176,6 +176,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("no program to run")
 	}
+	// Signals meant for the program: the terminal's reach it directly
+	// (same process group); others sent to leakpath are passed on.
+	sigs, caught := catchSignals()
+	defer func() {
+		<-caught
+		signal.Stop(sigs)
+	}()
+	go probeStart()
 	c := newCollector(opts)
 	sess, err := launch.NewSession(opts.Agent, c.register, c.control)
 	if err != nil {
@@ -199,11 +207,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	// Signals meant for the program: the terminal's reach it directly
-	// (same process group); others sent to leakpath are passed on.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
+	<-caught // before the program can be sent one
 
 	start := time.Now()
 	c.mu.Lock()
@@ -245,6 +249,7 @@ wait:
 		res.Exited, res.Code = true, ws.ExitStatus()
 	}
 	c.mainEnd <- &event.ProcessInfo{Exited: res.Exited, Code: int32(res.Code), Signal: int32(res.Signal)}
+	c.ringPipelines()
 
 	// Wait for every recorded image to end and drain, descendants that
 	// outlive the program included, unless interrupted.
@@ -285,6 +290,28 @@ wait:
 	res.Events = c.sink.events
 	res.Warnings = c.warns
 	return res, nil
+}
+
+// catchSignals starts catching the signals Run passes on to the program
+// on another goroutine, and closes caught when they are: the runtime
+// enables each on a thread of its own and waits for it, ~2 ms on some
+// virtual machines that the session's setup can use meanwhile.
+func catchSignals() (sigs chan os.Signal, caught chan struct{}) {
+	sigs, caught = make(chan os.Signal, 8), make(chan struct{})
+	go func() {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+		close(caught)
+	}()
+	return sigs, caught
+}
+
+// probeStart has the os package probe its process-starting features
+// (pidfd support: it clones a child that exits at once) while the session
+// is set up, not when the program starts.
+func probeStart() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
 }
 
 // wrapUp ends the session and the sink once every pipeline has ended,
@@ -370,6 +397,24 @@ func (c *collector) detachAll() {
 	for _, im := range c.images {
 		im.once.Do(func() { close(im.execd) })
 	}
+	c.ringPipelinesLocked()
+}
+
+// ringPipelines wakes every pipeline waiting for records, to look now at
+// what is not in the rings: that the program ended (otherwise seen at
+// the end of the pipeline's wait, up to a millisecond later).
+func (c *collector) ringPipelines() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ringPipelinesLocked()
+}
+
+func (c *collector) ringPipelinesLocked() {
+	for _, im := range c.images {
+		if im.reg != nil {
+			im.reg.Ring()
+		}
+	}
 }
 
 // register is called by the session for each agent that registers.
@@ -436,6 +481,9 @@ func (c *collector) pipeline(im *image) {
 	defer close(im.gone)
 	defer unix.Close(im.pidfd)
 	c.sink.send(im.idx, []event.Event{im.start}, false)
+	if c.opts.Region.HoldExit {
+		ptrace.Prewarm() // for the scan at its exit
+	}
 	var m merger
 	// While one thread only ever recorded, its events need no merging and
 	// go straight out, decoded into the batch for the sink.
@@ -530,13 +578,14 @@ func (c *collector) pipeline(im *image) {
 			if lost := im.reg.Lost(); lost > 0 {
 				c.warn("pid %d: the agent lost %d records", im.pid, lost)
 			}
+			// Closed under c.mu: ringPipelines finds it mapped, or nil.
+			c.mu.Lock()
 			im.reg.Detach()
 			im.reg.Close()
-			out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
-			c.sink.send(im.idx, out, true)
-			c.mu.Lock()
 			im.reg = nil
 			c.mu.Unlock()
+			out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
+			c.sink.send(im.idx, out, true)
 			return
 		}
 		im.reg.Wait(time.Millisecond)

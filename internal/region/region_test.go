@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/wire"
@@ -213,5 +214,41 @@ func TestAsk(t *testing.T) {
 	r.Answer(7)
 	if st, res := r.u32(wire.OffAskState).Load(), int64(r.u64(wire.OffAskResult).Load()); st != wire.AskDone || res != 7 {
 		t.Errorf("state %d result %d, want done and 7", st, res)
+	}
+}
+
+// TestRingWakesWait: Ring ends a Wait at once, long before its timeout,
+// and a Ring before the Wait is not lost (the doorbell moved).
+func TestRingWakesWait(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const long = 20 * time.Second
+	for round := 0; round < 3; round++ {
+		done := make(chan time.Duration, 1)
+		go func() {
+			start := time.Now()
+			r.Wait(long)
+			done <- time.Since(start)
+		}()
+		// Ring until the waiter is gone: the first ring may come before
+		// it sleeps, which must not lose it either.
+		deadline := time.After(long / 2)
+	wait:
+		for {
+			r.Ring()
+			select {
+			case d := <-done:
+				if d >= long/2 {
+					t.Fatalf("round %d: Wait returned after %v", round, d)
+				}
+				break wait
+			case <-deadline:
+				t.Fatalf("round %d: Wait still sleeping %v after Ring", round, long/2)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	}
 }
