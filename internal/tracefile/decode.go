@@ -166,6 +166,19 @@ func (d *decoder) u32(s int) uint32 {
 	return uint32(v)
 }
 
+// stackRef reads the stack id of a heap event (see encoder.putStack).
+func (d *decoder) stackRef() uint32 {
+	if d.version < 8 {
+		return d.u32(sStack)
+	}
+	id := int64(d.lastStack) + unzigzag(d.uv(sStack))
+	if id < 0 || id > math.MaxUint32 {
+		d.failf("stack id %d", id)
+		return 0
+	}
+	return uint32(id)
+}
+
 func (d *decoder) i32(s int) int32 {
 	v := unzigzag(d.uv(s))
 	if v != int64(int32(v)) {
@@ -330,7 +343,7 @@ func resetEvent(ev *event.Event, proc uint32, thread int32) {
 func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	ev.Kind = event.Alloc
 	ev.Time = d.timeFrom(d.uv(sTime))
-	ev.Stack = d.u32(sStack)
+	ev.Stack = d.stackRef()
 	se := &d.stacks[ev.Stack&(stackTab-1)]
 	if op&f0 != 0 {
 		if se.epoch != d.epoch || se.id != ev.Stack {
@@ -425,7 +438,7 @@ func (d *decoder) decFree(ev *event.Event, op byte) {
 	ev.Kind = event.Kind(op & codeMask)
 	ev.Time = d.timeFrom(d.uv(sTime))
 	if op&f0 != 0 {
-		ev.Stack = d.u32(sStack)
+		ev.Stack = d.stackRef()
 		if ev.Stack == 0 {
 			d.failf("explicit stack 0")
 		}
@@ -460,7 +473,7 @@ func (d *decoder) decRealloc(ev *event.Event, op byte) {
 	}
 	ev.Time = d.timeFrom(d.uv(sTime))
 	if op&f0 != 0 {
-		ev.Stack = d.u32(sStack)
+		ev.Stack = d.stackRef()
 		if ev.Stack == 0 {
 			d.failf("explicit stack 0")
 		}
@@ -589,10 +602,10 @@ func (d *decoder) decAgg(ev *event.Event, op byte) {
 		d.failf("aggregate of functions %d and %d", ev.Fn, ffn)
 		return
 	}
-	ev.Stack = d.u32(sStack)
+	ev.Stack = d.stackRef()
 	var fstack uint32
 	if op&f0 != 0 {
-		if fstack = d.u32(sStack); fstack == 0 {
+		if fstack = d.stackRef(); fstack == 0 {
 			d.failf("explicit free stack 0")
 			return
 		}

@@ -52,7 +52,9 @@
 //	2 addr    addresses: zigzag deltas, back-references
 //	3 size    the low byte of sizes
 //	4 sizehi  uvarint size>>8
-//	5 stack   uvarint stack ids
+//	5 stack   stack ids: of a heap event a zigzag delta from the
+//	          chunk's latest StackDef's (version 8; before, uvarint),
+//	          of a StackDef a uvarint
 //	6 fn      Fn bytes that were not predicted
 //	7 frames  stacks: uvarint count, zigzag delta of frame 0 from the
 //	          previous stack's frame 0, then of each frame from the one
@@ -128,7 +130,9 @@
 // scans (scan flag 2: the scan's types, names and typing time after its
 // texts, and per block its type, evidence, holder, via and retained
 // bytes); an older file holding what its version did not have is corrupt.
-// Version 7 added the compact aggregate (op 0x07). Pending events (the
+// Version 7 added the compact aggregate (op 0x07). Version 8 codes the
+// stack id of a heap event from the chunk's latest StackDef's (the agent
+// defines a stack just before its first use). Pending events (the
 // threads' pending bytes for the peak, since wire version 9) travel as
 // generic events of a kind older readers do not know and skip: no version
 // of their own.

@@ -801,3 +801,50 @@ func TestFreesInAllocationOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestStackRefsFromLatestDef: version 8 codes a heap event's stack id from
+// the latest StackDef's: a program meeting a new stack uses it at once, so
+// with ids past 127 (two bytes plain) the stack stream halves; version 7
+// reads back the same events.
+func TestStackRefsFromLatestDef(t *testing.T) {
+	var evs []event.Event
+	for i := 0; i < 2000; i++ {
+		id := uint32(1000 + i)
+		evs = append(evs,
+			event.Event{Kind: event.StackDef, Stack: id, X: &event.Extra{Frames: []uint64{0x401000 + uint64(i%7)*16, 0x402000, 0x403000}}},
+			event.Event{Kind: event.Alloc, Fn: event.Malloc, Stack: id, Time: uint64(10 + 2*i), Addr: 0x10000 + uint64(i)*64, Size: 48},
+			event.Event{Kind: event.Free, Fn: event.FreeFn, Stack: id, Time: uint64(11 + 2*i), Addr: 0x10000 + uint64(i)*64})
+	}
+	streams := func(v int) [numStreams][]byte {
+		e := newEncoder()
+		e.before7, e.before8 = v < 7, v < 8
+		for i := range evs {
+			if err := e.add(&evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e.s
+	}
+	v7, v8 := streams(7), streams(8)
+	if got, was := len(v8[sStack]), len(v7[sStack]); got*10 > was*6 {
+		t.Errorf("stack stream: %d bytes in version 8, %d in 7: want at most 60 %%", got, was)
+	}
+	for _, v := range []int{7, Version} {
+		data := writeTrace(t, evs, Options{version: v}, 1<<20)
+		binary.LittleEndian.PutUint16(data[8:], uint16(v))
+		n := int(binary.LittleEndian.Uint32(data[12:]))
+		binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
+		got, err := readAll(t, data)
+		if err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		if len(got) != len(evs) {
+			t.Fatalf("version %d: read %d events, wrote %d", v, len(got), len(evs))
+		}
+		for i := range got {
+			if got[i].Stack != evs[i].Stack || got[i].Kind != evs[i].Kind {
+				t.Fatalf("version %d, event %d: %v stack %d, wrote %v stack %d", v, i, got[i].Kind, got[i].Stack, evs[i].Kind, evs[i].Stack)
+			}
+		}
+	}
+}
