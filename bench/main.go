@@ -149,6 +149,11 @@ func run(runs, size int, only, lp string) error {
 	} else {
 		fmt.Println("skip: python3 workload (python3 not installed)")
 	}
+	// A program that does nothing: each tool's fixed cost (start-up, the
+	// agent's registration, the exit scan, the trace and the report).
+	if t, err := exec.LookPath("true"); err == nil {
+		workloads = append(workloads, workload{name: "empty program (true)", argv: []string{t}})
+	}
 	haveHeaptrack := lookup("heaptrack") && lookup("heaptrack_print")
 	if !haveHeaptrack {
 		fmt.Println("skip: heaptrack columns (heaptrack/heaptrack_print not installed: apt-get install heaptrack)")
