@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -120,5 +121,44 @@ func TestFrameCacheWarns(t *testing.T) {
 	again, loaded := warned()
 	if !reflect.DeepEqual(again, first) || loaded != 0 {
 		t.Errorf("from the frame cache: warnings %q, %d modules loaded; want %q and none", again, loaded, first)
+	}
+}
+
+// TestFrameCacheEncoding: a frame cache file decodes to what was encoded,
+// every field of every Frame included; each of its proper prefixes, and
+// the file with a byte more, is rejected.
+func TestFrameCacheEncoding(t *testing.T) {
+	// The encoding names Frame's fields one by one: a new field must be
+	// added there (and frameCacheMagic changed).
+	if n := reflect.TypeOf(Frame{}).NumField(); n != 5 {
+		t.Fatalf("Frame has %d fields; encodeFrameCache and decodeFrameCache code 5", n)
+	}
+	c := &frameCacheFile{Key: "leakpath 123\n/lib/libc.so.6 1 2\n", Warning: "no debug information in /lib/libc.so.6",
+		Frames: map[uint64][]Frame{
+			0x7f00000012a4: {{Function: "inner(int)", File: "/src/a.cc", Line: 12, Column: 7, Inlined: true},
+				{Function: "outer", File: "/src/a.cc", Line: 40}},
+			0x401000: {{Function: "main", File: "main.c", Line: 1 << 20, Column: 0}},
+			0x8:      nil, // looked up, nothing known
+			0x10:     {{Function: "ünïcode::名前"}},
+		}}
+	var buf bytes.Buffer
+	if err := encodeFrameCache(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeFrameCache(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("decoded %+v\nencoded %+v", got, c)
+	}
+	b := buf.Bytes()
+	for n := 0; n < len(b); n++ {
+		if _, err := decodeFrameCache(b[:n]); err == nil {
+			t.Errorf("the first %d of %d bytes decode", n, len(b))
+		}
+	}
+	if _, err := decodeFrameCache(append(slices.Clone(b), 0)); err == nil {
+		t.Error("a byte more decodes")
 	}
 }
