@@ -63,3 +63,40 @@ func TestFreeLogFindsTheLatestFree(t *testing.T) {
 		t.Errorf("after wrapping, last(1) = %+v %v", e, ok)
 	}
 }
+
+// TestFreeLogGrows: a log starts small, grows as frees come, keeps every
+// one of its last max frees, then forgets the oldest.
+func TestFreeLogGrows(t *testing.T) {
+	const max = 5000 // not a multiple of the start
+	l := newFreeLog(max)
+	if len(l.ents) >= max {
+		t.Fatalf("a new log holds %d entries already", len(l.ents))
+	}
+	for i := uint64(1); i <= max; i++ {
+		l.add(freeEntry{addr: i, stack: StackID(i)})
+	}
+	if len(l.ents) != max {
+		t.Fatalf("%d entries after %d frees, want %d", len(l.ents), max, max)
+	}
+	for i := uint64(1); i <= max; i++ {
+		if e, ok := l.last(i); !ok || e.stack != StackID(i) {
+			t.Fatalf("free %d of %d: %+v %v", i, max, e, ok)
+		}
+	}
+	for i := uint64(max + 1); i <= max+10; i++ {
+		l.add(freeEntry{addr: i, stack: StackID(i)})
+	}
+	if len(l.ents) != max {
+		t.Errorf("the log grew past its %d entries: %d", max, len(l.ents))
+	}
+	for i := uint64(1); i <= 10; i++ {
+		if _, ok := l.last(i); ok {
+			t.Errorf("free %d, 10 past the last %d, is still found", i, max)
+		}
+	}
+	for i := uint64(11); i <= max+10; i++ {
+		if e, ok := l.last(i); !ok || e.stack != StackID(i) {
+			t.Fatalf("free %d after wrapping: %+v %v", i, e, ok)
+		}
+	}
+}
