@@ -50,6 +50,7 @@ Run 'leakpath help COMMAND' for a command's flags.
 `
 
 func main() {
+	delayFirstGC()
 	stop := profile()
 	code := run(os.Args[1:], os.Stdout, os.Stderr)
 	stop()
