@@ -188,8 +188,8 @@ func newFreeLog(max int) *freeLog {
 }
 
 func (l *freeLog) add(e freeEntry) {
-	if l.pos == len(l.ents) && !l.full {
-		if len(l.ents) < l.max {
+	if l.pos == len(l.ents) {
+		if !l.full && len(l.ents) < l.max {
 			l.ents = append(l.ents, make([]freeEntry, min(len(l.ents), l.max-len(l.ents)))...)
 		} else {
 			l.pos, l.full = 0, true

@@ -99,4 +99,19 @@ func TestFreeLogGrows(t *testing.T) {
 			t.Fatalf("free %d after wrapping: %+v %v", i, e, ok)
 		}
 	}
+	// Round and round (a long run's frees).
+	for i := uint64(max + 11); i <= 4*max+3; i++ {
+		l.add(freeEntry{addr: i, stack: StackID(i)})
+	}
+	if len(l.ents) != max {
+		t.Errorf("%d entries after wrapping three times more, want %d", len(l.ents), max)
+	}
+	for i := uint64(3*max + 4); i <= 4*max+3; i++ {
+		if e, ok := l.last(i); !ok || e.stack != StackID(i) {
+			t.Fatalf("free %d after wrapping three times more: %+v %v", i, e, ok)
+		}
+	}
+	if _, ok := l.last(3*max + 3); ok {
+		t.Errorf("free %d, %d back, is still found", 3*max+3, max+1)
+	}
 }
