@@ -54,7 +54,15 @@ func main() {
 	only := flag.String("only", "", "run only the workloads whose name contains this")
 	leakpathBin := flag.String("leakpath", "", "leakpath binary (default: bin/leakpath of this repository)")
 	scanMB := flag.String("scan-mb", "100,500", "heap sizes (MB) of the exit-scan table; empty: none")
+	ab := flag.String("ab", "", "instead of the tables: this leakpath binary (A) against -leakpath (B) on the program after --, runs alternating")
 	flag.Parse()
+	if *ab != "" {
+		if err := abBench(*runs, *ab, *leakpathBin, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*runs, *size, *only, *leakpathBin); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
