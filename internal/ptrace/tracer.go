@@ -151,23 +151,30 @@ func Seize(pid int) (*Tracer, error) {
 func (t *Tracer) Pid() int { return t.pid }
 
 // run starts loop on a goroutine locked to an OS thread other than the
-// process's main thread. A goroutine that returns while locked ends its
-// thread, except the main thread, which Go parks for ever instead: that
-// thread would stay the tracer of whatever it still traces, and a traced
-// zombie that nobody reaps keeps its leader's exit from being reported,
-// so the parent's Wait would never return. Holding the main thread while
-// the loop's goroutine locks its own keeps the loop off it.
+// process's main thread (see lockedOffMain).
 func (t *Tracer) run(started chan<- error) {
+	lockedOffMain(func() { t.loop(started) })
+}
+
+// lockedOffMain runs f on a goroutine locked to an OS thread other than
+// the process's main thread: the calling one's, or a new one's. A
+// goroutine that returns while locked ends its thread, except the main
+// thread, which Go parks for ever instead: that thread would stay the
+// tracer of whatever it still traces, and a traced zombie that nobody
+// reaps keeps its leader's exit from being reported, so the parent's Wait
+// would never return. Holding the main thread while the new goroutine
+// locks its own keeps f off it.
+func lockedOffMain(f func()) {
 	runtime.LockOSThread()
 	if unix.Gettid() != unix.Getpid() {
-		t.loop(started)
+		f()
 		return
 	}
 	locked := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		close(locked)
-		t.loop(started)
+		f()
 	}()
 	<-locked
 	runtime.UnlockOSThread()
@@ -192,27 +199,16 @@ func Prewarm() {
 		// thread of its own and waits for it: done here, once, not in
 		// each loop.
 		sigchldOnce.Do(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGCHLD) })
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// Not the main thread (see run): another goroutine's.
-			go func() {
-				runtime.LockOSThread()
-				serveSpare(jobs)
-			}()
-			runtime.UnlockOSThread()
-			return
-		}
-		serveSpare(jobs)
+		lockedOffMain(func() { serveSpare(jobs) })
 	}()
 }
 
 // serveSpare offers the locked thread, then runs the loop it is given;
 // like loop, it never unlocks.
 func serveSpare(jobs chan func()) {
-	tid := unix.Gettid()
+	spareTid.Store(int64(unix.Gettid()))
 	select {
 	case spare <- jobs:
-		spareTid.Store(int64(tid))
 	default:
 		runtime.UnlockOSThread() // another spare is ready: not needed
 		return
@@ -220,7 +216,7 @@ func serveSpare(jobs chan func()) {
 	(<-jobs)()
 }
 
-// spareTid is the thread of the latest spare (for the tests).
+// spareTid is the thread of the latest spare offered (for the tests).
 var spareTid atomic.Int64
 
 // loop is the locked goroutine: it attaches, then serves requests and the
