@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"time"
 )
 
@@ -51,14 +50,9 @@ func abBench(runs int, a, b string, argv []string) error {
 			walls[i] = append(walls[i], ms)
 		}
 	}
-	q := func(v []float64, f float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[int(f*float64(len(v)-1)+0.5)]
-	}
 	for i, name := range []string{"A", "B"} {
-		fmt.Printf("%s %s: median %.2f ms (quartiles %.2f, %.2f)\n", name, bins[i], q(walls[i], 0.5), q(walls[i], 0.25), q(walls[i], 0.75))
+		fmt.Printf("%s %s: median %.2f ms (quartiles %.2f, %.2f)\n", name, bins[i], medianOf(walls[i]), quantile(walls[i], 0.25), quantile(walls[i], 0.75))
 	}
-	fmt.Printf("B - A: %+.2f ms (medians of %d alternating runs of %v)\n", q(walls[1], 0.5)-q(walls[0], 0.5), runs, argv)
+	fmt.Printf("B - A: %+.2f ms (medians of %d alternating runs of %v)\n", medianOf(walls[1])-medianOf(walls[0]), runs, argv)
 	return nil
 }

@@ -278,13 +278,17 @@ func median(ms []measure, f func(measure) float64) float64 {
 	return medianOf(v)
 }
 
-func medianOf(v []float64) float64 {
+func medianOf(v []float64) float64 { return quantile(v, 0.5) }
+
+// quantile returns the value of v at fraction f of its sorted order
+// (0.5: the median, the upper one of an even count); 0 for none.
+func quantile(v []float64, f float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
 	v = slices.Clone(v)
 	slices.Sort(v)
-	return v[len(v)/2]
+	return v[int(f*float64(len(v)-1)+0.5)]
 }
 
 func timeCmd(argv ...string) time.Duration {
