@@ -503,10 +503,7 @@ func typedScan() *event.ScanInfo {
 // TestTypedScanNeedsVersion6: a typed scan in a version 5 trace is
 // corruption (that version had no typed scans).
 func TestTypedScanNeedsVersion6(t *testing.T) {
-	data := writeTrace(t, []event.Event{{Kind: event.Scan, Proc: 1, X: &event.Extra{Scan: typedScan()}}}, Options{}, 100)
-	binary.LittleEndian.PutUint16(data[8:], 5)
-	n := int(binary.LittleEndian.Uint32(data[12:]))
-	binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
+	data := setVersion(writeTrace(t, []event.Event{{Kind: event.Scan, Proc: 1, X: &event.Extra{Scan: typedScan()}}}, Options{}, 100), 5)
 	if _, err := readAll(t, data); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("a typed scan in a version 5 trace read with %v, want corruption", err)
 	}
@@ -602,13 +599,7 @@ func TestOlderVersions(t *testing.T) {
 	marker := []event.Event{{Kind: event.ScopeBegin, Time: 5, Aux: 1, X: &event.Extra{Text: "s"}}}
 	epoch := []event.Event{{Kind: event.StaleEpoch, Time: 5, X: &event.Extra{Stale: &event.StaleInfo{Base: 4096, Page: 4096, Count: 3, Referenced: []uint64{5}}}}}
 	for v := 1; v < Version; v++ {
-		old := func(evs []event.Event) []byte {
-			data := writeTrace(t, evs, Options{version: v}, 100)
-			binary.LittleEndian.PutUint16(data[8:], uint16(v))
-			n := int(binary.LittleEndian.Uint32(data[12:]))
-			binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
-			return data
-		}
+		old := func(evs []event.Event) []byte { return setVersion(writeTrace(t, evs, Options{version: v}, 100), v) }
 		got, err := readAll(t, old(plain))
 		if err != nil {
 			t.Fatalf("version %d: %v", v, err)
@@ -830,11 +821,7 @@ func TestStackRefsFromLatestDef(t *testing.T) {
 		t.Errorf("stack stream: %d bytes in version 8, %d in 7: want at most 60 %%", got, was)
 	}
 	for _, v := range []int{7, Version} {
-		data := writeTrace(t, evs, Options{version: v}, 1<<20)
-		binary.LittleEndian.PutUint16(data[8:], uint16(v))
-		n := int(binary.LittleEndian.Uint32(data[12:]))
-		binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
-		got, err := readAll(t, data)
+		got, err := readAll(t, setVersion(writeTrace(t, evs, Options{version: v}, 1<<20), v))
 		if err != nil {
 			t.Fatalf("version %d: %v", v, err)
 		}
@@ -847,4 +834,13 @@ func TestStackRefsFromLatestDef(t *testing.T) {
 			}
 		}
 	}
+}
+
+// setVersion makes the header of trace data say format version v (and
+// mends its checksum).
+func setVersion(data []byte, v int) []byte {
+	binary.LittleEndian.PutUint16(data[8:], uint16(v))
+	n := int(binary.LittleEndian.Uint32(data[12:]))
+	binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
+	return data
 }
