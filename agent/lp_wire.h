@@ -197,7 +197,12 @@ struct lp_header {
 	uint64_t own_table;       /* address of the agent's struct lp_own_table */
 	int64_t tls_offset;       /* its per-thread state: thread pointer + tls_offset, */
 	uint64_t tls_size;        /*   tls_size bytes */
-	uint64_t pad6[3];
+	/* Written by the holding thread before LP_HOLD_REQUESTED (0: not
+	 * known): its stack pointer, its registers spilled above it, and its
+	 * thread pointer. See "The exit hold". */
+	uint64_t hold_sp;
+	uint64_t hold_tp;
+	uint64_t pad6;
 	/* offset 384: root-cause windows, see LP_TRACE_* */
 	uint32_t trace_state;     /* futex word */
 	int32_t trace_tid;        /* the thread that asks */
@@ -297,8 +302,14 @@ struct lp_own_table {
  * the doorbell and waits. The collector answers LP_HOLD_SCANNING, stops
  * every thread with ptrace, reads the rings, the fold areas and the
  * memory, resumes the threads and stores LP_HOLD_RELEASED (futex wake).
- * The agent gives up waiting if no answer comes within a second, or if
- * the collector dies during the scan.
+ * The agent gives up waiting if no answer comes within 5 s, or if the
+ * collector dies during the scan.
+ *
+ * The holding thread blocks every signal until the release and leaves its
+ * stack pointer (hold_sp; its callee-saved registers, which may hold the
+ * program's pointers, spilled above it) and thread pointer (hold_tp): when
+ * it is the process's only thread, nothing else runs in the process, and
+ * the collector reads the memory without stopping it.
  */
 enum {
 	LP_HOLD_NONE = 0,

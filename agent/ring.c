@@ -405,6 +405,35 @@ LP_HIDDEN void lp_slot_exited(struct lp_thread *t)
 }
 
 /*
+ * lp_hold_regs spills the callee-saved registers into spill (which the
+ * caller keeps live in its frame) and notes the stack pointer below it and
+ * the thread pointer in h. Caller-saved registers hold nothing of the
+ * program's across the calls that led here.
+ */
+static inline __attribute__((always_inline)) void lp_hold_regs(struct lp_header *h, uint64_t *spill)
+{
+#if defined(__x86_64__)
+	uint64_t sp;
+	__asm__ volatile("mov %%rbx, 0(%1)\n\t"
+			 "mov %%rbp, 8(%1)\n\t"
+			 "mov %%r12, 16(%1)\n\t"
+			 "mov %%r13, 24(%1)\n\t"
+			 "mov %%r14, 32(%1)\n\t"
+			 "mov %%r15, 40(%1)\n\t"
+			 "mov %%rsp, %0"
+			 : "=r"(sp)
+			 : "r"(spill)
+			 : "memory");
+	h->hold_sp = sp;
+	h->hold_tp = (uint64_t)(uintptr_t)__builtin_thread_pointer();
+#else
+	(void)spill;
+	h->hold_sp = 0;
+	h->hold_tp = 0;
+#endif
+}
+
+/*
  * lp_hold_exit holds the process at its end while the collector scans it
  * (see LP_HOLD_* in lp_wire.h), if the collector asked for that. Once per
  * process image; a second exiting thread passes through. supp is the
@@ -418,7 +447,14 @@ LP_HIDDEN void lp_hold_exit(const char *supp)
 	if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_NONE)
 		return;
 	int saved = errno;
+	/* Signals wait for the release: the scan may read the process while
+	 * this thread, its only one, is held here and not stopped. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	h->hold_supp = (uint64_t)(uintptr_t)supp;
+	uint64_t spill[6] = {0};
+	lp_hold_regs(h, spill);
 	uint32_t expect = LP_HOLD_NONE;
 	if (!__atomic_compare_exchange_n(&h->hold, &expect, LP_HOLD_REQUESTED, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
@@ -445,6 +481,8 @@ LP_HIDDEN void lp_hold_exit(const char *supp)
 			break;
 	}
 out:
+	__asm__ volatile("" : : "r"(spill) : "memory"); /* live until here */
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved;
 }
 

@@ -1,12 +1,17 @@
 package collect
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/event"
@@ -100,17 +105,28 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	if rc.pause() && live {
 		defer rc.resume()
 	}
-	tr, err := ptrace.Seize(int(im.pid))
-	if err != nil {
-		return err
+	var held *unix.PtraceRegs
+	if !live {
+		sp, tp := im.reg.HoldStack()
+		held = heldAlone(im.pid, sp, tp)
+	}
+	var tr *ptrace.Tracer
+	if held != nil {
+		tr = ptrace.Untraced(int(im.pid))
+	} else {
+		var err error
+		if tr, err = ptrace.Seize(int(im.pid)); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = tr.StopAll(ctx)
+		cancel()
+		if err != nil {
+			tr.Close()
+			return err
+		}
 	}
 	defer tr.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err = tr.StopAll(ctx)
-	cancel()
-	if err != nil {
-		return err
-	}
 	for {
 		n, err := im.reg.Drain(m)
 		if err != nil {
@@ -134,7 +150,7 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	if suppAddr != 0 {
 		supp, _ = scan.ReadString(tr, suppAddr, maxSuppressions)
 	}
-	target := scan.Target{PID: int(im.pid), Tracer: tr, OwnTable: own, TLSOffset: tlsOff, TLSSize: tlsSize}
+	target := scan.Target{PID: int(im.pid), Tracer: tr, Held: held, OwnTable: own, TLSOffset: tlsOff, TLSSize: tlsSize}
 	done := make(chan error, 1)
 	c.sink.sendAfter(im.idx, out, func(s *heap.Session) []event.Event {
 		p := s.Process(im.idx)
@@ -166,7 +182,7 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 		}
 		return evs
 	})
-	err = <-done
+	err := <-done
 	// The scan read the blocks: clear what it touched while the program
 	// is still stopped (an access of its own after that must count).
 	c.staleCleared(im)
@@ -176,7 +192,7 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 		}
 		return err
 	}
-	if hook := c.stoppedHook; hook != nil {
+	if hook := c.stoppedHook; hook != nil && held == nil {
 		// Still stopped: a detach now leaves no block unscanned.
 		c.stoppedHook = nil
 		hook(tr)
@@ -197,6 +213,45 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	})
 	<-finished
 	return nil
+}
+
+// heldAlone returns the registers of a thread that holds process pid at
+// its exit, with stack pointer sp and thread pointer tp (region.HoldStack),
+// for a scan without ptrace: nil unless that thread is the process's only
+// one (then nothing else runs in it: no stop is needed) and the process's
+// memory can be read so.
+func heldAlone(pid int32, sp, tp uint64) *unix.PtraceRegs {
+	if sp == 0 {
+		return nil
+	}
+	if n, err := threadCount(pid); err != nil || n != 1 {
+		return nil
+	}
+	var b [8]byte
+	if _, err := ptrace.Untraced(int(pid)).ReadMemory(sp, b[:]); err != nil {
+		return nil // not readable without ptrace (not our child under Yama, say)
+	}
+	return &unix.PtraceRegs{Rsp: sp, Fs_base: tp}
+}
+
+// threadCount returns the number of threads of process pid
+// (/proc/PID/stat's num_threads).
+func threadCount(pid int32) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	const numThreads = 17 // field 20, counted from the state (field 3)
+	if len(f) <= numThreads {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return strconv.Atoi(f[numThreads])
 }
 
 // liveBlocks lists the model's live blocks and the pending ones, marking

@@ -147,6 +147,18 @@ func Seize(pid int) (*Tracer, error) {
 	return t, nil
 }
 
+// Untraced returns a Tracer of process pid that traces no thread, for a
+// process that holds still by other means (its only thread waits for the
+// caller): its memory reads work (ReadMemory, ReadRanges), every call
+// that needs a traced thread fails with ErrClosed, and Threads is empty.
+func Untraced(pid int) *Tracer {
+	t := &Tracer{pid: pid, quit: make(chan struct{}), done: make(chan struct{}), exited: make(chan struct{}),
+		threads: map[int]*thread{}}
+	t.memTid.Store(int64(pid))
+	close(t.done)
+	return t
+}
+
 // Pid returns the traced process's id.
 func (t *Tracer) Pid() int { return t.pid }
 

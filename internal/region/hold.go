@@ -36,6 +36,13 @@ func (r *Region) HoldInfo() (supp, ownTable uint64, tlsOffset int64, tlsSize uin
 		int64(r.u64(wire.OffTLSOffset).Load()), r.u64(wire.OffTLSSize).Load()
 }
 
+// HoldStack returns the holding thread's stack pointer (its callee-saved
+// registers spilled above it) and thread pointer, as it left them before
+// its hold request; sp is 0 when the agent could not say.
+func (r *Region) HoldStack() (sp, tp uint64) {
+	return r.u64(wire.OffHoldSP).Load(), r.u64(wire.OffHoldTP).Load()
+}
+
 // PendingBlock is an allocation a thread keeps pending in its fold area:
 // live, but not yet reported as a record.
 type PendingBlock struct {

@@ -32,7 +32,11 @@ import (
 // Target is a process stopped for a scan.
 type Target struct {
 	PID    int
-	Tracer *ptrace.Tracer // every thread stopped (StopAll)
+	Tracer *ptrace.Tracer // every thread stopped (StopAll); with Held, only reading
+	// Held, if not nil, is the registers of the process's only thread,
+	// which the agent holds at its exit without a stop (Rsp and Fs_base
+	// are what it left; its other registers are spilled above Rsp).
+	Held *unix.PtraceRegs
 	// Where the agent's own memory is (region.HoldInfo); zero: unknown.
 	OwnTable  uint64
 	TLSOffset int64
@@ -99,11 +103,7 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 	var words []uint64
 	var stacks []threadStack
 	var holes []span
-	for _, tid := range t.Tracer.Threads() {
-		r, err := t.Tracer.Regs(tid)
-		if err != nil {
-			continue // exited meanwhile
-		}
+	for _, r := range threadRegs(t) {
 		st.Threads++
 		words = append(words, r.R15, r.R14, r.R13, r.R12, r.Rbp, r.Rbx, r.R11, r.R10,
 			r.R9, r.R8, r.Rax, r.Rcx, r.Rdx, r.Rsi, r.Rdi)
@@ -152,6 +152,20 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 	st.HeapBytes = res.Stats.BlockBytes
 	st.Duration = time.Since(start)
 	return res, st, &Heap{Mem: mem, Roots: lr, Words: words}, nil
+}
+
+// threadRegs returns the registers of the target's threads.
+func threadRegs(t Target) []unix.PtraceRegs {
+	if t.Held != nil {
+		return []unix.PtraceRegs{*t.Held}
+	}
+	var out []unix.PtraceRegs
+	for _, tid := range t.Tracer.Threads() {
+		if r, err := t.Tracer.Regs(tid); err == nil { // else exited meanwhile
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 type span struct {

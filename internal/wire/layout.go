@@ -160,6 +160,8 @@ const (
 	OffOwnTable          = 336
 	OffTLSOffset         = 344
 	OffTLSSize           = 352
+	OffHoldSP            = 360 // the holding thread's stack pointer; 0: not known
+	OffHoldTP            = 368 // its thread pointer
 	OffTraceState        = 384 // futex word: Trace*
 	OffTraceTID          = 388
 	OffTraceAddr         = 392

@@ -64,7 +64,7 @@ H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize
 P("OwnMax", LP_OWN_MAX); P("OffOwnCount", offsetof(struct lp_own_table, count));
 P("OffOwnOverflow", offsetof(struct lp_own_table, overflow)); P("OffOwnRanges", offsetof(struct lp_own_table, r));
 P("OwnRangeSize", sizeof(struct lp_own_range));
-H(hold,"OffHold"); H(hold_supp,"OffHoldSupp");
+H(hold,"OffHold"); H(hold_supp,"OffHoldSupp"); H(hold_sp,"OffHoldSP"); H(hold_tp,"OffHoldTP");
 H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTraceAddr"); H(trace_size,"OffTraceSize");
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
 H(watch_freed,"OffWatchFreed"); H(trace_skip,"OffTraceSkip"); P("Suspects", LP_SUSPECTS);
@@ -133,7 +133,7 @@ return 0; }
 		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
 		"OwnMax": OwnMax, "OffOwnCount": OffOwnCount, "OffOwnOverflow": OffOwnOverflow,
 		"OffOwnRanges": OffOwnRanges, "OwnRangeSize": OwnRangeSize,
-		"OffHold": OffHold, "OffHoldSupp": OffHoldSupp,
+		"OffHold": OffHold, "OffHoldSupp": OffHoldSupp, "OffHoldSP": OffHoldSP, "OffHoldTP": OffHoldTP,
 		"FlagHoldExit": FlagHoldExit, "HoldNone": HoldNone, "HoldRequested": HoldRequested,
 		"HoldScanning": HoldScanning, "HoldReleased": HoldReleased,
 		"OffTraceState": OffTraceState, "OffTraceTID": OffTraceTID, "OffTraceAddr": OffTraceAddr, "OffTraceSize": OffTraceSize,
