@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -228,8 +229,34 @@ LP_HIDDEN void lp_ring_init_key(void)
 		lp_key_ok = 1;
 }
 
+/* The main thread's stack ends where the loader found it (ld.so exports it;
+ * weak: not every C library does). */
+extern void *__libc_stack_end __attribute__((weak));
+
+/* A main thread's stack limit above this is taken from /proc/self/maps. */
+#define LP_MAIN_STACK_MAX (64u << 20)
+
+/*
+ * lp_stack_bounds notes the calling thread's stack, which bounds its
+ * unwinds. For the main thread, pthread_getattr_np reads /proc/self/maps
+ * (~0.3 ms a process on some machines): instead, its top is the page of
+ * __libc_stack_end (all frames lie below; above are the arguments and the
+ * environment) and its bottom that less RLIMIT_STACK. Nothing else is
+ * mapped there: the kernel keeps mmap's base at least 128 MB below the
+ * stack. An unlimited or big limit goes the slow way, where glibc bounds
+ * the stack by the mapping below it.
+ */
 static void lp_stack_bounds(struct lp_thread *t)
 {
+	struct rlimit rl;
+	if (&__libc_stack_end != NULL && __libc_stack_end && t->tid == (int)syscall(SYS_getpid) &&
+	    getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= LP_MAIN_STACK_MAX) {
+		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+		uintptr_t hi = ((uintptr_t)__libc_stack_end + page - 1) & ~(page - 1);
+		t->stack_hi = hi;
+		t->stack_lo = hi - (uintptr_t)rl.rlim_cur;
+		return;
+	}
 	pthread_attr_t a;
 	void *lo;
 	size_t sz;

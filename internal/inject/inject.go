@@ -217,7 +217,7 @@ func prepare(pid int) (*process, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("pid %d: %w", pid, ptrace.ErrNoProcess)
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	b, err := procmaps.Read(pid)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("pid %d: %w", pid, ptrace.ErrNoProcess)

@@ -1,6 +1,13 @@
 package procmaps
 
-import "testing"
+import (
+	"errors"
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 func TestParseMaps(t *testing.T) {
 	in := "55d0c0a00000-55d0c0a01000 r--p 00000000 fe:00 123 /usr/bin/prog\n" +
@@ -31,4 +38,43 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadBig reads maps longer than Read's first buffer: every one of
+// thousands of mappings is there, each line whole.
+func TestReadBig(t *testing.T) {
+	const pages = 3000
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, pages*page, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	// Every other page another protection: a mapping each.
+	for i := 0; i < pages; i += 2 {
+		if err := unix.Mprotect(mem[i*page:(i+1)*page], unix.PROT_NONE); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) <= 64<<10 || b[len(b)-1] != '\n' {
+		t.Fatalf("read %d bytes (last %q), want more than 64 KiB ending in a newline", len(b), b[len(b)-1:])
+	}
+	lo := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	hi := lo + pages*uint64(page)
+	n := 0
+	for _, m := range Parse(b) {
+		if m.Lo >= lo && m.Hi <= hi {
+			n++
+		}
+	}
+	if n != pages {
+		t.Errorf("%d mappings of the %d pages, want %d", n, pages, pages)
+	}
+	if _, err := Read(1 << 30); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Read of no process: %v, want not exist", err)
+	}
 }

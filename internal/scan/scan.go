@@ -15,7 +15,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -190,7 +189,7 @@ type mapping struct {
 }
 
 func readMaps(pid int) ([]mapping, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	b, err := procmaps.Read(pid)
 	if err != nil {
 		return nil, fmt.Errorf("scan of pid %d: %w", pid, err)
 	}
