@@ -150,6 +150,7 @@ type collector struct {
 	current     map[int32]*image // pid → latest image
 	mainPID     int32
 	wg          sync.WaitGroup
+	spare       spareRegion
 	warnMu      sync.Mutex
 	warns       []string
 	mainEnd     chan *event.ProcessInfo
@@ -191,6 +192,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	c.sink.agentAs = [2]string{sess.Agent, opts.Agent}
 	go c.sink.run() // after its settings: no registration comes before the program starts
+	c.spare.take()  // the first one's region, made while the program starts
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()
@@ -214,6 +216,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := cmd.Start(); err != nil {
 		c.mu.Unlock()
 		sess.Close(false)
+		c.spare.close()
 		c.sink.close()
 		return nil, startError(opts.Argv, err)
 	}
@@ -325,6 +328,7 @@ func (c *collector) wrapUp(sess *launch.Session, res *Result, keepLink bool) int
 	n := len(c.images)
 	c.mu.Unlock()
 	sess.Close(keepLink)
+	c.spare.close() // no registration comes any more
 	for _, e := range sess.Errors() {
 		c.warn("%v", e)
 	}
@@ -346,6 +350,7 @@ func newCollector(opts Options) *collector {
 		started: time.Now(),
 	}
 	c.opts.Region.ClockTSC = c.src.TSC()
+	c.spare.opts = c.opts.Region
 	c.sink = newSink(heap.NewSession(), opts.Trace)
 	c.sink.warm = opts.Warm
 	c.sink.model.Observer = opts.Observer
@@ -441,10 +446,14 @@ func (c *collector) register(h launch.Hello) (int, error) {
 	idx := uint32(len(c.images))
 	info.Index = idx
 	info.Argv, info.Exe = procArgs(h.PID)
-	reg, err := region.Create(h.PID, idx, c.opts.Region)
-	if err != nil {
-		return -1, err
+	reg := c.spare.take()
+	if reg == nil {
+		var err error
+		if reg, err = region.Prepare(c.opts.Region); err != nil {
+			return -1, fmt.Errorf("pid %d: %w", h.PID, err)
+		}
 	}
+	reg.Assign(h.PID, idx)
 	pidfd, err := unix.PidfdOpen(int(h.PID), 0)
 	if err != nil {
 		reg.Close()

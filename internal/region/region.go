@@ -78,6 +78,18 @@ type Region struct {
 
 // Create makes a region for process pid, recorded as image index proc.
 func Create(pid int32, proc uint32, opts Options) (*Region, error) {
+	r, err := Prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	r.Assign(pid, proc)
+	return r, nil
+}
+
+// Prepare makes a region for a process yet to come (Assign names it): a
+// collector can have one ready before an agent registers, and hand it
+// over without making the agent wait for the memfd and its mapping.
+func Prepare(opts Options) (*Region, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
@@ -85,21 +97,20 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
 	foldOff := dataOff + opts.Slots*opts.RingSize
 	size := foldOff + opts.Slots*wire.FoldSize
-	fd, err := unix.MemfdCreate(fmt.Sprintf("leakpath-%d", pid), unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("leakpath", unix.MFD_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("region for pid %d: memfd_create: %w", pid, err)
+		return nil, fmt.Errorf("region: memfd_create: %w", err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("region for pid %d: ftruncate %d: %w", pid, size, err)
+		return nil, fmt.Errorf("region: ftruncate %d: %w", size, err)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("region for pid %d: mmap %d bytes: %w", pid, size, err)
+		return nil, fmt.Errorf("region: mmap %d bytes: %w", size, err)
 	}
-	r := &Region{fd: fd, mem: mem, opts: opts, dataOff: dataOff, foldOff: foldOff,
-		rings: make([]wire.Ring, opts.Slots), proc: proc}
+	r := &Region{fd: fd, mem: mem, opts: opts, dataOff: dataOff, foldOff: foldOff}
 	var flags uint32
 	if opts.FreeStacks {
 		flags |= wire.FlagFreeStacks
@@ -134,10 +145,16 @@ func Create(pid int32, proc uint32, opts Options) (*Region, error) {
 	r.put32(wire.OffFlags, flags)
 	r.put32(wire.OffMaxDepth, uint32(opts.MaxDepth))
 	r.put32(wire.OffCollectorPID, uint32(unix.Getpid()))
-	r.put32(wire.OffPID, uint32(pid))
 	r.put64(wire.OffFoldOffset, uint64(foldOff))
 	r.u32(wire.OffCollectorState).Store(wire.CollectorAlive)
 	return r, nil
+}
+
+// Assign gives a prepared region to process pid, recorded as image index
+// proc, before its memfd is handed over.
+func (r *Region) Assign(pid int32, proc uint32) {
+	r.proc = proc
+	r.put32(wire.OffPID, uint32(pid))
 }
 
 func (r *Region) u32(off int) *atomic.Uint32 {
@@ -199,6 +216,15 @@ type Target interface {
 	Filled(ring int, from int)
 }
 
+// ring returns ring i's decoding state, made when first needed: most
+// processes use a few of their thousands of slots.
+func (r *Region) ring(i int) *wire.Ring {
+	if i >= len(r.rings) {
+		r.rings = append(r.rings, make([]wire.Ring, i+1-len(r.rings))...)
+	}
+	return &r.rings[i]
+}
+
 // SlotsUsed is how many rings the agent's threads have claimed so far.
 func (r *Region) SlotsUsed() int { return int(r.u32(wire.OffSlotsUsed).Load()) }
 
@@ -245,7 +271,7 @@ func (r *Region) Drain(dst Target) (int, error) {
 		buf := dst.Buffer(i)
 		before := len(*buf)
 		var err error
-		*buf, err = wire.Decode(data, r.proc, &r.rings[i], *buf)
+		*buf, err = wire.Decode(data, r.proc, r.ring(i), *buf)
 		if err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("ring %d: %w", i, err)
 		}
@@ -333,7 +359,7 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 	}
 	le := binary.LittleEndian
 	f := r.fold(i)
-	tid := r.rings[i].Thread
+	tid := r.ring(i).Thread
 	for _, o := range pendingEntries(f) {
 		e, off := f[o:o+wire.PendingSize], r.foldOff+i*wire.FoldSize+o
 		addr, fn := r.u64(off+wire.OffPendAddr).Load(), event.Fn(e[wire.OffPendFn])
@@ -397,7 +423,7 @@ func (r *Region) Reclaim(alive func(tid int32) bool, left func(ring int)) (freed
 		left(i)
 		off := int64(r.dataOff + i*r.opts.RingSize)
 		_ = unix.Fallocate(r.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(r.opts.RingSize))
-		r.rings[i] = wire.Ring{}
+		*r.ring(i) = wire.Ring{}
 		st.Store(wire.SlotFree)
 		freed++
 	}
