@@ -115,6 +115,9 @@ type runReport struct {
 func (r *runReport) leaked() bool { return r.leakedBlocks > 0 }
 
 func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.Result, *runReport, error) {
+	// Caught while the run is set up, not when the program is to start.
+	sigs := collect.CatchSignals()
+	defer sigs.Stop()
 	agent, err := o.checkRecording()
 	if err != nil {
 		return nil, nil, err
@@ -165,6 +168,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			// their windows.
 			ExactTimes: o.rootCause.Enabled || clock.ExactPending(o.timeRes),
 		},
+		Signals:    sigs,
 		StaleEpoch: staleEpoch(&o.stale),
 		RootCause:  o.rootCause,
 		Logf:       func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },

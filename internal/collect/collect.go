@@ -79,6 +79,9 @@ type Options struct {
 	StaleEpoch time.Duration
 	// Types, when not nil, types the blocks at every scan (types.go).
 	Types *TypeOptions
+	// Signals, when not nil, are the signals caught for Run (from
+	// CatchSignals, called early); nil: Run catches them itself.
+	Signals *Signals
 }
 
 // Result is what a run produced.
@@ -179,11 +182,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	// Signals meant for the program: the terminal's reach it directly
 	// (same process group); others sent to leakpath are passed on.
-	sigs, caught := catchSignals()
-	defer func() {
-		<-caught
-		signal.Stop(sigs)
-	}()
+	sg := opts.Signals
+	if sg == nil {
+		sg = CatchSignals()
+	}
+	defer sg.Stop()
+	sigs := sg.c
 	go probeStart()
 	c := newCollector(opts)
 	sess, err := launch.NewSession(opts.Agent, c.register, c.control)
@@ -209,7 +213,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	<-caught // before the program can be sent one
+	<-sg.caught // before the program can be sent one
 
 	start := time.Now()
 	c.mu.Lock()
@@ -295,17 +299,30 @@ wait:
 	return res, nil
 }
 
-// catchSignals starts catching the signals Run passes on to the program
-// on another goroutine, and closes caught when they are: the runtime
-// enables each on a thread of its own and waits for it, ~2 ms on some
-// virtual machines that the session's setup can use meanwhile.
-func catchSignals() (sigs chan os.Signal, caught chan struct{}) {
-	sigs, caught = make(chan os.Signal, 8), make(chan struct{})
+// Signals are the signals Run passes on to the program (SIGINT, SIGQUIT,
+// SIGTERM, SIGHUP, SIGUSR1, SIGUSR2), caught from CatchSignals on.
+type Signals struct {
+	c      chan os.Signal
+	caught chan struct{}
+}
+
+// CatchSignals starts catching the signals Run passes on, on another
+// goroutine: the runtime enables each on a thread of its own and waits for
+// it, 2-5 ms on some virtual machines, which the caller's setup can use
+// meanwhile (Options.Signals).
+func CatchSignals() *Signals {
+	s := &Signals{c: make(chan os.Signal, 8), caught: make(chan struct{})}
 	go func() {
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
-		close(caught)
+		signal.Notify(s.c, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+		close(s.caught)
 	}()
-	return sigs, caught
+	return s
+}
+
+// Stop stops catching them.
+func (s *Signals) Stop() {
+	<-s.caught
+	signal.Stop(s.c)
 }
 
 // probeStart has the os package probe its process-starting features
