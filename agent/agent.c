@@ -355,11 +355,25 @@ static void lp_hold(struct lp_thread *t)
 	lp_hold_exit(supp);
 }
 
+/*
+ * lp_vfork_child reports whether the calling process is a vfork child: it
+ * runs on its parent's memory and thread state (no fork handler ran) until
+ * it execs or exits, and its exit is not the parent's: not recorded, not
+ * held (a hold would scan the parent, stopped in vfork, as if it ended).
+ */
+static int lp_vfork_child(void)
+{
+	int saved = errno;
+	int child = lp_hdr && (int)syscall(SYS_getpid) != lp_hdr->pid;
+	errno = saved;
+	return child;
+}
+
 static void lp_on_exit(int status, void *arg)
 {
 	(void)arg;
 	struct lp_thread *t = lp_rec_thread();
-	if (t) {
+	if (t && !lp_vfork_child()) {
 		lp_note_own_name(t);
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, LP_EXIT_EXIT};
 		lp_put(t, w, 3);
@@ -818,7 +832,7 @@ LP_EXPORT int dlclose(void *h)
 static void lp_note_exit(int status, unsigned how)
 {
 	struct lp_thread *t = lp_rec_thread();
-	if (t) {
+	if (t && !lp_vfork_child()) {
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
 		t->busy++;

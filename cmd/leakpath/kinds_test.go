@@ -53,7 +53,7 @@ func runKinds(t *testing.T, flags []string, argv ...string) (result, kindsImage)
 func TestLeakKinds(t *testing.T) {
 	bin := fixture(t, "kinds.c")
 	lib := fixture(t, "kindslib.c", "-shared", "-fPIC")
-	for _, mode := range []string{"", "thread", "dtls"} {
+	for _, mode := range []string{"", "thread", "dtls", "vfork"} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			argv := []string{bin}
 			if mode != "" {
