@@ -79,7 +79,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.SetOutput(out)
 	addRecordFlags(fs, o)
 	fs.BoolVar(&o.check, "check", false, "exit with --check-exit-code when leaks of --check-kinds remain after suppressions (for CI)")
-	fs.BoolVar(&o.scan, "scan", true, "at exit, hold the program while its memory is scanned (ptrace) to tell definite, indirect, possible leaks from reachable blocks")
+	fs.BoolVar(&o.scan, "scan", true, "at exit, hold the program while its memory is scanned (stopped with ptrace, unless it ends with one thread) to tell definite, indirect, possible leaks from reachable blocks")
 	fs.BoolVar(&o.types, "types", false, "at every scan (exit, snapshots), also give the live blocks their types (a vtable in the first word, the DWARF types of the globals and fields that point at them), follow who holds whom, and report the type table, retained sizes and --path-to-root")
 	addLeakFlags(fs, &o.leaks)
 	fs.BoolVar(&o.rootCause.Enabled, "root-cause", false, "find why growing sites leak: trace the thread that allocates at one (ptrace, that thread only, a window at a time) and report the function and branch where freed and leaked executions part (sets --fold=false unless given)")
