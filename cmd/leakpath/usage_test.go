@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -518,11 +519,30 @@ func TestUsageIntervals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"heap use by thread", "liba-thread (tid ", "libb-thread (tid ", "app-thread (tid ",
-		"usage-main (tid ", "over time, per 10ms", "0.020 to 0.030 s", "5,000 B"} {
+		"usage-main (tid ", "over time, per 10ms", "0.000 to 0.010 s", "5,000 B"} {
 		if !strings.Contains(string(text), s) {
 			t.Errorf("text without %q:\n%s", s, text)
 		}
 	}
+	// The fixture works in five phases 20 ms apart: as many slices, each
+	// 10 ms long. (Which slice a phase falls in moves with the trace's
+	// 4 ms time resolution: a phase 20.5 ms in is dated 16.8 ms.)
+	spans := intervalHeader.FindAllStringSubmatch(string(text), -1)
+	for _, m := range spans {
+		if lo, hi := atof(m[1]), atof(m[2]); hi-lo < 0.0099 || hi-lo > 0.0101 {
+			t.Errorf("slice %s to %s s is not 10 ms", m[1], m[2])
+		}
+	}
+	if len(spans) < 5 {
+		t.Errorf("%d slices, want one a phase at least (5):\n%s", len(spans), text)
+	}
+}
+
+var intervalHeader = regexp.MustCompile(`(?m)^\s+(\d+\.\d{3}) to (\d+\.\d{3}) s$`)
+
+func atof(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
 }
 
 // TestUsageFlags: bad values are usage errors.
