@@ -300,8 +300,9 @@ struct lp_own_table {
  * The exit hold. After the atexit handlers and destructors, the exiting
  * thread flushes what it folded, stores LP_HOLD_REQUESTED in hold, rings
  * the doorbell and waits. The collector answers LP_HOLD_SCANNING, stops
- * every thread with ptrace, reads the rings, the fold areas and the
- * memory, resumes the threads and stores LP_HOLD_RELEASED (futex wake).
+ * every thread with ptrace (unless, below, there is no other), reads the
+ * rings, the fold areas and the memory, resumes the threads and stores
+ * LP_HOLD_RELEASED (futex wake).
  * The agent gives up waiting if no answer comes within 5 s, or if the
  * collector dies during the scan.
  *

@@ -1,13 +1,10 @@
 package collect
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -105,15 +102,13 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	if rc.pause() && live {
 		defer rc.resume()
 	}
+	var tr *ptrace.Tracer
 	var held *unix.PtraceRegs
 	if !live {
 		sp, tp := im.reg.HoldStack()
-		held = heldAlone(im.pid, sp, tp)
+		tr, held = heldAlone(im.pid, sp, tp)
 	}
-	var tr *ptrace.Tracer
-	if held != nil {
-		tr = ptrace.Untraced(int(im.pid))
-	} else {
+	if held == nil {
 		var err error
 		if tr, err = ptrace.Seize(int(im.pid)); err != nil {
 			return err
@@ -215,43 +210,25 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	return nil
 }
 
-// heldAlone returns the registers of a thread that holds process pid at
-// its exit, with stack pointer sp and thread pointer tp (region.HoldStack),
-// for a scan without ptrace: nil unless that thread is the process's only
-// one (then nothing else runs in it: no stop is needed) and the process's
+// heldAlone returns, for a scan without ptrace of process pid held at its
+// exit by a thread with stack pointer sp and thread pointer tp
+// (region.HoldStack), a Tracer that only reads the process's memory and
+// that thread's registers; nil, nil unless the thread is the process's
+// only one (then nothing else runs in it: no stop is needed) and the
 // memory can be read so.
-func heldAlone(pid int32, sp, tp uint64) *unix.PtraceRegs {
+func heldAlone(pid int32, sp, tp uint64) (*ptrace.Tracer, *unix.PtraceRegs) {
 	if sp == 0 {
-		return nil
+		return nil, nil
 	}
-	if n, err := threadCount(pid); err != nil || n != 1 {
-		return nil
+	if n, err := ptrace.ThreadCount(int(pid)); err != nil || n != 1 {
+		return nil, nil
 	}
+	tr := ptrace.Untraced(int(pid))
 	var b [8]byte
-	if _, err := ptrace.Untraced(int(pid)).ReadMemory(sp, b[:]); err != nil {
-		return nil // not readable without ptrace (not our child under Yama, say)
+	if _, err := tr.ReadMemory(sp, b[:]); err != nil {
+		return nil, nil // not readable without ptrace (not our child under Yama, say)
 	}
-	return &unix.PtraceRegs{Rsp: sp, Fs_base: tp}
-}
-
-// threadCount returns the number of threads of process pid
-// (/proc/PID/stat's num_threads).
-func threadCount(pid int32) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name, in parentheses, may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	const numThreads = 17 // field 20, counted from the state (field 3)
-	if len(f) <= numThreads {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	return strconv.Atoi(f[numThreads])
+	return tr, &unix.PtraceRegs{Rsp: sp, Fs_base: tp}
 }
 
 // liveBlocks lists the model's live blocks and the pending ones, marking

@@ -3,7 +3,6 @@ package collect
 import (
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func TestHeldAlone(t *testing.T) {
 	pid := int32(cmd.Process.Pid)
 	var stack uint64
 	for range 100 { // until sleep has exec'd
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/maps")
+		b, err := procmaps.Read(int(pid))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,29 +40,23 @@ func TestHeldAlone(t *testing.T) {
 	if stack == 0 {
 		t.Fatal("no [stack] in sleep's maps")
 	}
-	if n, err := threadCount(pid); err != nil || n != 1 {
-		t.Fatalf("threadCount(sleep) = %d, %v; want 1", n, err)
-	}
-	r := heldAlone(pid, stack, 0x1234)
+	tr, r := heldAlone(pid, stack, 0x1234)
 	if r == nil || r.Rsp != stack || r.Fs_base != 0x1234 {
-		t.Errorf("heldAlone(sleep, its stack) = %+v, want Rsp %#x, Fs_base 0x1234", r, stack)
+		t.Fatalf("heldAlone(sleep, its stack) = %+v, want Rsp %#x, Fs_base 0x1234", r, stack)
 	}
-	if r := heldAlone(pid, 0, 0); r != nil {
-		t.Errorf("heldAlone with no stack pointer = %+v, want nil", r)
+	var b [8]byte
+	if n, err := tr.ReadMemory(stack, b[:]); n != 8 || err != nil {
+		t.Errorf("its tracer read %d bytes of the stack: %v", n, err)
 	}
-	if r := heldAlone(pid, 0x1000, 0); r != nil {
-		t.Errorf("heldAlone with an unreadable stack pointer = %+v, want nil", r)
+	if tr, r := heldAlone(pid, 0, 0); tr != nil || r != nil {
+		t.Errorf("heldAlone with no stack pointer = %v, %+v, want nil", tr, r)
+	}
+	if tr, r := heldAlone(pid, 0x1000, 0); tr != nil || r != nil {
+		t.Errorf("heldAlone with an unreadable stack pointer = %v, %+v, want nil", tr, r)
 	}
 	// This test's own process has several threads (Go's runtime).
-	self := int32(os.Getpid())
-	if n, err := threadCount(self); err != nil || n < 2 {
-		t.Fatalf("threadCount(self) = %d, %v; want at least 2", n, err)
-	}
 	var local uint64
-	if r := heldAlone(self, uint64(uintptr(unsafe.Pointer(&local))), 0); r != nil {
-		t.Errorf("heldAlone of a process of several threads = %+v, want nil", r)
-	}
-	if _, err := threadCount(1 << 30); err == nil {
-		t.Error("threadCount of no process: no error")
+	if tr, r := heldAlone(int32(os.Getpid()), uint64(uintptr(unsafe.Pointer(&local))), 0); tr != nil || r != nil {
+		t.Errorf("heldAlone of a process of several threads = %v, %+v, want nil", tr, r)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -539,5 +540,25 @@ func TestPrewarm(t *testing.T) {
 			t.Errorf("round %d: a second Seize reused the spare's thread %d", round, want)
 		}
 		tr2.Close()
+	}
+}
+
+// TestThreadCount: one thread in sleep, several in this Go process, an
+// error for a process that is not there.
+func TestThreadCount(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	if n, err := ThreadCount(cmd.Process.Pid); err != nil || n != 1 {
+		t.Errorf("ThreadCount(sleep) = %d, %v; want 1", n, err)
+	}
+	if n, err := ThreadCount(os.Getpid()); err != nil || n < 2 {
+		t.Errorf("ThreadCount(self) = %d, %v; want at least 2", n, err)
+	}
+	if _, err := ThreadCount(1 << 30); err == nil {
+		t.Error("ThreadCount of no process: no error")
 	}
 }

@@ -381,6 +381,20 @@ func zombieStatus(pid int) (unix.WaitStatus, bool) {
 	return unix.WaitStatus(v), true
 }
 
+// ThreadCount returns the number of threads of process pid
+// (/proc/PID/status).
+func ThreadCount(pid int) (int, error) {
+	st, err := procStatus(pid, 0)
+	if err != nil {
+		return 0, err
+	}
+	n := statusInt(st, "Threads")
+	if n < 0 {
+		return 0, fmt.Errorf("/proc/%d/status: no thread count", pid)
+	}
+	return n, nil
+}
+
 func listTasks(pid int) ([]int, error) {
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
