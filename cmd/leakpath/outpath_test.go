@@ -88,10 +88,10 @@ func TestMPIRankFromEnvironment(t *testing.T) {
 	}
 }
 
-// TestTraceFileLifecycle: the trace's file is made before the run (a bad
-// path stops it from starting) and its writer with the first events; a
-// run that cannot start leaves no file, and one that records nothing
-// leaves a trace that holds no events.
+// TestTraceFileLifecycle: a trace named without the pid is made before
+// the run (a bad path stops it from starting); a run that cannot start
+// leaves no file, and one that records nothing leaves a trace that holds
+// no events.
 func TestTraceFileLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")

@@ -189,7 +189,7 @@ func newFreeLog(max int) *freeLog {
 
 func (l *freeLog) add(e freeEntry) {
 	if l.pos == len(l.ents) {
-		if !l.full && len(l.ents) < l.max {
+		if len(l.ents) < l.max { // grows only until full: then len is max
 			l.ents = append(l.ents, make([]freeEntry, min(len(l.ents), l.max-len(l.ents)))...)
 		} else {
 			l.pos, l.full = 0, true
