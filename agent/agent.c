@@ -86,9 +86,9 @@ static size_t lp_boot_size(const void *p)
 static void *lp_sym(const char *name)
 {
 	struct lp_thread *t = &lp_tls;
-	t->busy++;
+	lp_enter(&t->busy);
 	void *f = dlsym(LP_NEXT, name);
-	t->busy--;
+	lp_leave(&t->busy);
 	return f;
 }
 
@@ -148,7 +148,7 @@ static void lp_init(void)
 	}
 	int saved = errno;
 	struct lp_thread *t = &lp_tls;
-	t->busy++;
+	lp_enter(&t->busy);
 	real_calloc = dlsym(LP_NEXT, "calloc");
 	real_malloc = dlsym(LP_NEXT, "malloc");
 	real_realloc = dlsym(LP_NEXT, "realloc");
@@ -175,7 +175,7 @@ static void lp_init(void)
 				lp_start_recording();
 		}
 	}
-	t->busy--;
+	lp_leave(&t->busy);
 	errno = saved;
 	__atomic_store_n(&lp_init_state, LP_INIT_DONE, __ATOMIC_RELEASE);
 }
@@ -207,12 +207,12 @@ int lp_attach_begin(const char *sock)
 	if (!lp_attach_mode || !real_malloc)
 		return -1; /* preloaded, or the allocator was not found */
 	struct lp_thread *t = &lp_tls;
-	t->busy++;
+	lp_enter(&t->busy);
 	memcpy(lp_sock, sock, n + 1);
 	int rc = lp_region_open(lp_sock, 0, 0);
 	if (rc == 0)
 		lp_start_recording();
-	t->busy--;
+	lp_leave(&t->busy);
 	return rc;
 }
 
@@ -222,9 +222,9 @@ void lp_attach_end(void)
 {
 	struct lp_thread *t = lp_rec_thread();
 	if (t && !t->in_fold) {
-		t->in_fold = 1;
+		lp_enter(&t->in_fold);
 		lp_fold_flush(t);
-		t->in_fold = 0;
+		lp_leave(&t->in_fold);
 	}
 	lp_ring_stop();
 }
@@ -239,11 +239,11 @@ static void lp_child_reinit(void)
 		return;
 	int parent = lp_hdr->pid;
 	uint64_t fid = t->fork_id;
-	t->busy++;
+	lp_enter(&t->busy);
 	lp_region_drop();
 	if (lp_region_open(lp_sock, parent, fid) == 0)
 		lp_start_recording();
-	t->busy--;
+	lp_leave(&t->busy);
 }
 
 /*
@@ -286,9 +286,9 @@ static void lp_atfork_prepare(void)
 	if (t) {
 		/* The child starts from what the collector knows at the fork. */
 		if (!t->in_fold) {
-			t->in_fold = 1;
+			lp_enter(&t->in_fold);
 			lp_fold_flush(t);
-			t->in_fold = 0;
+			lp_leave(&t->in_fold);
 		}
 		uint64_t id = __atomic_add_fetch(&lp_fork_seq, 1, __ATOMIC_RELAXED);
 		uint64_t w[3] = {LP_HDR(LP_REC_FORK, 0, 3, 0), 0, id};
@@ -296,6 +296,7 @@ static void lp_atfork_prepare(void)
 		t->fork_id = id;
 	}
 	lp_tls.forking = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_mod_lock_acquire();
 	lp_pool_lock_fork(1);
 }
@@ -304,6 +305,7 @@ static void lp_atfork_parent(void)
 {
 	lp_pool_lock_fork(0);
 	lp_mod_lock_release();
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_tls.forking = 0;
 }
 
@@ -342,9 +344,9 @@ static void lp_note_own_name(struct lp_thread *t)
 static void lp_hold(struct lp_thread *t)
 {
 	if (!t->in_fold) {
-		t->in_fold = 1;
+		lp_enter(&t->in_fold);
 		lp_fold_flush(t);
-		t->in_fold = 0;
+		lp_leave(&t->in_fold);
 	}
 	/* Like LeakSanitizer and heaptrack: suppressions compiled into the
 	 * program. */
@@ -369,18 +371,41 @@ static int lp_vfork_child(void)
 	return child;
 }
 
+/*
+ * lp_wipe_below zeroes the stack below its caller, where the exit hold's
+ * frames go next. The hooks' frames were there while the program ran: a
+ * block's address left in a slot the hold's frames do not write would be
+ * a root to the exit scan (a definite leak read as reachable; how the
+ * frames are laid out decides which slots survive).
+ */
+static __attribute__((noinline)) void lp_wipe_below(void)
+{
+	unsigned char pad[4096];
+	memset(pad, 0, sizeof pad);
+	__asm__ volatile("" : : "r"(pad) : "memory");
+}
+
+/* lp_note_exit records the process's exit and holds it for the scan.
+ * Not inlined: its frame goes where lp_wipe_below cleared. */
+static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int name)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (t && !lp_vfork_child()) {
+		if (name)
+			lp_note_own_name(t);
+		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
+		lp_put(t, w, 3);
+		lp_enter(&t->busy);
+		lp_hold(t);
+		lp_leave(&t->busy);
+	}
+}
+
 static void lp_on_exit(int status, void *arg)
 {
 	(void)arg;
-	struct lp_thread *t = lp_rec_thread();
-	if (t && !lp_vfork_child()) {
-		lp_note_own_name(t);
-		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, LP_EXIT_EXIT};
-		lp_put(t, w, 3);
-		t->busy++;
-		lp_hold(t);
-		t->busy--;
-	}
+	lp_wipe_below();
+	lp_note_exit(status, LP_EXIT_EXIT, 1);
 }
 
 void lp_note_thread_exit(void)
@@ -417,9 +442,9 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 		/* Inside a scope every block is recorded: one that folds would
 		 * count where its aggregate is read, not in the scope. A slot
 		 * block too: the collector watches it from its allocation on. */
-		t->in_fold = 1;
+		lp_enter(&t->in_fold);
 		lp_fold_alloc(t, fn, p, n, sid);
-		t->in_fold = 0;
+		lp_leave(&t->in_fold);
 		return;
 	}
 	uint64_t w[4] = {LP_HDR(LP_REC_ALLOC, fn, 4, sid), 0, (uint64_t)p, (uint64_t)n};
@@ -432,18 +457,18 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
 	if (LP_LIKELY(t->fold && !t->in_fold)) {
-		t->in_fold = 1;
+		lp_enter(&t->in_fold);
 		int folded = lp_fold_free(t, fn, p, fp);
-		t->in_fold = 0;
+		lp_leave(&t->in_fold);
 		if (folded)
 			return;
 	} else if (lp_fold_on && !t->in_fold) {
 		/* A thread that folds no more (exiting: its TSD destructors) or
 		 * never did may free a block some thread keeps pending, its own
 		 * included: the allocation is written first. */
-		t->in_fold = 1;
+		lp_enter(&t->in_fold);
 		lp_fold_take(t, p);
-		t->in_fold = 0;
+		lp_leave(&t->in_fold);
 	}
 	uint32_t sid = lp_free_stacks ? lp_stack_id(t, fp) : 0;
 	if (t->last_alloc == (uint64_t)p) {
@@ -552,9 +577,9 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	if (old) {
 		if (lp_fold_on && !t->in_fold) {
 			/* The collector must know the block before it moves. */
-			t->in_fold = 1;
+			lp_enter(&t->in_fold);
 			lp_fold_take(t, old);
-			t->in_fold = 0;
+			lp_leave(&t->in_fold);
 		}
 		lp_rec_realloc_begin(t, old);
 	}
@@ -663,7 +688,7 @@ static int lp_cxx_mode(void *real)
 		return mode;
 	Dl_info info;
 	struct lp_thread *t = &lp_tls;
-	t->busy++;
+	lp_enter(&t->busy);
 	int m = 2;
 	if (real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
 		lp_get_new_handler = (lp_handler_t (*)(void))dlsym(LP_NEXT, "_ZSt15get_new_handlerv");
@@ -671,7 +696,7 @@ static int lp_cxx_mode(void *real)
 		if (lp_get_new_handler && lp_throw_bad_alloc)
 			m = 1;
 	}
-	t->busy--;
+	lp_leave(&t->busy);
 	mode = m;
 	return m;
 }
@@ -715,10 +740,10 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			if (!real)                                                     \
 				abort();                                               \
 			if (t)                                                         \
-				t->busy++;                                             \
+				lp_enter(&t->busy);                                    \
 			p = real args;                                                 \
 			if (t)                                                         \
-				t->busy--;                                             \
+				lp_leave(&t->busy);                                    \
 		}                                                                      \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
@@ -737,7 +762,7 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 		struct lp_thread *t = lp_rec_thread();                                 \
 		if (t) {                                                               \
 			lp_rec_free(t, fn, p, LP_FP());                                \
-			t->busy++;                                                     \
+			lp_enter(&t->busy);                                            \
 		}                                                                      \
 		if (LP_UNLIKELY(lp_is_slot(p)))                                        \
 			lp_slot_free(p); /* stale slots */                             \
@@ -746,12 +771,8 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 		else                                                                   \
 			real_free(p);                                                  \
 		if (t)                                                                 \
-			t->busy--;                                                     \
+			lp_leave(&t->busy);                                            \
 	}
-
-/* std::align_val_t and const std::nothrow_t& as the ABI passes them. */
-typedef size_t lp_align_t;
-typedef const void *lp_nothrow_t;
 
 LP_NEW(_Znwm, LP_FN_NEW, (size_t n), (n), 0)
 LP_NEW(_Znam, LP_FN_NEW_ARRAY, (size_t n), (n), 0)
@@ -829,21 +850,10 @@ LP_EXPORT int dlclose(void *h)
 	return rc;
 }
 
-static void lp_note_exit(int status, unsigned how)
-{
-	struct lp_thread *t = lp_rec_thread();
-	if (t && !lp_vfork_child()) {
-		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
-		lp_put(t, w, 3);
-		t->busy++;
-		lp_hold(t);
-		t->busy--;
-	}
-}
-
 LP_EXPORT void _exit(int status)
 {
-	lp_note_exit(status, LP_EXIT__EXIT);
+	lp_wipe_below();
+	lp_note_exit(status, LP_EXIT__EXIT, 0);
 	if (!real__exit)
 		real__exit = lp_sym("_exit");
 	if (real__exit)
@@ -854,7 +864,8 @@ LP_EXPORT void _exit(int status)
 
 LP_EXPORT void _Exit(int status)
 {
-	lp_note_exit(status, LP_EXIT__EXIT);
+	lp_wipe_below();
+	lp_note_exit(status, LP_EXIT__EXIT, 0);
 	if (!real__Exit)
 		real__Exit = lp_sym("_Exit");
 	if (real__Exit)

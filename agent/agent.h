@@ -67,6 +67,22 @@ struct lp_thread {
 
 extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")));
 
+/* lp_enter and lp_leave count the calling thread into and out of a section
+ * a signal handler on it must know about (busy, in_fold, in_stack): their
+ * compiler barriers keep the section's memory accesses between the two
+ * (inlined across files, the section's code is no opaque call any more). */
+static inline void lp_enter(int *count)
+{
+	(*count)++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void lp_leave(int *count)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	(*count)--;
+}
+
 /* Process-wide recording state. */
 extern struct lp_header *lp_hdr;   /* NULL: not recording */
 extern uint64_t lp_region_gen;      /* bumped each time the region changes (fork) */
@@ -223,6 +239,28 @@ LP_HIDDEN void lp_munmap(void *p, size_t bytes);
 
 /* agent.c */
 LP_HIDDEN void lp_note_thread_exit(void);
+
+/* The C++ allocation operators the agent defines (agent.c), by their
+ * mangled names, with std::align_val_t and const std::nothrow_t& as the
+ * ABI passes them. */
+typedef size_t lp_align_t;
+typedef const void *lp_nothrow_t;
+void *_Znwm(size_t n);
+void *_Znam(size_t n);
+void *_ZnwmSt11align_val_t(size_t n, lp_align_t al);
+void *_ZnamSt11align_val_t(size_t n, lp_align_t al);
+void _ZdlPv(void *p);
+void _ZdaPv(void *p);
+void _ZdlPvm(void *p, size_t n);
+void _ZdaPvm(void *p, size_t n);
+void _ZdlPvRKSt9nothrow_t(void *p, lp_nothrow_t nt);
+void _ZdaPvRKSt9nothrow_t(void *p, lp_nothrow_t nt);
+void _ZdlPvSt11align_val_t(void *p, lp_align_t al);
+void _ZdaPvSt11align_val_t(void *p, lp_align_t al);
+void _ZdlPvmSt11align_val_t(void *p, size_t n, lp_align_t al);
+void _ZdaPvmSt11align_val_t(void *p, size_t n, lp_align_t al);
+void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt);
+void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt);
 
 /* attach.c */
 LP_HIDDEN void lp_attach_patch(void);

@@ -34,13 +34,6 @@ LP_HIDDEN void lp_attach_end(void);
 /* The functions whose slots are redirected: every interposed one but
  * dlopen, which is lp_dlopen below. */
 extern void *memalign(size_t, size_t), *pvalloc(size_t);
-#define LP_DECL(n) extern void n(void)
-LP_DECL(_Znwm); LP_DECL(_Znam); LP_DECL(_ZnwmSt11align_val_t); LP_DECL(_ZnamSt11align_val_t);
-LP_DECL(_ZdlPv); LP_DECL(_ZdaPv); LP_DECL(_ZdlPvm); LP_DECL(_ZdaPvm);
-LP_DECL(_ZdlPvRKSt9nothrow_t); LP_DECL(_ZdaPvRKSt9nothrow_t);
-LP_DECL(_ZdlPvSt11align_val_t); LP_DECL(_ZdaPvSt11align_val_t);
-LP_DECL(_ZdlPvmSt11align_val_t); LP_DECL(_ZdaPvmSt11align_val_t);
-LP_DECL(_ZdlPvSt11align_val_tRKSt9nothrow_t); LP_DECL(_ZdaPvSt11align_val_tRKSt9nothrow_t);
 
 static void *lp_dlopen(const char *file, int mode);
 
@@ -209,9 +202,9 @@ LP_HIDDEN void lp_attach_patch(void)
 	if (!__atomic_load_n(&lp_patching, __ATOMIC_ACQUIRE))
 		return;
 	struct lp_thread *t = &lp_tls;
-	t->busy++;
+	lp_enter(&t->busy);
 	dl_iterate_phdr(lp_patch_cb, NULL);
-	t->busy--;
+	lp_leave(&t->busy);
 }
 
 /* lp_relro_of says whether slot lies in a module's RELRO range. */

@@ -235,10 +235,10 @@ void lp_fold_exiting(struct lp_thread *t)
 {
 	if (!t->fold || t->in_fold)
 		return;
-	t->in_fold = 1;
+	lp_enter(&t->in_fold);
 	uint64_t now = lp_ts();
 	lp_pend_write(t, now, lp_held(t->fold, t->slot_index));
-	t->in_fold = 0;
+	lp_leave(&t->in_fold);
 }
 
 /* lp_fold_recorded is told that the thread recorded a block of n bytes at
@@ -247,9 +247,9 @@ void lp_fold_recorded(struct lp_thread *t, size_t n)
 {
 	if (!t->fold || t->in_fold)
 		return;
-	t->in_fold = 1;
+	lp_enter(&t->in_fold);
 	lp_pend_again(t, n);
-	t->in_fold = 0;
+	lp_leave(&t->in_fold);
 }
 
 /* lp_commit writes a copy of a pending entry of the thread tid as an

@@ -221,7 +221,7 @@ static void lp_sort(struct lp_modsnap *s)
 void lp_modules_refresh(struct lp_thread *t, int announce_all)
 {
 	int saved = errno;
-	t->busy++;
+	lp_enter(&t->busy);
 	lp_mod_lock_acquire();
 	unsigned long long c[2] = {0, 0};
 	dl_iterate_phdr(lp_counts_cb, c);
@@ -268,7 +268,7 @@ void lp_modules_refresh(struct lp_thread *t, int announce_all)
 	lp_attach_patch();
 out:
 	lp_mod_lock_release();
-	t->busy--;
+	lp_leave(&t->busy);
 	errno = saved;
 }
 

@@ -277,7 +277,7 @@ static void lp_stack_bounds(struct lp_thread *t)
 int lp_thread_attach(struct lp_thread *t)
 {
 	int saved = errno;
-	t->busy++;
+	lp_enter(&t->busy);
 	int fresh = t->state == 0;
 	if (fresh) {
 		t->tid = (int)syscall(SYS_gettid);
@@ -305,7 +305,7 @@ int lp_thread_attach(struct lp_thread *t)
 			 (uint64_t)pthread_self()};
 	lp_put(t, w, 3);
 out:
-	t->busy--;
+	lp_leave(&t->busy);
 	errno = saved;
 	return t->state == 1 ? 0 : -1;
 }

@@ -30,9 +30,9 @@ LP_EXPORT void __leakpath_scope_begin(const char *name)
 	if (!t)
 		return;
 	if (depth == 1 && t->fold && !t->in_fold) {
-		t->in_fold = 1;
+		lp_enter(&t->in_fold);
 		lp_fold_flush(t);
-		t->in_fold = 0;
+		lp_leave(&t->in_fold);
 	}
 	size_t n = name ? strnlen(name, LP_SCOPE_NAME_MAX) : 0;
 	unsigned nw = (unsigned)(n + 8) / 8; /* at least one NUL */

@@ -205,9 +205,9 @@ LP_EXPORT size_t malloc_usable_size(void *p)
 		return chunk - 8;
 	}
 	if (LP_UNLIKELY(!real)) {
-		lp_tls.busy++;
+		lp_enter(&lp_tls.busy);
 		real = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
-		lp_tls.busy--;
+		lp_leave(&lp_tls.busy);
 		if (!real)
 			return 0;
 	}

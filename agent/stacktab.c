@@ -296,9 +296,9 @@ uint32_t lp_stack_id(struct lp_thread *t, void *fp)
 		int n = lp_unwind(t, fp, frames, (int)lp_max_depth, 1, NULL);
 		return n > 0 ? lp_define(t, buf, n) : 0;
 	}
-	t->in_stack = 1;
+	lp_enter(&t->in_stack);
 	uint32_t id = lp_stack_id_locked(t, fp, buf);
-	t->in_stack = 0;
+	lp_leave(&t->in_stack);
 	return id;
 }
 
