@@ -325,8 +325,12 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	__atomic_store_n(&e->addr, a, __ATOMIC_RELEASE);
 	uint64_t *m = lp_pmap_at(a), tag = LP_TAG(a, t->slot_index, pos);
 	uint64_t w = __atomic_load_n(m, __ATOMIC_ACQUIRE);
-	if (w != tag && (lp_named(w) || !__atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL,
-								     __ATOMIC_RELAXED))) {
+	/* A word naming this address names a block freed since (malloc just
+	 * handed the address out again): no entry holds it pending unless its
+	 * free went unseen, which the entry's eviction writes as a leak either
+	 * way. Not read: the entry is another load that waits for w. */
+	if (w != tag && ((LP_TAG_ADDR(w) != a && lp_named(w)) ||
+			 !__atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))) {
 		/* The word names another pending block (or just changed):
 		 * this one is written at once. Nothing names its entry. */
 		lp_write_now(t, e, n);
@@ -339,17 +343,20 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_pend_high(t);
 }
 
-static inline int lp_family(unsigned fn)
+/* LP_FAMILIES holds each allocator function's family in 2 bits at 2 * fn:
+ * 2 for new and delete, 3 for their array forms, 1 for the C functions. */
+#define LP_FAM(fn, f) ((uint64_t)(f) << (2 * (fn)))
+#define LP_FAMILIES                                                                          \
+	(LP_FAM(LP_FN_MALLOC, 1) | LP_FAM(LP_FN_CALLOC, 1) | LP_FAM(LP_FN_REALLOC, 1) |      \
+	 LP_FAM(LP_FN_REALLOCARRAY, 1) | LP_FAM(LP_FN_FREE, 1) | LP_FAM(LP_FN_MEMALIGN, 1) | \
+	 LP_FAM(LP_FN_POSIX_MEMALIGN, 1) | LP_FAM(LP_FN_ALIGNED_ALLOC, 1) |                  \
+	 LP_FAM(LP_FN_VALLOC, 1) | LP_FAM(LP_FN_PVALLOC, 1) | LP_FAM(LP_FN_NEW, 2) |         \
+	 LP_FAM(LP_FN_DELETE, 2) | LP_FAM(LP_FN_NEW_ARRAY, 3) | LP_FAM(LP_FN_DELETE_ARRAY, 3))
+
+/* lp_same_family says whether a block made by fn a may be freed by fn b. */
+static inline int lp_same_family(unsigned a, unsigned b)
 {
-	switch (fn) {
-	case LP_FN_NEW:
-	case LP_FN_DELETE:
-		return 2;
-	case LP_FN_NEW_ARRAY:
-	case LP_FN_DELETE_ARRAY:
-		return 3;
-	}
-	return 1;
+	return (((LP_FAMILIES >> 2 * (a & 31)) ^ (LP_FAMILIES >> 2 * (b & 31))) & 3) == 0;
 }
 
 /* lp_flush_aggs writes the aggregates as AGG records and empties them. */
@@ -403,8 +410,7 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 				a = &f->agg[(h + k) & (LP_AGG - 1)];
 				if (!a->used) {
 					*a = (struct lp_aggent){.astack = e->stack, .fstack = fstack, .afn = e->fn,
-								.ffn = (uint8_t)ffn, .used = 1, .first = e->ts,
-								.last = e->ts};
+								.ffn = (uint8_t)ffn, .used = 1, .first = e->ts};
 					break;
 				}
 				if (lp_agg_is(a, key, fns))
@@ -419,8 +425,6 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 	a->pairs++;
 	a->bytes += e->size;
 	a->temporary += (uint64_t)temporary;
-	if (e->ts > a->last)
-		a->last = e->ts;
 	if (e->ts < a->first)
 		a->first = e->ts;
 	/* Blocks are freed in any order: the oldest pair is the smallest
@@ -475,7 +479,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	struct lp_pending *e = &t->fold->pend[LP_TAG_POS(w)];
 	if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p)
 		return 0;
-	if (!(e->fn == LP_FN_MALLOC && fn == LP_FN_FREE) && lp_family(e->fn) != lp_family(fn)) {
+	if (!lp_same_family(e->fn, fn)) {
 		/* A mismatched free: both written. */
 		struct lp_pending copy;
 		if (lp_take_entry(e, (uint64_t)p, &copy)) {

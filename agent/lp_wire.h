@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 9u
+#define LP_WIRE_VERSION 10u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -187,7 +187,9 @@ struct lp_header {
 	uint64_t pad2[7];
 	uint32_t collector_state; /* offset 256: LP_COLLECTOR_* */
 	uint32_t pad3;
-	uint64_t pad4[7];
+	uint64_t now_ts;          /* the collector's clock (ts units), renewed about every
+	                             millisecond while it runs; 0: not yet (see lp_ts_pending) */
+	uint64_t pad4[6];
 	/* offset 320: the exit hold (LP_HF_HOLD_EXIT), see LP_HOLD_* */
 	uint32_t hold;            /* futex word */
 	uint32_t pad5;
@@ -349,7 +351,8 @@ struct lp_aggent {
 	uint8_t afn, ffn, used, pad0;
 	uint32_t pad1;
 	uint64_t pairs, bytes, temporary;
-	uint64_t first, last; /* ts of the first and last pair */
+	uint64_t first;       /* ts of the first pair */
+	uint64_t last;        /* 0 (was the ts of the last pair: nothing read it) */
 };
 
 /* A thread's fold area. Written by its thread only; read by the

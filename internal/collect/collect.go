@@ -158,7 +158,11 @@ type collector struct {
 	warns       []string
 	mainEnd     chan *event.ProcessInfo
 	mainOutcome *event.ProcessInfo
-	started     time.Time
+	// clocked: the regions whose clock tickClock renews (under mu), while
+	// clockStop is open.
+	clocked   map[*region.Region]struct{}
+	clockStop chan struct{}
+	started   time.Time
 	// attached: recording a process that was running already (Attach);
 	// detach is closed when it is to stop.
 	attached bool
@@ -363,6 +367,7 @@ func newCollector(opts Options) *collector {
 		opts:    opts,
 		src:     clock.NewSource(clock.UseTSC()),
 		current: map[int32]*image{},
+		clocked: map[*region.Region]struct{}{},
 		mainEnd: make(chan *event.ProcessInfo, 1),
 		started: time.Now(),
 	}
@@ -477,6 +482,8 @@ func (c *collector) register(h launch.Hello) (int, error) {
 		return -1, fmt.Errorf("pidfd_open %d: %w", h.PID, err)
 	}
 	ticks := c.src.Now()
+	c.clock(reg, true)
+	reg.SetNow(ticks)
 	im := &image{idx: idx, pid: h.PID, reg: reg, pidfd: pidfd, execd: make(chan struct{}),
 		snaps: make(chan snapRequest), gone: make(chan struct{})}
 	im.start = event.Event{Kind: event.ProcessStart, Proc: idx, Time: ticks, X: &event.Extra{Process: &info,
@@ -486,6 +493,47 @@ func (c *collector) register(h launch.Hello) (int, error) {
 	c.wg.Add(1)
 	go c.pipeline(im)
 	return reg.FD(), nil
+}
+
+// clock adds region r to those whose clock tickClock renews, or removes
+// it; the ticking runs while there are any. Under c.mu.
+func (c *collector) clock(r *region.Region, add bool) {
+	if add {
+		c.clocked[r] = struct{}{}
+		if c.clockStop == nil {
+			c.clockStop = make(chan struct{})
+			go c.tickClock(c.clockStop)
+		}
+		return
+	}
+	delete(c.clocked, r)
+	if len(c.clocked) == 0 && c.clockStop != nil {
+		close(c.clockStop)
+		c.clockStop = nil
+	}
+}
+
+// tickClock sets the clock of every region in c.clocked each millisecond
+// (region.SetNow) until stop closes: the time the agent gives the
+// allocations it keeps pending is at most about that old (the coarse
+// clock it used before ticks every 4 ms), whatever a pipeline is busy
+// with.
+func (c *collector) tickClock(stop <-chan struct{}) {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := c.src.Now()
+		c.mu.Lock()
+		for r := range c.clocked {
+			r.SetNow(now)
+		}
+		c.mu.Unlock()
+	}
 }
 
 func procArgs(pid int32) (argv []string, exe string) {
@@ -606,6 +654,7 @@ func (c *collector) pipeline(im *image) {
 			}
 			// Closed under c.mu: ringPipelines finds it mapped, or nil.
 			c.mu.Lock()
+			c.clock(im.reg, false)
 			im.reg.Detach()
 			im.reg.Close()
 			im.reg = nil

@@ -304,6 +304,11 @@ func (r *Region) Wait(timeout time.Duration) {
 	r.u32(wire.OffCollectorSleeping).Store(0)
 }
 
+// SetNow sets the clock the agent dates the allocations it keeps pending
+// by (ticks of the session's clock.Source): one load for the agent, where
+// the kernel's cheapest clock is a call.
+func (r *Region) SetNow(ticks uint64) { r.put64(wire.OffNowTS, ticks) }
+
 // Ring wakes the collector's Wait at once, as a producer's record does:
 // for news that is not in the rings (the process ended).
 func (r *Region) Ring() {

@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 9
+const Version = 10
 
 // Magic numbers.
 const (
@@ -155,6 +155,7 @@ const (
 	OffProgress          = 192
 	OffProducersWaiting  = 196
 	OffCollectorState    = 256
+	OffNowTS             = 264 // the collector's clock for pending allocations' times
 	OffHold              = 320 // futex word: Hold*
 	OffHoldSupp          = 328
 	OffOwnTable          = 336

@@ -59,7 +59,7 @@ H(agent_state,"OffAgentState"); H(next_stack_id,"OffNextStackID"); H(next_module
 H(clock_ts,"OffClockTS"); H(clock_mono,"OffClockMono"); H(clock_real,"OffClockReal"); H(lost_records,"OffLostRecords");
 H(fold_offset,"OffFoldOffset"); H(reserved0,"OffReserved0");
 H(doorbell,"OffDoorbell"); H(collector_sleeping,"OffCollectorSleeping"); H(progress,"OffProgress");
-H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState");
+H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState"); H(now_ts,"OffNowTS");
 H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize");
 P("OwnMax", LP_OWN_MAX); P("OffOwnCount", offsetof(struct lp_own_table, count));
 P("OffOwnOverflow", offsetof(struct lp_own_table, overflow)); P("OffOwnRanges", offsetof(struct lp_own_table, r));
@@ -127,7 +127,7 @@ return 0; }
 		"OffNextModuleID": OffNextModuleID, "OffClockTS": OffClockTS, "OffClockMono": OffClockMono,
 		"OffClockReal": OffClockReal, "OffLostRecords": OffLostRecords, "OffDoorbell": OffDoorbell,
 		"OffCollectorSleeping": OffCollectorSleeping, "OffProgress": OffProgress,
-		"OffProducersWaiting": OffProducersWaiting, "OffCollectorState": OffCollectorState,
+		"OffProducersWaiting": OffProducersWaiting, "OffCollectorState": OffCollectorState, "OffNowTS": OffNowTS,
 		"OffStaleSlots": OffStaleSlots, "OffStaleSample": OffStaleSample, "OffStaleBase": OffStaleBase,
 		"OffStaleCount": OffStaleCount, "OffStalePage": OffStalePage, "FlagStale": FlagStale, "StaleMaxSize": StaleMaxSize,
 		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
