@@ -372,17 +372,29 @@ static int lp_vfork_child(void)
 }
 
 /*
- * lp_wipe_below zeroes the stack below its caller, where the exit hold's
- * frames go next. The hooks' frames were there while the program ran: a
- * block's address left in a slot the hold's frames do not write would be
- * a root to the exit scan (a definite leak read as reachable; how the
- * frames are laid out decides which slots survive).
+ * lp_wipe_below zeroes LP_WIPE bytes of the calling thread's stack below
+ * its frame, unless that is near the stack's end. The hooks' frames were
+ * there while the program ran: a block's address left in a slot nothing
+ * writes again would be a root to the exit scan (a definite leak read as
+ * reachable; how the frames are laid out decides which slots survive). At
+ * the process's exit the hold's frames go there next; a thread that exits
+ * leaves its stack to glibc's cache, which the scan reads too.
  */
-static __attribute__((noinline)) void lp_wipe_below(void)
+#define LP_WIPE 16384u
+static __attribute__((noinline)) void lp_wipe_frame(void)
 {
-	unsigned char pad[4096];
+	/* The array is the frame: it starts just below the return address,
+	 * where the caller's next callee's frame goes. */
+	unsigned char pad[LP_WIPE];
 	memset(pad, 0, sizeof pad);
 	__asm__ volatile("" : : "r"(pad) : "memory");
+}
+
+static inline __attribute__((always_inline)) void lp_wipe_below(struct lp_thread *t)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (!t->stack_lo || sp - t->stack_lo > LP_WIPE + 8192) /* far from the guard page */
+		lp_wipe_frame();
 }
 
 /* lp_note_exit records the process's exit and holds it for the scan.
@@ -404,7 +416,7 @@ static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int
 static void lp_on_exit(int status, void *arg)
 {
 	(void)arg;
-	lp_wipe_below();
+	lp_wipe_below(&lp_tls);
 	lp_note_exit(status, LP_EXIT_EXIT, 1);
 }
 
@@ -424,6 +436,7 @@ void lp_note_thread_exit(void)
 	 * thread is gone. */
 	t->fold = NULL;
 	lp_tables_park(t);
+	lp_wipe_below(t);
 }
 
 /* ---- recording ---- */
@@ -433,8 +446,9 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 {
 	/* The map's word of p is likely not cached: fetch it (for writing)
 	 * while the stack is walked. */
+	uint64_t *m = lp_pmap_at((uint64_t)p);
 	if (LP_LIKELY(t->fold != NULL))
-		__builtin_prefetch(lp_pmap_at((uint64_t)p), 1);
+		__builtin_prefetch(m, 1);
 	uint32_t sid = lp_stack_id(t, fp);
 	if (LP_UNLIKELY(lp_hdr && __atomic_load_n(&lp_hdr->suspects_n, __ATOMIC_RELAXED) != 0))
 		lp_trace_ask(t, sid, p, n);
@@ -443,7 +457,7 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 		 * count where its aggregate is read, not in the scope. A slot
 		 * block too: the collector watches it from its allocation on. */
 		lp_enter(&t->in_fold);
-		lp_fold_alloc(t, fn, p, n, sid);
+		lp_fold_alloc(t, fn, p, n, sid, m);
 		lp_leave(&t->in_fold);
 		return;
 	}
@@ -852,7 +866,7 @@ LP_EXPORT int dlclose(void *h)
 
 LP_EXPORT void _exit(int status)
 {
-	lp_wipe_below();
+	lp_wipe_below(&lp_tls);
 	lp_note_exit(status, LP_EXIT__EXIT, 0);
 	if (!real__exit)
 		real__exit = lp_sym("_exit");
@@ -864,7 +878,7 @@ LP_EXPORT void _exit(int status)
 
 LP_EXPORT void _Exit(int status)
 {
-	lp_wipe_below();
+	lp_wipe_below(&lp_tls);
 	lp_note_exit(status, LP_EXIT__EXIT, 0);
 	if (!real__Exit)
 		real__Exit = lp_sym("_Exit");

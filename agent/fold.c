@@ -28,8 +28,14 @@
  */
 #include "agent.h"
 
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define LP_PMASK (LP_PEND - 1)
 /* Write aggregates at least this often: after so many folded pairs, or
@@ -53,6 +59,99 @@ static uint64_t lp_claimed[LP_TAG_SLOTS];
 #define LP_PEND_AGAIN_MIN 16384u
 
 /*
+ * The map's writer. Words change only in lp_fold_alloc, by a compare-and-
+ * swap: threads allocating addresses whose words coincide must not
+ * overwrite each other's. But the lock of the CAS costs ~2 ns of the ~22
+ * an allocation and free cost the agent, and most programs fold on one
+ * thread at a time: that thread, the owner, stores plainly. A thread that
+ * would write while another owns the map takes it over (lp_own_map), at
+ * most LP_OWNER_MOVES times a process; then every writer CASes (shared).
+ *
+ * The owner stores between two checks of lp_owner, with lp_owner_busy set
+ * around them; a thread taking over sets lp_owner to LP_OWNER_SHARED, has
+ * every running thread pass a memory barrier (membarrier's private
+ * expedited command), then waits while lp_owner_busy is set. Either the
+ * owner's store of busy was visible to that wait, or its second check
+ * came after the barrier and saw the map shared (a Dekker handshake whose
+ * owner side costs no fence). Without membarrier the map is never taken
+ * over: the thread that cannot take it does not fold (its blocks are
+ * recorded at once).
+ */
+#define LP_OWNER_NONE 0xffffffffu   /* nobody wrote the map yet */
+#define LP_OWNER_SHARED 0xfffffffeu /* every writer CASes */
+#define LP_OWNER_MOVES 8u
+static uint32_t lp_owner = LP_OWNER_NONE; /* a thread slot, or one of the above */
+static uint32_t lp_owner_busy;  /* the owner is between its checks */
+static int lp_owner_lock;       /* a take-over at a time */
+static uint32_t lp_owner_moves; /* take-overs so far */
+static pid_t lp_barrier_pid;    /* the process that registered for membarrier */
+
+/* lp_all_barrier has every running thread of the process execute a memory
+ * barrier; -1 if the kernel cannot, or if a seccomp filter might not let
+ * it (a filter may kill the process for a system call it does not know). */
+static int lp_all_barrier(void)
+{
+	if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 0)
+		return -1;
+	pid_t me = (pid_t)syscall(SYS_getpid);
+	if (lp_barrier_pid != me) {
+		if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0)
+			return -1;
+		lp_barrier_pid = me; /* a fork child registers again */
+	}
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0 ? 0 : -1;
+}
+
+/* lp_own_map makes the map writable by thread slot me: 0, or -1 when it
+ * cannot be (the caller does not fold). */
+static __attribute__((noinline)) int lp_own_map(uint32_t me)
+{
+	int rc = 0, saved = errno;
+	while (__atomic_exchange_n(&lp_owner_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
+	if (o == LP_OWNER_NONE) {
+		/* Nobody stores plainly: no handshake. */
+		__atomic_store_n(&lp_owner, me, __ATOMIC_SEQ_CST);
+	} else if (o != me && o != LP_OWNER_SHARED) {
+		uint32_t next = lp_owner_moves < LP_OWNER_MOVES ? me : LP_OWNER_SHARED;
+		__atomic_store_n(&lp_owner, LP_OWNER_SHARED, __ATOMIC_SEQ_CST);
+		if (lp_all_barrier() != 0) {
+			/* The owner may be storing plainly still: nobody but it
+			 * writes, as before. */
+			__atomic_store_n(&lp_owner, o, __ATOMIC_SEQ_CST);
+			rc = -1;
+		} else {
+			while (__atomic_load_n(&lp_owner_busy, __ATOMIC_ACQUIRE))
+				sched_yield();
+			lp_owner_moves++;
+			__atomic_store_n(&lp_owner, next, __ATOMIC_SEQ_CST);
+		}
+	}
+	__atomic_store_n(&lp_owner_lock, 0, __ATOMIC_RELEASE);
+	errno = saved;
+	return rc;
+}
+
+/* lp_map_set makes map word m, read as w, name tag: 0 if it changed
+ * meanwhile (another thread's block). */
+static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint64_t tag)
+{
+	uint32_t me = t->slot_index;
+	if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
+		__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
+			__atomic_store_n(m, tag, __ATOMIC_RELAXED);
+			__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+			return 1;
+		}
+		__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+	}
+	return __atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/*
  * lp_pmap_setup gives the process an empty pending map. It is the agent's
  * own memory, not the shared region's: the collector never reads it, and
  * private memory can have huge pages (shared memory here cannot), where
@@ -62,6 +161,12 @@ static uint64_t lp_claimed[LP_TAG_SLOTS];
 int lp_pmap_setup(void)
 {
 	size_t bytes = (size_t)LP_PMAP_WORDS * 8u, huge = 2u << 20;
+	/* A fork child has one thread: no owner of the map (nor its lock) but
+	 * the parent's. */
+	lp_owner = LP_OWNER_NONE;
+	lp_owner_busy = 0;
+	lp_owner_lock = 0;
+	lp_owner_moves = 0;
 	if (lp_pmap) {
 		/* A new region (a fork child, an attach again): empty it. */
 		madvise(lp_pmap, bytes, MADV_DONTNEED);
@@ -303,7 +408,9 @@ static inline __attribute__((always_inline)) void lp_write_now(struct lp_thread 
 	lp_pend_again(t, n);
 }
 
-void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid)
+/* lp_fold_alloc keeps the thread's new block p (n bytes, stack sid, made
+ * by fn) pending; m is lp_pmap_at(p). */
+void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid, uint64_t *m)
 {
 	struct lp_fold *f = t->fold;
 	if (f->count == LP_PEND)
@@ -322,15 +429,20 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_write_now(t, e, n);
 		return;
 	}
+	uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
+	if (LP_UNLIKELY(o != t->slot_index && o != LP_OWNER_SHARED) && lp_own_map(t->slot_index) != 0) {
+		e->addr = a;
+		lp_write_now(t, e, n);
+		return;
+	}
 	__atomic_store_n(&e->addr, a, __ATOMIC_RELEASE);
-	uint64_t *m = lp_pmap_at(a), tag = LP_TAG(a, t->slot_index, pos);
+	uint64_t tag = LP_TAG(a, t->slot_index, pos);
 	uint64_t w = __atomic_load_n(m, __ATOMIC_ACQUIRE);
 	/* A word naming this address names a block freed since (malloc just
 	 * handed the address out again): no entry holds it pending unless its
 	 * free went unseen, which the entry's eviction writes as a leak either
 	 * way. Not read: the entry is another load that waits for w. */
-	if (w != tag && ((LP_TAG_ADDR(w) != a && lp_named(w)) ||
-			 !__atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))) {
+	if (w != tag && ((LP_TAG_ADDR(w) != a && lp_named(w)) || !lp_map_set(t, m, w, tag))) {
 		/* The word names another pending block (or just changed):
 		 * this one is written at once. Nothing names its entry. */
 		lp_write_now(t, e, n);
@@ -476,7 +588,8 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 		return 0;
 	}
 	/* Our own entry: only we write it but for takers of its address. */
-	struct lp_pending *e = &t->fold->pend[LP_TAG_POS(w)];
+	uint32_t pos = LP_TAG_POS(w);
+	struct lp_pending *e = &t->fold->pend[pos];
 	if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p)
 		return 0;
 	if (!lp_same_family(e->fn, fn)) {
@@ -502,7 +615,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 		t->last_alloc = 0;
 	/* The newest entry (the usual temporary) gives its place back. */
 	struct lp_fold *f = t->fold;
-	if (f->count > 0 && f->pend[(f->head + f->count - 1) & LP_PMASK].addr == 0)
+	if (pos == ((f->head + f->count - 1) & LP_PMASK))
 		f->count--;
 	return 1;
 }

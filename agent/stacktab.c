@@ -281,12 +281,58 @@ static uint32_t lp_define(struct lp_thread *t, uint64_t *buf, int n)
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf);
 static uint32_t lp_lookup(struct lp_thread *t, struct lp_stacktab *s, uint64_t *buf, int n);
+static inline int lp_trail_holds(const struct lp_trail *tr);
+
+/* lp_recent_ways returns the set of recent stacks of hook frame fp: a set
+ * per call site hash, so that the call sites of one function (its malloc
+ * and its free) and one call site reached along several paths do not keep
+ * evicting each other. */
+static inline struct lp_recent *lp_recent_ways(struct lp_stacktab *s, void *fp, uint32_t *set)
+{
+	uintptr_t ra = ((const uintptr_t *)fp)[1];
+	*set = (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
+	return &s->recent[*set * LP_RECENT_WAYS];
+}
+
+/* lp_recent_hit returns the id of a recent stack from the same hook frame
+ * with the same stack above it (the same stack, without unwinding or
+ * hashing), or 0. */
+static inline uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
+{
+	uint32_t set;
+	struct lp_recent *ways = lp_recent_ways(s, fp, &set);
+	for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
+		struct lp_recent *e = &ways[w];
+		if (e->fp == (uintptr_t)fp && e->gen == s->gen && e->modgen == modgen && e->trail.n > 0 &&
+		    lp_trail_holds(&e->trail))
+			return e->id;
+	}
+	return 0;
+}
+
+static uint32_t lp_stack_id_slow(struct lp_thread *t, void *fp);
 
 /*
  * lp_stack_id returns the id of the calling thread's stack above the frame
  * fp (the hook's own frame), defining it on first use; 0 if there is none.
+ * Most calls find a recent stack: that path is small enough to inline
+ * into the hooks (LTO), without the unwind's buffer and saved registers.
  */
 uint32_t lp_stack_id(struct lp_thread *t, void *fp)
+{
+	struct lp_stacktab *s = t->stacks;
+	if (LP_LIKELY(s != NULL && !t->in_stack)) {
+		lp_enter(&t->in_stack);
+		uint32_t id = lp_recent_hit(s, fp, lp_modules_gen());
+		lp_leave(&t->in_stack);
+		if (LP_LIKELY(id != 0))
+			return id;
+	}
+	return lp_stack_id_slow(t, fp);
+}
+
+/* lp_stack_id_slow is lp_stack_id when no recent stack holds. */
+static __attribute__((noinline)) uint32_t lp_stack_id_slow(struct lp_thread *t, void *fp)
 {
 	uint64_t buf[1 + LP_MAX_DEPTH];
 	uintptr_t *frames = (uintptr_t *)&buf[1];
@@ -330,6 +376,15 @@ static inline int lp_trail_holds(const struct lp_trail *tr)
 	}
 	p0 |= p1;
 	uintptr_t diff = p0[0] | p0[1];
+	/* Single slots: usually one or two (the frames of a library built
+	 * without frame pointers under the thread's start), straight. */
+	int left = tr->n - i;
+	if (LP_LIKELY(left <= 2)) {
+		if (left > 0)
+			diff |= (*(const uintptr_t *)tr->addr[i] ^ tr->val[i]) |
+				(*(const uintptr_t *)tr->addr[i + left - 1] ^ tr->val[i + left - 1]);
+		return diff == 0;
+	}
 	for (; i < tr->n; i++)
 		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
 	return diff == 0;
@@ -363,20 +418,10 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 	struct lp_recent *rc = NULL;
 	uint64_t modgen = lp_modules_gen();
 	if (LP_LIKELY(s != NULL)) {
-		/* The same hook frame as a recent call, with the same stack above
-		 * it: the same stack, without unwinding or hashing. A set of
-		 * entries per call site hash, so that the call sites of one
-		 * function (its malloc and its free) and one call site reached
-		 * along several paths do not keep evicting each other. */
-		uintptr_t ra = ((const uintptr_t *)fp)[1];
-		uint32_t set = (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
-		struct lp_recent *ways = &s->recent[set * LP_RECENT_WAYS];
-		for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
-			struct lp_recent *e = &ways[w];
-			if (e->fp == (uintptr_t)fp && e->gen == s->gen && e->modgen == modgen &&
-			    e->trail.n > 0 && lp_trail_holds(&e->trail))
-				return e->id;
-		}
+		/* No recent stack holds (lp_stack_id looked): this unwind's
+		 * trail replaces one of the set. */
+		uint32_t set;
+		struct lp_recent *ways = lp_recent_ways(s, fp, &set);
 		rc = &ways[s->recent_next[set]];
 		s->recent_next[set] = (uint8_t)((s->recent_next[set] + 1) % LP_RECENT_WAYS);
 		rc->fp = 0;
