@@ -315,8 +315,8 @@ static uint32_t lp_stack_id_slow(struct lp_thread *t, void *fp);
 /*
  * lp_stack_id returns the id of the calling thread's stack above the frame
  * fp (the hook's own frame), defining it on first use; 0 if there is none.
- * Most calls find a recent stack: that path is small enough to inline
- * into the hooks (LTO), without the unwind's buffer and saved registers.
+ * Most calls find a recent stack: that path is kept small, without the
+ * unwind's 1 KiB buffer and the registers its calls need saved.
  */
 uint32_t lp_stack_id(struct lp_thread *t, void *fp)
 {
