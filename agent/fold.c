@@ -68,44 +68,65 @@ static uint64_t lp_claimed[LP_TAG_SLOTS];
  * most LP_OWNER_MOVES times a process; then every writer CASes (shared).
  *
  * The owner stores between two checks of lp_owner, with lp_owner_busy set
- * around them; a thread taking over sets lp_owner to LP_OWNER_SHARED, has
+ * around them; a thread taking over sets lp_owner to LP_OWNER_MOVING, has
  * every running thread pass a memory barrier (membarrier's private
  * expedited command), then waits while lp_owner_busy is set. Either the
  * owner's store of busy was visible to that wait, or its second check
- * came after the barrier and saw the map shared (a Dekker handshake whose
- * owner side costs no fence). Without membarrier the map is never taken
- * over: the thread that cannot take it does not fold (its blocks are
- * recorded at once).
+ * came after the barrier and saw the map moving (a Dekker handshake whose
+ * owner side costs no fence). Nobody CASes while the map has an owner or
+ * moves (a CAS and the owner's plain store of the same word would race):
+ * a writer that finds it so takes it over itself, waiting for the move in
+ * progress. Without membarrier the map is never taken over: the thread
+ * that cannot take it does not fold (its blocks are recorded at once).
  */
 #define LP_OWNER_NONE 0xffffffffu   /* nobody wrote the map yet */
 #define LP_OWNER_SHARED 0xfffffffeu /* every writer CASes */
+#define LP_OWNER_MOVING 0xfffffffdu /* a take-over is in progress */
 #define LP_OWNER_MOVES 8u
 static uint32_t lp_owner = LP_OWNER_NONE; /* a thread slot, or one of the above */
 static uint32_t lp_owner_busy;  /* the owner is between its checks */
 static int lp_owner_lock;       /* a take-over at a time */
 static uint32_t lp_owner_moves; /* take-overs so far */
 static pid_t lp_barrier_pid;    /* the process that registered for membarrier */
+static int lp_barrier_no;       /* it cannot: for good (a seccomp filter stays) */
 
-/* lp_all_barrier has every running thread of the process execute a memory
- * barrier; -1 if the kernel cannot, or if a seccomp filter might not let
- * it (a filter may kill the process for a system call it does not know). */
-static int lp_all_barrier(void)
+/* lp_barrier_ready readies lp_all_barrier: -1 if the kernel cannot do it,
+ * or if a seccomp filter might not let it (a filter may kill the process
+ * for a system call it does not know). */
+static int lp_barrier_ready(void)
 {
-	if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 0)
+	if (lp_barrier_no || prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 0) {
+		lp_barrier_no = 1;
 		return -1;
+	}
 	pid_t me = (pid_t)syscall(SYS_getpid);
 	if (lp_barrier_pid != me) {
-		if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0)
+		if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0) {
+			lp_barrier_no = 1;
 			return -1;
+		}
 		lp_barrier_pid = me; /* a fork child registers again */
 	}
-	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0 ? 0 : -1;
+	return 0;
+}
+
+/* lp_all_barrier has every running thread of the process execute a memory
+ * barrier. Should the kernel fail it once registered, the caller waits a
+ * while instead (a store waits in a store buffer for nanoseconds). */
+static void lp_all_barrier(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)
+		for (int i = 0; i < 1000; i++)
+			sched_yield();
 }
 
 /* lp_own_map makes the map writable by thread slot me: 0, or -1 when it
  * cannot be (the caller does not fold). */
 static __attribute__((noinline)) int lp_own_map(uint32_t me)
 {
+	if (__atomic_load_n(&lp_barrier_no, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != LP_OWNER_NONE)
+		return -1; /* taken: it stays its owner's */
 	int rc = 0, saved = errno;
 	while (__atomic_exchange_n(&lp_owner_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
@@ -114,14 +135,12 @@ static __attribute__((noinline)) int lp_own_map(uint32_t me)
 		/* Nobody stores plainly: no handshake. */
 		__atomic_store_n(&lp_owner, me, __ATOMIC_SEQ_CST);
 	} else if (o != me && o != LP_OWNER_SHARED) {
-		uint32_t next = lp_owner_moves < LP_OWNER_MOVES ? me : LP_OWNER_SHARED;
-		__atomic_store_n(&lp_owner, LP_OWNER_SHARED, __ATOMIC_SEQ_CST);
-		if (lp_all_barrier() != 0) {
-			/* The owner may be storing plainly still: nobody but it
-			 * writes, as before. */
-			__atomic_store_n(&lp_owner, o, __ATOMIC_SEQ_CST);
-			rc = -1;
+		if (lp_barrier_ready() != 0) {
+			rc = -1; /* the owner keeps it */
 		} else {
+			uint32_t next = lp_owner_moves < LP_OWNER_MOVES ? me : LP_OWNER_SHARED;
+			__atomic_store_n(&lp_owner, LP_OWNER_MOVING, __ATOMIC_SEQ_CST);
+			lp_all_barrier();
 			while (__atomic_load_n(&lp_owner_busy, __ATOMIC_ACQUIRE))
 				sched_yield();
 			lp_owner_moves++;
@@ -134,21 +153,29 @@ static __attribute__((noinline)) int lp_own_map(uint32_t me)
 }
 
 /* lp_map_set makes map word m, read as w, name tag: 0 if it changed
- * meanwhile (another thread's block). */
+ * meanwhile (another thread's block) or if the thread may not write the
+ * map (see lp_own_map). */
 static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint64_t tag)
 {
 	uint32_t me = t->slot_index;
-	if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
-		__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
-			__atomic_store_n(m, tag, __ATOMIC_RELAXED);
+	for (;;) {
+		uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
+		if (LP_LIKELY(o == me)) {
+			__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
+				__atomic_store_n(m, tag, __ATOMIC_RELAXED);
+				__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+				return 1;
+			}
 			__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
-			return 1;
+			continue; /* taken over meanwhile */
 		}
-		__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+		if (o == LP_OWNER_SHARED)
+			return __atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		if (lp_own_map(me) != 0)
+			return 0;
 	}
-	return __atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
 /*
@@ -425,12 +452,6 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	e->fn = (uint8_t)fn;
 	if (LP_UNLIKELY(a >> 48 || (a & 15))) {
 		/* Not nameable by a map word: written at once. */
-		e->addr = a;
-		lp_write_now(t, e, n);
-		return;
-	}
-	uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
-	if (LP_UNLIKELY(o != t->slot_index && o != LP_OWNER_SHARED) && lp_own_map(t->slot_index) != 0) {
 		e->addr = a;
 		lp_write_now(t, e, n);
 		return;
