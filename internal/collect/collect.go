@@ -527,8 +527,8 @@ func (c *collector) tickClock(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		now := c.src.Now()
 		c.mu.Lock()
+		now := c.src.Now() // after the lock: register may hold it a while
 		for r := range c.clocked {
 			r.SetNow(now)
 		}
