@@ -21,8 +21,9 @@ import (
 )
 
 // defaultTimeRes is how finely a trace keeps times unless told: 4 ms, a
-// usual kernel tick (the coarse clock's, which dates what the agent keeps
-// pending), finer than heaptrack's 10 ms.
+// usual kernel tick (the coarse clock's: no finer than that, the agent
+// dates what it keeps pending by the collector's millisecond clock), finer
+// than heaptrack's 10 ms.
 const defaultTimeRes = 4 * time.Millisecond
 
 // traceCompression is the zstd level of traces written by run and attach:
@@ -66,7 +67,7 @@ func addRecordFlags(fs *flag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.reportOut, "report", "", "write the text report to `FILE` instead of stderr")
 	fs.BoolVar(&o.freeStacks, "free-stacks", true, "record the call stack of frees too (improper uses show it; a free that folds records none unless run --root-cause)")
 	fs.BoolVar(&o.fold, "fold", true, "count short-lived blocks a thread frees soon (its latest 256 allocations) per site instead of one by one: much faster; the peak counts them too (with threads it may be a little low)")
-	fs.DurationVar(&o.timeRes, "time-resolution", defaultTimeRes, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that; allocations the agent keeps pending are dated by the system's coarse clock when its tick is no finer): exact times are most of a trace's size; 0 keeps them exact (the default with run --per-call)")
+	fs.DurationVar(&o.timeRes, "time-resolution", defaultTimeRes, "keep the trace's times to `DURATION` (a power of two of clock ticks at most that; allocations the agent keeps pending are dated to about a millisecond when DURATION is no finer than the system's coarse clock tick): exact times are most of a trace's size; 0 keeps them exact (the default with run --per-call)")
 	fs.IntVar(&o.maxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
 	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")

@@ -33,7 +33,9 @@ type Options struct {
 	FoldFreeStacks bool
 	HoldExit       bool // have the agent hold the process at exit for a scan
 	// ExactTimes: the agent dates allocations it keeps pending exactly,
-	// not by the coarse clock (up to a tick early, and ~8x cheaper here).
+	// not by the collector's clock in the region (SetNow: about a
+	// millisecond early at most, one load where the exact clock is a
+	// 25 ns call here).
 	ExactTimes bool
 	// StaleSlots, when > 0, has the agent serve sampled small blocks from
 	// a pool of that many pages (stale objects); StaleSample is its K: a

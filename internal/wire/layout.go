@@ -109,7 +109,8 @@ const (
 	// FlagFoldFreeStacks: folded pairs keep their free's stack too.
 	FlagFoldFreeStacks = 32
 	// FlagExactTimes: pending allocations keep exact own times (else the
-	// coarse clock's: up to a tick early).
+	// collector's clock in the region, OffNowTS: up to about a millisecond
+	// early).
 	FlagExactTimes = 64
 )
 
