@@ -221,11 +221,8 @@ int lp_attach_begin(const char *sock)
 void lp_attach_end(void)
 {
 	struct lp_thread *t = lp_rec_thread();
-	if (t && !t->in_fold) {
-		lp_enter(&t->in_fold);
+	if (t)
 		lp_fold_flush(t);
-		lp_leave(&t->in_fold);
-	}
 	lp_ring_stop();
 }
 
@@ -285,11 +282,7 @@ static void lp_atfork_prepare(void)
 	struct lp_thread *t = lp_rec_thread();
 	if (t) {
 		/* The child starts from what the collector knows at the fork. */
-		if (!t->in_fold) {
-			lp_enter(&t->in_fold);
-			lp_fold_flush(t);
-			lp_leave(&t->in_fold);
-		}
+		lp_fold_flush(t);
 		uint64_t id = __atomic_add_fetch(&lp_fork_seq, 1, __ATOMIC_RELAXED);
 		uint64_t w[3] = {LP_HDR(LP_REC_FORK, 0, 3, 0), 0, id};
 		lp_put(t, w, 3);
@@ -343,11 +336,7 @@ static void lp_note_own_name(struct lp_thread *t)
  * for the collector's scan. */
 static void lp_hold(struct lp_thread *t)
 {
-	if (!t->in_fold) {
-		lp_enter(&t->in_fold);
-		lp_fold_flush(t);
-		lp_leave(&t->in_fold);
-	}
+	lp_fold_flush(t);
 	/* Like LeakSanitizer and heaptrack: suppressions compiled into the
 	 * program. */
 	const char *supp = NULL;

@@ -649,12 +649,17 @@ void lp_fold_take(struct lp_thread *t, void *p)
 		lp_claim(t, e, (uint64_t)p, slot);
 }
 
+/* lp_fold_flush writes out what the thread keeps pending and its
+ * aggregates, unless it is in fold.c already (a signal handler
+ * interrupted it there). */
 void lp_fold_flush(struct lp_thread *t)
 {
 	struct lp_fold *f = t->fold;
-	if (!f || (f->count == 0 && t->folded == 0))
+	if (!f || t->in_fold || (f->count == 0 && t->folded == 0))
 		return; /* nothing pending, no aggregate in use */
+	lp_enter(&t->in_fold);
 	while (f->count > 0)
 		lp_evict(t);
 	lp_flush_aggs(t);
+	lp_leave(&t->in_fold);
 }

@@ -29,11 +29,8 @@ LP_EXPORT void __leakpath_scope_begin(const char *name)
 	t = lp_rec_thread();
 	if (!t)
 		return;
-	if (depth == 1 && t->fold && !t->in_fold) {
-		lp_enter(&t->in_fold);
+	if (depth == 1)
 		lp_fold_flush(t);
-		lp_leave(&t->in_fold);
-	}
 	size_t n = name ? strnlen(name, LP_SCOPE_NAME_MAX) : 0;
 	unsigned nw = (unsigned)(n + 8) / 8; /* at least one NUL */
 	uint64_t w[2 + (LP_SCOPE_NAME_MAX + 8) / 8];
