@@ -173,6 +173,7 @@ LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
 #define LP_TAG_POS(w) ((uint32_t)((w) >> 56))
 
 LP_HIDDEN int lp_pmap_setup(void);
+LP_HIDDEN void lp_barrier_early(void);
 extern uint64_t *lp_pmap;
 
 /* lp_pmap_at is address a's word in the pending map. Within each 16 MiB
@@ -266,11 +267,17 @@ void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt
 /* attach.c */
 LP_HIDDEN void lp_attach_patch(void);
 
+/* lp_rdtsc reads the TSC once every earlier load has completed: rdtsc
+ * alone may run ahead of them, and a free's record dated before the load
+ * that gave its thread the block (another thread's, just allocated) read
+ * as older than the allocation's (measured: two threads taking turns read
+ * the TSC backwards by up to ~600 ticks, ~1 in 100 turns; with lfence
+ * never). The collector orders a free after its allocation by time. */
 static inline uint64_t lp_rdtsc(void)
 {
 #if defined(__x86_64__)
 	uint32_t lo, hi;
-	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
 	return (uint64_t)hi << 32 | lo;
 #else
 	return lp_now();
