@@ -171,8 +171,10 @@ static void lp_init(void)
 		on_exit(lp_on_exit, NULL);
 		if (!lp_attach_mode) {
 			lp_find_socket();
-			if (lp_sock[0] && lp_region_open(lp_sock, 0, 0) == 0)
+			if (lp_sock[0] && lp_region_open(lp_sock, 0, 0) == 0) {
+				lp_barrier_early();
 				lp_start_recording();
+			}
 		}
 	}
 	lp_leave(&t->busy);
@@ -238,8 +240,10 @@ static void lp_child_reinit(void)
 	uint64_t fid = t->fork_id;
 	lp_enter(&t->busy);
 	lp_region_drop();
-	if (lp_region_open(lp_sock, parent, fid) == 0)
+	if (lp_region_open(lp_sock, parent, fid) == 0) {
+		lp_barrier_early();
 		lp_start_recording();
+	}
 	lp_leave(&t->busy);
 }
 

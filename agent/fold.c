@@ -110,6 +110,19 @@ static int lp_barrier_ready(void)
 	return 0;
 }
 
+/* lp_barrier_early registers for membarrier while the process has one
+ * thread (at the agent's start, in a fork child): once it has more, the
+ * kernel's registration waits for an RCU grace period, ~8 ms here, which
+ * the first thread to take the map over spent stopped in the allocator. */
+void lp_barrier_early(void)
+{
+	if (!lp_fold_on)
+		return;
+	int saved = errno;
+	lp_barrier_ready();
+	errno = saved;
+}
+
 /* lp_all_barrier has every running thread of the process execute a memory
  * barrier. Should the kernel fail it once registered, the caller waits a
  * while instead (a store waits in a store buffer for nanoseconds). */
