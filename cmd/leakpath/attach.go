@@ -116,7 +116,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 	}
 	argv := procCommand(pid)
 	tw, err := outs.startTrace(tracefile.Meta{Command: argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname()},
-		tracefile.Options{TimeShift: clock.ShiftFor(r.timeRes, clock.UseTSC()), Compression: traceCompression})
+		tracefile.Options{Compression: traceCompression}, clock.ShiftAfter(r.timeRes, clock.UseTSC()))
 	if err != nil {
 		return err
 	}

@@ -193,17 +193,18 @@ func writableDir(dir string) error {
 	return nil
 }
 
-// startTrace creates the trace now if its name is known, else returns a
-// writer that creates it when the program's first events arrive. nil: no
-// trace.
-func (out *outputs) startTrace(meta tracefile.Meta, opts tracefile.Options) (*traceOut, error) {
+// startTrace creates the trace file now if its name is known, else
+// returns a writer that creates it when the program's first events
+// arrive; its header is written then, with the time shift shift gives
+// (measured meanwhile). nil: no trace.
+func (out *outputs) startTrace(meta tracefile.Meta, opts tracefile.Options, shift func() uint) (*traceOut, error) {
 	if out.trace.s == "" {
 		return nil, nil
 	}
 	meta.Rank = out.rank
-	out.tr = &traceOut{out: out, meta: meta, opts: opts}
+	out.tr = &traceOut{out: out, meta: meta, opts: opts, shift: shift}
 	if !out.trace.needsPID(out.rank) {
-		if err := out.tr.open(0); err != nil {
+		if err := out.tr.create(0); err != nil {
 			return nil, err
 		}
 	}
@@ -242,27 +243,46 @@ func (out *outputs) close() {
 // ProcessStart: the program's own unless it records nothing (a static
 // binary) and a descendant does.
 type traceOut struct {
-	out  *outputs
-	meta tracefile.Meta
-	opts tracefile.Options
-	path string
-	w    *tracefile.Writer
+	out   *outputs
+	meta  tracefile.Meta
+	opts  tracefile.Options
+	shift func() uint
+	path  string
+	f     *os.File // created, its header not yet written
+	w     *tracefile.Writer
 }
 
-func (t *traceOut) open(pid int) error {
+// create creates the file, named with pid.
+func (t *traceOut) create(pid int) error {
 	t.path = t.out.trace.expand(pid, t.out.rank)
-	w, err := tracefile.CreateOptions(t.path, t.meta, t.opts)
+	f, err := os.Create(t.path)
 	if err != nil {
-		return err
+		return fmt.Errorf("tracefile: %w", err)
 	}
-	t.w = w
+	t.f = f
 	if pid != 0 {
 		t.out.pid = pid
 	}
 	return nil
 }
 
-// Write creates the file if it is not yet, then writes evs.
+// open creates the file unless it is, and starts the trace in it.
+func (t *traceOut) open(pid int) error {
+	if t.f == nil {
+		if err := t.create(pid); err != nil {
+			return err
+		}
+	}
+	t.opts.TimeShift = t.shift()
+	w, err := tracefile.NewFileWriter(t.f, t.meta, t.opts)
+	if err != nil {
+		return err
+	}
+	t.w, t.f = w, nil
+	return nil
+}
+
+// Write starts the trace if it is not yet, then writes evs.
 func (t *traceOut) Write(evs []event.Event) error {
 	if t.w == nil {
 		pid := os.Getpid() // there is always a ProcessStart first; in case not
@@ -288,7 +308,7 @@ func (t *traceOut) Flush() error {
 }
 
 // finish closes the trace. ok: the run went well enough to report, and a
-// trace not created yet is created now (with pid), holding no events;
+// trace not started yet is started now (with pid), holding no events;
 // otherwise a trace created is removed.
 func (t *traceOut) finish(ok bool, pid int) error {
 	if t.w == nil && ok {
@@ -297,6 +317,10 @@ func (t *traceOut) finish(ok bool, pid int) error {
 		}
 	}
 	if t.w == nil {
+		if t.f != nil {
+			t.f.Close()
+			os.Remove(t.path)
+		}
 		return nil
 	}
 	err := t.w.Close()

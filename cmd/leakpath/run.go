@@ -217,7 +217,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	tw, err := outs.startTrace(tracefile.Meta{
 		Command: o.argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname(),
-	}, tracefile.Options{TimeShift: clock.ShiftFor(o.timeRes, clock.UseTSC()), Compression: traceCompression})
+	}, tracefile.Options{Compression: traceCompression}, clock.ShiftAfter(o.timeRes, clock.UseTSC()))
 	if err != nil {
 		return nil, nil, err
 	}

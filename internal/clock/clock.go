@@ -122,22 +122,34 @@ func ExactPending(res time.Duration) bool {
 // UseTSC selects last at most res: the tracefile.Options.TimeShift that
 // keeps times to res. res <= 0 is 0 (exact). The TSC's rate is measured
 // over ~2 ms: a power of two needs no more.
-func ShiftFor(res time.Duration, tsc bool) uint {
+func ShiftFor(res time.Duration, tsc bool) uint { return ShiftAfter(res, tsc)() }
+
+// ShiftAfter is ShiftFor measured while the caller goes on: the TSC's
+// rate is measured from now, and the function returned gives the shift,
+// waiting for what is left of the 2 ms first (a run's trace is made after
+// its program started: the wait was most of leakpath's start).
+func ShiftAfter(res time.Duration, tsc bool) func() uint {
 	if res <= 0 {
-		return 0
+		return func() uint { return 0 }
 	}
-	perNS := 1.0
+	var s *Source
+	start := time.Now()
 	if tsc && haveTSC {
-		s := NewSource(true)
-		time.Sleep(2 * time.Millisecond)
-		if r := s.TicksPerSecond(); r > 0 {
-			perNS = r / 1e9
+		s = NewSource(true)
+	}
+	return sync.OnceValue(func() uint {
+		perNS := 1.0
+		if s != nil {
+			time.Sleep(2*time.Millisecond - time.Since(start))
+			if r := s.TicksPerSecond(); r > 0 {
+				perNS = r / 1e9
+			}
 		}
-	}
-	ticks := float64(res.Nanoseconds()) * perNS
-	var s uint
-	for s < 32 && float64(uint64(1)<<(s+1)) <= ticks {
-		s++
-	}
-	return s
+		ticks := float64(res.Nanoseconds()) * perNS
+		var shift uint
+		for shift < 32 && float64(uint64(1)<<(shift+1)) <= ticks {
+			shift++
+		}
+		return shift
+	})
 }

@@ -103,9 +103,19 @@ func CreateOptions(path string, meta Meta, opts Options) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracefile: %w", err)
 	}
-	w, err := newWriter(f, path, meta, opts)
+	w, err := NewFileWriter(f, meta, opts)
 	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewFileWriter writes a trace to f, a file created for it, starting with
+// the header. Close closes f.
+func NewFileWriter(f *os.File, meta Meta, opts Options) (*Writer, error) {
+	w, err := newWriter(f, f.Name(), meta, opts)
+	if err != nil {
 		return nil, err
 	}
 	w.f = f
