@@ -513,13 +513,16 @@ func (c *collector) clock(r *region.Region, add bool) {
 	}
 }
 
-// tickClock sets the clock of every region in c.clocked each millisecond
-// (region.SetNow) until stop closes: the time the agent gives the
-// allocations it keeps pending is at most about that old (the coarse
-// clock it used before ticks every 4 ms), whatever a pipeline is busy
-// with.
+// tickClock sets the clock of every region in c.clocked every
+// clockFallback (region.SetNow) until stop closes. Each pipeline sets its
+// region's clock every time it looks at the rings (at least each
+// millisecond): this is for one busy elsewhere (a snapshot, a sink that
+// makes it wait), so that the time the agent gives the allocations it
+// keeps pending stays that close. (A millisecond ticker of its own woke
+// the collector's threads twice as often as the pipelines do, and they
+// preempted the program now and then on a machine with few cores.)
 func (c *collector) tickClock(stop <-chan struct{}) {
-	t := time.NewTicker(time.Millisecond)
+	t := time.NewTicker(clockFallback)
 	defer t.Stop()
 	for {
 		select {
@@ -544,6 +547,9 @@ func procArgs(pid int32) (argv []string, exe string) {
 	exe, _ = os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/exe")
 	return argv, exe
 }
+
+// clockFallback is how often tickClock sets the regions' clocks.
+const clockFallback = 10 * time.Millisecond
 
 // lateness is how long a record may take from its timestamp to being
 // visible in its ring; events younger than that wait before merging.
@@ -571,6 +577,7 @@ func (c *collector) pipeline(im *image) {
 	var ended *event.ProcessInfo
 	for {
 		now := c.src.Now()
+		im.reg.SetNow(now) // for the allocations the agent keeps pending
 		var n int
 		var err error
 		if m.n == 0 && im.reg.SlotsUsed() <= 1 {
