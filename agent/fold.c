@@ -489,20 +489,23 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_pend_high(t);
 }
 
-/* LP_FAMILIES holds each allocator function's family in 2 bits at 2 * fn:
- * 2 for new and delete, 3 for their array forms, 1 for the C functions. */
-#define LP_FAM(fn, f) ((uint64_t)(f) << (2 * (fn)))
-#define LP_FAMILIES                                                                          \
-	(LP_FAM(LP_FN_MALLOC, 1) | LP_FAM(LP_FN_CALLOC, 1) | LP_FAM(LP_FN_REALLOC, 1) |      \
-	 LP_FAM(LP_FN_REALLOCARRAY, 1) | LP_FAM(LP_FN_FREE, 1) | LP_FAM(LP_FN_MEMALIGN, 1) | \
-	 LP_FAM(LP_FN_POSIX_MEMALIGN, 1) | LP_FAM(LP_FN_ALIGNED_ALLOC, 1) |                  \
-	 LP_FAM(LP_FN_VALLOC, 1) | LP_FAM(LP_FN_PVALLOC, 1) | LP_FAM(LP_FN_NEW, 2) |         \
-	 LP_FAM(LP_FN_DELETE, 2) | LP_FAM(LP_FN_NEW_ARRAY, 3) | LP_FAM(LP_FN_DELETE_ARRAY, 3))
+/* lp_family holds each allocator function's family: 2 for new and
+ * delete, 3 for their array forms, 1 for the C functions. (A table: the
+ * same in 2 bits of a 64-bit constant took twice the instructions, its
+ * shifts by a variable count.) */
+static const uint8_t lp_family[16] = {
+	[LP_FN_MALLOC] = 1, [LP_FN_CALLOC] = 1, [LP_FN_REALLOC] = 1, [LP_FN_REALLOCARRAY] = 1,
+	[LP_FN_FREE] = 1, [LP_FN_MEMALIGN] = 1, [LP_FN_POSIX_MEMALIGN] = 1, [LP_FN_ALIGNED_ALLOC] = 1,
+	[LP_FN_VALLOC] = 1, [LP_FN_PVALLOC] = 1, [LP_FN_NEW] = 2, [LP_FN_DELETE] = 2,
+	[LP_FN_NEW_ARRAY] = 3, [LP_FN_DELETE_ARRAY] = 3,
+};
+
+_Static_assert(LP_FN_MAX < 16, "lp_family: one entry per allocator function");
 
 /* lp_same_family says whether a block made by fn a may be freed by fn b. */
 static inline int lp_same_family(unsigned a, unsigned b)
 {
-	return (((LP_FAMILIES >> 2 * (a & 31)) ^ (LP_FAMILIES >> 2 * (b & 31))) & 3) == 0;
+	return lp_family[a & 15] == lp_family[b & 15];
 }
 
 /* lp_flush_aggs writes the aggregates as AGG records and empties them. */

@@ -22,12 +22,12 @@ struct lp_stent {
 	uint64_t off; /* index of the first frame in the arena */
 };
 
-/* lp_recent is the last stack seen from one hook frame (see lp_trail). */
+/* lp_recent is the last stack seen from one hook frame (see lp_trail):
+ * none while fp is 0. Every one holds for the table's generation and its
+ * modgen; a new one of either empties them all. */
 struct lp_recent {
 	uintptr_t fp;
-	uint64_t modgen;
 	uint32_t id;
-	uint16_t gen;
 	struct lp_trail trail;
 };
 
@@ -42,6 +42,7 @@ struct lp_stacktab {
 	uint32_t cap;   /* power of two */
 	uint32_t count;
 	uint16_t gen;   /* entries of another generation are empty */
+	uint64_t modgen; /* lp_modules_gen of the recent stacks */
 	uintptr_t *arena;
 	size_t arena_cap;  /* words */
 	size_t arena_used; /* words */
@@ -211,8 +212,16 @@ struct lp_stacktab *lp_stacktab_new(void)
 	return s;
 }
 
+/* lp_recent_clear forgets the recent stacks. */
+static void lp_recent_clear(struct lp_stacktab *s)
+{
+	for (int i = 0; i < LP_RECENT; i++)
+		s->recent[i].fp = 0;
+}
+
 void lp_stacktab_reset(struct lp_stacktab *s)
 {
+	lp_recent_clear(s);
 	s->count = 0;
 	s->arena_used = 0;
 	if (++s->gen == 0) {
@@ -300,11 +309,12 @@ static inline struct lp_recent *lp_recent_ways(struct lp_stacktab *s, void *fp, 
 static inline uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
 {
 	uint32_t set;
+	if (LP_UNLIKELY(s->modgen != modgen))
+		return 0; /* modules changed: lp_stack_id_locked empties them */
 	struct lp_recent *ways = lp_recent_ways(s, fp, &set);
 	for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
 		struct lp_recent *e = &ways[w];
-		if (e->fp == (uintptr_t)fp && e->gen == s->gen && e->modgen == modgen && e->trail.n > 0 &&
-		    lp_trail_holds(&e->trail))
+		if (e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail))
 			return e->id;
 	}
 	return 0;
@@ -318,7 +328,7 @@ static uint32_t lp_stack_id_slow(struct lp_thread *t, void *fp);
  * Most calls find a recent stack: that path is kept small, without the
  * unwind's 1 KiB buffer and the registers its calls need saved.
  */
-uint32_t lp_stack_id(struct lp_thread *t, void *fp)
+__attribute__((always_inline)) inline uint32_t lp_stack_id(struct lp_thread *t, void *fp)
 {
 	struct lp_stacktab *s = t->stacks;
 	if (LP_LIKELY(s != NULL && !t->in_stack)) {
@@ -418,6 +428,10 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 	struct lp_recent *rc = NULL;
 	uint64_t modgen = lp_modules_gen();
 	if (LP_LIKELY(s != NULL)) {
+		if (s->modgen != modgen) {
+			lp_recent_clear(s);
+			s->modgen = modgen;
+		}
 		/* No recent stack holds (lp_stack_id looked): this unwind's
 		 * trail replaces one of the set. */
 		uint32_t set;
@@ -435,8 +449,6 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 	if (id && rc->trail.n > 0) {
 		lp_trail_pair(&rc->trail);
 		rc->fp = (uintptr_t)fp;
-		rc->gen = s->gen;
-		rc->modgen = modgen;
 		rc->id = id;
 	}
 	return id;
