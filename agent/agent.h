@@ -236,7 +236,6 @@ static inline void *lp_slot_try(struct lp_thread *t, size_t n, const void *ra, i
 /* mem.c: memory for the agent itself, straight from mmap. */
 extern struct lp_own_table lp_own; /* the agent's own mappings (stacktab.c) */
 LP_HIDDEN void *lp_mmap(size_t bytes);
-LP_HIDDEN void *lp_mmap_aligned(size_t bytes, size_t align);
 LP_HIDDEN void lp_munmap(void *p, size_t bytes);
 
 /* agent.c */

@@ -166,25 +166,6 @@ void *lp_mmap(size_t bytes)
 	return p;
 }
 
-/* lp_mmap_aligned is lp_mmap of memory aligned to align (a power of two).
- * The table notes only the range kept: trimming a noted mapping with
- * lp_munmap would drop the whole note, and the scan would read the rest
- * as the program's roots. */
-void *lp_mmap_aligned(size_t bytes, size_t align)
-{
-	unsigned char *p = mmap(NULL, bytes + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	size_t lead = (align - ((uintptr_t)p & (align - 1))) & (align - 1);
-	if (lead)
-		munmap(p, lead);
-	if (align - lead)
-		munmap(p + lead + bytes, align - lead);
-	p += lead;
-	lp_own_note(p, bytes, 1);
-	return p;
-}
-
 void lp_munmap(void *p, size_t bytes)
 {
 	if (p) {
