@@ -92,7 +92,9 @@ func FuzzParse(f *testing.F) {
 // a write, the kernel writing into one (read(2)) and reading from one
 // (write(2)): exactly those read as referenced. Under this machine's
 // hypervisor an access soon after a clear is now and then not seen
-// (package doc): three tries, one must see exactly those.
+// (package doc), more so while other tests load the machine (3 tries in a
+// row missed one, 2 runs in 40 beside cmd/leakpath's tests): six tries,
+// each waiting longer after the clear, one must see exactly those.
 func TestAccessedBits(t *testing.T) {
 	const n = 9
 	mem, pool := splitPool(t, n)
@@ -111,7 +113,7 @@ func TestAccessedBits(t *testing.T) {
 	defer unix.Close(pipe[0])
 	defer unix.Close(pipe[1])
 	want := map[uint32]bool{1: true, 2: true, 4: true, 6: true}
-	try := func() (missed string) {
+	try := func(wait time.Duration) (missed string) {
 		if err := ClearRefs(pid); err != nil {
 			t.Skipf("clear_refs: %v", err)
 		}
@@ -127,7 +129,7 @@ func TestAccessedBits(t *testing.T) {
 				t.Fatalf("page %d referenced right after clear_refs", i)
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(wait)
 		sink += slot(1)[100]                               // read
 		slot(2)[7] = 3                                     // write
 		if _, err := zero.Read(slot(4)[:64]); err != nil { // the kernel writes
@@ -153,12 +155,12 @@ func TestAccessedBits(t *testing.T) {
 		return missed
 	}
 	for attempt := 1; ; attempt++ {
-		missed := try()
+		missed := try(10 * time.Millisecond << min(attempt-1, 3))
 		if missed == "" {
 			return
 		}
-		if attempt == 3 {
-			t.Fatalf("touched pages read as not referenced in 3 tries, the last:%s", missed)
+		if attempt == 6 {
+			t.Fatalf("touched pages read as not referenced in 6 tries, the last:%s", missed)
 		}
 		t.Logf("try %d: touched pages read as not referenced:%s", attempt, missed)
 	}
