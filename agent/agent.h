@@ -266,13 +266,24 @@ void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt
 /* attach.c */
 LP_HIDDEN void lp_attach_patch(void);
 
-/* lp_rdtsc reads the TSC once every earlier load has completed: rdtsc
- * alone may run ahead of them, and a free's record dated before the load
- * that gave its thread the block (another thread's, just allocated) read
- * as older than the allocation's (measured: two threads taking turns read
- * the TSC backwards by up to ~600 ticks, ~1 in 100 turns; with lfence
- * never). The collector orders a free after its allocation by time. */
 static inline uint64_t lp_rdtsc(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+#else
+	return lp_now();
+#endif
+}
+
+/* lp_rdtsc_after reads the TSC once every earlier load has completed:
+ * rdtsc alone may run ahead of them, and a free's record dated before the
+ * load that gave its thread the block (another thread's, just allocated)
+ * read as older than the allocation's (measured: two threads taking turns
+ * read the TSC backwards by up to ~600 ticks, ~1 in 100 turns; with lfence
+ * never). (The vDSO's clock_gettime, lp_now, orders its read itself.) */
+static inline uint64_t lp_rdtsc_after(void)
 {
 #if defined(__x86_64__)
 	uint32_t lo, hi;
@@ -288,6 +299,16 @@ static inline uint64_t lp_rdtsc(void)
 static inline uint64_t lp_ts(void)
 {
 	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc() : lp_now();
+}
+
+/* lp_ts_after is lp_ts no earlier than the loads before it: for the
+ * records the collector orders across threads by their times, an address's
+ * allocations and frees (another thread may just have handed the block
+ * over, or freed the address's previous block). The fence costs: a scope's
+ * two records took twice as long with it. */
+static inline uint64_t lp_ts_after(void)
+{
+	return LP_LIKELY(lp_clock_tsc) ? lp_rdtsc_after() : lp_now();
 }
 
 /* lp_ts_pending is the own time of a pending allocation: the collector's

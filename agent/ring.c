@@ -396,8 +396,12 @@ void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 			goto done;
 		}
 	}
-	if (type != LP_REC_STACK && words > 1 && w[1] == 0)
-		w[1] = lp_ts(); /* a record dated by its writer keeps its time */
+	if (type != LP_REC_STACK && words > 1 && w[1] == 0) {
+		/* A record dated by its writer keeps its time. */
+		int order = type == LP_REC_ALLOC || type == LP_REC_FREE || type == LP_REC_REALLOC_BEGIN ||
+			    type == LP_REC_REALLOC || type == LP_REC_ALLOC_LATE;
+		w[1] = order ? lp_ts_after() : lp_ts();
+	}
 	uint64_t off = pos & lp_ring_mask;
 	if (LP_LIKELY(off + bytes <= size)) {
 		memcpy(t->ring + off, w, bytes);
