@@ -115,3 +115,43 @@ func TestFreeLogGrows(t *testing.T) {
 		t.Errorf("free %d, %d back, is still found", 3*max+3, max+1)
 	}
 }
+
+// TestBlockTableProbes: heap-like addresses, blocks packed in pages and
+// blocks one per page or at larger powers of two apart, find their slot
+// within a few probes on average: strides must not pile up on a few homes.
+// (A home keeping a page's blocks near each other, for the cache, made
+// 32-byte blocks take 14-29 probes.)
+func TestBlockTableProbes(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		base, stride uint64
+		n            int
+	}{
+		{"112-byte blocks", 0x55a000000000, 112, 200000},
+		{"32-byte blocks", 0x55a000000000, 32, 200000},
+		{"a block a page", 0x7f0000000000, 4096, 100000},
+		{"16 KiB apart", 0x7f0000000000, 16 << 10, 100000},
+		{"1 MiB apart", 0x7f0000000000, 1 << 20, 50000},
+		{"64 MiB apart (arenas)", 0x7f0000000000, 64 << 20, 20000},
+	} {
+		tab := newBlockTable()
+		for i := 0; i < c.n; i++ {
+			tab.put(c.base+uint64(i)*c.stride, Block{Size: 1})
+		}
+		probes := 0
+		for i := 0; i < c.n; i++ {
+			addr := c.base + uint64(i)*c.stride
+			for j := hashAddr(addr) & tab.mask; ; j = (j + 1) & tab.mask {
+				probes++
+				if tab.slots[j].addr == addr {
+					break
+				}
+			}
+		}
+		if avg := float64(probes) / float64(c.n); avg > 4 {
+			t.Errorf("%s: %.1f probes a lookup on average, want at most 4", c.name, avg)
+		} else {
+			t.Logf("%s: %.2f probes a lookup", c.name, avg)
+		}
+	}
+}
