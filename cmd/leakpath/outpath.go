@@ -276,6 +276,9 @@ func (t *traceOut) open(pid int) error {
 	t.opts.TimeShift = t.shift()
 	w, err := tracefile.NewFileWriter(t.f, t.meta, t.opts)
 	if err != nil {
+		t.f.Close()
+		os.Remove(t.path)
+		t.f = nil
 		return err
 	}
 	t.w, t.f = w, nil
