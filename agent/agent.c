@@ -461,7 +461,7 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 		lp_fold_recorded(t, n);
 }
 
-static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
+static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
 	if (LP_LIKELY(t->fold && !t->in_fold)) {
 		lp_enter(&t->in_fold);
@@ -485,6 +485,15 @@ static __attribute__((noinline)) void lp_rec_free(struct lp_thread *t, unsigned 
 	}
 	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), 0, (uint64_t)p};
 	lp_put(t, w, 3);
+}
+
+/* lp_rec_free records the free of p by fn: folded, most often, on a path
+ * of its own (lp_fold_free_quick). */
+static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
+{
+	if (LP_LIKELY(t->fold && !t->in_fold) && lp_fold_free_quick(t, fn, p))
+		return;
+	lp_rec_free_slow(t, fn, p, fp);
 }
 
 static void lp_rec_realloc_begin(struct lp_thread *t, void *p)

@@ -587,6 +587,60 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 }
 
 /*
+ * lp_fold_free_quick folds the free of p by fn in the common case: the
+ * thread's own pending block, of its family, into the aggregate of the
+ * previous pair, with no aggregates due to be written. 1 when it did; 0,
+ * having changed nothing, when lp_fold_free is to do it. A leaf (it calls
+ * nothing): the hooks' recording of a free needs no registers saved for
+ * it. Inside in_fold like the rest: a signal handler's own allocations
+ * and frees must not move the entry or the aggregates meanwhile.
+ */
+__attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p)
+{
+	if (lp_fold_free_stacks)
+		return 0; /* each pair keeps its free's stack */
+	lp_enter(&t->in_fold);
+	uint64_t w = __atomic_load_n(lp_pmap_at((uint64_t)p), __ATOMIC_ACQUIRE);
+	struct lp_fold *f = t->fold;
+	uint32_t pos = LP_TAG_POS(w);
+	struct lp_pending *e = &f->pend[pos];
+	if (LP_TAG_ADDR(w) != (uint64_t)p || LP_TAG_SLOT(w) != t->slot_index ||
+	    __atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p || !lp_same_family(e->fn, fn))
+		goto other;
+	/* Fewer values live at once: fewer registers (none saved). */
+	int newest = pos == ((f->head + f->count - 1) & LP_PMASK);
+	int temporary = t->last_alloc == (uint64_t)p;
+	struct lp_aggent *a = &f->agg[t->agg_last];
+	if (!lp_agg_is(a, e->stack, e->fn | fn << 8 | 1u << 16) || t->folded + 1 >= LP_FOLD_FLUSH_PAIRS)
+		goto other;
+	uint64_t ts = e->ts, oldest = t->agg_oldest;
+	if (oldest == 0 || ts < oldest)
+		oldest = ts;
+	if ((int64_t)(ts - oldest) > (int64_t)LP_FOLD_FLUSH_TICKS)
+		goto other;
+	/* As lp_fold_free and lp_agg_add would. */
+	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
+	uint64_t size = e->size;
+	lp_pend_sub(f, size);
+	if (newest)
+		f->count--;
+	if (temporary)
+		t->last_alloc = 0;
+	t->agg_oldest = oldest;
+	t->folded++;
+	a->pairs++;
+	a->bytes += size;
+	a->temporary += (uint64_t)temporary;
+	if (ts < a->first)
+		a->first = ts;
+	lp_leave(&t->in_fold);
+	return 1;
+other:
+	lp_leave(&t->in_fold);
+	return 0;
+}
+
+/*
  * lp_find returns the pending entry of address p, of any thread, and its
  * thread slot, or NULL when p is not pending.
  */
