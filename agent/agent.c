@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -240,10 +241,8 @@ static void lp_child_reinit(void)
 	uint64_t fid = t->fork_id;
 	lp_enter(&t->busy);
 	lp_region_drop();
-	if (lp_region_open(lp_sock, parent, fid) == 0) {
-		lp_barrier_early();
+	if (lp_region_open(lp_sock, parent, fid) == 0)
 		lp_start_recording();
-	}
 	lp_leave(&t->busy);
 }
 
@@ -330,8 +329,23 @@ static void lp_note_name(struct lp_thread *t, int tid, pthread_t th, const char 
 static void lp_note_own_name(struct lp_thread *t)
 {
 	char name[17] = {0};
-	int saved = errno;
-	if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0)
+	int saved = errno, ok = 0;
+	if (!lp_sandboxed) {
+		ok = prctl(PR_GET_NAME, name, 0, 0, 0) == 0;
+	} else {
+		/* A seccomp filter may kill for prctl: the name from /proc. */
+		int fd = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, name, 16);
+			close(fd);
+			if (n > 0) {
+				name[n] = 0;
+				name[strcspn(name, "\n")] = 0;
+				ok = 1;
+			}
+		}
+	}
+	if (ok)
 		lp_note_name(t, t->tid, pthread_self(), name);
 	errno = saved;
 }

@@ -90,6 +90,7 @@ extern int lp_free_stacks;          /* capture stacks of frees */
 extern int lp_fold_free_stacks;     /* and of frees that fold */
 extern int lp_exact_pending;        /* date pending allocations exactly (LP_HF_EXACT_TIMES) */
 extern int lp_fold_on;              /* fold short-lived allocations */
+extern int lp_sandboxed;            /* started under a seccomp filter: no prctl (fold.c) */
 extern unsigned lp_max_depth;
 extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */
 

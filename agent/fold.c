@@ -29,6 +29,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <string.h>
@@ -89,6 +90,7 @@ static int lp_owner_lock;       /* a take-over at a time */
 static uint32_t lp_owner_moves; /* take-overs so far */
 static pid_t lp_barrier_pid;    /* the process that registered for membarrier */
 static int lp_barrier_no;       /* it cannot: for good (a seccomp filter stays) */
+int lp_sandboxed;               /* a seccomp filter from the start (lp_barrier_early) */
 
 /* lp_barrier_ready readies lp_all_barrier: -1 if the kernel cannot do it,
  * or if a seccomp filter might not let it (a filter may kill the process
@@ -110,16 +112,46 @@ static int lp_barrier_ready(void)
 	return 0;
 }
 
-/* lp_barrier_early registers for membarrier while the process has one
- * thread (at the agent's start, in a fork child): once it has more, the
- * kernel's registration waits for an RCU grace period, ~8 ms here, which
- * the first thread to take the map over spent stopped in the allocator. */
+/* lp_seccomp_inherited reads the seccomp mode the process started in
+ * from /proc/self/status: 0 none, >0 a filter, -1 unknown. Not prctl: an
+ * inherited filter may kill for prctl, never for openat and read (the
+ * dynamic loader needed them). ~10 us, once a program. */
+static int lp_seccomp_inherited(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t got = 0;
+	for (ssize_t n; got < sizeof buf - 1 && (n = read(fd, buf + got, sizeof buf - 1 - got)) > 0;)
+		got += (size_t)n;
+	close(fd);
+	buf[got] = 0;
+	const char *line = strstr(buf, "\nSeccomp:");
+	if (!line)
+		return -1;
+	line += sizeof "\nSeccomp:" - 1;
+	while (*line == ' ' || *line == '\t')
+		line++;
+	return *line >= '0' && *line <= '9' ? *line - '0' : -1;
+}
+
+/* lp_barrier_early readies membarrier at the program's start, while the
+ * process has one thread: once it has more, the kernel's registration
+ * waits for an RCU grace period, ~8 ms here, which the first thread to take
+ * the map over spent stopped in the allocator. Under a seccomp filter the
+ * program started with, the agent makes no system call such a filter may
+ * kill for (membarrier, prctl): lp_sandboxed. */
 void lp_barrier_early(void)
 {
-	if (!lp_fold_on)
-		return;
 	int saved = errno;
-	lp_barrier_ready();
+	int mode = lp_seccomp_inherited();
+	if (mode > 0) {
+		lp_sandboxed = 1;
+		lp_barrier_no = 1;
+	} else if (mode == 0 && lp_fold_on) {
+		lp_barrier_ready();
+	}
 	errno = saved;
 }
 
