@@ -475,14 +475,19 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 		lp_fold_recorded(t, n);
 }
 
-static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsigned fn, void *p, void *fp)
+/* lp_rec_free_slow is lp_rec_free but for its common case; unnamed: the
+ * map names no pending block p (lp_fold_free_quick looked). */
+static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsigned fn, void *p, void *fp,
+							int unnamed)
 {
 	if (LP_LIKELY(t->fold && !t->in_fold)) {
-		lp_enter(&t->in_fold);
-		int folded = lp_fold_free(t, fn, p, fp);
-		lp_leave(&t->in_fold);
-		if (folded)
-			return;
+		if (!unnamed) {
+			lp_enter(&t->in_fold);
+			int folded = lp_fold_free(t, fn, p, fp);
+			lp_leave(&t->in_fold);
+			if (folded)
+				return;
+		}
 	} else if (lp_fold_on && !t->in_fold) {
 		/* A thread that folds no more (exiting: its TSD destructors) or
 		 * never did may free a block some thread keeps pending, its own
@@ -505,9 +510,10 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
  * of its own (lp_fold_free_quick). */
 static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	if (LP_LIKELY(t->fold && !t->in_fold) && lp_fold_free_quick(t, fn, p))
+	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p) : -1;
+	if (folded > 0)
 		return;
-	lp_rec_free_slow(t, fn, p, fp);
+	lp_rec_free_slow(t, fn, p, fp, folded == 0);
 }
 
 static void lp_rec_realloc_begin(struct lp_thread *t, void *p)

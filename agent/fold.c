@@ -95,12 +95,21 @@ int lp_sandboxed;               /* a seccomp filter from the start (lp_barrier_e
 /* lp_barrier_ready readies lp_all_barrier: -1 if the kernel cannot do it,
  * or if a seccomp filter might not let it (a filter may kill the process
  * for a system call it does not know). */
+static int lp_barrier_register(void);
+
 static int lp_barrier_ready(void)
 {
 	if (lp_barrier_no || prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 0) {
 		lp_barrier_no = 1;
 		return -1;
 	}
+	return lp_barrier_register();
+}
+
+/* lp_barrier_register registers the process for membarrier's private
+ * expedited command, once a process: -1 if the kernel cannot. */
+static int lp_barrier_register(void)
+{
 	pid_t me = (pid_t)syscall(SYS_getpid);
 	if (lp_barrier_pid != me) {
 		if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0) {
@@ -150,7 +159,7 @@ void lp_barrier_early(void)
 		lp_sandboxed = 1;
 		lp_barrier_no = 1;
 	} else if (mode == 0 && lp_fold_on) {
-		lp_barrier_ready();
+		lp_barrier_register(); /* no filter: no need to ask prctl */
 	}
 	errno = saved;
 }
@@ -577,6 +586,16 @@ static inline int lp_agg_is(const struct lp_aggent *a, uint64_t key, uint32_t fn
 	return k == key && x == fns;
 }
 
+/* lp_agg_count counts a pair of size bytes, allocated at ts, in a. */
+static inline void lp_agg_count(struct lp_aggent *a, uint64_t size, uint64_t ts, int temporary)
+{
+	a->pairs++;
+	a->bytes += size;
+	a->temporary += (uint64_t)temporary;
+	if (ts < a->first)
+		a->first = ts;
+}
+
 static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t fstack, unsigned ffn,
 		       int temporary)
 {
@@ -605,11 +624,7 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 		}
 		t->agg_last = (uint32_t)(a - f->agg);
 	}
-	a->pairs++;
-	a->bytes += e->size;
-	a->temporary += (uint64_t)temporary;
-	if (e->ts < a->first)
-		a->first = e->ts;
+	lp_agg_count(a, e->size, e->ts, temporary);
 	/* Blocks are freed in any order: the oldest pair is the smallest
 	 * time, and ages are signed. */
 	if (t->agg_oldest == 0 || e->ts < t->agg_oldest)
@@ -622,7 +637,9 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
  * lp_fold_free_quick folds the free of p by fn in the common case: the
  * thread's own pending block, of its family, into the aggregate of the
  * previous pair, with no aggregates due to be written. 1 when it did; 0,
- * having changed nothing, when lp_fold_free is to do it. A leaf (it calls
+ * having changed nothing, when no map word names p (nothing to fold: the
+ * free is written as it is, as lp_fold_free would find); -1, having
+ * changed nothing, when lp_fold_free is to do it. A leaf (it calls
  * nothing): the hooks' recording of a free needs no registers saved for
  * it. Inside in_fold like the rest: a signal handler's own allocations
  * and frees must not move the entry or the aggregates meanwhile.
@@ -630,14 +647,16 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
 __attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p)
 {
 	if (lp_fold_free_stacks)
-		return 0; /* each pair keeps its free's stack */
+		return -1; /* each pair keeps its free's stack */
 	lp_enter(&t->in_fold);
 	uint64_t w = __atomic_load_n(lp_pmap_at((uint64_t)p), __ATOMIC_ACQUIRE);
 	struct lp_fold *f = t->fold;
 	uint32_t pos = LP_TAG_POS(w);
 	struct lp_pending *e = &f->pend[pos];
-	if (LP_TAG_ADDR(w) != (uint64_t)p || LP_TAG_SLOT(w) != t->slot_index ||
-	    __atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p || !lp_same_family(e->fn, fn))
+	if (LP_TAG_ADDR(w) != (uint64_t)p)
+		goto not_pending;
+	if (LP_TAG_SLOT(w) != t->slot_index || __atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p ||
+	    !lp_same_family(e->fn, fn))
 		goto other;
 	/* Fewer values live at once: fewer registers (none saved). */
 	int newest = pos == ((f->head + f->count - 1) & LP_PMASK);
@@ -660,14 +679,13 @@ __attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t
 		t->last_alloc = 0;
 	t->agg_oldest = oldest;
 	t->folded++;
-	a->pairs++;
-	a->bytes += size;
-	a->temporary += (uint64_t)temporary;
-	if (ts < a->first)
-		a->first = ts;
+	lp_agg_count(a, size, ts, temporary);
 	lp_leave(&t->in_fold);
 	return 1;
 other:
+	lp_leave(&t->in_fold);
+	return -1;
+not_pending:
 	lp_leave(&t->in_fold);
 	return 0;
 }
