@@ -276,13 +276,20 @@ func (t *traceOut) open(pid int) error {
 	t.opts.TimeShift = t.shift()
 	w, err := tracefile.NewFileWriter(t.f, t.meta, t.opts)
 	if err != nil {
-		t.f.Close()
-		os.Remove(t.path)
-		t.f = nil
+		t.discard()
 		return err
 	}
 	t.w, t.f = w, nil
 	return nil
+}
+
+// discard closes and removes a file created whose trace never started.
+func (t *traceOut) discard() {
+	if t.f != nil {
+		t.f.Close()
+		os.Remove(t.path)
+		t.f = nil
+	}
 }
 
 // Write starts the trace if it is not yet, then writes evs.
@@ -320,10 +327,7 @@ func (t *traceOut) finish(ok bool, pid int) error {
 		}
 	}
 	if t.w == nil {
-		if t.f != nil {
-			t.f.Close()
-			os.Remove(t.path)
-		}
+		t.discard()
 		return nil
 	}
 	err := t.w.Close()

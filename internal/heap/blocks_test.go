@@ -119,6 +119,9 @@ func TestFreeLogGrows(t *testing.T) {
 // TestBlockTableProbes: heap-like addresses, blocks packed in pages and
 // blocks one per page or at larger powers of two apart, find their slot
 // within a few probes on average: strides must not pile up on a few homes.
+// (Linear probing with random homes at the table's load, at most 1/2,
+// expects (1 + 1/(1-load))/2 <= 1.5 probes a successful lookup; 4 leaves
+// room for the strides' luck, and fails well short of a pile-up.)
 // (A home keeping a page's blocks near each other, for the cache, made
 // 32-byte blocks take 14-29 probes.)
 func TestBlockTableProbes(t *testing.T) {
