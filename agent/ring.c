@@ -397,10 +397,11 @@ void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 		}
 	}
 	if (type != LP_REC_STACK && words > 1 && w[1] == 0) {
-		/* A record dated by its writer keeps its time. */
-		int order = type == LP_REC_ALLOC || type == LP_REC_FREE || type == LP_REC_REALLOC_BEGIN ||
-			    type == LP_REC_REALLOC || type == LP_REC_ALLOC_LATE;
-		w[1] = order ? lp_ts_after() : lp_ts();
+		/* A record dated by its writer keeps its time; an address's
+		 * records are ordered across threads by theirs (lp_ts_after). */
+		const uint32_t ordered = 1u << LP_REC_ALLOC | 1u << LP_REC_FREE | 1u << LP_REC_REALLOC_BEGIN |
+					 1u << LP_REC_REALLOC | 1u << LP_REC_ALLOC_LATE;
+		w[1] = type < 32 && (ordered >> type & 1) ? lp_ts_after() : lp_ts();
 	}
 	uint64_t off = pos & lp_ring_mask;
 	if (LP_LIKELY(off + bytes <= size)) {
