@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -125,16 +126,18 @@ func TestTruncatedAndCorruptTraces(t *testing.T) {
 
 // TestCollectorKilled: SIGKILL leakpath itself while it records. The
 // program goes on and ends normally, and the trace is readable up to the
-// last chunk written.
+// last chunk written. The session directory the killed collector left is
+// removed by a later run once the program is gone.
 func TestCollectorKilled(t *testing.T) {
 	bin := fixture(t, "busy.c")
 	dir := t.TempDir()
+	sessions := t.TempDir()
 	trace := filepath.Join(dir, "killed.lpt")
 	marker := filepath.Join(dir, "done")
 	// The program's exit is seen through a marker file written after it.
 	cmd := exec.Command(lpBin, "run", "-o", trace, "--report", filepath.Join(dir, "r.txt"), "--",
 		"sh", "-c", bin+" 3000 && touch "+marker)
-	cmd.Env = testEnv()
+	cmd.Env = testEnv("TMPDIR=" + sessions)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +169,29 @@ func TestCollectorKilled(t *testing.T) {
 	}
 	if allocs < 1000 || len(r.Warnings) == 0 {
 		t.Errorf("killed run's trace: %d allocations, warnings %q", allocs, r.Warnings)
+	}
+
+	left, _ := filepath.Glob(filepath.Join(sessions, fmt.Sprintf("leakpath-%d-*", cmd.Process.Pid)))
+	if len(left) != 1 {
+		t.Fatalf("the killed collector's session directory: %q, want one", left)
+	}
+	// The shell may outlive the marker by a moment: while it runs, its
+	// LD_PRELOAD names the directory, which then stays.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		next := exec.Command(lpBin, "run", "--report", os.DevNull, "--", "true")
+		next.Env = testEnv("TMPDIR=" + sessions)
+		if out, err := next.CombinedOutput(); err != nil {
+			t.Fatalf("the next run: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(left[0]); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there 10 s after the program ended", left[0])
+		}
+	}
+	if ents, _ := os.ReadDir(sessions); len(ents) != 0 {
+		t.Errorf("left in TMPDIR after the next runs: %v", ents)
 	}
 }
 

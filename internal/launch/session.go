@@ -56,6 +56,7 @@ type Session struct {
 	wg    sync.WaitGroup
 	errMu sync.Mutex
 	errs  []error
+	swept chan struct{} // closed when SweepStale is done; nil: not started
 }
 
 // FindAgent locates the agent library: explicit if given, else the
@@ -101,13 +102,24 @@ func FindAgent(explicit string) (string, error) {
 }
 
 // NewSession creates the session directory and starts accepting agents
-// and control requests.
+// and control requests. It also removes, in the background, the session
+// directories that collectors killed before they could clean up left
+// behind (SweepStale).
 func NewSession(agentPath string, reg Registrar, ctl Controller) (*Session, error) {
-	dir, err := os.MkdirTemp("", "leakpath-")
+	dir, err := os.MkdirTemp("", sessionPattern())
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	return newSession(dir, agentPath, reg, ctl)
+	s, err := newSession(dir, agentPath, reg, ctl)
+	if err != nil {
+		return nil, err
+	}
+	s.swept = make(chan struct{})
+	go func() { // while the program starts; rarely finds any
+		defer close(s.swept)
+		SweepStale(filepath.Dir(dir))
+	}()
+	return s, nil
 }
 
 // NewAttachSession creates the session directory of an attach to pid
@@ -306,6 +318,9 @@ func (s *Session) Close(keepLink bool) error {
 	os.Remove(filepath.Join(s.Dir, control.SocketName))
 	if !keepLink {
 		os.RemoveAll(s.Dir)
+	}
+	if s.swept != nil {
+		<-s.swept // not to leave a directory half removed
 	}
 	return err
 }
