@@ -12,9 +12,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -43,6 +45,8 @@ static void *(*real_valloc)(size_t);
 static void *(*real_pvalloc)(size_t);
 static pid_t (*real_fork)(void);
 static int (*real_dlclose)(void *);
+static int (*real_prctl)(int, ...);
+static long (*real_syscall)(long, ...);
 static void (*real__exit)(int) __attribute__((noreturn));
 static void (*real__Exit)(int) __attribute__((noreturn));
 
@@ -163,6 +167,8 @@ static void lp_init(void)
 	real_dlclose = dlsym(LP_NEXT, "dlclose");
 	real__exit = dlsym(LP_NEXT, "_exit");
 	real__Exit = dlsym(LP_NEXT, "_Exit");
+	real_prctl = dlsym(LP_NEXT, "prctl"); /* not at _exit: a fork child may not dlsym */
+	real_syscall = dlsym(LP_NEXT, "syscall");
 	int ok = real_malloc && real_calloc && real_realloc && real_free && real_memalign &&
 		 real_posix_memalign && real_aligned_alloc && real_valloc && real_pvalloc;
 	if (ok) {
@@ -329,8 +335,10 @@ static void lp_note_name(struct lp_thread *t, int tid, pthread_t th, const char 
 static void lp_note_own_name(struct lp_thread *t)
 {
 	char name[17] = {0};
-	int saved = errno, ok = 0;
-	if (!lp_sandboxed) {
+	int saved = errno, ok = 0, box = __atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED);
+	if (box == LP_SANDBOX_LATER)
+		return; /* its filter may kill even for openat: the names it set are known */
+	if (!box) {
 		ok = prctl(PR_GET_NAME, name, 0, 0, 0) == 0;
 	} else {
 		/* A seccomp filter may kill for prctl: the name from /proc. */
@@ -873,6 +881,65 @@ LP_EXPORT int pthread_setname_np(pthread_t th, const char *name)
 		errno = saved;
 	}
 	return rc;
+}
+
+/* lp_sandbox_begin is called as the program installs a seccomp filter:
+ * the calling thread's name is read while that is still safe (no name is
+ * read at exit under the program's own filter). */
+static void lp_sandbox_begin(void)
+{
+	struct lp_thread *t;
+	if (__atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED) != LP_SANDBOX_LATER && (t = lp_rec_thread()) != NULL)
+		lp_note_own_name(t);
+	lp_sandbox_later();
+}
+
+/* prctl and syscall are followed for a seccomp filter the program
+ * installs (libseccomp uses syscall(SYS_seccomp), else prctl): the agent
+ * stops its own calls a filter may kill for before it is in place. */
+LP_EXPORT int prctl(int option, ...)
+{
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
+		      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_SECCOMP)
+		lp_sandbox_begin();
+	if (LP_UNLIKELY(!real_prctl)) /* called before the agent's start */
+		real_prctl = (int (*)(int, ...))lp_sym("prctl");
+	if (LP_UNLIKELY(!real_prctl)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int rc = real_prctl(option, a2, a3, a4, a5);
+	struct lp_thread *t;
+	if (option == PR_SET_NAME && rc == 0 && a2 && (t = lp_rec_thread()) != NULL) {
+		int saved = errno; /* as pthread_setname_np: a name known without asking */
+		lp_note_name(t, t->tid, pthread_self(), (const char *)a2);
+		errno = saved;
+	}
+	return rc;
+}
+
+LP_EXPORT long syscall(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long); /* what the caller passed, or what its registers held */
+	va_end(ap);
+	if ((nr == SYS_seccomp && (a[0] == SECCOMP_SET_MODE_STRICT || a[0] == SECCOMP_SET_MODE_FILTER)) ||
+	    (nr == SYS_prctl && a[0] == PR_SET_SECCOMP))
+		lp_sandbox_begin();
+	if (LP_UNLIKELY(!real_syscall))
+		real_syscall = (long (*)(long, ...))lp_sym("syscall");
+	if (LP_UNLIKELY(!real_syscall)) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 LP_EXPORT int dlclose(void *h)

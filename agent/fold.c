@@ -90,7 +90,7 @@ static int lp_owner_lock;       /* a take-over at a time */
 static uint32_t lp_owner_moves; /* take-overs so far */
 static pid_t lp_barrier_pid;    /* the process that registered for membarrier */
 static int lp_barrier_no;       /* it cannot: for good (a seccomp filter stays) */
-int lp_sandboxed;               /* a seccomp filter from the start (lp_barrier_early) */
+int lp_sandboxed;               /* LP_SANDBOX_*: a seccomp filter (lp_barrier_early, lp_sandbox_later) */
 
 /* lp_barrier_ready readies lp_all_barrier: -1 if the kernel cannot do it,
  * or if a seccomp filter might not let it (a filter may kill the process
@@ -156,12 +156,24 @@ void lp_barrier_early(void)
 	int saved = errno;
 	int mode = lp_seccomp_inherited();
 	if (mode > 0) {
-		lp_sandboxed = 1;
+		lp_sandboxed = LP_SANDBOX_INHERITED;
 		lp_barrier_no = 1;
 	} else if (mode == 0 && lp_fold_on) {
 		lp_barrier_register(); /* no filter: no need to ask prctl */
 	}
 	errno = saved;
+}
+
+/* lp_sandbox_later notes that the program installs a seccomp filter (its
+ * prctl(PR_SET_SECCOMP) or seccomp(2) through syscall(), as libseccomp
+ * does): from then on the agent makes none of the system calls a filter
+ * might kill for, not even the /proc reads an inherited filter allowed.
+ * Called before the filter is in place: a failed call only costs folding
+ * across threads and thread names. */
+void lp_sandbox_later(void)
+{
+	__atomic_store_n(&lp_barrier_no, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&lp_sandboxed, LP_SANDBOX_LATER, __ATOMIC_RELAXED);
 }
 
 /* lp_all_barrier has every running thread of the process execute a memory

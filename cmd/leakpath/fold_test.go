@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
 )
 
 // TestFoldingKeepsEveryCount: folding short-lived pairs in the agent
@@ -106,7 +108,11 @@ func TestFoldingKeepsEveryCount(t *testing.T) {
 // may be left in a dead frame of this -O0 program). The same for a program
 // started under a filter that kills on prctl(2) too (the agent's check for
 // a filter, and its reading of thread names, use /proc then): the agent of
-// a593dea killed it at exit, at 352520b at its start.
+// a593dea killed it at exit, at 352520b at its start. And for a program
+// that installs a filter killing on prctl(2), and openat(2), itself, with
+// prctl(PR_SET_SECCOMP) or syscall(SYS_seccomp): the agent of d424ddf
+// killed it (prctl at the second thread's take-over of the map, and at
+// the thread's exit to read its name).
 func TestFoldingInASandbox(t *testing.T) {
 	prog := fixture(t, "seccomp.c")
 	for _, c := range []struct {
@@ -115,15 +121,33 @@ func TestFoldingInASandbox(t *testing.T) {
 	}{
 		{"sandboxes itself", []string{prog}},
 		{"started in a sandbox", []string{prog, "exec", prog, "plain"}},
+		{"sandboxes itself against prctl", []string{prog, "prctl"}},
+		{"sandboxes itself against openat", []string{prog, "openat"}},
+		{"sandboxes itself by syscall", []string{prog, "syscall"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := native(t, nil, c.argv...)
 			if want.code != 0 || string(want.stdout) != "done\n" {
 				t.Fatalf("natively: exit %d, stdout %q, stderr %s", want.code, want.stdout, want.stderr)
 			}
-			got := leakpath(t, nil, nil, c.argv...)
+			trace := filepath.Join(t.TempDir(), "boxed.lpt")
+			got := leakpath(t, []string{"-o", trace}, nil, c.argv...)
 			if got.code != want.code || string(got.stdout) != string(want.stdout) {
 				t.Fatalf("under leakpath: exit %d, stdout %q; natively %d, %q\n%s", got.code, got.stdout, want.code, want.stdout, got.text)
+			}
+			if len(c.argv) == 1 {
+				// Its own filter: the agent asks for no name at exit;
+				// it knows the one prctl(PR_SET_NAME) set, and main's
+				// from before the filter.
+				s := heap.NewSession()
+				eachTraceEvent(t, trace, func(ev *event.Event) { s.Apply([]event.Event{*ev}) })
+				var names []string
+				for _, th := range s.Procs[0].Threads {
+					names = append(names, th.Name)
+				}
+				if !slices.Contains(names, "boxed") || slices.Contains(names, "") {
+					t.Errorf("thread names %q, want one named boxed and main's (read before the filter)", names)
+				}
 			}
 			var blocks uint64
 			for _, l := range got.report.Leaks {
