@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -428,5 +429,66 @@ func compareValgrind(t *testing.T, r result, im jsonImage, dtvBytes uint64, argv
 	}
 	if tot.LeakedBytes != lb || tot.LeakedBlocks != lk {
 		t.Errorf("leakpath: %d bytes in %d blocks at exit; valgrind: %d in %d", tot.LeakedBytes, tot.LeakedBlocks, lb, lk)
+	}
+}
+
+// TestSameDepthStacks: four stacks whose allocating frames lie at the
+// same addresses, told apart only by a return address two or three frames
+// up (samedepth.c), each keep their own count of leaked blocks: 7, 3, 5
+// and none. The agent's recent stacks are keyed by the frame's address
+// and must check every frame above it; built with frame pointers, at -O2
+// with them, and without them (unwound by CFI).
+func TestSameDepthStacks(t *testing.T) {
+	for _, flags := range [][]string{nil, {"-O2", "-fno-omit-frame-pointer"}, {"-O2", "-fomit-frame-pointer"}} {
+		name := strings.Join(flags, " ")
+		if name == "" {
+			name = "-O0"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := leakpath(t, nil, nil, fixture(t, "samedepth.c", flags...))
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s", r.code, r.text)
+			}
+			// path and mid's line, for each leak group.
+			type key struct {
+				path string
+				line int
+			}
+			got := map[key]uint64{}
+			for _, l := range r.report.Leaks {
+				if l.Bytes != 24*l.Blocks {
+					continue
+				}
+				k := key{}
+				for _, f := range l.Stack {
+					switch f.Function {
+					case "path_a", "path_b":
+						k.path = f.Function
+					case "mid":
+						k.line = f.Line
+					}
+				}
+				got[k] += l.Blocks
+			}
+			var a, b []uint64 // blocks by mid's line, lines in order
+			lines := map[string][]int{}
+			for k := range got {
+				lines[k.path] = append(lines[k.path], k.line)
+			}
+			for _, p := range []string{"path_a", "path_b"} {
+				slices.Sort(lines[p])
+				for _, l := range lines[p] {
+					if p == "path_a" {
+						a = append(a, got[key{p, l}])
+					} else {
+						b = append(b, got[key{p, l}])
+					}
+				}
+			}
+			// mid's call for site 1 is on the earlier line.
+			if !slices.Equal(a, []uint64{7, 3}) || !slices.Equal(b, []uint64{5}) || len(got) != 3 {
+				t.Errorf("leaked blocks by path and mid's line: %v (path_a %v, path_b %v; want 7, 3 and 5)\n%s", got, a, b, r.text)
+			}
+		})
 	}
 }
