@@ -146,6 +146,7 @@ LP_HIDDEN void lp_pool_lock_fork(int take);
 struct lp_trail {
 	int n;                           /* -1: too long to record */
 	int paired;                      /* slots [0, paired): pairs of adjacent ones, ascending (lp_trail_pair) */
+	int chained;                     /* slots [0, chained): pair 0, then each pair at the address val[i - 2] names */
 	uintptr_t addr[LP_TRAIL_MAX];
 	uintptr_t val[LP_TRAIL_MAX];
 };

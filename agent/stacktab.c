@@ -353,23 +353,22 @@ static inline int lp_trail_holds(const struct lp_trail *tr)
 	typedef uintptr_t lp_v2 __attribute__((vector_size(16), aligned(8)));
 	lp_v2 p0 = {0, 0}, p1 = {0, 0};
 	int i = 0;
-	/* Four pairs an iteration: the loop's own instructions were 40 % of
-	 * the check at one pair, 25 % at two. */
-	for (; i + 8 <= tr->paired; i += 8) {
-		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
-		p1 |= *(const lp_v2 *)tr->addr[i + 2] ^ *(const lp_v2 *)&tr->val[i + 2];
-		p0 |= *(const lp_v2 *)tr->addr[i + 4] ^ *(const lp_v2 *)&tr->val[i + 4];
-		p1 |= *(const lp_v2 *)tr->addr[i + 6] ^ *(const lp_v2 *)&tr->val[i + 6];
+	/* Chained pairs: each frame's address is the rbp saved in the one
+	 * before, taken from the expected values already loaded (two loads a
+	 * pair, not three); two pairs an iteration. */
+	uintptr_t a = tr->addr[0];
+	for (; i + 4 <= tr->chained; i += 4) {
+		lp_v2 e0 = *(const lp_v2 *)&tr->val[i], e1 = *(const lp_v2 *)&tr->val[i + 2];
+		p0 |= *(const lp_v2 *)a ^ e0;
+		p1 |= *(const lp_v2 *)e0[0] ^ e1;
+		a = e1[0];
 	}
-	if (i + 4 <= tr->paired) {
-		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
-		p1 |= *(const lp_v2 *)tr->addr[i + 2] ^ *(const lp_v2 *)&tr->val[i + 2];
-		i += 4;
-	}
-	if (i < tr->paired) {
-		p0 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
+	if (i < tr->chained) {
+		p0 |= *(const lp_v2 *)a ^ *(const lp_v2 *)&tr->val[i];
 		i += 2;
 	}
+	for (; i < tr->paired; i += 2)
+		p1 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
 	p0 |= p1;
 	uintptr_t diff = p0[0] | p0[1];
 	/* Single slots: usually one or two (the frames of a library built
@@ -389,7 +388,8 @@ static inline int lp_trail_holds(const struct lp_trail *tr)
 /* lp_trail_pair orders the leading pairs of a trail's slots by address
  * while each pair is two adjacent slots (a frame-pointer unwind reads a
  * frame's return address, then the rbp saved just below it), and notes how
- * many slots they hold. */
+ * many slots they hold, and how many of those form a chain (each pair's
+ * address the rbp the previous pair holds). */
 static void lp_trail_pair(struct lp_trail *tr)
 {
 	int i = 0;
@@ -405,6 +405,10 @@ static void lp_trail_pair(struct lp_trail *tr)
 		}
 	}
 	tr->paired = i;
+	int c = i > 0 ? 2 : 0;
+	while (c < i && tr->addr[c] == tr->val[c - 2])
+		c += 2;
+	tr->chained = c;
 }
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
