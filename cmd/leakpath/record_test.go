@@ -492,3 +492,37 @@ func TestSameDepthStacks(t *testing.T) {
 		})
 	}
 }
+
+// TestExitScanOfNoBlocks: a program that allocates nothing is still held
+// and scanned at its exit (the report has its scan), but no memory is read
+// (0 root bytes), with --types too; one that keeps a block has its roots
+// read.
+func TestExitScanOfNoBlocks(t *testing.T) {
+	type scanJSON struct {
+		Scan *struct {
+			PauseSeconds float64 `json:"pause_seconds"`
+			RootBytes    uint64  `json:"root_bytes"`
+		} `json:"scan"`
+		Warnings []string `json:"warnings"`
+	}
+	for _, c := range []struct {
+		name  string
+		flags []string
+	}{{"plain", nil}, {"types", []string{"--types"}}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := leakpath(t, c.flags, nil, fixture(t, "noalloc.c"))
+			var sc scanJSON
+			if err := json.Unmarshal(r.reportJSON, &sc); err != nil {
+				t.Fatal(err)
+			}
+			if r.code != 0 || r.report.Totals.Allocations != 0 || sc.Scan == nil || sc.Scan.PauseSeconds <= 0 || sc.Scan.RootBytes != 0 {
+				t.Errorf("exit %d, %d allocations, scan %+v: want 0, 0, a scan that read no root", r.code, r.report.Totals.Allocations, sc.Scan)
+			}
+			for _, w := range sc.Warnings {
+				if strings.Contains(w, "type") || strings.Contains(w, "scan") {
+					t.Errorf("warning: %s", w)
+				}
+			}
+		})
+	}
+}
