@@ -904,8 +904,8 @@ LP_EXPORT int prctl(int option, ...)
 	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
 		      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (option == PR_SET_SECCOMP)
-		lp_sandbox_begin();
+	if (option == PR_SET_SECCOMP && (a2 == SECCOMP_MODE_STRICT || a3 != 0))
+		lp_sandbox_begin(); /* not a probe (a filter mode without a filter fails) */
 	if (LP_UNLIKELY(!real_prctl)) /* called before the agent's start */
 		real_prctl = (int (*)(int, ...))lp_sym("prctl");
 	if (LP_UNLIKELY(!real_prctl)) {
@@ -930,8 +930,9 @@ LP_EXPORT long syscall(long nr, ...)
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long); /* what the caller passed, or what its registers held */
 	va_end(ap);
-	if ((nr == SYS_seccomp && (a[0] == SECCOMP_SET_MODE_STRICT || a[0] == SECCOMP_SET_MODE_FILTER)) ||
-	    (nr == SYS_prctl && a[0] == PR_SET_SECCOMP))
+	/* libseccomp probes the kernel with filters of NULL: not these. */
+	if ((nr == SYS_seccomp && (a[0] == SECCOMP_SET_MODE_STRICT || (a[0] == SECCOMP_SET_MODE_FILTER && a[2]))) ||
+	    (nr == SYS_prctl && a[0] == PR_SET_SECCOMP && (a[1] == SECCOMP_MODE_STRICT || a[2])))
 		lp_sandbox_begin();
 	if (LP_UNLIKELY(!real_syscall))
 		real_syscall = (long (*)(long, ...))lp_sym("syscall");

@@ -124,6 +124,7 @@ func TestFoldingInASandbox(t *testing.T) {
 		{"sandboxes itself against prctl", []string{prog, "prctl"}},
 		{"sandboxes itself against openat", []string{prog, "openat"}},
 		{"sandboxes itself by syscall", []string{prog, "syscall"}},
+		{"probes for seccomp", []string{prog, "probe"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := native(t, nil, c.argv...)
@@ -135,7 +136,7 @@ func TestFoldingInASandbox(t *testing.T) {
 			if got.code != want.code || string(got.stdout) != string(want.stdout) {
 				t.Fatalf("under leakpath: exit %d, stdout %q; natively %d, %q\n%s", got.code, got.stdout, want.code, want.stdout, got.text)
 			}
-			if len(c.argv) == 1 {
+			if len(c.argv) == 1 || c.argv[1] == "probe" {
 				// Its own filter: the agent asks for no name at exit;
 				// it knows the one prctl(PR_SET_NAME) set, and main's
 				// from before the filter.
@@ -145,7 +146,12 @@ func TestFoldingInASandbox(t *testing.T) {
 				for _, th := range s.Procs[0].Threads {
 					names = append(names, th.Name)
 				}
-				if !slices.Contains(names, "boxed") || slices.Contains(names, "") {
+				if c.argv[len(c.argv)-1] == "probe" {
+					// No filter: names are read at exit as usual.
+					if len(names) != 2 || slices.Contains(names, "") {
+						t.Errorf("thread names %q, want two (probes are not filters)", names)
+					}
+				} else if !slices.Contains(names, "boxed") || slices.Contains(names, "") {
 					t.Errorf("thread names %q, want one named boxed and main's (read before the filter)", names)
 				}
 			}
