@@ -57,6 +57,7 @@ type Session struct {
 	errMu sync.Mutex
 	errs  []error
 	swept chan struct{} // closed when SweepStale is done; nil: not started
+	lock  int           // the fd holding the directory's lock, or 0: none
 }
 
 // FindAgent locates the agent library: explicit if given, else the
@@ -110,10 +111,17 @@ func NewSession(agentPath string, reg Registrar, ctl Controller) (*Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
+	lock, err := lockDir(dir) // held while the collector runs: see SweepStale
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("session directory: lock: %w", err)
+	}
 	s, err := newSession(dir, agentPath, reg, ctl)
 	if err != nil {
+		unix.Close(lock)
 		return nil, err
 	}
+	s.lock = lock
 	s.swept = make(chan struct{})
 	go func() { // while the program starts; rarely finds any
 		defer close(s.swept)
@@ -321,6 +329,9 @@ func (s *Session) Close(keepLink bool) error {
 	}
 	if s.swept != nil {
 		<-s.swept // not to leave a directory half removed
+	}
+	if s.lock > 0 {
+		unix.Close(s.lock)
 	}
 	return err
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leakpath/leakpath/internal/control"
 )
 
@@ -30,8 +32,9 @@ func sessionPattern() string {
 }
 
 // SweepStale removes the session directories in tmp that a collector left
-// behind: ours (owner and mode), their collector gone, and named by no
-// living process of ours in its environment. The last condition keeps the
+// behind: ours (owner and mode), their collector gone (its pid no longer
+// runs, and nobody holds the directory's lock), and named by no living
+// process of ours in its environment. The last condition keeps the
 // directory of a session closed with keepLink, or whose collector was
 // killed, while the program or a daemon it started still runs: their
 // LD_PRELOAD names the agent link inside, and a child they exec would make
@@ -58,11 +61,33 @@ func SweepStale(tmp string) []string {
 		if inUse[d] {
 			continue
 		}
+		// The lock also keeps two sweeps from removing one directory,
+		// and sees a collector in another pid namespace.
+		lock, err := lockDir(d)
+		if err != nil {
+			continue // a collector holds it
+		}
 		if os.RemoveAll(d) == nil {
 			removed = append(removed, d)
 		}
+		unix.Close(lock)
 	}
 	return removed
+}
+
+// lockDir takes the lock a collector holds on its session directory for
+// as long as it runs (flock: released when the collector dies, however
+// it dies): the fd holding it, or an error if another holds it.
+func lockDir(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // isLeftSession reports whether tmp/name is a session directory of ours

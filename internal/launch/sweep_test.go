@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSweepStale lays out session directories of every kind and checks
@@ -48,6 +50,13 @@ func TestSweepStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := mk("leakpath-e2e-17", 0o700)
+	// A collector whose pid this namespace does not see: its lock.
+	locked := mk("leakpath-"+dead+"-18", 0o700, AgentName, "ctl.sock")
+	lock, err := lockDir(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lock)
 	attach := mk("leakpath-attach.0."+dead, 0o700, "ctl.sock")
 
 	// A daemon the program left: its LD_PRELOAD names the link in used.
@@ -65,7 +74,7 @@ func TestSweepStale(t *testing.T) {
 	if !slices.Equal(removed, want) {
 		t.Errorf("removed %q, want %q", removed, want)
 	}
-	for _, d := range []string{running, used, foreign, open, oldNew, other, attach} {
+	for _, d := range []string{running, used, foreign, open, oldNew, other, attach, locked} {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s: %v (should stay)", filepath.Base(d), err)
 		}
@@ -80,9 +89,9 @@ func TestSweepStale(t *testing.T) {
 	}
 }
 
-// TestNewSessionSweeps: a session removes what a killed collector left
-// (its pid in the name) by the time it is closed, and its own directory on
-// Close.
+// TestNewSessionSweeps: a session holds its directory's lock while it
+// runs, removes what a killed collector left (its pid in the name) by the
+// time it is closed, and its own directory on Close.
 func TestNewSessionSweeps(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -102,6 +111,10 @@ func TestNewSessionSweeps(t *testing.T) {
 	}
 	if filepath.Dir(s.Dir) != tmp || !hasOurPID(filepath.Base(s.Dir)) {
 		t.Errorf("session directory %s: not a pid-named directory in %s", s.Dir, tmp)
+	}
+	if fd, err := lockDir(s.Dir); err == nil {
+		unix.Close(fd)
+		t.Errorf("%s: not locked while the session runs", s.Dir)
 	}
 	if err := s.Close(false); err != nil {
 		t.Fatal(err)
