@@ -220,6 +220,17 @@ func (t *blockTable) take(addr uint64) (b Block, ok bool) {
 	}
 }
 
+// touch reads the slot where a probe for addr starts, and if taking, the
+// entry it names (a free's block is most often there): a put or take of
+// addr soon after then finds them in cache. It returns what it read.
+func (t *blockTable) touch(addr uint64, taking bool) uint64 {
+	v := t.slots[uint64(tagOf(addr)>>t.shift)]
+	if taking && v != 0 {
+		v += t.ent(uint32(v) - 1).addr
+	}
+	return v
+}
+
 // grow doubles the index. It reads the old slots in order and, the homes
 // being the tags' top bits, writes the new ones nearly in order: no entry
 // is read, and no cache line is missed at random.

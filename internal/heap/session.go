@@ -13,6 +13,9 @@ type Session struct {
 	// Observer, when not nil, is told of every heap change of every image
 	// (set it before applying events).
 	Observer Observer
+	// touched sums what prefetch read, so that the reads are not
+	// dropped as unused.
+	touched uint64
 }
 
 // NewSession returns an empty session.
@@ -29,6 +32,22 @@ func (s *Session) Process(i uint32) *Process {
 // Apply applies events in order. Events of an image before its
 // ProcessStart create it with what is known (its index).
 func (s *Session) Apply(evs []event.Event) {
+	if !s.bigTables() {
+		s.apply(evs)
+		return
+	}
+	for len(evs) > 0 {
+		w := evs[:min(prefetchAhead, len(evs))]
+		for i := range w {
+			s.prefetch(&w[i])
+		}
+		s.apply(w)
+		evs = evs[len(w):]
+	}
+}
+
+// apply applies events in order.
+func (s *Session) apply(evs []event.Event) {
 	for i := range evs {
 		ev := &evs[i]
 		if ev.Kind == event.ProcessStart {
@@ -44,6 +63,51 @@ func (s *Session) Apply(evs []event.Event) {
 		if ev.Kind == event.ProcessEnd {
 			p.finish()
 		}
+	}
+}
+
+// Prefetching: an image with millions of blocks live has its table out
+// of cache, and every allocation and free of it waits on memory (~190 ns
+// on a 2-core VM, the page walk included). Apply reads the table where
+// the next prefetchAhead events will look, one after another, before
+// applying them: the reads' waits overlap, where each event's own would
+// wait alone (a read ahead in each event's turn waited as long: the
+// processor retires in order). bigheap, 2M blocks: the puts' 0.38 s of
+// CPU became 0.17 s, the reads ahead included.
+const (
+	prefetchAhead = 16
+	// prefetchSlots is the index size from which Apply prefetches: 1 MB
+	// of slots (and 2.6 MB of entries), past a core's L2 cache here.
+	prefetchSlots = 1 << 17
+)
+
+// bigTables reports whether an image's table is large enough to
+// prefetch from.
+func (s *Session) bigTables() bool {
+	for _, p := range s.Procs {
+		if p != nil && len(p.blocks.slots) >= prefetchSlots {
+			return true
+		}
+	}
+	return false
+}
+
+// prefetch reads the table where ev will look, if it looks in one.
+func (s *Session) prefetch(ev *event.Event) {
+	var addr uint64
+	taking := false
+	switch ev.Kind {
+	case event.Alloc:
+		addr = ev.Addr
+	case event.Free, event.ReallocBegin:
+		addr, taking = ev.Addr, true
+	case event.Realloc:
+		addr = ev.Addr2
+	default:
+		return
+	}
+	if int(ev.Proc) < len(s.Procs) && s.Procs[ev.Proc] != nil {
+		s.touched += s.Procs[ev.Proc].blocks.touch(addr, taking)
 	}
 }
 
