@@ -110,7 +110,7 @@ func sameHome(n int) []uint64 {
 	tab := newBlockTable()
 	var out []uint64
 	for a := uint64(0x1000); len(out) < n; a += 16 {
-		if uint64(tagOf(a)>>tab.shift) == tab.mask {
+		if uint64(tagOf(a))&tab.mask == tab.mask {
 			out = append(out, a)
 		}
 	}
@@ -132,7 +132,7 @@ func TestBlockTableCollisions(t *testing.T) {
 		live := map[uint64]Block{}
 		// Blocks homed just after the run, displaced by it.
 		for a := uint64(0x900000); len(live) < 4; a += 16 {
-			if h := uint64(tagOf(a) >> tab.shift); h < 3 {
+			if h := uint64(tagOf(a)) & tab.mask; h < 3 {
 				tab.put(a, Block{Size: a})
 				live[a] = Block{Size: a}
 			}
@@ -481,7 +481,7 @@ func TestBlockTableProbes(t *testing.T) {
 func (t *blockTable) probes(addr uint64) int {
 	tag := tagOf(addr)
 	n := 0
-	for i := uint64(tag >> t.shift); ; i = (i + 1) & t.mask {
+	for i := uint64(tag) & t.mask; ; i = (i + 1) & t.mask {
 		n++
 		v := t.slots[i]
 		if v == 0 {
