@@ -237,6 +237,14 @@ func (t *blockTable) touch(addr uint64, taking bool) uint64 {
 func (t *blockTable) grow() {
 	old := t.slots
 	t.slots = make([]uint64, 2*len(old))
+	// A large slice is fresh memory from the kernel. Its pages are
+	// written once here, before the probes below read them: a page read
+	// first maps the shared zero page, and the write after it faults
+	// again and flushes the TLB of every core (bigheap: 10 % of the
+	// collector's CPU in do_wp_page).
+	for i := 0; i < len(t.slots); i += 512 { // 4 KiB
+		t.slots[i] = 0
+	}
 	t.mask = uint64(len(t.slots) - 1)
 	for _, v := range old {
 		if v == 0 {
