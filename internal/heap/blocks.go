@@ -111,7 +111,7 @@ func (t *blockTable) put(addr uint64, b Block) (old Block, replaced bool) {
 	if (t.n+1)*2 > len(t.slots) {
 		t.grow()
 	}
-	// The probe of find, inline: a call here costs a tenth of a put.
+	// The probe of find, inline, as in take: no call on the way.
 	tag := tagOf(addr)
 	i := uint64(tag) & t.mask
 	for ; ; i = (i + 1) & t.mask {
@@ -180,7 +180,8 @@ func (t *blockTable) newEnt() uint32 {
 
 // take removes the block at addr. It empties the block's slot and shifts
 // back the slots after it that would otherwise become unreachable. (One
-// function, as put: a call costs a tenth of a free.)
+// function: with the shift a call of its own, BenchmarkBlockTableLoop
+// took 14.2 ns an allocation and free, inline 12.6.)
 func (t *blockTable) take(addr uint64) (b Block, ok bool) {
 	tag := tagOf(addr)
 	slots, mask := t.slots, t.mask
