@@ -180,6 +180,15 @@ func (f Fn) FreeFamily() Family {
 	return FamilyNone
 }
 
+// Limits of what an event may carry, so that a model that keeps a dense
+// table by process image or by stack id stays bounded when a trace or a
+// target's ring is corrupt: a process would need 16M distinct stacks, a
+// trace 4M images.
+const (
+	MaxStackID = 1 << 24 // Event.Stack
+	MaxImages  = 1 << 22 // Event.Proc, ProcessInfo.Index
+)
+
 // Event is one thing that happened in a recorded process. It is 64 bytes
 // with a single pointer: millions of them pass through slices, and what
 // only rare kinds carry lives behind X.

@@ -511,6 +511,9 @@ func (p *Process) apply(ev *event.Event) {
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
+		if ev.Stack >= event.MaxStackID {
+			return // the decoders refuse these: no slot for each id below
+		}
 		id := p.Stacks.intern(ev.Frames(), p.ModuleOf)
 		for int(ev.Stack) >= len(p.agentStack) {
 			p.agentStack = append(p.agentStack, 0)

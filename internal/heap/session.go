@@ -50,6 +50,9 @@ func (s *Session) Apply(evs []event.Event) {
 func (s *Session) apply(evs []event.Event) {
 	for i := range evs {
 		ev := &evs[i]
+		if ev.Proc >= event.MaxImages {
+			continue // the decoders refuse these: no slot for each index below
+		}
 		if ev.Kind == event.ProcessStart {
 			s.start(ev)
 			continue

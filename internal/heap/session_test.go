@@ -63,3 +63,20 @@ func TestApplyPrefetchesBigTables(t *testing.T) {
 		t.Errorf("%d blocks live, want %d", p.Totals.LiveBlocks, n)
 	}
 }
+
+// TestApplyBoundsIndexes: events whose process image or stack id is past
+// the events' limits (a corrupt trace or ring) leave the model's tables
+// bounded; before, each made a slot for every index below it (2^30 images
+// took the machine's memory).
+func TestApplyBoundsIndexes(t *testing.T) {
+	s := NewSession()
+	s.Apply([]event.Event{
+		{Kind: event.Alloc, Fn: event.Malloc, Proc: 1 << 30, Thread: 1, Time: 5, Addr: 0x1000, Size: 8},
+		{Kind: event.ProcessStart, Proc: event.MaxImages, X: &event.Extra{Process: &event.ProcessInfo{Index: event.MaxImages, ParentProc: -1, ExecOf: -1}}},
+		{Kind: event.StackDef, Thread: 1, Stack: 1<<32 - 1, X: &event.Extra{Frames: []uint64{0x401000}}},
+		{Kind: event.StackDef, Thread: 1, Stack: 3, X: &event.Extra{Frames: []uint64{0x401000}}},
+	})
+	if len(s.Procs) != 1 || len(s.Procs[0].agentStack) != 4 {
+		t.Errorf("%d process images, %d stack slots: want 1 and 4", len(s.Procs), len(s.Procs[0].agentStack))
+	}
+}

@@ -482,6 +482,9 @@ func (e *encoder) findAlloc(addr uint64) (uint64, *addrEntry) {
 
 // checkEvent reports why ev cannot be stored, or nil.
 func checkEvent(ev *event.Event) error {
+	if ev.Kind == event.StackDef && ev.Stack >= event.MaxStackID {
+		return fmt.Errorf("stack id %d (limit %d)", ev.Stack, event.MaxStackID)
+	}
 	if len(ev.Frames()) > MaxFrames {
 		return fmt.Errorf("%v event with %d frames (limit %d)", ev.Kind, len(ev.Frames()), MaxFrames)
 	}
@@ -526,6 +529,9 @@ func (e *encoder) add(ev *event.Event) error {
 		}
 	}
 	if ev.Proc != e.proc {
+		if ev.Proc >= event.MaxImages {
+			return fmt.Errorf("%v event of process image %d (limit %d)", ev.Kind, ev.Proc, event.MaxImages)
+		}
 		e.s[sOps] = append(e.s[sOps], opSetProc)
 		e.s[sMisc] = uv(e.s[sMisc], uint64(ev.Proc))
 		e.proc = ev.Proc

@@ -266,6 +266,10 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 				return out
 			}
 			d.proc = d.u32(sMisc)
+			if d.proc >= event.MaxImages {
+				d.failf("process image %d (at most %d)", d.proc, event.MaxImages)
+				return out
+			}
 			continue
 		case opSetThread:
 			i := int(op >> 5)
@@ -530,6 +534,10 @@ func (d *decoder) decStackDef(ev *event.Event, op byte) {
 		ev.Stack = d.u32(sStack)
 	}
 	d.lastStack = ev.Stack
+	if ev.Stack >= event.MaxStackID {
+		d.failf("stack id %d (at most %d)", ev.Stack, event.MaxStackID)
+		return
+	}
 	var fr []uint64
 	if op&f2 != 0 {
 		fr = d.sharedFrames()

@@ -158,6 +158,9 @@ func (g *gen) event(proc uint32, thread int32) event.Event {
 		ev.Kind = event.Kind(g.r.UintN(256))
 		ev.Fn = event.Fn(g.r.UintN(256))
 		ev.Stack = uint32(g.num())
+		if ev.Kind == event.StackDef {
+			ev.Stack %= event.MaxStackID // a definition's id is bounded
+		}
 		ev.Time = g.num()
 		ev.Addr, ev.Addr2, ev.Size, ev.Aux = g.addr(), g.num(), g.num(), g.num()
 		if g.r.IntN(2) == 0 {

@@ -337,12 +337,15 @@ func TestLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := event.Event{Kind: event.Alloc, Addr: 16, Size: 1, Time: 5}
-	for _, bad := range []event.Event{
+	bads := []event.Event{
 		{Kind: event.StackDef, Stack: 1, X: &event.Extra{Frames: make([]uint64, MaxFrames+1)}},
 		{Kind: event.Exec, X: &event.Extra{Text: strings.Repeat("x", MaxString+1)}},
 		{Kind: event.ModuleLoad, X: &event.Extra{Module: &event.Module{Segments: make([]event.Segment, MaxSegments+1)}}},
 		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{Argv: make([]string, MaxArgs+1)}}},
-	} {
+		{Kind: event.StackDef, Stack: event.MaxStackID, X: &event.Extra{Frames: []uint64{1}}},
+		{Kind: event.Alloc, Proc: event.MaxImages, Addr: 32, Size: 1, Time: 6},
+	}
+	for _, bad := range bads {
 		if err := w.Write([]event.Event{ok, bad, ok}); err == nil || !strings.Contains(err.Error(), "event 1 of the batch") {
 			t.Errorf("%v beyond the limits: %v", bad.Kind, err)
 		}
@@ -351,8 +354,8 @@ func TestLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := readAll(t, b.Bytes())
-	if err != nil || len(got) != 4 {
-		t.Fatalf("got %d events (%v), want the 4 good ones", len(got), err)
+	if err != nil || len(got) != len(bads) {
+		t.Fatalf("got %d events (%v), want the %d good ones (each batch's first)", len(got), err, len(bads))
 	}
 }
 

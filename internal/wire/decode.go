@@ -123,8 +123,8 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			if words-1 > MaxDepth {
 				return out, &DecodeError{off, fmt.Sprintf("stack of %d frames", words-1)}
 			}
-			if aux == 0 {
-				return out, &DecodeError{off, "stack id 0"}
+			if aux == 0 || aux >= event.MaxStackID {
+				return out, &DecodeError{off, fmt.Sprintf("stack id %d", aux)}
 			}
 			ev.Kind, ev.Stack = event.StackDef, aux
 			ev.Ext().Frames = make([]uint64, words-1)

@@ -104,6 +104,7 @@ func TestDecodeRejects(t *testing.T) {
 		"past the end":       words(hdr(RecFree, 5, 9, 0), 0, 0),
 		"alloc unknown fn":   words(hdr(RecAlloc, 200, 4, 0), 0, 0, 0),
 		"stack id 0":         words(hdr(RecStack, 0, 2, 0), 1),
+		"stack id too large": words(hdr(RecStack, 0, 2, event.MaxStackID), 1),
 		"bad module lengths": words(hdr(RecModule, 0, 4, 1), 0, 0, 100),
 		"half a word":        {1, 2, 3},
 		"scope without name": words(hdr(RecScopeBegin, 0, 2, 1), 0),
