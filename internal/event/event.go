@@ -181,11 +181,13 @@ func (f Fn) FreeFamily() Family {
 }
 
 // Limits of what an event may carry, so that a model that keeps a dense
-// table by process image or by stack id stays bounded when a trace or a
-// target's ring is corrupt: a process would need 16M distinct stacks, a
-// trace 4M images.
+// table by process image or by stack id stays bounded (256 MB, 32 MB)
+// when a trace or a target's ring is corrupt. A process defines its
+// stacks with ids counted from 1 (the agent's threads share the count):
+// 64M definitions would be gigabytes of trace; a trace of 4M images,
+// millions of processes recorded.
 const (
-	MaxStackID = 1 << 24 // Event.Stack
+	MaxStackID = 1 << 26 // Event.Stack of a StackDef
 	MaxImages  = 1 << 22 // Event.Proc, ProcessInfo.Index
 )
 
