@@ -168,6 +168,34 @@ func TestFoldingInASandbox(t *testing.T) {
 	}
 }
 
+// TestLibseccompSandbox: a program that installs its filter with
+// libseccomp (probes, then syscall(SYS_seccomp)), killing on prctl,
+// membarrier and openat, runs under leakpath as natively, its two blocks
+// of 77 bytes not freed.
+func TestLibseccompSandbox(t *testing.T) {
+	if _, err := os.Stat("/usr/include/seccomp.h"); err != nil {
+		t.Skip("libseccomp-dev is not installed (apt-get install libseccomp-dev): no libseccomp program to build")
+	}
+	prog := fixture(t, "libseccomp.c", "-lseccomp", "-lpthread")
+	want := native(t, nil, prog)
+	if want.code != 0 || string(want.stdout) != "done\n" {
+		t.Fatalf("natively: exit %d, stdout %q, stderr %s", want.code, want.stdout, want.stderr)
+	}
+	got := leakpath(t, nil, nil, prog)
+	if got.code != 0 || string(got.stdout) != "done\n" {
+		t.Fatalf("under leakpath: exit %d, stdout %q\n%s", got.code, got.stdout, got.text)
+	}
+	var blocks uint64
+	for _, l := range got.report.Leaks {
+		if l.Bytes == 77*l.Blocks {
+			blocks += l.Blocks
+		}
+	}
+	if blocks != 2 {
+		t.Errorf("%d blocks of 77 bytes not freed, want 2:\n%s", blocks, got.text)
+	}
+}
+
 // TestPeakWithFolding: a program of one thread whose heap peaks while the
 // agent holds most of it pending has the peak massif (valgrind) finds,
 // folding or not: at a pending block's allocation (spike) and at a
