@@ -140,6 +140,14 @@ func run(runs, size int, only, lp string) error {
 		{name: "alloc loop, 1 thread", argv: []string{nofp, n, "1"}, small: []string{nofp, small, "1"}},
 		{name: "alloc loop, 2 threads", argv: []string{nofp, n, "2"}, small: []string{nofp, small, "2"}},
 	}
+	// C++ containers: many call sites in libstdc++ (no frame pointers),
+	// most blocks outliving the agent's window, freed in tree order.
+	cxx := filepath.Join(work, "cxxmap")
+	if b, err := exec.Command("c++", "-O2", "-g", "-o", cxx, filepath.Join(root, "bench", "workloads", "cxxmap.cc")).CombinedOutput(); err == nil {
+		workloads = append(workloads, workload{name: "C++ map, -O2", argv: []string{cxx, strconv.Itoa(size / 10)}, small: []string{cxx, strconv.Itoa(size / 200)}})
+	} else {
+		fmt.Printf("skip: C++ map workload (c++ failed: %v %s)\n", err, bytes.TrimSpace(b))
+	}
 	if _, err := exec.LookPath("sqlite3"); err == nil {
 		workloads = append(workloads, workload{name: "sqlite3 inserts", argv: []string{"sqlite3", ":memory:"}, stdin: sqliteScript(200000),
 			small: []string{"sqlite3", ":memory:"}})

@@ -137,7 +137,7 @@ func TestThreadsCrossThreadFrees(t *testing.T) {
 	compareValgrind(t, r, im, 4*16, bin) // 4 threads' DTVs
 	// glibc keeps the exited threads' stacks (8 MiB each, a few pages
 	// written) for new threads; the exit scan reads only their written
-	// pages, and none of the agent's memory (its pending map is 8 MiB).
+	// pages, and none of the agent's memory (its pending map, its rings).
 	var sc struct {
 		Scan struct {
 			RootBytes uint64 `json:"root_bytes"`
