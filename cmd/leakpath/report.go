@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
@@ -155,14 +156,15 @@ func loadTraceProgress(path string, obs heap.Observer, progress func(done, total
 	model := heap.NewSession()
 	model.Observer = obs
 	var warnings []string
-	var buf []event.Event
 	main := int32(-1)
 	var tps float64
 	var cut error
-	for {
-		buf, err = r.Next(buf)
+	batches, stop := readAhead(r)
+	defer stop()
+	for b := range batches {
+		buf, err := b.evs, b.err
 		if progress != nil {
-			progress(r.Offset(), size)
+			progress(b.offset, size)
 		}
 		for i := range buf {
 			ev := &buf[i]
@@ -174,6 +176,7 @@ func loadTraceProgress(path string, obs heap.Observer, progress func(done, total
 			}
 		}
 		model.Apply(buf)
+		b.done()
 		if err == io.EOF {
 			break
 		}
@@ -200,6 +203,63 @@ func loadTraceProgress(path string, obs heap.Observer, progress func(done, total
 		}
 	}
 	return &loadedTrace{model: model, main: main, tps: tps, warnings: warnings, meta: r.Meta(), cut: cut, timeShift: r.TimeShift()}, nil
+}
+
+// readBatch is a batch of a trace's events read ahead: done hands its
+// buffer back for reuse once the events are applied.
+type readBatch struct {
+	evs    []event.Event
+	offset int64 // the reader's offset after it
+	err    error
+	done   func()
+}
+
+// readAhead reads r's batches on a goroutine of its own, up to two ahead,
+// so that decompressing and decoding the next ones overlaps with applying
+// this one (~a fifth of `leakpath report`'s time on a trace of 3.6M
+// events). The batches' events are fresh (tracefile.Reader.Next); only the
+// slices are reused. The channel closes after the batch with an error
+// (io.EOF at the end); stop ends the reading early and waits for it, so
+// that r can be closed.
+func readAhead(r *tracefile.Reader) (<-chan readBatch, func()) {
+	out := make(chan readBatch, 2)
+	free := make(chan []event.Event, 3)
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		defer close(out)
+		for {
+			var buf []event.Event
+			select {
+			case buf = <-free:
+			default:
+			}
+			buf, err := r.Next(buf)
+			b := readBatch{evs: buf, offset: r.Offset(), err: err}
+			b.done = func() {
+				select {
+				case free <- b.evs:
+				default:
+				}
+			}
+			select {
+			case out <- b:
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return out, func() {
+		once.Do(func() {
+			close(quit)
+			<-finished
+		})
+	}
 }
 
 // reportTraces reports several traces (the ranks of an MPI job, say):
