@@ -49,7 +49,7 @@ func TestTimeResolution(t *testing.T) {
 	}
 	cs, csize := shiftOf(coarse)
 	es, esize := shiftOf(exact)
-	if want := clock.ShiftFor(4*time.Millisecond, clock.UseTSC()); cs != want || want == 0 {
+	if want := clock.ShiftAfter(4*time.Millisecond, clock.UseTSC())(); cs != want || want == 0 {
 		t.Errorf("default time shift %d, want %d (4 ms)", cs, want)
 	}
 	if es != 0 {

@@ -118,16 +118,13 @@ func ExactPending(res time.Duration) bool {
 	return tick <= 0 || res < tick
 }
 
-// ShiftFor returns the largest shift s such that 2^s ticks of the clock
-// UseTSC selects last at most res: the tracefile.Options.TimeShift that
-// keeps times to res. res <= 0 is 0 (exact). The TSC's rate is measured
-// over ~2 ms: a power of two needs no more.
-func ShiftFor(res time.Duration, tsc bool) uint { return ShiftAfter(res, tsc)() }
-
-// ShiftAfter is ShiftFor measured while the caller goes on: the TSC's
-// rate is measured from now, and the function returned gives the shift,
-// waiting for what is left of the 2 ms first (a run's trace is made after
-// its program started: the wait was most of leakpath's start).
+// ShiftAfter returns a function that gives the largest shift s such that
+// 2^s ticks of the clock UseTSC selects last at most res: the
+// tracefile.Options.TimeShift that keeps times to res. res <= 0 is 0
+// (exact). The TSC's rate is measured over ~2 ms, from the call on while
+// the caller goes on (a run's trace is made after its program started:
+// waiting first was most of leakpath's start); the function waits for
+// what is left of the 2 ms. A power of two needs no more.
 func ShiftAfter(res time.Duration, tsc bool) func() uint {
 	if res <= 0 {
 		return func() uint { return 0 }
