@@ -894,6 +894,14 @@ static void lp_sandbox_begin(void)
 	lp_sandbox_later();
 }
 
+/* lp_prctl_sandboxes says whether prctl(option, mode, filter) installs a
+ * seccomp filter: libseccomp probes the kernel with filters of NULL,
+ * which fail and are not. */
+static inline int lp_prctl_sandboxes(long option, unsigned long mode, unsigned long filter)
+{
+	return option == PR_SET_SECCOMP && (mode == SECCOMP_MODE_STRICT || filter != 0);
+}
+
 /* prctl and syscall are followed for a seccomp filter the program
  * installs (libseccomp uses syscall(SYS_seccomp), else prctl): the agent
  * stops its own calls a filter may kill for before it is in place. */
@@ -904,8 +912,8 @@ LP_EXPORT int prctl(int option, ...)
 	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
 		      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (option == PR_SET_SECCOMP && (a2 == SECCOMP_MODE_STRICT || a3 != 0))
-		lp_sandbox_begin(); /* not a probe (a filter mode without a filter fails) */
+	if (lp_prctl_sandboxes(option, a2, a3))
+		lp_sandbox_begin();
 	if (LP_UNLIKELY(!real_prctl)) /* called before the agent's start */
 		real_prctl = (int (*)(int, ...))lp_sym("prctl");
 	if (LP_UNLIKELY(!real_prctl)) {
@@ -930,9 +938,9 @@ LP_EXPORT long syscall(long nr, ...)
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long); /* what the caller passed, or what its registers held */
 	va_end(ap);
-	/* libseccomp probes the kernel with filters of NULL: not these. */
+	/* seccomp(2)'s operation, flags, filter; or prctl's arguments. */
 	if ((nr == SYS_seccomp && (a[0] == SECCOMP_SET_MODE_STRICT || (a[0] == SECCOMP_SET_MODE_FILTER && a[2]))) ||
-	    (nr == SYS_prctl && a[0] == PR_SET_SECCOMP && (a[1] == SECCOMP_MODE_STRICT || a[2])))
+	    (nr == SYS_prctl && lp_prctl_sandboxes(a[0], (unsigned long)a[1], (unsigned long)a[2])))
 		lp_sandbox_begin();
 	if (LP_UNLIKELY(!real_syscall))
 		real_syscall = (long (*)(long, ...))lp_sym("syscall");
