@@ -81,17 +81,17 @@ func (t *blockTable) ent(i uint32) *blockEnt {
 	return &t.ents[i>>entChunkBits][i&(entChunk-1)]
 }
 
-// find returns the slot holding addr and its entry, or nil.
-func (t *blockTable) find(addr uint64) (uint64, *blockEnt) {
+// find returns addr's entry, or nil.
+func (t *blockTable) find(addr uint64) *blockEnt {
 	tag := tagOf(addr)
 	for i := uint64(tag) & t.mask; ; i = (i + 1) & t.mask {
 		v := t.slots[i]
 		if v == 0 {
-			return i, nil
+			return nil
 		}
 		if uint32(v>>32) == tag {
 			if e := t.ent(uint32(v) - 1); e.addr == addr {
-				return i, e
+				return e
 			}
 		}
 	}
@@ -99,7 +99,7 @@ func (t *blockTable) find(addr uint64) (uint64, *blockEnt) {
 
 // get returns the live block at addr.
 func (t *blockTable) get(addr uint64) (Block, bool) {
-	if _, e := t.find(addr); e != nil {
+	if e := t.find(addr); e != nil {
 		return e.Block, true
 	}
 	return Block{}, false
@@ -262,7 +262,7 @@ func (t *blockTable) grow() {
 // setKind sets the kind of the live block at addr if it has size; it
 // reports whether it had.
 func (t *blockTable) setKind(addr, size uint64, k event.LeakKind) bool {
-	if _, e := t.find(addr); e != nil && e.Size == size {
+	if e := t.find(addr); e != nil && e.Size == size {
 		e.Kind = k
 		return true
 	}
