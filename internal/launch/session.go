@@ -57,7 +57,7 @@ type Session struct {
 	errMu sync.Mutex
 	errs  []error
 	swept chan struct{} // closed when SweepStale is done; nil: not started
-	lock  int           // the fd holding the directory's lock, or 0: none
+	lock  int           // the fd holding the directory's lock, or -1: none
 }
 
 // FindAgent locates the agent library: explicit if given, else the
@@ -154,7 +154,7 @@ func NewAttachSession(pid int, agentPath string, reg Registrar, ctl Controller) 
 }
 
 func newSession(dir, agentPath string, reg Registrar, ctl Controller) (*Session, error) {
-	s := &Session{Dir: dir, Agent: filepath.Join(dir, AgentName), reg: reg, ctl: ctl}
+	s := &Session{Dir: dir, Agent: filepath.Join(dir, AgentName), reg: reg, ctl: ctl, lock: -1}
 	if err := os.Symlink(agentPath, s.Agent); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("session: link agent: %w", err)
@@ -330,7 +330,7 @@ func (s *Session) Close(keepLink bool) error {
 	if s.swept != nil {
 		<-s.swept // not to leave a directory half removed
 	}
-	if s.lock > 0 {
+	if s.lock >= 0 {
 		unix.Close(s.lock)
 	}
 	return err
