@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
 )
 
 // TestFoldingKeepsEveryCount: folding short-lived pairs in the agent
@@ -118,13 +117,17 @@ func TestFoldingInASandbox(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		argv []string
+		// names: every thread is named, and boxed among them (its own
+		// filter: the name prctl(PR_SET_NAME) set, main's read before
+		// the filter) or not (no filter: names read at exit).
+		names, boxed bool
 	}{
-		{"sandboxes itself", []string{prog}},
-		{"started in a sandbox", []string{prog, "exec", prog, "plain"}},
-		{"sandboxes itself against prctl", []string{prog, "prctl"}},
-		{"sandboxes itself against openat", []string{prog, "openat"}},
-		{"sandboxes itself by syscall", []string{prog, "syscall"}},
-		{"probes for seccomp", []string{prog, "probe"}},
+		{"sandboxes itself", []string{prog}, true, true},
+		{"started in a sandbox", []string{prog, "exec", prog, "plain"}, false, false},
+		{"sandboxes itself against prctl", []string{prog, "prctl"}, false, false},
+		{"sandboxes itself against openat", []string{prog, "openat"}, false, false},
+		{"sandboxes itself by syscall", []string{prog, "syscall"}, false, false},
+		{"probes for seccomp", []string{prog, "probe"}, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := native(t, nil, c.argv...)
@@ -136,24 +139,9 @@ func TestFoldingInASandbox(t *testing.T) {
 			if got.code != want.code || string(got.stdout) != string(want.stdout) {
 				t.Fatalf("under leakpath: exit %d, stdout %q; natively %d, %q\n%s", got.code, got.stdout, want.code, want.stdout, got.text)
 			}
-			if len(c.argv) == 1 || c.argv[1] == "probe" {
-				// Its own filter: the agent asks for no name at exit;
-				// it knows the one prctl(PR_SET_NAME) set, and main's
-				// from before the filter.
-				s := heap.NewSession()
-				eachTraceEvent(t, trace, func(ev *event.Event) { s.Apply([]event.Event{*ev}) })
-				var names []string
-				for _, th := range s.Procs[0].Threads {
-					names = append(names, th.Name)
-				}
-				if c.argv[len(c.argv)-1] == "probe" {
-					// No filter: names are read at exit as usual.
-					if len(names) != 2 || slices.Contains(names, "") {
-						t.Errorf("thread names %q, want two (probes are not filters)", names)
-					}
-				} else if !slices.Contains(names, "boxed") || slices.Contains(names, "") {
-					t.Errorf("thread names %q, want one named boxed and main's (read before the filter)", names)
-				}
+			if names := traceThreadNames(t, trace); c.names &&
+				(len(names) != 2 || slices.Contains(names, "") || slices.Contains(names, "boxed") != c.boxed) {
+				t.Errorf("thread names %q, want two, all named (boxed among them: %v)", names, c.boxed)
 			}
 			if blocks := blocksOfSize(got, 77); blocks != 2 {
 				t.Errorf("%d blocks of 77 bytes not freed, want 2:\n%s", blocks, got.text)

@@ -20,14 +20,22 @@ func TestThreadNames(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
-	s := heap.NewSession()
-	eachTraceEvent(t, trace, func(ev *event.Event) { s.Apply([]event.Event{*ev}) })
-	var names []string
-	for _, th := range s.Procs[0].Threads {
-		names = append(names, th.Name)
-	}
+	names := traceThreadNames(t, trace)
 	sort.Strings(names)
 	if got := strings.Join(names, ","); got != "named-by-main,self-named,the-main" {
 		t.Errorf("thread names %q, want named-by-main, self-named, the-main", got)
 	}
+}
+
+// traceThreadNames replays the trace at path and returns the names of its
+// first image's threads ("" for a thread never named).
+func traceThreadNames(t *testing.T, path string) []string {
+	t.Helper()
+	s := heap.NewSession()
+	eachTraceEvent(t, path, func(ev *event.Event) { s.Apply([]event.Event{*ev}) })
+	var names []string
+	for _, th := range s.Procs[0].Threads {
+		names = append(names, th.Name)
+	}
+	return names
 }
