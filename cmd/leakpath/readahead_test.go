@@ -87,13 +87,13 @@ func TestReadAheadStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	batches, stop := readAhead(r)
-	b, ok := <-batches
+	ahead := readAhead(r)
+	b, ok := <-ahead.batches
 	if !ok || b.err != nil || len(b.evs) == 0 {
 		t.Fatalf("first batch: %d events, %v", len(b.evs), b.err)
 	}
 	done := make(chan struct{})
-	go func() { stop(); stop(); close(done) }()
+	go func() { ahead.stop(); ahead.stop(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
