@@ -50,6 +50,15 @@ func TestBlockTableAgainstMap(t *testing.T) {
 // live block, each (every live block once), and its insides: every slot
 // names a live entry whose hash it keeps, no entry is named twice, and
 // every entry is live or free, once.
+// putBlocks puts blocks of size i at i*stride, for i in [from, to], in
+// tab and in live, the test's own account of what tab holds.
+func putBlocks(tab *blockTable, live map[uint64]Block, from, to, stride uint64) {
+	for i := from; i <= to; i++ {
+		tab.put(i*stride, Block{Size: i})
+		live[i*stride] = Block{Size: i}
+	}
+}
+
 func checkBlockTable(t *testing.T, tab *blockTable, live map[uint64]Block) {
 	t.Helper()
 	if tab.n != len(live) {
@@ -291,10 +300,7 @@ func TestBlockTableKeepsEveryField(t *testing.T) {
 func TestBlockTableKinds(t *testing.T) {
 	tab := newBlockTable()
 	live := map[uint64]Block{}
-	for i := uint64(1); i <= 3000; i++ {
-		tab.put(i*64, Block{Size: i})
-		live[i*64] = Block{Size: i}
-	}
+	putBlocks(tab, live, 1, 3000, 64)
 	if tab.setKind(64, 2, event.Definite) {
 		t.Error("setKind with the wrong size marked a block")
 	}
@@ -307,10 +313,7 @@ func TestBlockTableKinds(t *testing.T) {
 		}
 		live[i*64] = Block{Size: i, Kind: event.Indirect}
 	}
-	for i := uint64(3001); i <= 6000; i++ { // grows, into a second chunk
-		tab.put(i*64, Block{Size: i})
-		live[i*64] = Block{Size: i}
-	}
+	putBlocks(tab, live, 3001, 6000, 64) // grows, into a second chunk
 	checkBlockTable(t, tab, live)
 	for i := uint64(5000); i <= 6000; i += 2 {
 		if !tab.setKind(i*64, i, event.Reachable) {
@@ -332,10 +335,7 @@ func TestBlockTableKinds(t *testing.T) {
 func TestBlockTableClone(t *testing.T) {
 	tab := newBlockTable()
 	live := map[uint64]Block{}
-	for i := uint64(1); i <= 10000; i++ {
-		tab.put(i*32, Block{Size: i})
-		live[i*32] = Block{Size: i}
-	}
+	putBlocks(tab, live, 1, 10000, 32)
 	for i := uint64(1); i <= 10000; i += 5 {
 		tab.take(i * 32)
 		delete(live, i*32)
