@@ -1,0 +1,35 @@
+package collect
+
+import "sync"
+
+// room is a counting bound shared by the senders and the sink.
+type room struct {
+	mu    sync.Mutex
+	freed sync.Cond
+	used  int
+	limit int
+}
+
+// take waits until n more fit, or nothing is taken (a batch larger than
+// the limit still goes, alone), then takes n.
+func (r *room) take(n int) {
+	r.mu.Lock()
+	if r.freed.L == nil {
+		r.freed.L = &r.mu
+	}
+	for r.used > 0 && r.used+n > r.limit {
+		r.freed.Wait()
+	}
+	r.used += n
+	r.mu.Unlock()
+}
+
+// give returns n taken before.
+func (r *room) give(n int) {
+	r.mu.Lock()
+	r.used -= n
+	if r.freed.L != nil {
+		r.freed.Broadcast()
+	}
+	r.mu.Unlock()
+}
