@@ -1,6 +1,11 @@
 package heap
 
-import "github.com/leakpath/leakpath/internal/event"
+import (
+	"unsafe"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/prefetch"
+)
 
 // blockTable maps the addresses of live blocks to the blocks. The blocks
 // sit in a dense array of entries, in chunks that never move; an
@@ -221,15 +226,19 @@ func (t *blockTable) take(addr uint64) (b Block, ok bool) {
 	}
 }
 
-// touch reads the slot where a probe for addr starts, and if taking, the
-// entry it names (a free's block is most often there): a put or take of
-// addr soon after then finds them in cache. It returns what it read.
-func (t *blockTable) touch(addr uint64, taking bool) uint64 {
-	v := t.slots[uint64(tagOf(addr))&t.mask]
-	if taking && v != 0 {
-		v += t.ent(uint32(v) - 1).addr
+// prefetchSlot asks for the line of the slot where a probe for addr
+// starts.
+func (t *blockTable) prefetchSlot(addr uint64) {
+	prefetch.Line(unsafe.Pointer(&t.slots[uint64(tagOf(addr))&t.mask]))
+}
+
+// prefetchEnt asks for the entry that the slot where a probe for addr
+// starts names (a freed block's is most often there). It reads the slot:
+// ask for that first.
+func (t *blockTable) prefetchEnt(addr uint64) {
+	if v := t.slots[uint64(tagOf(addr))&t.mask]; v != 0 {
+		prefetch.Line(unsafe.Pointer(t.ent(uint32(v) - 1)))
 	}
-	return v
 }
 
 // grow doubles the index. It reads the old slots in order and writes

@@ -7,7 +7,7 @@ import (
 )
 
 // TestApplyPrefetchesBigTables: once an image's table is large, Apply
-// reads ahead where events will look (touched changes), including events
+// reads ahead where events will look (prefetched counts), including events
 // of an image not started yet and of none, and the model comes out as
 // when the same events come one call each, without reading ahead.
 func TestApplyPrefetchesBigTables(t *testing.T) {
@@ -37,7 +37,7 @@ func TestApplyPrefetchesBigTables(t *testing.T) {
 		t.Fatalf("%d blocks live in %d slots: not prefetched from", n, len(whole.Procs[0].blocks.slots))
 	}
 	whole.Apply(batch)
-	if whole.touched == 0 {
+	if whole.prefetched == 0 {
 		t.Error("Apply read nothing ahead")
 	}
 	one := NewSession()
