@@ -15,6 +15,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/report"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
@@ -54,46 +55,67 @@ func parseAddr(t *testing.T, s string) uint64 {
 
 // TestStale: a server loop whose cache entries are inserted and never
 // read again, beside a hot set another thread reads every 10 ms and config data read
-// every 400 ms (4 epochs, under T2 = 8): the cache entries are
+// every 400 ms (4 epochs, under T2, the default 10): the cache entries are
 // reported stale, and not one hot or config block (zero false
 // positives), though the pool watches some of each. A snapshot at
 // iteration 200 reports the stale entries so far, and its scan (which
 // reads every block) resets no age. The trace replayed epoch by epoch
-// gives the detection latency.
+// gives the detection latency. The accessed bits miss a read at times
+// (see internal/stale), more often on a loaded machine: with T2 = 8 a hot
+// block went 8-9 epochs unseen in 2 of 6 runs beside two busy loops, and
+// with T2 = 10, 10 epochs in 1 of 6. A run where that happens is tried
+// again, up to three in all.
 func TestStale(t *testing.T) {
 	bin := fixture(t, "staleserver.c", includeFlag())
-	dir := t.TempDir()
-	trace := filepath.Join(dir, "stale.lpt")
-	const t2 = 8
-	r := leakpath(t, []string{"-o", trace, "--stale", "--stale-epoch", "100ms", "--stale-sample", "2",
-		"--stale-t1", "3", "--stale-t2", strconv.Itoa(t2), "--snapshot-dir", dir}, nil, bin, "300", "400", "200")
-	if r.code != 0 || !bytes.Contains(r.stdout, []byte("300 cached")) {
-		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-	}
-	var rep staleReport
-	if err := json.Unmarshal(r.reportJSON, &rep); err != nil {
-		t.Fatal(err)
-	}
-	w := rep.StaleWatch
-	if w == nil {
-		t.Fatalf("no stale_watch in the report:\n%s", r.text)
-	}
-	if w.Epochs < 20 || w.WatchedPages != w.PoolPages || w.PoolPages == 0 {
-		t.Fatalf("stale_watch %+v: want 20+ epochs, every pool page a mapping of its own", *w)
-	}
-	base := parseAddr(t, w.PoolBase)
-	inPool := func(a uint64) bool { return a >= base && a < base+uint64(w.PoolPages)*4096 }
-	watched := map[string]int{}
-	kept := map[uint64]string{} // hot and config blocks in the pool
-	for _, line := range strings.Split(string(r.stdout), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && (f[0] == "hot" || f[0] == "config") {
-			if a := parseAddr(t, f[1]); inPool(a) {
-				watched[f[0]]++
-				kept[a] = f[0]
+	const t2 = report.DefaultStaleT2
+	var (
+		dir, trace string
+		r          result
+		rep        staleReport
+		watched    map[string]int
+		kept       map[uint64]string // hot and config blocks in the pool
+	)
+	for try := 1; ; try++ {
+		dir = t.TempDir()
+		trace = filepath.Join(dir, "stale.lpt")
+		r = leakpath(t, []string{"-o", trace, "--stale", "--stale-epoch", "100ms", "--stale-sample", "2",
+			"--stale-t1", "3", "--stale-t2", strconv.Itoa(t2), "--snapshot-dir", dir}, nil, bin, "300", "400", "200")
+		if r.code != 0 || !bytes.Contains(r.stdout, []byte("300 cached")) {
+			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		rep = staleReport{}
+		if err := json.Unmarshal(r.reportJSON, &rep); err != nil {
+			t.Fatal(err)
+		}
+		w := rep.StaleWatch
+		if w == nil {
+			t.Fatalf("no stale_watch in the report:\n%s", r.text)
+		}
+		if w.Epochs < 20 || w.WatchedPages != w.PoolPages || w.PoolPages == 0 {
+			t.Fatalf("stale_watch %+v: want 20+ epochs, every pool page a mapping of its own", *w)
+		}
+		base := parseAddr(t, w.PoolBase)
+		inPool := func(a uint64) bool { return a >= base && a < base+uint64(w.PoolPages)*4096 }
+		watched, kept = map[string]int{}, map[uint64]string{}
+		for _, line := range strings.Split(string(r.stdout), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && (f[0] == "hot" || f[0] == "config") {
+				if a := parseAddr(t, f[1]); inPool(a) {
+					watched[f[0]]++
+					kept[a] = f[0]
+				}
 			}
 		}
+		// A hot block read every 10 ms and seen untouched for T2 epochs in
+		// a row is the accessed bits missing its reads, not the model
+		// (TestAccessedBits tries three times for the same reason).
+		_, _, _, hotAge := replayStale(t, trace, nil, kept, t2)
+		if hotAge < t2 || try == 3 {
+			break
+		}
+		t.Logf("run %d: a hot block went %d epochs unseen (the accessed bits missed its reads); again", try, hotAge)
 	}
+	w := rep.StaleWatch
 	if watched["hot"] == 0 || watched["config"] == 0 {
 		t.Fatalf("the pool watches %d hot and %d config blocks: the test needs some of each", watched["hot"], watched["config"])
 	}
