@@ -232,12 +232,21 @@ func (t *blockTable) prefetchSlot(addr uint64) {
 	prefetch.Line(unsafe.Pointer(&t.slots[uint64(tagOf(addr))&t.mask]))
 }
 
-// prefetchEnt asks for the entry that the slot where a probe for addr
-// starts names (a freed block's is most often there). It reads the slot:
-// ask for that first.
+// prefetchEnt asks for the entry of the first slot of addr's probe that
+// holds its tag (a freed block's, nearly always): with 600,000 blocks
+// in 2M slots, one in seven is past its home slot.
+// It reads the slots: ask for their line first.
 func (t *blockTable) prefetchEnt(addr uint64) {
-	if v := t.slots[uint64(tagOf(addr))&t.mask]; v != 0 {
-		prefetch.Line(unsafe.Pointer(t.ent(uint32(v) - 1)))
+	tag := tagOf(addr)
+	for i := uint64(tag) & t.mask; ; i = (i + 1) & t.mask {
+		v := t.slots[i]
+		if v == 0 {
+			return
+		}
+		if uint32(v>>32) == tag {
+			prefetch.Line(unsafe.Pointer(t.ent(uint32(v) - 1)))
+			return
+		}
 	}
 }
 
