@@ -244,7 +244,10 @@ func (t *blockTable) prefetchEnt(addr uint64) {
 			return
 		}
 		if uint32(v>>32) == tag {
-			prefetch.Line(unsafe.Pointer(t.ent(uint32(v) - 1)))
+			// Half the entries (40 bytes) straddle two lines.
+			e := unsafe.Pointer(t.ent(uint32(v) - 1))
+			prefetch.Line(e)
+			prefetch.Line(unsafe.Add(e, unsafe.Sizeof(blockEnt{})-1))
 			return
 		}
 	}
