@@ -227,9 +227,15 @@ func (t *blockTable) take(addr uint64) (b Block, ok bool) {
 }
 
 // prefetchSlot asks for the line of the slot where a probe for addr
-// starts.
+// starts, and for the next line when that slot is one of its line's last
+// two: a take reads the slots after the one it empties, to the end of the
+// run (the C++ map's report: 240-264 -> 228-243 ms).
 func (t *blockTable) prefetchSlot(addr uint64) {
-	prefetch.Line(unsafe.Pointer(&t.slots[uint64(tagOf(addr))&t.mask]))
+	i := uint64(tagOf(addr)) & t.mask
+	prefetch.Line(unsafe.Pointer(&t.slots[i]))
+	if i&7 >= 6 {
+		prefetch.Line(unsafe.Pointer(&t.slots[(i+2)&t.mask]))
+	}
 }
 
 // prefetchEnt asks for the entry of the first slot of addr's probe that
