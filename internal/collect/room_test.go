@@ -11,34 +11,38 @@ import (
 func TestRoomBounds(t *testing.T) {
 	r := room{limit: 10}
 	r.take(8)
-	went := make(chan struct{})
-	go func() {
-		r.take(5)
-		close(went)
-	}()
+	went := takeAsync(&r, 5)
 	select {
 	case <-went:
 		t.Fatal("took 5 more with 8 of 10 taken")
 	case <-time.After(50 * time.Millisecond):
 	}
 	r.give(8)
-	select {
-	case <-went:
-	case <-time.After(10 * time.Second):
-		t.Fatal("still waiting after the room was given back")
-	}
+	waitFor(t, went, "still waiting after the room was given back")
 	r.give(5)
+	waitFor(t, takeAsync(&r, 25), "a batch larger than the room waits in an empty room")
+	if r.used != 25 {
+		t.Fatalf("used %d, want 25", r.used)
+	}
+}
+
+// takeAsync takes n on a goroutine of its own; the channel closes once it
+// has.
+func takeAsync(r *room, n int) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		r.take(25)
+		r.take(n)
 		close(done)
 	}()
+	return done
+}
+
+// waitFor fails the test with failure unless done closes within 10 s.
+func waitFor(t *testing.T, done <-chan struct{}, failure string) {
+	t.Helper()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("a batch larger than the room waits in an empty room")
-	}
-	if r.used != 25 {
-		t.Fatalf("used %d, want 25", r.used)
+		t.Fatal(failure)
 	}
 }
