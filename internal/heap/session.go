@@ -13,7 +13,7 @@ type Session struct {
 	// Observer, when not nil, is told of every heap change of every image
 	// (set it before applying events).
 	Observer Observer
-	// prefetched counts the lines Apply asked for ahead (for tests).
+	// prefetched counts the reads ahead Apply asked for (for tests).
 	prefetched uint64
 }
 
@@ -108,9 +108,9 @@ func (s *Session) bigTables() bool {
 	return false
 }
 
-// prefetch asks for the slot where ev's lookup will start or, with
-// entry, for the entry that slot names when ev frees (the slot was asked
-// for a window before).
+// prefetch asks for the slots where ev's lookup will start or, with
+// entry, when ev frees, for the entry its probe will find there (the
+// slots were asked for a window before).
 func (s *Session) prefetch(ev *event.Event, entry bool) {
 	var addr uint64
 	taking := false
