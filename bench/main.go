@@ -247,7 +247,22 @@ func run(runs, size int, only, lp string) error {
 	fmt.Printf("medians of %d runs; ×native = wall time over native; lp/ht = leakpath over heaptrack (below 1: leakpath is better);\n"+
 		"RSS: peak of leakpath's collector / heaptrack's interpreter; valgrind (memcheck) ran a twentieth of the loops;\n"+
 		"leakpath's DWARF cache ($LEAKPATH_CACHE_DIR) is as the runs leave it: cold at most for the first.\n", runs)
+	fmt.Printf("%s, %s\n", sourceCommit(root), time.Now().Format("2006-01-02"))
 	return nil
+}
+
+// sourceCommit says which commit of the repository the bench ran at, and
+// whether its tree had changes (the binaries are built from the tree).
+func sourceCommit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "commit unknown (no git)"
+	}
+	c := "commit " + strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += " with uncommitted changes"
+	}
+	return c
 }
 
 func lookup(name string) bool {
