@@ -46,10 +46,6 @@ func TestBlockTableAgainstMap(t *testing.T) {
 	}
 }
 
-// checkBlockTable compares tab with live: its count, a lookup of every
-// live block, each (every live block once), and its insides: every slot
-// names a live entry whose hash it keeps, no entry is named twice, and
-// every entry is live or free, once.
 // putBlocks puts blocks of size i at i*stride, for i in [from, to], in
 // tab and in live, the test's own account of what tab holds.
 func putBlocks(tab *blockTable, live map[uint64]Block, from, to, stride uint64) {
@@ -59,6 +55,10 @@ func putBlocks(tab *blockTable, live map[uint64]Block, from, to, stride uint64) 
 	}
 }
 
+// checkBlockTable compares tab with live: its count, a lookup of every
+// live block, each (every live block once), and its insides: every slot
+// names a live entry whose hash it keeps, no entry is named twice, and
+// every entry is live or free, once.
 func checkBlockTable(t *testing.T, tab *blockTable, live map[uint64]Block) {
 	t.Helper()
 	if tab.n != len(live) {
