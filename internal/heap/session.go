@@ -35,26 +35,22 @@ func (s *Session) Apply(evs []event.Event) {
 		s.apply(evs)
 		return
 	}
-	// Windows of prefetchAhead events: the slots of the window after next
-	// are asked for, then the entries those of the next name (its slots
-	// came in meanwhile), then this window is applied.
+	// Windows of prefetchAhead events, from two before the first: the
+	// slots of the window after next are asked for, then the entries those
+	// of the next name (its slots came in meanwhile), then this window is
+	// applied.
 	const w = prefetchAhead
 	n := len(evs)
-	for i := range min(2*w, n) {
-		s.prefetch(&evs[i], false)
-	}
-	for i := range min(w, n) {
-		s.prefetch(&evs[i], true)
-	}
-	for lo := 0; lo < n; lo += w {
-		hi := min(lo+w, n)
-		for i := hi + w; i < min(hi+2*w, n); i++ {
+	for lo := -2 * w; lo < n; lo += w {
+		for i := max(lo+2*w, 0); i < min(lo+3*w, n); i++ {
 			s.prefetch(&evs[i], false)
 		}
-		for i := hi; i < min(hi+w, n); i++ {
+		for i := max(lo+w, 0); i < min(lo+2*w, n); i++ {
 			s.prefetch(&evs[i], true)
 		}
-		s.apply(evs[lo:hi])
+		if lo >= 0 {
+			s.apply(evs[lo:min(lo+w, n)])
+		}
 	}
 }
 
