@@ -95,10 +95,6 @@ type Heap struct {
 func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, *Heap, error) {
 	start := time.Now()
 	var st Stats
-	maps, err := readMaps(t.PID)
-	if err != nil {
-		return nil, st, nil, err
-	}
 	var words []uint64
 	var stacks []threadStack
 	var holes []span
@@ -115,15 +111,32 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 	if st.Threads == 0 {
 		return nil, st, nil, fmt.Errorf("scan of pid %d: no thread could be inspected", t.PID)
 	}
-	if len(blocks) == 0 {
-		// Nothing to classify: no roots to read (a shell's short
-		// children, mostly; this was ~0.2 ms of each one's exit).
-		res, err := leak.Classify(nil, words, nil, nil, opt)
-		if err != nil {
-			return nil, st, nil, fmt.Errorf("scan of pid %d: %w", t.PID, err)
+	var lr []leak.Root
+	var mem leak.Memory
+	// With no block to classify, no more is read: no maps, roots or heap
+	// (a shell's short children, mostly; ~0.2 ms of each one's exit).
+	if len(blocks) > 0 {
+		var err error
+		if lr, mem, err = readRoots(t, blocks, stacks, holes, &st, &opt); err != nil {
+			return nil, st, nil, err
 		}
-		st.Duration = time.Since(start)
-		return res, st, &Heap{Words: words}, nil
+	}
+	res, err := leak.Classify(blocks, words, lr, mem, opt)
+	if err != nil {
+		return nil, st, nil, fmt.Errorf("scan of pid %d: %w", t.PID, err)
+	}
+	st.HeapBytes = res.Stats.BlockBytes
+	st.Duration = time.Since(start)
+	return res, st, &Heap{Mem: mem, Roots: lr, Words: words}, nil
+}
+
+// readRoots reads what a scan of blocks needs from the target: its maps,
+// the root ranges (less holes) with the pages resident, and the blocks'
+// memory. It counts the roots in st and fills opt.Mappings if unset.
+func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span, st *Stats, opt *leak.Options) ([]leak.Root, leak.Memory, error) {
+	maps, err := readMaps(t.PID)
+	if err != nil {
+		return nil, nil, err
 	}
 	holes = append(holes, ownRanges(t)...)
 	starts := make([]uint64, len(blocks))
@@ -154,13 +167,7 @@ func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Sta
 		leak.SortBlocks(sorted)
 	}
 	mem, _ := prefetch(t.Tracer, sorted, prefetchLimit())
-	res, err := leak.Classify(blocks, words, lr, mem, opt)
-	if err != nil {
-		return nil, st, nil, fmt.Errorf("scan of pid %d: %w", t.PID, err)
-	}
-	st.HeapBytes = res.Stats.BlockBytes
-	st.Duration = time.Since(start)
-	return res, st, &Heap{Mem: mem, Roots: lr, Words: words}, nil
+	return lr, mem, nil
 }
 
 // threadRegs returns the registers of the target's threads.
