@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,7 +41,7 @@ func writeLoopTrace(t *testing.T, n int) string {
 }
 
 // TestLoadTraceReadsAhead: a trace replayed with its batches read ahead
-// gives the model the sequential replay gives, and tells progress up to
+// gives the model a replay event by event gives, and tells progress up to
 // the file's size.
 func TestLoadTraceReadsAhead(t *testing.T) {
 	const n = 20000
@@ -53,26 +51,11 @@ func TestLoadTraceReadsAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := tracefile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	seq := heap.NewSession()
-	var buf []event.Event
-	for {
-		buf, err = r.Next(buf)
-		seq.Apply(buf)
-		if err != nil {
-			break
-		}
-	}
-	if !errors.Is(err, io.EOF) {
-		t.Fatal(err)
-	}
+	eachTraceEvent(t, path, func(ev *event.Event) { seq.Apply([]event.Event{*ev}) })
 	got, want := lt.model.Procs[0].Totals, seq.Procs[0].Totals
 	if got != want || got.Allocations != n || got.LiveBlocks != 50 {
-		t.Errorf("read ahead: %+v\nsequentially: %+v (want %d allocations, 50 live)", got, want, n)
+		t.Errorf("read ahead: %+v\nevent by event: %+v (want %d allocations, 50 live)", got, want, n)
 	}
 	if total == 0 || last != total {
 		t.Errorf("progress ended at %d of %d", last, total)
