@@ -847,3 +847,34 @@ func setVersion(data []byte, v int) []byte {
 	binary.LittleEndian.PutUint32(data[16+n:], crc32.Checksum(data[:16+n], castagnoli))
 	return data
 }
+
+// TestDecodeRefusesLimits: a chunk naming a process image or defining a
+// stack id past the events' limits (which no writer codes: the bytes are
+// changed after) is corrupt, not events a model would make room for.
+func TestDecodeRefusesLimits(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		ev       event.Event
+		from, to []byte // the limit less one, uvarint, and the limit
+		want     string
+	}{
+		{"image", event.Event{Kind: event.Alloc, Proc: event.MaxImages - 1, Addr: 32, Size: 1, Time: 6},
+			binary.AppendUvarint(nil, event.MaxImages-1), binary.AppendUvarint(nil, event.MaxImages), "process image"},
+		{"stack", event.Event{Kind: event.StackDef, Stack: event.MaxStackID - 1, X: &event.Extra{Frames: []uint64{0x401000}}},
+			binary.AppendUvarint(nil, event.MaxStackID-1), binary.AppendUvarint(nil, event.MaxStackID), "stack id"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := encodeChunk(t, []event.Event{c.ev})
+			if got, err := decodeChunk(p); err != nil || len(got) != 1 {
+				t.Fatalf("at the limit less one: %d events, %v", len(got), err)
+			}
+			if len(c.from) != len(c.to) || bytes.Count(p, c.from) != 1 {
+				t.Fatalf("the payload %x holds %x %d times, want once (and as long as %x)", p, c.from, bytes.Count(p, c.from), c.to)
+			}
+			p = bytes.Replace(p, c.from, c.to, 1)
+			if _, err := decodeChunk(p); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("at the limit: %v, want an error naming the %s", err, c.want)
+			}
+		})
+	}
+}
