@@ -117,13 +117,14 @@ func TestFoldingInASandbox(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		argv []string
-		// names: every thread is named, and boxed among them (its own
-		// filter: the name prctl(PR_SET_NAME) set, main's read before
-		// the filter) or not (no filter: names read at exit).
+		// names: every thread of the program's image is named, and boxed
+		// among them (its own filter: the name prctl(PR_SET_NAME) set,
+		// main's read before the filter) or not (no filter, or one it
+		// started under: names read at exit, from /proc under a filter).
 		names, boxed bool
 	}{
 		{"sandboxes itself", []string{prog}, true, true},
-		{"started in a sandbox", []string{prog, "exec", prog, "plain"}, false, false},
+		{"started in a sandbox", []string{prog, "exec", prog, "plain"}, true, false},
 		{"sandboxes itself against prctl", []string{prog, "prctl"}, false, false},
 		{"sandboxes itself against openat", []string{prog, "openat"}, false, false},
 		{"sandboxes itself by syscall", []string{prog, "syscall"}, false, false},

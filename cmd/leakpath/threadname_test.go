@@ -28,13 +28,14 @@ func TestThreadNames(t *testing.T) {
 }
 
 // traceThreadNames replays the trace at path and returns the names of its
-// first image's threads ("" for a thread never named).
+// last image's threads (the program's, after any exec; "" for a thread
+// never named).
 func traceThreadNames(t *testing.T, path string) []string {
 	t.Helper()
 	s := heap.NewSession()
 	eachTraceEvent(t, path, func(ev *event.Event) { s.Apply([]event.Event{*ev}) })
 	var names []string
-	for _, th := range s.Procs[0].Threads {
+	for _, th := range s.Procs[len(s.Procs)-1].Threads {
 		names = append(names, th.Name)
 	}
 	return names
