@@ -11,7 +11,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <limits.h>
 #include <pthread.h>
@@ -342,15 +341,9 @@ static void lp_note_own_name(struct lp_thread *t)
 		ok = prctl(PR_GET_NAME, name, 0, 0, 0) == 0;
 	} else {
 		/* A seccomp filter may kill for prctl: the name from /proc. */
-		int fd = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			ssize_t n = read(fd, name, 16);
-			close(fd);
-			if (n > 0) {
-				name[n] = 0;
-				name[strcspn(name, "\n")] = 0;
-				ok = 1;
-			}
+		if (lp_read_small("/proc/thread-self/comm", name, sizeof name) > 0) {
+			name[strcspn(name, "\n")] = 0;
+			ok = 1;
 		}
 	}
 	if (ok)

@@ -94,6 +94,7 @@ extern int lp_sandboxed; /* a seccomp filter: 0 none, or one of these (fold.c) *
 #define LP_SANDBOX_INHERITED 1 /* the program started under it: no prctl, /proc reads */
 #define LP_SANDBOX_LATER 2     /* the program installed it: no system call that can be avoided */
 LP_HIDDEN void lp_sandbox_later(void);
+LP_HIDDEN int lp_read_small(const char *path, char *buf, size_t size);
 extern unsigned lp_max_depth;
 extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */
 

@@ -121,6 +121,21 @@ static int lp_barrier_register(void)
 	return 0;
 }
 
+/* lp_read_small reads the file at path (a /proc file of a few KiB) into
+ * buf, NUL-terminated, as much as fits: its length, or -1. */
+int lp_read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t got = 0;
+	for (ssize_t n; got < size - 1 && (n = read(fd, buf + got, size - 1 - got)) > 0;)
+		got += (size_t)n;
+	close(fd);
+	buf[got] = 0;
+	return (int)got;
+}
+
 /* lp_seccomp_inherited reads the seccomp mode the process started in
  * from /proc/self/status: 0 none, >0 a filter, -1 unknown. Not prctl: an
  * inherited filter may kill for prctl, never for openat and read (the
@@ -128,14 +143,8 @@ static int lp_barrier_register(void)
 static int lp_seccomp_inherited(void)
 {
 	char buf[4096];
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (lp_read_small("/proc/self/status", buf, sizeof buf) < 0)
 		return -1;
-	size_t got = 0;
-	for (ssize_t n; got < sizeof buf - 1 && (n = read(fd, buf + got, sizeof buf - 1 - got)) > 0;)
-		got += (size_t)n;
-	close(fd);
-	buf[got] = 0;
 	const char *line = strstr(buf, "\nSeccomp:");
 	if (!line)
 		return -1;
