@@ -5,18 +5,21 @@ import "sync"
 // room is a counting bound shared by the senders and the sink.
 type room struct {
 	mu    sync.Mutex
-	freed sync.Cond
+	freed *sync.Cond // on mu
 	used  int
 	limit int
+}
+
+func newRoom(limit int) *room {
+	r := &room{limit: limit}
+	r.freed = sync.NewCond(&r.mu)
+	return r
 }
 
 // take waits until n more fit, or nothing is taken (a batch larger than
 // the limit still goes, alone), then takes n.
 func (r *room) take(n int) {
 	r.mu.Lock()
-	if r.freed.L == nil {
-		r.freed.L = &r.mu
-	}
 	for r.used > 0 && r.used+n > r.limit {
 		r.freed.Wait()
 	}
@@ -28,8 +31,6 @@ func (r *room) take(n int) {
 func (r *room) give(n int) {
 	r.mu.Lock()
 	r.used -= n
-	if r.freed.L != nil {
-		r.freed.Broadcast()
-	}
+	r.freed.Broadcast()
 	r.mu.Unlock()
 }

@@ -9,9 +9,9 @@ import (
 // on once the sink gives back, and that a batch larger than the whole room
 // still goes when nothing else is in it.
 func TestRoomBounds(t *testing.T) {
-	r := room{limit: 10}
+	r := newRoom(10)
 	r.take(8)
-	went := takeAsync(&r, 5)
+	went := takeAsync(r, 5)
 	select {
 	case <-went:
 		t.Fatal("took 5 more with 8 of 10 taken")
@@ -20,7 +20,7 @@ func TestRoomBounds(t *testing.T) {
 	r.give(8)
 	waitFor(t, went, "still waiting after the room was given back")
 	r.give(5)
-	waitFor(t, takeAsync(&r, 25), "a batch larger than the room waits in an empty room")
+	waitFor(t, takeAsync(r, 25), "a batch larger than the room waits in an empty room")
 	if r.used != 25 {
 		t.Fatalf("used %d, want 25", r.used)
 	}

@@ -52,7 +52,7 @@ type sink struct {
 	events  int64
 
 	free     chan []event.Event // batches applied, for reuse
-	room     room               // bounds the events sent and not yet applied
+	room     *room              // bounds the events sent and not yet applied
 	warm     func(*event.Module)
 	agentAs  [2]string // the agent's link in the session, and its real path
 	warmed   map[*heap.Module]bool
@@ -71,7 +71,7 @@ func newSink(model *heap.Session, trace TraceWriter) *sink {
 	return &sink{
 		model: model, trace: trace,
 		in: make(chan batch, 64), done: make(chan struct{}), free: make(chan []event.Event, spareBatches),
-		room:   room{limit: inFlight},
+		room:   newRoom(inFlight),
 		paused: map[uint32]*held{}, children: map[forkKey]*held{},
 		childOf: map[uint32]forkKey{}, forked: map[forkKey]bool{},
 	}
