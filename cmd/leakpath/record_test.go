@@ -470,16 +470,18 @@ func TestSameDepthStacks(t *testing.T) {
 				}
 				got[k] += l.Blocks
 			}
-			lines := map[string][]int{}
-			for k := range got {
-				lines[k.path] = append(lines[k.path], k.line)
-			}
 			// A path's blocks by mid's line, lines in order.
 			byLine := func(path string) []uint64 {
-				slices.Sort(lines[path])
+				var ks []key
+				for k := range got {
+					if k.path == path {
+						ks = append(ks, k)
+					}
+				}
+				slices.SortFunc(ks, func(a, b key) int { return a.line - b.line })
 				var n []uint64
-				for _, l := range lines[path] {
-					n = append(n, got[key{path, l}])
+				for _, k := range ks {
+					n = append(n, got[k])
 				}
 				return n
 			}
