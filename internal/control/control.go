@@ -36,6 +36,10 @@ const SocketName = "ctl.sock"
 // AgentName is the agent library's name, found in a target's LD_PRELOAD.
 const AgentName = "libleakpath.so"
 
+// SessionEnv names, in the environment of a program under `leakpath run`,
+// the session directory that holds the socket.
+const SessionEnv = "LEAKPATH_SESSION"
+
 // MaxMessage bounds a request or response read from the socket.
 const MaxMessage = 1 << 30
 
@@ -78,8 +82,8 @@ func AttachDir(pid int) string {
 }
 
 // Find returns the control socket of the `leakpath run` that records pid
-// (the agent in pid's LD_PRELOAD is a link in that run's session
-// directory, beside the socket), or of the `leakpath attach` to pid (in
+// (in the session directory its LEAKPATH_SESSION names, while the agent
+// is in its LD_PRELOAD), or of the `leakpath attach` to pid (in
 // AttachDir).
 func Find(pid int) (string, error) {
 	if pid > 0 {
@@ -100,17 +104,25 @@ func Find(pid int) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("pid %d: %w", pid, err)
 	}
-	dir := ""
+	dir, session := "", ""
 	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, SessionEnv+"="); ok && v != "" {
+			session = v
+		}
 		v, ok := strings.CutPrefix(kv, "LD_PRELOAD=")
 		if !ok {
 			continue
 		}
+		// Before LEAKPATH_SESSION, LD_PRELOAD named a link to the agent
+		// in the session directory.
 		for _, lib := range strings.FieldsFunc(v, func(r rune) bool { return r == ':' || r == ' ' }) {
 			if filepath.Base(lib) == AgentName {
 				dir = filepath.Dir(lib)
 			}
 		}
+	}
+	if session != "" && dir != "" {
+		dir = session
 	}
 	if dir == "" {
 		return "", fmt.Errorf("pid %d is not recorded by leakpath (not under `leakpath run`: no %s in its LD_PRELOAD; no `leakpath attach` to it)", pid, AgentName)
