@@ -272,6 +272,17 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		StaleT2:       uint32(o.stale.t2),
 		PathToRoot:    o.leaks.pathToRoot,
 	}))
+	// A trace cut by a full disk: the report, from memory, still covers
+	// the whole run.
+	seconds := func(uint64) float64 { return 0 }
+	if res.Main >= 0 && int(res.Main) < len(res.Session.Procs) && res.Session.Procs[res.Main] != nil {
+		main := res.Session.Procs[res.Main]
+		seconds = func(ticks uint64) float64 { return rep.Seconds(main, ticks) }
+	}
+	cut := tw.cutWarning(seconds)
+	if cut != "" {
+		rep.Warn(cut)
+	}
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {
 			return nil, nil, fmt.Errorf("JSON report: %w", err)
@@ -279,7 +290,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	rr := &runReport{leakedBlocks: rep.LeakedBlocks()}
 	rr.failing, _, _ = rep.Failing(checkKinds)
-	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
+	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0 && cut == "") {
 		if err := rep.Generate(textOut, "text"); err != nil {
 			return nil, nil, fmt.Errorf("report: %w", err)
 		}
