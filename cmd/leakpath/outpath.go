@@ -208,7 +208,7 @@ func (out *outputs) startTrace(meta tracefile.Meta, opts tracefile.Options, shif
 	out.tr = &traceOut{out: out, meta: meta, opts: opts, shift: shift}
 	if !out.trace.needsPID(out.rank) {
 		if err := out.tr.create(0); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("trace: %w", err)
 		}
 	}
 	return out.tr, nil
@@ -265,6 +265,14 @@ type traceOut struct {
 	cutTime   uint64
 }
 
+// kept is the trace's path, "" when no file was kept.
+func (t *traceOut) kept() string {
+	if t.w == nil {
+		return ""
+	}
+	return t.path
+}
+
 // fail notes the trace's first write error and what the file keeps.
 func (t *traceOut) fail(err error) {
 	if t.failed != nil {
@@ -288,7 +296,7 @@ func (t *traceOut) cutWarning(seconds func(ticks uint64) float64) string {
 		reason = pe.Err.Error()
 	}
 	if t.w == nil {
-		return fmt.Sprintf("writing the trace %s failed (%s): no trace was kept; this report covers the whole run", t.path, reason)
+		return fmt.Sprintf("the trace %s could not be written (%s): no trace was kept; this report covers the whole run", t.path, reason)
 	}
 	at := "before its first events"
 	if t.cutEvents > 0 && t.cutTime != 0 {
@@ -314,7 +322,7 @@ func (t *traceOut) create(pid int) error {
 	t.path = t.out.trace.expand(pid, t.out.rank)
 	f, err := createOutput(t.path)
 	if err != nil {
-		return fmt.Errorf("trace: %w", err)
+		return err
 	}
 	t.f = f
 	if pid != 0 {

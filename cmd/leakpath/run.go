@@ -99,9 +99,9 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 		fmt.Fprintf(out, "Usage: leakpath run [flags] -- PROGRAM [ARGS...]\n\n"+
 			"Runs PROGRAM with leakpath's agent preloaded, records every heap allocation and\n"+
 			"free with its call stack, and prints a leak report on stderr when it ends.\n"+
-			"PROGRAM's stdin, stdout, stderr, environment (but LD_PRELOAD), exit code and\n"+
-			"signals are its own; leakpath exits with PROGRAM's exit code (128+N if signal N\n"+
-			"killed it) unless --check finds leaks.\n\nFlags:\n")
+			"PROGRAM's stdin, stdout, stderr, environment (but LD_PRELOAD and LEAKPATH_SESSION),\n"+
+			"exit code and signals are its own; leakpath exits with PROGRAM's exit code\n"+
+			"(128+N if signal N killed it) unless --check finds leaks.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs
@@ -245,7 +245,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		if cerr := tw.finish(res != nil, pid); cerr != nil && err == nil {
 			err = cerr
 		}
-		tracePath = tw.path
+		tracePath = tw.kept()
 	}
 	if err != nil {
 		return nil, nil, err

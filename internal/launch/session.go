@@ -146,6 +146,9 @@ func NewSession(agentPath string, reg Registrar, ctl Controller) (*Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
+	if abs, err := filepath.Abs(dir); err == nil { // a relative $TMPDIR: the agent runs elsewhere
+		dir = abs
+	}
 	lock, err := lockDir(dir) // held while the collector runs: see SweepStale
 	if err != nil {
 		os.RemoveAll(dir)
