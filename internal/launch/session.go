@@ -64,8 +64,13 @@ const SessionEnv = control.SessionEnv
 // a hello and answers one byte, nothing else.
 const OtherSocketName = "other-uid.sock"
 
-// maxNotices bounds the processes named as unreachable in the report.
-const maxNotices = 16
+// maxNotices bounds the processes named as unreachable in the report;
+// maxNoticing the connections on OtherSocketName served at once (anyone
+// may connect: the others are closed at once).
+const (
+	maxNotices  = 16
+	maxNoticing = 8
+)
 
 // Session is a session directory with the collector's sockets.
 type Session struct {
@@ -515,14 +520,22 @@ func (s *Session) Errors() []error {
 // (OtherSocketName).
 func (s *Session) serveOthers() {
 	defer s.wg.Done()
+	busy := make(chan struct{}, maxNoticing)
 	for {
 		c, err := s.other.AcceptUnix()
 		if err != nil {
 			return // closed
 		}
+		select {
+		case busy <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer func() { <-busy }()
 			s.notice(c)
 		}()
 	}
@@ -540,17 +553,16 @@ func (s *Session) notice(c *net.UnixConn) {
 	if _, err := readFull(c, b[:]); err != nil || binary.LittleEndian.Uint64(b[wire.OffHelloMagic:]) != wire.HelloMagic {
 		return
 	}
+	defer c.Write([]byte{0}) // the agent waits for it
 	cred, err := peerCred(c)
 	if err != nil || cred.Uid == uint32(os.Geteuid()) {
 		return
 	}
 	proc := "/proc/" + strconv.Itoa(int(cred.Pid))
 	if !fileMentions(proc+"/environ", SessionEnv+"="+s.Dir+"\x00") {
-		c.Write([]byte{0})
 		return
 	}
 	cmd := commandLine(proc + "/cmdline")
-	c.Write([]byte{0})
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	if s.notices[cred.Pid] {

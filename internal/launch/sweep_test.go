@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,4 +220,58 @@ func TestPreloadPath(t *testing.T) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// TestOtherUserNamed: a process of another user that says on
+// OtherSocketName that it cannot register is named among the session's
+// errors when its environment names the session, and not otherwise
+// (anyone may connect there).
+func TestOtherUserNamed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a process as another user needs root")
+	}
+	py := "/usr/bin/python3" // not a shim in root's home: another user runs it
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("no /usr/bin/python3 to connect as another user")
+	}
+	tmp, err := os.MkdirTemp("", "leakpath-launch-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	os.Chmod(tmp, 0o755)
+	t.Setenv("TMPDIR", tmp)
+	agent := filepath.Join(tmp, "agent.so")
+	os.WriteFile(agent, nil, 0o644)
+	s, err := NewSession(agent, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's hello: magic, version, pid; then it waits for a byte.
+	script := `import socket, struct, sys
+c = socket.socket(socket.AF_UNIX)
+c.connect(sys.argv[2])
+c.sendall(struct.pack("<QI", 0x4f4c4c4548504c, 0) + bytes(20))
+sys.exit(0 if c.recv(1) == b"\0" else 1)
+`
+	file := filepath.Join(tmp, "say.py")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	say := func(name string, env []string) {
+		cmd := exec.Command(py, file, name, filepath.Join(s.Dir, OtherSocketName))
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+	}
+	say("stranger", []string{"PATH=/usr/bin:/bin"})
+	say("dropped", []string{"PATH=/usr/bin:/bin", SessionEnv + "=" + s.Dir})
+	s.Close(false)
+	errs := s.Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "dropped") || !strings.Contains(errs[0].Error(), "uid 65534") ||
+		strings.Contains(errs[0].Error(), "stranger") {
+		t.Errorf("errors %q: want one naming the dropped process as uid 65534", errs)
+	}
 }
