@@ -8,6 +8,7 @@ package termsafe
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -74,4 +75,16 @@ func unsafe(r rune, n int, lines bool) bool {
 		return true
 	}
 	return false
+}
+
+// Filter runs render into a buffer and writes its output to out with
+// Text's escapes: for a report whose every part may carry the target's
+// names.
+func Filter(out io.Writer, render func(io.Writer) error) error {
+	var b strings.Builder
+	if err := render(&b); err != nil {
+		return err
+	}
+	_, err := io.WriteString(out, Text(b.String()))
+	return err
 }
