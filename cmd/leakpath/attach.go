@@ -16,6 +16,7 @@ import (
 	"github.com/leakpath/leakpath/internal/inject"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/termsafe"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
@@ -188,7 +189,7 @@ var detachRequest = pidRequest{op: "detach", what: "detach from pid %d", timeout
 
 func cmdDetach(args []string, stdout, stderr io.Writer) int {
 	return detachRequest.run(args, stderr, func(ctx context.Context, pid int, resp *control.Response, sock string) int {
-		io.WriteString(stderr, resp.Text)
+		io.WriteString(stderr, termsafe.Text(resp.Text))
 		// Done when the attach has let go: its socket goes last.
 		for {
 			if _, serr := os.Stat(sock); serr != nil {

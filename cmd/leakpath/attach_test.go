@@ -419,8 +419,10 @@ int main(void){ for (int i = 0; i < 150; i++) { keep = malloc(24); usleep(10000)
 			if code == 1 && !regexp.MustCompile(`no such process|exited|ended|not recorded|zombie`).MatchString(out) {
 				t.Errorf("unclear message for a program that exited: %s", out)
 			}
-			if _, err := os.Stat(control.AttachDir(p)); err == nil {
-				t.Errorf("the session directory %s was left behind", control.AttachDir(p))
+			for _, dir := range control.AttachDirs(p) {
+				if _, err := os.Stat(dir); err == nil {
+					t.Errorf("the session directory %s was left behind", dir)
+				}
 			}
 		}
 	})
