@@ -283,16 +283,17 @@ func (s *Session) handle(c *net.UnixConn) error {
 // control serves one control request of a client with credentials cred.
 // Its errors go to the client, not into the session's.
 func (s *Session) control(c *net.UnixConn, cred *unix.Ucred) error {
-	if int(cred.Uid) != os.Geteuid() && cred.Uid != 0 {
-		// The directory keeps others out already; this holds should its
-		// mode change, or a socket be passed on.
-		_ = control.WriteMessage(c, nil, control.Response{Version: control.Version,
-			Error: fmt.Sprintf("refused: uid %d may not ask this leakpath (uid %d) for anything", cred.Uid, os.Geteuid())}, control.MaxResponse)
-		return nil
-	}
 	var req control.Request
 	if err := control.ReadMessage(c, &req, control.MaxRequest); err != nil {
 		return nil // not a client worth a warning in the report
+	}
+	if int(cred.Uid) != os.Geteuid() && cred.Uid != 0 {
+		// The directory keeps others out already; this holds should its
+		// mode change, or a socket be passed on. (Read first: a socket
+		// closed with a request unread would lose the answer.)
+		_ = control.WriteMessage(c, nil, control.Response{Version: control.Version,
+			Error: fmt.Sprintf("refused: uid %d may not ask this leakpath (uid %d) for anything", cred.Uid, os.Geteuid())}, control.MaxResponse)
+		return nil
 	}
 	_ = c.SetDeadline(time.Time{}) // a scan may take long; the client decides
 	resp := control.Response{Error: "this leakpath takes no control requests"}
