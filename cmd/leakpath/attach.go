@@ -102,7 +102,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 			RingSize: r.ringKiB << 10, MaxDepth: r.maxDepth, FreeStacks: r.freeStacks, Fold: r.fold, HoldExit: r.scan,
 			ExactTimes: clock.ExactPending(r.timeRes),
 		},
-		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Logf: logTo(stderr),
 		Warm: sym.warmUp(),
 	}
 	started := time.Now()
