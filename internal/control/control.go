@@ -85,7 +85,8 @@ type Response struct {
 
 // Endpoint is a collector's control socket, as Find found it.
 type Endpoint struct {
-	// Dir is the session directory: ours, private (Ask checks again).
+	// Dir is the session directory: ours, and only we may change what
+	// is in it (Ask checks again).
 	Dir string
 	// Collector is the collector's pid when the directory's name tells
 	// it (a `leakpath run` session), else 0.
@@ -99,13 +100,14 @@ func (e Endpoint) Socket() string { return filepath.Join(e.Dir, SocketName) }
 // rendezvous directory, see AttachDir), or of the `leakpath run` that
 // records pid (the agent in pid's LD_PRELOAD is a link in that run's
 // session directory, beside the socket). Either directory must be ours
-// and private: one another user made or can enter is refused.
+// and only we may change what is in it: one another user made or can
+// write to is refused.
 func Find(pid int) (Endpoint, error) {
 	if pid <= 0 {
 		return Endpoint{}, fmt.Errorf("pid %d: want a positive process id", pid)
 	}
 	for _, dir := range AttachDirs(pid) {
-		if privateDir(filepath.Dir(dir)) == nil && privateDir(dir) == nil && isSocket(filepath.Join(dir, SocketName)) {
+		if privateDir(filepath.Dir(dir)) == nil && ownDir(dir) == nil && isSocket(filepath.Join(dir, SocketName)) {
 			return Endpoint{Dir: dir}, nil
 		}
 	}
@@ -137,7 +139,7 @@ func Find(pid int) (Endpoint, error) {
 	if !filepath.IsAbs(dir) {
 		return Endpoint{}, fmt.Errorf("pid %d: its LD_PRELOAD names %s in a relative directory: not a leakpath session", pid, AgentName)
 	}
-	if err := privateDir(dir); err != nil {
+	if err := ownDir(dir); err != nil {
 		return Endpoint{}, fmt.Errorf("pid %d: its leakpath session is not one to talk to: %w", pid, err)
 	}
 	if !isSocket(filepath.Join(dir, SocketName)) {
@@ -172,7 +174,7 @@ func isSocket(path string) bool {
 // Ask sends req to the collector at e and returns the response; an error
 // the collector answered with is returned as an error. The directory is
 // opened without following a symbolic link and checked to be ours and
-// private, the socket is reached through that open directory (it cannot
+// closed to others' changes, the socket is reached through that open directory (it cannot
 // be swapped meanwhile), and the peer must run as us or root (and be the
 // collector e names, when it names one): a socket another user serves
 // is refused, whatever path led to it.
@@ -186,7 +188,7 @@ func Ask(ctx context.Context, e Endpoint, req Request) (*Response, error) {
 	if err := unix.Fstat(dfd, &st); err != nil {
 		return nil, fmt.Errorf("connect to the collector: %w", err)
 	}
-	if err := checkPrivate(e.Dir, &st); err != nil {
+	if err := checkOwn(e.Dir, &st); err != nil {
 		return nil, fmt.Errorf("connect to the collector: %w", err)
 	}
 	var d net.Dialer

@@ -96,6 +96,28 @@ func privateDir(dir string) error {
 }
 
 func checkPrivate(dir string, st *unix.Stat_t) error {
+	if err := checkOwn(dir, st); err != nil {
+		return err
+	}
+	if st.Mode&0o077 != 0 {
+		return fmt.Errorf("%s has mode %#o: others may enter it (want 0700)", termsafe.String(dir), st.Mode&0o777)
+	}
+	return nil
+}
+
+// ownDir checks that dir is a directory (not a symbolic link to one) that
+// we own and in which nobody else may create, remove or rename a file: a
+// session directory, whose socket nobody else can then replace. (Others
+// may be let through it, to reach a socket of their own there.)
+func ownDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return &fs.PathError{Op: "lstat", Path: termsafe.String(dir), Err: err}
+	}
+	return checkOwn(dir, &st)
+}
+
+func checkOwn(dir string, st *unix.Stat_t) error {
 	dir = termsafe.String(dir)
 	switch {
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
@@ -104,8 +126,8 @@ func checkPrivate(dir string, st *unix.Stat_t) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	case int(st.Uid) != os.Geteuid():
 		return fmt.Errorf("%s belongs to uid %d, not to you (uid %d)", dir, st.Uid, os.Geteuid())
-	case st.Mode&0o077 != 0:
-		return fmt.Errorf("%s has mode %#o: others may enter it (want 0700)", dir, st.Mode&0o777)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s has mode %#o: others may change what is in it", dir, st.Mode&0o777)
 	}
 	return nil
 }
