@@ -15,7 +15,7 @@ import (
 
 // TestAttachNotBlockedByOtherUser: another user making first every name
 // in the shared temporary directory an attach could use (the old
-// leakpath-attach.UID.PID, leakpath-UID) and an XDG_RUNTIME_DIR of theirs
+// leakpath-attach.UID.PID, leakpath-attach-UID) and an XDG_RUNTIME_DIR of theirs
 // blocks neither the attach nor its snapshot and detach.
 func TestAttachNotBlockedByOtherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -44,7 +44,7 @@ func TestAttachNotBlockedByOtherUser(t *testing.T) {
 		return d
 	}
 	theirs("leakpath-attach.0."+strconv.Itoa(p), 0o777)
-	theirs("leakpath-0", 0o777)
+	theirs("leakpath-attach-0", 0o777)
 	xdg := theirs("xdg", 0o700)
 	env := testEnv("TMPDIR="+tmp, "XDG_RUNTIME_DIR="+xdg)
 

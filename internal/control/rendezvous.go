@@ -21,8 +21,9 @@ import (
 // a world-writable directory such as /tmp could be made first by another
 // user, to block the attach or to serve a forged socket; so the base is
 // $XDG_RUNTIME_DIR/leakpath, /run/leakpath for root, or
-// $TMPDIR/leakpath-UID, each used only if it is a directory of ours (not
-// a symbolic link) that nobody else may enter.
+// $TMPDIR/leakpath-attach-UID (a name SweepStale of package launch
+// leaves alone), each used only if it is a directory of ours (not a
+// symbolic link) that nobody else may enter.
 
 // attachPrefix starts the name of an attach's directory in a base.
 const attachPrefix = "attach."
@@ -36,7 +37,7 @@ func bases() []string {
 	if os.Geteuid() == 0 && rootOnly("/run") == nil {
 		out = append(out, "/run/leakpath")
 	}
-	return append(out, filepath.Join(os.TempDir(), "leakpath-"+strconv.Itoa(os.Geteuid())))
+	return append(out, filepath.Join(os.TempDir(), "leakpath-attach-"+strconv.Itoa(os.Geteuid())))
 }
 
 // AttachDirs are the places the directory of an attach to pid may be in,
