@@ -148,4 +148,5 @@ func TestSnapshotRefusesOtherUsersCollector(t *testing.T) {
 	if _, err := os.Stat(file); err == nil {
 		t.Errorf("the forged snapshot was written to %s", file)
 	}
+	t.Logf("%s", stderr.String())
 }
