@@ -38,6 +38,10 @@ const Version = 1
 // SocketName is the socket's name in the session directory.
 const SocketName = "ctl.sock"
 
+// PIDName is the file, in an attach's session directory, that holds the
+// collector's pid.
+const PIDName = "collector.pid"
+
 // AgentName is the agent library's name, found in a target's LD_PRELOAD.
 const AgentName = "libleakpath.so"
 
@@ -108,7 +112,7 @@ func Find(pid int) (Endpoint, error) {
 	}
 	for _, dir := range AttachDirs(pid) {
 		if privateDir(filepath.Dir(dir)) == nil && ownDir(dir) == nil && isSocket(filepath.Join(dir, SocketName)) {
-			return Endpoint{Dir: dir}, nil
+			return Endpoint{Dir: dir, Collector: attachPID(dir)}, nil
 		}
 	}
 	proc := "/proc/" + strconv.Itoa(pid)
@@ -160,6 +164,22 @@ func sessionPID(name string) int {
 		return 0
 	}
 	pid, err := strconv.Atoi(digits)
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// attachPID is the collector's pid an attach's directory records, else 0.
+func attachPID(dir string) int {
+	f, err := os.OpenFile(filepath.Join(dir, PIDName), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b := make([]byte, 16)
+	n, _ := io.ReadFull(f, b)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 	if err != nil || pid <= 0 {
 		return 0
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,6 +231,44 @@ func TestAttachDirSkipsOthers(t *testing.T) {
 	for _, p := range all {
 		if !strings.Contains(err.Error(), p+" ") || !strings.Contains(err.Error(), want[filepath.Base(p)]) {
 			t.Errorf("the error does not say what is wrong with %s (%s): %v", p, want[filepath.Base(p)], err)
+		}
+	}
+}
+
+// TestFindAttach: an attach's directory is found in the first base, with
+// the collector's pid it records, which Ask then holds the server to.
+func TestFindAttach(t *testing.T) {
+	xdg := privateTemp(t)
+	t.Setenv("XDG_RUNTIME_DIR", xdg)
+	const target = 1 // any pid: the attach is not asked about it
+	dir, err := AttachDir(target)
+	if err != nil || dir != filepath.Join(xdg, "leakpath", "attach.1") {
+		t.Fatalf("AttachDir: %q, %v; want it in $XDG_RUNTIME_DIR/leakpath", dir, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go answer(ln, `{"version":1,"text":"ok"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		pid int
+		ok  bool
+	}{{os.Getpid(), true}, {os.Getppid(), false}} {
+		if err := os.WriteFile(filepath.Join(dir, PIDName), []byte(strconv.Itoa(c.pid)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e, err := Find(target)
+		if err != nil || e.Dir != dir || e.Collector != c.pid {
+			t.Fatalf("Find: %+v, %v; want %s, collector %d", e, err, dir, c.pid)
+		}
+		if _, err := Ask(ctx, e, Request{Op: "snapshot"}); (err == nil) != c.ok {
+			t.Errorf("Ask with the collector recorded as pid %d (the server is pid %d): %v", c.pid, os.Getpid(), err)
 		}
 	}
 }

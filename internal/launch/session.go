@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -154,6 +155,11 @@ func NewAttachSession(pid, agentUID int, agentPath string, reg Registrar, ctl Co
 		os.RemoveAll(dir)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	// Which process the clients shall find serving the socket.
+	if err := os.WriteFile(filepath.Join(dir, control.PIDName), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
 	s, err := newSession(dir, agentPath, reg, ctl)
