@@ -172,7 +172,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Signals:    sigs,
 		StaleEpoch: staleEpoch(&o.stale),
 		RootCause:  o.rootCause,
-		Logf:       func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Logf:       logTo(stderr),
 		Warm:       sym.warmUp(),
 	}
 	if o.stale.on {
