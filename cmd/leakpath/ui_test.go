@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,9 +21,37 @@ import (
 
 // uiServer is a `leakpath ui` process serving a trace.
 type uiServer struct {
-	url    string // without the trailing slash
-	cmd    *exec.Cmd
-	stderr *syncBuilder
+	printed string       // the address leakpath printed, with its token
+	url     string       // the page's, where the printed address led (without the trailing slash)
+	client  *http.Client // has the cookie of the first visit
+	cmd     *exec.Cmd
+	stderr  *syncBuilder
+}
+
+// uiAddress finds the address leakpath prints: the page's on 127.0.0.1,
+// with its token.
+var uiAddress = regexp.MustCompile(`(http://127\.0\.0\.1:\d+/\S*)`)
+
+// newUIServer visits the printed address as a browser would, keeping the
+// cookie it sets, and notes where it led.
+func newUIServer(t *testing.T, printed string, cmd *exec.Cmd, stderr *syncBuilder) *uiServer {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &uiServer{printed: printed, client: &http.Client{Jar: jar}, cmd: cmd, stderr: stderr}
+	resp, err := s.client.Get(printed)
+	if err != nil {
+		t.Fatalf("GET %s: %v", printed, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d", printed, resp.StatusCode)
+	}
+	s.url = strings.TrimSuffix(resp.Request.URL.String(), "/")
+	return s
 }
 
 // startUI starts `leakpath ui TRACE` (at the repository's root) on a free port, waits until the trace
@@ -66,13 +95,12 @@ func startUIAsync(t *testing.T, trace string) *uiServer {
 		cmd.Wait()
 		t.Fatalf("leakpath ui printed no address: %v\n%s", err, stderr.String())
 	}
-	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+)/ `).FindStringSubmatch(first)
+	m := uiAddress.FindStringSubmatch(first)
 	if m == nil {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("leakpath ui's first line names no address on 127.0.0.1: %q", first)
 	}
-	s := &uiServer{url: m[1], cmd: cmd, stderr: stderr}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGINT)
 		done := make(chan error, 1)
@@ -87,7 +115,7 @@ func startUIAsync(t *testing.T, trace string) *uiServer {
 			t.Errorf("leakpath ui did not stop on SIGINT")
 		}
 	})
-	return s
+	return newUIServer(t, m[1], cmd, stderr)
 }
 
 // syncBuilder is a strings.Builder safe for a process's writes and the
@@ -120,7 +148,7 @@ func (s *uiServer) get(t *testing.T, path string, v any) {
 
 func (s *uiServer) getCode(t *testing.T, path string, v any) int {
 	t.Helper()
-	resp, err := http.Get(s.url + path)
+	resp, err := s.client.Get(s.url + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -384,9 +412,11 @@ func TestRunUI(t *testing.T) {
 	lines := bufio.NewScanner(errp)
 	var s *uiServer
 	for lines.Scan() {
-		if m := regexp.MustCompile(`live view at (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(lines.Text()); m != nil {
-			s = &uiServer{url: m[1], cmd: cmd}
-			break
+		if strings.Contains(lines.Text(), "live view at") {
+			if m := uiAddress.FindStringSubmatch(lines.Text()); m != nil {
+				s = newUIServer(t, m[1], cmd, nil)
+				break
+			}
 		}
 	}
 	if s == nil {

@@ -116,8 +116,8 @@ func (s *Server) Ready(d *Data, err error) {
 	}
 }
 
-// Handler returns the UI's routes.
-func (s *Server) Handler() http.Handler {
+// Handler returns the UI's routes, each guarded by a.
+func (s *Server) Handler(a *Access) http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /", http.FileServerFS(static))
@@ -140,7 +140,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/usage", s.ready(s.usage))
 	mux.HandleFunc("GET /api/path", s.ready(s.path))
 	mux.HandleFunc("GET /api/source", s.ready(s.source))
-	return mux
+	return a.Wrap(mux)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
