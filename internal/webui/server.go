@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,7 +399,8 @@ type SourceLine struct {
 }
 
 // source answers ?file=F&line=N with lines N-3..N+3 of F, a file the
-// report's leak stacks name (no other file is read).
+// report's leak stacks name (no other file is read) that readSource
+// allows.
 func (s *Server) source(w http.ResponseWriter, r *http.Request, d *Data) {
 	file := r.URL.Query().Get("file")
 	line, err := strconv.Atoi(r.URL.Query().Get("line"))
@@ -412,9 +412,13 @@ func (s *Server) source(w http.ResponseWriter, r *http.Request, d *Data) {
 		fail(w, http.StatusNotFound, fmt.Errorf("%s: not a source file of the report's leaks", file))
 		return
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
+	b, err := readSource(file)
+	if errors.Is(err, fs.ErrNotExist) {
 		fail(w, http.StatusNotFound, err)
+		return
+	}
+	if err != nil {
+		fail(w, http.StatusForbidden, err)
 		return
 	}
 	lines := strings.Split(string(b), "\n")
