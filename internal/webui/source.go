@@ -43,7 +43,7 @@ func readSource(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: replaced while opened: not served", path)
 	}
 	if fi.Size() > MaxSourceBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d a source file may have to be shown", path, fi.Size(), MaxSourceBytes)
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d bytes a source file may have to be shown", path, fi.Size(), MaxSourceBytes)
 	}
 	if os.Geteuid() == 0 {
 		if err := readableByInvoker(f, fi); err != nil {
