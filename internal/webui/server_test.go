@@ -325,3 +325,38 @@ func TestSource(t *testing.T) {
 		}
 	})
 }
+
+// TestSourceUnderSudo: as root under sudo, the invoking user is SUDO_UID:
+// its own file is shown, root's private file is not.
+func TestSourceUnderSudo(t *testing.T) {
+	if os.Geteuid() != 0 || os.Getuid() != 0 {
+		t.Skip("needs root: only as root could leakpath read a file its user cannot")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody to be the invoking user: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	t.Setenv("SUDO_UID", nobody.Uid)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		os.Chmod(d, 0o755) // searchable by nobody
+	}
+	theirs := filepath.Join(dir, "theirs.c")
+	os.WriteFile(theirs, []byte("THEIRS\n"), 0o600)
+	os.Chown(theirs, uid, -1)
+	roots := filepath.Join(dir, "roots.c")
+	os.WriteFile(roots, []byte("ROOTS\n"), 0o600)
+	open := filepath.Join(dir, "open.c")
+	os.WriteFile(open, []byte("OPEN\n"), 0o644)
+	u := startTestUI(t, theirs, roots, open)
+	tok := map[string]string{"X-Leakpath-Token": u.token(t)}
+	for f, want := range map[string]string{theirs: "THEIRS", open: "OPEN"} {
+		if code, body, _ := u.do(t, "/api/source?line=1&file="+url.QueryEscape(f), "", tok); code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("%s: status %d %s", filepath.Base(f), code, body)
+		}
+	}
+	if code, body, _ := u.do(t, "/api/source?line=1&file="+url.QueryEscape(roots), "", tok); code != http.StatusForbidden || strings.Contains(body, "ROOTS") || !strings.Contains(body, "uid "+nobody.Uid) {
+		t.Errorf("root's 0600 file under sudo by nobody: status %d %s", code, body)
+	}
+}
