@@ -20,10 +20,28 @@ import (
 // secret path, where the cookie alone goes along.
 type Access struct {
 	token  string
-	prefix string // "/SECRET/": the page's path, to which the cookie is limited
-	cookie string // the cookie's name, with the port (two servers' cookies stay apart)
-	hosts  map[string]bool
+	prefix string          // "/SECRET/": the page's path, to which the cookie is limited
+	cookie string          // the cookie's name, with the port (two servers' cookies stay apart)
+	hosts  map[string]bool // host:port (and host for port 80) besides the loopback names
 	url    string
+}
+
+// loopback are the names of this machine that only a browser on it (or
+// behind an SSH tunnel to it) sends: any port, or none, is allowed with
+// them, as a tunnel's local port is not the server's.
+var loopback = map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+
+// hostAllowed says whether Host h names this server.
+func (a *Access) hostAllowed(h string) bool {
+	h = strings.ToLower(h)
+	if a.hosts[h] {
+		return true
+	}
+	name, _, err := net.SplitHostPort(h)
+	if err != nil {
+		name = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	}
+	return loopback[name]
 }
 
 // NewAccess draws the token of a server listening at addr, asked for as
@@ -57,9 +75,7 @@ func NewAccess(listen string, addr net.Addr) (*Access, error) {
 			}
 		}
 	}
-	for _, h := range []string{"localhost", "127.0.0.1", "::1", ta.IP.String()} {
-		allow(h)
-	}
+	allow(ta.IP.String())
 	if h, _, err := net.SplitHostPort(listen); err == nil && net.ParseIP(h) == nil {
 		allow(h) // a name the user chose to listen on
 	}
@@ -131,7 +147,7 @@ func securityHeaders(h http.Header) {
 func (a *Access) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
-		if !a.hosts[strings.ToLower(r.Host)] {
+		if !a.hostAllowed(r.Host) {
 			http.Error(w, "leakpath: forbidden: Host "+strconv.Quote(r.Host)+" is not this server's address", http.StatusForbidden)
 			return
 		}
