@@ -41,8 +41,8 @@ func uiFlags(o *uiOptions, out io.Writer) *flag.FlagSet {
 			"Serves a web page to explore a trace kept with 'leakpath run -o TRACE.lpt':\n"+
 			"memory over time, flame graphs of a chosen time range, the leaks with their\n"+
 			"stacks, source lines and root causes, heap use by library, function, thread\n"+
-			"and scope. It prints the page's address, which carries a token that is\n"+
-			"asked of every request, and serves until interrupted (Ctrl-C).\n\nFlags:\n")
+			"and scope. It prints the page's address, which carries the token every\n"+
+			"request needs, and serves until interrupted (Ctrl-C).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs
