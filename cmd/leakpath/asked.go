@@ -8,6 +8,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // askedLog keeps the snapshots and leak checks the program asked for
@@ -65,6 +66,6 @@ func (a *askedLog) write(w io.Writer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, n := range a.notes {
-		fmt.Fprintf(w, "leakpath: %s\n", n)
+		fmt.Fprintf(w, "leakpath: %s\n", termsafe.Text(n))
 	}
 }

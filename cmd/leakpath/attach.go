@@ -16,6 +16,7 @@ import (
 	"github.com/leakpath/leakpath/internal/inject"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/termsafe"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
@@ -101,7 +102,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 			RingSize: r.ringKiB << 10, MaxDepth: r.maxDepth, FreeStacks: r.freeStacks, Fold: r.fold, HoldExit: r.scan,
 			ExactTimes: clock.ExactPending(r.timeRes),
 		},
-		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Logf: logTo(stderr),
 		Warm: sym.warmUp(),
 	}
 	started := time.Now()
@@ -188,7 +189,7 @@ var detachRequest = pidRequest{op: "detach", what: "detach from pid %d", timeout
 
 func cmdDetach(args []string, stdout, stderr io.Writer) int {
 	return detachRequest.run(args, stderr, func(ctx context.Context, pid int, resp *control.Response, sock string) int {
-		io.WriteString(stderr, resp.Text)
+		io.WriteString(stderr, termsafe.Text(resp.Text))
 		// Done when the attach has let go: its socket goes last.
 		for {
 			if _, serr := os.Stat(sock); serr != nil {

@@ -82,11 +82,18 @@ type attaching struct {
 
 func startAttach(t *testing.T, pid int, flags ...string) *attaching {
 	t.Helper()
+	return startAttachEnv(t, nil, pid, flags...)
+}
+
+// startAttachEnv is startAttach in environment env (nil: the test's).
+func startAttachEnv(t *testing.T, env []string, pid int, flags ...string) *attaching {
+	t.Helper()
 	dir := t.TempDir()
 	a := &attaching{json: filepath.Join(dir, "r.json"), report: filepath.Join(dir, "r.txt"), done: make(chan error, 1)}
 	args := append([]string{"attach", "--json", a.json, "--report", a.report}, flags...)
 	a.cmd = exec.Command(lpBin, append(args, strconv.Itoa(pid))...)
 	a.cmd.Stderr = &a.stderr
+	a.cmd.Env = env
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +426,10 @@ int main(void){ for (int i = 0; i < 150; i++) { keep = malloc(24); usleep(10000)
 			if code == 1 && !regexp.MustCompile(`no such process|exited|ended|not recorded|zombie`).MatchString(out) {
 				t.Errorf("unclear message for a program that exited: %s", out)
 			}
-			if _, err := os.Stat(control.AttachDir(p)); err == nil {
-				t.Errorf("the session directory %s was left behind", control.AttachDir(p))
+			for _, dir := range control.AttachDirs(p) {
+				if _, err := os.Stat(dir); err == nil {
+					t.Errorf("the session directory %s was left behind", dir)
+				}
 			}
 		}
 	})

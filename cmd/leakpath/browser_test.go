@@ -102,10 +102,17 @@ func startBrowser(t *testing.T, url string) *browser {
 	}
 	os.MkdirAll(b.shots, 0o755)
 	var target struct{ TargetID string }
-	b.call("Target.createTarget", map[string]any{"url": url}, &target)
+	b.call("Target.createTarget", map[string]any{"url": "about:blank"}, &target)
 	var att struct{ SessionID string }
 	b.call("Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att)
 	b.session = att.SessionID
+	// Every page notes what its Content-Security-Policy refused.
+	b.call("Page.enable", map[string]any{}, nil)
+	b.call("Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": `window.cspViolations = [];
+		document.addEventListener("securitypolicyviolation", function (e) { window.cspViolations.push(e.violatedDirective + " " + e.blockedURI); });`}, nil)
+	if url != "about:blank" {
+		b.call("Page.navigate", map[string]any{"url": url}, nil)
+	}
 	return b
 }
 
@@ -278,7 +285,7 @@ func TestUIBrowser(t *testing.T) {
 	var tl uiTimeline
 	s.get(t, "/api/timeline", &tl)
 
-	b := startBrowser(t, s.url+"/")
+	b := startBrowser(t, s.printed)
 	b.waitFor("the chart, the flame graph and the leaks",
 		`document.querySelector("#chart-svg") && document.querySelector("#flame .flame-frame") && document.querySelectorAll("#leaks tr.leak").length > 0 && document.querySelectorAll("#usage tr.unit").length > 0`)
 	b.screenshot("ui-loaded")
@@ -414,6 +421,25 @@ func TestUIBrowser(t *testing.T) {
 		t.Errorf("the stack highlights %v, not the culprit %s", detail.RCFrames, want.Functions[0].Function)
 	}
 	b.screenshot("ui-root-cause")
+
+	// The page got everything it needed under its Content-Security-Policy;
+	// the token left the address bar and no script can read the cookie.
+	var sec struct {
+		Watched    bool
+		Violations []string
+		Href       string
+		Cookie     string
+	}
+	b.eval(`({Watched: Array.isArray(window.cspViolations), Violations: window.cspViolations, Href: location.href, Cookie: document.cookie})`, &sec)
+	if !sec.Watched {
+		t.Errorf("the page's violations of its Content-Security-Policy went unwatched")
+	}
+	if len(sec.Violations) != 0 {
+		t.Errorf("the Content-Security-Policy refused %v", sec.Violations)
+	}
+	if strings.Contains(sec.Href, "token") || sec.Cookie != "" {
+		t.Errorf("the page at %s sees the cookie %q", sec.Href, sec.Cookie)
+	}
 }
 
 // TestFlamegraphBrowser opens the exported flame graph page in headless
@@ -460,7 +486,7 @@ func TestUIBigTrace(t *testing.T) {
 	start := time.Now()
 	s := startUIAsync(t, trace)
 	urlAt := time.Since(start)
-	b.call("Page.navigate", map[string]any{"url": s.url + "/"}, nil)
+	b.call("Page.navigate", map[string]any{"url": s.printed}, nil)
 	navAt := time.Since(start)
 	b.waitFor("the first paint", `performance.getEntriesByType("paint").some(function(e){return e.name=="first-contentful-paint"})`)
 	var fcp float64

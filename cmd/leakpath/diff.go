@@ -10,6 +10,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/termsafe"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
@@ -66,7 +67,7 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 			opts.Kinds[kind] = true
 		}
 	}
-	sym := newSymbolizer(o.debugDirs, func(msg string) { fmt.Fprintf(stderr, "leakpath: warning: %s\n", msg) })
+	sym := newSymbolizer(o.debugDirs, func(msg string) { fmt.Fprintf(stderr, "leakpath: warning: %s\n", termsafe.Text(msg)) })
 	defer sym.close()
 	var docs [2]*report.Doc
 	for i, path := range fs.Args() {

@@ -56,12 +56,17 @@ func startLiveUI(addr, title string, sym *symbolizer, stderr io.Writer) (*liveUI
 		ln.Close()
 		return nil, err
 	}
+	acc, err := webui.NewAccess(addr, ln.Addr())
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	u := &liveUI{srv: webui.NewServer(), ix: webui.NewIndex(), sym: sym, usage: usage,
 		stacks: map[webui.SiteKey]rawStack{}, served: make(chan error, 1)}
 	u.inner = append(observers{u.ix}, usage.observers()...)
 	u.srv.Live(&webui.Data{Title: title, Index: u.ix, Names: u.names}, &u.mu)
-	u.hs = &http.Server{Handler: u.srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	u.url = fmt.Sprintf("http://%s/", ln.Addr())
+	u.hs = &http.Server{Handler: u.srv.Handler(acc), ReadHeaderTimeout: 10 * time.Second}
+	u.url = acc.URL()
 	go func() { u.served <- u.hs.Serve(ln) }()
 	fmt.Fprintf(stderr, "leakpath: live view at %s\n", u.url)
 	return u, nil

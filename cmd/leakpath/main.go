@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -155,7 +156,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // fail prints err the way leakpath prints every error.
 func fail(stderr io.Writer, err error) {
-	fmt.Fprintf(stderr, "leakpath: %v\n", err)
+	// An error may quote the target's names or a collector's answer.
+	fmt.Fprintf(stderr, "leakpath: %s\n", termsafe.Text(err.Error()))
+}
+
+// logTo is the collector's Logf: its lines may name the target's
+// programs and files.
+func logTo(w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		io.WriteString(w, "leakpath: "+termsafe.Text(fmt.Sprintf(format, args...))+"\n")
+	}
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/control"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // rootCauseAfter is --root-cause-after: a duration, or "request".
@@ -88,7 +89,7 @@ func (c pidRequest) run(args []string, stderr io.Writer,
 
 func cmdRootCause(args []string, stdout, stderr io.Writer) int {
 	return rootCauseRequest.run(args, stderr, func(_ context.Context, _ int, resp *control.Response, _ string) int {
-		io.WriteString(stdout, resp.Text)
+		io.WriteString(stdout, termsafe.Text(resp.Text))
 		return 0
 	})
 }
@@ -96,10 +97,10 @@ func cmdRootCause(args []string, stdout, stderr io.Writer) int {
 // askPID sends request op about pid to the leakpath that records it
 // (run or attach) and returns the answer and the socket it went to.
 func askPID(ctx context.Context, pid int, op string) (*control.Response, string, error) {
-	sock, err := control.Find(pid)
+	ep, err := control.Find(pid)
 	if err != nil {
 		return nil, "", err
 	}
-	resp, err := control.Ask(ctx, sock, control.Request{Op: op, PID: pid})
-	return resp, sock, err
+	resp, err := control.Ask(ctx, ep, control.Request{Op: op, PID: pid})
+	return resp, ep.Socket(), err
 }

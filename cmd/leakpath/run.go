@@ -92,7 +92,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.StringVar(&o.snapDir, "snapshot-dir", ".", "write the snapshots and leak checks the program asks for (leakpath_snapshot, leakpath_leak_check) to `DIR`, as leakpath.snapshot.PID.N.json")
 	addUsageFlags(fs, &o.usage, true)
-	fs.BoolVar(&o.ui, "ui", false, "serve a live view of the program (the page of 'leakpath ui') on 127.0.0.1, its address on stderr;\n"+
+	fs.BoolVar(&o.ui, "ui", false, "serve a live view of the program (the page of 'leakpath ui') on 127.0.0.1, its address (with its access token) on stderr;\n"+
 		"at the end, the whole report there until Ctrl-C")
 	fs.StringVar(&o.uiListen, "ui-listen", "127.0.0.1:0", "with --ui, serve on `ADDR` (host:port)")
 	fs.Usage = func() {
@@ -172,7 +172,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Signals:    sigs,
 		StaleEpoch: staleEpoch(&o.stale),
 		RootCause:  o.rootCause,
-		Logf:       func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
+		Logf:       logTo(stderr),
 		Warm:       sym.warmUp(),
 	}
 	if o.stale.on {

@@ -17,6 +17,7 @@ import (
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 type snapshotOptions struct {
@@ -90,7 +91,7 @@ func askContext(timeout time.Duration) (context.Context, func()) {
 // takeSnapshot asks the collector recording pid for a snapshot and writes
 // it out.
 func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stderr io.Writer) error {
-	sock, err := control.Find(pid)
+	ep, err := control.Find(pid)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stde
 	if err != nil {
 		return err
 	}
-	resp, err := control.Ask(ctx, sock, control.Request{Op: "snapshot", PID: pid, ShowReachable: o.showReachable})
+	resp, err := control.Ask(ctx, ep, control.Request{Op: "snapshot", PID: pid, ShowReachable: o.showReachable})
 	if err == nil && len(resp.Report) == 0 {
 		err = errors.New("the collector sent no snapshot")
 	}
@@ -114,7 +115,9 @@ func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stde
 		return fmt.Errorf("snapshot of pid %d: %w", pid, err)
 	}
 	if !o.quiet {
-		io.WriteString(stdout, resp.Text)
+		// The text is the collector's, ours; escaped all the same, as
+		// every text that may carry the target's names.
+		io.WriteString(stdout, termsafe.Text(resp.Text))
 	}
 	fmt.Fprintf(stderr, "leakpath: snapshot of pid %d written to %s (the program was paused %.3g s)\n", pid, path, resp.PauseSeconds)
 	return nil

@@ -41,7 +41,8 @@ func uiFlags(o *uiOptions, out io.Writer) *flag.FlagSet {
 			"Serves a web page to explore a trace kept with 'leakpath run -o TRACE.lpt':\n"+
 			"memory over time, flame graphs of a chosen time range, the leaks with their\n"+
 			"stacks, source lines and root causes, heap use by library, function, thread\n"+
-			"and scope. It prints the page's address and serves until interrupted (Ctrl-C).\n\nFlags:\n")
+			"and scope. It prints the page's address, which carries the token every\n"+
+			"request needs, and serves until interrupted (Ctrl-C).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs
@@ -82,9 +83,14 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
+	acc, err := webui.NewAccess(o.listen, ln.Addr())
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := webui.NewServer()
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "leakpath ui: serving %s at http://%s/ (Ctrl-C stops)\n", path, ln.Addr())
+	hs := &http.Server{Handler: srv.Handler(acc), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "leakpath ui: serving %s at %s (Ctrl-C stops)\n", path, acc.URL())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,9 +23,41 @@ import (
 
 // uiServer is a `leakpath ui` process serving a trace.
 type uiServer struct {
-	url    string // without the trailing slash
-	cmd    *exec.Cmd
-	stderr *syncBuilder
+	printed string       // the address leakpath printed, with its token
+	url     string       // the page's, where the printed address led (without the trailing slash)
+	client  *http.Client // has the cookie of the first visit
+	cmd     *exec.Cmd
+	stderr  *syncBuilder
+}
+
+// uiTimeout bounds a request to the UI: a guard against a hung server
+// (one reading a FIFO, say), not a measure.
+var uiTimeout = 2 * time.Minute
+
+// uiAddress finds the address leakpath prints: the page's on 127.0.0.1,
+// with its token.
+var uiAddress = regexp.MustCompile(`(http://127\.0\.0\.1:\d+/\S*)`)
+
+// newUIServer visits the printed address as a browser would, keeping the
+// cookie it sets, and notes where it led.
+func newUIServer(t *testing.T, printed string, cmd *exec.Cmd, stderr *syncBuilder) *uiServer {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &uiServer{printed: printed, client: &http.Client{Jar: jar, Timeout: uiTimeout}, cmd: cmd, stderr: stderr}
+	resp, err := s.client.Get(printed)
+	if err != nil {
+		t.Fatalf("GET %s: %v", printed, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d", printed, resp.StatusCode)
+	}
+	s.url = strings.TrimSuffix(resp.Request.URL.String(), "/")
+	return s
 }
 
 // startUI starts `leakpath ui TRACE` (at the repository's root) on a free port, waits until the trace
@@ -66,13 +101,12 @@ func startUIAsync(t *testing.T, trace string) *uiServer {
 		cmd.Wait()
 		t.Fatalf("leakpath ui printed no address: %v\n%s", err, stderr.String())
 	}
-	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+)/ `).FindStringSubmatch(first)
+	m := uiAddress.FindStringSubmatch(first)
 	if m == nil {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("leakpath ui's first line names no address on 127.0.0.1: %q", first)
 	}
-	s := &uiServer{url: m[1], cmd: cmd, stderr: stderr}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGINT)
 		done := make(chan error, 1)
@@ -87,7 +121,7 @@ func startUIAsync(t *testing.T, trace string) *uiServer {
 			t.Errorf("leakpath ui did not stop on SIGINT")
 		}
 	})
-	return s
+	return newUIServer(t, m[1], cmd, stderr)
 }
 
 // syncBuilder is a strings.Builder safe for a process's writes and the
@@ -120,7 +154,7 @@ func (s *uiServer) get(t *testing.T, path string, v any) {
 
 func (s *uiServer) getCode(t *testing.T, path string, v any) int {
 	t.Helper()
-	resp, err := http.Get(s.url + path)
+	resp, err := s.client.Get(s.url + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -384,9 +418,11 @@ func TestRunUI(t *testing.T) {
 	lines := bufio.NewScanner(errp)
 	var s *uiServer
 	for lines.Scan() {
-		if m := regexp.MustCompile(`live view at (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(lines.Text()); m != nil {
-			s = &uiServer{url: m[1], cmd: cmd}
-			break
+		if strings.Contains(lines.Text(), "live view at") {
+			if m := uiAddress.FindStringSubmatch(lines.Text()); m != nil {
+				s = newUIServer(t, m[1], cmd, nil)
+				break
+			}
 		}
 	}
 	if s == nil {
@@ -400,7 +436,19 @@ func TestRunUI(t *testing.T) {
 			}
 		}
 	}()
-	// While it runs: the chart grows.
+	// While it runs: nothing without the token, even on the page's path.
+	for _, p := range []string{"/api/status", "/api/timeline", "/api/flame?kind=allocated"} {
+		resp, err := (&http.Client{Timeout: uiTimeout}).Get(s.url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(b), "{") {
+			t.Errorf("live GET %s without the token: status %d, %.100q; want 403 and no data", p, resp.StatusCode, b)
+		}
+	}
+	// The chart grows.
 	var seen uint64
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		var st struct{ State string }
@@ -483,5 +531,145 @@ func TestRunUI(t *testing.T) {
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("the program's stdout has leakpath's words: %q", stdout.String())
+	}
+}
+
+// TestUIOnSharedMachine serves a trace whose leaks' frames name files the
+// program's author chose (#line, as a program could name /etc/shadow):
+// without the printed token, from a Host not the server's, or from
+// another user, nothing is answered; with it, /api/source shows a
+// regular file a frame names and refuses a symbolic link, a FIFO, a file
+// over 4 MiB and (as root) a file only another user may read.
+func TestUIOnSharedMachine(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.c")
+	os.WriteFile(good, []byte("int good_one;\nint good_two;\nint good_three;\n"), 0o644)
+	link := filepath.Join(dir, "link.c")
+	os.Symlink(good, link)
+	fifo := filepath.Join(dir, "fifo.c")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.c")
+	os.WriteFile(big, nil, 0o644)
+	os.Truncate(big, 4<<20+1)
+	secret := filepath.Join(dir, "shadow")
+	os.WriteFile(secret, []byte("root:SECRET-HASH:19000::::::\n"), 0o600)
+	nobody, lookupErr := user.Lookup("nobody")
+	asRoot := os.Geteuid() == 0 && lookupErr == nil && os.Getenv("SUDO_UID") == ""
+	if asRoot {
+		uid, _ := strconv.Atoi(nobody.Uid)
+		if err := os.Chown(secret, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var defs []string
+	for i, f := range []string{good, link, fifo, big, secret} {
+		defs = append(defs, fmt.Sprintf("-DFILE_%c=%q", 'A'+i, f))
+	}
+	bin := fixture(t, "linefiles.c", defs...)
+	trace := filepath.Join(dir, "lf.lpt")
+	if r := leakpath(t, []string{"-o", trace}, nil, bin); r.code != 0 {
+		t.Fatalf("leakpath run exited %d: %s", r.code, r.stderr)
+	}
+	s := startUI(t, trace)
+
+	// The printed address carries a token of at least 128 bits, which
+	// leakpath's command line does not show.
+	m := regexp.MustCompile(`^http://127\.0\.0\.1:(\d+)/\?token=([0-9a-f]+)$`).FindStringSubmatch(s.printed)
+	if m == nil || len(m[2]) < 32 {
+		t.Errorf("printed address %s carries no token of at least 128 bits", s.printed)
+	} else if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.cmd.Process.Pid)); strings.Contains(string(cmdline), m[2]) {
+		t.Errorf("the token is on leakpath's command line: %q", cmdline)
+	}
+	origin := regexp.MustCompile(`^http://[^/]+`).FindString(s.printed)
+	hasData := func(body string) bool {
+		return strings.Contains(body, "leakpath.report") || strings.Contains(body, "linefiles") || strings.Contains(body, "<html") ||
+			strings.Contains(body, "good_two") || strings.Contains(body, `"state"`)
+	}
+	// Without the token (a plain client, no cookie): nothing.
+	plain := &http.Client{Timeout: uiTimeout}
+	for _, u := range []string{origin + "/", origin + "/api/report", origin + "/api/status", s.url + "/", s.url + "/api/report", s.url + "/app.js",
+		origin + "/api/source?line=1&file=" + url.QueryEscape(good)} {
+		resp, err := plain.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || hasData(string(b)) {
+			t.Errorf("GET %s without the token: status %d, %.100q; want 403 and no data", u, resp.StatusCode, b)
+		}
+	}
+	// With the token's cookie but another Host (DNS rebinding): nothing.
+	for _, p := range []string{"/", "/api/report"} {
+		req, _ := http.NewRequest("GET", s.url+p, nil)
+		req.Host = "rebound.example:" + regexp.MustCompile(`:(\d+)`).FindStringSubmatch(origin)[1]
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || hasData(string(b)) {
+			t.Errorf("GET %s with Host %s: status %d, %.100q; want 403 and no data", p, req.Host, resp.StatusCode, b)
+		}
+	}
+
+	// Another user of the machine reaches 127.0.0.1 but has no token.
+	t.Run("another user", func(t *testing.T) {
+		if !asRoot {
+			t.Skip("needs root (and no sudo) to ask as user nobody")
+		}
+		curl, err := exec.LookPath("curl")
+		if err != nil {
+			t.Skip("no curl to ask as user nobody")
+		}
+		uid, _ := strconv.Atoi(nobody.Uid)
+		gid, _ := strconv.Atoi(nobody.Gid)
+		for _, u := range []string{origin + "/api/report", origin + "/", s.url + "/api/report", s.url + "/", origin + "/?token=0123456789abcdef0123456789abcdef"} {
+			cmd := exec.Command(curl, "-s", "-m", fmt.Sprint(uiTimeout.Seconds()), "-w", "\n%{http_code}", u)
+			cmd.Dir = "/"
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("curl %s as nobody: %v", u, err)
+			}
+			i := strings.LastIndexByte(string(out), '\n') // -w puts the status after the body
+			body, code := string(out[:max(i, 0)]), string(out[i+1:])
+			if code != "403" || hasData(body) {
+				t.Errorf("GET %s as nobody: status %s, %.100q; want 403 and no data", u, code, body)
+			}
+		}
+	})
+
+	// Source lines: of the regular file only.
+	source := func(file string) (int, string) {
+		resp, err := s.client.Get(s.url + "/api/source?line=2&file=" + url.QueryEscape(file))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := source(good); code != http.StatusOK || !strings.Contains(body, "int good_two;") {
+		t.Errorf("source of %s: status %d %s", good, code, body)
+	}
+	cases := []struct{ file, why string }{{link, "symbolic link"}, {big, "more than the 4194304 bytes"}}
+	if asRoot {
+		cases = append(cases, struct{ file, why string }{secret, "not readable by others nor owned by uid 0"})
+	} else {
+		t.Logf("not refusing a file of another user: only root could read one (euid %d, SUDO_UID %q, nobody: %v)", os.Geteuid(), os.Getenv("SUDO_UID"), lookupErr)
+	}
+	if code, _ := source("/etc/passwd"); code != http.StatusNotFound {
+		t.Errorf("source of /etc/passwd, which no frame names: status %d", code)
+	}
+	// Last: a server reading the FIFO would hang.
+	cases = append(cases, struct{ file, why string }{fifo, "not a regular file"})
+	for _, c := range cases {
+		if code, body := source(c.file); code != http.StatusForbidden || !strings.Contains(body, c.why) || strings.Contains(body, "SECRET") || strings.Contains(body, "good_two") {
+			t.Errorf("source of %s: status %d %.200s; want 403 saying %q", filepath.Base(c.file), code, body, c.why)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func Attach(ctx context.Context, pid int, opts Options, o inject.Options) (*Resu
 	}
 	defer unix.Close(pidfd)
 	c.opts.Argv, _ = procArgs(int32(pid))
-	sess, err := launch.NewAttachSession(pid, opts.Agent, c.register, c.control)
+	sess, err := launch.NewAttachSession(pid, procUID(pid), opts.Agent, c.register, c.control)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,6 +131,15 @@ func Attach(ctx context.Context, pid int, opts Options, o inject.Options) (*Resu
 	res.Events = c.sink.events
 	res.Warnings = c.warns
 	return res, info, nil
+}
+
+// procUID is the uid pid runs as (its /proc directory's owner), or -1.
+func procUID(pid int) int {
+	var st syscall.Stat_t
+	if syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st) != nil {
+		return -1
+	}
+	return int(st.Uid)
 }
 
 // ms is d in milliseconds.

@@ -12,7 +12,6 @@
 package launch
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -89,6 +88,9 @@ type Session struct {
 	unnoticed int
 	swept     chan struct{} // closed when SweepStale is done; nil: not started
 	lock      int           // the fd holding the directory's lock, or -1: none
+	// agentUID is the uid an agent may register as besides ours and
+	// root's (the attached process's), or -1.
+	agentUID int
 }
 
 // FindAgent locates the agent library: explicit if given, else the
@@ -201,11 +203,15 @@ func (s *Session) openToOthers() error {
 }
 
 // NewAttachSession creates the session directory of an attach to pid
-// (control.AttachDir). A directory left by an attach that ended without cleaning
-// up is replaced; one whose socket answers belongs to an attach in
-// progress.
-func NewAttachSession(pid int, agentPath string, reg Registrar, ctl Controller) (*Session, error) {
-	dir := control.AttachDir(pid)
+// (control.AttachDir: in a base directory only we may enter). A directory
+// left by an attach that ended without cleaning up is replaced; one whose
+// socket answers belongs to an attach in progress. Agents running as
+// uid agentUID (the target's) may register besides ours and root's.
+func NewAttachSession(pid, agentUID int, agentPath string, reg Registrar, ctl Controller) (*Session, error) {
+	dir, err := control.AttachDir(pid)
+	if err != nil {
+		return nil, fmt.Errorf("attach to pid %d: %w", pid, err)
+	}
 	sock := filepath.Join(dir, control.SocketName)
 	if c, err := net.Dial("unix", sock); err == nil {
 		c.Close()
@@ -220,11 +226,21 @@ func NewAttachSession(pid int, agentPath string, reg Registrar, ctl Controller) 
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
 	}
-	return newSession(dir, agentPath, reg, ctl)
+	// Which process the clients shall find serving the socket.
+	if err := os.WriteFile(filepath.Join(dir, control.PIDName), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	s, err := newSession(dir, agentPath, reg, ctl)
+	if err != nil {
+		return nil, err
+	}
+	s.agentUID = agentUID
+	return s, nil
 }
 
 func newSession(dir, agentPath string, reg Registrar, ctl Controller) (*Session, error) {
-	s := &Session{Dir: dir, Agent: agentPath, reg: reg, ctl: ctl, lock: -1}
+	s := &Session{Dir: dir, Agent: agentPath, reg: reg, ctl: ctl, lock: -1, agentUID: -1}
 	sock := filepath.Join(dir, control.SocketName)
 	if len(filepath.Join(dir, OtherSocketName)) >= 108 {
 		os.RemoveAll(dir)
@@ -400,12 +416,18 @@ func (s *Session) serve() {
 func (s *Session) handle(c *net.UnixConn) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// Who connected, whatever it says: only our user and root (and the
+	// attached process's user, for an agent) may talk to the collector.
+	cred, err := control.PeerCred(c)
+	if err != nil {
+		return fmt.Errorf("agent registration: cannot tell who connected: %w", err)
+	}
 	var b [wire.HelloSize]byte
 	if _, err := readFull(c, b[:len(control.Magic)]); err != nil {
 		return fmt.Errorf("agent registration: %w", err)
 	}
 	if string(b[:len(control.Magic)]) == control.Magic {
-		return s.control(c)
+		return s.control(c, cred)
 	}
 	if _, err := readFull(c, b[len(control.Magic):]); err != nil {
 		return fmt.Errorf("agent registration: %w", err)
@@ -427,10 +449,15 @@ func (s *Session) handle(c *net.UnixConn) error {
 		ParentPID: int32(le.Uint32(b[wire.OffHelloParentPID:])),
 		ForkID:    le.Uint64(b[wire.OffHelloForkID:]),
 	}
-	if cred, err := peerPID(c); err == nil && cred != h.PID {
+	if cred.Pid != h.PID {
 		le.PutUint32(welcome[8:], 1)
 		c.Write(welcome)
-		return fmt.Errorf("agent registration: pid %d claims to be %d", cred, h.PID)
+		return fmt.Errorf("agent registration: pid %d claims to be %d", cred.Pid, h.PID)
+	}
+	if int(cred.Uid) != os.Geteuid() && cred.Uid != 0 && int(cred.Uid) != s.agentUID {
+		le.PutUint32(welcome[8:], 1)
+		c.Write(welcome)
+		return fmt.Errorf("agent registration of pid %d refused: it runs as uid %d, not as this leakpath's user (uid %d), the recorded program's or root", cred.Pid, cred.Uid, os.Geteuid())
 	}
 	fd, err := s.reg(h)
 	if err != nil {
@@ -445,12 +472,20 @@ func (s *Session) handle(c *net.UnixConn) error {
 	return nil
 }
 
-// control serves one control request. Its errors go to the client, not
-// into the session's.
-func (s *Session) control(c *net.UnixConn) error {
+// control serves one control request of a client with credentials cred.
+// Its errors go to the client, not into the session's.
+func (s *Session) control(c *net.UnixConn, cred *unix.Ucred) error {
 	var req control.Request
-	if err := control.ReadMessage(bufio.NewReader(c), &req); err != nil {
+	if err := control.ReadMessage(c, &req, control.MaxRequest); err != nil {
 		return nil // not a client worth a warning in the report
+	}
+	if int(cred.Uid) != os.Geteuid() && cred.Uid != 0 {
+		// The directory keeps others out already; this holds should its
+		// mode change, or a socket be passed on. (Read first: a socket
+		// closed with a request unread would lose the answer.)
+		_ = control.WriteMessage(c, nil, control.Response{Version: control.Version,
+			Error: fmt.Sprintf("refused: uid %d may not ask this leakpath (uid %d) for anything", cred.Uid, os.Geteuid())}, control.MaxResponse)
+		return nil
 	}
 	_ = c.SetDeadline(time.Time{}) // a scan may take long; the client decides
 	resp := control.Response{Error: "this leakpath takes no control requests"}
@@ -461,7 +496,11 @@ func (s *Session) control(c *net.UnixConn) error {
 		resp = s.ctl(req)
 	}
 	resp.Version = control.Version
-	_ = control.WriteMessage(c, nil, resp)
+	if err := control.WriteMessage(c, nil, resp, control.MaxResponse); errors.Is(err, control.ErrTooLong) {
+		// Say so rather than send what the client would refuse.
+		_ = control.WriteMessage(c, nil, control.Response{Version: control.Version,
+			Error: fmt.Sprintf("the answer is too long: %v (a run's --json report has no bound)", err)}, control.MaxResponse)
+	}
 	return nil
 }
 
@@ -475,33 +514,6 @@ func readFull(c *net.UnixConn, b []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-func peerPID(c *net.UnixConn) (int32, error) {
-	cred, err := peerCred(c)
-	if err != nil {
-		return 0, err
-	}
-	return cred.Pid, nil
-}
-
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	err = raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cerr != nil {
-		return nil, cerr
-	}
-	return cred, nil
 }
 
 // Errors returns the registrations that failed so far, and the processes
@@ -554,7 +566,7 @@ func (s *Session) notice(c *net.UnixConn) {
 		return
 	}
 	defer c.Write([]byte{0}) // the agent waits for it
-	cred, err := peerCred(c)
+	cred, err := control.PeerCred(c)
 	if err != nil || cred.Uid == uint32(os.Geteuid()) {
 		return
 	}

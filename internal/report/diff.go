@@ -12,6 +12,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // DiffSchema names the JSON diff format.
@@ -165,6 +166,10 @@ func (d *Diff) Generate(w io.Writer, format string) error {
 }
 
 func (d *Diff) text(out io.Writer) error {
+	return termsafe.Filter(out, d.writeText)
+}
+
+func (d *Diff) writeText(out io.Writer) error {
 	w := bufio.NewWriter(out)
 	fmt.Fprintln(w, "leakpath: diff of the live blocks, A to B")
 	for _, x := range []struct {
@@ -223,7 +228,7 @@ func (d *Diff) text(out io.Writer) error {
 				break
 			}
 			f.Address, _ = strconv.ParseUint(strings.TrimPrefix(s.stack[i].Address, "0x"), 16, 64)
-			fmt.Fprintf(w, "  #%-2d %s\n", i, frameText(f))
+			fmt.Fprintf(w, "  #%-2d %s\n", i, textFrame(f))
 		}
 	}
 	if shown == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // Multi is the report of several traces, such as one per rank of an MPI
@@ -89,7 +90,7 @@ func (m *Multi) Add(r *Report) error {
 	imgs := r.Images()
 	if len(imgs) > 0 {
 		p := imgs[0]
-		pt.summary = fmt.Sprintf("%s %s (pid %d)", commandName(p), r.outcome(p), p.Info.PID)
+		pt.summary = fmt.Sprintf("%s %s (pid %d)", termsafe.String(commandName(p)), r.outcome(p), p.Info.PID)
 		if len(m.parts) == 0 {
 			m.command = p.Info.Argv
 		} else if !slices.Equal(m.command, p.Info.Argv) {
@@ -335,6 +336,10 @@ func (m *Multi) json(w io.Writer, leaks []*mergedLeak, errs []*mergedError) erro
 const multiMaxLeaks, multiMaxFrames = 25, 24
 
 func (m *Multi) text(out io.Writer, leaks []*mergedLeak, errs []*mergedError) error {
+	return termsafe.Filter(out, func(w io.Writer) error { return m.writeText(w, leaks, errs) })
+}
+
+func (m *Multi) writeText(out io.Writer, leaks []*mergedLeak, errs []*mergedError) error {
 	w := bufio.NewWriter(out)
 	for _, pt := range m.parts {
 		fmt.Fprintf(w, "==== %s\n", pt.title())
@@ -474,6 +479,6 @@ func textFrames(w *bufio.Writer, fs []Frame) {
 			fmt.Fprintf(w, "  ... %d more frames\n", len(fs)-i)
 			break
 		}
-		fmt.Fprintf(w, "  #%-2d %s\n", i, frameText(f))
+		fmt.Fprintf(w, "  #%-2d %s\n", i, textFrame(f))
 	}
 }

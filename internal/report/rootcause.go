@@ -41,7 +41,7 @@ func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *event.RootC
 		if i > 0 {
 			fmt.Fprint(w, ", ")
 		}
-		fmt.Fprint(w, frameText(r.codeFrame(p, a)))
+		fmt.Fprint(w, textFrame(r.codeFrame(p, a)))
 	}
 	for _, b := range rc.Branches {
 		f := r.codeFrame(p, b.Addr)

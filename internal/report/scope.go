@@ -8,6 +8,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // ScopeRow is one scope name of an image (heap.Scope) as the reports
@@ -179,7 +180,7 @@ func writeScopes(w *bufio.Writer, rows []ScopeRow, anomalies uint64, maxFrames i
 
 // scopeLabel names a row: the scope, and what is unusual about it.
 func scopeLabel(row *ScopeRow) string {
-	s := row.Name
+	s := termsafe.String(row.Name)
 	var notes []string
 	if row.Open > 0 {
 		notes = append(notes, count(row.Open)+" open")

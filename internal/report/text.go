@@ -11,12 +11,18 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
 
 // text writes the report for people: per image a summary, then its leaks
 // biggest first, then improper uses; a last line sums up.
 func (r *Report) text(out io.Writer) error {
+	return termsafe.Filter(out, r.writeText)
+}
+
+// writeText is text without the escapes of the target's names.
+func (r *Report) writeText(out io.Writer) error {
 	w := bufio.NewWriter(out)
 	imgs := r.Images()
 	var groups, errs int
@@ -68,7 +74,7 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	default:
 		fmt.Fprint(w, "leakpath: ")
 	}
-	fmt.Fprintf(w, "%s %s", commandName(p), r.outcome(p))
+	fmt.Fprintf(w, "%s %s", termsafe.String(commandName(p)), r.outcome(p))
 	if first && r.opts.Elapsed > 0 {
 		fmt.Fprintf(w, " after %.1f s", r.opts.Elapsed.Seconds())
 	}
@@ -154,7 +160,7 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 			fmt.Fprintln(w, "  held by a definite leak allocated at:")
 			fs := r.Stack(p, g.Owner)
 			if len(fs) > 0 {
-				fmt.Fprintf(w, "    %s\n", frameText(fs[0]))
+				fmt.Fprintf(w, "    %s\n", textFrame(fs[0]))
 			}
 		}
 	}
@@ -248,9 +254,13 @@ func writeFrames(w *bufio.Writer, indent string, fs []Frame, max int) {
 			fmt.Fprintf(w, "%s... %d more frames\n", indent, len(fs)-i)
 			break
 		}
-		fmt.Fprintf(w, "%s#%-2d %s\n", indent, i, frameText(f))
+		fmt.Fprintf(w, "%s#%-2d %s\n", indent, i, textFrame(f))
 	}
 }
+
+// textFrame is frameText for a line of a text report: a name with a
+// newline in it (the target's) cannot make lines of its own.
+func textFrame(f Frame) string { return termsafe.String(frameText(f)) }
 
 func frameText(f Frame) string {
 	var b strings.Builder

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // evidenceNames name event.Type* (the JSON keys and the text's words).
@@ -292,13 +293,13 @@ func (r *Report) textTypes(w *bufio.Writer, p *heap.Process) {
 			fmt.Fprintf(w, "  ... %s more; see --json for all\n", plural(len(rows)-i, "type"))
 			break
 		}
-		fmt.Fprintf(w, "  %10s in %6s  %s", bytes(row.Bytes), count(row.Blocks), row.Name)
+		fmt.Fprintf(w, "  %10s in %6s  %s", bytes(row.Bytes), count(row.Blocks), termsafe.String(row.Name))
 		if row.File != "" {
-			fmt.Fprintf(w, " (%s:%d)", filepath.Base(row.File), row.Line)
+			fmt.Fprintf(w, " (%s:%d)", termsafe.String(filepath.Base(row.File)), row.Line)
 		}
 		if len(row.HeldBy) > 0 {
 			h := row.HeldBy[0]
-			fmt.Fprintf(w, ", held by %s", h.Holder)
+			fmt.Fprintf(w, ", held by %s", termsafe.String(h.Holder))
 			if len(row.HeldBy) > 1 {
 				fmt.Fprintf(w, " (+%d more)", len(row.HeldBy)-1)
 			}
@@ -311,13 +312,13 @@ func (r *Report) textTypes(w *bufio.Writer, p *heap.Process) {
 			fmt.Fprintf(w, "\nPATH TO ROOT of %s: no live block has this type\n", name)
 			return
 		}
-		fmt.Fprintf(w, "\nPATH TO ROOT of %s at %#x (of %s), which retains %s:\n", row.Name, row.Largest, plural64(row.Blocks, "instance"), bytes(row.LargestRetains))
+		fmt.Fprintf(w, "\nPATH TO ROOT of %s at %#x (of %s), which retains %s:\n", termsafe.String(row.Name), row.Largest, plural64(row.Blocks, "instance"), bytes(row.LargestRetains))
 		path := r.PathToRoot(p, row.Largest)
 		if path == nil {
 			fmt.Fprintln(w, "  no root reaches it (a leak)")
 		}
 		for _, s := range path {
-			fmt.Fprintf(w, "  %-40s -> %s at %#x (%s, retains %s)\n", s.Via, s.Type, s.Addr, bytes(s.Size), bytes(s.Retained))
+			fmt.Fprintf(w, "  %-40s -> %s at %#x (%s, retains %s)\n", termsafe.String(s.Via), termsafe.String(s.Type), s.Addr, bytes(s.Size), bytes(s.Retained))
 		}
 	}
 }

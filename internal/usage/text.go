@@ -9,6 +9,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // explain says in words what a unit is under an attribution.
@@ -51,6 +52,10 @@ func (r *Report) explain() string {
 // text writes a table per image: its units, biggest first, then, with
 // intervals, what each unit did in each of them.
 func (r *Report) text(out io.Writer) error {
+	return termsafe.Filter(out, r.writeText)
+}
+
+func (r *Report) writeText(out io.Writer) error {
 	w := bufio.NewWriter(out)
 	max := r.MaxUnits
 	if max <= 0 {
@@ -66,7 +71,7 @@ func (r *Report) text(out io.Writer) error {
 		if r.By == ByScope {
 			unit = "scope"
 		}
-		fmt.Fprintf(w, "%s (pid %d) %s: %s\n", img.Name, img.PID, img.Outcome, plural(len(img.Units), unit))
+		fmt.Fprintf(w, "%s (pid %d) %s: %s\n", termsafe.String(img.Name), img.PID, img.Outcome, plural(len(img.Units), unit))
 		if r.By == ByScope {
 			rows := make([]report.ScopeRow, len(img.Units))
 			for j := range img.Units {
@@ -87,7 +92,7 @@ func (r *Report) text(out io.Writer) error {
 			rows := [][]string{{"bytes", "blocks", r.By.String()}}
 			for j := range img.Units[:min(max, len(img.Units))] {
 				u := &img.Units[j]
-				rows = append(rows, []string{sbytes(u.CurrentBytes), scount(u.CurrentBlocks), u.Name})
+				rows = append(rows, []string{sbytes(u.CurrentBytes), scount(u.CurrentBlocks), termsafe.String(u.Name)})
 			}
 			report.Table(w, "  ", rows)
 			if n := len(img.Units); n > max {
@@ -163,7 +168,7 @@ func (r *Report) textIntervals(w *bufio.Writer, img *Image, fns []event.Fn, max 
 			for _, fn := range fns {
 				row = append(row, report.Count(u.Calls[fn]))
 			}
-			rows = append(rows, append(row, u.Name))
+			rows = append(rows, append(row, termsafe.String(u.Name)))
 		}
 		report.Table(w, "    ", rows)
 		if n := len(iv.Units); n > max {
@@ -172,12 +177,14 @@ func (r *Report) textIntervals(w *bufio.Writer, img *Image, fns []event.Fn, max 
 	}
 }
 
-// unitText names a unit in a table row.
-func (r *Report) unitText(u *Unit) string {
+// unitText names a unit in a table row, the target's names escaped.
+func (r *Report) unitText(u *Unit) string { return termsafe.String(r.unitName(u)) }
+
+func (r *Report) unitName(u *Unit) string {
 	if u.Call > 0 {
 		c := *u
 		c.Call = 0
-		return fmt.Sprintf("%s (tid %d, %.6f to %.6f s)", r.unitText(&c), u.CallTID, u.CallFirst, u.CallLast)
+		return fmt.Sprintf("%s (tid %d, %.6f to %.6f s)", r.unitName(&c), u.CallTID, u.CallFirst, u.CallLast)
 	}
 	switch {
 	case u.Kind == KindExecutable:

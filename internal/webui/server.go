@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,8 +115,8 @@ func (s *Server) Ready(d *Data, err error) {
 	}
 }
 
-// Handler returns the UI's routes.
-func (s *Server) Handler() http.Handler {
+// Handler returns the UI's routes, each guarded by a.
+func (s *Server) Handler(a *Access) http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /", http.FileServerFS(static))
@@ -140,7 +139,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/usage", s.ready(s.usage))
 	mux.HandleFunc("GET /api/path", s.ready(s.path))
 	mux.HandleFunc("GET /api/source", s.ready(s.source))
-	return mux
+	return a.Wrap(mux)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -400,7 +399,8 @@ type SourceLine struct {
 }
 
 // source answers ?file=F&line=N with lines N-3..N+3 of F, a file the
-// report's leak stacks name (no other file is read).
+// report's leak stacks name (no other file is read) that readSource
+// allows.
 func (s *Server) source(w http.ResponseWriter, r *http.Request, d *Data) {
 	file := r.URL.Query().Get("file")
 	line, err := strconv.Atoi(r.URL.Query().Get("line"))
@@ -412,9 +412,13 @@ func (s *Server) source(w http.ResponseWriter, r *http.Request, d *Data) {
 		fail(w, http.StatusNotFound, fmt.Errorf("%s: not a source file of the report's leaks", file))
 		return
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
+	b, err := readSource(file)
+	if errors.Is(err, fs.ErrNotExist) {
 		fail(w, http.StatusNotFound, err)
+		return
+	}
+	if err != nil {
+		fail(w, http.StatusForbidden, err)
 		return
 	}
 	lines := strings.Split(string(b), "\n")
