@@ -52,6 +52,7 @@ static void (*real__Exit)(int) __attribute__((noreturn));
 enum { LP_INIT_NONE, LP_INIT_RUNNING, LP_INIT_DONE };
 static int lp_init_state;
 static char lp_sock[PATH_MAX];
+static char lp_self[PATH_MAX]; /* the agent's path, as LD_PRELOAD names it */
 static uint64_t lp_fork_seq;
 /* lp_attach_mode: the agent was dlopen'ed into a running process (see
  * attach.c), not preloaded: the real functions are the global scope's. */
@@ -123,20 +124,79 @@ static void lp_atfork_parent(void);
 static void lp_atfork_child(void);
 static void lp_on_exit(int status, void *arg);
 
-static void lp_find_socket(void)
+/* lp_find_socket names the collector's socket after LEAKPATH_SESSION: 0,
+ * or -1 without a usable one. It notes the agent's own path, as the
+ * loader has it from LD_PRELOAD, for lp_forget_session (later, in a fork
+ * child, dladdr could wait for a loader lock held at the fork). */
+static int lp_find_socket(void)
 {
 	Dl_info info;
-	if (!dladdr((void *)lp_find_socket, &info) || !info.dli_fname)
-		return;
-	const char *slash = strrchr(info.dli_fname, '/');
-	if (!slash)
-		return;
-	size_t dir = (size_t)(slash - info.dli_fname);
-	static const char name[] = "/ctl.sock";
-	if (dir + sizeof name > sizeof lp_sock)
-		return;
-	memcpy(lp_sock, info.dli_fname, dir);
-	memcpy(lp_sock + dir, name, sizeof name);
+	if (dladdr((void *)lp_find_socket, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+	    strlen(info.dli_fname) < sizeof lp_self)
+		memcpy(lp_self, info.dli_fname, strlen(info.dli_fname) + 1);
+	const char *dir = getenv(LP_SESSION_ENV);
+	if (!dir || dir[0] != '/')
+		return -1;
+	size_t n = strlen(dir);
+	if (n + sizeof LP_CTL_SOCK > sizeof lp_sock)
+		return -1;
+	memcpy(lp_sock, dir, n);
+	memcpy(lp_sock + n, LP_CTL_SOCK, sizeof LP_CTL_SOCK);
+	return 0;
+}
+
+/* lp_drop_entry removes every entry equal to self (n bytes) from the
+ * LD_PRELOAD value v, in place; the entries left are joined by colons. */
+static void lp_drop_entry(char *v, const char *self, size_t n)
+{
+	char *w = v;
+	const char *r = v;
+	while (*r) {
+		if (*r == ':' || *r == ' ') { /* ld.so splits at both */
+			r++;
+			continue;
+		}
+		const char *s = r;
+		while (*r && *r != ':' && *r != ' ')
+			r++;
+		size_t len = (size_t)(r - s);
+		if (len == n && memcmp(s, self, n) == 0)
+			continue;
+		if (w != v)
+			*w++ = ':';
+		memmove(w, s, len); /* w <= s: only ever shorter */
+		w += len;
+	}
+	*w = 0;
+}
+
+/*
+ * lp_forget_session takes the agent out of the environment of a process
+ * that can no longer be recorded (leakpath's session is over, or the
+ * process runs as a user the collector refuses), so that the programs it
+ * execs do not load the agent at all: its entry leaves LD_PRELOAD and
+ * LEAKPATH_SESSION is emptied. The strings are edited in place, no
+ * pointer of environ moves and nothing is allocated or locked: this may
+ * run inside the program's setenv (a first allocation), whose copy of
+ * environ must stay whole. An LD_PRELOAD left empty stays set, empty,
+ * which the loader ignores.
+ */
+static void lp_forget_session(void)
+{
+	extern char **environ;
+	const char *self = lp_self[0] ? lp_self : NULL;
+	size_t n = self ? strlen(self) : 0;
+	static const char pre[] = "LD_PRELOAD=", sess[] = LP_SESSION_ENV "=";
+	for (char **e = environ; e && *e; e++) {
+		char *kv = *e;
+		if (strncmp(kv, sess, sizeof sess - 1) == 0) {
+			kv[sizeof sess - 1] = 0;
+		} else if (self && strncmp(kv, pre, sizeof pre - 1) == 0) {
+			char *v = kv + sizeof pre - 1;
+			if (strstr(v, self))
+				lp_drop_entry(v, self, n);
+		}
+	}
 }
 
 static void lp_init(void)
@@ -176,10 +236,12 @@ static void lp_init(void)
 		pthread_atfork(lp_atfork_prepare, lp_atfork_parent, lp_atfork_child);
 		on_exit(lp_on_exit, NULL);
 		if (!lp_attach_mode) {
-			lp_find_socket();
-			if (lp_sock[0] && lp_region_open(lp_sock, 0, 0) == 0) {
+			int rc = lp_find_socket() == 0 ? lp_region_open(lp_sock, 0, 0) : LP_OPEN_GONE;
+			if (rc == 0) {
 				lp_barrier_early();
 				lp_start_recording();
+			} else if (rc != LP_OPEN_FAILED) {
+				lp_forget_session();
 			}
 		}
 	}
@@ -221,7 +283,7 @@ int lp_attach_begin(const char *sock)
 	if (rc == 0)
 		lp_start_recording();
 	lp_leave(&t->busy);
-	return rc;
+	return rc == 0 ? 0 : -1;
 }
 
 /* lp_attach_end stops recording after the calling thread's folded
@@ -246,8 +308,11 @@ static void lp_child_reinit(void)
 	uint64_t fid = t->fork_id;
 	lp_enter(&t->busy);
 	lp_region_drop();
-	if (lp_region_open(lp_sock, parent, fid) == 0)
+	int rc = lp_region_open(lp_sock, parent, fid);
+	if (rc == 0)
 		lp_start_recording();
+	else if (rc != LP_OPEN_FAILED && !lp_attach_mode)
+		lp_forget_session(); /* a daemon's child after leakpath ended */
 	lp_leave(&t->busy);
 }
 

@@ -95,6 +95,18 @@ extern int lp_sandboxed; /* a seccomp filter: 0 none, or one of these (fold.c) *
 #define LP_SANDBOX_LATER 2     /* the program installed it: no system call that can be avoided */
 LP_HIDDEN void lp_sandbox_later(void);
 LP_HIDDEN int lp_read_small(const char *path, char *buf, size_t size);
+
+/* The session directory of `leakpath run` is named by this variable; the
+ * agent registers on LP_CTL_SOCK in it, and a process of another user,
+ * which that socket refuses, says so on LP_OTHER_SOCK. */
+#define LP_SESSION_ENV "LEAKPATH_SESSION"
+#define LP_CTL_SOCK "/ctl.sock"
+#define LP_OTHER_SOCK "/other-uid.sock"
+
+/* lp_region_open's failures (ring.c). */
+#define LP_OPEN_FAILED -1     /* refused, or a transient failure */
+#define LP_OPEN_GONE -2       /* no collector this process can reach: the session is over or not ours */
+#define LP_OPEN_OTHER_USER -3 /* the collector runs as another user (a privilege drop) */
 extern unsigned lp_max_depth;
 extern int lp_clock_tsc;            /* timestamps are TSC ticks, else ns */
 

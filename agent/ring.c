@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -72,31 +73,130 @@ static void lp_detach_now(void)
 	__atomic_store_n(&lp_hdr->collector_state, LP_COLLECTOR_GONE, __ATOMIC_RELEASE);
 }
 
-/*
- * lp_region_open registers this process image with the collector listening
- * on sock and maps the region it hands over. On any failure it returns -1
- * and the agent stays passive. Holds no file descriptor afterwards, so the
- * target's descriptor numbers are not disturbed.
- */
-LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
+/* lp_trusted says whether path (a session directory or a socket in it)
+ * belongs to root or to us and cannot be replaced by anyone else: a
+ * session directory removed under a daemon could be made again by another
+ * user, who must not get our records nor hand us a region. lstat, not
+ * getsockopt: a seccomp filter the program started under allows what the
+ * dynamic loader needed. */
+static int lp_trusted(const char *path, int dir)
 {
-	int saved = errno, rc = -1, fd = -1, mfd = -1;
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return 0;
+	if (st.st_uid != 0 && st.st_uid != geteuid())
+		return 0;
+	if (dir)
+		return S_ISDIR(st.st_mode) && (st.st_mode & 022) == 0;
+	return S_ISSOCK(st.st_mode);
+}
+
+/* lp_unix_connect connects a new socket to path: its fd, or -1 with errno
+ * from socket or connect. */
+static int lp_unix_connect(const char *path)
+{
 	struct sockaddr_un sa;
-	size_t n = strlen(sock);
-	if (n >= sizeof(sa.sun_path))
-		goto out;
+	size_t n = strlen(path);
+	if (n >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, sock, n);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	memcpy(sa.sun_path, path, n);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		goto out;
+		return -1;
 	/* A collector that never answers is given up after 10 s. (The hello
 	 * needs no send timeout: 32 bytes into a new socket's empty buffer.) */
 	struct timeval tv = {.tv_sec = 10};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* lp_dir_of copies the directory of path into dir (size bytes): 0, or -1
+ * if it does not fit or has none. */
+static int lp_dir_of(const char *path, char *dir, size_t size)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash || slash == path || (size_t)(slash - path) >= size)
+		return -1;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = 0;
+	return 0;
+}
+
+/* lp_say_unreachable tells the collector, on the socket anyone may reach
+ * (LP_OTHER_SOCK in the session directory dir), that this process runs as another user and
+ * cannot be recorded, so that the report names it; it waits for the
+ * collector's byte, which comes once the collector has read what it wants
+ * of /proc/PID. Best effort and silent. */
+static void lp_say_unreachable(const char *dir)
+{
+	char other[108];
+	size_t n = strlen(dir);
+	if (n + sizeof LP_OTHER_SOCK > sizeof other)
+		return;
+	memcpy(other, dir, n);
+	memcpy(other + n, LP_OTHER_SOCK, sizeof LP_OTHER_SOCK);
+	if (!lp_trusted(other, 0))
+		return;
+	int fd = lp_unix_connect(other);
+	if (fd < 0)
+		return;
+	struct lp_hello h = {
+		.magic = LP_HELLO_MAGIC,
+		.version = LP_WIRE_VERSION,
+		.pid = getpid(),
+		.ppid = getppid(),
+	};
+	char ack;
+	if (send(fd, &h, sizeof h, MSG_NOSIGNAL) == (ssize_t)sizeof h)
+		(void)recv(fd, &ack, 1, 0);
+	close(fd);
+}
+
+/*
+ * lp_region_open registers this process image with the collector listening
+ * on sock and maps the region it hands over. It returns 0, or on any
+ * failure LP_OPEN_FAILED, LP_OPEN_GONE (no collector this process can
+ * reach: the session is over, or it is not ours) or LP_OPEN_OTHER_USER
+ * (this process runs as a user the collector's socket refuses), and the
+ * agent stays passive. Holds no file descriptor afterwards, so the
+ * target's descriptor numbers are not disturbed.
+ */
+LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
+{
+	int saved = errno, rc = LP_OPEN_FAILED, fd = -1, mfd = -1;
+	char dir[108];
+	if (lp_dir_of(sock, dir, sizeof dir) != 0) {
+		rc = LP_OPEN_GONE;
 		goto out;
+	}
+	if (!lp_trusted(dir, 1)) {
+		rc = LP_OPEN_GONE; /* gone, or made again by someone else */
+		goto out;
+	}
+	fd = lp_unix_connect(sock);
+	if (fd < 0) {
+		if (errno == EACCES) {
+			rc = LP_OPEN_OTHER_USER;
+			lp_say_unreachable(dir);
+		} else if (errno == ENOENT || errno == ECONNREFUSED || errno == ENOTDIR) {
+			rc = LP_OPEN_GONE;
+		}
+		goto out;
+	}
+	if (!lp_trusted(sock, 0)) {
+		rc = LP_OPEN_GONE;
+		goto out;
+	}
 	struct lp_hello h = {
 		.magic = LP_HELLO_MAGIC,
 		.version = LP_WIRE_VERSION,

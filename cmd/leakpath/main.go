@@ -60,13 +60,17 @@ func main() {
 
 // profile starts the CPU profile named by $LEAKPATH_CPUPROFILE and arms the
 // heap profile named by $LEAKPATH_MEMPROFILE: for working on leakpath's own
-// speed (see bench/).
+// speed (see bench/ and docs/security.md). The files are created as every
+// output is (createOutput: no symbolic link followed); one that cannot be
+// is said on stderr, and the command runs on.
 func profile() (stop func()) {
 	var f *os.File
 	if path := os.Getenv("LEAKPATH_CPUPROFILE"); path != "" {
 		var err error
-		if f, err = os.Create(path); err == nil {
-			pprof.StartCPUProfile(f)
+		if f, err = createOutput(path); err != nil {
+			fail(os.Stderr, fmt.Errorf("LEAKPATH_CPUPROFILE: %w", err))
+		} else if err := pprof.StartCPUProfile(f); err != nil {
+			fail(os.Stderr, fmt.Errorf("LEAKPATH_CPUPROFILE: %w", err))
 		}
 	}
 	return func() {
@@ -75,9 +79,15 @@ func profile() (stop func()) {
 			f.Close()
 		}
 		if path := os.Getenv("LEAKPATH_MEMPROFILE"); path != "" {
-			if m, err := os.Create(path); err == nil {
-				pprof.WriteHeapProfile(m)
-				m.Close()
+			m, err := createOutput(path)
+			if err == nil {
+				err = pprof.WriteHeapProfile(m)
+				if cerr := m.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fail(os.Stderr, fmt.Errorf("LEAKPATH_MEMPROFILE: %w", err))
 			}
 		}
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -162,7 +165,7 @@ func newOutputs(o *runOptions, stderr io.Writer) (*outputs, error) {
 			}
 			continue
 		}
-		if *f.file, err = os.Create(f.p.expand(0, out.rank)); err != nil {
+		if *f.file, err = createOutput(f.p.expand(0, out.rank)); err != nil {
 			out.close()
 			return nil, fmt.Errorf("%s: %w", f.what, err)
 		}
@@ -205,7 +208,7 @@ func (out *outputs) startTrace(meta tracefile.Meta, opts tracefile.Options, shif
 	out.tr = &traceOut{out: out, meta: meta, opts: opts, shift: shift}
 	if !out.trace.needsPID(out.rank) {
 		if err := out.tr.create(0); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("trace: %w", err)
 		}
 	}
 	return out.tr, nil
@@ -218,12 +221,12 @@ func (out *outputs) files(pid int) (text, json *os.File, err error) {
 		out.pid = pid
 	}
 	if out.report.s != "" && out.textFile == nil {
-		if out.textFile, err = os.Create(out.report.expand(out.pid, out.rank)); err != nil {
+		if out.textFile, err = createOutput(out.report.expand(out.pid, out.rank)); err != nil {
 			return nil, nil, fmt.Errorf("report file: %w", err)
 		}
 	}
 	if out.json.s != "" && out.jsonFile == nil {
-		if out.jsonFile, err = os.Create(out.json.expand(out.pid, out.rank)); err != nil {
+		if out.jsonFile, err = createOutput(out.json.expand(out.pid, out.rank)); err != nil {
 			return nil, nil, fmt.Errorf("JSON report file: %w", err)
 		}
 	}
@@ -242,6 +245,10 @@ func (out *outputs) close() {
 // pid is created at the first events, which start with the first image's
 // ProcessStart: the program's own unless it records nothing (a static
 // binary) and a descendant does.
+//
+// A trace that cannot be written on (a full disk) is cut where it failed,
+// and the run goes on: the report made from memory covers the whole run,
+// and says where the trace stops (cutWarning).
 type traceOut struct {
 	out   *outputs
 	meta  tracefile.Meta
@@ -250,14 +257,72 @@ type traceOut struct {
 	path  string
 	f     *os.File // created, its header not yet written
 	w     *tracefile.Writer
+	// failed is the first write error; the trace then holds cutEvents
+	// events in cutBytes bytes, up to the event time cutTime.
+	failed    error
+	cutEvents int64
+	cutBytes  int64
+	cutTime   uint64
+}
+
+// kept is the trace's path, "" when no file was kept.
+func (t *traceOut) kept() string {
+	if t.w == nil {
+		return ""
+	}
+	return t.path
+}
+
+// fail notes the trace's first write error and what the file keeps.
+func (t *traceOut) fail(err error) {
+	if t.failed != nil {
+		return
+	}
+	t.failed = err
+	if t.w != nil {
+		t.cutEvents, t.cutBytes, t.cutTime = t.w.Kept()
+	}
+}
+
+// cutWarning says where the trace stopped after a write failed ("" when
+// none did); seconds converts an event time into seconds of the run.
+func (t *traceOut) cutWarning(seconds func(ticks uint64) float64) string {
+	if t == nil || t.failed == nil {
+		return ""
+	}
+	reason := t.failed.Error()
+	var pe *fs.PathError
+	if errors.As(t.failed, &pe) {
+		reason = pe.Err.Error()
+	}
+	if t.w == nil {
+		return fmt.Sprintf("the trace %s could not be written (%s): no trace was kept; this report covers the whole run", t.path, reason)
+	}
+	at := "before its first events"
+	if t.cutEvents > 0 && t.cutTime != 0 {
+		at = fmt.Sprintf("at %.2f s, after %d events", seconds(t.cutTime), t.cutEvents)
+	}
+	return fmt.Sprintf("writing the trace %s failed at %s (%s): the trace is cut %s; this report covers the whole run",
+		t.path, sizeString(t.cutBytes), reason, at)
+}
+
+// sizeString is n bytes in KiB or MiB.
+func sizeString(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // create creates the file, named with pid.
 func (t *traceOut) create(pid int) error {
 	t.path = t.out.trace.expand(pid, t.out.rank)
-	f, err := os.Create(t.path)
+	f, err := createOutput(t.path)
 	if err != nil {
-		return fmt.Errorf("tracefile: %w", err)
+		return err
 	}
 	t.f = f
 	if pid != 0 {
@@ -292,8 +357,13 @@ func (t *traceOut) discard() {
 	}
 }
 
-// Write starts the trace if it is not yet, then writes evs.
+// Write starts the trace if it is not yet, then writes evs. It fails
+// never: a trace that cannot be written is cut (fail), the recording goes
+// on.
 func (t *traceOut) Write(evs []event.Event) error {
+	if t.failed != nil {
+		return nil
+	}
 	if t.w == nil {
 		pid := os.Getpid() // there is always a ProcessStart first; in case not
 		for i := range evs {
@@ -303,27 +373,34 @@ func (t *traceOut) Write(evs []event.Event) error {
 			}
 		}
 		if err := t.open(pid); err != nil {
-			return err
+			t.fail(err)
+			return nil
 		}
 	}
-	return t.w.Write(evs)
+	if err := t.w.Write(evs); err != nil {
+		t.fail(err)
+	}
+	return nil
 }
 
 // Flush writes what was written so far, once the file exists.
 func (t *traceOut) Flush() error {
-	if t.w == nil {
+	if t.w == nil || t.failed != nil {
 		return nil
 	}
-	return t.w.Flush()
+	if err := t.w.Flush(); err != nil {
+		t.fail(err)
+	}
+	return nil
 }
 
 // finish closes the trace. ok: the run went well enough to report, and a
 // trace not started yet is started now (with pid), holding no events;
 // otherwise a trace created is removed.
 func (t *traceOut) finish(ok bool, pid int) error {
-	if t.w == nil && ok {
+	if t.w == nil && ok && t.failed == nil {
 		if err := t.open(pid); err != nil {
-			return err
+			t.fail(err)
 		}
 	}
 	if t.w == nil {
@@ -331,11 +408,76 @@ func (t *traceOut) finish(ok bool, pid int) error {
 		return nil
 	}
 	err := t.w.Close()
-	if err != nil {
-		err = fmt.Errorf("trace %s: %w", t.path, err)
-	}
 	if !ok {
 		os.Remove(t.path)
+		return nil
 	}
-	return err
+	if err != nil {
+		t.fail(err) // the last chunk or the end marker: cut there
+	}
+	return nil
+}
+
+// createOutput creates the output file path (or truncates the one there)
+// for leakpath to write, never through something another user planted
+// there: leakpath often runs as root, and a name in /tmp (out.%p.lpt) is
+// easy to guess.
+//
+//   - A new file is created with O_EXCL and O_NOFOLLOW, readable and
+//     writable by its owner only (0600).
+//   - A symbolic link there is refused, unless its directory is private
+//     (only its owner, root or us, may write there: /dev/stdout is fine).
+//   - An existing file is reused (truncated) when it is a regular file of
+//     ours, or anything at all in a private directory (/dev/null); the file
+//     opened must be the one looked at.
+func createOutput(path string) (*os.File, error) {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%s: appeared while leakpath was creating it: not overwritten", path)
+		}
+		return f, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	private := privateDir(filepath.Dir(path))
+	if st.Mode()&fs.ModeSymlink != 0 {
+		if !private {
+			return nil, fmt.Errorf("%s is a symbolic link in a directory others may write to: leakpath does not write through it (remove it, or name its target)", path)
+		}
+		return os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o600)
+	}
+	sys, _ := st.Sys().(*syscall.Stat_t)
+	if !private && (!st.Mode().IsRegular() || sys == nil || sys.Uid != uint32(os.Geteuid())) {
+		return nil, fmt.Errorf("%s exists and is not a file of ours, in a directory others may write to: not overwritten (remove it)", path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fst, err := f.Stat()
+	if err != nil || !os.SameFile(st, fst) {
+		f.Close()
+		return nil, fmt.Errorf("%s changed while leakpath was opening it: not overwritten", path)
+	}
+	if fst.Mode().IsRegular() {
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// privateDir reports whether only dir's owner, root or us, may create or
+// replace files in it.
+func privateDir(dir string) bool {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && (sys.Uid == 0 || sys.Uid == uint32(os.Geteuid())) && st.Mode().Perm()&0o022 == 0
 }

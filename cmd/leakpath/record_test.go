@@ -340,9 +340,10 @@ func TestProgramNotFound(t *testing.T) {
 }
 
 func TestEnvironmentAndDescriptorsPassThrough(t *testing.T) {
-	// The program sees the same environment but for LD_PRELOAD, and the
-	// same open descriptors (3 is inherited here).
-	script := `env | grep -v '^LD_PRELOAD=' | grep -v '^_=' | sort; ls /proc/self/fd`
+	// The program sees the same environment but for LD_PRELOAD and
+	// LEAKPATH_SESSION, and the same open descriptors (3 is inherited
+	// here).
+	script := `env | grep -v '^LD_PRELOAD=' | grep -v '^LEAKPATH_SESSION=' | grep -v '^_=' | sort; ls /proc/self/fd`
 	f, err := os.CreateTemp(t.TempDir(), "fd3")
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +389,9 @@ func valgrindCounts(t *testing.T, stdin []byte, argv ...string) (allocs, frees, 
 	// stdout and stderr pipes, as in every other run: programs behave
 	// differently writing to a pipe and to /dev/null (git and python do).
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &errb, testEnv()
+	// As many variables as under leakpath, which adds LEAKPATH_SESSION:
+	// programs that copy their environment (git) allocate by its size.
+	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &errb, testEnv("LEAKPATH_SESSION=/tmp/leakpath-valgrind")
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

@@ -104,7 +104,7 @@ func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) err
 	if path == "" {
 		return write(stdout)
 	}
-	f, err := os.Create(path)
+	f, err := createOutput(path)
 	if err != nil {
 		return err
 	}

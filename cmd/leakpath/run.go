@@ -99,9 +99,9 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 		fmt.Fprintf(out, "Usage: leakpath run [flags] -- PROGRAM [ARGS...]\n\n"+
 			"Runs PROGRAM with leakpath's agent preloaded, records every heap allocation and\n"+
 			"free with its call stack, and prints a leak report on stderr when it ends.\n"+
-			"PROGRAM's stdin, stdout, stderr, environment (but LD_PRELOAD), exit code and\n"+
-			"signals are its own; leakpath exits with PROGRAM's exit code (128+N if signal N\n"+
-			"killed it) unless --check finds leaks.\n\nFlags:\n")
+			"PROGRAM's stdin, stdout, stderr, environment (but LD_PRELOAD and LEAKPATH_SESSION),\n"+
+			"exit code and signals are its own; leakpath exits with PROGRAM's exit code\n"+
+			"(128+N if signal N killed it) unless --check finds leaks.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs
@@ -245,7 +245,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		if cerr := tw.finish(res != nil, pid); cerr != nil && err == nil {
 			err = cerr
 		}
-		tracePath = tw.path
+		tracePath = tw.kept()
 	}
 	if err != nil {
 		return nil, nil, err
@@ -272,6 +272,17 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		StaleT2:       uint32(o.stale.t2),
 		PathToRoot:    o.leaks.pathToRoot,
 	}))
+	// A trace cut by a full disk: the report, from memory, still covers
+	// the whole run.
+	seconds := func(uint64) float64 { return 0 }
+	if res.Main >= 0 && int(res.Main) < len(res.Session.Procs) && res.Session.Procs[res.Main] != nil {
+		main := res.Session.Procs[res.Main]
+		seconds = func(ticks uint64) float64 { return rep.Seconds(main, ticks) }
+	}
+	cut := tw.cutWarning(seconds)
+	if cut != "" {
+		rep.Warn(cut)
+	}
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {
 			return nil, nil, fmt.Errorf("JSON report: %w", err)
@@ -279,7 +290,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	rr := &runReport{leakedBlocks: rep.LeakedBlocks()}
 	rr.failing, _, _ = rep.Failing(checkKinds)
-	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
+	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0 && cut == "") {
 		if err := rep.Generate(textOut, "text"); err != nil {
 			return nil, nil, fmt.Errorf("report: %w", err)
 		}

@@ -127,7 +127,7 @@ func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stde
 // leakpath.snapshot.PID.N.json in dir.
 func createSnapshotFile(dir, name string, pid int) (*os.File, string, error) {
 	if name != "" {
-		f, err := os.Create(name)
+		f, err := createOutput(name)
 		if err != nil {
 			return nil, "", fmt.Errorf("-o: %w", err)
 		}
@@ -135,7 +135,7 @@ func createSnapshotFile(dir, name string, pid int) (*os.File, string, error) {
 	}
 	for n := 1; ; n++ {
 		path := filepath.Join(dir, fmt.Sprintf("leakpath.snapshot.%d.%d.json", pid, n))
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}

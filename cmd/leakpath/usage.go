@@ -112,7 +112,7 @@ func startUsage(o *usageOptions, sym *symbolizer) (*usageRun, error) {
 			if _, err := os.Stat(filepath.Dir(o.jsonOut)); err != nil {
 				return nil, fmt.Errorf("usage JSON file: %w", err)
 			}
-		} else if u.json, err = os.Create(o.jsonOut); err != nil {
+		} else if u.json, err = createOutput(o.jsonOut); err != nil {
 			return nil, fmt.Errorf("usage JSON file: %w", err)
 		}
 	}
@@ -184,7 +184,7 @@ func (ts *topStacks) symbolize(m *heap.Module, addr uint64) []report.SourceFrame
 func (u *usageRun) finish(rep *report.Report, text io.Writer, pid int, rank *int) error {
 	r := u.report(rep, nil)
 	if u.json == nil && u.opts.jsonOut != "" {
-		f, err := os.Create(u.jsonPat.expand(pid, rank))
+		f, err := createOutput(u.jsonPat.expand(pid, rank))
 		if err != nil {
 			return fmt.Errorf("usage JSON file: %w", err)
 		}

@@ -45,6 +45,10 @@ const PIDName = "collector.pid"
 // AgentName is the agent library's name, found in a target's LD_PRELOAD.
 const AgentName = "libleakpath.so"
 
+// SessionEnv names, in the environment of a program under `leakpath run`,
+// the session directory that holds the socket.
+const SessionEnv = "LEAKPATH_SESSION"
+
 // MaxRequest bounds a request read from the socket (a few fields), and
 // MaxResponse an answer (a snapshot's JSON report and its text): what a
 // peer sends cannot make the reader hold more.
@@ -102,10 +106,10 @@ func (e Endpoint) Socket() string { return filepath.Join(e.Dir, SocketName) }
 
 // Find returns the control socket of the `leakpath attach` to pid (in a
 // rendezvous directory, see AttachDir), or of the `leakpath run` that
-// records pid (the agent in pid's LD_PRELOAD is a link in that run's
-// session directory, beside the socket). Either directory must be ours
-// and only we may change what is in it: one another user made or can
-// write to is refused.
+// records pid (in the session directory its LEAKPATH_SESSION names, while
+// the agent is in its LD_PRELOAD). Either directory must be ours and only
+// we may change what is in it: one another user made or can write to is
+// refused.
 func Find(pid int) (Endpoint, error) {
 	if pid <= 0 {
 		return Endpoint{}, fmt.Errorf("pid %d: want a positive process id", pid)
@@ -125,23 +129,31 @@ func Find(pid int) (Endpoint, error) {
 	case err != nil:
 		return Endpoint{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	dir := ""
+	dir, session := "", ""
 	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, SessionEnv+"="); ok && v != "" {
+			session = v
+		}
 		v, ok := strings.CutPrefix(kv, "LD_PRELOAD=")
 		if !ok {
 			continue
 		}
+		// Before LEAKPATH_SESSION, LD_PRELOAD named a link to the agent
+		// in the session directory.
 		for _, lib := range strings.FieldsFunc(v, func(r rune) bool { return r == ':' || r == ' ' }) {
 			if filepath.Base(lib) == AgentName {
 				dir = filepath.Dir(lib)
 			}
 		}
 	}
+	if session != "" && dir != "" {
+		dir = session
+	}
 	if dir == "" {
 		return Endpoint{}, fmt.Errorf("pid %d is not recorded by leakpath (not under `leakpath run`: no %s in its LD_PRELOAD; no `leakpath attach` to it)", pid, AgentName)
 	}
 	if !filepath.IsAbs(dir) {
-		return Endpoint{}, fmt.Errorf("pid %d: its LD_PRELOAD names %s in a relative directory: not a leakpath session", pid, AgentName)
+		return Endpoint{}, fmt.Errorf("pid %d: its session is in a relative directory (%s): not a leakpath session", pid, termsafe.String(dir))
 	}
 	if err := ownDir(dir); err != nil {
 		return Endpoint{}, fmt.Errorf("pid %d: its leakpath session is not one to talk to: %w", pid, err)

@@ -2,16 +2,23 @@
 // agent's registrations: the program itself, its fork children and the
 // images it execs all find the collector the same way.
 //
-// The agent is preloaded from a symlink inside a private session directory;
-// the agent finds the collector's socket beside its own path. So the only
-// trace leakpath leaves in the target's environment is LD_PRELOAD, and the
-// agent holds no file descriptor once registered.
+// LD_PRELOAD names the agent library itself, at a path any user can open
+// (see PreloadPath), and LEAKPATH_SESSION the private session directory
+// that holds the collector's socket: a process that outlives the session
+// (a daemon) or runs as another user (a privilege drop) still loads the
+// agent silently, finds no collector it may reach, and takes the agent
+// out of its environment; the agent holds no file descriptor once
+// registered.
 package launch
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -46,18 +53,41 @@ type Registrar func(h Hello) (fd int, err error)
 // long. nil: requests are refused.
 type Controller func(req control.Request) control.Response
 
-// Session is a session directory with the agent link and the socket.
+// SessionEnv names the session directory in the program's environment;
+// the agent registers on the socket in it.
+const SessionEnv = control.SessionEnv
+
+// OtherSocketName is the socket in the session directory on which the
+// agent of a process running as another user (which the collector's socket
+// refuses) says it cannot be recorded. Anyone may connect to it: it takes
+// a hello and answers one byte, nothing else.
+const OtherSocketName = "other-uid.sock"
+
+// maxNotices bounds the processes named as unreachable in the report;
+// maxNoticing the connections on OtherSocketName served at once (anyone
+// may connect: the others are closed at once).
+const (
+	maxNotices  = 16
+	maxNoticing = 8
+)
+
+// Session is a session directory with the collector's sockets.
 type Session struct {
 	Dir   string
-	Agent string // the link to preload
+	Agent string // the path to preload
 	ln    *net.UnixListener
+	other *net.UnixListener // OtherSocketName; nil: none (attach)
 	reg   Registrar
 	ctl   Controller
 	wg    sync.WaitGroup
 	errMu sync.Mutex
 	errs  []error
-	swept chan struct{} // closed when SweepStale is done; nil: not started
-	lock  int           // the fd holding the directory's lock, or -1: none
+	// notices: the processes of other users that could not register
+	// (at most maxNotices, by pid); unnoticed counts the rest.
+	notices   map[int32]bool
+	unnoticed int
+	swept     chan struct{} // closed when SweepStale is done; nil: not started
+	lock      int           // the fd holding the directory's lock, or -1: none
 	// agentUID is the uid an agent may register as besides ours and
 	// root's (the attached process's), or -1.
 	agentUID int
@@ -109,28 +139,67 @@ func FindAgent(explicit string) (string, error) {
 // and control requests. It also removes, in the background, the session
 // directories that collectors killed before they could clean up left
 // behind (SweepStale).
+//
+// The directory may be searched by anyone (0711) so that a process that
+// dropped privileges can say it cannot be recorded (OtherSocketName); the
+// collector's own socket is its owner's only (0600). Both are made and
+// their modes set while the directory is still 0700.
 func NewSession(agentPath string, reg Registrar, ctl Controller) (*Session, error) {
+	agent, err := PreloadPath(agentPath)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", sessionPattern())
 	if err != nil {
 		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	if abs, err := filepath.Abs(dir); err == nil { // a relative $TMPDIR: the agent runs elsewhere
+		dir = abs
 	}
 	lock, err := lockDir(dir) // held while the collector runs: see SweepStale
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("session directory: lock: %w", err)
 	}
-	s, err := newSession(dir, agentPath, reg, ctl)
+	s, err := newSession(dir, agent, reg, ctl)
 	if err != nil {
 		unix.Close(lock)
 		return nil, err
 	}
 	s.lock = lock
+	if err := s.openToOthers(); err != nil {
+		s.Close(false)
+		return nil, err
+	}
 	s.swept = make(chan struct{})
 	go func() { // while the program starts; rarely finds any
 		defer close(s.swept)
 		SweepStale(filepath.Dir(dir))
 	}()
 	return s, nil
+}
+
+// openToOthers starts OtherSocketName and makes the directory searchable
+// by other users.
+func (s *Session) openToOthers() error {
+	if err := os.Chmod(filepath.Join(s.Dir, control.SocketName), 0o600); err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	sock := filepath.Join(s.Dir, OtherSocketName)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("session: listen %s: %w", sock, err)
+	}
+	s.other = ln
+	if err := os.Chmod(sock, 0o666); err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	if err := os.Chmod(s.Dir, 0o711); err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	s.wg.Add(1)
+	go s.serveOthers()
+	return nil
 }
 
 // NewAttachSession creates the session directory of an attach to pid
@@ -171,13 +240,9 @@ func NewAttachSession(pid, agentUID int, agentPath string, reg Registrar, ctl Co
 }
 
 func newSession(dir, agentPath string, reg Registrar, ctl Controller) (*Session, error) {
-	s := &Session{Dir: dir, Agent: filepath.Join(dir, AgentName), reg: reg, ctl: ctl, lock: -1, agentUID: -1}
-	if err := os.Symlink(agentPath, s.Agent); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("session: link agent: %w", err)
-	}
+	s := &Session{Dir: dir, Agent: agentPath, reg: reg, ctl: ctl, lock: -1, agentUID: -1}
 	sock := filepath.Join(dir, control.SocketName)
-	if len(sock) >= 108 {
+	if len(filepath.Join(dir, OtherSocketName)) >= 108 {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("session: socket path %s too long for a unix socket; set TMPDIR to a shorter directory", sock)
 	}
@@ -192,9 +257,127 @@ func newSession(dir, agentPath string, reg Registrar, ctl Controller) (*Session,
 	return s, nil
 }
 
-// Env returns env with the agent added in front of any LD_PRELOAD.
+// PreloadPath returns the path LD_PRELOAD is to name the agent by: the
+// library itself, symbolic links resolved, when any user can open it
+// (every directory above it searchable by all, the file readable by all),
+// so that a process that drops privileges or outlives leakpath still
+// loads it without the loader printing an error into its stderr.
+// Otherwise a copy any user can read (agentCopy), or, when none can be
+// made, the library's own path (then a process of another user that
+// inherits LD_PRELOAD gets the loader's error line).
+func PreloadPath(agent string) (string, error) {
+	real, err := filepath.EvalSymlinks(agent)
+	if err != nil {
+		return "", fmt.Errorf("agent library: %w", err)
+	}
+	if !strings.ContainsAny(real, ": ") && publicPath(real) {
+		return real, nil
+	}
+	if cp, err := agentCopy(real); err == nil {
+		return cp, nil
+	}
+	if strings.ContainsAny(real, ": ") {
+		return "", fmt.Errorf("agent library %s: a path with a colon or a space cannot be preloaded", real)
+	}
+	return real, nil
+}
+
+// publicPath reports whether any user can open the file at path (no
+// symbolic link in it): every directory above it searchable by others,
+// the file readable by others.
+func publicPath(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o004 == 0 {
+		return false
+	}
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if dir == "/" || dir == "." {
+			return true
+		}
+	}
+}
+
+// agentCopy returns a copy of the agent any user can read, in
+// $TMPDIR/leakpath-agent-UID (0755, ours, no one else may write there),
+// named by its content: made once for each build of the agent and never
+// removed by leakpath, because a daemon may load it long after.
+func agentCopy(real string) (string, error) {
+	tmp := os.TempDir()
+	if !publicDir(tmp) {
+		return "", fmt.Errorf("%s is not searchable by other users", tmp)
+	}
+	data, err := os.ReadFile(real)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	dir := filepath.Join(tmp, fmt.Sprintf("leakpath-agent-%d", os.Geteuid()))
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() || st.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) || st.Mode().Perm()&0o022 != 0 {
+		return "", fmt.Errorf("%s is not ours alone", dir)
+	}
+	if st.Mode().Perm() != 0o755 {
+		if err := os.Chmod(dir, 0o755); err != nil { // a umask
+			return "", err
+		}
+	}
+	name := filepath.Join(dir, "libleakpath-"+hex.EncodeToString(sum[:12])+".so")
+	if st, err := os.Lstat(name); err == nil && st.Mode().IsRegular() && st.Size() == int64(len(data)) &&
+		st.Mode().Perm() == 0o644 && st.Sys().(*syscall.Stat_t).Uid == uint32(os.Geteuid()) {
+		return name, nil // ours: no one else may write in dir
+	}
+	f, err := os.CreateTemp(dir, ".agent-*")
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.Write(data)
+	if err := f.Chmod(0o644); werr == nil {
+		werr = err
+	}
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), name)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return "", werr
+	}
+	if !publicPath(name) {
+		return "", fmt.Errorf("%s is not readable by other users", name)
+	}
+	return name, nil
+}
+
+// publicDir reports whether others may search dir and every directory
+// above it.
+func publicDir(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" || d == "." {
+			return true
+		}
+	}
+}
+
+// Env returns env with the agent added in front of any LD_PRELOAD and
+// LEAKPATH_SESSION naming the session.
 func (s *Session) Env(env []string) []string {
-	out := make([]string, 0, len(env)+1)
+	out := make([]string, 0, len(env)+2)
 	pre := s.Agent
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
@@ -203,9 +386,12 @@ func (s *Session) Env(env []string) []string {
 			}
 			continue
 		}
+		if strings.HasPrefix(kv, SessionEnv+"=") {
+			continue
+		}
 		out = append(out, kv)
 	}
-	return append(out, "LD_PRELOAD="+pre)
+	return append(out, "LD_PRELOAD="+pre, SessionEnv+"="+s.Dir)
 }
 
 func (s *Session) serve() {
@@ -330,24 +516,129 @@ func readFull(c *net.UnixConn, b []byte) (int, error) {
 	return n, nil
 }
 
-// Errors returns the registrations that failed so far.
+// Errors returns the registrations that failed so far, and the processes
+// of other users that could not register.
 func (s *Session) Errors() []error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
-	return append([]error(nil), s.errs...)
+	errs := append([]error(nil), s.errs...)
+	if s.unnoticed > 0 {
+		errs = append(errs, fmt.Errorf("%d more processes running as another user could not reach the collector and were not recorded", s.unnoticed))
+	}
+	return errs
 }
 
-// Close stops accepting agents and removes the socket. keepLink leaves the
-// agent link in place for processes that outlive the session: they still
-// load it (an absent LD_PRELOAD file would make the loader print an error
-// into their stderr), find no socket, and run unrecorded.
+// serveOthers answers the agents of processes that run as another user
+// (OtherSocketName).
+func (s *Session) serveOthers() {
+	defer s.wg.Done()
+	busy := make(chan struct{}, maxNoticing)
+	for {
+		c, err := s.other.AcceptUnix()
+		if err != nil {
+			return // closed
+		}
+		select {
+		case busy <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-busy }()
+			s.notice(c)
+		}()
+	}
+}
+
+// notice reads the hello of a process that cannot register (it runs as
+// another user) and names it among the session's errors, if its
+// environment names this session: anyone may connect here, and only
+// processes the program started count. The answer, one byte, comes after
+// /proc/PID is read, while the process waits for it.
+func (s *Session) notice(c *net.UnixConn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	var b [wire.HelloSize]byte
+	if _, err := readFull(c, b[:]); err != nil || binary.LittleEndian.Uint64(b[wire.OffHelloMagic:]) != wire.HelloMagic {
+		return
+	}
+	defer c.Write([]byte{0}) // the agent waits for it
+	cred, err := control.PeerCred(c)
+	if err != nil || cred.Uid == uint32(os.Geteuid()) {
+		return
+	}
+	proc := "/proc/" + strconv.Itoa(int(cred.Pid))
+	if !fileMentions(proc+"/environ", SessionEnv+"="+s.Dir+"\x00") {
+		return
+	}
+	cmd := commandLine(proc + "/cmdline")
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.notices[cred.Pid] {
+		return
+	}
+	if len(s.notices) >= maxNotices {
+		s.unnoticed++
+		return
+	}
+	if s.notices == nil {
+		s.notices = map[int32]bool{}
+	}
+	s.notices[cred.Pid] = true
+	s.errs = append(s.errs, fmt.Errorf("pid %d (%s) runs as uid %d, not as leakpath (uid %d): it could not reach the collector and was not recorded, nor the programs it ran", cred.Pid, cmd, cred.Uid, os.Geteuid()))
+}
+
+// fileMentions reports whether the file at path (a /proc file, read up to
+// 1 MiB) holds s.
+func fileMentions(path, s string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	return strings.Contains(string(b), s)
+}
+
+// commandLine reads a process's command line for a message: at most 200
+// bytes, printable ASCII, arguments separated by spaces.
+func commandLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 200))
+	b = []byte(strings.TrimRight(string(b), "\x00"))
+	for i, c := range b {
+		switch {
+		case c == 0:
+			b[i] = ' '
+		case c < 0x20 || c >= 0x7f:
+			b[i] = '?'
+		}
+	}
+	if len(b) == 0 {
+		return "?"
+	}
+	return string(b)
+}
+
+// Close stops accepting agents and removes the session directory. Nothing
+// in it is needed by a process that outlives the session: its agent was
+// preloaded from its own path, finds no collector and takes itself out of
+// the process's environment. keepLink is ignored (it kept the agent link
+// that LD_PRELOAD named in the session directory before).
 func (s *Session) Close(keepLink bool) error {
 	err := s.ln.Close()
-	s.wg.Wait()
-	os.Remove(filepath.Join(s.Dir, control.SocketName))
-	if !keepLink {
-		os.RemoveAll(s.Dir)
+	if s.other != nil {
+		s.other.Close()
 	}
+	s.wg.Wait()
+	os.RemoveAll(s.Dir)
 	if s.swept != nil {
 		<-s.swept // not to leave a directory half removed
 	}

@@ -34,11 +34,11 @@ func sessionPattern() string {
 // SweepStale removes the session directories in tmp that a collector left
 // behind: ours (owner and mode), their collector gone (its pid no longer
 // runs, and nobody holds the directory's lock), and named by no living
-// process of ours in its environment. The last condition keeps the
-// directory of a session closed with keepLink, or whose collector was
-// killed, while the program or a daemon it started still runs: their
-// LD_PRELOAD names the agent link inside, and a child they exec would make
-// the loader complain into its stderr if the link were gone. It returns
+// process of ours in its environment. The last condition is for the
+// directories of older versions, whose LD_PRELOAD named an agent link
+// inside: a child a daemon execs would make the loader complain into its
+// stderr if the link were gone. (Now LEAKPATH_SESSION names it, and an
+// agent that finds no collector there runs unrecorded, silently.) It returns
 // the directories removed; it is best effort and reports no error (a
 // directory it cannot judge or remove stays).
 func SweepStale(tmp string) []string {
@@ -104,7 +104,7 @@ func isLeftSession(tmp, name string) bool {
 	}
 	var st syscall.Stat_t
 	if syscall.Lstat(filepath.Join(tmp, name), &st) != nil ||
-		st.Mode&syscall.S_IFMT != syscall.S_IFDIR || st.Uid != uint32(os.Geteuid()) || st.Mode&0o777 != 0o700 {
+		st.Mode&syscall.S_IFMT != syscall.S_IFDIR || st.Uid != uint32(os.Geteuid()) || st.Mode&0o777 != 0o700 && st.Mode&0o777 != 0o711 {
 		return false
 	}
 	if !onlySessionFiles(filepath.Join(tmp, name)) {
@@ -121,15 +121,15 @@ func isLeftSession(tmp, name string) bool {
 }
 
 // onlySessionFiles reports whether dir holds nothing but what a session
-// puts there (the agent link and the socket): anything else is not ours
-// to remove.
+// puts there (the sockets, and the agent link of older versions):
+// anything else is not ours to remove.
 func onlySessionFiles(dir string) bool {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return false
 	}
 	for _, e := range ents {
-		if n := e.Name(); n != AgentName && n != control.SocketName {
+		if n := e.Name(); n != AgentName && n != control.SocketName && n != OtherSocketName {
 			return false
 		}
 	}
@@ -158,7 +158,7 @@ func environmentsMentioning(dirs []string) map[string]bool {
 			continue
 		}
 		for _, d := range dirs {
-			if bytes.Contains(env, []byte(d+"/")) {
+			if bytes.Contains(env, []byte(d+"/")) || bytes.Contains(env, []byte(SessionEnv+"="+d+"\x00")) {
 				used[d] = true
 			}
 		}

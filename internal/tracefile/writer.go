@@ -72,9 +72,14 @@ type Writer struct {
 	mu  sync.Mutex
 	err error // the first write error; sticky
 
-	chunks   int64         // chunks closed
-	timeMode atomic.Uint32 // the time coding chosen at the last probe, +1; 0: none yet
-	probe    []byte        // owned by the goroutine that compresses
+	chunks int64  // chunks closed
+	last   uint64 // the latest event time in the chunk being encoded
+	// Of the chunks in the file (see Kept): their events and the latest
+	// event time in them.
+	keptEvents atomic.Int64
+	keptTime   atomic.Uint64
+	timeMode   atomic.Uint32 // the time coding chosen at the last probe, +1; 0: none yet
+	probe      []byte        // owned by the goroutine that compresses
 
 	closed   bool
 	closeErr error
@@ -89,6 +94,7 @@ type job struct {
 	raw   []byte // the payload
 	out   []byte // chunk header and zstd frame
 	count uint32
+	last  uint64 // the latest event time in it
 	flush chan struct{}
 }
 
@@ -212,6 +218,7 @@ func (w *Writer) Write(evs []event.Event) error {
 			w.events.Add(int64(i))
 			return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
 		}
+		w.last = max(w.last, evs[i].Time)
 		if w.enc.full(w.chunkSize) {
 			w.closeChunk()
 		}
@@ -272,6 +279,13 @@ func (w *Writer) Stats() (events, bytesWritten int64) {
 	return w.events.Load(), w.written.Load()
 }
 
+// Kept tells what the file holds in whole chunks: after a write failed
+// (a full disk), the trace it stays, cut there. bytes is the file's size,
+// events the events in it, last the latest event time among them (0: none).
+func (w *Writer) Kept() (events, bytes int64, last uint64) {
+	return w.keptEvents.Load(), w.written.Load(), w.keptTime.Load()
+}
+
 func (w *Writer) failed() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -295,6 +309,7 @@ func (w *Writer) closeChunk() {
 	j.alt = append(j.alt[:0], w.enc.alt...)
 	j.mode, j.dual = w.enc.timeMode, w.enc.dual
 	j.count = uint32(w.enc.n)
+	j.last, w.last = w.last, 0
 	w.enc.reset()
 	w.chunks++
 	w.startChunk()
@@ -383,14 +398,27 @@ func (w *Writer) compress(j *job) {
 			w.err = err
 		}
 		w.mu.Unlock()
+		return
+	}
+	w.keptEvents.Add(int64(j.count))
+	if j.last > w.keptTime.Load() {
+		w.keptTime.Store(j.last)
 	}
 }
 
+// write writes b whole, or fails; a file is then cut back to where b
+// started (the part of b written, a chunk cut short, would only be read
+// as such), which also gives back the space.
 func (w *Writer) write(b []byte) error {
 	off := w.written.Load()
 	n, err := w.w.Write(b)
 	w.written.Add(int64(n))
 	if err != nil {
+		if w.f != nil && n > 0 && w.f.Truncate(off) == nil {
+			if _, serr := w.f.Seek(off, io.SeekStart); serr == nil {
+				w.written.Store(off)
+			}
+		}
 		return fmt.Errorf("tracefile: %s: write at byte %d: %w", w.path, off, err)
 	}
 	return nil
