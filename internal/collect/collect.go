@@ -573,20 +573,15 @@ func (c *collector) pipeline(im *image) {
 		tps = 1e9
 	}
 	lag := uint64(lateness.Seconds() * tps)
-	lastReclaim := time.Now()
-	var ended *event.ProcessInfo
+	lastReclaim, lastEndCheck := time.Now(), time.Now()
 	for {
 		now := c.src.Now()
 		im.reg.SetNow(now) // for the allocations the agent keeps pending
 		var n int
-		var err error
 		if m.n == 0 && im.reg.SlotsUsed() <= 1 {
-			n, err = im.reg.Drain(direct)
+			n, _ = im.reg.Drain(direct)
 		} else {
-			n, err = im.reg.Drain(&m)
-		}
-		if err != nil {
-			c.warn("pid %d: %v", im.pid, err)
+			n, _ = im.reg.Drain(&m)
 		}
 		var upto uint64
 		if now > lag {
@@ -596,6 +591,10 @@ func (c *collector) pipeline(im *image) {
 		if len(direct.out) > 0 {
 			c.sink.send(im.idx, direct.out, false)
 			direct.out = c.sink.buffer()
+		}
+		if bad := im.reg.Corrupt(); bad != nil {
+			c.abandon(im, &m, direct, bad)
+			return
 		}
 		if c.staleDue(&im.stale) {
 			if ev := c.staleEpoch(im, &im.stale, true); ev != nil {
@@ -626,52 +625,106 @@ func (c *collector) pipeline(im *image) {
 			}
 		default:
 		}
-		if n > 0 {
-			continue
-		}
-		if ended == nil {
-			ended = c.ended(im)
-		}
-		if ended != nil {
-			c.mu.Lock()
-			rc := im.rc
-			c.mu.Unlock()
-			rc.quiesce()
-			// Gone: whatever it wrote is in the rings now.
-			for {
-				n, err := im.reg.Drain(&m)
-				if err != nil {
-					c.warn("pid %d: %v", im.pid, err)
-				}
-				if n == 0 {
-					break
-				}
-			}
-			// What its threads left pending or folded and not yet written.
-			now := c.src.Now()
-			for ring := 0; ring < im.reg.SlotsUsed(); ring++ {
-				q := m.Buffer(ring)
-				from := len(*q)
-				*q = im.reg.Leftovers(ring, now, *q)
-				m.Filled(ring, from)
-			}
-			out := m.take(0, true, direct.out)
-			if lost := im.reg.Lost(); lost > 0 {
-				c.warn("pid %d: the agent lost %d records", im.pid, lost)
-			}
-			// Closed under c.mu: ringPipelines finds it mapped, or nil.
-			c.mu.Lock()
-			c.clock(im.reg, false)
-			im.reg.Detach()
-			im.reg.Close()
-			im.reg = nil
-			c.mu.Unlock()
-			out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
-			c.sink.send(im.idx, out, true)
+		if bad := im.reg.Corrupt(); bad != nil {
+			c.abandon(im, &m, direct, bad)
 			return
 		}
-		im.reg.Wait(time.Millisecond)
+		// Rings that never run dry (written by another process that
+		// maps the region) must not keep the image from ending.
+		if n > 0 && time.Since(lastEndCheck) < endCheck {
+			continue
+		}
+		lastEndCheck = time.Now()
+		if ended := c.ended(im); ended != nil {
+			c.finish(im, &m, direct, ended)
+			return
+		}
+		if n == 0 {
+			im.reg.Wait(time.Millisecond)
+		}
 	}
+}
+
+// endCheck is how often a pipeline whose rings always have more looks
+// whether its image ended.
+const endCheck = 50 * time.Millisecond
+
+// finalDrains bounds the rounds of draining after an image ended: its own
+// threads wrote everything already, and nothing else may keep it going.
+const finalDrains = 16
+
+// finish ends the pipeline of an image that ended: it drains what is left
+// in the rings and the fold areas, and sends the image's end.
+func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *event.ProcessInfo) {
+	c.mu.Lock()
+	rc := im.rc
+	c.mu.Unlock()
+	rc.quiesce()
+	// Gone: whatever it wrote is in the rings now.
+	for range finalDrains {
+		if n, _ := im.reg.Drain(m); n == 0 {
+			break
+		}
+	}
+	if bad := im.reg.Corrupt(); bad != nil {
+		c.abandon(im, m, direct, bad)
+		return
+	}
+	// What its threads left pending or folded and not yet written.
+	now := c.src.Now()
+	for ring := range im.reg.SlotsUsed() {
+		q := m.Buffer(ring)
+		from := len(*q)
+		*q = im.reg.Leftovers(ring, now, *q)
+		m.Filled(ring, from)
+	}
+	out := m.take(0, true, direct.out)
+	if lost := im.reg.Lost(); lost > 0 {
+		c.warn("pid %d: the agent lost %d records", im.pid, lost)
+	}
+	c.closeRegion(im)
+	out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
+	c.sink.send(im.idx, out, true)
+}
+
+// closeRegion unmaps an image's region, under c.mu: ringPipelines finds
+// it mapped, or nil.
+func (c *collector) closeRegion(im *image) {
+	c.mu.Lock()
+	c.clock(im.reg, false)
+	im.reg.Detach()
+	im.reg.Close()
+	im.reg = nil
+	c.mu.Unlock()
+}
+
+// abandon stops recording an image whose region is corrupt: it warns,
+// tells the agent nobody reads its rings any more, sends what was decoded
+// before, then waits for the image to end (reading nothing more from the
+// region) and sends its end. The image's model keeps what was recorded
+// until then.
+func (c *collector) abandon(im *image, m *merger, direct *directTarget, bad *region.CorruptError) {
+	c.warn("pid %d: %v; recording of this image stopped at %.3f s", im.pid, bad, time.Since(c.started).Seconds())
+	c.mu.Lock()
+	rc := im.rc
+	c.mu.Unlock()
+	rc.quiesce()
+	im.reg.Detach()
+	if out := m.take(0, true, direct.out); len(out) > 0 {
+		c.sink.send(im.idx, out, false)
+	}
+	direct.out = nil
+	var ended *event.ProcessInfo
+	for ended = c.ended(im); ended == nil; ended = c.ended(im) {
+		select {
+		case r := <-im.snaps:
+			r.resp <- control.Response{Error: fmt.Sprintf("pid %d: not recorded any more: %v", im.pid, bad)}
+		case <-im.execd:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	c.closeRegion(im)
+	c.sink.send(im.idx, []event.Event{{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}}}, true)
 }
 
 // snapRequest is a snapshot request on its way to an image's pipeline.
