@@ -225,6 +225,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		copts.Trace = tw
 	}
 	res, err := collect.Run(ctx, copts)
+	// From now on SIGINT and SIGTERM end leakpath at once, as they would
+	// any program: the run is over, what is left is the report.
+	sigs.Stop()
 	if res != nil && len(res.RootCause) > 0 {
 		// The root causes go into the model and the trace like the
 		// rest, for `leakpath report` too.

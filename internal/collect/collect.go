@@ -166,6 +166,9 @@ type collector struct {
 	// attached: recording a process that was running already (Attach);
 	// detach is closed when it is to stop.
 	attached bool
+	// gaveUp: Run stopped recording the program while it runs (a second
+	// SIGINT or SIGTERM); under mu.
+	gaveUp bool
 	detach   chan struct{}
 	detachMu sync.Once
 	// stoppedHook, when set, runs once in the next scan with every thread
@@ -234,8 +237,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	waited := make(chan waitResult, 1)
 	go func() { waited <- waitExit(cmd.Process.Pid) }()
 
+	// A first SIGINT or SIGTERM is the program's; a second one while it
+	// runs stops the recording and leaves it running.
 	var state waitResult
-	interrupted := false
+	stops, interrupted := 0, false
+	var gaveUp os.Signal
 wait:
 	for {
 		select {
@@ -248,22 +254,41 @@ wait:
 			default:
 				cmd.Process.Signal(s)
 			}
+			if isStop(s) {
+				if stops++; stops > 1 {
+					gaveUp = s
+					break wait
+				}
+			}
 		case <-ctx.Done():
 			cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1,
-		ChildUser: time.Duration(state.ru.Utime.Nano()), ChildSys: time.Duration(state.ru.Stime.Nano())}
-	if ws := state.ws; ws.Signaled() {
-		res.Signal = syscall.Signal(ws.Signal())
+	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1}
+	if gaveUp != nil {
+		// Its end is not known: leakpath ends as that signal would end it.
+		res.Signal = gaveUp.(syscall.Signal)
+		c.logf("stopping the recording; %s runs on (pid %d)", opts.Argv[0], res.PID)
+		c.mu.Lock()
+		c.gaveUp = true
+		c.mu.Unlock()
+		c.mainEnd <- &event.ProcessInfo{Detached: true}
+		interrupted = true
+		c.detachAll()
 	} else {
-		res.Exited, res.Code = true, ws.ExitStatus()
+		res.ChildUser, res.ChildSys = time.Duration(state.ru.Utime.Nano()), time.Duration(state.ru.Stime.Nano())
+		if ws := state.ws; ws.Signaled() {
+			res.Signal = syscall.Signal(ws.Signal())
+		} else {
+			res.Exited, res.Code = true, ws.ExitStatus()
+		}
+		c.mainEnd <- &event.ProcessInfo{Exited: res.Exited, Code: int32(res.Code), Signal: int32(res.Signal)}
+		c.ringPipelines()
 	}
-	c.mainEnd <- &event.ProcessInfo{Exited: res.Exited, Code: int32(res.Code), Signal: int32(res.Signal)}
-	c.ringPipelines()
 
 	// Wait for every recorded image to end and drain, descendants that
-	// outlive the program included, unless interrupted.
+	// outlive the program included, unless interrupted: then for the
+	// pipelines to stop, unless interrupted again.
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	noted := false
@@ -273,16 +298,22 @@ wait:
 			waiting = false
 		case <-time.After(2 * time.Second):
 			if !noted {
-				c.logf("waiting for %d recorded process(es) still running; interrupt to stop", c.running())
+				if interrupted {
+					c.logf("waiting for the recording to stop; interrupt again to end at once, without a report")
+				} else {
+					c.logf("waiting for %d recorded process(es) still running; interrupt to stop", c.running())
+				}
 				noted = true
 			}
 		case s := <-sigs:
-			if s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGQUIT {
-				interrupted = true
-				c.detachAll()
-				<-done
-				waiting = false
+			if !isStop(s) && s != syscall.SIGQUIT {
+				continue
 			}
+			if interrupted {
+				return nil, &InterruptedError{Signal: s.(syscall.Signal), Code: res.ExitCode()}
+			}
+			interrupted, noted = true, false
+			c.detachAll()
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -301,6 +332,20 @@ wait:
 	res.Events = c.sink.events
 	res.Warnings = c.warns
 	return res, nil
+}
+
+// isStop reports whether s asks leakpath to stop (SIGINT, SIGTERM).
+func isStop(s os.Signal) bool { return s == syscall.SIGINT || s == syscall.SIGTERM }
+
+// InterruptedError is a run interrupted twice while leakpath waited for
+// its recording to stop: it ended without a report.
+type InterruptedError struct {
+	Signal syscall.Signal
+	Code   int // the exit code leakpath mirrors: the program's, when it ended
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted (%v) while the recording stopped: no report", e.Signal)
 }
 
 // Signals are the signals Run passes on to the program (SIGINT, SIGQUIT,
@@ -791,18 +836,23 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 	case <-im.execd:
 		c.mu.Lock()
 		replaced := c.current[im.pid] != im
+		gaveUp := c.gaveUp
 		c.mu.Unlock()
 		info := *im.start.ProcessInfo()
 		if replaced {
 			info.ExecdOut = true
-		} else if c.attached {
-			info.Detached = true
+			return &info
 		}
-		return &info
+		// An image that exited says how, even if it was to stop being
+		// recorded (a SIGINT to leakpath and the program at once).
+		if !exited(im.pidfd) {
+			info.Detached = c.attached || gaveUp
+			return &info
+		}
 	default:
-	}
-	if !exited(im.pidfd) {
-		return nil
+		if !exited(im.pidfd) {
+			return nil
+		}
 	}
 	info := *im.start.ProcessInfo()
 	if im.pid == c.mainPID && !c.attached {
@@ -810,12 +860,13 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		c.mu.Lock()
 		if c.mainOutcome == nil {
 			c.mu.Unlock()
-			c.mainOutcome = <-c.mainEnd
+			o := <-c.mainEnd
 			c.mu.Lock()
+			c.mainOutcome = o
 		}
 		o := c.mainOutcome
 		c.mu.Unlock()
-		info.Exited, info.Code, info.Signal = o.Exited, o.Code, o.Signal
+		info.Exited, info.Code, info.Signal, info.Detached = o.Exited, o.Code, o.Signal, o.Detached
 		return &info
 	}
 	info.Exited, info.Code, info.Signal = zombieStatus(im.pid)
