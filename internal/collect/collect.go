@@ -166,11 +166,11 @@ type collector struct {
 	// attached: recording a process that was running already (Attach);
 	// detach is closed when it is to stop.
 	attached bool
+	detach   chan struct{}
+	detachMu sync.Once
 	// gaveUp: Run stopped recording the program while it runs (a second
 	// SIGINT or SIGTERM); under mu.
 	gaveUp bool
-	detach   chan struct{}
-	detachMu sync.Once
 	// stoppedHook, when set, runs once in the next scan with every thread
 	// still stopped (on the pipeline's goroutine; see detachScan).
 	stoppedHook func(tr *ptrace.Tracer)
