@@ -104,6 +104,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "leakpath: "+format+"\n", args...) },
 		Warm: sym.warmUp(),
 	}
+	copts.MemoryLimit = uint64(r.maxMemMiB) << 20
 	started := time.Now()
 	checkKinds, err := r.leaks.kinds()
 	if err != nil {

@@ -82,6 +82,9 @@ type Options struct {
 	// Signals, when not nil, are the signals caught for Run (from
 	// CatchSignals, called early); nil: Run catches them itself.
 	Signals *Signals
+	// MemoryLimit bounds the collector's live heap, in bytes: past it,
+	// recording stops (budget.go). 0: DefaultMemoryLimit.
+	MemoryLimit uint64
 }
 
 // Result is what a run produced.
@@ -169,8 +172,10 @@ type collector struct {
 	detach   chan struct{}
 	detachMu sync.Once
 	// gaveUp: Run stopped recording the program while it runs (a second
-	// SIGINT or SIGTERM); under mu.
-	gaveUp bool
+	// SIGINT or SIGTERM); overBudget: the collector passed its memory
+	// limit. Both under mu.
+	gaveUp, overBudget bool
+	budget             *budget
 	// stoppedHook, when set, runs once in the next scan with every thread
 	// still stopped (on the pipeline's goroutine; see detachScan).
 	stoppedHook func(tr *ptrace.Tracer)
@@ -419,6 +424,8 @@ func newCollector(opts Options) *collector {
 	c.opts.Region.ClockTSC = c.src.TSC()
 	c.spare.opts = c.opts.Region
 	c.sink = newSink(heap.NewSession(), opts.Trace)
+	c.budget = newBudget(opts.MemoryLimit)
+	c.sink.budget = c.checkBudget
 	c.sink.warm = opts.Warm
 	c.sink.model.Observer = opts.Observer
 	if opts.RootCause.Enabled {
@@ -493,6 +500,9 @@ func (c *collector) ringPipelinesLocked() {
 func (c *collector) register(h launch.Hello) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.overBudget {
+		return -1, errors.New("not recorded: the collector passed its memory limit")
+	}
 	info := event.ProcessInfo{PID: h.PID, PPID: h.PPID, ParentProc: -1, ExecOf: -1}
 	// A fork child of an attached process starts with its parent's
 	// unknown blocks too; an exec'd image starts afresh.
@@ -836,7 +846,7 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 	case <-im.execd:
 		c.mu.Lock()
 		replaced := c.current[im.pid] != im
-		gaveUp := c.gaveUp
+		gaveUp := c.gaveUp || c.overBudget
 		c.mu.Unlock()
 		info := *im.start.ProcessInfo()
 		if replaced {
