@@ -32,10 +32,11 @@ type guarded struct {
 }
 
 // runGuarded runs leakpath with args; each line the program prints on
-// stdout goes to onLine (with the leakpath process) as it comes. Once
+// stdout goes to onLine (with the leakpath process and the file its
+// stderr goes to) as it comes. Once
 // leakpath ended, after (if not nil) runs before the program's output is
 // read to its end (a program that outlives leakpath holds it open).
-func runGuarded(t *testing.T, args []string, onLine func(line string, lp *os.Process), after func()) guarded {
+func runGuarded(t *testing.T, args []string, onLine func(line string, lp *os.Process, stderr string), after func()) guarded {
 	t.Helper()
 	dir := t.TempDir()
 	textPath, jsonPath := filepath.Join(dir, "report.txt"), filepath.Join(dir, "report.json")
@@ -69,7 +70,7 @@ func runGuarded(t *testing.T, args []string, onLine func(line string, lp *os.Pro
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
 			if onLine != nil {
-				onLine(sc.Text(), cmd.Process)
+				onLine(sc.Text(), cmd.Process, errf.Name())
 			}
 		}
 	}()
@@ -155,9 +156,9 @@ func TestMemoryLimitStopsRecording(t *testing.T) {
 }
 
 // TestSigtermWhileRunning: SIGTERM to leakpath while its program runs.
-// The program's own (the first goes to it): killed by it, leakpath ends
-// with 128+15. A program that ignores SIGTERM: leakpath, sent SIGTERM
-// until it ends, ends (the program runs on, and its report says so).
+// The first is the program's: killed by it, leakpath ends with 128+15. A
+// program that ignores SIGTERM: leakpath, sent another, stops recording
+// and ends (the program runs on, and its report says so).
 func TestSigtermWhileRunning(t *testing.T) {
 	prog := fixture(t, "termed.c")
 	for _, mode := range []string{"default", "ignore"} {
@@ -165,20 +166,27 @@ func TestSigtermWhileRunning(t *testing.T) {
 			var progPID atomic.Int64
 			alive := true
 			stop := make(chan struct{})
-			g := runGuarded(t, []string{"--", prog, mode}, func(line string, lp *os.Process) {
+			g := runGuarded(t, []string{"--", prog, mode}, func(line string, lp *os.Process, stderr string) {
 				if pid, ok := strings.CutPrefix(line, "ready "); ok {
 					n, _ := strconv.Atoi(pid)
 					progPID.Store(int64(n))
-					// Until it ends: two signals sent at once could
-					// arrive as one.
+					lp.Signal(syscall.SIGTERM)
+					if mode != "ignore" {
+						return
+					}
+					// Again until leakpath says it stops recording: two
+					// sent at once could arrive as one.
 					go func() {
 						for {
-							lp.Signal(syscall.SIGTERM)
 							select {
 							case <-stop:
 								return
 							case <-time.After(200 * time.Millisecond):
 							}
+							if b, _ := os.ReadFile(stderr); strings.Contains(string(b), "stopping the recording") {
+								return
+							}
+							lp.Signal(syscall.SIGTERM)
 						}
 					}()
 				}

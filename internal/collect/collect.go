@@ -246,6 +246,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// runs stops the recording and leaves it running.
 	var state waitResult
 	stops, interrupted := 0, false
+	var interruptedAt time.Time
 	var gaveUp os.Signal
 wait:
 	for {
@@ -278,7 +279,7 @@ wait:
 		c.gaveUp = true
 		c.mu.Unlock()
 		c.mainEnd <- &event.ProcessInfo{Detached: true}
-		interrupted = true
+		interrupted, interruptedAt = true, time.Now()
 		c.detachAll()
 	} else {
 		res.ChildUser, res.ChildSys = time.Duration(state.ru.Utime.Nano()), time.Duration(state.ru.Stime.Nano())
@@ -315,9 +316,14 @@ wait:
 				continue
 			}
 			if interrupted {
+				// One sent with the one that interrupted (mpiexec, a
+				// user's double Ctrl-C) lets the recording stop.
+				if time.Since(interruptedAt) < time.Second {
+					continue
+				}
 				return nil, &InterruptedError{Signal: s.(syscall.Signal), Code: res.ExitCode()}
 			}
-			interrupted, noted = true, false
+			interrupted, interruptedAt, noted = true, time.Now(), false
 			c.detachAll()
 		}
 	}
