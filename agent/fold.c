@@ -378,6 +378,8 @@ static uint64_t lp_all_held(const struct lp_thread *t, uint64_t held)
 	uint32_t n = __atomic_load_n(&lp_hdr->slots_used, __ATOMIC_ACQUIRE);
 	if (n > LP_TAG_SLOTS)
 		n = LP_TAG_SLOTS;
+	if (n > lp_slot_count) /* written over by the program */
+		n = lp_slot_count;
 	for (uint32_t s = 0; s < n; s++) {
 		uint32_t st = __atomic_load_n(&slots[s].state, __ATOMIC_ACQUIRE);
 		if (s == t->slot_index || (st != LP_SLOT_ACTIVE && st != LP_SLOT_EXITED))
@@ -520,10 +522,8 @@ static inline __attribute__((always_inline)) void lp_write_now(struct lp_thread 
 void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid, uint64_t *m)
 {
 	struct lp_fold *f = t->fold;
-	if (LP_UNLIKELY(f->count >= LP_PEND)) {
-		f->count = LP_PEND; /* more: written over by the program */
+	if (f->count >= LP_PEND) /* more: written over by the program */
 		lp_evict(t);
-	}
 	uint32_t pos = (f->head + f->count) & LP_PMASK;
 	struct lp_pending *e = &f->pend[pos];
 	uint64_t a = (uint64_t)p;

@@ -34,7 +34,7 @@ static size_t lp_region_size;
 static unsigned char *lp_rings;
 /* The region's shape and owner, as the collector made it: kept here, not
  * read again from the header, which the program can write over. */
-static uint32_t lp_slot_count;
+uint32_t lp_slot_count;
 unsigned char *lp_folds;
 int lp_region_pid;
 static uint64_t lp_ring_mask;
