@@ -634,6 +634,7 @@ func (c *collector) pipeline(im *image) {
 		tps = 1e9
 	}
 	lag := uint64(lateness.Seconds() * tps)
+	ahead := uint64(aheadLimit.Seconds() * tps)
 	lastReclaim, lastEndCheck := time.Now(), time.Now()
 	for {
 		now := c.src.Now()
@@ -643,6 +644,10 @@ func (c *collector) pipeline(im *image) {
 			n, _ = im.reg.Drain(direct)
 		} else {
 			n, _ = im.reg.Drain(&m)
+		}
+		if m.latest > now+ahead {
+			// Such events would wait in the merger for ever.
+			im.reg.Fail(fmt.Sprintf("an event at %.0f s from now", float64(m.latest-now)/tps))
 		}
 		var upto uint64
 		if now > lag {
@@ -705,6 +710,11 @@ func (c *collector) pipeline(im *image) {
 		}
 	}
 }
+
+// aheadLimit is how far ahead of the collector's clock an event's time may
+// be: the agent dates its records with the same clock, just before they
+// are published.
+const aheadLimit = 10 * time.Second
 
 // endCheck is how often a pipeline whose rings always have more looks
 // whether its image ended.

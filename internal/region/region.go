@@ -107,6 +107,10 @@ func (r *Region) fail(format string, args ...any) *CorruptError {
 	return r.bad.Load()
 }
 
+// Fail makes the region corrupt for a value out of bounds that its reader
+// found in what it decoded (what).
+func (r *Region) Fail(what string) { r.fail("%s", what) }
+
 // Corrupt returns the first value found out of bounds in the region, or
 // nil while it is sound.
 func (r *Region) Corrupt() *CorruptError { return r.bad.Load() }
