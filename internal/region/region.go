@@ -87,6 +87,10 @@ type Region struct {
 	// is their only writer, so it never reads them back.
 	tails []uint64
 	bad   atomic.Pointer[CorruptError]
+	// loaded counts the modules loaded and not unloaded (modules: their
+	// ids), as the records say.
+	loaded  int
+	modules map[uint32]struct{}
 }
 
 // CorruptError is a value of the shared region out of bounds: the program
@@ -334,6 +338,11 @@ func (r *Region) Drain(dst Target) (int, error) {
 			*buf = (*buf)[:before]
 			return total, r.fail("ring %d: %v", i, err)
 		}
+		if bad := r.countModules((*buf)[before:]); bad != nil {
+			clear((*buf)[before:])
+			*buf = (*buf)[:before]
+			return total, bad
+		}
 		dst.Filled(i, before)
 		r.tails[i] = head
 		r.u64(so + wire.OffSlotTail).Store(head)
@@ -343,6 +352,35 @@ func (r *Region) Drain(dst Target) (int, error) {
 		r.wakeProducers(false)
 	}
 	return total, nil
+}
+
+// maxModules bounds the modules a process has loaded at once: each is at
+// least one mapping, and Linux allows a process 65530 unless told
+// otherwise. (The model sorts its loaded modules at each load: many more
+// would cost it a long time.)
+const maxModules = 1 << 16
+
+// countModules follows the modules loaded by the events decoded: more
+// than maxModules at once makes the region corrupt.
+func (r *Region) countModules(evs []event.Event) *CorruptError {
+	for i := range evs {
+		switch ev := &evs[i]; ev.Kind {
+		case event.ModuleLoad:
+			if r.modules == nil {
+				r.modules = map[uint32]struct{}{}
+			}
+			if r.loaded++; r.loaded > maxModules {
+				return r.fail("%d modules loaded at once", r.loaded)
+			}
+			r.modules[ev.ModuleInfo().ID] = struct{}{}
+		case event.ModuleUnload:
+			if _, ok := r.modules[ev.ModuleInfo().ID]; ok {
+				delete(r.modules, ev.ModuleInfo().ID)
+				r.loaded--
+			}
+		}
+	}
+	return nil
 }
 
 // wakeProducers tells threads waiting for ring space (or for a free slot)

@@ -284,3 +284,30 @@ func TestRingWakesWait(t *testing.T) {
 		}
 	}
 }
+
+// TestTooManyModules: more modules loaded at once than a process can map
+// make the region corrupt; unloads make room, unloads of modules never
+// loaded do not.
+func TestTooManyModules(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 1, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	mod := func(kind event.Kind, id uint32) event.Event {
+		return event.Event{Kind: kind, X: &event.Extra{Module: &event.Module{ID: id}}}
+	}
+	var evs []event.Event
+	for id := range uint32(maxModules) {
+		evs = append(evs, mod(event.ModuleLoad, id), mod(event.ModuleUnload, id+1<<20))
+	}
+	if bad := r.countModules(evs); bad != nil {
+		t.Fatalf("%d modules: %v", maxModules, bad)
+	}
+	if bad := r.countModules([]event.Event{mod(event.ModuleUnload, 7), mod(event.ModuleLoad, 1<<21)}); bad != nil {
+		t.Fatalf("a load after an unload: %v", bad)
+	}
+	if bad := r.countModules([]event.Event{mod(event.ModuleLoad, 1<<22)}); bad == nil || !strings.Contains(bad.Error(), "modules loaded at once") {
+		t.Fatalf("one module more: %v", bad)
+	}
+}
