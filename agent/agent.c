@@ -304,7 +304,7 @@ static void lp_child_reinit(void)
 	t->forking = 0;
 	if (!lp_hdr)
 		return;
-	int parent = lp_hdr->pid;
+	int parent = lp_region_pid;
 	uint64_t fid = t->fork_id;
 	lp_enter(&t->busy);
 	lp_region_drop();
@@ -336,7 +336,7 @@ __attribute__((noinline)) struct lp_thread *lp_rec_slow(struct lp_thread *t)
 		int saved = errno;
 		pid_t me = getpid();
 		errno = saved;
-		if (me != lp_hdr->pid) {
+		if (me != lp_region_pid) {
 			lp_child_reinit();
 			if (!lp_hdr)
 				return NULL;
@@ -439,7 +439,7 @@ static void lp_hold(struct lp_thread *t)
 static int lp_vfork_child(void)
 {
 	int saved = errno;
-	int child = lp_hdr && (int)syscall(SYS_getpid) != lp_hdr->pid;
+	int child = lp_hdr && (int)syscall(SYS_getpid) != lp_region_pid;
 	errno = saved;
 	return child;
 }

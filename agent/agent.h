@@ -85,6 +85,9 @@ static inline void lp_leave(int *count)
 
 /* Process-wide recording state. */
 extern struct lp_header *lp_hdr;   /* NULL: not recording */
+extern unsigned char *lp_folds;    /* the region's fold areas; NULL: no folding */
+extern uint32_t lp_slot_count;     /* the region's slots */
+extern int lp_region_pid;          /* the process the region was made for */
 extern uint64_t lp_region_gen;      /* bumped each time the region changes (fork) */
 extern int lp_free_stacks;          /* capture stacks of frees */
 extern int lp_fold_free_stacks;     /* and of frees that fold */

@@ -286,7 +286,7 @@ int lp_pmap_setup(void)
 
 static inline struct lp_fold *lp_fold_of(uint32_t slot)
 {
-	return (struct lp_fold *)((unsigned char *)lp_hdr + lp_hdr->fold_offset + (uint64_t)slot * LP_FOLD_SIZE);
+	return (struct lp_fold *)(lp_folds + (uint64_t)slot * LP_FOLD_SIZE);
 }
 
 /* lp_named returns the entry map word w names if it still holds w's
@@ -378,6 +378,8 @@ static uint64_t lp_all_held(const struct lp_thread *t, uint64_t held)
 	uint32_t n = __atomic_load_n(&lp_hdr->slots_used, __ATOMIC_ACQUIRE);
 	if (n > LP_TAG_SLOTS)
 		n = LP_TAG_SLOTS;
+	if (n > lp_slot_count) /* written over by the program */
+		n = lp_slot_count;
 	for (uint32_t s = 0; s < n; s++) {
 		uint32_t st = __atomic_load_n(&slots[s].state, __ATOMIC_ACQUIRE);
 		if (s == t->slot_index || (st != LP_SLOT_ACTIVE && st != LP_SLOT_EXITED))
@@ -493,8 +495,11 @@ static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, stru
 static inline void lp_evict(struct lp_thread *t)
 {
 	struct lp_fold *f = t->fold;
-	struct lp_pending *e = &f->pend[f->head];
-	f->head = (f->head + 1) & LP_PMASK;
+	/* head and count are in the region: masked, as the program may have
+	 * written over them. */
+	uint32_t head = f->head & LP_PMASK;
+	struct lp_pending *e = &f->pend[head];
+	f->head = (head + 1) & LP_PMASK;
 	f->count--;
 	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
 	if (a)
@@ -517,7 +522,7 @@ static inline __attribute__((always_inline)) void lp_write_now(struct lp_thread 
 void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid, uint64_t *m)
 {
 	struct lp_fold *f = t->fold;
-	if (f->count == LP_PEND)
+	if (f->count >= LP_PEND) /* more: written over by the program */
 		lp_evict(t);
 	uint32_t pos = (f->head + f->count) & LP_PMASK;
 	struct lp_pending *e = &f->pend[pos];
@@ -801,6 +806,8 @@ void lp_fold_flush(struct lp_thread *t)
 	if (!f || t->in_fold || (f->count == 0 && t->folded == 0))
 		return; /* nothing pending, no aggregate in use */
 	lp_enter(&t->in_fold);
+	if (f->count > LP_PEND)
+		f->count = LP_PEND; /* written over by the program */
 	while (f->count > 0)
 		lp_evict(t);
 	lp_flush_aggs(t);

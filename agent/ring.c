@@ -33,6 +33,11 @@ int lp_clock_tsc;
 
 static size_t lp_region_size;
 static unsigned char *lp_rings;
+/* The region's shape and owner, as the collector made it: kept here, not
+ * read again from the header, which the program can write over. */
+uint32_t lp_slot_count;
+unsigned char *lp_folds;
+int lp_region_pid;
 static uint64_t lp_ring_mask;
 static int lp_detached; /* the collector went away: stop recording */
 
@@ -245,6 +250,8 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 	}
 	lp_rings = (unsigned char *)p + probe.data_offset;
 	lp_ring_mask = probe.ring_size - 1;
+	lp_slot_count = probe.slot_count;
+	lp_region_pid = h.pid;
 	lp_free_stacks = (probe.flags & LP_HF_FREE_STACKS) != 0;
 	lp_fold_free_stacks = lp_free_stacks && (probe.flags & LP_HF_FOLD_FREE_STACKS) != 0;
 	lp_exact_pending = (probe.flags & LP_HF_EXACT_TIMES) != 0;
@@ -252,6 +259,7 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 	lp_fold_on = (probe.flags & LP_HF_FOLD) != 0 && probe.fold_offset != 0 &&
 		     probe.fold_offset + (uint64_t)probe.slot_count * LP_FOLD_SIZE <= probe.region_size &&
 		     lp_pmap_setup() == 0;
+	lp_folds = lp_fold_on ? (unsigned char *)p + probe.fold_offset : NULL;
 	if (probe.max_depth >= 1 && probe.max_depth <= LP_MAX_DEPTH)
 		lp_max_depth = probe.max_depth;
 	lp_detached = 0;
@@ -273,6 +281,7 @@ LP_HIDDEN void lp_region_drop(void)
 		munmap(lp_hdr, lp_region_size);
 	lp_hdr = NULL;
 	lp_rings = NULL;
+	lp_folds = NULL;
 	lp_region_gen++;
 }
 
@@ -283,7 +292,7 @@ static int lp_claim_slot(struct lp_thread *t)
 	/* With every slot taken, wait a little for the collector to free
 	 * those of dead threads, then run unrecorded rather than stall. */
 	for (int round = 0; round < 5; round++) {
-		for (uint32_t i = 0; i < h->slot_count; i++) {
+		for (uint32_t i = 0; i < lp_slot_count; i++) {
 			uint32_t expect = LP_SLOT_FREE;
 			if (__atomic_load_n(&slots[i].state, __ATOMIC_RELAXED) != LP_SLOT_FREE)
 				continue;
@@ -395,9 +404,8 @@ int lp_thread_attach(struct lp_thread *t)
 		t->state = 2;
 		goto out;
 	}
-	lp_fold_attach(t, lp_fold_on ? (struct lp_fold *)((unsigned char *)lp_hdr + lp_hdr->fold_offset +
-							 (uint64_t)t->slot_index * LP_FOLD_SIZE)
-				     : NULL);
+	lp_fold_attach(t, lp_folds ? (struct lp_fold *)(lp_folds + (uint64_t)t->slot_index * LP_FOLD_SIZE)
+				   : NULL);
 	t->state = 1;
 	if (fresh && lp_key_ok)
 		pthread_setspecific(lp_key, t);

@@ -105,6 +105,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		Logf: logTo(stderr),
 		Warm: sym.warmUp(),
 	}
+	copts.MemoryLimit = uint64(r.maxMemMiB) << 20
 	started := time.Now()
 	checkKinds, err := r.leaks.kinds()
 	if err != nil {

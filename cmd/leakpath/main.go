@@ -198,6 +198,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &se) {
 			return se.Code
 		}
+		var ie *collect.InterruptedError
+		if errors.As(err, &ie) {
+			return ie.Code
+		}
 		return 1
 	}
 	code := res.ExitCode()

@@ -46,6 +46,7 @@ type runOptions struct {
 	agent      string
 	debugDirs  commaList
 	ringKiB    int
+	maxMemMiB  int
 	quiet      bool
 	snapDir    string
 	timeRes    time.Duration
@@ -72,6 +73,7 @@ func addRecordFlags(fs *flag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
 	fs.IntVar(&o.ringKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
+	fs.IntVar(&o.maxMemMiB, "max-memory", 0, "stop recording (with a warning; the program runs on) when the collector's live heap passes `MiB` (0: half the machine's memory, or its control group's)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
 }
 
@@ -175,6 +177,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		Logf:       logTo(stderr),
 		Warm:       sym.warmUp(),
 	}
+	copts.MemoryLimit = uint64(o.maxMemMiB) << 20
 	if o.stale.on {
 		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
 	}
@@ -225,6 +228,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		copts.Trace = tw
 	}
 	res, err := collect.Run(ctx, copts)
+	// From now on SIGINT and SIGTERM end leakpath at once, as they would
+	// any program: the run is over, what is left is the report.
+	sigs.Stop()
 	if res != nil && len(res.RootCause) > 0 {
 		// The root causes go into the model and the trace like the
 		// rest, for `leakpath report` too.
@@ -318,6 +324,9 @@ func (o *runOptions) checkRecording() (string, error) {
 	}
 	if o.maxDepth < 1 || o.maxDepth > 128 {
 		return "", fmt.Errorf("--max-depth %d: want 1 to 128", o.maxDepth)
+	}
+	if o.maxMemMiB < 0 {
+		return "", fmt.Errorf("--max-memory %d: want a number of MiB, or 0 for the default", o.maxMemMiB)
 	}
 	if o.ringKiB < 4 || o.ringKiB&(o.ringKiB-1) != 0 {
 		return "", fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.ringKiB)

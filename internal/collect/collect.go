@@ -82,6 +82,9 @@ type Options struct {
 	// Signals, when not nil, are the signals caught for Run (from
 	// CatchSignals, called early); nil: Run catches them itself.
 	Signals *Signals
+	// MemoryLimit bounds the collector's live heap, in bytes: past it,
+	// recording stops (budget.go). 0: DefaultMemoryLimit.
+	MemoryLimit uint64
 }
 
 // Result is what a run produced.
@@ -168,6 +171,11 @@ type collector struct {
 	attached bool
 	detach   chan struct{}
 	detachMu sync.Once
+	// gaveUp: Run stopped recording the program while it runs (a second
+	// SIGINT or SIGTERM); overBudget: the collector passed its memory
+	// limit. Both under mu.
+	gaveUp, overBudget bool
+	budget             *budget
 	// stoppedHook, when set, runs once in the next scan with every thread
 	// still stopped (on the pipeline's goroutine; see detachScan).
 	stoppedHook func(tr *ptrace.Tracer)
@@ -234,8 +242,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	waited := make(chan waitResult, 1)
 	go func() { waited <- waitExit(cmd.Process.Pid) }()
 
+	// A first SIGINT or SIGTERM is the program's; a second one while it
+	// runs stops the recording and leaves it running.
 	var state waitResult
-	interrupted := false
+	stops, interrupted := 0, false
+	var interruptedAt time.Time
+	var gaveUp os.Signal
 wait:
 	for {
 		select {
@@ -248,22 +260,41 @@ wait:
 			default:
 				cmd.Process.Signal(s)
 			}
+			if isStop(s) {
+				if stops++; stops > 1 {
+					gaveUp = s
+					break wait
+				}
+			}
 		case <-ctx.Done():
 			cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1,
-		ChildUser: time.Duration(state.ru.Utime.Nano()), ChildSys: time.Duration(state.ru.Stime.Nano())}
-	if ws := state.ws; ws.Signaled() {
-		res.Signal = syscall.Signal(ws.Signal())
+	res := &Result{PID: cmd.Process.Pid, Start: start, Main: -1}
+	if gaveUp != nil {
+		// Its end is not known: leakpath ends as that signal would end it.
+		res.Signal = gaveUp.(syscall.Signal)
+		c.logf("stopping the recording; %s runs on (pid %d)", opts.Argv[0], res.PID)
+		c.mu.Lock()
+		c.gaveUp = true
+		c.mu.Unlock()
+		c.mainEnd <- &event.ProcessInfo{Detached: true}
+		interrupted, interruptedAt = true, time.Now()
+		c.detachAll()
 	} else {
-		res.Exited, res.Code = true, ws.ExitStatus()
+		res.ChildUser, res.ChildSys = time.Duration(state.ru.Utime.Nano()), time.Duration(state.ru.Stime.Nano())
+		if ws := state.ws; ws.Signaled() {
+			res.Signal = syscall.Signal(ws.Signal())
+		} else {
+			res.Exited, res.Code = true, ws.ExitStatus()
+		}
+		c.mainEnd <- &event.ProcessInfo{Exited: res.Exited, Code: int32(res.Code), Signal: int32(res.Signal)}
+		c.ringPipelines()
 	}
-	c.mainEnd <- &event.ProcessInfo{Exited: res.Exited, Code: int32(res.Code), Signal: int32(res.Signal)}
-	c.ringPipelines()
 
 	// Wait for every recorded image to end and drain, descendants that
-	// outlive the program included, unless interrupted.
+	// outlive the program included, unless interrupted: then for the
+	// pipelines to stop, unless interrupted again.
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	noted := false
@@ -273,16 +304,27 @@ wait:
 			waiting = false
 		case <-time.After(2 * time.Second):
 			if !noted {
-				c.logf("waiting for %d recorded process(es) still running; interrupt to stop", c.running())
+				if interrupted {
+					c.logf("waiting for the recording to stop; interrupt again to end at once, without a report")
+				} else {
+					c.logf("waiting for %d recorded process(es) still running; interrupt to stop", c.running())
+				}
 				noted = true
 			}
 		case s := <-sigs:
-			if s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGQUIT {
-				interrupted = true
-				c.detachAll()
-				<-done
-				waiting = false
+			if !isStop(s) && s != syscall.SIGQUIT {
+				continue
 			}
+			if interrupted {
+				// One sent with the one that interrupted (mpiexec, a
+				// user's double Ctrl-C) lets the recording stop.
+				if time.Since(interruptedAt) < time.Second {
+					continue
+				}
+				return nil, &InterruptedError{Signal: s.(syscall.Signal), Code: res.ExitCode()}
+			}
+			interrupted, interruptedAt, noted = true, time.Now(), false
+			c.detachAll()
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -301,6 +343,20 @@ wait:
 	res.Events = c.sink.events
 	res.Warnings = c.warns
 	return res, nil
+}
+
+// isStop reports whether s asks leakpath to stop (SIGINT, SIGTERM).
+func isStop(s os.Signal) bool { return s == syscall.SIGINT || s == syscall.SIGTERM }
+
+// InterruptedError is a run interrupted twice while leakpath waited for
+// its recording to stop: it ended without a report.
+type InterruptedError struct {
+	Signal syscall.Signal
+	Code   int // the exit code leakpath mirrors: the program's, when it ended
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("interrupted (%v) while the recording stopped: no report", e.Signal)
 }
 
 // Signals are the signals Run passes on to the program (SIGINT, SIGQUIT,
@@ -374,6 +430,8 @@ func newCollector(opts Options) *collector {
 	c.opts.Region.ClockTSC = c.src.TSC()
 	c.spare.opts = c.opts.Region
 	c.sink = newSink(heap.NewSession(), opts.Trace)
+	c.budget = newBudget(opts.MemoryLimit)
+	c.sink.budget = c.checkBudget
 	c.sink.warm = opts.Warm
 	c.sink.model.Observer = opts.Observer
 	if opts.RootCause.Enabled {
@@ -448,6 +506,9 @@ func (c *collector) ringPipelinesLocked() {
 func (c *collector) register(h launch.Hello) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.overBudget {
+		return -1, errors.New("not recorded: the collector passed its memory limit")
+	}
 	info := event.ProcessInfo{PID: h.PID, PPID: h.PPID, ParentProc: -1, ExecOf: -1}
 	// A fork child of an attached process starts with its parent's
 	// unknown blocks too; an exec'd image starts afresh.
@@ -573,20 +634,20 @@ func (c *collector) pipeline(im *image) {
 		tps = 1e9
 	}
 	lag := uint64(lateness.Seconds() * tps)
-	lastReclaim := time.Now()
-	var ended *event.ProcessInfo
+	ahead := uint64(aheadLimit.Seconds() * tps)
+	lastReclaim, lastEndCheck := time.Now(), time.Now()
 	for {
 		now := c.src.Now()
 		im.reg.SetNow(now) // for the allocations the agent keeps pending
 		var n int
-		var err error
 		if m.n == 0 && im.reg.SlotsUsed() <= 1 {
-			n, err = im.reg.Drain(direct)
+			n, _ = im.reg.Drain(direct)
 		} else {
-			n, err = im.reg.Drain(&m)
+			n, _ = im.reg.Drain(&m)
 		}
-		if err != nil {
-			c.warn("pid %d: %v", im.pid, err)
+		if m.latest > now+ahead {
+			// Such events would wait in the merger for ever.
+			im.reg.Fail(fmt.Sprintf("an event at %.0f s from now", float64(m.latest-now)/tps))
 		}
 		var upto uint64
 		if now > lag {
@@ -596,6 +657,10 @@ func (c *collector) pipeline(im *image) {
 		if len(direct.out) > 0 {
 			c.sink.send(im.idx, direct.out, false)
 			direct.out = c.sink.buffer()
+		}
+		if bad := im.reg.Corrupt(); bad != nil {
+			c.abandon(im, &m, direct, bad)
+			return
 		}
 		if c.staleDue(&im.stale) {
 			if ev := c.staleEpoch(im, &im.stale, true); ev != nil {
@@ -626,52 +691,111 @@ func (c *collector) pipeline(im *image) {
 			}
 		default:
 		}
-		if n > 0 {
-			continue
-		}
-		if ended == nil {
-			ended = c.ended(im)
-		}
-		if ended != nil {
-			c.mu.Lock()
-			rc := im.rc
-			c.mu.Unlock()
-			rc.quiesce()
-			// Gone: whatever it wrote is in the rings now.
-			for {
-				n, err := im.reg.Drain(&m)
-				if err != nil {
-					c.warn("pid %d: %v", im.pid, err)
-				}
-				if n == 0 {
-					break
-				}
-			}
-			// What its threads left pending or folded and not yet written.
-			now := c.src.Now()
-			for ring := 0; ring < im.reg.SlotsUsed(); ring++ {
-				q := m.Buffer(ring)
-				from := len(*q)
-				*q = im.reg.Leftovers(ring, now, *q)
-				m.Filled(ring, from)
-			}
-			out := m.take(0, true, direct.out)
-			if lost := im.reg.Lost(); lost > 0 {
-				c.warn("pid %d: the agent lost %d records", im.pid, lost)
-			}
-			// Closed under c.mu: ringPipelines finds it mapped, or nil.
-			c.mu.Lock()
-			c.clock(im.reg, false)
-			im.reg.Detach()
-			im.reg.Close()
-			im.reg = nil
-			c.mu.Unlock()
-			out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
-			c.sink.send(im.idx, out, true)
+		if bad := im.reg.Corrupt(); bad != nil {
+			c.abandon(im, &m, direct, bad)
 			return
 		}
-		im.reg.Wait(time.Millisecond)
+		// Rings that never run dry (written by another process that
+		// maps the region) must not keep the image from ending.
+		if n > 0 && time.Since(lastEndCheck) < endCheck {
+			continue
+		}
+		lastEndCheck = time.Now()
+		if ended := c.ended(im); ended != nil {
+			c.finish(im, &m, direct, ended)
+			return
+		}
+		if n == 0 {
+			im.reg.Wait(time.Millisecond)
+		}
 	}
+}
+
+// aheadLimit is how far ahead of the collector's clock an event's time may
+// be: the agent dates its records with the same clock, just before they
+// are published.
+const aheadLimit = 10 * time.Second
+
+// endCheck is how often a pipeline whose rings always have more looks
+// whether its image ended.
+const endCheck = 50 * time.Millisecond
+
+// finalDrains bounds the rounds of draining after an image ended: its own
+// threads wrote everything already, and nothing else may keep it going.
+const finalDrains = 16
+
+// finish ends the pipeline of an image that ended: it drains what is left
+// in the rings and the fold areas, and sends the image's end.
+func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *event.ProcessInfo) {
+	c.mu.Lock()
+	rc := im.rc
+	c.mu.Unlock()
+	rc.quiesce()
+	// Gone: whatever it wrote is in the rings now.
+	for range finalDrains {
+		if n, _ := im.reg.Drain(m); n == 0 {
+			break
+		}
+	}
+	if bad := im.reg.Corrupt(); bad != nil {
+		c.abandon(im, m, direct, bad)
+		return
+	}
+	// What its threads left pending or folded and not yet written.
+	now := c.src.Now()
+	for ring := range im.reg.SlotsUsed() {
+		q := m.Buffer(ring)
+		from := len(*q)
+		*q = im.reg.Leftovers(ring, now, *q)
+		m.Filled(ring, from)
+	}
+	out := m.take(0, true, direct.out)
+	if lost := im.reg.Lost(); lost > 0 {
+		c.warn("pid %d: the agent lost %d records", im.pid, lost)
+	}
+	c.closeRegion(im)
+	out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
+	c.sink.send(im.idx, out, true)
+}
+
+// closeRegion unmaps an image's region, under c.mu: ringPipelines finds
+// it mapped, or nil.
+func (c *collector) closeRegion(im *image) {
+	c.mu.Lock()
+	c.clock(im.reg, false)
+	im.reg.Detach()
+	im.reg.Close()
+	im.reg = nil
+	c.mu.Unlock()
+}
+
+// abandon stops recording an image whose region is corrupt: it warns,
+// tells the agent nobody reads its rings any more, sends what was decoded
+// before, then waits for the image to end (reading nothing more from the
+// region) and sends its end. The image's model keeps what was recorded
+// until then.
+func (c *collector) abandon(im *image, m *merger, direct *directTarget, bad *region.CorruptError) {
+	c.warn("pid %d: %v; recording of this image stopped at %.3f s", im.pid, bad, time.Since(c.started).Seconds())
+	c.mu.Lock()
+	rc := im.rc
+	c.mu.Unlock()
+	rc.quiesce()
+	im.reg.Detach()
+	if out := m.take(0, true, direct.out); len(out) > 0 {
+		c.sink.send(im.idx, out, false)
+	}
+	direct.out = nil
+	var ended *event.ProcessInfo
+	for ended = c.ended(im); ended == nil; ended = c.ended(im) {
+		select {
+		case r := <-im.snaps:
+			r.resp <- control.Response{Error: fmt.Sprintf("pid %d: not recorded any more: %v", im.pid, bad)}
+		case <-im.execd:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	c.closeRegion(im)
+	c.sink.send(im.idx, []event.Event{{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}}}, true)
 }
 
 // snapRequest is a snapshot request on its way to an image's pipeline.
@@ -738,18 +862,23 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 	case <-im.execd:
 		c.mu.Lock()
 		replaced := c.current[im.pid] != im
+		gaveUp := c.gaveUp || c.overBudget
 		c.mu.Unlock()
 		info := *im.start.ProcessInfo()
 		if replaced {
 			info.ExecdOut = true
-		} else if c.attached {
-			info.Detached = true
+			return &info
 		}
-		return &info
+		// An image that exited says how, even if it was to stop being
+		// recorded (a SIGINT to leakpath and the program at once).
+		if !exited(im.pidfd) {
+			info.Detached = c.attached || gaveUp
+			return &info
+		}
 	default:
-	}
-	if !exited(im.pidfd) {
-		return nil
+		if !exited(im.pidfd) {
+			return nil
+		}
 	}
 	info := *im.start.ProcessInfo()
 	if im.pid == c.mainPID && !c.attached {
@@ -757,12 +886,13 @@ func (c *collector) ended(im *image) *event.ProcessInfo {
 		c.mu.Lock()
 		if c.mainOutcome == nil {
 			c.mu.Unlock()
-			c.mainOutcome = <-c.mainEnd
+			o := <-c.mainEnd
 			c.mu.Lock()
+			c.mainOutcome = o
 		}
 		o := c.mainOutcome
 		c.mu.Unlock()
-		info.Exited, info.Code, info.Signal = o.Exited, o.Code, o.Signal
+		info.Exited, info.Code, info.Signal, info.Detached = o.Exited, o.Code, o.Signal, o.Detached
 		return &info
 	}
 	info.Exited, info.Code, info.Signal = zombieStatus(im.pid)

@@ -122,12 +122,10 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 		}
 	}
 	defer tr.Close()
-	for {
-		n, err := im.reg.Drain(m)
-		if err != nil {
-			c.warn("pid %d: %v", im.pid, err)
-		}
-		if n == 0 {
+	// Stopped: its threads write nothing more (a corrupt region stops
+	// here; its pipeline sees it next).
+	for range finalDrains {
+		if n, _ := im.reg.Drain(m); n == 0 {
 			break
 		}
 	}

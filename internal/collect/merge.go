@@ -7,8 +7,9 @@ import "github.com/leakpath/leakpath/internal/event"
 // inside a hook, which can land just after a record with a later time; add
 // repairs that locally.
 type merger struct {
-	rings []ringQueue
-	n     int // events pending in all rings
+	rings  []ringQueue
+	n      int    // events pending in all rings
+	latest uint64 // the latest time of an event taken in
 }
 
 type ringQueue struct {
@@ -45,6 +46,7 @@ func (m *merger) Filled(ring int, from int) {
 			ev.Time = q.last
 		} else if ev.Time > q.last {
 			q.last = ev.Time
+			m.latest = max(m.latest, ev.Time)
 		}
 		// Never move an event above a stack definition it may use.
 		for i := j; i > q.head && q.evs[i-1].Time > q.evs[i].Time &&

@@ -70,3 +70,19 @@ func TestMergerRepairsLocalDisorder(t *testing.T) {
 		t.Errorf("stack definition moved: %v", got[3].Kind)
 	}
 }
+
+// TestMergerLatest: the merger knows the latest time it took in, so that
+// a pipeline can tell events dated far ahead (they would wait in it for
+// ever) from a program's records.
+func TestMergerLatest(t *testing.T) {
+	var m merger
+	m.add(0, []event.Event{{Kind: event.Alloc, Time: 10}, {Kind: event.StackDef}, {Kind: event.Alloc, Time: 30}})
+	m.add(1, []event.Event{{Kind: event.Free, Time: 1 << 62}})
+	m.add(0, []event.Event{{Kind: event.Alloc, Time: 20}})
+	if m.latest != 1<<62 {
+		t.Errorf("latest %d, want %d", m.latest, uint64(1<<62))
+	}
+	if got := m.take(100, false, nil); len(got) != 4 {
+		t.Errorf("took %d events before 100, want 4", len(got))
+	}
+}

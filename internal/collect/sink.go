@@ -61,6 +61,8 @@ type sink struct {
 	childOf  map[uint32]forkKey
 	forked   map[forkKey]bool // forks applied whose child has not come yet
 	once     sync.Once
+	// budget, when set, checks the collector's memory every tick.
+	budget func()
 	// judge, when set, looks at the model every judgeEvery (root causes).
 	judge      func(*heap.Session)
 	judgeEvery time.Duration
@@ -155,6 +157,9 @@ func (s *sink) run() {
 				s.apply(b.after(s.model))
 			}
 		case <-tick.C:
+			if s.budget != nil {
+				s.budget()
+			}
 			s.expire()
 			if time.Since(s.flushed) >= traceFlushEvery {
 				s.flush()

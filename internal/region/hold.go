@@ -94,6 +94,12 @@ func (r *Region) TakeAsk() (Ask, bool) {
 		return Ask{}, false
 	}
 	a := Ask{Kind: r.u32(wire.OffAskKind).Load(), TID: int32(r.u32(wire.OffAskTID).Load())}
+	if a.Kind != wire.AskSnapshot && a.Kind != wire.AskLeakCheck {
+		// Answered (the asking thread, if any, must not wait), not served.
+		r.fail("a request of kind %d", a.Kind)
+		r.Answer(-1)
+		return Ask{}, false
+	}
 	label := r.mem[wire.OffAskLabel : wire.OffAskLabel+wire.AskLabelMax]
 	if i := bytes.IndexByte(label, 0); i >= 0 {
 		label = label[:i]

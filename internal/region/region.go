@@ -4,6 +4,12 @@
 // space, and frees the rings of threads that are gone.
 //
 // A Region is used by one goroutine at a time.
+//
+// Everything the agent's side of the region holds is untrusted: the
+// program it runs in can write there. Every count, index and length read
+// from it is checked against what the collector itself set up; the first
+// one out of bounds makes the region corrupt (Corrupt), and from then on
+// nothing more is read from it.
 package region
 
 import (
@@ -58,8 +64,8 @@ func (o *Options) fill() error {
 		return fmt.Errorf("region: %d slots out of range", o.Slots)
 	case o.RingSize < 4096 || o.RingSize&(o.RingSize-1) != 0:
 		return fmt.Errorf("region: ring size %d is not a power of two >= 4096", o.RingSize)
-	case o.StaleSlots < 0 || o.StaleSlots > 1<<20:
-		return fmt.Errorf("region: %d stale slots out of range 0..%d", o.StaleSlots, 1<<20)
+	case o.StaleSlots < 0 || o.StaleSlots > maxStaleSlots:
+		return fmt.Errorf("region: %d stale slots out of range 0..%d", o.StaleSlots, maxStaleSlots)
 	case o.MaxDepth < 1 || o.MaxDepth > wire.MaxDepth:
 		return fmt.Errorf("region: max depth %d out of range 1..%d", o.MaxDepth, wire.MaxDepth)
 	}
@@ -76,7 +82,42 @@ type Region struct {
 	rings   []wire.Ring
 	scratch []byte
 	proc    uint32
+	pid     int32
+	// tails are the rings' tails as the collector last stored them: it
+	// is their only writer, so it never reads them back.
+	tails []uint64
+	bad   atomic.Pointer[CorruptError]
+	// loaded counts the modules loaded and not unloaded (modules: their
+	// ids), as the records say.
+	loaded  int
+	modules map[uint32]struct{}
 }
+
+// CorruptError is a value of the shared region out of bounds: the program
+// wrote over it (or the agent has a bug). Nothing more is read from a
+// region once it is corrupt.
+type CorruptError struct {
+	What string
+}
+
+func (e *CorruptError) Error() string {
+	return "the shared region is corrupt (" + e.What + ")"
+}
+
+// fail makes the region corrupt, unless it is already, and returns why it
+// is.
+func (r *Region) fail(format string, args ...any) *CorruptError {
+	r.bad.CompareAndSwap(nil, &CorruptError{What: fmt.Sprintf(format, args...)})
+	return r.bad.Load()
+}
+
+// Fail makes the region corrupt for a value out of bounds that its reader
+// found in what it decoded (what).
+func (r *Region) Fail(what string) { r.fail("%s", what) }
+
+// Corrupt returns the first value found out of bounds in the region, or
+// nil while it is sound.
+func (r *Region) Corrupt() *CorruptError { return r.bad.Load() }
 
 // Create makes a region for process pid, recorded as image index proc.
 func Create(pid int32, proc uint32, opts Options) (*Region, error) {
@@ -112,7 +153,7 @@ func Prepare(opts Options) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("region: mmap %d bytes: %w", size, err)
 	}
-	r := &Region{fd: fd, mem: mem, opts: opts, dataOff: dataOff, foldOff: foldOff}
+	r := &Region{fd: fd, mem: mem, opts: opts, dataOff: dataOff, foldOff: foldOff, tails: make([]uint64, opts.Slots)}
 	var flags uint32
 	if opts.FreeStacks {
 		flags |= wire.FlagFreeStacks
@@ -155,7 +196,7 @@ func Prepare(opts Options) (*Region, error) {
 // Assign gives a prepared region to process pid, recorded as image index
 // proc, before its memfd is handed over.
 func (r *Region) Assign(pid int32, proc uint32) {
-	r.proc = proc
+	r.proc, r.pid = proc, pid
 	r.put32(wire.OffPID, uint32(pid))
 }
 
@@ -227,34 +268,51 @@ func (r *Region) ring(i int) *wire.Ring {
 	return &r.rings[i]
 }
 
-// SlotsUsed is how many rings the agent's threads have claimed so far.
-func (r *Region) SlotsUsed() int { return int(r.u32(wire.OffSlotsUsed).Load()) }
+// SlotsUsed is how many rings the agent's threads have claimed so far, at
+// most the region's slots (more makes the region corrupt).
+func (r *Region) SlotsUsed() int {
+	n := r.u32(wire.OffSlotsUsed).Load()
+	if n > uint32(r.opts.Slots) {
+		r.fail("%d rings in use, of %d", n, r.opts.Slots)
+		return r.opts.Slots
+	}
+	return int(n)
+}
 
 // Drain decodes every record published so far in every ring into dst,
 // then returns the space to the producers. It returns how many bytes it
-// consumed.
+// consumed. A ring whose head is out of bounds or whose records do not
+// decode makes the region corrupt: Drain returns the *CorruptError, and
+// reads nothing once the region is corrupt.
 func (r *Region) Drain(dst Target) (int, error) {
+	if bad := r.Corrupt(); bad != nil {
+		return 0, bad
+	}
 	used := r.SlotsUsed()
-	if used > r.opts.Slots {
-		return 0, fmt.Errorf("region: agent claims %d slots of %d", used, r.opts.Slots)
+	if bad := r.Corrupt(); bad != nil {
+		return 0, bad
 	}
 	size := uint64(r.opts.RingSize)
 	total := 0
-	var firstErr error
 	for i := 0; i < used; i++ {
 		so := r.slotOff(i)
 		head := r.u64(so + wire.OffSlotHead).Load()
-		tail := r.u64(so + wire.OffSlotTail).Load()
+		tail := r.tails[i]
+		if shared := r.u64(so + wire.OffSlotTail).Load(); shared != tail {
+			// Only the collector writes a tail: the agent's thread
+			// would wait for ever for space behind this one.
+			return total, r.fail("ring %d tail %d, not the %d the collector left", i, shared, tail)
+		}
 		if head == tail {
 			continue
 		}
-		if head < tail || head-tail > size || (head-tail)%8 != 0 {
-			// The agent broke the protocol: drop this ring's data.
-			if firstErr == nil {
-				firstErr = fmt.Errorf("region: ring %d has head %d, tail %d (size %d)", i, head, tail, size)
-			}
-			r.u64(so + wire.OffSlotTail).Store(head)
-			continue
+		switch {
+		case head < tail:
+			return total, r.fail("ring %d head %d behind its tail %d", i, head, tail)
+		case head-tail > size:
+			return total, r.fail("ring %d head %d beyond its size: %d bytes past its tail, in a ring of %d", i, head, head-tail, size)
+		case (head-tail)%8 != 0:
+			return total, r.fail("ring %d head %d not on a record boundary", i, head)
 		}
 		n := int(head - tail)
 		base := r.dataOff + i*r.opts.RingSize
@@ -274,17 +332,55 @@ func (r *Region) Drain(dst Target) (int, error) {
 		before := len(*buf)
 		var err error
 		*buf, err = wire.Decode(data, r.proc, r.ring(i), *buf)
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("ring %d: %w", i, err)
+		if err != nil {
+			// What decoded before the bad record may be garbage too.
+			clear((*buf)[before:])
+			*buf = (*buf)[:before]
+			return total, r.fail("ring %d: %v", i, err)
+		}
+		if bad := r.countModules((*buf)[before:]); bad != nil {
+			clear((*buf)[before:])
+			*buf = (*buf)[:before]
+			return total, bad
 		}
 		dst.Filled(i, before)
+		r.tails[i] = head
 		r.u64(so + wire.OffSlotTail).Store(head)
 		total += n
 	}
 	if total > 0 {
 		r.wakeProducers(false)
 	}
-	return total, firstErr
+	return total, nil
+}
+
+// maxModules bounds the modules a process has loaded at once: each is at
+// least one mapping, and Linux allows a process 65530 unless told
+// otherwise. (The model sorts its loaded modules at each load: many more
+// would cost it a long time.)
+const maxModules = 1 << 16
+
+// countModules follows the modules loaded by the events decoded: more
+// than maxModules at once makes the region corrupt.
+func (r *Region) countModules(evs []event.Event) *CorruptError {
+	for i := range evs {
+		switch ev := &evs[i]; ev.Kind {
+		case event.ModuleLoad:
+			if r.modules == nil {
+				r.modules = map[uint32]struct{}{}
+			}
+			if r.loaded++; r.loaded > maxModules {
+				return r.fail("%d modules loaded at once", r.loaded)
+			}
+			r.modules[ev.ModuleInfo().ID] = struct{}{}
+		case event.ModuleUnload:
+			if _, ok := r.modules[ev.ModuleInfo().ID]; ok {
+				delete(r.modules, ev.ModuleInfo().ID)
+				r.loaded--
+			}
+		}
+	}
+	return nil
 }
 
 // wakeProducers tells threads waiting for ring space (or for a free slot)
@@ -322,8 +418,7 @@ func (r *Region) Ring() {
 func (r *Region) pending() bool {
 	used := int(r.u32(wire.OffSlotsUsed).Load())
 	for i := 0; i < used && i < r.opts.Slots; i++ {
-		so := r.slotOff(i)
-		if r.u64(so+wire.OffSlotHead).Load() != r.u64(so+wire.OffSlotTail).Load() {
+		if r.u64(r.slotOff(i)+wire.OffSlotHead).Load() != r.tails[i] {
 			return true
 		}
 	}
@@ -361,7 +456,7 @@ func pendingEntries(f []byte) []int {
 // times), then its aggregates of folded pairs. It empties the area.
 // Call it only when the thread, or the process, is gone.
 func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
-	if i < 0 || i >= r.opts.Slots {
+	if i < 0 || i >= r.opts.Slots || r.Corrupt() != nil {
 		return out
 	}
 	le := binary.LittleEndian
@@ -406,19 +501,22 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 // its fold area to left. alive reports whether a thread id still exists
 // in the process.
 func (r *Region) Reclaim(alive func(tid int32) bool, left func(ring int)) (freed int) {
-	used := int(r.u32(wire.OffSlotsUsed).Load())
-	for i := 0; i < used && i < r.opts.Slots; i++ {
+	if r.Corrupt() != nil {
+		return 0
+	}
+	used := r.SlotsUsed()
+	for i := 0; i < used; i++ {
 		so := r.slotOff(i)
 		st := r.u32(so + wire.OffSlotState)
 		s := st.Load()
 		if s == wire.SlotFree {
 			continue
 		}
-		if r.u64(so+wire.OffSlotHead).Load() != r.u64(so+wire.OffSlotTail).Load() {
+		if r.u64(so+wire.OffSlotHead).Load() != r.tails[i] {
 			continue
 		}
 		tid := int32(r.u32(so + wire.OffSlotTID).Load())
-		if tid == 0 || alive(tid) {
+		if tid <= 0 || alive(tid) {
 			continue
 		}
 		// Dead and drained: nobody writes here any more. Take what it

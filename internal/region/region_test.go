@@ -2,7 +2,9 @@ package region
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,28 +113,58 @@ func TestDrainAcrossTheRingsEnd(t *testing.T) {
 	}
 }
 
-func TestDrainRejectsABrokenRing(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
-	if err != nil {
-		t.Fatal(err)
+// TestCorruptRegionStopsReading: each value of the agent's side out of
+// bounds makes the region corrupt, says which, and nothing more is read:
+// not even the good records a later drain would find.
+func TestCorruptRegionStopsReading(t *testing.T) {
+	cases := []struct {
+		name  string
+		spoil func(r *Region, p *producer)
+		want  string
+	}{
+		{"slots in use", func(r *Region, p *producer) { r.u32(wire.OffSlotsUsed).Store(1 << 31) }, "rings in use"},
+		{"head a megabyte on", func(r *Region, p *producer) { r.u64(r.slotOff(0) + wire.OffSlotHead).Store(1 << 20) }, "beyond its size"},
+		{"head behind", func(r *Region, p *producer) {
+			p.put(hdr(wire.RecPad, 0, 1, 0))
+			drain(t, r)
+			r.u64(r.slotOff(0) + wire.OffSlotHead).Store(0)
+		}, "behind its tail"},
+		{"head mid-record", func(r *Region, p *producer) { r.u64(r.slotOff(0) + wire.OffSlotHead).Store(12) }, "record boundary"},
+		{"tail written", func(r *Region, p *producer) { r.u64(r.slotOff(0) + wire.OffSlotTail).Store(8) }, "the collector left"},
+		{"garbage record", func(r *Region, p *producer) { p.put(0xffff, 0xffff) }, "unknown record type"},
+		{"stack of 200 frames", func(r *Region, p *producer) {
+			w := make([]uint64, 201)
+			w[0] = hdr(wire.RecStack, 0, 201, 1)
+			p.put(w...)
+		}, "frames"},
 	}
-	defer r.Close()
-	p := &producer{r: r, slot: 0}
-	p.claim(1)
-	// head beyond tail+size: the agent broke the protocol.
-	r.u64(r.slotOff(0) + wire.OffSlotHead).Store(1 << 20)
-	if _, err := r.Drain(&sliceTarget{m: map[int][]event.Event{}}); err == nil {
-		t.Error("no error for a head a megabyte past the tail")
-	}
-	// Garbage records: an error, and the ring is consumed anyway.
-	p.head = 1 << 20
-	r.u64(r.slotOff(0) + wire.OffSlotTail).Store(p.head)
-	p.put(0xffff, 0xffff)
-	if _, err := r.Drain(&sliceTarget{m: map[int][]event.Event{}}); err == nil {
-		t.Error("no error for garbage records")
-	}
-	if h, tl := r.u64(r.slotOff(0)+wire.OffSlotHead).Load(), r.u64(r.slotOff(0)+wire.OffSlotTail).Load(); h != tl {
-		t.Errorf("garbage left in the ring: head %d tail %d", h, tl)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			p := &producer{r: r, slot: 0}
+			p.claim(1)
+			tc.spoil(r, p)
+			got := &sliceTarget{m: map[int][]event.Event{}}
+			_, err = r.Drain(got)
+			var bad *CorruptError
+			if !errors.As(err, &bad) || !strings.Contains(err.Error(), tc.want) || r.Corrupt() == nil {
+				t.Fatalf("drain: %v, want a corrupt region (%s)", err, tc.want)
+			}
+			if len(got.m[0]) != 0 {
+				t.Errorf("events of a corrupt ring kept: %+v", got.m[0])
+			}
+			// A sound record after: not read any more.
+			p2 := &producer{r: r, slot: 1}
+			p2.claim(2)
+			p2.put(hdr(wire.RecThreadStart, 0, 3, 2), 1, 0)
+			if n, err := r.Drain(got); n != 0 || err == nil || len(got.m[1]) != 0 {
+				t.Errorf("a corrupt region drained %d bytes (%v), events %+v", n, err, got.m[1])
+			}
+		})
 	}
 }
 
@@ -250,5 +282,32 @@ func TestRingWakesWait(t *testing.T) {
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
+	}
+}
+
+// TestTooManyModules: more modules loaded at once than a process can map
+// make the region corrupt; unloads make room, unloads of modules never
+// loaded do not.
+func TestTooManyModules(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 1, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	mod := func(kind event.Kind, id uint32) event.Event {
+		return event.Event{Kind: kind, X: &event.Extra{Module: &event.Module{ID: id}}}
+	}
+	var evs []event.Event
+	for id := range uint32(maxModules) {
+		evs = append(evs, mod(event.ModuleLoad, id), mod(event.ModuleUnload, id+1<<20))
+	}
+	if bad := r.countModules(evs); bad != nil {
+		t.Fatalf("%d modules: %v", maxModules, bad)
+	}
+	if bad := r.countModules([]event.Event{mod(event.ModuleUnload, 7), mod(event.ModuleLoad, 1<<21)}); bad != nil {
+		t.Fatalf("a load after an unload: %v", bad)
+	}
+	if bad := r.countModules([]event.Event{mod(event.ModuleLoad, 1<<22)}); bad == nil || !strings.Contains(bad.Error(), "modules loaded at once") {
+		t.Fatalf("one module more: %v", bad)
 	}
 }

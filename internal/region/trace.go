@@ -1,6 +1,10 @@
 package region
 
-import "github.com/leakpath/leakpath/internal/wire"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/wire"
+)
 
 // The collector's side of root-cause windows (LP_TRACE_* in lp_wire.h).
 
@@ -26,15 +30,22 @@ type TraceRequest struct {
 
 // PendingTrace returns the request a thread posted, if one waits.
 func (r *Region) PendingTrace() (TraceRequest, bool) {
-	if r.u32(wire.OffTraceState).Load() != wire.TraceRequested {
+	if r.Corrupt() != nil || r.u32(wire.OffTraceState).Load() != wire.TraceRequested {
 		return TraceRequest{}, false
 	}
-	return TraceRequest{
+	req := TraceRequest{
 		TID:   int32(r.u32(wire.OffTraceTID).Load()),
 		Addr:  r.u64(wire.OffTraceAddr).Load(),
 		Size:  r.u64(wire.OffTraceSize).Load(),
 		Stack: r.u32(wire.OffTraceStack).Load(),
-	}, true
+	}
+	// The thread is traced: it must be one of this process's, not any
+	// thread a scribbled region names.
+	if req.TID <= 0 || r.pid <= 0 || unix.Tgkill(int(r.pid), int(req.TID), 0) != nil {
+		r.RefuseTrace()
+		return TraceRequest{}, false
+	}
+	return req, true
 }
 
 // TakeTrace claims the posted request (the collector has attached to the

@@ -29,6 +29,10 @@ type Ring struct {
 	scopeX    *event.Extra
 }
 
+// MaxTID is the largest thread id Linux gives (PID_MAX_LIMIT on 64-bit
+// machines, less one).
+const MaxTID = 1<<22 - 1
+
 // minWords is the least length of each record type.
 var minWords = [RecMax + 1]int{
 	RecPad: 1, RecAlloc: 4, RecFree: 3, RecReallocBegin: 3, RecRealloc: 5,
@@ -88,8 +92,11 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				return out, &DecodeError{off, fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size, ev.Addr2 = event.Alloc, fn, aux, w(2), w(3), w(4)
-			if tid := int32(w(5)); tid != 0 {
-				ev.Thread = tid // the thread that allocated it: this may be another's record
+			if tid := w(5); tid != 0 {
+				if tid > MaxTID {
+					return out, &DecodeError{off, fmt.Sprintf("late alloc of thread %d", tid)}
+				}
+				ev.Thread = int32(tid) // the thread that allocated it: this may be another's record
 			}
 			if ev.Addr2 == 0 {
 				ev.Addr2 = 1 // a late allocation at time 0 would read as an ordinary one
@@ -140,6 +147,9 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 		case RecModuleUnload:
 			ev.Kind, ev.Ext().Module = event.ModuleUnload, &event.Module{ID: aux}
 		case RecThreadStart:
+			if aux == 0 || aux > MaxTID {
+				return out, &DecodeError{off, fmt.Sprintf("thread %d", aux)}
+			}
 			r.Thread = int32(aux)
 			ev.Kind, ev.Thread, ev.Addr = event.ThreadStart, int32(aux), w(2)
 		case RecThreadExit:
@@ -170,6 +180,9 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			s, err := text(rec[24:], len(rec)-24)
 			if err != nil {
 				return out, &DecodeError{off, "thread name: " + err.Error()}
+			}
+			if aux > MaxTID {
+				return out, &DecodeError{off, fmt.Sprintf("name of thread %d", aux)}
 			}
 			ev.Kind, ev.Addr, ev.Ext().Text = event.ThreadName, w(2), s
 			ev.Thread = int32(aux) // 0: the thread whose pthread_t is Addr

@@ -120,8 +120,10 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-// FuzzDecode: whatever the bytes, Decode returns events or a DecodeError,
-// never panics, and never reads past its input.
+// FuzzDecode: whatever the bytes (the program can write anything in its
+// rings), Decode returns events or a DecodeError, never panics, never
+// reads past its input, and makes nothing larger than the bytes can
+// hold: every count and length it takes from them is bounded.
 func FuzzDecode(f *testing.F) {
 	f.Add(words(hdr(RecThreadStart, 0, 3, 1), 1, 2, hdr(RecAlloc, 1, 4, 0), 3, 4, 5))
 	f.Add(words(hdr(RecStack, 0, 3, 1), 1, 2))
@@ -138,9 +140,30 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("bad error %v", err)
 			}
 		}
+		if len(evs) > len(b)/8 {
+			t.Fatalf("%d events from %d bytes", len(evs), len(b))
+		}
+		if r.Thread < 0 || r.Thread > MaxTID {
+			t.Fatalf("ring of thread %d", r.Thread)
+		}
 		for _, ev := range evs {
 			if ev.Kind == 0 {
 				t.Fatalf("event without a kind: %+v", ev)
+			}
+			if ev.Thread < 0 || ev.Thread > MaxTID {
+				t.Fatalf("event of thread %d", ev.Thread)
+			}
+			if ev.Kind == event.StackDef && (ev.Stack == 0 || ev.Stack >= event.MaxStackID || len(ev.Frames()) > MaxDepth) {
+				t.Fatalf("stack %d of %d frames", ev.Stack, len(ev.Frames()))
+			}
+			if x := ev.X; x != nil {
+				n := len(x.Text)
+				if x.Module != nil {
+					n += len(x.Module.Path) + len(x.Module.BuildID) + 24*len(x.Module.Segments)
+				}
+				if n > len(b) {
+					t.Fatalf("%d bytes of text and module from %d", n, len(b))
+				}
 			}
 		}
 	})
