@@ -352,8 +352,9 @@ static void lp_note_own_name(struct lp_thread *t)
 }
 
 /* lp_hold reports what the exiting thread folded and holds the process
- * for the collector's scan. */
-static void lp_hold(struct lp_thread *t)
+ * for the collector's scan; prog is the program's state where it called
+ * the exit function (NULL: not known). */
+static void lp_hold(struct lp_thread *t, const struct lp_ctx *prog)
 {
 	lp_fold_flush(t);
 	/* Like LeakSanitizer and heaptrack: suppressions compiled into the
@@ -362,7 +363,7 @@ static void lp_hold(struct lp_thread *t)
 	const char *(*deflt)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "__lsan_default_suppressions");
 	if (deflt)
 		supp = deflt();
-	lp_hold_exit(supp);
+	lp_hold_exit(supp, prog);
 }
 
 /*
@@ -406,8 +407,15 @@ static inline __attribute__((always_inline)) void lp_wipe_below(struct lp_thread
 }
 
 /* lp_note_exit records the process's exit and holds it for the scan.
+ * fn is the exit function the program called (exit, _exit, _Exit), on
+ * the stack above: the scan starts at the program's frame that called it,
+ * as the program left it. The frames of the exit function, of the handlers
+ * it runs and of the agent's hold are not the program's: their slots that
+ * nothing wrote hold what earlier calls (malloc's, the agent's hooks')
+ * left, and a block's address there hid its leak (memcheck reads only
+ * what was written; LeakSanitizer's scan starts above its own frames).
  * Not inlined: its frame goes where lp_wipe_below cleared. */
-static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int name)
+static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int name, const void *fn)
 {
 	struct lp_thread *t = lp_rec_thread();
 	if (t && !lp_vfork_child()) {
@@ -416,8 +424,11 @@ static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
 		lp_enter(&t->busy);
-		lp_hold(t);
+		struct lp_ctx prog;
+		int known = lp_caller_ctx(t, &prog, fn) == 0;
+		lp_hold(t, known ? &prog : NULL);
 		lp_leave(&t->busy);
+		__asm__ volatile("" : : "r"(&prog) : "memory"); /* read by the scan */
 	}
 }
 
@@ -425,7 +436,7 @@ static void lp_on_exit(int status, void *arg)
 {
 	(void)arg;
 	lp_wipe_below(&lp_tls);
-	lp_note_exit(status, LP_EXIT_EXIT, 1);
+	lp_note_exit(status, LP_EXIT_EXIT, 1, (const void *)exit);
 }
 
 void lp_note_thread_exit(void)
@@ -958,7 +969,7 @@ LP_EXPORT int dlclose(void *h)
 LP_EXPORT void _exit(int status)
 {
 	lp_wipe_below(&lp_tls);
-	lp_note_exit(status, LP_EXIT__EXIT, 0);
+	lp_note_exit(status, LP_EXIT__EXIT, 0, (const void *)_exit);
 	if (!real__exit)
 		real__exit = lp_sym("_exit");
 	if (real__exit)
@@ -970,7 +981,7 @@ LP_EXPORT void _exit(int status)
 LP_EXPORT void _Exit(int status)
 {
 	lp_wipe_below(&lp_tls);
-	lp_note_exit(status, LP_EXIT__EXIT, 0);
+	lp_note_exit(status, LP_EXIT__EXIT, 0, (const void *)_Exit);
 	if (!real__Exit)
 		real__Exit = lp_sym("_Exit");
 	if (real__Exit)

@@ -200,11 +200,12 @@ struct lp_header {
 	int64_t tls_offset;       /* its per-thread state: thread pointer + tls_offset, */
 	uint64_t tls_size;        /*   tls_size bytes */
 	/* Written by the holding thread before LP_HOLD_REQUESTED (0: not
-	 * known): its stack pointer, its registers spilled above it, and its
-	 * thread pointer. See "The exit hold". */
+	 * known): where the scan of its stack starts, its thread pointer, and
+	 * the address of the program's callee-saved registers (6 words: rbx,
+	 * rbp, r12-r15; 0: spilled above hold_sp). See "The exit hold". */
 	uint64_t hold_sp;
 	uint64_t hold_tp;
-	uint64_t pad6;
+	uint64_t hold_regs;
 	/* offset 384: root-cause windows, see LP_TRACE_* */
 	uint32_t trace_state;     /* futex word */
 	int32_t trace_tid;        /* the thread that asks */
@@ -225,7 +226,12 @@ struct lp_header {
 	uint32_t ask_pad;
 	int64_t ask_result;       /* written by the collector before LP_ASK_DONE */
 	char ask_label[LP_ASK_LABEL_MAX]; /* NUL terminated */
-	uint64_t pad8[53];
+	/* The asking thread's state where the program called the agent (0:
+	 * not known): its stack pointer, and the address of its callee-saved
+	 * registers (6 words: rbx, rbp, r12-r15). */
+	uint64_t ask_sp;
+	uint64_t ask_regs;
+	uint64_t pad8[51];
 	/* offset 1024: stale objects, see LP_STALE_* (agent/slots.c) */
 	uint32_t stale_slots;     /* collector: slot pages in the pool */
 	uint32_t stale_sample;    /* collector: a site's 1st allocation, then every Kth */
@@ -308,11 +314,15 @@ struct lp_own_table {
  * The agent gives up waiting if no answer comes within 5 s, or if the
  * collector dies during the scan.
  *
- * The holding thread blocks every signal until the release and leaves its
- * stack pointer (hold_sp; its callee-saved registers, which may hold the
- * program's pointers, spilled above it) and thread pointer (hold_tp): when
- * it is the process's only thread, nothing else runs in the process, and
- * the collector reads the memory without stopping it.
+ * The holding thread blocks every signal until the release and leaves the
+ * program's state where it called the exit function: its stack pointer
+ * (hold_sp) and callee-saved registers (at hold_regs), the frames below
+ * being the exit function's, its handlers' and the agent's, not roots.
+ * When that cannot be told, hold_sp is the holding thread's own stack
+ * pointer with its registers spilled above it, and hold_regs 0. It leaves
+ * its thread pointer too (hold_tp): when it is the process's only thread,
+ * nothing else runs in the process, and the collector reads the memory
+ * without stopping it.
  */
 enum {
 	LP_HOLD_NONE = 0,

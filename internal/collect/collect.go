@@ -622,7 +622,7 @@ func (c *collector) pipeline(im *image) {
 			if r.req.Op == opDetachScan {
 				r.resp <- c.detachScan(im, &m, direct)
 			} else {
-				r.resp <- c.snapshot(im, &m, direct, r.req)
+				r.resp <- c.snapshot(im, &m, direct, r.req, nil)
 			}
 		default:
 		}

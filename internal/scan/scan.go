@@ -36,6 +36,9 @@ type Target struct {
 	// which the agent holds at its exit without a stop (Rsp and Fs_base
 	// are what it left; its other registers are spilled above Rsp).
 	Held *unix.PtraceRegs
+	// Caller, if not nil, replaces the registers of the thread it names
+	// (Held's included) with the program's where it called into the agent.
+	Caller *Caller
 	// Where the agent's own memory is (region.HoldInfo); zero: unknown.
 	OwnTable  uint64
 	TLSOffset int64
@@ -49,6 +52,36 @@ type Stats struct {
 	HeapBytes uint64 // bytes of blocks read
 	Threads   int
 	Duration  time.Duration
+}
+
+// Caller is a thread's state where the program called a function that
+// holds it in the agent (exit, leakpath_leak_check): its stack pointer
+// past the call, and its callee-saved registers there, which the agent
+// recovered from the unwind information and left at RegsAddr (rbx, rbp,
+// r12-r15). The frames below SP are the agent's and libc's, and stale
+// copies of pointers in them are no roots (memcheck reads only what was
+// written; LeakSanitizer starts above its own frames). Its caller-saved
+// registers hold nothing of the program's across the call.
+type Caller struct {
+	TID      int    // the thread; 0: the one whose thread pointer is TP
+	TP       uint64 // its thread pointer (fs base)
+	SP       uint64
+	RegsAddr uint64
+}
+
+// regs returns the caller's registers as a thread's, reading the
+// callee-saved ones through tr; false if they cannot be read.
+func (c *Caller) regs(tr *ptrace.Tracer, tp uint64) (unix.PtraceRegs, bool) {
+	var b [48]byte
+	if n, _ := tr.ReadMemory(c.RegsAddr, b[:]); n != len(b) {
+		return unix.PtraceRegs{}, false
+	}
+	le := binary.LittleEndian
+	return unix.PtraceRegs{
+		Rbx: le.Uint64(b[0:]), Rbp: le.Uint64(b[8:]), R12: le.Uint64(b[16:]),
+		R13: le.Uint64(b[24:]), R14: le.Uint64(b[32:]), R15: le.Uint64(b[40:]),
+		Rsp: c.SP, Fs_base: tp,
+	}, true
 }
 
 // redZone is the x86-64 SysV red zone below the stack pointer, live in a
@@ -170,16 +203,36 @@ func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span
 	return lr, mem, nil
 }
 
-// threadRegs returns the registers of the target's threads.
+// threadRegs returns the registers of the target's threads, the
+// caller's (Target.Caller) in place of its thread's.
 func threadRegs(t Target) []unix.PtraceRegs {
+	c := t.Caller
+	mine := func(tid int, r *unix.PtraceRegs) bool {
+		if c == nil || c.SP == 0 || c.RegsAddr == 0 {
+			return false
+		}
+		return (c.TID != 0 && tid == c.TID) || (c.TID == 0 && c.TP != 0 && r.Fs_base == c.TP)
+	}
 	if t.Held != nil {
+		if mine(0, t.Held) {
+			if r, ok := c.regs(t.Tracer, t.Held.Fs_base); ok {
+				return []unix.PtraceRegs{r}
+			}
+		}
 		return []unix.PtraceRegs{*t.Held}
 	}
 	var out []unix.PtraceRegs
 	for _, tid := range t.Tracer.Threads() {
-		if r, err := t.Tracer.Regs(tid); err == nil { // else exited meanwhile
-			out = append(out, r)
+		r, err := t.Tracer.Regs(tid)
+		if err != nil {
+			continue // exited meanwhile
 		}
+		if mine(tid, &r) {
+			if cr, ok := c.regs(t.Tracer, r.Fs_base); ok {
+				r = cr
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }
