@@ -180,8 +180,8 @@ const (
 	OffAskKind           = 520
 	OffAskResult         = 528
 	OffAskLabel          = 536
-	OffAskSP             = 600 // the asking thread's stack pointer at its call; 0: not known
-	OffAskRegs           = 608 // address of its callee-saved registers there
+	OffAskSP             = 600  // the asking thread's stack pointer at its call; 0: not known
+	OffAskRegs           = 608  // address of its callee-saved registers there
 	OffStaleSlots        = 1024 // collector: slot pages in the pool
 	OffStaleSample       = 1028 // collector: sample every Kth allocation of a site
 	OffStaleBase         = 1032 // agent: the first slot page
