@@ -455,6 +455,13 @@ void lp_note_thread_exit(void)
 	 * thread is gone. */
 	t->fold = NULL;
 	lp_tables_park(t);
+	/* Its stack is dead below its start routine's frame, whatever glibc
+	 * keeps of it (lp_own.dead). */
+	struct lp_ctx outer;
+	uintptr_t dead_sp = (uintptr_t)__builtin_frame_address(0);
+	if (lp_outer_ctx(t, &outer) == 0)
+		dead_sp = outer.sp;
+	lp_dead_stack(t->stack_lo, t->stack_hi, dead_sp, (uintptr_t)__builtin_thread_pointer(), 1);
 	lp_wipe_below(t);
 }
 

@@ -296,12 +296,28 @@ enum {
 /* The agent's own anonymous mappings (its tables), in the agent's memory;
  * a range with addr 0 is unused. overflow: some were not listed. */
 #define LP_OWN_MAX 256u
+#define LP_DEAD_MAX 256u
 struct lp_own_table {
 	uint32_t count; /* ranges in use: r[0, count) */
 	uint32_t overflow;
 	struct lp_own_range {
 		uint64_t addr, len;
 	} r[LP_OWN_MAX];
+	/* The dead part of the stacks of threads that exited: from the
+	 * stack's low end to where the thread's start routine had its
+	 * frame. glibc keeps such stacks mapped for reuse; what the thread's
+	 * dead frames left there is no root (memcheck reads only what was
+	 * written since the stack shrank; LeakSanitizer scans only live
+	 * threads), and neither is the agent's per-thread state in its TLS
+	 * (at tp + tls_offset). A ring of the latest (addr 0: unused): a
+	 * thread that starts on a stack clears its entry. */
+	uint32_t dead_next; /* the next entry to write, modulo LP_DEAD_MAX */
+	uint32_t dead_pad;
+	struct lp_dead_stack {
+		uint64_t addr, len; /* [addr, addr+len): the dead frames */
+		uint64_t tp;        /* the thread's thread pointer */
+		uint64_t pad;
+	} dead[LP_DEAD_MAX];
 };
 
 /*

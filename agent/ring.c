@@ -282,6 +282,7 @@ int lp_thread_attach(struct lp_thread *t)
 	if (fresh) {
 		t->tid = (int)syscall(SYS_gettid);
 		lp_stack_bounds(t);
+		lp_dead_stack(t->stack_lo, t->stack_hi, 0, 0, 0); /* live again */
 	}
 	t->gen = lp_region_gen;
 	t->slot = NULL;

@@ -757,18 +757,31 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
  * tracks are followed; one it cannot recover becomes 0. Every read is
  * bounds-checked against the thread's stack. Returns 0, or -1 (c
  * undefined) when the unwind fails or the function is not on the stack
- * within a few frames.
+ * within a few frames. With lo and hi 0, it goes out to the outermost
+ * frame (whose return address is undefined: clone's) and leaves c the
+ * state of the frame it called (a thread's start_thread).
  */
 LP_HIDDEN int lp_ctx_unwind(struct lp_thread *t, struct lp_ctx *c, uintptr_t lo, uintptr_t hi)
 {
 	uintptr_t slo = t->stack_lo, shi = t->stack_hi;
 	if (!slo || c->sp < slo || c->sp >= shi)
 		return -1;
-	for (int depth = 0; depth < 32; depth++) {
+	struct lp_ctx prev = *c;
+	for (int depth = 0; depth < 64; depth++) {
 		uintptr_t pc = c->pc, sp = c->sp, cfa;
 		struct lp_cfstate s;
-		if (pc < 4096 || lp_cfi(t, pc, &s) != 0 || s.cfa_bad)
+		if (pc < 4096 || lp_cfi(t, pc, &s) != 0)
 			return -1;
+		if (lo == 0 && hi == 0 && s.ra.kind == R_UNDEF) {
+			/* The outermost frame (clone's): its callee's state. */
+			if (depth == 0)
+				return -1;
+			*c = prev;
+			return 0;
+		}
+		if (s.cfa_bad)
+			return -1;
+		prev = *c;
 		if (s.cfa_deref_rbp) {
 			uintptr_t a = c->regs[LP_CTX_RBP] + (intptr_t)s.cfa_off;
 			if (a < sp || a > shi - 8 || (a & 7))
@@ -859,7 +872,21 @@ LP_HIDDEN __attribute__((noinline)) int lp_caller_ctx(struct lp_thread *t, struc
 	lp_ctx_here(c);
 	return lp_ctx_unwind(t, c, (uintptr_t)fn, (uintptr_t)fn + sym->st_size);
 }
+/* lp_outer_ctx fills c with the state of the calling thread's outermost
+ * frame but one (see lp_ctx_unwind). */
+LP_HIDDEN __attribute__((noinline)) int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c)
+{
+	lp_ctx_here(c);
+	return lp_ctx_unwind(t, c, 0, 0);
+}
 #else
+LP_HIDDEN int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c)
+{
+	(void)t;
+	memset(c, 0, sizeof *c);
+	return -1;
+}
+
 LP_HIDDEN void lp_ctx_here(struct lp_ctx *c)
 {
 	memset(c, 0, sizeof *c);

@@ -171,7 +171,9 @@ func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span
 	if err != nil {
 		return nil, nil, err
 	}
-	holes = append(holes, ownRanges(t)...)
+	own, dead := ownRanges(t)
+	holes = append(holes, own...)
+	holes = append(holes, deadStacks(dead, maps, stacks, t.TLSOffset, t.TLSSize)...)
 	starts := make([]uint64, len(blocks))
 	for i, b := range blocks {
 		starts[i] = b.Addr
@@ -334,28 +336,82 @@ func isArenaHeap(maps []mapping, i int) bool {
 	return false
 }
 
-// ownRanges reads the agent's table of its own mappings.
-func ownRanges(t Target) []span {
+// ownRanges reads the agent's table of its own mappings, and of exited
+// threads' stacks.
+func ownRanges(t Target) (own []span, dead []deadStack) {
 	if t.OwnTable == 0 {
-		return nil
+		return nil, nil
 	}
-	buf := make([]byte, wire.OffOwnRanges+wire.OwnMax*wire.OwnRangeSize)
+	buf := make([]byte, wire.OffOwnDead+wire.DeadMax*wire.DeadSize)
 	n, _ := t.Tracer.ReadMemory(t.OwnTable, buf)
 	if n < wire.OffOwnRanges {
-		return nil
+		return nil, nil
 	}
 	le := binary.LittleEndian
+	page := uint64(unix.Getpagesize())
 	count := min(int(le.Uint32(buf[wire.OffOwnCount:])), wire.OwnMax)
-	var out []span
 	for i := 0; i < count; i++ {
 		o := wire.OffOwnRanges + i*wire.OwnRangeSize
 		if o+wire.OwnRangeSize > n {
 			break
 		}
 		a, l := le.Uint64(buf[o:]), le.Uint64(buf[o+8:])
-		if a != 0 && l != 0 {
-			hi := (a + l + uint64(unix.Getpagesize()) - 1) &^ uint64(unix.Getpagesize()-1)
-			out = append(out, span{lo: a, hi: hi})
+		if a != 0 && l != 0 && a+l > a {
+			hi := (a + l + page - 1) &^ (page - 1)
+			own = append(own, span{lo: a, hi: hi})
+		}
+	}
+	for i := 0; i < wire.DeadMax; i++ {
+		o := wire.OffOwnDead + i*wire.DeadSize
+		if o+wire.DeadSize > n {
+			break
+		}
+		a, l, tp := le.Uint64(buf[o:]), le.Uint64(buf[o+8:]), le.Uint64(buf[o+16:])
+		if a != 0 && l != 0 && a+l > a {
+			dead = append(dead, deadStack{span{lo: a, hi: a + l}, tp})
+		}
+	}
+	return own, dead
+}
+
+// deadStack is the agent's note of an exited thread: the dead frames of
+// its stack, and its thread pointer.
+type deadStack struct {
+	frames span
+	tp     uint64
+}
+
+// deadStacks returns what is no root of exited threads' stacks (the
+// agent's notes, ownRanges) that are still such, glibc's cached stacks:
+// the dead frames, where what the thread's calls left lies (memcheck
+// reads only what was written since the stack shrank; LeakSanitizer
+// scans live threads only), and the agent's per-thread state at tp +
+// tlsOff. A note holds only while its frames start a writable anonymous
+// mapping just above a guard page, and no live thread's stack pointer is
+// in that mapping (glibc gave the stack to a new thread, or unmapped it
+// and the place went to other memory).
+func deadStacks(dead []deadStack, maps []mapping, stacks []threadStack, tlsOff int64, tlsSize uint64) []span {
+	var out []span
+	for _, d := range dead {
+		i, ok := slices.BinarySearchFunc(maps, d.frames.lo, func(m mapping, a uint64) int { return cmp.Compare(m.lo, a) })
+		if !ok || i == 0 {
+			continue
+		}
+		m, g := maps[i], maps[i-1]
+		if m.path != "" || !strings.HasPrefix(m.perms, "rw") || d.frames.hi > m.hi ||
+			g.hi != m.lo || g.path != "" || !strings.HasPrefix(g.perms, "---") {
+			continue
+		}
+		live := false
+		for _, st := range stacks {
+			live = live || (st.sp >= m.lo && st.sp < m.hi)
+		}
+		if live {
+			continue
+		}
+		out = append(out, d.frames)
+		if a := uint64(int64(d.tp) + tlsOff); tlsSize != 0 && d.tp != 0 && a >= m.lo && a+tlsSize <= m.hi {
+			out = append(out, span{lo: a, hi: a + tlsSize})
 		}
 	}
 	return out

@@ -194,6 +194,10 @@ const (
 	OffOwnOverflow = 4
 	OffOwnRanges   = 8
 	OwnRangeSize   = 16
+	DeadMax        = 256  // entries of the dead stacks' ring
+	OffOwnDeadNext = 4104 // the next entry the agent writes
+	OffOwnDead     = 4112 // DeadMax struct lp_dead_stack: exited threads' stacks
+	DeadSize       = 32   // its size: addr, len (the dead frames), tp
 )
 
 // Byte offsets of struct lp_slot fields.

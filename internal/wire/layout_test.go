@@ -64,6 +64,8 @@ H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize
 P("OwnMax", LP_OWN_MAX); P("OffOwnCount", offsetof(struct lp_own_table, count));
 P("OffOwnOverflow", offsetof(struct lp_own_table, overflow)); P("OffOwnRanges", offsetof(struct lp_own_table, r));
 P("OwnRangeSize", sizeof(struct lp_own_range));
+P("DeadMax", LP_DEAD_MAX); P("OffOwnDeadNext", offsetof(struct lp_own_table, dead_next)); P("OffOwnDead", offsetof(struct lp_own_table, dead));
+P("DeadSize", sizeof(struct lp_dead_stack));
 H(hold,"OffHold"); H(hold_supp,"OffHoldSupp"); H(hold_sp,"OffHoldSP"); H(hold_tp,"OffHoldTP"); H(hold_regs,"OffHoldRegs");
 H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTraceAddr"); H(trace_size,"OffTraceSize");
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
@@ -133,6 +135,7 @@ return 0; }
 		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
 		"OwnMax": OwnMax, "OffOwnCount": OffOwnCount, "OffOwnOverflow": OffOwnOverflow,
 		"OffOwnRanges": OffOwnRanges, "OwnRangeSize": OwnRangeSize,
+		"DeadMax": DeadMax, "OffOwnDeadNext": OffOwnDeadNext, "OffOwnDead": OffOwnDead, "DeadSize": DeadSize,
 		"OffHold": OffHold, "OffHoldSupp": OffHoldSupp, "OffHoldSP": OffHoldSP, "OffHoldTP": OffHoldTP, "OffHoldRegs": OffHoldRegs,
 		"FlagHoldExit": FlagHoldExit, "HoldNone": HoldNone, "HoldRequested": HoldRequested,
 		"HoldScanning": HoldScanning, "HoldReleased": HoldReleased,
