@@ -36,6 +36,7 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 	if !im.reg.TakeHold() {
 		return
 	}
+	im.scanned = true
 	defer im.reg.ReleaseHold()
 	im.stale.over = true // its last reading is the scan's
 	if err := c.scan(im, m, direct, false, nil, nil); err != nil {
@@ -163,8 +164,12 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	c.sink.sendAfter(im.idx, out, func(s *heap.Session) []event.Event {
 		p := s.Process(im.idx)
 		if p == nil {
-			done <- errors.New("the process is not in the model")
-			return nil
+			err := errors.New("the process is not in the model")
+			done <- err
+			if live {
+				return nil
+			}
+			return c.scanFailed(im, &event.ScanInfo{Live: live}, err)
 		}
 		blocks := liveBlocks(p, pending)
 		res, st, hp, err := scan.RunHeap(target, blocks, leak.DefaultOptions())
