@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -179,7 +180,7 @@ func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span
 		starts[i] = b.Addr
 	}
 	slices.Sort(starts)
-	roots := rootRanges(maps, starts, stacks)
+	roots := rootRanges(maps, starts, stacks, mmappedChunks(t.Tracer, maps, blocks))
 	roots = subtract(roots, holes)
 	roots = resident(t.PID, roots)
 	st.Roots = len(roots)
@@ -274,8 +275,12 @@ func readMaps(pid int) ([]mapping, error) {
 
 // rootRanges picks the mappings to scan. starts are the blocks' addresses,
 // sorted; stacks the threads' stacks (a mapping holding one is scanned
-// from where the stack starts).
-func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
+// from where the stack starts); chunks the extents of malloc's mmapped
+// chunks (mmappedChunks), sorted. The kernel merges adjacent anonymous
+// mappings of the same permissions: a mapping is taken as pieces between
+// the mmapped chunks in it, each judged as a mapping of its own (a
+// program's memory beside a large block is a root, not malloc's).
+func rootRanges(maps []mapping, starts []uint64, stacks []threadStack, chunks []span) []span {
 	var out []span
 	for i, m := range maps {
 		if len(m.perms) < 2 || m.perms[0] != 'r' || m.perms[1] != 'w' {
@@ -286,9 +291,6 @@ func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
 			strings.HasPrefix(m.path, "/memfd:leakpath"),
 			filepath.Base(m.path) == "libleakpath.so",
 			m.path == "[vvar]", m.path == "[vsyscall]", m.path == "[vdso]":
-			continue
-		}
-		if holdsBlock(starts, m.lo, m.hi) || isArenaHeap(maps, i) {
 			continue
 		}
 		lo, what := m.lo, m.path
@@ -303,8 +305,89 @@ func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
 			what = "anonymous"
 		}
 		private := len(m.perms) > 3 && m.perms[3] == 'p'
-		out = append(out, span{lo, m.hi, what, private && (m.path == "" || m.path == "[stack]")})
+		zero := private && (m.path == "" || m.path == "[stack]")
+		for _, p := range pieces(m.lo, m.hi, chunks) {
+			if holdsBlock(starts, p.lo, p.hi) || isArenaHeap(maps, i, p.lo, p.hi) {
+				continue
+			}
+			if p.lo = max(p.lo, lo); p.lo < p.hi {
+				out = append(out, span{p.lo, p.hi, what, zero})
+			}
+		}
 	}
+	return out
+}
+
+// pieces returns [lo, hi) less the chunks (sorted) in it.
+func pieces(lo, hi uint64, chunks []span) []span {
+	var out []span
+	i := sort.Search(len(chunks), func(k int) bool { return chunks[k].hi > lo })
+	for ; i < len(chunks) && chunks[i].lo < hi; i++ {
+		if c := chunks[i]; c.lo > lo {
+			out = append(out, span{lo: lo, hi: c.lo})
+		}
+		lo = max(lo, chunks[i].hi)
+	}
+	if lo < hi {
+		out = append(out, span{lo: lo, hi: hi})
+	}
+	return out
+}
+
+// glibc's chunk header flag of a chunk malloc got with mmap of its own.
+const chunkMmapped = 2
+
+// mmappedChunks returns, sorted, the extents of the blocks that are glibc's
+// mmapped chunks (each one mapping of its own, which the kernel may have
+// merged with a neighbour): the header before the block says so (the
+// IS_MMAPPED bit of its size word, and its prev_size the offset from the
+// mapping's start, both page multiples) and the extent lies in one
+// anonymous mapping. Candidates are the blocks in anonymous mappings other
+// than the brk heap that start 16 bytes into a page (where malloc puts an
+// mmapped chunk's block) or are large (an aligned one is further in).
+func mmappedChunks(tr *ptrace.Tracer, maps []mapping, blocks []leak.Block) []span {
+	const page = 4096
+	var rs []ptrace.Range
+	var cand []leak.Block
+	for _, b := range blocks {
+		if b.Addr < 16 || (b.Addr%page != 16 && b.Size < 64<<10) {
+			continue
+		}
+		i := sort.Search(len(maps), func(k int) bool { return maps[k].hi > b.Addr })
+		if i == len(maps) || maps[i].lo > b.Addr-16 || maps[i].path != "" {
+			continue
+		}
+		cand = append(cand, b)
+		rs = append(rs, ptrace.Range{Addr: b.Addr - 16, Buf: make([]byte, 16)})
+	}
+	var out []span
+	for len(rs) > 0 {
+		n := min(len(rs), 1024)
+		tr.ReadRanges(rs[:n])
+		for k, r := range rs[:n] {
+			if r.N != 16 {
+				continue
+			}
+			b := cand[k]
+			prev := binary.LittleEndian.Uint64(r.Buf[0:])
+			size := binary.LittleEndian.Uint64(r.Buf[8:])
+			if size&chunkMmapped == 0 {
+				continue
+			}
+			size &^= 7
+			lo := b.Addr - 16 - prev
+			hi := lo + prev + size
+			if prev > b.Addr-16 || lo%page != 0 || (prev+size)%page != 0 || hi < lo || b.Addr+b.Size > hi {
+				continue
+			}
+			i := sort.Search(len(maps), func(k int) bool { return maps[k].hi > lo })
+			if i < len(maps) && maps[i].lo <= lo && hi <= maps[i].hi {
+				out = append(out, span{lo: lo, hi: hi})
+			}
+		}
+		rs, cand = rs[n:], cand[n:]
+	}
+	slices.SortFunc(out, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	return out
 }
 
@@ -315,19 +398,21 @@ func holdsBlock(starts []uint64, lo, hi uint64) bool {
 	return i < len(starts) && starts[i] < hi
 }
 
-// isArenaHeap reports whether maps[i] is a heap of a glibc arena other than
-// the main one: anonymous, aligned to arenaHeap, its writable part followed
-// by an inaccessible rest of the same reservation.
-func isArenaHeap(maps []mapping, i int) bool {
+// isArenaHeap reports whether [lo, hi), in maps[i], is a heap of a glibc
+// arena other than the main one: anonymous, aligned to arenaHeap, its
+// writable part followed by an inaccessible rest of the same reservation.
+// (A piece of a mapping: the kernel may have merged a chunk malloc mapped
+// just below the heap with it.)
+func isArenaHeap(maps []mapping, i int, lo, hi uint64) bool {
 	m := maps[i]
-	if m.path != "" || m.lo%arenaHeap != 0 {
+	if m.path != "" || lo%arenaHeap != 0 || lo < m.lo || hi > m.hi {
 		return false
 	}
-	size := m.hi - m.lo
+	size := hi - lo
 	if size == arenaHeap {
 		return true
 	}
-	if i+1 < len(maps) {
+	if hi == m.hi && i+1 < len(maps) {
 		n := maps[i+1]
 		if n.lo == m.hi && n.path == "" && strings.HasPrefix(n.perms, "---") && size+(n.hi-n.lo) == arenaHeap {
 			return true
