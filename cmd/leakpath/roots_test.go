@@ -107,7 +107,7 @@ func TestLeakCheckFromCaller(t *testing.T) {
 	if got := native(t, nil, bin, "check"); string(got.stdout) != "check 0\n" {
 		t.Fatalf("without leakpath: %q, want \"check 0\"", got.stdout)
 	}
-	r := leakpath(t, nil, nil, bin, "check")
+	r := leakpath(t, []string{"--snapshot-dir", t.TempDir()}, nil, bin, "check")
 	if string(r.stdout) != "check 1\n" {
 		t.Errorf("leakpath_leak_check found %q, want \"check 1\" (the 72 B block)\n%s", r.stdout, r.text)
 	}

@@ -3,11 +3,15 @@
 //
 // The roots are what memcheck takes: every readable and writable mapping
 // of the process, each thread's stack from its stack pointer (less the
-// x86-64 red zone) up, and every thread's general registers. Left out, as
-// they are not the program's memory: the malloc arenas (brk heap, the
-// 64 MiB arena heaps, mappings that hold live blocks), whose free chunks
-// hold stale pointers; the agent's own region, data, tables and
-// per-thread state, which hold addresses the agent saw.
+// x86-64 red zone) up, and every thread's general registers; a thread the
+// agent holds where the program called it (exit, leakpath_leak_check)
+// from the program's frame, with its registers there (Caller). Left out,
+// as they are not the program's memory: the malloc arenas (brk heap, the
+// 64 MiB arena heaps, mappings that hold live blocks) and mmapped chunks,
+// whose free chunks hold stale pointers; interior pointers in the C
+// library's data (its allocator's state); the dead frames of exited
+// threads whose stacks glibc keeps; the agent's own region, data, tables
+// and per-thread state, which hold addresses the agent saw.
 package scan
 
 import (
@@ -186,7 +190,7 @@ func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span
 	st.Roots = len(roots)
 	lr := make([]leak.Root, len(roots))
 	for i, r := range roots {
-		lr[i] = leak.Root{Addr: r.lo, Len: r.hi - r.lo, What: r.what}
+		lr[i] = leak.Root{Addr: r.lo, Len: r.hi - r.lo, What: r.what, StartOnly: isLibc(r.what)}
 		st.RootBytes += r.hi - r.lo
 	}
 	if opt.Mappings == nil {
@@ -316,6 +320,16 @@ func rootRanges(maps []mapping, starts []uint64, stacks []threadStack, chunks []
 		}
 	}
 	return out
+}
+
+// isLibc reports whether path is the C library (glibc's libc.so.6), whose
+// data holds its allocator's state: the main arena's top, bins and
+// fastbins point at chunk headers, which lie in the last bytes of the
+// blocks before them (interior pointers that made a leaked block next to
+// a free chunk or the top "possibly lost").
+func isLibc(path string) bool {
+	b := filepath.Base(path)
+	return b == "libc.so.6" || strings.HasPrefix(b, "libc-2.") && strings.HasSuffix(b, ".so")
 }
 
 // pieces returns [lo, hi) less the chunks (sorted) in it.
