@@ -171,6 +171,12 @@ static void lp_init(void)
 	int ok = real_malloc && real_calloc && real_realloc && real_free && real_memalign &&
 		 real_posix_memalign && real_aligned_alloc && real_valloc && real_pvalloc;
 	if (ok) {
+		/* Where the program calls the agent's or libc's functions that
+		 * hold it for a scan (lp_caller_ctx). */
+		lp_caller_fn((const void *)exit);
+		lp_caller_fn((const void *)_exit);
+		lp_caller_fn((const void *)_Exit);
+		lp_ask_fns();
 		lp_modules_init();
 		lp_ring_init_key();
 		pthread_atfork(lp_atfork_prepare, lp_atfork_parent, lp_atfork_child);

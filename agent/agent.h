@@ -125,7 +125,9 @@ struct lp_ctx {
 };
 LP_HIDDEN void lp_ctx_here(struct lp_ctx *c);
 LP_HIDDEN int lp_ctx_unwind(struct lp_thread *t, struct lp_ctx *c, uintptr_t lo, uintptr_t hi);
+LP_HIDDEN void lp_caller_fn(const void *fn);
 LP_HIDDEN int lp_caller_ctx(struct lp_thread *t, struct lp_ctx *c, const void *fn);
+LP_HIDDEN void lp_ask_fns(void);
 LP_HIDDEN int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c);
 LP_HIDDEN void lp_dead_stack(uintptr_t lo, uintptr_t hi, uintptr_t sp, uintptr_t tp, int dead);
 

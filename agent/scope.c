@@ -102,7 +102,7 @@ static int64_t lp_ask(unsigned kind, const char *label, const void *fn)
 	h->ask_label[n] = 0;
 	struct lp_ctx prog;
 	h->ask_sp = h->ask_regs = 0;
-	lp_enter(&t->busy); /* dladdr1 may allocate */
+	lp_enter(&t->busy); /* the unwind may refresh the modules, which allocates */
 	if (lp_caller_ctx(t, &prog, fn) == 0) {
 		h->ask_sp = prog.sp;
 		h->ask_regs = (uint64_t)(uintptr_t)prog.regs;
@@ -144,4 +144,12 @@ LP_EXPORT int __leakpath_leak_check(void)
 	if (r > INT_MAX)
 		return INT_MAX;
 	return (int)r;
+}
+
+/* lp_ask_fns notes the functions the program asks through, for the scan
+ * of its stack from where it called them (lp_caller_ctx). */
+LP_HIDDEN void lp_ask_fns(void)
+{
+	lp_caller_fn((const void *)__leakpath_snapshot);
+	lp_caller_fn((const void *)__leakpath_leak_check);
 }

@@ -854,24 +854,51 @@ __asm__(".text\n"
 	".cfi_endproc\n"
 	".size lp_ctx_here, .-lp_ctx_here\n");
 
-/*
- * lp_caller_ctx fills c with the state of the calling thread where the
- * program called fn (a function of the agent's or of libc's that is on the
- * stack of the caller of lp_caller_ctx): what the program's frames hold,
- * without the frames of the calls it made into the agent or libc, which
- * hold stale copies of what those calls handled. fn's extent is its
- * dynamic symbol's. Returns 0, or -1 when that cannot be told.
- */
-LP_HIDDEN __attribute__((noinline)) int lp_caller_ctx(struct lp_thread *t, struct lp_ctx *c, const void *fn)
+/* The extents of the functions lp_caller_ctx unwinds out of, found at
+ * start: a fork child at its exit may not take the loader's lock (another
+ * thread of its parent held it at the fork), which dladdr1 does. */
+#define LP_CALLER_FNS 8
+static struct {
+	uintptr_t lo, hi;
+} lp_caller_fns[LP_CALLER_FNS];
+
+/* lp_caller_fn notes fn's extent (its dynamic symbol's), for
+ * lp_caller_ctx. At start only, single-threaded. */
+LP_HIDDEN void lp_caller_fn(const void *fn)
 {
 	Dl_info info;
 	const ElfW(Sym) *sym = NULL;
 	if (!fn || !dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !info.dli_saddr ||
 	    sym->st_size == 0 || (uintptr_t)info.dli_saddr != (uintptr_t)fn)
-		return -1;
-	lp_ctx_here(c);
-	return lp_ctx_unwind(t, c, (uintptr_t)fn, (uintptr_t)fn + sym->st_size);
+		return;
+	for (int i = 0; i < LP_CALLER_FNS; i++) {
+		if (lp_caller_fns[i].lo == 0 || lp_caller_fns[i].lo == (uintptr_t)fn) {
+			lp_caller_fns[i].hi = (uintptr_t)fn + sym->st_size;
+			lp_caller_fns[i].lo = (uintptr_t)fn;
+			return;
+		}
+	}
 }
+
+/*
+ * lp_caller_ctx fills c with the state of the calling thread where the
+ * program called fn (a function of the agent's or of libc's that is on the
+ * stack of the caller of lp_caller_ctx, noted by lp_caller_fn): what the
+ * program's frames hold, without the frames of the calls it made into the
+ * agent or libc, which hold stale copies of what those calls handled.
+ * Returns 0, or -1 when that cannot be told.
+ */
+LP_HIDDEN __attribute__((noinline)) int lp_caller_ctx(struct lp_thread *t, struct lp_ctx *c, const void *fn)
+{
+	for (int i = 0; i < LP_CALLER_FNS; i++) {
+		if (lp_caller_fns[i].lo != 0 && lp_caller_fns[i].lo == (uintptr_t)fn) {
+			lp_ctx_here(c);
+			return lp_ctx_unwind(t, c, lp_caller_fns[i].lo, lp_caller_fns[i].hi);
+		}
+	}
+	return -1;
+}
+
 /* lp_outer_ctx fills c with the state of the calling thread's outermost
  * frame but one (see lp_ctx_unwind). */
 LP_HIDDEN __attribute__((noinline)) int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c)
@@ -890,6 +917,11 @@ LP_HIDDEN int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c)
 LP_HIDDEN void lp_ctx_here(struct lp_ctx *c)
 {
 	memset(c, 0, sizeof *c);
+}
+
+LP_HIDDEN void lp_caller_fn(const void *fn)
+{
+	(void)fn;
 }
 
 LP_HIDDEN int lp_caller_ctx(struct lp_thread *t, struct lp_ctx *c, const void *fn)
