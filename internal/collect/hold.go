@@ -311,10 +311,9 @@ func fromLoader(p *heap.Process, site heap.StackID) bool {
 	return false
 }
 
-// scanFailed warns that the scan of im failed and returns the Scan event
-// that says why, so that the report does too.
+// scanFailed returns the Scan event that says why the scan of im failed:
+// scan_error and the image's text report say it (once: no warning too).
 func (c *collector) scanFailed(im *image, info *event.ScanInfo, err error) []event.Event {
-	c.warn("pid %d: no leak kinds: %v", im.pid, err)
 	info.Error = err.Error()
 	return scanEvents(im.idx, c.src.Now(), info, nil, nil, nil)
 }
