@@ -40,6 +40,9 @@ func TestRootsLikeMemcheck(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			argv := []string{bin, tc.mode}
 			plain := native(t, nil, argv...)
+			if plain.code == 77 {
+				t.Skipf("the fixture cannot set the case up here: %s", plain.stderr)
+			}
 			if plain.code != 0 {
 				t.Fatalf("without leakpath: exit %d, stderr %q", plain.code, plain.stderr)
 			}
