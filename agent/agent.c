@@ -231,6 +231,12 @@ static void lp_init(void)
 	int ok = real_malloc && real_calloc && real_realloc && real_free && real_memalign &&
 		 real_posix_memalign && real_aligned_alloc && real_valloc && real_pvalloc;
 	if (ok) {
+		/* Where the program calls the agent's or libc's functions that
+		 * hold it for a scan (lp_caller_ctx). */
+		lp_caller_fn((const void *)exit);
+		lp_caller_fn((const void *)_exit);
+		lp_caller_fn((const void *)_Exit);
+		lp_ask_fns();
 		lp_modules_init();
 		lp_ring_init_key();
 		pthread_atfork(lp_atfork_prepare, lp_atfork_parent, lp_atfork_child);
@@ -417,8 +423,9 @@ static void lp_note_own_name(struct lp_thread *t)
 }
 
 /* lp_hold reports what the exiting thread folded and holds the process
- * for the collector's scan. */
-static void lp_hold(struct lp_thread *t)
+ * for the collector's scan; prog is the program's state where it called
+ * the exit function (NULL: not known). */
+static void lp_hold(struct lp_thread *t, const struct lp_ctx *prog)
 {
 	lp_fold_flush(t);
 	/* Like LeakSanitizer and heaptrack: suppressions compiled into the
@@ -427,7 +434,7 @@ static void lp_hold(struct lp_thread *t)
 	const char *(*deflt)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "__lsan_default_suppressions");
 	if (deflt)
 		supp = deflt();
-	lp_hold_exit(supp);
+	lp_hold_exit(supp, prog);
 }
 
 /*
@@ -471,8 +478,15 @@ static inline __attribute__((always_inline)) void lp_wipe_below(struct lp_thread
 }
 
 /* lp_note_exit records the process's exit and holds it for the scan.
+ * fn is the exit function the program called (exit, _exit, _Exit), on
+ * the stack above: the scan starts at the program's frame that called it,
+ * as the program left it. The frames of the exit function, of the handlers
+ * it runs and of the agent's hold are not the program's: their slots that
+ * nothing wrote hold what earlier calls (malloc's, the agent's hooks')
+ * left, and a block's address there hid its leak (memcheck reads only
+ * what was written; LeakSanitizer's scan starts above its own frames).
  * Not inlined: its frame goes where lp_wipe_below cleared. */
-static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int name)
+static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int name, const void *fn)
 {
 	struct lp_thread *t = lp_rec_thread();
 	if (t && !lp_vfork_child()) {
@@ -481,8 +495,11 @@ static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
 		lp_enter(&t->busy);
-		lp_hold(t);
+		struct lp_ctx prog;
+		int known = lp_caller_ctx(t, &prog, fn) == 0;
+		lp_hold(t, known ? &prog : NULL);
 		lp_leave(&t->busy);
+		__asm__ volatile("" : : "r"(&prog) : "memory"); /* read by the scan */
 	}
 }
 
@@ -490,7 +507,7 @@ static void lp_on_exit(int status, void *arg)
 {
 	(void)arg;
 	lp_wipe_below(&lp_tls);
-	lp_note_exit(status, LP_EXIT_EXIT, 1);
+	lp_note_exit(status, LP_EXIT_EXIT, 1, (const void *)exit);
 }
 
 void lp_note_thread_exit(void)
@@ -509,6 +526,13 @@ void lp_note_thread_exit(void)
 	 * thread is gone. */
 	t->fold = NULL;
 	lp_tables_park(t);
+	/* Its stack is dead below its start routine's frame, whatever glibc
+	 * keeps of it (lp_own.dead). */
+	struct lp_ctx outer;
+	uintptr_t dead_sp = (uintptr_t)__builtin_frame_address(0);
+	if (lp_outer_ctx(t, &outer) == 0)
+		dead_sp = outer.sp;
+	lp_dead_stack(t->stack_lo, t->stack_hi, dead_sp, (uintptr_t)__builtin_thread_pointer(), 1);
 	lp_wipe_below(t);
 }
 
@@ -1023,7 +1047,7 @@ LP_EXPORT int dlclose(void *h)
 LP_EXPORT void _exit(int status)
 {
 	lp_wipe_below(&lp_tls);
-	lp_note_exit(status, LP_EXIT__EXIT, 0);
+	lp_note_exit(status, LP_EXIT__EXIT, 0, (const void *)_exit);
 	if (!real__exit)
 		real__exit = lp_sym("_exit");
 	if (real__exit)
@@ -1035,7 +1059,7 @@ LP_EXPORT void _exit(int status)
 LP_EXPORT void _Exit(int status)
 {
 	lp_wipe_below(&lp_tls);
-	lp_note_exit(status, LP_EXIT__EXIT, 0);
+	lp_note_exit(status, LP_EXIT__EXIT, 0, (const void *)_Exit);
 	if (!real__Exit)
 		real__Exit = lp_sym("_Exit");
 	if (real__Exit)

@@ -126,12 +126,33 @@ static inline struct lp_thread *lp_rec_thread(void)
 	return lp_rec_slow(t);
 }
 
+/*
+ * A thread's state at a call: its callee-saved registers, stack pointer
+ * and return address. Caller-saved registers hold nothing of the caller's
+ * across a call. lp_ctx_here (an assembly function) fills c with its
+ * caller's state at the call; lp_ctx_unwind (unwind.c) moves it out to
+ * the caller of a given function.
+ */
+enum { LP_CTX_RBX, LP_CTX_RBP, LP_CTX_R12, LP_CTX_R13, LP_CTX_R14, LP_CTX_R15 };
+struct lp_ctx {
+	uint64_t regs[6]; /* LP_CTX_*: the order of the wire's hold_regs and ask_regs */
+	uint64_t sp, pc;
+};
+LP_HIDDEN void lp_ctx_here(struct lp_ctx *c);
+LP_HIDDEN int lp_ctx_unwind(struct lp_thread *t, struct lp_ctx *c, uintptr_t lo, uintptr_t hi);
+LP_HIDDEN void lp_caller_fn(const void *fn);
+LP_HIDDEN int lp_caller_ctx(struct lp_thread *t, struct lp_ctx *c, const void *fn);
+LP_HIDDEN void lp_ask_fns(void);
+LP_HIDDEN int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c);
+LP_HIDDEN void lp_dead_stack(uintptr_t lo, uintptr_t hi, uintptr_t sp, uintptr_t tp, int dead);
+
 /* ring.c */
 LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
-LP_HIDDEN void lp_hold_exit(const char *supp);
+struct lp_ctx;
+LP_HIDDEN void lp_hold_exit(const char *supp, const struct lp_ctx *prog);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
 LP_HIDDEN long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout);
 LP_HIDDEN void lp_ring_stop(void);

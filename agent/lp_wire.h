@@ -200,11 +200,12 @@ struct lp_header {
 	int64_t tls_offset;       /* its per-thread state: thread pointer + tls_offset, */
 	uint64_t tls_size;        /*   tls_size bytes */
 	/* Written by the holding thread before LP_HOLD_REQUESTED (0: not
-	 * known): its stack pointer, its registers spilled above it, and its
-	 * thread pointer. See "The exit hold". */
+	 * known): where the scan of its stack starts, its thread pointer, and
+	 * the address of the program's callee-saved registers (6 words: rbx,
+	 * rbp, r12-r15; 0: spilled above hold_sp). See "The exit hold". */
 	uint64_t hold_sp;
 	uint64_t hold_tp;
-	uint64_t pad6;
+	uint64_t hold_regs;
 	/* offset 384: root-cause windows, see LP_TRACE_* */
 	uint32_t trace_state;     /* futex word */
 	int32_t trace_tid;        /* the thread that asks */
@@ -225,7 +226,12 @@ struct lp_header {
 	uint32_t ask_pad;
 	int64_t ask_result;       /* written by the collector before LP_ASK_DONE */
 	char ask_label[LP_ASK_LABEL_MAX]; /* NUL terminated */
-	uint64_t pad8[53];
+	/* The asking thread's state where the program called the agent (0:
+	 * not known): its stack pointer, and the address of its callee-saved
+	 * registers (6 words: rbx, rbp, r12-r15). */
+	uint64_t ask_sp;
+	uint64_t ask_regs;
+	uint64_t pad8[51];
 	/* offset 1024: stale objects, see LP_STALE_* (agent/slots.c) */
 	uint32_t stale_slots;     /* collector: slot pages in the pool */
 	uint32_t stale_sample;    /* collector: a site's 1st allocation, then every Kth */
@@ -290,12 +296,28 @@ enum {
 /* The agent's own anonymous mappings (its tables), in the agent's memory;
  * a range with addr 0 is unused. overflow: some were not listed. */
 #define LP_OWN_MAX 256u
+#define LP_DEAD_MAX 256u
 struct lp_own_table {
 	uint32_t count; /* ranges in use: r[0, count) */
 	uint32_t overflow;
 	struct lp_own_range {
 		uint64_t addr, len;
 	} r[LP_OWN_MAX];
+	/* The dead part of the stacks of threads that exited: from the
+	 * stack's low end to where the thread's start routine had its
+	 * frame. glibc keeps such stacks mapped for reuse; what the thread's
+	 * dead frames left there is no root (memcheck reads only what was
+	 * written since the stack shrank; LeakSanitizer scans only live
+	 * threads), and neither is the agent's per-thread state in its TLS
+	 * (at tp + tls_offset). A ring of the latest (addr 0: unused): a
+	 * thread that starts on a stack clears its entry. */
+	uint32_t dead_next; /* the next entry to write, modulo LP_DEAD_MAX */
+	uint32_t dead_pad;
+	struct lp_dead_stack {
+		uint64_t addr, len; /* [addr, addr+len): the dead frames */
+		uint64_t tp;        /* the thread's thread pointer */
+		uint64_t pad;
+	} dead[LP_DEAD_MAX];
 };
 
 /*
@@ -308,11 +330,15 @@ struct lp_own_table {
  * The agent gives up waiting if no answer comes within 5 s, or if the
  * collector dies during the scan.
  *
- * The holding thread blocks every signal until the release and leaves its
- * stack pointer (hold_sp; its callee-saved registers, which may hold the
- * program's pointers, spilled above it) and thread pointer (hold_tp): when
- * it is the process's only thread, nothing else runs in the process, and
- * the collector reads the memory without stopping it.
+ * The holding thread blocks every signal until the release and leaves the
+ * program's state where it called the exit function: its stack pointer
+ * (hold_sp) and callee-saved registers (at hold_regs), the frames below
+ * being the exit function's, its handlers' and the agent's, not roots.
+ * When that cannot be told, hold_sp is the holding thread's own stack
+ * pointer with its registers spilled above it, and hold_regs 0. It leaves
+ * its thread pointer too (hold_tp): when it is the process's only thread,
+ * nothing else runs in the process, and the collector reads the memory
+ * without stopping it.
  */
 enum {
 	LP_HOLD_NONE = 0,

@@ -391,6 +391,7 @@ int lp_thread_attach(struct lp_thread *t)
 	if (fresh) {
 		t->tid = (int)syscall(SYS_gettid);
 		lp_stack_bounds(t);
+		lp_dead_stack(t->stack_lo, t->stack_hi, 0, 0, 0); /* live again */
 	}
 	t->gen = lp_region_gen;
 	t->slot = NULL;
@@ -549,7 +550,8 @@ LP_HIDDEN void lp_slot_exited(struct lp_thread *t)
  * lp_hold_regs spills the callee-saved registers into spill (which the
  * caller keeps live in its frame) and notes the stack pointer below it and
  * the thread pointer in h. Caller-saved registers hold nothing of the
- * program's across the calls that led here.
+ * program's across the calls that led here. The fallback when the
+ * program's own state at its exit call is not known.
  */
 static inline __attribute__((always_inline)) void lp_hold_regs(struct lp_header *h, uint64_t *spill)
 {
@@ -578,9 +580,11 @@ static inline __attribute__((always_inline)) void lp_hold_regs(struct lp_header 
  * lp_hold_exit holds the process at its end while the collector scans it
  * (see LP_HOLD_* in lp_wire.h), if the collector asked for that. Once per
  * process image; a second exiting thread passes through. supp is the
- * string of the program's __lsan_default_suppressions, or NULL.
+ * string of the program's __lsan_default_suppressions, or NULL; prog the
+ * program's state at its exit call (NULL: not known), which stays live
+ * in the caller's frame until this returns.
  */
-LP_HIDDEN void lp_hold_exit(const char *supp)
+LP_HIDDEN void lp_hold_exit(const char *supp, const struct lp_ctx *prog)
 {
 	struct lp_header *h = lp_hdr;
 	if (!h || !(h->flags & LP_HF_HOLD_EXIT) || !lp_collector_alive())
@@ -596,6 +600,11 @@ LP_HIDDEN void lp_hold_exit(const char *supp)
 	h->hold_supp = (uint64_t)(uintptr_t)supp;
 	uint64_t spill[6] = {0};
 	lp_hold_regs(h, spill);
+	h->hold_regs = 0;
+	if (prog) {
+		h->hold_sp = prog->sp;
+		h->hold_regs = (uint64_t)(uintptr_t)prog->regs;
+	}
 	uint32_t expect = LP_HOLD_NONE;
 	if (!__atomic_compare_exchange_n(&h->hold, &expect, LP_HOLD_REQUESTED, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))

@@ -65,11 +65,15 @@ static void lp_ask_wake(struct lp_header *h)
  * lp_ask asks the collector for a snapshot or a leak check (see LP_ASK_*
  * in lp_wire.h) and waits for the answer. Returns the collector's result
  * (>= 0), -1 when it did not answer or failed, or LP_ASK_UNRECORDED
- * when this process is not recorded.
+ * when this process is not recorded. fn is the exported function the
+ * program called: the scan of this thread starts at the program's frame
+ * that called it, with the registers it had there, not at the agent's
+ * stack pointer (the dead frames of earlier calls below the program's
+ * frame hold stale pointers that hid leaks).
  */
 #define LP_ASK_UNRECORDED (-2)
 
-static int64_t lp_ask(unsigned kind, const char *label)
+static int64_t lp_ask(unsigned kind, const char *label, const void *fn)
 {
 	struct lp_thread *t = lp_rec_thread();
 	struct lp_header *h = lp_hdr;
@@ -96,6 +100,14 @@ static int64_t lp_ask(unsigned kind, const char *label)
 	if (n)
 		memcpy(h->ask_label, label, n);
 	h->ask_label[n] = 0;
+	struct lp_ctx prog;
+	h->ask_sp = h->ask_regs = 0;
+	lp_enter(&t->busy); /* the unwind may refresh the modules, which allocates */
+	if (lp_caller_ctx(t, &prog, fn) == 0) {
+		h->ask_sp = prog.sp;
+		h->ask_regs = (uint64_t)(uintptr_t)prog.regs;
+	}
+	lp_leave(&t->busy);
 	if (lp_post(&h->ask_state, LP_ASK_REQUESTED, LP_ASK_IDLE, LP_ASK_WAIT_MS) != 0) {
 		lp_ask_wake(h); /* withdrawn: nobody took it */
 		goto out;
@@ -109,6 +121,7 @@ static int64_t lp_ask(unsigned kind, const char *label)
 	}
 	if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_DONE)
 		result = __atomic_load_n(&h->ask_result, __ATOMIC_ACQUIRE);
+	__asm__ volatile("" : : "r"(&prog) : "memory"); /* read by the scan until here */
 	__atomic_store_n(&h->ask_state, LP_ASK_IDLE, __ATOMIC_RELEASE);
 	lp_ask_wake(h);
 out:
@@ -118,12 +131,12 @@ out:
 
 LP_EXPORT int __leakpath_snapshot(const char *label)
 {
-	return lp_ask(LP_ASK_SNAPSHOT, label) < 0 ? -1 : 0;
+	return lp_ask(LP_ASK_SNAPSHOT, label, (const void *)__leakpath_snapshot) < 0 ? -1 : 0;
 }
 
 LP_EXPORT int __leakpath_leak_check(void)
 {
-	int64_t r = lp_ask(LP_ASK_LEAK_CHECK, NULL);
+	int64_t r = lp_ask(LP_ASK_LEAK_CHECK, NULL, (const void *)__leakpath_leak_check);
 	if (r == LP_ASK_UNRECORDED)
 		return 0; /* as without leakpath */
 	if (r < 0)
@@ -131,4 +144,12 @@ LP_EXPORT int __leakpath_leak_check(void)
 	if (r > INT_MAX)
 		return INT_MAX;
 	return (int)r;
+}
+
+/* lp_ask_fns notes the functions the program asks through, for the scan
+ * of its stack from where it called them (lp_caller_ctx). */
+LP_HIDDEN void lp_ask_fns(void)
+{
+	lp_caller_fn((const void *)__leakpath_snapshot);
+	lp_caller_fn((const void *)__leakpath_leak_check);
 }

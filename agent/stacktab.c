@@ -158,6 +158,33 @@ out:
 	__atomic_store_n(&lp_own_lock, 0, __ATOMIC_RELEASE);
 }
 
+static int lp_dead_lock;
+
+/* lp_dead_stack notes that the thread with stack [lo, hi) and thread
+ * pointer tp exits, its frames below sp dead (dead), or that a thread
+ * starts on it (!dead): an entry of a stack it overlaps is cleared. */
+LP_HIDDEN void lp_dead_stack(uintptr_t lo, uintptr_t hi, uintptr_t sp, uintptr_t tp, int dead)
+{
+	if (!lo || hi <= lo)
+		return;
+	while (__atomic_exchange_n(&lp_dead_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	for (uint32_t i = 0; i < LP_DEAD_MAX; i++) {
+		struct lp_dead_stack *r = &lp_own.dead[i];
+		if (r->addr && r->addr < hi && r->addr + r->len > lo) {
+			__atomic_store_n(&r->addr, 0, __ATOMIC_RELEASE);
+			r->len = 0;
+		}
+	}
+	if (dead && sp > lo && sp <= hi) {
+		struct lp_dead_stack *r = &lp_own.dead[lp_own.dead_next++ % LP_DEAD_MAX];
+		r->len = sp - lo;
+		r->tp = tp;
+		__atomic_store_n(&r->addr, (uint64_t)lo, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&lp_dead_lock, 0, __ATOMIC_RELEASE);
+}
+
 void *lp_mmap(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -15,6 +15,8 @@
  */
 #include "agent.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <string.h>
 
 /* A rule packed in 64 bits: how to get from a frame to its caller's. */
@@ -191,6 +193,7 @@ struct lp_cfstate {
 	int cfa_deref_rbp; /* CFA = *(rbp + cfa_off) */
 	int cfa_bad;       /* an expression we do not follow */
 	struct lp_regrule rbp, ra;
+	struct lp_regrule cs[5]; /* rbx, r12-r15: only lp_ctx_unwind uses them */
 };
 
 #define LP_REMEMBER 8
@@ -210,6 +213,10 @@ static struct lp_regrule *lp_reg(struct lp_cfstate *s, uint64_t reg, struct lp_r
 		return &s->rbp;
 	if (reg == 16)
 		return &s->ra;
+	if (reg == 3)
+		return &s->cs[0];
+	if (reg >= 12 && reg <= 15)
+		return &s->cs[reg - 11];
 	return scratch;
 }
 
@@ -483,10 +490,11 @@ static const uint8_t *lp_find_fde(const uint8_t *hdr, uintptr_t pc)
 	return hdr + tab[2 * (lo - 1) + 1];
 }
 
-/* lp_compute finds the rule for return address pc (the call is at pc-1). */
-static struct lp_rule lp_compute(struct lp_thread *t, uintptr_t pc)
+/* lp_cfi computes the call frame state s at return address pc (the call
+ * is at pc-1) from its module's .eh_frame. Returns 0, or -1 when pc has
+ * no unwind information we follow. */
+static int lp_cfi(struct lp_thread *t, uintptr_t pc, struct lp_cfstate *s)
 {
-	struct lp_rule bad = {.how = LP_R_VALID | LP_R_FP};
 	uintptr_t target = pc - 1;
 	const struct lp_module *m = lp_module_of(target);
 	if (!m && t->state == 1) {
@@ -494,35 +502,47 @@ static struct lp_rule lp_compute(struct lp_thread *t, uintptr_t pc)
 		m = lp_module_of(target);
 	}
 	if (!m || !m->eh_hdr)
-		return bad;
+		return -1;
 	const uint8_t *fde = lp_find_fde(m->eh_hdr, target);
 	if (!fde)
-		return bad;
+		return -1;
 	struct lp_rd r = {.p = fde, .end = fde + 8};
 	uint64_t len = lp_fixed(&r, 4);
 	if (len == 0 || len == 0xffffffffu)
-		return bad;
+		return -1;
 	r.end = r.p + len;
 	const uint8_t *idp = r.p;
 	uint32_t cie_off = (uint32_t)lp_fixed(&r, 4);
 	struct lp_cie c;
 	if (cie_off == 0 || lp_read_cie(idp - cie_off, &c) != 0)
-		return bad;
+		return -1;
 	uintptr_t start = lp_enc(&r, c.fde_enc, 0);
 	uintptr_t range = lp_enc(&r, (uint8_t)(c.fde_enc & 0x0f), 0);
 	if (r.bad || target < start || target >= start + range)
-		return bad;
+		return -1;
 	if (c.has_aug) {
 		uint64_t l = lp_uleb(&r);
 		r.p += l;
 		if (r.p > r.end)
-			return bad;
+			return -1;
 	}
 	struct lp_cfstate init = {.cfa_reg = 7, .cfa_off = 8, .rbp = {R_SAME, 0}, .ra = {R_OFFSET, -8}};
+	for (int i = 0; i < 5; i++)
+		init.cs[i].kind = R_SAME;
 	if (lp_run(&c, c.insns, c.insns_end, start, target, &init, NULL) != 0)
-		return bad;
-	struct lp_cfstate s = init;
-	if (lp_run(&c, r.p, r.end, start, target, &s, &init) != 0)
+		return -1;
+	*s = init;
+	if (lp_run(&c, r.p, r.end, start, target, s, &init) != 0)
+		return -1;
+	return 0;
+}
+
+/* lp_compute finds the rule for return address pc (the call is at pc-1). */
+static struct lp_rule lp_compute(struct lp_thread *t, uintptr_t pc)
+{
+	struct lp_rule bad = {.how = LP_R_VALID | LP_R_FP};
+	struct lp_cfstate s;
+	if (lp_cfi(t, pc, &s) != 0)
 		return bad;
 
 	struct lp_rule out = {0};
@@ -727,3 +747,188 @@ int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocach
 #undef LP_USE_RBP
 	return n;
 }
+
+/*
+ * lp_ctx_unwind moves c, a state of the calling thread (lp_ctx_here), out
+ * through the frames of its callers until it has left the frame of the
+ * function at [lo, hi): c is then the state of that function's caller at
+ * the call (its stack pointer past the return address, its callee-saved
+ * registers). Only the callee-saved registers the unwind information
+ * tracks are followed; one it cannot recover becomes 0. Every read is
+ * bounds-checked against the thread's stack. Returns 0, or -1 (c
+ * undefined) when the unwind fails or the function is not on the stack
+ * within a few frames. With lo and hi 0, it goes out to the outermost
+ * frame (whose return address is undefined: clone's) and leaves c the
+ * state of the frame it called (a thread's start_thread).
+ */
+LP_HIDDEN int lp_ctx_unwind(struct lp_thread *t, struct lp_ctx *c, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t slo = t->stack_lo, shi = t->stack_hi;
+	if (!slo || c->sp < slo || c->sp >= shi)
+		return -1;
+	struct lp_ctx prev = *c;
+	for (int depth = 0; depth < 64; depth++) {
+		uintptr_t pc = c->pc, sp = c->sp, cfa;
+		struct lp_cfstate s;
+		if (pc < 4096 || lp_cfi(t, pc, &s) != 0)
+			return -1;
+		if (lo == 0 && hi == 0 && s.ra.kind == R_UNDEF) {
+			/* The outermost frame (clone's): its callee's state. */
+			if (depth == 0)
+				return -1;
+			*c = prev;
+			return 0;
+		}
+		if (s.cfa_bad)
+			return -1;
+		prev = *c;
+		if (s.cfa_deref_rbp) {
+			uintptr_t a = c->regs[LP_CTX_RBP] + (intptr_t)s.cfa_off;
+			if (a < sp || a > shi - 8 || (a & 7))
+				return -1;
+			cfa = *(const uintptr_t *)a;
+		} else if (s.cfa_reg == 7) {
+			cfa = sp + (intptr_t)s.cfa_off;
+		} else if (s.cfa_reg == 6) {
+			cfa = c->regs[LP_CTX_RBP] + (intptr_t)s.cfa_off;
+		} else {
+			return -1;
+		}
+		if (cfa <= sp || cfa > shi || (cfa & 7) || s.ra.kind != R_OFFSET)
+			return -1;
+		struct lp_regrule *rules[6] = {&s.cs[0], &s.rbp, &s.cs[1], &s.cs[2], &s.cs[3], &s.cs[4]};
+		uint64_t next[6];
+		for (int i = 0; i < 6; i++) {
+			struct lp_regrule *rr = rules[i];
+			uintptr_t a;
+			switch (rr->kind) {
+			case R_UNDEF:
+			case R_SAME:
+				next[i] = c->regs[i];
+				break;
+			case R_OFFSET:
+			case R_AT_RBP:
+				a = (rr->kind == R_OFFSET ? cfa : c->regs[LP_CTX_RBP]) + (intptr_t)rr->off;
+				if (a < sp || a > shi - 8)
+					return -1;
+				next[i] = *(const uint64_t *)a;
+				break;
+			default:
+				next[i] = 0;
+			}
+		}
+		uintptr_t ra_at = cfa + (intptr_t)s.ra.off;
+		if (ra_at < sp || ra_at > shi - 8)
+			return -1;
+		for (int i = 0; i < 6; i++)
+			c->regs[i] = next[i];
+		c->pc = *(const uintptr_t *)ra_at;
+		c->sp = cfa;
+		/* The frame just left was at pc-1 (pc a return address). */
+		if (pc - 1 >= lo && pc - 1 < hi)
+			return 0;
+	}
+	return -1;
+}
+
+#if defined(__x86_64__)
+/* At entry the callee-saved registers are the caller's, and the return
+ * address is at rsp: the caller's state right after the call. */
+__asm__(".text\n"
+	".globl lp_ctx_here\n"
+	".hidden lp_ctx_here\n"
+	".type lp_ctx_here, @function\n"
+	"lp_ctx_here:\n"
+	".cfi_startproc\n"
+	"\tmov %rbx, 0(%rdi)\n"
+	"\tmov %rbp, 8(%rdi)\n"
+	"\tmov %r12, 16(%rdi)\n"
+	"\tmov %r13, 24(%rdi)\n"
+	"\tmov %r14, 32(%rdi)\n"
+	"\tmov %r15, 40(%rdi)\n"
+	"\tlea 8(%rsp), %rax\n"
+	"\tmov %rax, 48(%rdi)\n"
+	"\tmov (%rsp), %rax\n"
+	"\tmov %rax, 56(%rdi)\n"
+	"\tret\n"
+	".cfi_endproc\n"
+	".size lp_ctx_here, .-lp_ctx_here\n");
+
+/* The extents of the functions lp_caller_ctx unwinds out of, found at
+ * start: a fork child at its exit may not take the loader's lock (another
+ * thread of its parent held it at the fork), which dladdr1 does. */
+#define LP_CALLER_FNS 8
+static struct {
+	uintptr_t lo, hi;
+} lp_caller_fns[LP_CALLER_FNS];
+
+/* lp_caller_fn notes fn's extent (its dynamic symbol's), for
+ * lp_caller_ctx. At start only, single-threaded. */
+LP_HIDDEN void lp_caller_fn(const void *fn)
+{
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+	if (!fn || !dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !info.dli_saddr ||
+	    sym->st_size == 0 || (uintptr_t)info.dli_saddr != (uintptr_t)fn)
+		return;
+	for (int i = 0; i < LP_CALLER_FNS; i++) {
+		if (lp_caller_fns[i].lo == 0 || lp_caller_fns[i].lo == (uintptr_t)fn) {
+			lp_caller_fns[i].hi = (uintptr_t)fn + sym->st_size;
+			lp_caller_fns[i].lo = (uintptr_t)fn;
+			return;
+		}
+	}
+}
+
+/*
+ * lp_caller_ctx fills c with the state of the calling thread where the
+ * program called fn (a function of the agent's or of libc's that is on the
+ * stack of the caller of lp_caller_ctx, noted by lp_caller_fn): what the
+ * program's frames hold, without the frames of the calls it made into the
+ * agent or libc, which hold stale copies of what those calls handled.
+ * Returns 0, or -1 when that cannot be told.
+ */
+LP_HIDDEN __attribute__((noinline)) int lp_caller_ctx(struct lp_thread *t, struct lp_ctx *c, const void *fn)
+{
+	for (int i = 0; i < LP_CALLER_FNS; i++) {
+		if (lp_caller_fns[i].lo != 0 && lp_caller_fns[i].lo == (uintptr_t)fn) {
+			lp_ctx_here(c);
+			return lp_ctx_unwind(t, c, lp_caller_fns[i].lo, lp_caller_fns[i].hi);
+		}
+	}
+	return -1;
+}
+
+/* lp_outer_ctx fills c with the state of the calling thread's outermost
+ * frame but one (see lp_ctx_unwind). */
+LP_HIDDEN __attribute__((noinline)) int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c)
+{
+	lp_ctx_here(c);
+	return lp_ctx_unwind(t, c, 0, 0);
+}
+#else
+LP_HIDDEN int lp_outer_ctx(struct lp_thread *t, struct lp_ctx *c)
+{
+	(void)t;
+	memset(c, 0, sizeof *c);
+	return -1;
+}
+
+LP_HIDDEN void lp_ctx_here(struct lp_ctx *c)
+{
+	memset(c, 0, sizeof *c);
+}
+
+LP_HIDDEN void lp_caller_fn(const void *fn)
+{
+	(void)fn;
+}
+
+LP_HIDDEN int lp_caller_ctx(struct lp_thread *t, struct lp_ctx *c, const void *fn)
+{
+	(void)t;
+	(void)fn;
+	memset(c, 0, sizeof *c);
+	return -1;
+}
+#endif

@@ -64,9 +64,8 @@ func TestCheckExitCode(t *testing.T) {
 	if r := leakpath(t, []string{"--check", "--check-exit-code", "9"}, nil, bin); r.code != 9 {
 		t.Errorf("--check-exit-code 9 exited %d", r.code)
 	}
-	// allfuncs leaves one block, pointed to from main's frame at exit:
-	// still reachable (memcheck agrees), so not a --check failure unless
-	// asked for.
+	// allfuncs leaves one block, pointed to by a global at exit: still
+	// reachable, so not a --check failure unless asked for.
 	reach := fixture(t, "allfuncs.c")
 	if r := leakpath(t, []string{"--check"}, nil, reach); r.code != 0 {
 		t.Errorf("--check with only a reachable block exited %d, want 0\n%s", r.code, r.text)

@@ -176,7 +176,7 @@ func (c *collector) detachScan(im *image, m *merger, direct *directTarget) contr
 		c.detached, c.detachErr = inject.DetachStopped(ctx, tr, int(im.pid), c.detachOpts)
 	}
 	defer func() { c.stoppedHook = nil }()
-	if err := c.scan(im, m, direct, true, nil); err != nil {
+	if err := c.scan(im, m, direct, true, nil, nil); err != nil {
 		return control.Response{Error: err.Error()}
 	}
 	return control.Response{}

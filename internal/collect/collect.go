@@ -145,6 +145,7 @@ type image struct {
 	once    sync.Once
 	outcome *event.ProcessInfo // set by the collector for the main pid
 	stale   staleWatch         // owned by its pipeline
+	scanned bool               // its exit hold was taken (owned by its pipeline)
 }
 
 type collector struct {
@@ -687,7 +688,7 @@ func (c *collector) pipeline(im *image) {
 			if r.req.Op == opDetachScan {
 				r.resp <- c.detachScan(im, &m, direct)
 			} else {
-				r.resp <- c.snapshot(im, &m, direct, r.req)
+				r.resp <- c.snapshot(im, &m, direct, r.req, nil)
 			}
 		default:
 		}
@@ -750,6 +751,11 @@ func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *ev
 		m.Filled(ring, from)
 	}
 	out := m.take(0, true, direct.out)
+	if c.opts.Region.HoldExit && !im.scanned && !ended.ExecdOut && !ended.Detached {
+		// Every image that ends is scanned at its exit, or says why not.
+		info := &event.ScanInfo{Error: noExitScan(ended)}
+		out = append(out, scanEvents(im.idx, c.src.Now(), info, nil, nil, nil)...)
+	}
 	if lost := im.reg.Lost(); lost > 0 {
 		c.warn("pid %d: the agent lost %d records", im.pid, lost)
 	}
@@ -796,6 +802,14 @@ func (c *collector) abandon(im *image, m *merger, direct *directTarget, bad *reg
 	}
 	c.closeRegion(im)
 	c.sink.send(im.idx, []event.Event{{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}}}, true)
+}
+
+// noExitScan says why an image that ended had no scan at its exit.
+func noExitScan(p *event.ProcessInfo) string {
+	if !p.Exited && p.Signal != 0 {
+		return fmt.Sprintf("killed by %s: no exit hook ran to hold the process for it", unix.SignalName(syscall.Signal(p.Signal)))
+	}
+	return "the process did not wait for it at its exit (no exit hook ran, or the collector answered too late)"
 }
 
 // snapRequest is a snapshot request on its way to an image's pipeline.

@@ -36,9 +36,10 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 	if !im.reg.TakeHold() {
 		return
 	}
+	im.scanned = true
 	defer im.reg.ReleaseHold()
 	im.stale.over = true // its last reading is the scan's
-	if err := c.scan(im, m, direct, false, nil); err != nil {
+	if err := c.scan(im, m, direct, false, nil, nil); err != nil {
 		c.sink.send(im.idx, c.scanFailed(im, &event.ScanInfo{}, err), false)
 	}
 }
@@ -46,9 +47,11 @@ func (c *collector) scanHeld(im *image, m *merger, direct *directTarget) {
 // snapshot serves a snapshot request: the scan of scanHeld on a process
 // that goes on running, then the response Options.Snapshot makes of the
 // model as the scan left it (made while the process runs again).
-func (c *collector) snapshot(im *image, m *merger, direct *directTarget, req control.Request) control.Response {
+// caller, if not nil, is the asking thread's state where the program
+// asked.
+func (c *collector) snapshot(im *image, m *merger, direct *directTarget, req control.Request, caller *scan.Caller) control.Response {
 	var resp control.Response
-	err := c.scan(im, m, direct, true, func(s *heap.Session) { resp = c.opts.Snapshot(s, im.idx, req) })
+	err := c.scan(im, m, direct, true, caller, func(s *heap.Session) { resp = c.opts.Snapshot(s, im.idx, req) })
 	if err != nil {
 		return control.Response{Error: fmt.Sprintf("pid %d: %v", im.pid, err)}
 	}
@@ -72,7 +75,13 @@ func (c *collector) serveAsk(im *image, m *merger, direct *directTarget) {
 	if c.opts.Snapshot == nil {
 		resp.Error = "this leakpath run takes no snapshots"
 	} else {
-		resp = c.snapshot(im, m, direct, req)
+		var caller *scan.Caller
+		if a.SP != 0 && a.Regs != 0 {
+			// The scan starts at the program's frame that asked, not at
+			// the agent's (whose dead frames below hold stale pointers).
+			caller = &scan.Caller{TID: int(a.TID), SP: a.SP, RegsAddr: a.Regs}
+		}
+		resp = c.snapshot(im, m, direct, req, caller)
 	}
 	result := int64(-1)
 	if resp.Error == "" {
@@ -91,8 +100,10 @@ func (c *collector) serveAsk(im *image, m *merger, direct *directTarget) {
 // live block and records the result as Scan events (live: the process
 // goes on). Then, with the process running again, it calls after (if not
 // nil) on the sink's goroutine with the Scan events applied. A scan that
-// fails after the stop is recorded for the exit's (live false).
-func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, after func(*heap.Session)) error {
+// fails after the stop is recorded for the exit's (live false). caller, if
+// not nil, is a thread's state where the program called the agent (the
+// exit's comes from the hold).
+func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, caller *scan.Caller, after func(*heap.Session)) error {
 	pause := time.Now()
 	c.mu.Lock()
 	rc := im.rc
@@ -105,7 +116,10 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	var tr *ptrace.Tracer
 	var held *unix.PtraceRegs
 	if !live {
-		sp, tp := im.reg.HoldStack()
+		sp, tp, regs := im.reg.HoldStack()
+		if regs != 0 && sp != 0 {
+			caller = &scan.Caller{TP: tp, SP: sp, RegsAddr: regs}
+		}
 		tr, held = heldAlone(im.pid, sp, tp)
 	}
 	if held == nil {
@@ -143,13 +157,17 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 	if suppAddr != 0 {
 		supp, _ = scan.ReadString(tr, suppAddr, maxSuppressions)
 	}
-	target := scan.Target{PID: int(im.pid), Tracer: tr, Held: held, OwnTable: own, TLSOffset: tlsOff, TLSSize: tlsSize}
+	target := scan.Target{PID: int(im.pid), Tracer: tr, Held: held, Caller: caller, OwnTable: own, TLSOffset: tlsOff, TLSSize: tlsSize}
 	done := make(chan error, 1)
 	c.sink.sendAfter(im.idx, out, func(s *heap.Session) []event.Event {
 		p := s.Process(im.idx)
 		if p == nil {
-			done <- errors.New("the process is not in the model")
-			return nil
+			err := errors.New("the process is not in the model")
+			done <- err
+			if live {
+				return nil
+			}
+			return c.scanFailed(im, &event.ScanInfo{Live: live}, err)
 		}
 		blocks := liveBlocks(p, pending)
 		res, st, hp, err := scan.RunHeap(target, blocks, leak.DefaultOptions())
@@ -291,10 +309,9 @@ func fromLoader(p *heap.Process, site heap.StackID) bool {
 	return false
 }
 
-// scanFailed warns that the scan of im failed and returns the Scan event
-// that says why, so that the report does too.
+// scanFailed returns the Scan event that says why the scan of im failed:
+// scan_error and the image's text report say it (once: no warning too).
 func (c *collector) scanFailed(im *image, info *event.ScanInfo, err error) []event.Event {
-	c.warn("pid %d: no leak kinds: %v", im.pid, err)
 	info.Error = err.Error()
 	return scanEvents(im.idx, c.src.Now(), info, nil, nil, nil)
 }

@@ -60,9 +60,14 @@ type sink struct {
 	children map[forkKey]*held // children waiting for their parent's fork
 	childOf  map[uint32]forkKey
 	forked   map[forkKey]bool // forks applied whose child has not come yet
-	once     sync.Once
 	// budget, when set, checks the collector's memory every tick.
 	budget func()
+	// waiting are the functions of sendAfter for a proc whose events are
+	// held: they run once its events are applied (the scan of a fork child
+	// that exits before its parent's fork reached the sink found no
+	// process in the model, and its exit went unscanned).
+	waiting map[uint32][]func(*heap.Session) []event.Event
+	once    sync.Once
 	// judge, when set, looks at the model every judgeEvery (root causes).
 	judge      func(*heap.Session)
 	judgeEvery time.Duration
@@ -76,6 +81,7 @@ func newSink(model *heap.Session, trace TraceWriter) *sink {
 		room:   newRoom(inFlight),
 		paused: map[uint32]*held{}, children: map[forkKey]*held{},
 		childOf: map[uint32]forkKey{}, forked: map[forkKey]bool{},
+		waiting: map[uint32][]func(*heap.Session) []event.Event{},
 	}
 }
 
@@ -145,6 +151,7 @@ func (s *sink) run() {
 		case b, ok := <-s.in:
 			if !ok {
 				s.releaseAll()
+				s.runWaiting()
 				s.flush()
 				return
 			}
@@ -154,13 +161,15 @@ func (s *sink) run() {
 			}
 			s.room.give(n)
 			if b.after != nil {
-				s.apply(b.after(s.model))
+				s.waiting[b.proc] = append(s.waiting[b.proc], b.after)
 			}
+			s.runWaiting()
 		case <-tick.C:
 			if s.budget != nil {
 				s.budget()
 			}
 			s.expire()
+			s.runWaiting()
 			if time.Since(s.flushed) >= traceFlushEvery {
 				s.flush()
 			}
@@ -249,6 +258,30 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 	}
 	s.apply(evs)
 	return true
+}
+
+// waits reports whether proc's events wait (a paused parent, a child
+// waiting for its parent's fork).
+func (s *sink) waits(proc uint32) bool {
+	if s.paused[proc] != nil {
+		return true
+	}
+	_, ok := s.childOf[proc]
+	return ok
+}
+
+// runWaiting runs the functions of sendAfter whose procs' events are no
+// longer held, in the order they came.
+func (s *sink) runWaiting() {
+	for proc, fs := range s.waiting {
+		if s.waits(proc) {
+			continue
+		}
+		delete(s.waiting, proc)
+		for _, f := range fs {
+			s.apply(f(s.model))
+		}
+	}
 }
 
 // checkForkFailed resumes a paused parent whose fork failed.

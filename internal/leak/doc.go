@@ -5,7 +5,9 @@
 // blocks found from them, and says of each block how it is reached.
 //
 // A pointer is an aligned 8-byte word, in a root range or in a block, or a
-// register value. It points to a block if its value lies in [Addr,
+// register value; in a root marked StartOnly (the C library's data, where
+// its allocator's state points at chunk headers inside blocks) only a
+// start pointer is one. It points to a block if its value lies in [Addr,
 // Addr+Size): at Addr it is a start pointer, past it an interior pointer.
 // A zero-size block is reached only by a pointer equal to its address.
 // Words inside blocks are never roots, even if a root range covers them.

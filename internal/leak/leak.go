@@ -62,10 +62,14 @@ type Block struct {
 
 // Root is a range of memory whose words are roots: a writable segment, a
 // thread's stack from its stack pointer up. What names it for the caller;
-// Classify does not use it.
+// Classify does not use it. StartOnly: its words count only as start
+// pointers (the C library's data, where its allocator's state points at
+// chunk headers, inside the blocks before them: memcheck and
+// LeakSanitizer replace that allocator and never see such words).
 type Root struct {
 	Addr, Len uint64
 	What      string
+	StartOnly bool
 }
 
 // Memory reads the stopped process's memory. ReadRanges fills each range's
@@ -459,6 +463,9 @@ func (c *classifier) markPhase(words []uint64, roots []Root) error {
 	visit := func(p piece, hs []hit) {
 		// The state now, not when pushed: a block upgraded since is
 		// scanned as what it has become.
+		if p.blk == rootStartOnly {
+			hs = startHits(hs)
+		}
 		c.markHits(hs, p.blk < 0 || c.flags[p.blk]&stMask == stReachable)
 	}
 	for {

@@ -111,6 +111,23 @@ func TestInteriorOnlyIsPossible(t *testing.T) {
 	}
 }
 
+// TestStartOnlyRoot: in a StartOnly root (the C library's data) an
+// interior pointer is none, a start pointer still counts, and the same
+// words elsewhere count as ever.
+func TestStartOnlyRoot(t *testing.T) {
+	w := newWorld(t)
+	w.roots[0].StartOnly, w.roots[0].Len = true, 0x1000
+	a := w.block(0, 64)  // only an interior pointer, where top would be
+	b := w.block(80, 32) // a start pointer
+	c := w.block(128, 48)
+	w.root(w.addr(a) + 56)
+	w.root(w.addr(b))
+	w.root(w.addr(c) + 8) // interior, but also from an ordinary root below
+	w.roots = append(w.roots, Root{Addr: tRoot + 0x8000, Len: 0x100, What: "stack"})
+	w.a.put(tRoot+0x8000, w.addr(c)+8)
+	w.expect(w.run(), Definite, Reachable, Possible)
+}
+
 func TestNoPointerIsDefinite(t *testing.T) {
 	w := newWorld(t)
 	w.block(0, 32)

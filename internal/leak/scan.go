@@ -151,6 +151,20 @@ func (c *classifier) skip(p piece, got uint64) {
 	c.carry = append(c.carry, piece{addr: next, n: end - next, blk: p.blk, fails: fails})
 }
 
+// The blk of a root's piece: -1, or rootStartOnly for a Root.StartOnly.
+const rootStartOnly = -2
+
+// startHits keeps the start pointers of hs, in place.
+func startHits(hs []hit) []hit {
+	out := hs[:0]
+	for _, h := range hs {
+		if h.start {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // rootIter yields the pieces of the roots, leaving out the words of blocks:
 // like memcheck's root set, which excludes the heap, so that a block's
 // contents never make another block reachable by themselves.
@@ -202,7 +216,11 @@ func (it *rootIter) next() (piece, bool) {
 			it.active = false
 		}
 		if e > a {
-			return piece{addr: a, n: e - a, blk: -1}, true
+			blk := int32(-1)
+			if it.roots[it.ri-1].StartOnly {
+				blk = rootStartOnly
+			}
+			return piece{addr: a, n: e - a, blk: blk}, true
 		}
 	}
 }

@@ -36,11 +36,14 @@ func (r *Region) HoldInfo() (supp, ownTable uint64, tlsOffset int64, tlsSize uin
 		int64(r.u64(wire.OffTLSOffset).Load()), r.u64(wire.OffTLSSize).Load()
 }
 
-// HoldStack returns the holding thread's stack pointer (its callee-saved
-// registers spilled above it) and thread pointer, as it left them before
-// its hold request; sp is 0 when the agent could not say.
-func (r *Region) HoldStack() (sp, tp uint64) {
-	return r.u64(wire.OffHoldSP).Load(), r.u64(wire.OffHoldTP).Load()
+// HoldStack returns where the scan of the holding thread's stack starts
+// and its thread pointer, as it left them before its hold request (sp is 0
+// when the agent could not say), and regs, the address in the process of
+// the program's callee-saved registers where it called the exit function
+// (sp then is its stack pointer there). With regs 0, sp is the holding
+// thread's own, its callee-saved registers spilled above it.
+func (r *Region) HoldStack() (sp, tp, regs uint64) {
+	return r.u64(wire.OffHoldSP).Load(), r.u64(wire.OffHoldTP).Load(), r.u64(wire.OffHoldRegs).Load()
 }
 
 // PendingBlock is an allocation a thread keeps pending in its fold area:
@@ -84,6 +87,10 @@ type Ask struct {
 	Kind  uint32 // wire.AskSnapshot or wire.AskLeakCheck
 	TID   int32  // the thread that asks
 	Label string // leakpath_snapshot's label
+	// SP and Regs: the asking thread's stack pointer where the program
+	// called the agent, and the address of its callee-saved registers
+	// there (0, 0: not known).
+	SP, Regs uint64
 }
 
 // TakeAsk claims the program's request. It fails if the agent withdrew
@@ -93,7 +100,8 @@ func (r *Region) TakeAsk() (Ask, bool) {
 	if !r.u32(wire.OffAskState).CompareAndSwap(wire.AskRequested, wire.AskTaken) {
 		return Ask{}, false
 	}
-	a := Ask{Kind: r.u32(wire.OffAskKind).Load(), TID: int32(r.u32(wire.OffAskTID).Load())}
+	a := Ask{Kind: r.u32(wire.OffAskKind).Load(), TID: int32(r.u32(wire.OffAskTID).Load()),
+		SP: r.u64(wire.OffAskSP).Load(), Regs: r.u64(wire.OffAskRegs).Load()}
 	if a.Kind != wire.AskSnapshot && a.Kind != wire.AskLeakCheck {
 		// Answered (the asking thread, if any, must not wait), not served.
 		r.fail("a request of kind %d", a.Kind)

@@ -3,11 +3,15 @@
 //
 // The roots are what memcheck takes: every readable and writable mapping
 // of the process, each thread's stack from its stack pointer (less the
-// x86-64 red zone) up, and every thread's general registers. Left out, as
-// they are not the program's memory: the malloc arenas (brk heap, the
-// 64 MiB arena heaps, mappings that hold live blocks), whose free chunks
-// hold stale pointers; the agent's own region, data, tables and
-// per-thread state, which hold addresses the agent saw.
+// x86-64 red zone) up, and every thread's general registers; a thread the
+// agent holds where the program called it (exit, leakpath_leak_check)
+// from the program's frame, with its registers there (Caller). Left out,
+// as they are not the program's memory: the malloc arenas (brk heap, the
+// 64 MiB arena heaps, mappings that hold live blocks) and mmapped chunks,
+// whose free chunks hold stale pointers; interior pointers in the C
+// library's data (its allocator's state); the dead frames of exited
+// threads whose stacks glibc keeps; the agent's own region, data, tables
+// and per-thread state, which hold addresses the agent saw.
 package scan
 
 import (
@@ -17,6 +21,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -36,6 +41,9 @@ type Target struct {
 	// which the agent holds at its exit without a stop (Rsp and Fs_base
 	// are what it left; its other registers are spilled above Rsp).
 	Held *unix.PtraceRegs
+	// Caller, if not nil, replaces the registers of the thread it names
+	// (Held's included) with the program's where it called into the agent.
+	Caller *Caller
 	// Where the agent's own memory is (region.HoldInfo); zero: unknown.
 	OwnTable  uint64
 	TLSOffset int64
@@ -49,6 +57,36 @@ type Stats struct {
 	HeapBytes uint64 // bytes of blocks read
 	Threads   int
 	Duration  time.Duration
+}
+
+// Caller is a thread's state where the program called a function that
+// holds it in the agent (exit, leakpath_leak_check): its stack pointer
+// past the call, and its callee-saved registers there, which the agent
+// recovered from the unwind information and left at RegsAddr (rbx, rbp,
+// r12-r15). The frames below SP are the agent's and libc's, and stale
+// copies of pointers in them are no roots (memcheck reads only what was
+// written; LeakSanitizer starts above its own frames). Its caller-saved
+// registers hold nothing of the program's across the call.
+type Caller struct {
+	TID      int    // the thread; 0: the one whose thread pointer is TP
+	TP       uint64 // its thread pointer (fs base)
+	SP       uint64
+	RegsAddr uint64
+}
+
+// regs returns the caller's registers as a thread's, reading the
+// callee-saved ones through tr; false if they cannot be read.
+func (c *Caller) regs(tr *ptrace.Tracer, tp uint64) (unix.PtraceRegs, bool) {
+	var b [48]byte
+	if n, _ := tr.ReadMemory(c.RegsAddr, b[:]); n != len(b) {
+		return unix.PtraceRegs{}, false
+	}
+	le := binary.LittleEndian
+	return unix.PtraceRegs{
+		Rbx: le.Uint64(b[0:]), Rbp: le.Uint64(b[8:]), R12: le.Uint64(b[16:]),
+		R13: le.Uint64(b[24:]), R14: le.Uint64(b[32:]), R15: le.Uint64(b[40:]),
+		Rsp: c.SP, Fs_base: tp,
+	}, true
 }
 
 // redZone is the x86-64 SysV red zone below the stack pointer, live in a
@@ -138,19 +176,21 @@ func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span
 	if err != nil {
 		return nil, nil, err
 	}
-	holes = append(holes, ownRanges(t)...)
+	own, dead := ownRanges(t)
+	holes = append(holes, own...)
+	holes = append(holes, deadStacks(dead, maps, stacks, t.TLSOffset, t.TLSSize)...)
 	starts := make([]uint64, len(blocks))
 	for i, b := range blocks {
 		starts[i] = b.Addr
 	}
 	slices.Sort(starts)
-	roots := rootRanges(maps, starts, stacks)
+	roots := rootRanges(maps, starts, stacks, mmappedChunks(t.Tracer, maps, blocks))
 	roots = subtract(roots, holes)
 	roots = resident(t.PID, roots)
 	st.Roots = len(roots)
 	lr := make([]leak.Root, len(roots))
 	for i, r := range roots {
-		lr[i] = leak.Root{Addr: r.lo, Len: r.hi - r.lo, What: r.what}
+		lr[i] = leak.Root{Addr: r.lo, Len: r.hi - r.lo, What: r.what, StartOnly: isLibc(r.what)}
 		st.RootBytes += r.hi - r.lo
 	}
 	if opt.Mappings == nil {
@@ -170,16 +210,36 @@ func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span
 	return lr, mem, nil
 }
 
-// threadRegs returns the registers of the target's threads.
+// threadRegs returns the registers of the target's threads, the
+// caller's (Target.Caller) in place of its thread's.
 func threadRegs(t Target) []unix.PtraceRegs {
+	c := t.Caller
+	mine := func(tid int, r *unix.PtraceRegs) bool {
+		if c == nil || c.SP == 0 || c.RegsAddr == 0 {
+			return false
+		}
+		return (c.TID != 0 && tid == c.TID) || (c.TID == 0 && c.TP != 0 && r.Fs_base == c.TP)
+	}
 	if t.Held != nil {
+		if mine(0, t.Held) {
+			if r, ok := c.regs(t.Tracer, t.Held.Fs_base); ok {
+				return []unix.PtraceRegs{r}
+			}
+		}
 		return []unix.PtraceRegs{*t.Held}
 	}
 	var out []unix.PtraceRegs
 	for _, tid := range t.Tracer.Threads() {
-		if r, err := t.Tracer.Regs(tid); err == nil { // else exited meanwhile
-			out = append(out, r)
+		r, err := t.Tracer.Regs(tid)
+		if err != nil {
+			continue // exited meanwhile
 		}
+		if mine(tid, &r) {
+			if cr, ok := c.regs(t.Tracer, r.Fs_base); ok {
+				r = cr
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -219,8 +279,12 @@ func readMaps(pid int) ([]mapping, error) {
 
 // rootRanges picks the mappings to scan. starts are the blocks' addresses,
 // sorted; stacks the threads' stacks (a mapping holding one is scanned
-// from where the stack starts).
-func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
+// from where the stack starts); chunks the extents of malloc's mmapped
+// chunks (mmappedChunks), sorted. The kernel merges adjacent anonymous
+// mappings of the same permissions: a mapping is taken as pieces between
+// the mmapped chunks in it, each judged as a mapping of its own (a
+// program's memory beside a large block is a root, not malloc's).
+func rootRanges(maps []mapping, starts []uint64, stacks []threadStack, chunks []span) []span {
 	var out []span
 	for i, m := range maps {
 		if len(m.perms) < 2 || m.perms[0] != 'r' || m.perms[1] != 'w' {
@@ -231,9 +295,6 @@ func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
 			strings.HasPrefix(m.path, "/memfd:leakpath"),
 			filepath.Base(m.path) == "libleakpath.so",
 			m.path == "[vvar]", m.path == "[vsyscall]", m.path == "[vdso]":
-			continue
-		}
-		if holdsBlock(starts, m.lo, m.hi) || isArenaHeap(maps, i) {
 			continue
 		}
 		lo, what := m.lo, m.path
@@ -248,8 +309,99 @@ func rootRanges(maps []mapping, starts []uint64, stacks []threadStack) []span {
 			what = "anonymous"
 		}
 		private := len(m.perms) > 3 && m.perms[3] == 'p'
-		out = append(out, span{lo, m.hi, what, private && (m.path == "" || m.path == "[stack]")})
+		zero := private && (m.path == "" || m.path == "[stack]")
+		for _, p := range pieces(m.lo, m.hi, chunks) {
+			if holdsBlock(starts, p.lo, p.hi) || isArenaHeap(maps, i, p.lo, p.hi) {
+				continue
+			}
+			if p.lo = max(p.lo, lo); p.lo < p.hi {
+				out = append(out, span{p.lo, p.hi, what, zero})
+			}
+		}
 	}
+	return out
+}
+
+// isLibc reports whether path is the C library (glibc's libc.so.6), whose
+// data holds its allocator's state: the main arena's top, bins and
+// fastbins point at chunk headers, which lie in the last bytes of the
+// blocks before them (interior pointers that made a leaked block next to
+// a free chunk or the top "possibly lost").
+func isLibc(path string) bool {
+	b := filepath.Base(path)
+	return b == "libc.so.6" || strings.HasPrefix(b, "libc-2.") && strings.HasSuffix(b, ".so")
+}
+
+// pieces returns [lo, hi) less the chunks (sorted) in it.
+func pieces(lo, hi uint64, chunks []span) []span {
+	var out []span
+	i := sort.Search(len(chunks), func(k int) bool { return chunks[k].hi > lo })
+	for ; i < len(chunks) && chunks[i].lo < hi; i++ {
+		if c := chunks[i]; c.lo > lo {
+			out = append(out, span{lo: lo, hi: c.lo})
+		}
+		lo = max(lo, chunks[i].hi)
+	}
+	if lo < hi {
+		out = append(out, span{lo: lo, hi: hi})
+	}
+	return out
+}
+
+// glibc's chunk header flag of a chunk malloc got with mmap of its own.
+const chunkMmapped = 2
+
+// mmappedChunks returns, sorted, the extents of the blocks that are glibc's
+// mmapped chunks (each one mapping of its own, which the kernel may have
+// merged with a neighbour): the header before the block says so (the
+// IS_MMAPPED bit of its size word, and its prev_size the offset from the
+// mapping's start, both page multiples) and the extent lies in one
+// anonymous mapping. Candidates are the blocks in anonymous mappings other
+// than the brk heap that start 16 bytes into a page (where malloc puts an
+// mmapped chunk's block) or are large (an aligned one is further in).
+func mmappedChunks(tr *ptrace.Tracer, maps []mapping, blocks []leak.Block) []span {
+	const page = 4096
+	var rs []ptrace.Range
+	var cand []leak.Block
+	for _, b := range blocks {
+		if b.Addr < 16 || (b.Addr%page != 16 && b.Size < 64<<10) {
+			continue
+		}
+		i := sort.Search(len(maps), func(k int) bool { return maps[k].hi > b.Addr })
+		if i == len(maps) || maps[i].lo > b.Addr-16 || maps[i].path != "" {
+			continue
+		}
+		cand = append(cand, b)
+		rs = append(rs, ptrace.Range{Addr: b.Addr - 16, Buf: make([]byte, 16)})
+	}
+	var out []span
+	for len(rs) > 0 {
+		n := min(len(rs), 1024)
+		tr.ReadRanges(rs[:n])
+		for k, r := range rs[:n] {
+			if r.N != 16 {
+				continue
+			}
+			b := cand[k]
+			prev := binary.LittleEndian.Uint64(r.Buf[0:])
+			size := binary.LittleEndian.Uint64(r.Buf[8:])
+			if size&chunkMmapped == 0 {
+				continue
+			}
+			size &^= 7
+			lo := b.Addr - 16 - prev
+			hi := lo + prev + size
+			if prev > b.Addr-16 || lo%page != 0 || (prev+size)%page != 0 || hi < lo || b.Addr+b.Size > hi {
+				continue
+			}
+			i := sort.Search(len(maps), func(k int) bool { return maps[k].hi > lo })
+			if i < len(maps) && maps[i].lo <= lo && hi <= maps[i].hi {
+				out = append(out, span{lo: lo, hi: hi})
+			}
+		}
+		rs, cand = rs[n:], cand[n:]
+	}
+	slices.SortFunc(out, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	return out
 }
 
@@ -260,19 +412,21 @@ func holdsBlock(starts []uint64, lo, hi uint64) bool {
 	return i < len(starts) && starts[i] < hi
 }
 
-// isArenaHeap reports whether maps[i] is a heap of a glibc arena other than
-// the main one: anonymous, aligned to arenaHeap, its writable part followed
-// by an inaccessible rest of the same reservation.
-func isArenaHeap(maps []mapping, i int) bool {
+// isArenaHeap reports whether [lo, hi), in maps[i], is a heap of a glibc
+// arena other than the main one: anonymous, aligned to arenaHeap, its
+// writable part followed by an inaccessible rest of the same reservation.
+// (A piece of a mapping: the kernel may have merged a chunk malloc mapped
+// just below the heap with it.)
+func isArenaHeap(maps []mapping, i int, lo, hi uint64) bool {
 	m := maps[i]
-	if m.path != "" || m.lo%arenaHeap != 0 {
+	if m.path != "" || lo%arenaHeap != 0 || lo < m.lo || hi > m.hi {
 		return false
 	}
-	size := m.hi - m.lo
+	size := hi - lo
 	if size == arenaHeap {
 		return true
 	}
-	if i+1 < len(maps) {
+	if hi == m.hi && i+1 < len(maps) {
 		n := maps[i+1]
 		if n.lo == m.hi && n.path == "" && strings.HasPrefix(n.perms, "---") && size+(n.hi-n.lo) == arenaHeap {
 			return true
@@ -281,28 +435,82 @@ func isArenaHeap(maps []mapping, i int) bool {
 	return false
 }
 
-// ownRanges reads the agent's table of its own mappings.
-func ownRanges(t Target) []span {
+// ownRanges reads the agent's table of its own mappings, and of exited
+// threads' stacks.
+func ownRanges(t Target) (own []span, dead []deadStack) {
 	if t.OwnTable == 0 {
-		return nil
+		return nil, nil
 	}
-	buf := make([]byte, wire.OffOwnRanges+wire.OwnMax*wire.OwnRangeSize)
+	buf := make([]byte, wire.OffOwnDead+wire.DeadMax*wire.DeadSize)
 	n, _ := t.Tracer.ReadMemory(t.OwnTable, buf)
 	if n < wire.OffOwnRanges {
-		return nil
+		return nil, nil
 	}
 	le := binary.LittleEndian
+	page := uint64(unix.Getpagesize())
 	count := min(int(le.Uint32(buf[wire.OffOwnCount:])), wire.OwnMax)
-	var out []span
 	for i := 0; i < count; i++ {
 		o := wire.OffOwnRanges + i*wire.OwnRangeSize
 		if o+wire.OwnRangeSize > n {
 			break
 		}
 		a, l := le.Uint64(buf[o:]), le.Uint64(buf[o+8:])
-		if a != 0 && l != 0 {
-			hi := (a + l + uint64(unix.Getpagesize()) - 1) &^ uint64(unix.Getpagesize()-1)
-			out = append(out, span{lo: a, hi: hi})
+		if a != 0 && l != 0 && a+l > a {
+			hi := (a + l + page - 1) &^ (page - 1)
+			own = append(own, span{lo: a, hi: hi})
+		}
+	}
+	for i := 0; i < wire.DeadMax; i++ {
+		o := wire.OffOwnDead + i*wire.DeadSize
+		if o+wire.DeadSize > n {
+			break
+		}
+		a, l, tp := le.Uint64(buf[o:]), le.Uint64(buf[o+8:]), le.Uint64(buf[o+16:])
+		if a != 0 && l != 0 && a+l > a {
+			dead = append(dead, deadStack{span{lo: a, hi: a + l}, tp})
+		}
+	}
+	return own, dead
+}
+
+// deadStack is the agent's note of an exited thread: the dead frames of
+// its stack, and its thread pointer.
+type deadStack struct {
+	frames span
+	tp     uint64
+}
+
+// deadStacks returns what is no root of exited threads' stacks (the
+// agent's notes, ownRanges) that are still such, glibc's cached stacks:
+// the dead frames, where what the thread's calls left lies (memcheck
+// reads only what was written since the stack shrank; LeakSanitizer
+// scans live threads only), and the agent's per-thread state at tp +
+// tlsOff. A note holds only while its frames start a writable anonymous
+// mapping just above a guard page, and no live thread's stack pointer is
+// in that mapping (glibc gave the stack to a new thread, or unmapped it
+// and the place went to other memory).
+func deadStacks(dead []deadStack, maps []mapping, stacks []threadStack, tlsOff int64, tlsSize uint64) []span {
+	var out []span
+	for _, d := range dead {
+		i, ok := slices.BinarySearchFunc(maps, d.frames.lo, func(m mapping, a uint64) int { return cmp.Compare(m.lo, a) })
+		if !ok || i == 0 {
+			continue
+		}
+		m, g := maps[i], maps[i-1]
+		if m.path != "" || !strings.HasPrefix(m.perms, "rw") || d.frames.hi > m.hi ||
+			g.hi != m.lo || g.path != "" || !strings.HasPrefix(g.perms, "---") {
+			continue
+		}
+		live := false
+		for _, st := range stacks {
+			live = live || (st.sp >= m.lo && st.sp < m.hi)
+		}
+		if live {
+			continue
+		}
+		out = append(out, d.frames)
+		if a := uint64(int64(d.tp) + tlsOff); tlsSize != 0 && d.tp != 0 && a >= m.lo && a+tlsSize <= m.hi {
+			out = append(out, span{lo: a, hi: a + tlsSize})
 		}
 	}
 	return out

@@ -36,7 +36,7 @@ func TestRootRanges(t *testing.T) {
 	}
 	starts := []uint64{arena + 0x900, 0x7f1000000010} // none in [heap]: its own rule leaves it out
 	sp := uint64(0x7ffd00080000)
-	got := rootRanges(maps, starts, []threadStack{{sp, sp - redZone}})
+	got := rootRanges(maps, starts, []threadStack{{sp, sp - redZone}}, nil)
 	want := []span{
 		{0x600000, 0x601000, "/bin/prog", false},
 		{sp - redZone, 0x7ffd00100000, "stack", true},
@@ -46,8 +46,9 @@ func TestRootRanges(t *testing.T) {
 		t.Errorf("rootRanges =\n%#v\nwant\n%#v", got, want)
 	}
 	// An arena heap is recognized without a block in it too.
-	if !isArenaHeap(maps, 3) || isArenaHeap(maps, 9) {
-		t.Errorf("isArenaHeap: arena %v, plain anonymous %v", isArenaHeap(maps, 3), isArenaHeap(maps, 9))
+	a, p := isArenaHeap(maps, 3, maps[3].lo, maps[3].hi), isArenaHeap(maps, 9, maps[9].lo, maps[9].hi)
+	if !a || p {
+		t.Errorf("isArenaHeap: arena %v, plain anonymous %v", a, p)
 	}
 }
 

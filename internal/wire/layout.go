@@ -164,6 +164,7 @@ const (
 	OffTLSSize           = 352
 	OffHoldSP            = 360 // the holding thread's stack pointer; 0: not known
 	OffHoldTP            = 368 // its thread pointer
+	OffHoldRegs          = 376 // address of the program's callee-saved registers; 0: spilled above OffHoldSP
 	OffTraceState        = 384 // futex word: Trace*
 	OffTraceTID          = 388
 	OffTraceAddr         = 392
@@ -179,6 +180,8 @@ const (
 	OffAskKind           = 520
 	OffAskResult         = 528
 	OffAskLabel          = 536
+	OffAskSP             = 600  // the asking thread's stack pointer at its call; 0: not known
+	OffAskRegs           = 608  // address of its callee-saved registers there
 	OffStaleSlots        = 1024 // collector: slot pages in the pool
 	OffStaleSample       = 1028 // collector: sample every Kth allocation of a site
 	OffStaleBase         = 1032 // agent: the first slot page
@@ -191,6 +194,10 @@ const (
 	OffOwnOverflow = 4
 	OffOwnRanges   = 8
 	OwnRangeSize   = 16
+	DeadMax        = 256  // entries of the dead stacks' ring
+	OffOwnDeadNext = 4104 // the next entry the agent writes
+	OffOwnDead     = 4112 // DeadMax struct lp_dead_stack: exited threads' stacks
+	DeadSize       = 32   // its size: addr, len (the dead frames), tp
 )
 
 // Byte offsets of struct lp_slot fields.

@@ -64,13 +64,15 @@ H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize
 P("OwnMax", LP_OWN_MAX); P("OffOwnCount", offsetof(struct lp_own_table, count));
 P("OffOwnOverflow", offsetof(struct lp_own_table, overflow)); P("OffOwnRanges", offsetof(struct lp_own_table, r));
 P("OwnRangeSize", sizeof(struct lp_own_range));
-H(hold,"OffHold"); H(hold_supp,"OffHoldSupp"); H(hold_sp,"OffHoldSP"); H(hold_tp,"OffHoldTP");
+P("DeadMax", LP_DEAD_MAX); P("OffOwnDeadNext", offsetof(struct lp_own_table, dead_next)); P("OffOwnDead", offsetof(struct lp_own_table, dead));
+P("DeadSize", sizeof(struct lp_dead_stack));
+H(hold,"OffHold"); H(hold_supp,"OffHoldSupp"); H(hold_sp,"OffHoldSP"); H(hold_tp,"OffHoldTP"); H(hold_regs,"OffHoldRegs");
 H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTraceAddr"); H(trace_size,"OffTraceSize");
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
 H(watch_freed,"OffWatchFreed"); H(trace_skip,"OffTraceSkip"); P("Suspects", LP_SUSPECTS);
 H(stale_slots,"OffStaleSlots"); H(stale_sample,"OffStaleSample"); H(stale_base,"OffStaleBase");
 H(stale_count,"OffStaleCount"); H(stale_page,"OffStalePage"); P("FlagStale", LP_HF_STALE); P("StaleMaxSize", LP_STALE_MAX_SIZE);
-H(ask_state,"OffAskState"); H(ask_tid,"OffAskTID"); H(ask_kind,"OffAskKind"); H(ask_result,"OffAskResult"); H(ask_label,"OffAskLabel");
+H(ask_state,"OffAskState"); H(ask_tid,"OffAskTID"); H(ask_kind,"OffAskKind"); H(ask_result,"OffAskResult"); H(ask_label,"OffAskLabel"); H(ask_sp,"OffAskSP"); H(ask_regs,"OffAskRegs");
 P("AskIdle", LP_ASK_IDLE); P("AskClaimed", LP_ASK_CLAIMED); P("AskRequested", LP_ASK_REQUESTED); P("AskTaken", LP_ASK_TAKEN);
 P("AskDone", LP_ASK_DONE); P("AskSnapshot", LP_ASK_SNAPSHOT); P("AskLeakCheck", LP_ASK_LEAK_CHECK); P("AskLabelMax", LP_ASK_LABEL_MAX);
 P("RecScopeBegin", LP_REC_SCOPE_BEGIN); P("RecScopeEnd", LP_REC_SCOPE_END); P("ScopeNameMax", LP_SCOPE_NAME_MAX);
@@ -133,14 +135,15 @@ return 0; }
 		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
 		"OwnMax": OwnMax, "OffOwnCount": OffOwnCount, "OffOwnOverflow": OffOwnOverflow,
 		"OffOwnRanges": OffOwnRanges, "OwnRangeSize": OwnRangeSize,
-		"OffHold": OffHold, "OffHoldSupp": OffHoldSupp, "OffHoldSP": OffHoldSP, "OffHoldTP": OffHoldTP,
+		"DeadMax": DeadMax, "OffOwnDeadNext": OffOwnDeadNext, "OffOwnDead": OffOwnDead, "DeadSize": DeadSize,
+		"OffHold": OffHold, "OffHoldSupp": OffHoldSupp, "OffHoldSP": OffHoldSP, "OffHoldTP": OffHoldTP, "OffHoldRegs": OffHoldRegs,
 		"FlagHoldExit": FlagHoldExit, "HoldNone": HoldNone, "HoldRequested": HoldRequested,
 		"HoldScanning": HoldScanning, "HoldReleased": HoldReleased,
 		"OffTraceState": OffTraceState, "OffTraceTID": OffTraceTID, "OffTraceAddr": OffTraceAddr, "OffTraceSize": OffTraceSize,
 		"OffTraceStack": OffTraceStack, "OffSuspectsN": OffSuspectsN, "OffSuspects": OffSuspects, "OffWatchAddr": OffWatchAddr,
 		"OffWatchFreed": OffWatchFreed, "OffTraceSkip": OffTraceSkip, "Suspects": Suspects,
 		"OffAskState": OffAskState, "OffAskTID": OffAskTID, "OffAskKind": OffAskKind, "OffAskResult": OffAskResult,
-		"OffAskLabel": OffAskLabel, "AskIdle": AskIdle, "AskClaimed": AskClaimed, "AskRequested": AskRequested,
+		"OffAskLabel": OffAskLabel, "OffAskSP": OffAskSP, "OffAskRegs": OffAskRegs, "AskIdle": AskIdle, "AskClaimed": AskClaimed, "AskRequested": AskRequested,
 		"AskTaken": AskTaken, "AskDone": AskDone, "AskSnapshot": AskSnapshot, "AskLeakCheck": AskLeakCheck,
 		"AskLabelMax": AskLabelMax, "RecScopeBegin": RecScopeBegin, "RecScopeEnd": RecScopeEnd, "ScopeNameMax": ScopeNameMax,
 		"TraceIdle": TraceIdle, "TraceRequested": TraceRequested, "TraceTaken": TraceTaken,
