@@ -10,6 +10,7 @@ static void *q[QN];
 static int qh, qt, done;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t room = PTHREAD_COND_INITIALIZER;
 static long consumed;
 
 static void *consumer(void *arg)
@@ -22,6 +23,7 @@ static void *consumer(void *arg)
 		if (qh == qt && done)
 			break;
 		void *p = q[qt++ % QN];
+		pthread_cond_signal(&room);
 		pthread_mutex_unlock(&mu);
 		free(p);
 		consumed++;
@@ -38,6 +40,8 @@ __attribute__((noinline)) void produce(int i)
 	if (i % 8 == 5) /* LEAK */
 		return;
 	pthread_mutex_lock(&mu);
+	while (qh - qt == QN) /* full: a slot not yet taken must not be overwritten */
+		pthread_cond_wait(&room, &mu);
 	q[qh++ % QN] = p;
 	pthread_cond_signal(&cv);
 	pthread_mutex_unlock(&mu);
