@@ -160,3 +160,105 @@ func readReport(t *testing.T, path string) jsonImage {
 	}
 	return r.jsonImage
 }
+
+// warned reports whether the report of r carries a warning containing s,
+// in the text report and in the JSON's warnings.
+func warned(r result, s string) bool {
+	inJSON := false
+	for _, w := range r.report.Warnings {
+		inJSON = inJSON || strings.Contains(w, s)
+	}
+	return inJSON && strings.Contains(r.text, s)
+}
+
+// TestStaticProgramUnmeasured: a statically linked program never loads
+// the agent. leakpath says so, exits with the program's code, and --check
+// fails with its own code (24, or --check-unmeasured-exit-code), not 0.
+func TestStaticProgramUnmeasured(t *testing.T) {
+	if out, err := exec.Command("cc", "-print-file-name=libc.a").Output(); err != nil || !filepath.IsAbs(strings.TrimSpace(string(out))) {
+		t.Skip("no static C library (libc.a) to link a static program with: apt-get install libc6-dev")
+	}
+	bin := fixture(t, "ending.c", "-static")
+	const msg = "did not load leakpath's agent (statically linked?"
+	n := native(t, nil, bin, "_exit")
+	if n.code != 3 {
+		t.Fatalf("the fixture exited %d on its own, want 3", n.code)
+	}
+	r := leakpath(t, nil, nil, bin, "_exit")
+	sameBehaviour(t, r, n)
+	if !warned(r, msg) || !strings.Contains(r.text, "nothing was recorded") {
+		t.Errorf("no warning %q:\n%s", msg, r.text)
+	}
+	for _, c := range []struct {
+		flags []string
+		want  int
+	}{
+		{[]string{"--check"}, 24},
+		{[]string{"--check", "--check-unmeasured-exit-code", "7"}, 7},
+	} {
+		if r := leakpath(t, c.flags, nil, bin, "_exit"); r.code != c.want {
+			t.Errorf("leakpath run %v: exit code %d, want %d", c.flags, r.code, c.want)
+		}
+	}
+}
+
+// TestOwnMallocUnmeasured: an executable that defines malloc, free, calloc
+// and realloc itself takes every call (the C library's too) away from the
+// agent: leakpath warns and --check fails with 24, not 0. Built as a
+// wrapper that passes the calls on to the C library's, it is measured:
+// no warning, and its 100-byte leak fails --check with 23.
+func TestOwnMallocUnmeasured(t *testing.T) {
+	const msg = "allocations through the program's own malloc are not traced"
+	own := fixture(t, "ownmalloc.c", "-ldl")
+	n := native(t, nil, own, "3")
+	r := leakpath(t, nil, nil, own, "3")
+	sameBehaviour(t, r, n)
+	if n.code != 3 {
+		t.Errorf("the fixture exited %d on its own, want 3", n.code)
+	}
+	if !warned(r, msg) || !strings.Contains(r.text, "defines its own malloc, free, calloc, realloc") {
+		t.Errorf("no warning %q:\n%s", msg, r.text)
+	}
+	if r := leakpath(t, []string{"--check"}, nil, own, "3"); r.code != 24 {
+		t.Errorf("--check: exit code %d, want 24", r.code)
+	}
+
+	fwd := fixture(t, "ownmalloc.c", "-ldl", "-DFORWARD")
+	r = leakpath(t, []string{"--check"}, nil, fwd, "0")
+	if warned(r, msg) {
+		t.Errorf("a wrapper passing calls on warned %q:\n%s", msg, r.text)
+	}
+	if tot := r.image(t, "ownmalloc").Totals; tot.LeakedBytes != 100 || r.code != 23 {
+		t.Errorf("wrapper: leaked %d B (want 100), --check exit code %d (want 23):\n%s", tot.LeakedBytes, r.code, r.text)
+	}
+}
+
+// TestCheckAfterSignal: a program killed by a signal exits 128+N under
+// leakpath even with --check and leaks that fail it (the crash matters
+// more than the leak count); one that exits with those leaks fails with
+// 23.
+func TestCheckAfterSignal(t *testing.T) {
+	bin := fixture(t, "ending.c")
+	for _, c := range []struct {
+		how  string
+		want int
+	}{
+		{"segv", 128 + 11},
+		{"abort", 128 + 6},
+		{"kill", 128 + 9},
+		{"_exit", 23},
+	} {
+		// Every kind fails --check: blocks _exit leaves on the stack
+		// are reachable.
+		r := leakpath(t, []string{"--check", "--check-kinds", "definite,indirect,possible,reachable"}, nil, bin, c.how)
+		if c.how != "_exit" {
+			if n := native(t, nil, bin, c.how); n.code != c.want {
+				t.Errorf("%s: the fixture exited %d on its own, want %d", c.how, n.code, c.want)
+			}
+		}
+		tot := r.image(t, "ending").Totals
+		if r.code != c.want || tot.LeakedBytes != 500 {
+			t.Errorf("%s: leakpath run --check exited %d (want %d), leaked %d B (want 500)", c.how, r.code, c.want, tot.LeakedBytes)
+		}
+	}
+}
