@@ -55,7 +55,7 @@ static char lp_sock[PATH_MAX];
 static uint64_t lp_fork_seq;
 /* lp_attach_mode: the agent was dlopen'ed into a running process (see
  * attach.c), not preloaded: the real functions are the global scope's. */
-static int lp_attach_mode;
+int lp_attach_mode;
 #define LP_NEXT (lp_attach_mode ? RTLD_DEFAULT : RTLD_NEXT)
 
 /* ---- bootstrap pool: dlsym's own calloc, before the real one is known ---- */

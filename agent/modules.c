@@ -187,12 +187,13 @@ static size_t lp_maps_line(const char *p, const char *end, uintptr_t addr)
  * that name is relative to the working directory at dlopen, which the
  * collector cannot know, while the kernel names the mapping's file by its
  * absolute path. It returns the length of the path in lp_abs_path, or 0.
- * Under a filter the program installed, no file is opened (it may kill for
- * openat). Called with lp_mod_lock held (the buffers are static).
+ * Under a filter the program installed, and after an attach (which cannot
+ * tell whether one is installed), no file is opened: it may kill for
+ * openat. Called with lp_mod_lock held (the buffers are static).
  */
 static size_t lp_maps_path(uintptr_t addr)
 {
-	if (__atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED) == LP_SANDBOX_LATER)
+	if (lp_attach_mode || __atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED) == LP_SANDBOX_LATER)
 		return 0;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

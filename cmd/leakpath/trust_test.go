@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"debug/elf"
 	"encoding/json"
 	"os"
@@ -260,5 +261,89 @@ func TestCheckAfterSignal(t *testing.T) {
 		if r.code != c.want || tot.LeakedBytes != 500 {
 			t.Errorf("%s: leakpath run --check exited %d (want %d), leaked %d B (want 500)", c.how, r.code, c.want, tot.LeakedBytes)
 		}
+	}
+}
+
+// TestAttachRelativeDlopen: after an attach the agent opens no /proc file
+// (a seccomp filter may kill for it), so a library the program opened by
+// a relative path is named by the collector, from the maps of the program
+// still running at the detach: its frames name the function and line.
+func TestAttachRelativeDlopen(t *testing.T) {
+	lib := fixture(t, "plugin.c", "-shared", "-fPIC")
+	dir := t.TempDir()
+	copyExec(t, lib, filepath.Join(dir, "lib.so"))
+	abs, err := filepath.EvalSymlinks(filepath.Join(dir, "lib.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "reldl.c")
+	os.WriteFile(src, []byte(`#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+	void *h = dlopen("./lib.so", RTLD_NOW);
+	if (!h) return 3;
+	void *(*make)(void) = (void *(*)(void))dlsym(h, "plugin_make");
+	void *volatile keep;
+	char c;
+	puts("ready");
+	fflush(stdout);
+	while (read(0, &c, 1) == 1) { /* a block per byte, the last one kept */
+		keep = make();
+		puts("made");
+		fflush(stdout);
+	}
+	(void)keep;
+	return 0;
+}
+`), 0o644)
+	bin := filepath.Join(dir, "reldl")
+	compileTo(t, "cc", bin, "-g", src, "-ldl")
+	cmd := exec.Command(bin)
+	cmd.Dir, cmd.Env = dir, testEnv()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	out := bufio.NewReader(outPipe)
+	expect := func(want string) {
+		t.Helper()
+		line, err := out.ReadString('\n')
+		if err != nil || line != want+"\n" {
+			t.Fatalf("the program printed %q (%v), want %q", line, err, want)
+		}
+	}
+	expect("ready")
+	pid := cmd.Process.Pid
+	a := startAttach(t, pid)
+	for i := 0; i < 3; i++ {
+		in.Write([]byte{'x'})
+		expect("made")
+	}
+	if b, err := exec.Command(lpBin, "detach", strconv.Itoa(pid)).CombinedOutput(); err != nil {
+		t.Fatalf("detach: %v\n%s", err, b)
+	}
+	r, text := a.wait(t)
+	blocks := uint64(0)
+	for _, l := range r.Leaks {
+		f := l.Stack[0]
+		if l.Bytes/l.Blocks != 48 || !strings.HasSuffix(f.Module, "lib.so") {
+			continue
+		}
+		blocks += l.Blocks
+		if f.Module != abs || f.Function != "plugin_make" || filepath.Base(f.File) != "plugin.c" || f.Line == 0 {
+			t.Errorf("frame in the library: %+v, want plugin_make (plugin.c:LINE) in %s", f, abs)
+		}
+	}
+	if blocks != 3 {
+		t.Errorf("%d blocks of 48 B allocated in lib.so live at detach, want 3:\n%s", blocks, text)
 	}
 }
