@@ -268,7 +268,8 @@ static int lp_refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	if (plen == 0 && lp_next->n == 1) {
 		path = lp_exe;
 		plen = lp_exe_len;
-	} else if (plen > 0 && path[0] != '/') {
+	} else if (plen > 0 && path[0] != '/' && memchr(path, '/', plen)) {
+		/* A name with no slash is not a file's (the vdso's). */
 		size_t n = lp_maps_path(lo);
 		if (n > 0) {
 			path = lp_abs_path;
