@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // copyExec copies the executable or library src to dst.
@@ -200,6 +202,37 @@ func TestStaticProgramUnmeasured(t *testing.T) {
 		if r := leakpath(t, c.flags, nil, bin, "_exit"); r.code != c.want {
 			t.Errorf("leakpath run %v: exit code %d, want %d", c.flags, r.code, c.want)
 		}
+	}
+}
+
+// TestSetuidProgramUnmeasured: the dynamic loader ignores LD_PRELOAD
+// paths in a setuid program run by another user (secure-execution mode):
+// as with a static program, leakpath warns and --check exits 24.
+func TestSetuidProgramUnmeasured(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a program setuid to another user takes root")
+	}
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || st.Flags&unix.ST_NOSUID != 0 {
+		t.Skipf("%s is on a nosuid file system (or statfs failed: %v)", dir, err)
+	}
+	bin := filepath.Join(dir, "ending-setuid")
+	copyExec(t, fixture(t, "ending.c"), bin)
+	if err := os.Chown(bin, 65534, -1); err != nil { // nobody
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	n := native(t, nil, bin, "_exit")
+	r := leakpath(t, nil, nil, bin, "_exit")
+	sameBehaviour(t, r, n)
+	if n.code != 3 || !warned(r, "did not load leakpath's agent") {
+		t.Errorf("exit code %d (want 3); no warning that the agent was not loaded:\n%s", r.code, r.text)
+	}
+	if r := leakpath(t, []string{"--check"}, nil, bin, "_exit"); r.code != 24 {
+		t.Errorf("--check: exit code %d, want 24:\n%s", r.code, r.text)
 	}
 }
 
