@@ -56,7 +56,7 @@ static char lp_self[PATH_MAX]; /* the agent's path, as LD_PRELOAD names it */
 static uint64_t lp_fork_seq;
 /* lp_attach_mode: the agent was dlopen'ed into a running process (see
  * attach.c), not preloaded: the real functions are the global scope's. */
-static int lp_attach_mode;
+int lp_attach_mode;
 #define LP_NEXT (lp_attach_mode ? RTLD_DEFAULT : RTLD_NEXT)
 
 /* ---- bootstrap pool: dlsym's own calloc, before the real one is known ---- */

@@ -94,6 +94,7 @@ extern int lp_fold_free_stacks;     /* and of frees that fold */
 extern int lp_exact_pending;        /* date pending allocations exactly (LP_HF_EXACT_TIMES) */
 extern int lp_fold_on;              /* fold short-lived allocations */
 extern int lp_sandboxed; /* a seccomp filter: 0 none, or one of these (fold.c) */
+extern int lp_attach_mode; /* dlopen'ed by leakpath attach, not preloaded (agent.c) */
 #define LP_SANDBOX_INHERITED 1 /* the program started under it: no prctl, /proc reads */
 #define LP_SANDBOX_LATER 2     /* the program installed it: no system call that can be avoided */
 LP_HIDDEN void lp_sandbox_later(void);

@@ -13,6 +13,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <sched.h>
@@ -35,6 +36,8 @@ static size_t lp_exe_len;
 static struct lp_modsnap *lp_next;
 static size_t lp_next_bytes;
 static uint64_t lp_modrec[3 + 255 * 3 + 8 + PATH_MAX / 8 + 1];
+static char lp_maps_buf[8192];
+static char lp_abs_path[PATH_MAX];
 
 LP_HIDDEN void lp_mod_lock_acquire(void)
 {
@@ -136,6 +139,86 @@ static void lp_emit_module(struct lp_thread *t, const struct dl_phdr_info *info,
 	lp_put(t, w, n);
 }
 
+/* lp_hex parses the hexadecimal number at *p, advancing it. */
+static uintptr_t lp_hex(const char **p, const char *end)
+{
+	uintptr_t v = 0;
+	for (; *p < end; (*p)++) {
+		char c = **p;
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (d < 0)
+			break;
+		v = v << 4 | (uintptr_t)d;
+	}
+	return v;
+}
+
+/* lp_maps_line looks at one line of /proc/self/maps ("lo-hi perms offset
+ * dev inode   path"): if its range holds addr and its path is absolute,
+ * copies the path to lp_abs_path and returns its length; else 0. */
+static size_t lp_maps_line(const char *p, const char *end, uintptr_t addr)
+{
+	uintptr_t lo = lp_hex(&p, end);
+	if (p >= end || *p != '-')
+		return 0;
+	p++;
+	uintptr_t hi = lp_hex(&p, end);
+	if (addr < lo || addr >= hi)
+		return 0;
+	for (int field = 0; field < 4; field++) { /* perms, offset, dev, inode */
+		while (p < end && *p == ' ')
+			p++;
+		while (p < end && *p != ' ')
+			p++;
+	}
+	while (p < end && *p == ' ')
+		p++;
+	size_t n = (size_t)(end - p);
+	if (n == 0 || *p != '/' || n >= sizeof lp_abs_path)
+		return 0;
+	memcpy(lp_abs_path, p, n);
+	lp_abs_path[n] = 0;
+	return n;
+}
+
+/*
+ * lp_maps_path finds the file mapped at addr in /proc/self/maps, for a
+ * module the dynamic loader names by a relative path (dlopen("./lib.so")):
+ * that name is relative to the working directory at dlopen, which the
+ * collector cannot know, while the kernel names the mapping's file by its
+ * absolute path. It returns the length of the path in lp_abs_path, or 0.
+ * Under a filter the program installed, and after an attach (which cannot
+ * tell whether one is installed), no file is opened: it may kill for
+ * openat. Called with lp_mod_lock held (the buffers are static).
+ */
+static size_t lp_maps_path(uintptr_t addr)
+{
+	if (lp_attach_mode || __atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED) == LP_SANDBOX_LATER)
+		return 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t have = 0, found = 0;
+	for (;;) {
+		ssize_t n = read(fd, lp_maps_buf + have, sizeof lp_maps_buf - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		const char *line = lp_maps_buf, *end = lp_maps_buf + have;
+		for (const char *nl; (nl = memchr(line, '\n', (size_t)(end - line))) != NULL; line = nl + 1)
+			if ((found = lp_maps_line(line, nl, addr)) != 0)
+				goto done;
+		have = (size_t)(end - line);
+		if (have == sizeof lp_maps_buf)
+			have = 0; /* a line longer than the buffer: dropped */
+		else
+			memmove(lp_maps_buf, line, have);
+	}
+done:
+	close(fd);
+	return found;
+}
+
 struct lp_refresh {
 	struct lp_thread *t;
 	struct lp_modsnap *old;
@@ -185,6 +268,13 @@ static int lp_refresh_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	if (plen == 0 && lp_next->n == 1) {
 		path = lp_exe;
 		plen = lp_exe_len;
+	} else if (plen > 0 && path[0] != '/' && memchr(path, '/', plen)) {
+		/* A name with no slash is not a file's (the vdso's). */
+		size_t n = lp_maps_path(lo);
+		if (n > 0) {
+			path = lp_abs_path;
+			plen = n;
+		}
 	}
 	lp_emit_module(r->t, info, path ? path : "", plen, m->id);
 	return 0;

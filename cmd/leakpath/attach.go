@@ -145,6 +145,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		textOut = textFile
 	}
 	sym.ready()
+	resolveModulePaths(res.Session)
 	warnings := append(res.Warnings, late.early...)
 	if info.Detached {
 		pause, with := info.DetachPause, ""

@@ -205,8 +205,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	code := res.ExitCode()
-	if o.check && rep.failing > 0 {
+	switch {
+	case !o.check || !res.Exited:
+		// A crash matters more than the leak count: 128+N.
+	case rep.failing > 0:
 		code = o.checkCode
+	case rep.unmeasured:
+		code = o.checkUnmeasured
 	}
 	return code
 }

@@ -58,6 +58,10 @@ type runOptions struct {
 	usage      usageOptions
 	ui         bool
 	uiListen   string
+
+	// checkUnmeasured is the exit code of --check when the program was
+	// not measured (runReport.unmeasured).
+	checkUnmeasured int
 }
 
 // addRecordFlags defines the flags run and attach share: where the
@@ -91,6 +95,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 0, "with --root-cause, give up on a site after `DURATION` of tracing (default 10s; 30s where hardware breakpoints do not fire)")
 	addStaleFlags(fs, &o.stale, true)
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
+	fs.IntVar(&o.checkUnmeasured, "check-unmeasured-exit-code", exitUnmeasured, "exit `code` of --check when no leak was found but the program was not measured: it did not load the agent (statically linked, setuid) or its executable defines its own malloc")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.StringVar(&o.snapDir, "snapshot-dir", ".", "write the snapshots and leak checks the program asks for (leakpath_snapshot, leakpath_leak_check) to `DIR`, as leakpath.snapshot.PID.N.json")
 	addUsageFlags(fs, &o.usage, true)
@@ -103,7 +108,8 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 			"free with its call stack, and prints a leak report on stderr when it ends.\n"+
 			"PROGRAM's stdin, stdout, stderr, environment (but LD_PRELOAD and LEAKPATH_SESSION),\n"+
 			"exit code and signals are its own; leakpath exits with PROGRAM's exit code\n"+
-			"(128+N if signal N killed it) unless --check finds leaks.\n\nFlags:\n")
+			"(128+N if signal N killed it, even with --check) unless --check finds leaks,\n"+
+			"or finds PROGRAM unmeasured (--check-unmeasured-exit-code).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs
@@ -113,6 +119,9 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 type runReport struct {
 	leakedBlocks uint64
 	failing      int // leak groups that fail --check
+	// unmeasured: the program did not load the agent, or its executable
+	// defines its own allocator, whose calls the agent never sees.
+	unmeasured bool
 }
 
 func (r *runReport) leaked() bool { return r.leakedBlocks > 0 }
@@ -265,6 +274,8 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		textOut = textFile
 	}
 	sym.ready()
+	own := unmeasured(res.Session)
+	res.Warnings = append(res.Warnings, own...)
 	rep := late.to(report.New(res.Session, res.Main, report.Options{
 		Symbolize:     sym.lookup,
 		TracePath:     tracePath,
@@ -294,7 +305,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			return nil, nil, fmt.Errorf("JSON report: %w", err)
 		}
 	}
-	rr := &runReport{leakedBlocks: rep.LeakedBlocks()}
+	rr := &runReport{leakedBlocks: rep.LeakedBlocks(), unmeasured: res.NoAgent || len(own) > 0}
 	rr.failing, _, _ = rep.Failing(checkKinds)
 	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0 && cut == "") {
 		if err := rep.Generate(textOut, "text"); err != nil {

@@ -107,6 +107,10 @@ type Result struct {
 	// RootCause: the paths recorded for suspect sites, by image index
 	// and site (Options.RootCause).
 	RootCause map[uint32]map[heap.StackID]*SiteTrace
+	// NoAgent: no image of the program ever registered (it did not load
+	// the agent: statically linked, setuid, LD_PRELOAD removed), so
+	// nothing was measured.
+	NoAgent bool
 }
 
 // ExitCode is the code leakpath exits with to mirror the program: its own
@@ -330,7 +334,8 @@ wait:
 	}
 	res.Elapsed = time.Since(start)
 	if c.wrapUp(sess, res, interrupted) == 0 {
-		c.warn("%s did not load the leakpath agent (statically linked, setuid, or LD_PRELOAD removed): nothing was recorded", opts.Argv[0])
+		res.NoAgent = true
+		c.warn("%s did not load leakpath's agent (statically linked? setuid? LD_PRELOAD removed?); nothing was recorded", opts.Argv[0])
 	}
 	for _, im := range c.images {
 		if ts := im.rc.traces(c.sink.model.Process(im.idx), true); len(ts) > 0 {

@@ -436,6 +436,67 @@ func TestStrippedDynsym(t *testing.T) {
 	}
 }
 
+// TestStrippedExecutable: in an executable stripped to its .dynsym, an
+// address inside an exported function is named after it, and any other (a
+// static function's, the start files') is named after nothing, however
+// near the exported function below it: the caller shows it as
+// module+offset.
+func TestStrippedExecutable(t *testing.T) {
+	path := build(t, fixtureByName(t, "c-gcc-O2-rdynamic-stripped"))
+	dyn := elfFuncSymbols(t, path)
+	if f, err := elf.Open(path); err != nil {
+		t.Fatal(err)
+	} else if _, err := f.Symbols(); err == nil {
+		f.Close()
+		t.Fatalf("%s still has a .symtab", path)
+	} else {
+		f.Close()
+	}
+	s := New(Options{DebugDirs: []string{t.TempDir()}})
+	defer s.Close()
+	var named, unnamed int
+	for _, in := range disassemble(t, path+".orig") {
+		want := ""
+		for _, d := range dyn {
+			if d.Size > 0 && d.Value <= in.addr && in.addr < d.Value+d.Size {
+				want = d.Name
+			}
+		}
+		fr, err := s.Lookup(path, nil, in.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(fr) > 0 {
+			got = fr[0].Function
+			if len(fr) != 1 || got == "" {
+				t.Errorf("%#x (in %s): %+v, want one named frame or none", in.addr, in.fn, fr)
+			}
+		}
+		if got != want {
+			t.Errorf("%#x (in %s): named %q, want %q", in.addr, in.fn, got, want)
+		}
+		if want == "" {
+			unnamed++
+		} else {
+			named++
+		}
+		if in.fn == "sum_list" && got != "" {
+			t.Errorf("%#x in the static sum_list: named %q", in.addr, got)
+		}
+	}
+	if named == 0 || unnamed == 0 {
+		t.Errorf("%d instructions in exported functions, %d outside: the fixture does not test both", named, unnamed)
+	}
+	// addr2line names code past an exported function after it; where it
+	// does, llvm-symbolizer or the symbol's size must side with Lookup.
+	c := compareWithAddr2line(t, s, path, path, sampleAddrs(disassemble(t, path+".orig"), 1))
+	t.Logf("%v", c)
+	if c.rateEither() < 1 {
+		t.Errorf("%d addresses differ from addr2line unexplained: %q", len(c.mismatches), c.mismatches)
+	}
+}
+
 // TestBadFiles: missing, non-ELF and empty files give cached errors (one
 // warning each), never panics.
 func TestBadFiles(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 // symbol is one function-like ELF symbol.
 type symbol struct {
 	value, size uint64
+	end         uint64 // addresses in [value, end) are this symbol's: see extents
 	name        string
 	file        string // source file from the preceding STT_FILE symbol, as binutils assigns it
 	dem         string // demangled name, valid when demDone
@@ -46,6 +47,7 @@ type secRange struct {
 // symtab is a sorted ELF symbol table for name lookups by address.
 type symtab struct {
 	syms     []symbol   // sorted by value, stable in table order
+	maxEnd   []uint64   // maxEnd[i] = max(syms[0..i].end)
 	sections []secRange // allocated, non-TLS sections sorted by lo
 	full     bool       // read from .symtab (not only .dynsym)
 	vtables  []Vtable   // _ZTV objects, sorted by Lo
@@ -121,7 +123,62 @@ func readSymtab(f *elf.File) *symtab {
 		t.sections = append(t.sections, secRange{sec.Addr, sec.Addr + sec.Size, elf.SectionIndex(i)})
 	}
 	sort.Slice(t.sections, func(i, j int) bool { return t.sections[i].lo < t.sections[j].lo })
+	t.extents()
 	return t
+}
+
+// extents sets each symbol's end and t.maxEnd. A sized symbol ends at
+// value+size. A zero-size one (an assembly routine without .size) ends, in a
+// full .symtab, at the next higher symbol of its section or the section's
+// end, as gdb and elfutils extend them: such a table names every function,
+// so the code up to the next symbol is the routine's. In a .dynsym-only
+// table it covers its own address only, since the local functions that may
+// follow it are missing from the table.
+func (t *symtab) extents() {
+	secEnd := make(map[elf.SectionIndex]uint64, len(t.sections))
+	for _, r := range t.sections {
+		secEnd[r.idx] = r.hi
+	}
+	// Walking down, per section: the value of the last symbol seen and the
+	// next higher value (above it), if any.
+	type walk struct {
+		last, above    uint64
+		seen, hasAbove bool
+	}
+	walks := make(map[elf.SectionIndex]*walk)
+	for i := len(t.syms) - 1; i >= 0; i-- {
+		sy := &t.syms[i]
+		w := walks[sy.section]
+		if w == nil {
+			w = &walk{}
+			walks[sy.section] = w
+		}
+		if !w.seen || sy.value != w.last {
+			w.above, w.hasAbove = w.last, w.seen
+			w.last, w.seen = sy.value, true
+		}
+		switch {
+		case sy.size > 0:
+			sy.end = sy.value + sy.size
+			if sy.end < sy.value {
+				sy.end = ^uint64(0)
+			}
+		case !t.full:
+			sy.end = sy.value + 1
+		default:
+			end := secEnd[sy.section]
+			if w.hasAbove && w.above < end {
+				end = w.above
+			}
+			sy.end = max(end, sy.value+1)
+		}
+	}
+	t.maxEnd = make([]uint64, len(t.syms))
+	var m uint64
+	for i := range t.syms {
+		m = max(m, t.syms[i].end)
+		t.maxEnd[i] = m
+	}
 }
 
 // symFile returns the file binutils attributes to s.
@@ -141,54 +198,50 @@ func (t *symtab) section(addr uint64) (secRange, bool) {
 	return secRange{}, false
 }
 
-// find returns the symbol naming addr the way binutils' elf_find_function
-// chooses it: among function-like symbols of the section containing addr, the
-// nearest one at or below addr (even if addr is past its size); at equal
-// addresses one that covers addr, then a function over a no-type symbol, then
-// the smaller one, then the first in table order. It returns nil if none.
+// maxSymbolWalk bounds how many symbols find looks at below addr for one
+// whose extent covers it (past a large symbol that encloses smaller ones).
+const maxSymbolWalk = 256
+
+// find returns the symbol naming addr: among the function-like symbols of
+// the section containing addr whose extent (see extents) covers addr, the
+// one starting nearest below it; at equal addresses a function over a
+// no-type symbol, then the smaller one, then the first in table order. It
+// returns nil if no symbol covers addr: code between symbols (the local
+// functions of a stripped file, named only in .symtab) is then shown as
+// module+offset rather than after the nearest exported function, as gdb and
+// eu-addr2line do and unlike binutils' addr2line.
 func (t *symtab) find(addr uint64) *symbol {
 	sec, ok := t.section(addr)
 	if !ok {
 		return nil
 	}
 	j := sort.Search(len(t.syms), func(i int) bool { return t.syms[i].value > addr }) - 1
-	for j >= 0 && t.syms[j].value >= sec.lo && t.syms[j].section != sec.idx {
-		j--
-	}
-	if j < 0 || t.syms[j].value < sec.lo {
-		return nil
-	}
-	v := t.syms[j].value
-	k := j
-	for k > 0 && t.syms[k-1].value == v {
-		k--
-	}
 	var best *symbol
-	for i := k; i <= j; i++ {
-		sy := &t.syms[i]
-		if sy.section != sec.idx {
+	for n := 0; j >= 0 && n < maxSymbolWalk && t.maxEnd[j] > addr; j, n = j-1, n+1 {
+		sy := &t.syms[j]
+		if best != nil && sy.value != best.value {
+			break
+		}
+		if sy.value < sec.lo {
+			break
+		}
+		if sy.section != sec.idx || sy.end <= addr {
 			continue
 		}
-		if best == nil || betterFit(sy, best, addr) {
+		if best == nil || betterFit(sy, best) {
 			best = sy
 		}
 	}
 	return best
 }
 
-// betterFit reports whether nu should replace cur (both at the same address)
-// as the symbol for addr.
-func betterFit(nu, cur *symbol, addr uint64) bool {
-	if cur.value+cur.span() <= addr {
-		return nu.span() > cur.span()
-	}
-	if nu.value+nu.span() <= addr {
-		return false
-	}
+// betterFit reports whether nu should replace cur (both at the same address
+// and covering the address looked up) as its symbol.
+func betterFit(nu, cur *symbol) bool {
 	if nu.isFunc != cur.isFunc {
 		return nu.isFunc
 	}
-	return nu.span() < cur.span()
+	return nu.span() <= cur.span()
 }
 
 // demangleName demangles C++ (Itanium) and Rust symbol names the way
