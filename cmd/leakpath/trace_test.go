@@ -134,18 +134,32 @@ func TestCollectorKilled(t *testing.T) {
 	sessions := t.TempDir()
 	trace := filepath.Join(dir, "killed.lpt")
 	marker := filepath.Join(dir, "done")
-	// The program's exit is seen through a marker file written after it.
+	stop := filepath.Join(dir, "stop")
+	// The program runs until the test says stop; its exit is seen through a
+	// marker file written after it.
 	cmd := exec.Command(lpBin, "run", "-o", trace, "--report", filepath.Join(dir, "r.txt"), "--",
-		"sh", "-c", bin+" 3000 && touch "+marker)
+		"sh", "-c", bin+" 600000 "+stop+" && touch "+marker)
 	cmd.Env = testEnv("TMPDIR=" + sessions)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// After the first flush of the trace (a second after the start).
-	time.Sleep(1600 * time.Millisecond)
+	// Killed once the trace holds a thousand allocations (the collector
+	// flushes it every second), however long that takes on a busy machine.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if traceAllocations(t, trace) >= 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the trace holds no thousand allocations after 2 minutes")
+		}
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if _, err := os.Stat(marker); err == nil {
 			break
@@ -177,7 +191,7 @@ func TestCollectorKilled(t *testing.T) {
 	}
 	// The shell may outlive the marker by a moment: while it runs, its
 	// LD_PRELOAD names the directory, which then stays.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		next := exec.Command(lpBin, "run", "--report", os.DevNull, "--", "true")
 		next.Env = testEnv("TMPDIR=" + sessions)
 		if out, err := next.CombinedOutput(); err != nil {
@@ -187,12 +201,34 @@ func TestCollectorKilled(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s is still there 10 s after the program ended", left[0])
+			t.Fatalf("%s is still there 2 minutes after the program ended", left[0])
 		}
 	}
 	if ents, _ := os.ReadDir(sessions); len(ents) != 0 {
 		t.Errorf("left in TMPDIR after the next runs: %v", ents)
 	}
+}
+
+// traceAllocations is how many allocations the (maybe still growing) trace
+// at path holds so far: 0 while it has no whole chunk.
+func traceAllocations(t testing.TB, path string) uint64 {
+	out, err := exec.Command(lpBin, "report", "--format", "json", path).Output()
+	if err != nil {
+		return 0
+	}
+	var r jsonReport
+	if json.Unmarshal(out, &r) != nil {
+		return 0
+	}
+	im := r.Processes
+	if len(im) == 0 {
+		im = []jsonImage{r.jsonImage}
+	}
+	var n uint64
+	for _, p := range im {
+		n += p.Totals.Allocations
+	}
+	return n
 }
 
 // eachTraceEvent calls each with every event of the trace at path, in
