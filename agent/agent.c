@@ -511,7 +511,7 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
  * of its own (lp_fold_free_quick). */
 static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p) : -1;
+	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p, fp) : -1;
 	if (folded > 0)
 		return;
 	lp_rec_free_slow(t, fn, p, fp, folded == 0);

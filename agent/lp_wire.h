@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 10u
+#define LP_WIRE_VERSION 11u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -55,6 +55,7 @@
 #define LP_PEND 256u        /* pending allocations per thread (a power of two) */
 #define LP_AGG 64u          /* aggregates per thread */
 #define LP_FOLD_SIZE 16384u /* bytes of one struct lp_fold, rounded up */
+#define LP_FREED_BITS 7u    /* log2 of the folded blocks remembered per thread (struct lp_freed) */
 
 /* Record types. */
 enum {
@@ -87,7 +88,11 @@ enum {
 	LP_REC_SCOPE_END = 21,    /* aux=depth of the scope it closes; w1 ts */
 	LP_REC_PENDING = 22,      /* aux=0; w1 ts, w2 bytes of all threads' pending allocations at
 	                             ts, as this thread counted them (fold.c) */
-	LP_REC_MAX = 22
+	LP_REC_REFREE = 23,       /* the next FREE or REALLOC of this thread is of w2, a block some
+	                             thread folded (struct lp_freed): fn=alloc fn, aux=alloc stack;
+	                             w1 ts, w2 addr, w3 size, w4 return address of the free that
+	                             folded it, w5 that free's fn */
+	LP_REC_MAX = 23
 };
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
 #define LP_ASK_LABEL_MAX 64u   /* bytes of a request's label, NUL included */
@@ -355,8 +360,21 @@ struct lp_aggent {
 	uint64_t last;        /* 0 (was the ts of the last pair: nothing read it) */
 };
 
-/* A thread's fold area. Written by its thread only; read by the
- * collector only when the thread (or the process) is gone. */
+/* A block a fold freed, remembered by address (a hash) so that a second
+ * free of it can still be named a double free (LP_REC_REFREE): the agent's
+ * own, the collector never reads it. */
+struct lp_freed {
+	uint64_t addr;  /* the block's address; 0: none */
+	uint64_t ra;    /* return address of the free that folded it */
+	uint64_t size;
+	uint32_t stack; /* its allocation's stack */
+	uint8_t afn, ffn;
+	uint16_t pad;
+};
+
+/* A thread's fold area. Written by its thread only (but for the takes of
+ * pending entries); read by the collector only when the thread (or the
+ * process) is gone. */
 struct lp_fold {
 	uint32_t head;   /* index of the oldest pending entry */
 	uint32_t count;  /* pending entries, holes included */
@@ -365,6 +383,7 @@ struct lp_fold {
 	uint32_t pad[12];
 	struct lp_pending pend[LP_PEND];
 	struct lp_aggent agg[LP_AGG];
+	struct lp_freed freed[1u << LP_FREED_BITS];
 };
 
 /*

@@ -86,6 +86,12 @@ const (
 	// or exiting. The heap in use then is what the records say plus
 	// these.
 	Pending
+	// Refree: the thread's next Free or Realloc is of Addr, where the
+	// agent folded a block of Size bytes allocated at Stack by Fn and
+	// freed by Fn(Aux) returning to Addr2 (the pair left no records).
+	// Unless a block is live at Addr by then, that release frees the
+	// folded block a second time.
+	Refree
 )
 
 var kindNames = [...]string{
@@ -95,7 +101,7 @@ var kindNames = [...]string{
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
 	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
 	RootCause: "root-cause", ScopeBegin: "scope-begin", ScopeEnd: "scope-end",
-	StaleEpoch: "stale-epoch", Pending: "pending",
+	StaleEpoch: "stale-epoch", Pending: "pending", Refree: "refree",
 }
 
 func (k Kind) String() string {

@@ -158,15 +158,18 @@ func (k ErrorKind) String() string {
 // Error is an improper use, counted once per distinct (kind, stacks).
 type Error struct {
 	Kind       ErrorKind
-	Addr       uint64   // the first address it happened to
-	Stack      StackID  // where the free/realloc was called (0: unknown)
-	AllocStack StackID  // where the block was allocated (0: unknown)
-	FreeStack  StackID  // double free: where it was freed first
-	Fn         event.Fn // the releasing function
-	AllocFn    event.Fn // the allocating function, when known
-	Thread     int32
-	Time       uint64
-	Count      uint64
+	Addr       uint64  // the first address it happened to
+	Stack      StackID // where the free/realloc was called (0: unknown)
+	AllocStack StackID // where the block was allocated (0: unknown)
+	FreeStack  StackID // double free: where it was freed first
+	// FreeCallSite: FreeStack is the first free's call site alone (the
+	// agent folded the pair, and keeps no more of its free).
+	FreeCallSite bool
+	Fn           event.Fn // the releasing function
+	AllocFn      event.Fn // the allocating function, when known
+	Thread       int32
+	Time         uint64
+	Count        uint64
 }
 
 type errKey struct {
@@ -493,6 +496,8 @@ func (p *Process) apply(ev *event.Event) {
 		p.agg(ev)
 	case event.Pending:
 		p.pendingHigh(ev)
+	case event.Refree:
+		p.refree(ev)
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
 	case event.Free:
@@ -714,6 +719,22 @@ func (p *Process) agg(ev *event.Event) {
 	}
 }
 
+// refree takes in the agent's word that the release following it on the
+// thread is of an address where it folded a pair: unless a block is live
+// there, that release frees the folded block again, and the free log gets
+// the pair's free (its stack is the frame the free returned to: the
+// agent keeps no more of a folded free), as if it had been recorded.
+func (p *Process) refree(ev *event.Event) {
+	if _, live := p.blocks.get(ev.Addr); live {
+		return
+	}
+	var stack StackID
+	if ev.Addr2 != 0 {
+		stack = p.Stacks.intern([]uint64{ev.Addr2}, p.ModuleOf)
+	}
+	p.frees.add(freeEntry{addr: ev.Addr, site: p.stackOf(ev.Stack), stack: stack, fn: event.Fn(ev.Aux), afn: ev.Fn, site1: true})
+}
+
 // released accounts a block taken out of the live set (free or realloc).
 func (p *Process) released(b Block) {
 	s := p.site(b.Site)
@@ -729,7 +750,7 @@ func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn, t
 	if p.scopes != nil {
 		p.scopes.freed(addr, b, tid)
 	}
-	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn})
+	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn, afn: b.Fn})
 	s := p.site(b.Site)
 	s.Frees++
 	s.FreeBytes += b.Size
@@ -798,6 +819,8 @@ func (p *Process) invalidFree(ev *event.Event) {
 		e.Kind = DoubleFree
 		e.AllocStack = f.site
 		e.FreeStack = f.stack
+		e.AllocFn = f.afn
+		e.FreeCallSite = f.site1
 	} else if p.Info.Attached {
 		// A block from before the attach: the model never saw it.
 		p.Totals.UnknownFrees++

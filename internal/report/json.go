@@ -150,8 +150,10 @@ type jsonError struct {
 	Stack      []jsonFrame `json:"stack"`
 	AllocStack []jsonFrame `json:"alloc_stack"`
 	FreeStack  []jsonFrame `json:"free_stack,omitempty"`
-	TraceCount int         `json:"trace_count,omitempty"` // as in jsonLeak
-	Ranks      []int       `json:"ranks,omitempty"`
+	// FreeCallSite: free_stack is the first free's call site alone.
+	FreeCallSite bool  `json:"free_stack_call_site_only,omitempty"`
+	TraceCount   int   `json:"trace_count,omitempty"` // as in jsonLeak
+	Ranks        []int `json:"ranks,omitempty"`
 }
 
 func (r *Report) json(w io.Writer) error {
@@ -268,6 +270,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		}
 		if e.FreeStack != 0 {
 			je.FreeStack = r.jsonStack(p, e.FreeStack)
+			je.FreeCallSite = e.FreeCallSite
 		}
 		ji.Errors = append(ji.Errors, je)
 	}

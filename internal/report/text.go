@@ -208,7 +208,10 @@ func (r *Report) textErrors(w *bufio.Writer, p *heap.Process) {
 		} else {
 			fmt.Fprintln(w, "  (stack of the free not recorded)")
 		}
-		if e.FreeStack != 0 {
+		if e.FreeStack != 0 && e.FreeCallSite {
+			fmt.Fprintln(w, "  first freed at (its call site only: the pair was folded; --fold=false records the whole stack):")
+			r.textStack(w, p, e.FreeStack)
+		} else if e.FreeStack != 0 {
 			fmt.Fprintln(w, "  first freed at:")
 			r.textStack(w, p, e.FreeStack)
 		}

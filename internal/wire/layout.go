@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 10
+const Version = 11
 
 // Magic numbers.
 const (
@@ -50,7 +50,11 @@ const (
 	RecScopeBegin   = 20 // aux=depth; w1 ts, then the name, NUL padded
 	RecScopeEnd     = 21 // aux=depth; w1 ts
 	RecPending      = 22 // w1 ts, w2 bytes the threads hold pending
-	RecMax          = 22
+	// RecRefree: the thread's next free or realloc is of w2, a block a
+	// fold freed: fn=alloc fn, aux=alloc stack; w1 ts, w2 addr, w3 size,
+	// w4 return address of the folding free, w5 its fn.
+	RecRefree = 23
+	RecMax    = 23
 )
 
 // StaleMaxSize is the largest block the agent serves from the slot pool
