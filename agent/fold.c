@@ -321,10 +321,7 @@ static inline void lp_note_freed(struct lp_fold *f, const struct lp_pending *e, 
 {
 	struct lp_freed *r = lp_freed_at(f, p);
 	r->ra = ra;
-	r->size = e->size;
-	r->stack = e->stack;
-	r->afn = e->fn;
-	r->ffn = (uint8_t)fn;
+	r->who = e->stack | (uint64_t)(e->fn | fn << 8) << 32;
 	__atomic_store_n(&r->addr, p, __ATOMIC_RELEASE);
 }
 
@@ -357,13 +354,12 @@ static __attribute__((noinline)) void lp_refreed(struct lp_thread *t, uint64_t w
 	struct lp_freed *r = lp_freed_at(lp_fold_of(slot), p);
 	if (__atomic_load_n(&r->addr, __ATOMIC_ACQUIRE) != p)
 		return;
-	uint64_t ra = r->ra, size = r->size;
-	uint32_t stack = r->stack;
-	unsigned afn = r->afn, ffn = r->ffn;
+	uint64_t ra = r->ra, who = r->who;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&r->addr, __ATOMIC_RELAXED) != p)
 		return;
-	uint64_t rec[6] = {LP_HDR(LP_REC_REFREE, afn, 6, stack), 0, p, size, ra, ffn};
+	uint64_t rec[6] = {LP_HDR(LP_REC_REFREE, (who >> 32) & 0xff, 6, (uint32_t)who), 0, p, 0, ra,
+			   (who >> 40) & 0xff};
 	lp_put(t, rec, 6);
 }
 

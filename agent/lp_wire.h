@@ -90,8 +90,8 @@ enum {
 	                             ts, as this thread counted them (fold.c) */
 	LP_REC_REFREE = 23,       /* the next FREE or REALLOC of this thread is of w2, a block some
 	                             thread folded (struct lp_freed): fn=alloc fn, aux=alloc stack;
-	                             w1 ts, w2 addr, w3 size, w4 return address of the free that
-	                             folded it, w5 that free's fn */
+	                             w1 ts, w2 addr, w3 0 (no size kept), w4 return address of the
+	                             free that folded it, w5 that free's fn */
 	LP_REC_MAX = 23
 };
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
@@ -366,10 +366,8 @@ struct lp_aggent {
 struct lp_freed {
 	uint64_t addr;  /* the block's address; 0: none */
 	uint64_t ra;    /* return address of the free that folded it */
-	uint64_t size;
-	uint32_t stack; /* its allocation's stack */
-	uint8_t afn, ffn;
-	uint16_t pad;
+	uint64_t who;   /* its allocation's stack | allocating fn << 32 | freeing fn << 40 */
+	uint64_t pad;   /* 32 bytes: an index is a shift */
 };
 
 /* A thread's fold area. Written by its thread only (but for the takes of

@@ -87,7 +87,7 @@ const (
 	// these.
 	Pending
 	// Refree: the thread's next Free or Realloc is of Addr, where the
-	// agent folded a block of Size bytes allocated at Stack by Fn and
+	// agent folded a block (Size: 0, not kept) allocated at Stack by Fn and
 	// freed by Fn(Aux) returning to Addr2 (the pair left no records).
 	// Unless a block is live at Addr by then, that release frees the
 	// folded block a second time.

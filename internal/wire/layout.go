@@ -51,7 +51,7 @@ const (
 	RecScopeEnd     = 21 // aux=depth; w1 ts
 	RecPending      = 22 // w1 ts, w2 bytes the threads hold pending
 	// RecRefree: the thread's next free or realloc is of w2, a block a
-	// fold freed: fn=alloc fn, aux=alloc stack; w1 ts, w2 addr, w3 size,
+	// fold freed: fn=alloc fn, aux=alloc stack; w1 ts, w2 addr, w3 0,
 	// w4 return address of the folding free, w5 its fn.
 	RecRefree = 23
 	RecMax    = 23
