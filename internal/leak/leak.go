@@ -62,10 +62,13 @@ type Block struct {
 
 // Root is a range of memory whose words are roots: a writable segment, a
 // thread's stack from its stack pointer up. What names it for the caller;
-// Classify does not use it.
+// Classify does not use it. The words of blocks in a root are left out,
+// unless Heap is set: a range the program itself names a root (a
+// LeakSanitizer root region, an object it says is no leak), read whole.
 type Root struct {
 	Addr, Len uint64
 	What      string
+	Heap      bool
 }
 
 // Memory reads the stopped process's memory. ReadRanges fills each range's
