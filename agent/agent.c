@@ -356,13 +356,7 @@ static void lp_note_own_name(struct lp_thread *t)
 static void lp_hold(struct lp_thread *t)
 {
 	lp_fold_flush(t);
-	/* Like LeakSanitizer and heaptrack: suppressions compiled into the
-	 * program. */
-	const char *supp = NULL;
-	const char *(*deflt)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "__lsan_default_suppressions");
-	if (deflt)
-		supp = deflt();
-	lp_hold_exit(supp);
+	lp_hold_exit();
 }
 
 /*
@@ -460,10 +454,11 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 	uint32_t sid = lp_stack_id(t, fp);
 	if (LP_UNLIKELY(lp_hdr && __atomic_load_n(&lp_hdr->suspects_n, __ATOMIC_RELAXED) != 0))
 		lp_trace_ask(t, sid, p, n);
-	if (LP_LIKELY(t->fold && p && !t->in_fold && !t->scopes && !lp_is_slot(p))) {
+	if (LP_LIKELY(t->fold && p && !t->in_fold && !(t->scopes | t->ignoring) && !lp_is_slot(p))) {
 		/* Inside a scope every block is recorded: one that folds would
 		 * count where its aggregate is read, not in the scope. A slot
-		 * block too: the collector watches it from its allocation on. */
+		 * block too: the collector watches it from its allocation on.
+		 * And one the program says is no leak (__lsan_disable). */
 		lp_enter(&t->in_fold);
 		lp_fold_alloc(t, fn, p, n, sid, m);
 		lp_leave(&t->in_fold);
@@ -471,6 +466,8 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 	}
 	uint64_t w[4] = {LP_HDR(LP_REC_ALLOC, fn, 4, sid), 0, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 4);
+	if (LP_UNLIKELY(t->ignoring) && p)
+		lp_ignore_write(t, p);
 	t->last_alloc = (uint64_t)p;
 	if (p && t->fold)
 		lp_fold_recorded(t, n);
@@ -529,6 +526,8 @@ static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsign
 	uint32_t sid = lp_stack_id(t, fp);
 	uint64_t w[5] = {LP_HDR(LP_REC_REALLOC, fn, 5, sid), 0, (uint64_t)old, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 5);
+	if (LP_UNLIKELY(t->ignoring) && p)
+		lp_ignore_write(t, p);
 	if (p && t->fold)
 		lp_fold_recorded(t, n);
 }

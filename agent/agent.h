@@ -63,6 +63,7 @@ struct lp_thread {
 	uint32_t pend_highs;   /* highs written in this window */
 	uint32_t pend_flushes; /* aggregates written: windows end every LP_PEND_WINDOW_FLUSHES */
 	int scopes;            /* scopes open on this thread (scope.c): no folding while > 0 */
+	int ignoring;          /* __lsan_disable()s open (lsan.c): no folding, no leaks while > 0 */
 };
 
 extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")));
@@ -116,7 +117,7 @@ LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
-LP_HIDDEN void lp_hold_exit(const char *supp);
+LP_HIDDEN void lp_hold_exit(void);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
 LP_HIDDEN long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout);
 LP_HIDDEN void lp_ring_stop(void);
@@ -275,6 +276,10 @@ void _ZdlPvmSt11align_val_t(void *p, size_t n, lp_align_t al);
 void _ZdaPvmSt11align_val_t(void *p, size_t n, lp_align_t al);
 void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt);
 void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt);
+
+/* lsan.c */
+LP_HIDDEN void lp_ignore_write(struct lp_thread *t, const void *p);
+LP_HIDDEN int lp_lsan_hooks(const char **supp);
 
 /* attach.c */
 LP_HIDDEN void lp_attach_patch(void);

@@ -92,7 +92,12 @@ enum {
 	                             thread folded (struct lp_freed): fn=alloc fn, aux=alloc stack;
 	                             w1 ts, w2 addr, w3 0 (no size kept), w4 return address of the
 	                             free that folded it, w5 that free's fn */
-	LP_REC_MAX = 23
+	LP_REC_IGNORE = 24,       /* aux=0; w1 ts, w2 an address in a block the program says is no
+	                             leak (__lsan_ignore_object, or allocated between __lsan_disable
+	                             and __lsan_enable) */
+	LP_REC_ROOT_REGION = 25,  /* aux=1 registered, 0 unregistered (__lsan_register_root_region,
+	                             __lsan_unregister_root_region); w1 ts, w2 addr, w3 size */
+	LP_REC_MAX = 25
 };
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
 #define LP_ASK_LABEL_MAX 64u   /* bytes of a request's label, NUL included */
@@ -197,7 +202,7 @@ struct lp_header {
 	uint64_t pad4[6];
 	/* offset 320: the exit hold (LP_HF_HOLD_EXIT), see LP_HOLD_* */
 	uint32_t hold;            /* futex word */
-	uint32_t pad5;
+	uint32_t hold_flags;      /* LP_HOLD_F_* */
 	uint64_t hold_supp;       /* address of __lsan_default_suppressions()'s string, or 0 */
 	/* Written by the agent at registration, for scans: memory of the
 	 * agent's own that must not count as a root. */
@@ -319,6 +324,10 @@ struct lp_own_table {
  * it is the process's only thread, nothing else runs in the process, and
  * the collector reads the memory without stopping it.
  */
+/* hold_flags: the program's __lsan_is_turned_off returned nonzero: no
+ * leak check (as LeakSanitizer does none then). */
+#define LP_HOLD_F_OFF 1u
+
 enum {
 	LP_HOLD_NONE = 0,
 	LP_HOLD_REQUESTED = 1,

@@ -92,6 +92,17 @@ const (
 	// Unless a block is live at Addr by then, that release frees the
 	// folded block a second time.
 	Refree
+	// Ignore: the block Addr points into (its start or inside it) is no
+	// leak, as the program says (__lsan_ignore_object, or allocated by a
+	// thread between __lsan_disable and __lsan_enable).
+	Ignore
+	// RootRegion: the program registered (Aux 1) or unregistered (Aux 0)
+	// [Addr, Addr+Size) as a root region of leak scans
+	// (__lsan_register_root_region).
+	RootRegion
+	// LeakCheckOff: the program's __lsan_is_turned_off returned nonzero
+	// at its exit: no leak check for its image.
+	LeakCheckOff
 )
 
 var kindNames = [...]string{
@@ -102,6 +113,7 @@ var kindNames = [...]string{
 	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
 	RootCause: "root-cause", ScopeBegin: "scope-begin", ScopeEnd: "scope-end",
 	StaleEpoch: "stale-epoch", Pending: "pending", Refree: "refree",
+	Ignore: "ignore", RootRegion: "root-region", LeakCheckOff: "leak-check-off",
 }
 
 func (k Kind) String() string {

@@ -224,6 +224,9 @@ type Process struct {
 	ScopeAnomalies      uint64
 	FreeStacksSeen      bool
 	FirstTime, LastTime uint64
+	// LeakCheckOff: the program's __lsan_is_turned_off said no leak check
+	// at its exit (reports list no leaks of the image).
+	LeakCheckOff bool
 
 	sites      []Site           // by StackID
 	blocks     *blockTable      // live blocks by address
@@ -245,6 +248,7 @@ type Process struct {
 	typed     []event.ScannedBlock // of a typed scan, by address
 	now       uint64               // the time of the event being applied
 	scopes    *scopeState          // nil until a scope begins
+	lsan      lsanState            // what the program told of LeakSanitizer's interface
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -498,6 +502,12 @@ func (p *Process) apply(ev *event.Event) {
 		p.pendingHigh(ev)
 	case event.Refree:
 		p.refree(ev)
+	case event.Ignore:
+		p.ignore(ev.Addr)
+	case event.RootRegion:
+		p.rootRegion(ev.Addr, ev.Size, ev.Aux == 1)
+	case event.LeakCheckOff:
+		p.LeakCheckOff = true
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
 	case event.Free:
@@ -511,6 +521,7 @@ func (p *Process) apply(ev *event.Event) {
 		b, ok := p.blocks.take(ev.Addr)
 		if ok {
 			p.released(b)
+			p.unignore(ev.Addr)
 		}
 		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
 	case event.Realloc:
@@ -790,6 +801,7 @@ func (p *Process) free(ev *event.Event) {
 		return
 	}
 	p.released(b)
+	p.unignore(ev.Addr)
 	p.freedBlock(ev.Addr, b, stack, ev.Fn, ev.Thread)
 	if ev.Kind == event.Free && ev.Aux&1 != 0 {
 		// The agent saw no allocation on the thread in between.
@@ -845,6 +857,7 @@ func (p *Process) realloc(ev *event.Event) {
 		b, ok := p.blocks.take(ev.Addr)
 		if ok {
 			p.released(b)
+			p.unignore(ev.Addr)
 		}
 		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
 	}
@@ -938,6 +951,7 @@ func (p *Process) cloneFrom(parent *Process) {
 	p.sites = make([]Site, len(parent.sites))
 	p.blocks = parent.blocks.clone()
 	p.frees = newFreeLog(recentFrees)
+	p.lsan = parent.lsan.clone()
 	parent.blocks.each(func(a uint64, b Block) {
 		s := &p.sites[b.Site]
 		s.LiveBlocks++

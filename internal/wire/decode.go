@@ -35,7 +35,7 @@ var minWords = [RecMax + 1]int{
 	RecStack: 2, RecModule: 4, RecModuleUnload: 2, RecThreadStart: 3,
 	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
 	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 6,
-	RecScopeBegin: 3, RecScopeEnd: 2, RecPending: 3, RecRefree: 6,
+	RecScopeBegin: 3, RecScopeEnd: 2, RecPending: 3, RecRefree: 6, RecIgnore: 3, RecRootRegion: 4,
 }
 
 // Decode appends to out the events of the whole records in b, tagged with
@@ -200,6 +200,13 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Refree, fn, aux, w(2), w(3)
 			ev.Addr2, ev.Aux = w(4), uint64(ffn)
+		case RecIgnore:
+			ev.Kind, ev.Addr = event.Ignore, w(2)
+		case RecRootRegion:
+			if aux > 1 {
+				return out, &DecodeError{off, fmt.Sprintf("root region record %d", aux)}
+			}
+			ev.Kind, ev.Addr, ev.Size, ev.Aux = event.RootRegion, w(2), w(3), uint64(aux)
 		}
 		out = append(out, ev)
 		off += words * 8

@@ -54,7 +54,13 @@ const (
 	// fold freed: fn=alloc fn, aux=alloc stack; w1 ts, w2 addr, w3 0,
 	// w4 return address of the folding free, w5 its fn.
 	RecRefree = 23
-	RecMax    = 23
+	// RecIgnore: w1 ts, w2 an address in a block that is no leak
+	// (__lsan_ignore_object, or allocated under __lsan_disable).
+	RecIgnore = 24
+	// RecRootRegion: aux 1 registered, 0 unregistered; w1 ts, w2 addr,
+	// w3 size (__lsan_register_root_region and its undoing).
+	RecRootRegion = 25
+	RecMax        = 25
 )
 
 // StaleMaxSize is the largest block the agent serves from the slot pool
@@ -90,6 +96,10 @@ const (
 	HoldRequested = 1 // by the agent, at exit
 	HoldScanning  = 2 // the collector took the request
 	HoldReleased  = 3 // the collector is done: the process may exit
+
+	// HoldFlagOff, in the header's hold_flags: the program's
+	// __lsan_is_turned_off returned nonzero (LP_HOLD_F_OFF).
+	HoldFlagOff = 1
 )
 
 // Root-cause window states (LP_TRACE_*), in the header's trace_state.
@@ -162,6 +172,7 @@ const (
 	OffCollectorState    = 256
 	OffNowTS             = 264 // the collector's clock for pending allocations' times
 	OffHold              = 320 // futex word: Hold*
+	OffHoldFlags         = 324 // HoldFlag*
 	OffHoldSupp          = 328
 	OffOwnTable          = 336
 	OffTLSOffset         = 344
