@@ -46,11 +46,15 @@ func (p *Process) ignore(addr uint64) {
 	p.lsan.ignored[start] = struct{}{}
 }
 
-// unignore forgets the mark of the block at addr, released.
-func (p *Process) unignore(addr uint64) {
-	if len(p.lsan.ignored) > 0 {
-		delete(p.lsan.ignored, addr)
+// unignore forgets the mark of the block at addr, released, and says
+// whether it had one.
+func (p *Process) unignore(addr uint64) bool {
+	if len(p.lsan.ignored) == 0 {
+		return false
 	}
+	_, had := p.lsan.ignored[addr]
+	delete(p.lsan.ignored, addr)
+	return had
 }
 
 // rootRegion registers (or unregisters) [addr, addr+size) as a root

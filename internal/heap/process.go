@@ -104,10 +104,11 @@ type Thread struct {
 }
 
 type pendingRealloc struct {
-	active bool
-	addr   uint64
-	known  bool
-	block  Block
+	active  bool
+	addr    uint64
+	known   bool
+	block   Block
+	ignored bool // the program said the block is no leak (see lsanState)
 }
 
 // Totals are the process-wide counts.
@@ -519,11 +520,12 @@ func (p *Process) apply(ev *event.Event) {
 	case event.ReallocBegin:
 		t := p.thread(ev.Thread)
 		b, ok := p.blocks.take(ev.Addr)
+		ignored := false
 		if ok {
 			p.released(b)
-			p.unignore(ev.Addr)
+			ignored = p.unignore(ev.Addr)
 		}
-		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
+		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored}
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
@@ -855,11 +857,12 @@ func (p *Process) realloc(ev *event.Event) {
 	if ev.Addr != 0 && (!pr.active || pr.addr != ev.Addr) {
 		// No begin record seen for this call: take the block now.
 		b, ok := p.blocks.take(ev.Addr)
+		ignored := false
 		if ok {
 			p.released(b)
-			p.unignore(ev.Addr)
+			ignored = p.unignore(ev.Addr)
 		}
-		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
+		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored}
 	}
 	stack := p.stackOf(ev.Stack)
 	if ev.Addr2 == 0 {
@@ -876,6 +879,9 @@ func (p *Process) realloc(ev *event.Event) {
 		p.Totals.FailedAllocs++
 		if pr.known {
 			p.restore(ev.Addr, pr.block)
+			if pr.ignored {
+				p.ignore(ev.Addr) // a failed realloc leaves the block as it was
+			}
 			if p.obs != nil {
 				p.obs.Call(p, pr.block, ev.Fn, ev.Time)
 			}
