@@ -280,6 +280,7 @@ void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt
 /* lsan.c */
 LP_HIDDEN void lp_ignore_write(struct lp_thread *t, const void *p);
 LP_HIDDEN int lp_lsan_hooks(const char **supp);
+LP_HIDDEN void lp_lsan_prepare(void);
 
 /* attach.c */
 LP_HIDDEN void lp_attach_patch(void);

@@ -193,6 +193,23 @@ out:
 	munmap((void *)f, size);
 }
 
+static const char *const lp_hook_names[2] = {"__lsan_is_turned_off", "__lsan_default_suppressions"};
+static void *lp_static_hooks[2]; /* in the executable's static symbols, as lp_hook_names */
+static int lp_hooks_looked;
+
+/* lp_lsan_prepare looks for the program's hooks in the executable's
+ * static symbols, once a process image (~30-60 us): at the start, so that
+ * fork children, which share the executable, find the answer made. */
+void lp_lsan_prepare(void)
+{
+	if (lp_hooks_looked)
+		return;
+	int saved = errno;
+	lp_static_syms(lp_hook_names, lp_static_hooks, 2);
+	lp_hooks_looked = 1;
+	errno = saved;
+}
+
 /* lp_lsan_hooks calls the program's __lsan_is_turned_off and
  * __lsan_default_suppressions, at its exit, as LeakSanitizer does:
  * exported (by any module), or else in the executable's static symbols.
@@ -200,18 +217,17 @@ out:
  * NULL. */
 int lp_lsan_hooks(const char **supp)
 {
-	static const char *const names[2] = {"__lsan_is_turned_off", "__lsan_default_suppressions"};
+	const char *const *names = lp_hook_names;
 	int saved = errno;
 	void *fns[2];
 	int missing = 0;
 	for (int i = 0; i < 2; i++)
 		missing |= (fns[i] = dlsym(RTLD_DEFAULT, names[i])) == NULL;
 	if (missing) {
-		void *st[2] = {NULL, NULL};
-		lp_static_syms(names, st, 2);
+		lp_lsan_prepare();
 		for (int i = 0; i < 2; i++)
 			if (!fns[i])
-				fns[i] = st[i];
+				fns[i] = lp_static_hooks[i];
 	}
 	int (*off)(void) = (int (*)(void))fns[0];
 	const char *(*deflt)(void) = (const char *(*)(void))fns[1];
