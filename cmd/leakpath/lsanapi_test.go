@@ -12,22 +12,24 @@ import (
 )
 
 // lsanLeaked runs a program built with -fsanitize=leak and returns the
-// allocations LeakSanitizer reports leaked (its SUMMARY line; none: 0).
-func lsanLeaked(t *testing.T, bin string, args ...string) int {
+// allocations LeakSanitizer reports leaked (its SUMMARY line; none: 0);
+// ok is false when LeakSanitizer cannot run here.
+func lsanLeaked(t *testing.T, bin string, args ...string) (n int, ok bool) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &out, testEnv()
 	cmd.Run()
 	if strings.Contains(out.String(), "LeakSanitizer has encountered a fatal error") {
-		t.Skipf("LeakSanitizer cannot run here:\n%s", out.String())
+		t.Logf("LeakSanitizer cannot run here: not compared\n%s", out.String())
+		return 0, false
 	}
 	m := regexp.MustCompile(`SUMMARY: LeakSanitizer: \d+ byte\(s\) leaked in (\d+) allocation\(s\)`).FindStringSubmatch(out.String())
 	if m == nil {
-		return 0
+		return 0, true
 	}
-	n, _ := strconv.Atoi(m[1])
-	return n
+	n, _ = strconv.Atoi(m[1])
+	return n, true
 }
 
 // leakedBlocks counts the blocks of the leaks a report lists that no
@@ -88,7 +90,7 @@ func TestLSanInterface(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				if lsanBin != "" && !exported {
-					if got := lsanLeaked(t, lsanBin, mode); got != want[mode] {
+					if got, ok := lsanLeaked(t, lsanBin, mode); ok && got != want[mode] {
 						t.Errorf("LeakSanitizer: %d allocations leaked, the fixture says %d", got, want[mode])
 					}
 				}
