@@ -103,3 +103,20 @@ func TestIgnoreAndRootRegions(t *testing.T) {
 		t.Errorf("root regions %#x, %d anomalies; want {0x9000 8}, 2 (one more unregistering than registering)", got, p.Anomalies)
 	}
 }
+
+// TestUnfinishedRealloc: a realloc of a freed block that never returned
+// (the C library aborted inside it) is a double free at the image's end;
+// one of a live block that never returned is no error.
+func TestUnfinishedRealloc(t *testing.T) {
+	begin := func(tm, addr uint64, thread int32) event.Event {
+		return event.Event{Kind: event.ReallocBegin, Fn: event.ReallocFn, Time: tm, Addr: addr, Thread: thread}
+	}
+	s := NewSession()
+	s.Apply([]event.Event{start(), alloc(1, 0x1000, 8, 1), free(2, 0x1000, 1), begin(3, 0x1000, 1),
+		alloc(4, 0x2000, 8, 2), begin(5, 0x2000, 2)})
+	s.Finish()
+	p := s.Procs[0]
+	if len(p.Errors) != 1 || p.Errors[0].Kind != DoubleFree || p.Errors[0].Fn != event.ReallocFn || p.Errors[0].Addr != 0x1000 {
+		t.Errorf("errors %+v, want one double free by realloc of 0x1000", p.Errors)
+	}
+}

@@ -11,6 +11,7 @@ package heap
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -108,7 +109,8 @@ type pendingRealloc struct {
 	addr    uint64
 	known   bool
 	block   Block
-	ignored bool // the program said the block is no leak (see lsanState)
+	ignored bool   // the program said the block is no leak (see lsanState)
+	time    uint64 // of the begin
 }
 
 // Totals are the process-wide counts.
@@ -525,7 +527,7 @@ func (p *Process) apply(ev *event.Event) {
 			p.released(b)
 			ignored = p.unignore(ev.Addr)
 		}
-		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored}
+		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored, time: ev.Time}
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
@@ -927,6 +929,7 @@ func (p *Process) finish() {
 	if p.scopes != nil {
 		p.scopes.closeAll(p.LastTime)
 	}
+	p.unfinishedReallocs()
 	addrs := make([]uint64, 0, len(p.parked))
 	for a := range p.parked {
 		addrs = append(addrs, a)
@@ -947,6 +950,30 @@ func (p *Process) finish() {
 	p.parked = map[uint64]event.Event{}
 	p.Anomalies += uint64(len(p.limbo))
 	p.limbo = map[uint64]Block{}
+}
+
+// unfinishedReallocs reports the reallocs of addresses no live block
+// held that never returned: the C library found the block freed and
+// aborted the program inside realloc (glibc does when it must move it).
+// Their stacks are unknown (the agent writes the stack at the return);
+// the first free's and the allocation's are known for a double free.
+func (p *Process) unfinishedReallocs() {
+	var tids []int32
+	for tid, t := range p.Threads {
+		if pr := t.realloc; pr.active && !pr.known && pr.addr != 0 {
+			tids = append(tids, tid)
+		}
+	}
+	slices.Sort(tids)
+	for _, tid := range tids {
+		t := p.Threads[tid]
+		ev := event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Addr: t.realloc.addr, Thread: tid, Time: t.realloc.time}
+		t.realloc = pendingRealloc{}
+		if _, again := p.frees.last(ev.Addr); !again && p.Info.ForkID != 0 {
+			continue // the parent's block, as for frees below
+		}
+		p.invalidFree(&ev)
+	}
 }
 
 // cloneFrom makes p a fork child of parent: it inherits the parent's live
