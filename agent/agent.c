@@ -516,16 +516,24 @@ static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *
 	lp_rec_free_slow(t, fn, p, fp, folded == 0);
 }
 
-static void lp_rec_realloc_begin(struct lp_thread *t, void *p)
-{
-	uint64_t w[3] = {LP_HDR(LP_REC_REALLOC_BEGIN, LP_FN_REALLOC, 3, 0), 0, (uint64_t)p};
-	lp_put(t, w, 3);
-}
-
-static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsigned fn, void *old,
-						      void *p, size_t n, void *fp)
+/* lp_rec_realloc_begin records that the realloc of p from hook frame fp
+ * is about to run, with its stack (a realloc the C library aborts inside
+ * never writes its end), and returns the stack's id. */
+static uint32_t lp_rec_realloc_begin(struct lp_thread *t, void *p, void *fp)
 {
 	uint32_t sid = lp_stack_id(t, fp);
+	uint64_t w[3] = {LP_HDR(LP_REC_REALLOC_BEGIN, LP_FN_REALLOC, 3, sid), 0, (uint64_t)p};
+	lp_put(t, w, 3);
+	return sid;
+}
+
+/* lp_rec_realloc records the realloc's end; sid is its stack if its
+ * begin found it, else 0. */
+static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsigned fn, void *old,
+						      void *p, size_t n, void *fp, uint32_t sid)
+{
+	if (!sid)
+		sid = lp_stack_id(t, fp);
 	uint64_t w[5] = {LP_HDR(LP_REC_REALLOC, fn, 5, sid), 0, (uint64_t)old, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 5);
 	if (LP_UNLIKELY(t->ignoring) && p)
@@ -600,11 +608,10 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 		return old ? NULL : lp_boot_alloc(n);
 	lp_watch_freed(old);
 	if (LP_UNLIKELY(lp_is_slot(old))) { /* stale slots: the block moves out of the pool */
-		if (t)
-			lp_rec_realloc_begin(t, old);
+		uint32_t sid = t ? lp_rec_realloc_begin(t, old, fp) : 0;
 		void *p = lp_slot_realloc(old, n, real_malloc);
 		if (t) {
-			lp_rec_realloc(t, fn, old, p, n, fp);
+			lp_rec_realloc(t, fn, old, p, n, fp, sid);
 			if (p)
 				t->last_alloc = (uint64_t)p;
 		}
@@ -612,6 +619,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	}
 	if (!t)
 		return real_realloc(old, n);
+	uint32_t sid = 0;
 	if (old) {
 		if (lp_fold_on && !t->in_fold) {
 			/* The collector must know the block before it moves. */
@@ -619,10 +627,10 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 			lp_fold_take(t, old);
 			lp_leave(&t->in_fold);
 		}
-		lp_rec_realloc_begin(t, old);
+		sid = lp_rec_realloc_begin(t, old, fp);
 	}
 	void *p = real_realloc(old, n);
-	lp_rec_realloc(t, fn, old, p, n, fp);
+	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;
 	return p;
@@ -639,7 +647,7 @@ LP_EXPORT void *reallocarray(void *old, size_t nmemb, size_t size)
 	if (__builtin_mul_overflow(nmemb, size, &n)) {
 		struct lp_thread *t = lp_rec_thread();
 		if (t)
-			lp_rec_realloc(t, LP_FN_REALLOCARRAY, old, NULL, SIZE_MAX, LP_FP());
+			lp_rec_realloc(t, LP_FN_REALLOCARRAY, old, NULL, SIZE_MAX, LP_FP(), 0);
 		errno = ENOMEM;
 		return NULL;
 	}

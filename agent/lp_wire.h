@@ -63,7 +63,7 @@ enum {
 	LP_REC_ALLOC = 2,         /* aux=stack; w1 ts, w2 addr (0: failed), w3 size */
 	LP_REC_FREE = 3,          /* aux=stack (0: none); w1 ts, w2 addr; fn | LP_FN_TEMPORARY when
 	                             the block was the thread's latest allocation */
-	LP_REC_REALLOC_BEGIN = 4, /* aux=0; w1 ts, w2 old addr (before the real call) */
+	LP_REC_REALLOC_BEGIN = 4, /* aux=stack (0: none); w1 ts, w2 old addr (before the real call) */
 	LP_REC_REALLOC = 5,       /* aux=stack; w1 ts, w2 old, w3 new (0: failed or freed), w4 size */
 	LP_REC_STACK = 6,         /* aux=stack id; w1.. frames (len-1 of them), innermost first */
 	LP_REC_MODULE = 7,        /* aux=module id; see struct layout below */

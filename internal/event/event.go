@@ -21,8 +21,8 @@ const (
 	// Aux is 1 when the block was its thread's latest allocation (a
 	// temporary one), else 0.
 	Free
-	// ReallocBegin: realloc of Addr is about to run; from here on the
-	// address may be handed out again.
+	// ReallocBegin: realloc of Addr is about to run, called from Stack
+	// (0: unknown); from here on the address may be handed out again.
 	ReallocBegin
 	// Realloc: realloc(Addr, Size) returned Addr2. Addr2 == 0 means it
 	// failed (Size > 0: Addr is still live) or freed Addr (Size == 0).

@@ -111,6 +111,7 @@ type pendingRealloc struct {
 	block   Block
 	ignored bool   // the program said the block is no leak (see lsanState)
 	time    uint64 // of the begin
+	stack   uint32 // the begin's agent stack id (0: unknown)
 }
 
 // Totals are the process-wide counts.
@@ -527,7 +528,7 @@ func (p *Process) apply(ev *event.Event) {
 			p.released(b)
 			ignored = p.unignore(ev.Addr)
 		}
-		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored, time: ev.Time}
+		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored, time: ev.Time, stack: ev.Stack}
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
@@ -955,8 +956,9 @@ func (p *Process) finish() {
 // unfinishedReallocs reports the reallocs of addresses no live block
 // held that never returned: the C library found the block freed and
 // aborted the program inside realloc (glibc does when it must move it).
-// Their stacks are unknown (the agent writes the stack at the return);
-// the first free's and the allocation's are known for a double free.
+// The agent writes their stack at the begin (a trace of an older agent:
+// none); the first free's and the allocation's are known for a double
+// free.
 func (p *Process) unfinishedReallocs() {
 	var tids []int32
 	for tid, t := range p.Threads {
@@ -967,7 +969,8 @@ func (p *Process) unfinishedReallocs() {
 	slices.Sort(tids)
 	for _, tid := range tids {
 		t := p.Threads[tid]
-		ev := event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Addr: t.realloc.addr, Thread: tid, Time: t.realloc.time}
+		ev := event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Addr: t.realloc.addr, Thread: tid, Time: t.realloc.time,
+			Stack: t.realloc.stack}
 		t.realloc = pendingRealloc{}
 		if _, again := p.frees.last(ev.Addr); !again && p.Info.ForkID != 0 {
 			continue // the parent's block, as for frees below

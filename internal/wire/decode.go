@@ -112,7 +112,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				ev.Aux = 1
 			}
 		case RecReallocBegin:
-			ev.Kind, ev.Fn, ev.Addr = event.ReallocBegin, event.ReallocFn, w(2)
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.ReallocBegin, event.ReallocFn, aux, w(2)
 		case RecRealloc:
 			if fn != event.ReallocFn && fn != event.ReallocArray {
 				return out, &DecodeError{off, fmt.Sprintf("realloc by function %d", fn)}

@@ -41,7 +41,7 @@ func TestDecodeRecords(t *testing.T) {
 	in = append(in, hdr(RecStack, 0, 3, 9), 0x401000, 0x402000)
 	in = append(in, hdr(RecAlloc, int(event.Malloc), 4, 9), 11, 0x5000, 64)
 	in = append(in, hdr(RecPad, 0, 2, 0), 0)
-	in = append(in, hdr(RecReallocBegin, int(event.ReallocFn), 3, 0), 12, 0x5000)
+	in = append(in, hdr(RecReallocBegin, int(event.ReallocFn), 3, 9), 12, 0x5000)
 	in = append(in, hdr(RecRealloc, int(event.ReallocFn), 5, 9), 13, 0x5000, 0x6000, 128)
 	in = append(in, hdr(RecFree, int(event.FreeFn), 3, 0), 14, 0x6000)
 	in = append(in, mod...)
@@ -65,7 +65,7 @@ func TestDecodeRecords(t *testing.T) {
 		{Kind: event.ThreadStart, Proc: 1, Thread: 42, Time: 10, Addr: 0xdead},
 		{Kind: event.StackDef, Proc: 1, Thread: 42, Stack: 9, X: &event.Extra{Frames: []uint64{0x401000, 0x402000}}},
 		{Kind: event.Alloc, Fn: event.Malloc, Proc: 1, Thread: 42, Stack: 9, Time: 11, Addr: 0x5000, Size: 64},
-		{Kind: event.ReallocBegin, Fn: event.ReallocFn, Proc: 1, Thread: 42, Time: 12, Addr: 0x5000},
+		{Kind: event.ReallocBegin, Fn: event.ReallocFn, Proc: 1, Thread: 42, Stack: 9, Time: 12, Addr: 0x5000},
 		{Kind: event.Realloc, Fn: event.ReallocFn, Proc: 1, Thread: 42, Stack: 9, Time: 13, Addr: 0x5000, Addr2: 0x6000, Size: 128},
 		{Kind: event.Free, Fn: event.FreeFn, Proc: 1, Thread: 42, Time: 14, Addr: 0x6000},
 		{Kind: event.ModuleLoad, Proc: 1, Thread: 42, Time: 100, X: &event.Extra{Module: &event.Module{ID: 7, Path: path, BuildID: bid,
