@@ -356,10 +356,12 @@ static __attribute__((noinline)) void lp_refreed(struct lp_thread *t, uint64_t w
 		return;
 	uint64_t ra = r->ra, who = r->who;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	if (__atomic_load_n(&r->addr, __ATOMIC_RELAXED) != p)
+	unsigned afn = (unsigned)(who >> 32) & 0xff, ffn = (unsigned)(who >> 40) & 0xff;
+	/* A record the collector cannot decode would cost the ring's others. */
+	if (__atomic_load_n(&r->addr, __ATOMIC_RELAXED) != p || afn == 0 || afn > LP_FN_MAX || ffn == 0 ||
+	    ffn > LP_FN_MAX)
 		return;
-	uint64_t rec[6] = {LP_HDR(LP_REC_REFREE, (who >> 32) & 0xff, 6, (uint32_t)who), 0, p, 0, ra,
-			   (who >> 40) & 0xff};
+	uint64_t rec[6] = {LP_HDR(LP_REC_REFREE, afn, 6, (uint32_t)who), 0, p, 0, ra, ffn};
 	lp_put(t, rec, 6);
 }
 
