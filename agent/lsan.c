@@ -59,9 +59,7 @@ LP_EXPORT void __lsan_ignore_object(const void *p)
  * abort the program). */
 LP_EXPORT void __lsan_disable(void)
 {
-	struct lp_thread *t = &lp_tls;
-	if (t->ignoring++ == 0 && (t = lp_rec_thread()) != NULL)
-		lp_fold_flush(t); /* nothing allocated before may fold after */
+	lp_tls.ignoring++;
 }
 
 LP_EXPORT void __lsan_enable(void)
