@@ -114,8 +114,8 @@ static void lp_start_recording(void)
 	struct lp_thread *t = &lp_tls;
 	lp_write_clock();
 	lp_slots_start(); /* stale slots (slots.c) */
-	if (lp_hdr->flags & LP_HF_HOLD_EXIT)
-		lp_lsan_prepare(); /* for the exit hold */
+	if ((lp_hdr->flags & LP_HF_HOLD_EXIT) && !lp_attach_mode)
+		lp_lsan_prepare(); /* for the exit hold; not in a running program's sandbox */
 	if (lp_thread_attach(t) == 0)
 		lp_modules_refresh(t, 1);
 }

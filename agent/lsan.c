@@ -197,7 +197,10 @@ static int lp_hooks_looked;
 
 /* lp_lsan_prepare looks for the program's hooks in the executable's
  * static symbols, once a process image (~30-60 us): at the start, so that
- * fork children, which share the executable, find the answer made. */
+ * fork children, which share the executable, find the answer made, and
+ * before the program may install a seccomp filter (a file is opened).
+ * Not when the agent is attached to a program that runs already: it may
+ * be in a sandbox the agent did not see made. */
 void lp_lsan_prepare(void)
 {
 	if (lp_hooks_looked)
@@ -222,7 +225,7 @@ int lp_lsan_hooks(const char **supp)
 	for (int i = 0; i < 2; i++)
 		missing |= (fns[i] = dlsym(RTLD_DEFAULT, names[i])) == NULL;
 	if (missing) {
-		lp_lsan_prepare();
+		/* Looked for at the start, or not at all (attach mode). */
 		for (int i = 0; i < 2; i++)
 			if (!fns[i])
 				fns[i] = lp_static_hooks[i];
