@@ -353,14 +353,6 @@ static void lp_note_own_name(struct lp_thread *t)
 	errno = saved;
 }
 
-/* lp_hold reports what the exiting thread folded and holds the process
- * for the collector's scan. */
-static void lp_hold(struct lp_thread *t)
-{
-	lp_fold_flush(t);
-	lp_hold_exit();
-}
-
 /*
  * lp_vfork_child reports whether the calling process is a vfork child: it
  * runs on its parent's memory and thread state (no fork handler ran) until
@@ -399,6 +391,20 @@ static inline __attribute__((always_inline)) void lp_wipe_below(struct lp_thread
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	if (!t->stack_lo || sp - t->stack_lo > LP_WIPE + 8192) /* far from the guard page */
 		lp_wipe_frame();
+}
+
+/* lp_hold reports what the exiting thread folded and holds the process
+ * for the collector's scan. The flush wrote the blocks it held pending
+ * from frames below this one, where the hold's frames go next, and the
+ * scan reads those from the hold's stack pointer up: an address left in a
+ * slot the hold's frames do not write would be a root (the fork fixture's
+ * last block read as reachable with folding, as the frames fell). Wiped
+ * in between. */
+static __attribute__((noinline)) void lp_hold(struct lp_thread *t)
+{
+	lp_fold_flush(t);
+	lp_wipe_below(t);
+	lp_hold_exit();
 }
 
 /* lp_note_exit records the process's exit and holds it for the scan.
