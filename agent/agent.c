@@ -394,12 +394,10 @@ static inline __attribute__((always_inline)) void lp_wipe_below(struct lp_thread
 }
 
 /* lp_hold reports what the exiting thread folded and holds the process
- * for the collector's scan. The flush wrote the blocks it held pending
- * from frames below this one, where the hold's frames go next, and the
- * scan reads those from the hold's stack pointer up: an address left in a
- * slot the hold's frames do not write would be a root (the fork fixture's
- * last block read as reachable with folding, as the frames fell). Wiped
- * in between. */
+ * for the collector's scan. The flush's frames, below this one, held the
+ * addresses of the blocks it wrote out; the hold's frames go there next
+ * and the scan reads them: wiped in between, so that no slot the hold
+ * does not write keeps one as a root. */
 static __attribute__((noinline)) void lp_hold(struct lp_thread *t)
 {
 	lp_fold_flush(t);
