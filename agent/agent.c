@@ -115,6 +115,8 @@ static void lp_start_recording(void)
 	struct lp_thread *t = &lp_tls;
 	lp_write_clock();
 	lp_slots_start(); /* stale slots (slots.c) */
+	if ((lp_hdr->flags & LP_HF_HOLD_EXIT) && !lp_attach_mode)
+		lp_lsan_prepare(); /* for the exit hold; not in a running program's sandbox */
 	if (lp_thread_attach(t) == 0)
 		lp_modules_refresh(t, 1);
 }
@@ -422,21 +424,6 @@ static void lp_note_own_name(struct lp_thread *t)
 	errno = saved;
 }
 
-/* lp_hold reports what the exiting thread folded and holds the process
- * for the collector's scan; prog is the program's state where it called
- * the exit function (NULL: not known). */
-static void lp_hold(struct lp_thread *t, const struct lp_ctx *prog)
-{
-	lp_fold_flush(t);
-	/* Like LeakSanitizer and heaptrack: suppressions compiled into the
-	 * program. */
-	const char *supp = NULL;
-	const char *(*deflt)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "__lsan_default_suppressions");
-	if (deflt)
-		supp = deflt();
-	lp_hold_exit(supp, prog);
-}
-
 /*
  * lp_vfork_child reports whether the calling process is a vfork child: it
  * runs on its parent's memory and thread state (no fork handler ran) until
@@ -475,6 +462,19 @@ static inline __attribute__((always_inline)) void lp_wipe_below(struct lp_thread
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	if (!t->stack_lo || sp - t->stack_lo > LP_WIPE + 8192) /* far from the guard page */
 		lp_wipe_frame();
+}
+
+/* lp_hold reports what the exiting thread folded and holds the process
+ * for the collector's scan; prog is the program's state where it called
+ * the exit function (NULL: not known). The flush's frames, below this one, held the
+ * addresses of the blocks it wrote out; the hold's frames go there next
+ * and the scan reads them: wiped in between, so that no slot the hold
+ * does not write keeps one as a root. */
+static __attribute__((noinline)) void lp_hold(struct lp_thread *t, const struct lp_ctx *prog)
+{
+	lp_fold_flush(t);
+	lp_wipe_below(t);
+	lp_hold_exit(prog);
 }
 
 /* lp_note_exit records the process's exit and holds it for the scan.
@@ -549,10 +549,11 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 	uint32_t sid = lp_stack_id(t, fp);
 	if (LP_UNLIKELY(lp_hdr && __atomic_load_n(&lp_hdr->suspects_n, __ATOMIC_RELAXED) != 0))
 		lp_trace_ask(t, sid, p, n);
-	if (LP_LIKELY(t->fold && p && !t->in_fold && !t->scopes && !lp_is_slot(p))) {
+	if (LP_LIKELY(t->fold && p && !t->in_fold && !(t->scopes | t->ignoring) && !lp_is_slot(p))) {
 		/* Inside a scope every block is recorded: one that folds would
 		 * count where its aggregate is read, not in the scope. A slot
-		 * block too: the collector watches it from its allocation on. */
+		 * block too: the collector watches it from its allocation on.
+		 * And one the program says is no leak (__lsan_disable). */
 		lp_enter(&t->in_fold);
 		lp_fold_alloc(t, fn, p, n, sid, m);
 		lp_leave(&t->in_fold);
@@ -560,6 +561,8 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 	}
 	uint64_t w[4] = {LP_HDR(LP_REC_ALLOC, fn, 4, sid), 0, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 4);
+	if (LP_UNLIKELY(t->ignoring) && p)
+		lp_ignore_write(t, p);
 	t->last_alloc = (uint64_t)p;
 	if (p && t->fold)
 		lp_fold_recorded(t, n);
@@ -600,24 +603,34 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
  * of its own (lp_fold_free_quick). */
 static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
-	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p) : -1;
+	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p, fp) : -1;
 	if (folded > 0)
 		return;
 	lp_rec_free_slow(t, fn, p, fp, folded == 0);
 }
 
-static void lp_rec_realloc_begin(struct lp_thread *t, void *p)
-{
-	uint64_t w[3] = {LP_HDR(LP_REC_REALLOC_BEGIN, LP_FN_REALLOC, 3, 0), 0, (uint64_t)p};
-	lp_put(t, w, 3);
-}
-
-static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsigned fn, void *old,
-						      void *p, size_t n, void *fp)
+/* lp_rec_realloc_begin records that the realloc of p from hook frame fp
+ * is about to run, with its stack (a realloc the C library aborts inside
+ * never writes its end), and returns the stack's id. */
+static uint32_t lp_rec_realloc_begin(struct lp_thread *t, void *p, void *fp)
 {
 	uint32_t sid = lp_stack_id(t, fp);
+	uint64_t w[3] = {LP_HDR(LP_REC_REALLOC_BEGIN, LP_FN_REALLOC, 3, sid), 0, (uint64_t)p};
+	lp_put(t, w, 3);
+	return sid;
+}
+
+/* lp_rec_realloc records the realloc's end; sid is its stack if its
+ * begin found it, else 0. */
+static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsigned fn, void *old,
+						      void *p, size_t n, void *fp, uint32_t sid)
+{
+	if (!sid)
+		sid = lp_stack_id(t, fp);
 	uint64_t w[5] = {LP_HDR(LP_REC_REALLOC, fn, 5, sid), 0, (uint64_t)old, (uint64_t)p, (uint64_t)n};
 	lp_put(t, w, 5);
+	if (LP_UNLIKELY(t->ignoring) && p)
+		lp_ignore_write(t, p);
 	if (p && t->fold)
 		lp_fold_recorded(t, n);
 }
@@ -688,11 +701,10 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 		return old ? NULL : lp_boot_alloc(n);
 	lp_watch_freed(old);
 	if (LP_UNLIKELY(lp_is_slot(old))) { /* stale slots: the block moves out of the pool */
-		if (t)
-			lp_rec_realloc_begin(t, old);
+		uint32_t sid = t ? lp_rec_realloc_begin(t, old, fp) : 0;
 		void *p = lp_slot_realloc(old, n, real_malloc);
 		if (t) {
-			lp_rec_realloc(t, fn, old, p, n, fp);
+			lp_rec_realloc(t, fn, old, p, n, fp, sid);
 			if (p)
 				t->last_alloc = (uint64_t)p;
 		}
@@ -700,6 +712,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	}
 	if (!t)
 		return real_realloc(old, n);
+	uint32_t sid = 0;
 	if (old) {
 		if (lp_fold_on && !t->in_fold) {
 			/* The collector must know the block before it moves. */
@@ -707,10 +720,10 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 			lp_fold_take(t, old);
 			lp_leave(&t->in_fold);
 		}
-		lp_rec_realloc_begin(t, old);
+		sid = lp_rec_realloc_begin(t, old, fp);
 	}
 	void *p = real_realloc(old, n);
-	lp_rec_realloc(t, fn, old, p, n, fp);
+	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;
 	return p;
@@ -727,7 +740,7 @@ LP_EXPORT void *reallocarray(void *old, size_t nmemb, size_t size)
 	if (__builtin_mul_overflow(nmemb, size, &n)) {
 		struct lp_thread *t = lp_rec_thread();
 		if (t)
-			lp_rec_realloc(t, LP_FN_REALLOCARRAY, old, NULL, SIZE_MAX, LP_FP());
+			lp_rec_realloc(t, LP_FN_REALLOCARRAY, old, NULL, SIZE_MAX, LP_FP(), 0);
 		errno = ENOMEM;
 		return NULL;
 	}

@@ -63,6 +63,7 @@ struct lp_thread {
 	uint32_t pend_highs;   /* highs written in this window */
 	uint32_t pend_flushes; /* aggregates written: windows end every LP_PEND_WINDOW_FLUSHES */
 	int scopes;            /* scopes open on this thread (scope.c): no folding while > 0 */
+	int ignoring;          /* __lsan_disable()s open (lsan.c): no folding, no leaks while > 0 */
 };
 
 extern __thread struct lp_thread lp_tls __attribute__((tls_model("initial-exec")));
@@ -153,7 +154,7 @@ LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
 struct lp_ctx;
-LP_HIDDEN void lp_hold_exit(const char *supp, const struct lp_ctx *prog);
+LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);
 LP_HIDDEN long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeout);
 LP_HIDDEN void lp_ring_stop(void);
@@ -198,7 +199,7 @@ LP_HIDDEN void lp_fold_attach(struct lp_thread *t, struct lp_fold *f);
 LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t sid,
 			     uint64_t *m);
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
-LP_HIDDEN int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p);
+LP_HIDDEN int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
 LP_HIDDEN void lp_fold_recorded(struct lp_thread *t, size_t n);
 LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
@@ -312,6 +313,11 @@ void _ZdlPvmSt11align_val_t(void *p, size_t n, lp_align_t al);
 void _ZdaPvmSt11align_val_t(void *p, size_t n, lp_align_t al);
 void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt);
 void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, lp_align_t al, lp_nothrow_t nt);
+
+/* lsan.c */
+LP_HIDDEN void lp_ignore_write(struct lp_thread *t, const void *p);
+LP_HIDDEN int lp_lsan_hooks(const char **supp);
+LP_HIDDEN void lp_lsan_prepare(void);
 
 /* attach.c */
 LP_HIDDEN void lp_attach_patch(void);

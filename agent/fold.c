@@ -302,6 +302,69 @@ static inline struct lp_pending *lp_named(uint64_t w)
 	return __atomic_load_n(&e->addr, __ATOMIC_ACQUIRE) == LP_TAG_ADDR(w) ? e : NULL;
 }
 
+_Static_assert(sizeof(struct lp_fold) <= LP_FOLD_SIZE, "struct lp_fold fits its area");
+
+/* lp_freed_at is the entry of address a in fold area f's table of blocks
+ * freed by folds (a multiplicative hash: blocks of one size are often
+ * 64 bytes apart). */
+static inline struct lp_freed *lp_freed_at(struct lp_fold *f, uint64_t a)
+{
+	return &f->freed[((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_FREED_BITS)];
+}
+
+/* lp_note_freed remembers that the thread's fold freed e's block p, by a
+ * free of fn returning to ra: folded, the pair leaves no record a second
+ * free could be matched with. A few stores to a line the thread's folds
+ * keep cached. The address goes last: see lp_refreed. */
+static inline void lp_note_freed(struct lp_fold *f, const struct lp_pending *e, uint64_t p, uint64_t ra,
+				 unsigned fn)
+{
+	struct lp_freed *r = lp_freed_at(f, p);
+	r->ra = ra;
+	r->who = e->stack | (uint64_t)(e->fn | fn << 8) << 32;
+	__atomic_store_n(&r->addr, p, __ATOMIC_RELEASE);
+}
+
+/* lp_forget_freed drops what fold area f remembers of a folded block at
+ * p: a block at p is recorded now, so a free of p is no second free of
+ * the folded one. (Only a hint less: the collector checks anyway.) */
+static inline void lp_forget_freed(struct lp_fold *f, uint64_t p)
+{
+	struct lp_freed *r = lp_freed_at(f, p);
+	uint64_t a = p;
+	if (__atomic_load_n(&r->addr, __ATOMIC_RELAXED) == p)
+		__atomic_compare_exchange_n(&r->addr, &a, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/*
+ * lp_refreed is called for a free or realloc of p whose map word w names
+ * p but no pending block: when the table of w's thread says one of its
+ * folds freed a block at p, it writes a REFREE record, and the caller's
+ * record that follows may free that block a second time. The collector
+ * decides (p may have been allocated again since, recorded at once: then
+ * the free is proper). Another thread's entry may change while it is read:
+ * the address is read again after the rest, which the owner writes last;
+ * a hint torn by a race of the program's own is only a wrong hint.
+ */
+static __attribute__((noinline)) void lp_refreed(struct lp_thread *t, uint64_t w, uint64_t p)
+{
+	uint32_t slot = LP_TAG_SLOT(w);
+	if (slot >= lp_hdr->slot_count)
+		return;
+	struct lp_freed *r = lp_freed_at(lp_fold_of(slot), p);
+	if (__atomic_load_n(&r->addr, __ATOMIC_ACQUIRE) != p)
+		return;
+	uint64_t ra = r->ra, who = r->who;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	unsigned afn = (unsigned)(who >> 32) & 0xff, ffn = (unsigned)(who >> 40) & 0xff;
+	/* A record the collector cannot decode would cost the ring's others. */
+	if (__atomic_load_n(&r->addr, __ATOMIC_RELAXED) != p || afn == 0 || afn > LP_FN_MAX || ffn == 0 ||
+	    ffn > LP_FN_MAX)
+		return;
+	uint64_t rec[6] = {LP_HDR(LP_REC_REFREE, afn, 6, (uint32_t)who), 0, p, 0, ra, ffn};
+	lp_put(t, rec, 6);
+}
+
 /* lp_take_entry takes entry e, which held a, copying it to *out first; 0
  * if another thread took it meanwhile. Only a thread freeing a, or a's
  * owner evicting it, competes: a cannot be allocated again before then,
@@ -483,9 +546,10 @@ static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, stru
 	__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST); /* before the date: lp_all_held */
 	uint64_t now = lp_ts();
 	struct lp_pending copy;
-	if (lp_take_entry(e, a, &copy))
+	if (lp_take_entry(e, a, &copy)) {
+		lp_forget_freed(f, a);
 		lp_commit(t, &copy, t->tid, now);
-	else
+	} else
 		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
 }
 
@@ -513,6 +577,7 @@ static inline void lp_evict(struct lp_thread *t)
 static inline __attribute__((always_inline)) void lp_write_now(struct lp_thread *t, struct lp_pending *e, size_t n)
 {
 	lp_commit(t, e, t->tid, 0);
+	lp_forget_freed(t->fold, e->addr);
 	e->addr = 0;
 	lp_pend_again(t, n);
 }
@@ -670,7 +735,7 @@ static void lp_agg_add(struct lp_thread *t, const struct lp_pending *e, uint32_t
  * it. Inside in_fold like the rest: a signal handler's own allocations
  * and frees must not move the entry or the aggregates meanwhile.
  */
-__attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p)
+__attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
 	if (lp_fold_free_stacks)
 		return -1; /* each pair keeps its free's stack */
@@ -706,6 +771,7 @@ __attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t
 	t->agg_oldest = oldest;
 	t->folded++;
 	lp_agg_count(a, size, ts, temporary);
+	lp_note_freed(f, e, (uint64_t)p, ((const uint64_t *)fp)[1], fn);
 	lp_leave(&t->in_fold);
 	return 1;
 other:
@@ -714,19 +780,6 @@ other:
 not_pending:
 	lp_leave(&t->in_fold);
 	return 0;
-}
-
-/*
- * lp_find returns the pending entry of address p, of any thread, and its
- * thread slot, or NULL when p is not pending.
- */
-static inline struct lp_pending *lp_find(uint64_t p, uint32_t *slot)
-{
-	uint64_t w = __atomic_load_n(lp_pmap_at(p), __ATOMIC_ACQUIRE);
-	if (LP_TAG_ADDR(w) != p)
-		return NULL;
-	*slot = LP_TAG_SLOT(w);
-	return lp_named(w);
 }
 
 /* lp_claim takes another thread's pending entry e of address p and writes
@@ -738,6 +791,7 @@ static void lp_claim(struct lp_thread *t, struct lp_pending *e, uint64_t p, uint
 		return; /* its owner evicted it: the allocation is written */
 	/* Counted before the records are dated (lp_pend_high). */
 	__atomic_fetch_add(&lp_claimed[slot], copy.size, __ATOMIC_RELEASE);
+	lp_forget_freed(lp_fold_of(slot), p);
 	int owner = ((struct lp_slot *)((unsigned char *)lp_hdr + LP_HEADER_SIZE))[slot].tid;
 	lp_commit(t, &copy, owner, 0);
 }
@@ -754,18 +808,23 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 		struct lp_pending *e = lp_named(w);
 		if (e)
 			lp_claim(t, e, (uint64_t)p, slot);
+		else
+			lp_refreed(t, w, (uint64_t)p);
 		return 0;
 	}
 	/* Our own entry: only we write it but for takers of its address. */
 	uint32_t pos = LP_TAG_POS(w);
 	struct lp_pending *e = &t->fold->pend[pos];
-	if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p)
+	if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)p) {
+		lp_refreed(t, w, (uint64_t)p);
 		return 0;
+	}
 	if (!lp_same_family(e->fn, fn)) {
 		/* A mismatched free: both written. */
 		struct lp_pending copy;
 		if (lp_take_entry(e, (uint64_t)p, &copy)) {
 			lp_pend_sub(t->fold, copy.size);
+			lp_forget_freed(t->fold, (uint64_t)p);
 			lp_commit(t, &copy, t->tid, 0);
 		}
 		return 0;
@@ -779,6 +838,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	 * thread reuses it.) */
 	uint32_t fstack = lp_fold_free_stacks ? lp_stack_id(t, fp) : 0;
 	int temporary = t->last_alloc == (uint64_t)p;
+	lp_note_freed(t->fold, e, (uint64_t)p, ((const uint64_t *)fp)[1], fn);
 	lp_agg_add(t, e, fstack, fn, temporary);
 	if (temporary)
 		t->last_alloc = 0;
@@ -791,10 +851,14 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 
 void lp_fold_take(struct lp_thread *t, void *p)
 {
-	uint32_t slot;
-	struct lp_pending *e = lp_find((uint64_t)p, &slot);
+	uint64_t w = __atomic_load_n(lp_pmap_at((uint64_t)p), __ATOMIC_ACQUIRE);
+	if (LP_TAG_ADDR(w) != (uint64_t)p)
+		return;
+	struct lp_pending *e = lp_named(w);
 	if (e)
-		lp_claim(t, e, (uint64_t)p, slot);
+		lp_claim(t, e, (uint64_t)p, LP_TAG_SLOT(w));
+	else
+		lp_refreed(t, w, (uint64_t)p);
 }
 
 /* lp_fold_flush writes out what the thread keeps pending and its

@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 10u
+#define LP_WIRE_VERSION 11u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -55,6 +55,7 @@
 #define LP_PEND 256u        /* pending allocations per thread (a power of two) */
 #define LP_AGG 64u          /* aggregates per thread */
 #define LP_FOLD_SIZE 16384u /* bytes of one struct lp_fold, rounded up */
+#define LP_FREED_BITS 7u    /* log2 of the folded blocks remembered per thread (struct lp_freed) */
 
 /* Record types. */
 enum {
@@ -62,7 +63,7 @@ enum {
 	LP_REC_ALLOC = 2,         /* aux=stack; w1 ts, w2 addr (0: failed), w3 size */
 	LP_REC_FREE = 3,          /* aux=stack (0: none); w1 ts, w2 addr; fn | LP_FN_TEMPORARY when
 	                             the block was the thread's latest allocation */
-	LP_REC_REALLOC_BEGIN = 4, /* aux=0; w1 ts, w2 old addr (before the real call) */
+	LP_REC_REALLOC_BEGIN = 4, /* aux=stack (0: none); w1 ts, w2 old addr (before the real call) */
 	LP_REC_REALLOC = 5,       /* aux=stack; w1 ts, w2 old, w3 new (0: failed or freed), w4 size */
 	LP_REC_STACK = 6,         /* aux=stack id; w1.. frames (len-1 of them), innermost first */
 	LP_REC_MODULE = 7,        /* aux=module id; see struct layout below */
@@ -87,7 +88,16 @@ enum {
 	LP_REC_SCOPE_END = 21,    /* aux=depth of the scope it closes; w1 ts */
 	LP_REC_PENDING = 22,      /* aux=0; w1 ts, w2 bytes of all threads' pending allocations at
 	                             ts, as this thread counted them (fold.c) */
-	LP_REC_MAX = 22
+	LP_REC_REFREE = 23,       /* the next FREE or REALLOC of this thread is of w2, a block some
+	                             thread folded (struct lp_freed): fn=alloc fn, aux=alloc stack;
+	                             w1 ts, w2 addr, w3 0 (no size kept), w4 return address of the
+	                             free that folded it, w5 that free's fn */
+	LP_REC_IGNORE = 24,       /* aux=0; w1 ts, w2 an address in a block the program says is no
+	                             leak (__lsan_ignore_object, or allocated between __lsan_disable
+	                             and __lsan_enable) */
+	LP_REC_ROOT_REGION = 25,  /* aux=1 registered, 0 unregistered (__lsan_register_root_region,
+	                             __lsan_unregister_root_region); w1 ts, w2 addr, w3 size */
+	LP_REC_MAX = 25
 };
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
 #define LP_ASK_LABEL_MAX 64u   /* bytes of a request's label, NUL included */
@@ -192,7 +202,7 @@ struct lp_header {
 	uint64_t pad4[6];
 	/* offset 320: the exit hold (LP_HF_HOLD_EXIT), see LP_HOLD_* */
 	uint32_t hold;            /* futex word */
-	uint32_t pad5;
+	uint32_t hold_flags;      /* LP_HOLD_F_* */
 	uint64_t hold_supp;       /* address of __lsan_default_suppressions()'s string, or 0 */
 	/* Written by the agent at registration, for scans: memory of the
 	 * agent's own that must not count as a root. */
@@ -340,6 +350,10 @@ struct lp_own_table {
  * nothing else runs in the process, and the collector reads the memory
  * without stopping it.
  */
+/* hold_flags: the program's __lsan_is_turned_off returned nonzero: no
+ * leak check (as LeakSanitizer does none then). */
+#define LP_HOLD_F_OFF 1u
+
 enum {
 	LP_HOLD_NONE = 0,
 	LP_HOLD_REQUESTED = 1,
@@ -381,8 +395,19 @@ struct lp_aggent {
 	uint64_t last;        /* 0 (was the ts of the last pair: nothing read it) */
 };
 
-/* A thread's fold area. Written by its thread only; read by the
- * collector only when the thread (or the process) is gone. */
+/* A block a fold freed, remembered by address (a hash) so that a second
+ * free of it can still be named a double free (LP_REC_REFREE): the agent's
+ * own, the collector never reads it. */
+struct lp_freed {
+	uint64_t addr;  /* the block's address; 0: none */
+	uint64_t ra;    /* return address of the free that folded it */
+	uint64_t who;   /* its allocation's stack | allocating fn << 32 | freeing fn << 40 */
+	uint64_t pad;   /* 32 bytes: an index is a shift */
+};
+
+/* A thread's fold area. Written by its thread only (but for the takes of
+ * pending entries); read by the collector only when the thread (or the
+ * process) is gone. */
 struct lp_fold {
 	uint32_t head;   /* index of the oldest pending entry */
 	uint32_t count;  /* pending entries, holes included */
@@ -391,6 +416,7 @@ struct lp_fold {
 	uint32_t pad[12];
 	struct lp_pending pend[LP_PEND];
 	struct lp_aggent agg[LP_AGG];
+	struct lp_freed freed[1u << LP_FREED_BITS];
 };
 
 /*

@@ -509,7 +509,7 @@ void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 		/* A record dated by its writer keeps its time; an address's
 		 * records are ordered across threads by theirs (lp_ts_after). */
 		const uint32_t ordered = 1u << LP_REC_ALLOC | 1u << LP_REC_FREE | 1u << LP_REC_REALLOC_BEGIN |
-					 1u << LP_REC_REALLOC | 1u << LP_REC_ALLOC_LATE;
+					 1u << LP_REC_REALLOC | 1u << LP_REC_ALLOC_LATE | 1u << LP_REC_IGNORE;
 		w[1] = type < 32 && (ordered >> type & 1) ? lp_ts_after() : lp_ts();
 	}
 	uint64_t off = pos & lp_ring_mask;
@@ -579,12 +579,13 @@ static inline __attribute__((always_inline)) void lp_hold_regs(struct lp_header 
 /*
  * lp_hold_exit holds the process at its end while the collector scans it
  * (see LP_HOLD_* in lp_wire.h), if the collector asked for that. Once per
- * process image; a second exiting thread passes through. supp is the
- * string of the program's __lsan_default_suppressions, or NULL; prog the
- * program's state at its exit call (NULL: not known), which stays live
- * in the caller's frame until this returns.
+ * process image; a second exiting thread passes through. The program's
+ * own LeakSanitizer hooks are called first (lsan.c): the suppressions it
+ * compiled in, and whether it turned the leak check off. prog is the
+ * program's state at its exit call (NULL: not known), which stays live in
+ * the caller's frame until this returns.
  */
-LP_HIDDEN void lp_hold_exit(const char *supp, const struct lp_ctx *prog)
+LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog)
 {
 	struct lp_header *h = lp_hdr;
 	if (!h || !(h->flags & LP_HF_HOLD_EXIT) || !lp_collector_alive())
@@ -592,12 +593,14 @@ LP_HIDDEN void lp_hold_exit(const char *supp, const struct lp_ctx *prog)
 	if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_NONE)
 		return;
 	int saved = errno;
+	const char *supp = NULL;
+	h->hold_flags = lp_lsan_hooks(&supp) ? LP_HOLD_F_OFF : 0;
+	h->hold_supp = (uint64_t)(uintptr_t)supp;
 	/* Signals wait for the release: the scan may read the process while
 	 * this thread, its only one, is held here and not stopped. */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	h->hold_supp = (uint64_t)(uintptr_t)supp;
 	uint64_t spill[6] = {0};
 	lp_hold_regs(h, spill);
 	h->hold_regs = 0;

@@ -1,10 +1,12 @@
 package collect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -151,6 +153,13 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 			out = append(out, *ev)
 		}
 	}
+	if !live && im.reg.HoldFlags()&wire.HoldFlagOff != 0 {
+		// The program's __lsan_is_turned_off said no leak check: as
+		// LeakSanitizer, none (the model learns why).
+		out = append(out, event.Event{Kind: event.LeakCheckOff, Proc: im.idx, Time: c.src.Now()})
+		c.sink.send(im.idx, out, false)
+		return nil
+	}
 	pending := im.reg.PeekPending()
 	suppAddr, own, tlsOff, tlsSize := im.reg.HoldInfo()
 	supp := ""
@@ -170,7 +179,11 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 			return c.scanFailed(im, &event.ScanInfo{Live: live}, err)
 		}
 		blocks := liveBlocks(p, pending)
+		target.Extra = lsanRoots(p)
 		res, st, hp, err := scan.RunHeap(target, blocks, leak.DefaultOptions())
+		if err == nil {
+			lsanIgnored(p, blocks, res)
+		}
 		info := &event.ScanInfo{Suppressions: supp, PauseNs: uint64(time.Since(pause)), RootBytes: st.RootBytes, HeapBytes: st.HeapBytes, Live: live}
 		if err != nil {
 			done <- err
@@ -343,4 +356,35 @@ func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Blo
 		sbs = sbs[n:]
 	}
 	return evs
+}
+
+// lsanRoots returns the roots the program gave through LeakSanitizer's
+// interface (agent/lsan.c): its registered root regions, and the blocks
+// it said are no leaks, whose contents LeakSanitizer scans as reachable.
+func lsanRoots(p *heap.Process) []leak.Root {
+	var out []leak.Root
+	for _, r := range p.RootRegions() {
+		out = append(out, leak.Root{Addr: r[0], Len: r[1], What: "root region"})
+	}
+	for _, a := range p.IgnoredBlocks() {
+		if b, ok := p.LiveBlock(a); ok && b.Size > 0 {
+			out = append(out, leak.Root{Addr: a, Len: b.Size, What: "ignored object"})
+		}
+	}
+	return out
+}
+
+// lsanIgnored makes the blocks the program said are no leaks reachable
+// in res (blocks are sorted by address): their contents were roots, so
+// what they point to is reachable already.
+func lsanIgnored(p *heap.Process, blocks []leak.Block, res *leak.Result) {
+	for _, a := range p.IgnoredBlocks() {
+		i, ok := slices.BinarySearchFunc(blocks, a, func(b leak.Block, a uint64) int { return cmp.Compare(b.Addr, a) })
+		if !ok {
+			continue
+		}
+		res.Kinds[i] = leak.Reachable
+		res.Owner[i] = -1
+		res.IndirectBytes[i], res.IndirectBlocks[i] = 0, 0
+	}
 }

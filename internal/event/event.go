@@ -21,8 +21,8 @@ const (
 	// Aux is 1 when the block was its thread's latest allocation (a
 	// temporary one), else 0.
 	Free
-	// ReallocBegin: realloc of Addr is about to run; from here on the
-	// address may be handed out again.
+	// ReallocBegin: realloc of Addr is about to run, called from Stack
+	// (0: unknown); from here on the address may be handed out again.
 	ReallocBegin
 	// Realloc: realloc(Addr, Size) returned Addr2. Addr2 == 0 means it
 	// failed (Size > 0: Addr is still live) or freed Addr (Size == 0).
@@ -86,6 +86,23 @@ const (
 	// or exiting. The heap in use then is what the records say plus
 	// these.
 	Pending
+	// Refree: the thread's next Free or Realloc is of Addr, where the
+	// agent folded a block (Size: 0, not kept) allocated at Stack by Fn and
+	// freed by Fn(Aux) returning to Addr2 (the pair left no records).
+	// Unless a block is live at Addr by then, that release frees the
+	// folded block a second time.
+	Refree
+	// Ignore: the block Addr points into (its start or inside it) is no
+	// leak, as the program says (__lsan_ignore_object, or allocated by a
+	// thread between __lsan_disable and __lsan_enable).
+	Ignore
+	// RootRegion: the program registered (Aux 1) or unregistered (Aux 0)
+	// [Addr, Addr+Size) as a root region of leak scans
+	// (__lsan_register_root_region).
+	RootRegion
+	// LeakCheckOff: the program's __lsan_is_turned_off returned nonzero
+	// at its exit: no leak check for its image.
+	LeakCheckOff
 )
 
 var kindNames = [...]string{
@@ -95,7 +112,8 @@ var kindNames = [...]string{
 	Fork: "fork", ForkDone: "fork-done", Exec: "exec", Exit: "exit",
 	ProcessStart: "process-start", ProcessEnd: "process-end", Clock: "clock", Agg: "agg", Scan: "scan",
 	RootCause: "root-cause", ScopeBegin: "scope-begin", ScopeEnd: "scope-end",
-	StaleEpoch: "stale-epoch", Pending: "pending",
+	StaleEpoch: "stale-epoch", Pending: "pending", Refree: "refree",
+	Ignore: "ignore", RootRegion: "root-region", LeakCheckOff: "leak-check-off",
 }
 
 func (k Kind) String() string {

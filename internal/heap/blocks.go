@@ -347,6 +347,8 @@ type freeEntry struct {
 	site  StackID // where the block was allocated
 	stack StackID // where it was freed
 	fn    event.Fn
+	afn   event.Fn // the function that allocated it
+	site1 bool     // stack is the free's call site alone (a folded pair's)
 }
 
 // freeLogStart is the entries a free log starts with: a short run's

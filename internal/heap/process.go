@@ -11,6 +11,7 @@ package heap
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -104,10 +105,13 @@ type Thread struct {
 }
 
 type pendingRealloc struct {
-	active bool
-	addr   uint64
-	known  bool
-	block  Block
+	active  bool
+	addr    uint64
+	known   bool
+	block   Block
+	ignored bool   // the program said the block is no leak (see lsanState)
+	time    uint64 // of the begin
+	stack   uint32 // the begin's agent stack id (0: unknown)
 }
 
 // Totals are the process-wide counts.
@@ -158,15 +162,18 @@ func (k ErrorKind) String() string {
 // Error is an improper use, counted once per distinct (kind, stacks).
 type Error struct {
 	Kind       ErrorKind
-	Addr       uint64   // the first address it happened to
-	Stack      StackID  // where the free/realloc was called (0: unknown)
-	AllocStack StackID  // where the block was allocated (0: unknown)
-	FreeStack  StackID  // double free: where it was freed first
-	Fn         event.Fn // the releasing function
-	AllocFn    event.Fn // the allocating function, when known
-	Thread     int32
-	Time       uint64
-	Count      uint64
+	Addr       uint64  // the first address it happened to
+	Stack      StackID // where the free/realloc was called (0: unknown)
+	AllocStack StackID // where the block was allocated (0: unknown)
+	FreeStack  StackID // double free: where it was freed first
+	// FreeCallSite: FreeStack is the first free's call site alone (the
+	// agent folded the pair, and keeps no more of its free).
+	FreeCallSite bool
+	Fn           event.Fn // the releasing function
+	AllocFn      event.Fn // the allocating function, when known
+	Thread       int32
+	Time         uint64
+	Count        uint64
 }
 
 type errKey struct {
@@ -221,6 +228,9 @@ type Process struct {
 	ScopeAnomalies      uint64
 	FreeStacksSeen      bool
 	FirstTime, LastTime uint64
+	// LeakCheckOff: the program's __lsan_is_turned_off said no leak check
+	// at its exit (reports list no leaks of the image).
+	LeakCheckOff bool
 
 	sites      []Site           // by StackID
 	blocks     *blockTable      // live blocks by address
@@ -242,6 +252,7 @@ type Process struct {
 	typed     []event.ScannedBlock // of a typed scan, by address
 	now       uint64               // the time of the event being applied
 	scopes    *scopeState          // nil until a scope begins
+	lsan      lsanState            // what the program told of LeakSanitizer's interface
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -493,6 +504,14 @@ func (p *Process) apply(ev *event.Event) {
 		p.agg(ev)
 	case event.Pending:
 		p.pendingHigh(ev)
+	case event.Refree:
+		p.refree(ev)
+	case event.Ignore:
+		p.ignore(ev.Addr)
+	case event.RootRegion:
+		p.rootRegion(ev.Addr, ev.Size, ev.Aux == 1)
+	case event.LeakCheckOff:
+		p.LeakCheckOff = true
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
 	case event.Free:
@@ -504,10 +523,12 @@ func (p *Process) apply(ev *event.Event) {
 	case event.ReallocBegin:
 		t := p.thread(ev.Thread)
 		b, ok := p.blocks.take(ev.Addr)
+		ignored := false
 		if ok {
 			p.released(b)
+			ignored = p.unignore(ev.Addr)
 		}
-		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
+		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored, time: ev.Time, stack: ev.Stack}
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
@@ -714,6 +735,22 @@ func (p *Process) agg(ev *event.Event) {
 	}
 }
 
+// refree takes in the agent's word that the release following it on the
+// thread is of an address where it folded a pair: unless a block is live
+// there, that release frees the folded block again, and the free log gets
+// the pair's free (its stack is the frame the free returned to: the
+// agent keeps no more of a folded free), as if it had been recorded.
+func (p *Process) refree(ev *event.Event) {
+	if _, live := p.blocks.get(ev.Addr); live {
+		return
+	}
+	var stack StackID
+	if ev.Addr2 != 0 {
+		stack = p.Stacks.intern([]uint64{ev.Addr2}, p.ModuleOf)
+	}
+	p.frees.add(freeEntry{addr: ev.Addr, site: p.stackOf(ev.Stack), stack: stack, fn: event.Fn(ev.Aux), afn: ev.Fn, site1: true})
+}
+
 // released accounts a block taken out of the live set (free or realloc).
 func (p *Process) released(b Block) {
 	s := p.site(b.Site)
@@ -729,7 +766,7 @@ func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn, t
 	if p.scopes != nil {
 		p.scopes.freed(addr, b, tid)
 	}
-	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn})
+	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn, afn: b.Fn})
 	s := p.site(b.Site)
 	s.Frees++
 	s.FreeBytes += b.Size
@@ -769,6 +806,7 @@ func (p *Process) free(ev *event.Event) {
 		return
 	}
 	p.released(b)
+	p.unignore(ev.Addr)
 	p.freedBlock(ev.Addr, b, stack, ev.Fn, ev.Thread)
 	if ev.Kind == event.Free && ev.Aux&1 != 0 {
 		// The agent saw no allocation on the thread in between.
@@ -798,6 +836,8 @@ func (p *Process) invalidFree(ev *event.Event) {
 		e.Kind = DoubleFree
 		e.AllocStack = f.site
 		e.FreeStack = f.stack
+		e.AllocFn = f.afn
+		e.FreeCallSite = f.site1
 	} else if p.Info.Attached {
 		// A block from before the attach: the model never saw it.
 		p.Totals.UnknownFrees++
@@ -820,10 +860,12 @@ func (p *Process) realloc(ev *event.Event) {
 	if ev.Addr != 0 && (!pr.active || pr.addr != ev.Addr) {
 		// No begin record seen for this call: take the block now.
 		b, ok := p.blocks.take(ev.Addr)
+		ignored := false
 		if ok {
 			p.released(b)
+			ignored = p.unignore(ev.Addr)
 		}
-		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
+		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored}
 	}
 	stack := p.stackOf(ev.Stack)
 	if ev.Addr2 == 0 {
@@ -840,6 +882,9 @@ func (p *Process) realloc(ev *event.Event) {
 		p.Totals.FailedAllocs++
 		if pr.known {
 			p.restore(ev.Addr, pr.block)
+			if pr.ignored {
+				p.ignore(ev.Addr) // a failed realloc leaves the block as it was
+			}
 			if p.obs != nil {
 				p.obs.Call(p, pr.block, ev.Fn, ev.Time)
 			}
@@ -885,6 +930,7 @@ func (p *Process) finish() {
 	if p.scopes != nil {
 		p.scopes.closeAll(p.LastTime)
 	}
+	p.unfinishedReallocs()
 	addrs := make([]uint64, 0, len(p.parked))
 	for a := range p.parked {
 		addrs = append(addrs, a)
@@ -907,6 +953,32 @@ func (p *Process) finish() {
 	p.limbo = map[uint64]Block{}
 }
 
+// unfinishedReallocs reports the reallocs of addresses no live block
+// held that never returned: the C library found the block freed and
+// aborted the program inside realloc (glibc does when it must move it).
+// The agent writes their stack at the begin (a trace of an older agent:
+// none); the first free's and the allocation's are known for a double
+// free.
+func (p *Process) unfinishedReallocs() {
+	var tids []int32
+	for tid, t := range p.Threads {
+		if pr := t.realloc; pr.active && !pr.known && pr.addr != 0 {
+			tids = append(tids, tid)
+		}
+	}
+	slices.Sort(tids)
+	for _, tid := range tids {
+		t := p.Threads[tid]
+		ev := event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Addr: t.realloc.addr, Thread: tid, Time: t.realloc.time,
+			Stack: t.realloc.stack}
+		t.realloc = pendingRealloc{}
+		if _, again := p.frees.last(ev.Addr); !again && p.Info.ForkID != 0 {
+			continue // the parent's block, as for frees below
+		}
+		p.invalidFree(&ev)
+	}
+}
+
 // cloneFrom makes p a fork child of parent: it inherits the parent's live
 // blocks and stacks as they are at the fork.
 func (p *Process) cloneFrom(parent *Process) {
@@ -915,6 +987,7 @@ func (p *Process) cloneFrom(parent *Process) {
 	p.sites = make([]Site, len(parent.sites))
 	p.blocks = parent.blocks.clone()
 	p.frees = newFreeLog(recentFrees)
+	p.lsan = parent.lsan.clone()
 	parent.blocks.each(func(a uint64, b Block) {
 		s := &p.sites[b.Site]
 		s.LiveBlocks++

@@ -65,11 +65,15 @@ type Block struct {
 // Classify does not use it. StartOnly: its words count only as start
 // pointers (the C library's data, where its allocator's state points at
 // chunk headers, inside the blocks before them: memcheck and
-// LeakSanitizer replace that allocator and never see such words).
+// LeakSanitizer replace that allocator and never see such words). The
+// words of blocks in a root are left out, unless Heap is set: a range the
+// program itself names a root (a LeakSanitizer root region, an object it
+// says is no leak), read whole.
 type Root struct {
 	Addr, Len uint64
 	What      string
 	StartOnly bool
+	Heap      bool
 }
 
 // Memory reads the stopped process's memory. ReadRanges fills each range's

@@ -189,6 +189,17 @@ func (it *rootIter) next() (piece, bool) {
 			if r.Len == 0 {
 				continue
 			}
+			if r.Heap {
+				// Whole, blocks and all.
+				end := r.Addr + r.Len
+				if end < r.Addr {
+					end = ^uint64(0)
+				}
+				if a, e := (r.Addr+7)&^7, end&^7; e > a {
+					return piece{addr: a, n: e - a, blk: -1}, true
+				}
+				continue
+			}
 			it.cur, it.end = r.Addr, r.Addr+r.Len
 			if it.end < it.cur {
 				it.end = ^uint64(0)

@@ -36,6 +36,12 @@ func (r *Region) HoldInfo() (supp, ownTable uint64, tlsOffset int64, tlsSize uin
 		int64(r.u64(wire.OffTLSOffset).Load()), r.u64(wire.OffTLSSize).Load()
 }
 
+// HoldFlags returns what the agent said of the program at its hold
+// (wire.HoldFlag*).
+func (r *Region) HoldFlags() uint32 {
+	return r.u32(wire.OffHoldFlags).Load()
+}
+
 // HoldStack returns where the scan of the holding thread's stack starts
 // and its thread pointer, as it left them before its hold request (sp is 0
 // when the agent could not say), and regs, the address in the process of

@@ -47,6 +47,9 @@ type jsonImage struct {
 	// there was none.
 	Scan      *jsonScan `json:"scan,omitempty"`
 	ScanError string    `json:"scan_error,omitempty"`
+	// LeakCheckOff: the program's __lsan_is_turned_off returned nonzero:
+	// no leak check, no leaks listed.
+	LeakCheckOff bool `json:"leak_check_off,omitempty"`
 	// Scopes: what each scope name did (LEAKPATH_SCOPE), the most
 	// allocated first; absent when the image entered none.
 	Scopes         []jsonScope `json:"scopes,omitempty"`
@@ -150,8 +153,10 @@ type jsonError struct {
 	Stack      []jsonFrame `json:"stack"`
 	AllocStack []jsonFrame `json:"alloc_stack"`
 	FreeStack  []jsonFrame `json:"free_stack,omitempty"`
-	TraceCount int         `json:"trace_count,omitempty"` // as in jsonLeak
-	Ranks      []int       `json:"ranks,omitempty"`
+	// FreeCallSite: free_stack is the first free's call site alone.
+	FreeCallSite bool  `json:"free_stack_call_site_only,omitempty"`
+	TraceCount   int   `json:"trace_count,omitempty"` // as in jsonLeak
+	Ranks        []int `json:"ranks,omitempty"`
 }
 
 func (r *Report) json(w io.Writer) error {
@@ -196,7 +201,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			TemporaryAllocations: t.Temporary, FailedAllocations: t.FailedAllocs,
 			FoldedPairs: t.Folded, UnknownFrees: t.UnknownFrees,
 		},
-		Leaks: []jsonLeak{}, Errors: []jsonError{}, Attached: p.Info.Attached,
+		Leaks: []jsonLeak{}, Errors: []jsonError{}, Attached: p.Info.Attached, LeakCheckOff: p.LeakCheckOff,
 	}
 	for fn := event.Fn(1); fn < event.NumFn; fn++ {
 		if fn == event.ReallocArray && t.Calls[fn] == 0 {
@@ -268,6 +273,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		}
 		if e.FreeStack != 0 {
 			je.FreeStack = r.jsonStack(p, e.FreeStack)
+			je.FreeCallSite = e.FreeCallSite
 		}
 		ji.Errors = append(ji.Errors, je)
 	}

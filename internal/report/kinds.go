@@ -49,7 +49,7 @@ func (r *Report) suppressions() *suppress.Set {
 // with its suppression. A group suppressed hides the indirect groups it
 // owns, as LeakSanitizer treats suppressed blocks as reachable.
 func (r *Report) leaks(p *heap.Process) []leak {
-	if execd(p) {
+	if execd(p) || p.LeakCheckOff {
 		return nil
 	}
 	if ls, ok := r.leakCache[p]; ok {

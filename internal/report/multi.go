@@ -116,7 +116,9 @@ func (m *Multi) Add(r *Report) error {
 			pt.leaked += p.Totals.LiveBytes
 			pt.blocks += p.Totals.LiveBlocks
 			for _, g := range p.Leaks() {
-				m.addLeak(r, p, g, pt)
+				if !p.LeakCheckOff { // else the program turned the check off (__lsan_is_turned_off)
+					m.addLeak(r, p, g, pt)
+				}
 			}
 		}
 		for _, e := range p.Errors {

@@ -121,6 +121,12 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 	if p.Info.ForkID != 0 && p.Info.ParentProc >= 0 {
 		fmt.Fprintf(w, "  forked from pid %d: blocks it inherited count as not freed unless it freed them\n", r.s.Procs[p.Info.ParentProc].Info.PID)
 	}
+	if p.LeakCheckOff {
+		// As LeakSanitizer: the program asked for no leak check.
+		fmt.Fprintln(w, "  leak check turned off by the program (its __lsan_is_turned_off returned nonzero): no leaks are listed")
+		r.textErrors(w, p)
+		return 0, len(p.Errors)
+	}
 	r.textKinds(w, p)
 	var leaks []leak
 	for _, l := range r.leaks(p) {
@@ -214,7 +220,10 @@ func (r *Report) textErrors(w *bufio.Writer, p *heap.Process) {
 		} else {
 			fmt.Fprintln(w, "  (stack of the free not recorded)")
 		}
-		if e.FreeStack != 0 {
+		if e.FreeStack != 0 && e.FreeCallSite {
+			fmt.Fprintln(w, "  first freed at (its call site only: the pair was folded; --fold=false records the whole stack):")
+			r.textStack(w, p, e.FreeStack)
+		} else if e.FreeStack != 0 {
 			fmt.Fprintln(w, "  first freed at:")
 			r.textStack(w, p, e.FreeStack)
 		}

@@ -48,6 +48,9 @@ type Target struct {
 	OwnTable  uint64
 	TLSOffset int64
 	TLSSize   uint64
+	// Extra are roots the program named (LeakSanitizer's root regions
+	// and ignored objects): read where readable, holes and all.
+	Extra []leak.Root
 }
 
 // Stats are the figures of one scan.
@@ -192,6 +195,11 @@ func readRoots(t Target, blocks []leak.Block, stacks []threadStack, holes []span
 	for i, r := range roots {
 		lr[i] = leak.Root{Addr: r.lo, Len: r.hi - r.lo, What: r.what, StartOnly: isLibc(r.what)}
 		st.RootBytes += r.hi - r.lo
+	}
+	for _, r := range extraRoots(t.Extra, maps) {
+		lr = append(lr, r)
+		st.Roots++
+		st.RootBytes += r.Len
 	}
 	if opt.Mappings == nil {
 		// For the multiple-inheritance heuristic (vtable pointers).

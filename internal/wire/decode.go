@@ -39,7 +39,7 @@ var minWords = [RecMax + 1]int{
 	RecStack: 2, RecModule: 4, RecModuleUnload: 2, RecThreadStart: 3,
 	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
 	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 6,
-	RecScopeBegin: 3, RecScopeEnd: 2, RecPending: 3,
+	RecScopeBegin: 3, RecScopeEnd: 2, RecPending: 3, RecRefree: 6, RecIgnore: 3, RecRootRegion: 4,
 }
 
 // Decode appends to out the events of the whole records in b, tagged with
@@ -119,7 +119,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				ev.Aux = 1
 			}
 		case RecReallocBegin:
-			ev.Kind, ev.Fn, ev.Addr = event.ReallocBegin, event.ReallocFn, w(2)
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.ReallocBegin, event.ReallocFn, aux, w(2)
 		case RecRealloc:
 			if fn != event.ReallocFn && fn != event.ReallocArray {
 				return out, &DecodeError{off, fmt.Sprintf("realloc by function %d", fn)}
@@ -206,6 +206,20 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Kind, ev.Aux = event.ScopeEnd, uint64(aux)
 		case RecPending:
 			ev.Kind, ev.Size = event.Pending, w(2)
+		case RecRefree:
+			ffn := event.Fn(w(5))
+			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn || w(2) == 0 {
+				return out, &DecodeError{off, fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
+			}
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Refree, fn, aux, w(2), w(3)
+			ev.Addr2, ev.Aux = w(4), uint64(ffn)
+		case RecIgnore:
+			ev.Kind, ev.Addr = event.Ignore, w(2)
+		case RecRootRegion:
+			if aux > 1 {
+				return out, &DecodeError{off, fmt.Sprintf("root region record %d", aux)}
+			}
+			ev.Kind, ev.Addr, ev.Size, ev.Aux = event.RootRegion, w(2), w(3), uint64(aux)
 		}
 		out = append(out, ev)
 		off += words * 8

@@ -41,7 +41,7 @@ func TestDecodeRecords(t *testing.T) {
 	in = append(in, hdr(RecStack, 0, 3, 9), 0x401000, 0x402000)
 	in = append(in, hdr(RecAlloc, int(event.Malloc), 4, 9), 11, 0x5000, 64)
 	in = append(in, hdr(RecPad, 0, 2, 0), 0)
-	in = append(in, hdr(RecReallocBegin, int(event.ReallocFn), 3, 0), 12, 0x5000)
+	in = append(in, hdr(RecReallocBegin, int(event.ReallocFn), 3, 9), 12, 0x5000)
 	in = append(in, hdr(RecRealloc, int(event.ReallocFn), 5, 9), 13, 0x5000, 0x6000, 128)
 	in = append(in, hdr(RecFree, int(event.FreeFn), 3, 0), 14, 0x6000)
 	in = append(in, mod...)
@@ -52,6 +52,10 @@ func TestDecodeRecords(t *testing.T) {
 	in = append(in, hdr(RecScopeBegin, 0, 3, 3), 19, 0)                        // no name
 	in = append(in, hdr(RecScopeEnd, 0, 2, 3), 20)
 	in = append(in, hdr(RecPending, 0, 3, 0), 21, 4096)
+	in = append(in, hdr(RecRefree, int(event.Malloc), 6, 9), 22, 0x7000, 0, 0x401234, uint64(event.FreeFn))
+	in = append(in, hdr(RecIgnore, 0, 3, 0), 23, 0x7008)
+	in = append(in, hdr(RecRootRegion, 0, 4, 1), 24, 0x8000, 64)
+	in = append(in, hdr(RecRootRegion, 0, 4, 0), 25, 0x8000, 64)
 	var r Ring
 	got, err := Decode(words(in...), 1, &r, nil)
 	if err != nil {
@@ -61,7 +65,7 @@ func TestDecodeRecords(t *testing.T) {
 		{Kind: event.ThreadStart, Proc: 1, Thread: 42, Time: 10, Addr: 0xdead},
 		{Kind: event.StackDef, Proc: 1, Thread: 42, Stack: 9, X: &event.Extra{Frames: []uint64{0x401000, 0x402000}}},
 		{Kind: event.Alloc, Fn: event.Malloc, Proc: 1, Thread: 42, Stack: 9, Time: 11, Addr: 0x5000, Size: 64},
-		{Kind: event.ReallocBegin, Fn: event.ReallocFn, Proc: 1, Thread: 42, Time: 12, Addr: 0x5000},
+		{Kind: event.ReallocBegin, Fn: event.ReallocFn, Proc: 1, Thread: 42, Stack: 9, Time: 12, Addr: 0x5000},
 		{Kind: event.Realloc, Fn: event.ReallocFn, Proc: 1, Thread: 42, Stack: 9, Time: 13, Addr: 0x5000, Addr2: 0x6000, Size: 128},
 		{Kind: event.Free, Fn: event.FreeFn, Proc: 1, Thread: 42, Time: 14, Addr: 0x6000},
 		{Kind: event.ModuleLoad, Proc: 1, Thread: 42, Time: 100, X: &event.Extra{Module: &event.Module{ID: 7, Path: path, BuildID: bid,
@@ -73,6 +77,10 @@ func TestDecodeRecords(t *testing.T) {
 		{Kind: event.ScopeBegin, Proc: 1, Thread: 42, Time: 19, Aux: 3},
 		{Kind: event.ScopeEnd, Proc: 1, Thread: 42, Time: 20, Aux: 3},
 		{Kind: event.Pending, Proc: 1, Thread: 42, Time: 21, Size: 4096},
+		{Kind: event.Refree, Fn: event.Malloc, Proc: 1, Thread: 42, Stack: 9, Time: 22, Addr: 0x7000, Addr2: 0x401234, Aux: uint64(event.FreeFn)},
+		{Kind: event.Ignore, Proc: 1, Thread: 42, Time: 23, Addr: 0x7008},
+		{Kind: event.RootRegion, Proc: 1, Thread: 42, Time: 24, Addr: 0x8000, Size: 64, Aux: 1},
+		{Kind: event.RootRegion, Proc: 1, Thread: 42, Time: 25, Addr: 0x8000, Size: 64},
 	}
 	if !reflect.DeepEqual(got, want) {
 		for i := range max(len(got), len(want)) {
@@ -98,16 +106,21 @@ func at(evs []event.Event, i int) any {
 
 func TestDecodeRejects(t *testing.T) {
 	for name, in := range map[string][]byte{
-		"zero header":        words(0),
-		"unknown type":       words(hdr(99, 0, 1, 0)),
-		"too short alloc":    words(hdr(RecAlloc, 1, 2, 0), 0),
-		"past the end":       words(hdr(RecFree, 5, 9, 0), 0, 0),
-		"alloc unknown fn":   words(hdr(RecAlloc, 200, 4, 0), 0, 0, 0),
-		"stack id 0":         words(hdr(RecStack, 0, 2, 0), 1),
-		"stack id too large": words(hdr(RecStack, 0, 2, event.MaxStackID), 1),
-		"bad module lengths": words(hdr(RecModule, 0, 4, 1), 0, 0, 100),
-		"half a word":        {1, 2, 3},
-		"scope without name": words(hdr(RecScopeBegin, 0, 2, 1), 0),
+		"zero header":         words(0),
+		"unknown type":        words(hdr(99, 0, 1, 0)),
+		"too short alloc":     words(hdr(RecAlloc, 1, 2, 0), 0),
+		"past the end":        words(hdr(RecFree, 5, 9, 0), 0, 0),
+		"alloc unknown fn":    words(hdr(RecAlloc, 200, 4, 0), 0, 0, 0),
+		"stack id 0":          words(hdr(RecStack, 0, 2, 0), 1),
+		"stack id too large":  words(hdr(RecStack, 0, 2, event.MaxStackID), 1),
+		"bad module lengths":  words(hdr(RecModule, 0, 4, 1), 0, 0, 100),
+		"half a word":         {1, 2, 3},
+		"scope without name":  words(hdr(RecScopeBegin, 0, 2, 1), 0),
+		"refree of address 0": words(hdr(RecRefree, int(event.Malloc), 6, 1), 0, 0, 0, 1, uint64(event.FreeFn)),
+		"refree, free fn 0":   words(hdr(RecRefree, int(event.Malloc), 6, 1), 0, 0x10, 0, 1, 0),
+		"refree, alloc fn 99": words(hdr(RecRefree, 99, 6, 1), 0, 0x10, 0, 1, uint64(event.FreeFn)),
+		"short ignore":        words(hdr(RecIgnore, 0, 2, 0), 0),
+		"root region aux 2":   words(hdr(RecRootRegion, 0, 4, 2), 0, 0x10, 8),
 		"scope name too long": words(append([]uint64{hdr(RecScopeBegin, 0, 2+17, 1), 0},
 			make([]uint64, 17)...)...),
 	} {
@@ -131,6 +144,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(words(hdr(RecExec, 0, 3, 5), 0, 0x6f6c6c6568))
 	f.Add(words(hdr(RecScopeBegin, 0, 3, 1), 1, 0x6573726170, hdr(RecScopeEnd, 0, 2, 1), 2))
 	f.Add(words(hdr(RecPending, 0, 3, 0), 1, 4096))
+	f.Add(words(hdr(RecRefree, 1, 6, 1), 1, 0x10, 0, 0x401000, 5, hdr(RecIgnore, 0, 3, 0), 2, 0x10))
+	f.Add(words(hdr(RecRootRegion, 0, 4, 1), 1, 0x10, 8))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Ring
 		evs, err := Decode(b, 0, &r, nil)

@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 10
+const Version = 11
 
 // Magic numbers.
 const (
@@ -50,7 +50,17 @@ const (
 	RecScopeBegin   = 20 // aux=depth; w1 ts, then the name, NUL padded
 	RecScopeEnd     = 21 // aux=depth; w1 ts
 	RecPending      = 22 // w1 ts, w2 bytes the threads hold pending
-	RecMax          = 22
+	// RecRefree: the thread's next free or realloc is of w2, a block a
+	// fold freed: fn=alloc fn, aux=alloc stack; w1 ts, w2 addr, w3 0,
+	// w4 return address of the folding free, w5 its fn.
+	RecRefree = 23
+	// RecIgnore: w1 ts, w2 an address in a block that is no leak
+	// (__lsan_ignore_object, or allocated under __lsan_disable).
+	RecIgnore = 24
+	// RecRootRegion: aux 1 registered, 0 unregistered; w1 ts, w2 addr,
+	// w3 size (__lsan_register_root_region and its undoing).
+	RecRootRegion = 25
+	RecMax        = 25
 )
 
 // StaleMaxSize is the largest block the agent serves from the slot pool
@@ -86,6 +96,10 @@ const (
 	HoldRequested = 1 // by the agent, at exit
 	HoldScanning  = 2 // the collector took the request
 	HoldReleased  = 3 // the collector is done: the process may exit
+
+	// HoldFlagOff, in the header's hold_flags: the program's
+	// __lsan_is_turned_off returned nonzero (LP_HOLD_F_OFF).
+	HoldFlagOff = 1
 )
 
 // Root-cause window states (LP_TRACE_*), in the header's trace_state.
@@ -158,6 +172,7 @@ const (
 	OffCollectorState    = 256
 	OffNowTS             = 264 // the collector's clock for pending allocations' times
 	OffHold              = 320 // futex word: Hold*
+	OffHoldFlags         = 324 // HoldFlag*
 	OffHoldSupp          = 328
 	OffOwnTable          = 336
 	OffTLSOffset         = 344

@@ -47,7 +47,7 @@ P("RecReallocBegin", LP_REC_REALLOC_BEGIN); P("RecRealloc", LP_REC_REALLOC); P("
 P("RecModule", LP_REC_MODULE); P("RecModuleUnload", LP_REC_MODULE_UNLOAD); P("RecThreadStart", LP_REC_THREAD_START);
 P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDone", LP_REC_FORK_DONE);
 P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
-P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecPending", LP_REC_PENDING); P("RecMax", LP_REC_MAX);
+P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecPending", LP_REC_PENDING); P("RecRefree", LP_REC_REFREE); P("RecIgnore", LP_REC_IGNORE); P("RecRootRegion", LP_REC_ROOT_REGION); P("HoldFlagOff", LP_HOLD_F_OFF); P("RecMax", LP_REC_MAX);
 P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FlagFoldFreeStacks", LP_HF_FOLD_FREE_STACKS); P("FlagExactTimes", LP_HF_EXACT_TIMES); P("FnTemporary", LP_FN_TEMPORARY);
 P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED); P("SlotTaking", LP_SLOT_TAKING);
 P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
@@ -66,7 +66,7 @@ P("OffOwnOverflow", offsetof(struct lp_own_table, overflow)); P("OffOwnRanges", 
 P("OwnRangeSize", sizeof(struct lp_own_range));
 P("DeadMax", LP_DEAD_MAX); P("OffOwnDeadNext", offsetof(struct lp_own_table, dead_next)); P("OffOwnDead", offsetof(struct lp_own_table, dead));
 P("DeadSize", sizeof(struct lp_dead_stack));
-H(hold,"OffHold"); H(hold_supp,"OffHoldSupp"); H(hold_sp,"OffHoldSP"); H(hold_tp,"OffHoldTP"); H(hold_regs,"OffHoldRegs");
+H(hold,"OffHold"); H(hold_flags,"OffHoldFlags"); H(hold_supp,"OffHoldSupp"); H(hold_sp,"OffHoldSP"); H(hold_tp,"OffHoldTP"); H(hold_regs,"OffHoldRegs");
 H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTraceAddr"); H(trace_size,"OffTraceSize");
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
 H(watch_freed,"OffWatchFreed"); H(trace_skip,"OffTraceSkip"); P("Suspects", LP_SUSPECTS);
@@ -109,7 +109,7 @@ return 0; }
 		"OffAggAFn": OffAggAFn, "OffAggFFn": OffAggFFn, "OffAggUsed": OffAggUsed, "OffAggPairs": OffAggPairs,
 		"OffAggBytes": OffAggBytes, "OffAggTemp": OffAggTemp, "OffAggFirst": OffAggFirst, "OffAggLast": OffAggLast,
 		"OffFoldOffset": OffFoldOffset, "OffReserved0": OffReserved0,
-		"RecAgg": RecAgg, "RecAllocLate": RecAllocLate, "RecPending": RecPending,
+		"RecAgg": RecAgg, "RecAllocLate": RecAllocLate, "RecPending": RecPending, "RecRefree": RecRefree, "RecIgnore": RecIgnore, "RecRootRegion": RecRootRegion, "HoldFlagOff": HoldFlagOff, "OffHoldFlags": OffHoldFlags,
 		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
 		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
 		"RecPad": RecPad, "RecAlloc": RecAlloc, "RecFree": RecFree, "RecReallocBegin": RecReallocBegin,

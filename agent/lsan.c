@@ -1,0 +1,239 @@
+/*
+ * lsan.c - LeakSanitizer's interface for programs (sanitizer/lsan_interface.h
+ * and the hooks it reads at exit), so that a program written for LSan gets
+ * the same leak check under leakpath:
+ *
+ *   __lsan_ignore_object(p)              the block p points into is no leak
+ *   __lsan_disable() / __lsan_enable()   what the calling thread allocates
+ *                                        in between is no leak (they nest)
+ *   __lsan_register_root_region(p, n)    [p, p+n) is scanned as a root
+ *   __lsan_unregister_root_region(p, n)  ...no more
+ *   __lsan_is_turned_off()               the program's: nonzero, no leak check
+ *   __lsan_default_suppressions()        the program's: suppressions compiled in
+ *
+ * The agent defines the first five with default visibility: a program
+ * that declares them weak (as code built for LSan or not does) finds them,
+ * and dlsym does. Each writes a record; the collector applies it at the
+ * exit scan. The last two the program defines; the agent looks for them
+ * in the dynamic symbols and, defined but not exported (an executable
+ * built without -rdynamic), in the executable's static symbol table.
+ */
+#include "agent.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* lp_ignore_write writes that the block p points into is no leak. */
+void lp_ignore_write(struct lp_thread *t, const void *p)
+{
+	uint64_t w[3] = {LP_HDR(LP_REC_IGNORE, 0, 3, 0), 0, (uint64_t)(uintptr_t)p};
+	lp_put(t, w, 3);
+}
+
+LP_EXPORT void __lsan_ignore_object(const void *p)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (!t || !p)
+		return;
+	if (lp_fold_on && !t->in_fold) {
+		/* The collector must know the block first: a pending one of any
+		 * thread at p, and what this thread keeps pending (p may point
+		 * inside one of its blocks). */
+		lp_enter(&t->in_fold);
+		lp_fold_take(t, (void *)p);
+		lp_leave(&t->in_fold);
+		lp_fold_flush(t);
+	}
+	lp_ignore_write(t, p);
+}
+
+/* Counted whether or not the thread records, like scopes: disables and
+ * enables pair up; an enable with none open does nothing (LSan would
+ * abort the program). */
+LP_EXPORT void __lsan_disable(void)
+{
+	lp_tls.ignoring++;
+}
+
+LP_EXPORT void __lsan_enable(void)
+{
+	struct lp_thread *t = &lp_tls;
+	if (t->ignoring > 0)
+		t->ignoring--;
+}
+
+static void lp_root_region(const void *p, size_t n, unsigned reg)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (!t)
+		return;
+	uint64_t w[4] = {LP_HDR(LP_REC_ROOT_REGION, 0, 4, reg), 0, (uint64_t)(uintptr_t)p, (uint64_t)n};
+	lp_put(t, w, 4);
+}
+
+LP_EXPORT void __lsan_register_root_region(const void *p, size_t n)
+{
+	lp_root_region(p, n, 1);
+}
+
+LP_EXPORT void __lsan_unregister_root_region(const void *p, size_t n)
+{
+	lp_root_region(p, n, 0);
+}
+
+/* ---- the program's hooks ---- */
+
+struct lp_main_obj {
+	uintptr_t bias;
+	const ElfW(Phdr) *phdr;
+	int phnum;
+	int found;
+};
+
+static int lp_main_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct lp_main_obj *m = arg;
+	(void)size;
+	/* The first object is the executable. */
+	m->bias = info->dlpi_addr;
+	m->phdr = info->dlpi_phdr;
+	m->phnum = info->dlpi_phnum;
+	m->found = 1;
+	return 1;
+}
+
+/* lp_in_text reports whether address a lies in an executable PT_LOAD
+ * segment of the executable m describes. */
+static int lp_in_text(const struct lp_main_obj *m, uintptr_t a)
+{
+	for (int i = 0; i < m->phnum; i++) {
+		const ElfW(Phdr) *ph = &m->phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && a - (m->bias + ph->p_vaddr) < ph->p_memsz)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * lp_static_syms looks up the functions names[0, n) in the executable's
+ * static symbol table (.symtab, read from /proc/self/exe: the very file
+ * that runs), filling out[i] with each one's address, and leaves NULL
+ * for those it does not find. Every offset and count read from the file
+ * is checked against its size; an address must lie in the executable's
+ * code as mapped. Not under a seccomp filter the program installed (it
+ * may kill for openat).
+ */
+static void lp_static_syms(const char *const *names, void **out, int n)
+{
+	if (__atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED) == LP_SANDBOX_LATER)
+		return;
+	struct lp_main_obj m = {0};
+	dl_iterate_phdr(lp_main_cb, &m);
+	if (!m.found || !m.phdr)
+		return;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr)) || st.st_size > ((off_t)1 << 40)) {
+		close(fd);
+		return;
+	}
+	size_t size = (size_t)st.st_size;
+	const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return;
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)f;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff > size ||
+	    (size - eh->e_shoff) / sizeof(ElfW(Shdr)) < eh->e_shnum)
+		goto out;
+	const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(f + eh->e_shoff);
+	for (unsigned i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum ||
+		    sh[i].sh_entsize != sizeof(ElfW(Sym)))
+			continue;
+		const ElfW(Shdr) *ss = &sh[sh[i].sh_link];
+		if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset || ss->sh_offset > size ||
+		    ss->sh_size > size - ss->sh_offset)
+			continue;
+		const ElfW(Sym) *sym = (const ElfW(Sym) *)(f + sh[i].sh_offset);
+		const char *str = (const char *)(f + ss->sh_offset);
+		size_t nsym = sh[i].sh_size / sizeof(ElfW(Sym));
+		for (size_t k = 0; k < nsym; k++) {
+			const ElfW(Sym) *s = &sym[k];
+			if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_UNDEF || s->st_value == 0 ||
+			    s->st_name >= ss->sh_size)
+				continue;
+			const char *sn = str + s->st_name;
+			size_t room = ss->sh_size - s->st_name;
+			if (room < 8 || memcmp(sn, "__lsan_", 7) != 0)
+				continue;
+			for (int j = 0; j < n; j++) {
+				size_t len = strlen(names[j]);
+				if (out[j] || room <= len || memcmp(sn, names[j], len + 1) != 0)
+					continue;
+				uintptr_t a = m.bias + (uintptr_t)s->st_value;
+				if (lp_in_text(&m, a))
+					out[j] = (void *)a;
+			}
+		}
+	}
+out:
+	munmap((void *)f, size);
+}
+
+static const char *const lp_hook_names[2] = {"__lsan_is_turned_off", "__lsan_default_suppressions"};
+static void *lp_static_hooks[2]; /* in the executable's static symbols, as lp_hook_names */
+static int lp_hooks_looked;
+
+/* lp_lsan_prepare looks for the program's hooks in the executable's
+ * static symbols, once a process image (~30-60 us): at the start, so that
+ * fork children, which share the executable, find the answer made, and
+ * before the program may install a seccomp filter (a file is opened).
+ * Not when the agent is attached to a program that runs already: it may
+ * be in a sandbox the agent did not see made. */
+void lp_lsan_prepare(void)
+{
+	if (lp_hooks_looked)
+		return;
+	int saved = errno;
+	lp_static_syms(lp_hook_names, lp_static_hooks, 2);
+	lp_hooks_looked = 1;
+	errno = saved;
+}
+
+/* lp_lsan_hooks calls the program's __lsan_is_turned_off and
+ * __lsan_default_suppressions, at its exit, as LeakSanitizer does:
+ * exported (by any module), or else in the executable's static symbols.
+ * 1 when the first says no leak check; *supp the second's string, or
+ * NULL. */
+int lp_lsan_hooks(const char **supp)
+{
+	const char *const *names = lp_hook_names;
+	int saved = errno;
+	void *fns[2];
+	int missing = 0;
+	for (int i = 0; i < 2; i++)
+		missing |= (fns[i] = dlsym(RTLD_DEFAULT, names[i])) == NULL;
+	if (missing) {
+		/* Looked for at the start, or not at all (attach mode). */
+		for (int i = 0; i < 2; i++)
+			if (!fns[i])
+				fns[i] = lp_static_hooks[i];
+	}
+	int (*off)(void) = (int (*)(void))fns[0];
+	const char *(*deflt)(void) = (const char *(*)(void))fns[1];
+	int rc = off && off() != 0;
+	*supp = deflt ? deflt() : NULL;
+	errno = saved;
+	return rc;
+}
