@@ -137,7 +137,13 @@ func Attach(ctx context.Context, pid int, agent, sock string, o Options) (*Resul
 			return 0, fmt.Errorf("leakpath_agent_attach: %w", err)
 		}
 		if int32(rc) != 0 {
-			return 0, fmt.Errorf("the agent in pid %d could not register with the collector (%s)", pid, sock)
+			why := "an agent older than this leakpath"
+			if wf, err := c.run(dlsym, h, c.str("leakpath_agent_why")); err == nil && wf != 0 {
+				if w, err := c.run(wf); err == nil && w != 0 {
+					why = c.readStr(w)
+				}
+			}
+			return 0, fmt.Errorf("attach to pid %d refused, nothing was changed: %s", pid, why)
 		}
 		return 0, nil
 	})
