@@ -253,22 +253,35 @@ static const char *const lp_extra_names[] = {"prctl", "syscall", "_ZSt15get_new_
 #define LP_NEXTRA (sizeof lp_extra_names / sizeof lp_extra_names[0])
 static struct lp_def lp_known[LP_NHOOKS + LP_NEXTRA];
 
+/* lp_defs_refresh looks the names up again: computed aside, then each
+ * entry stored whole, so that a hook reading one meanwhile (a dlopen in
+ * another thread refreshes too) never sees it emptied. */
 static void lp_defs_refresh(void)
 {
+	struct lp_def q[LP_NHOOKS + LP_NEXTRA];
 	for (size_t i = 0; i < LP_NHOOKS; i++)
-		lp_known[i].name = lp_hooks[i].name;
+		q[i].name = lp_hooks[i].name;
 	for (size_t i = 0; i < LP_NEXTRA; i++)
-		lp_known[LP_NHOOKS + i].name = lp_extra_names[i];
-	lp_defs(lp_known, LP_NHOOKS + LP_NEXTRA);
+		q[LP_NHOOKS + i].name = lp_extra_names[i];
+	lp_defs(q, LP_NHOOKS + LP_NEXTRA);
+	for (size_t i = 0; i < LP_NHOOKS + LP_NEXTRA; i++) {
+		__atomic_store_n(&lp_known[i].name, q[i].name, __ATOMIC_RELAXED);
+		__atomic_store_n(&lp_known[i].canon, q[i].canon, __ATOMIC_RELAXED);
+		if (q[i].def) /* a definition does not go away while the agent runs */
+			__atomic_store_n(&lp_known[i].def, q[i].def, __ATOMIC_RELEASE);
+	}
 }
 
 /* lp_attach_real is the process's own definition of name (see above),
  * NULL if none. */
 LP_HIDDEN void *lp_attach_real(const char *name)
 {
-	for (size_t i = 0; i < LP_NHOOKS + LP_NEXTRA; i++)
-		if (lp_known[i].name && strcmp(lp_known[i].name, name) == 0 && lp_known[i].def)
-			return lp_known[i].def;
+	for (size_t i = 0; i < LP_NHOOKS + LP_NEXTRA; i++) {
+		const char *n = __atomic_load_n(&lp_known[i].name, __ATOMIC_RELAXED);
+		void *def = __atomic_load_n(&lp_known[i].def, __ATOMIC_ACQUIRE);
+		if (n && def && strcmp(n, name) == 0)
+			return def;
+	}
 	struct lp_def q = {name, NULL, NULL};
 	lp_defs(&q, 1);
 	return q.def;
@@ -542,7 +555,8 @@ LP_EXPORT int leakpath_agent_attach(const char *sock)
 	int rc = lp_attach_check();
 	lp_leave(&t->busy);
 	if (rc == 0) {
-		real_dlopen = (void *(*)(const char *, int))lp_known[lp_hook_index("dlopen")].def;
+		if (!real_dlopen)
+			real_dlopen = (void *(*)(const char *, int))lp_known[lp_hook_index("dlopen")].def;
 		rc = lp_attach_begin(sock);
 		if (rc != 0)
 			snprintf(lp_why, sizeof lp_why, "the agent could not register with the collector (%s)", sock);
