@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 /* agent.c */
@@ -64,6 +65,7 @@ static struct lp_hook lp_hooks[] = {
 	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", (void *)_ZdaPvSt11align_val_tRKSt9nothrow_t},
 	{"_exit", (void *)_exit}, {"_Exit", (void *)_Exit},
 	{"pthread_setname_np", (void *)pthread_setname_np}, {"fork", (void *)fork},
+	{"prctl", (void *)prctl}, {"syscall", (void *)syscall}, /* a seccomp filter installed later */
 	{"dlclose", (void *)dlclose}, {"dlopen", (void *)lp_dlopen},
 };
 #define LP_NHOOKS (sizeof lp_hooks / sizeof lp_hooks[0])
@@ -248,8 +250,7 @@ static void lp_defs(struct lp_def *q, size_t n)
 
 /* The hooks' names and the other functions the agent calls through, looked
  * up at each attach and each refresh, with the process at a safe point. */
-static const char *const lp_extra_names[] = {"prctl", "syscall", "_ZSt15get_new_handlerv",
-					     "_ZSt17__throw_bad_allocv"};
+static const char *const lp_extra_names[] = {"_ZSt15get_new_handlerv", "_ZSt17__throw_bad_allocv"};
 #define LP_NEXTRA (sizeof lp_extra_names / sizeof lp_extra_names[0])
 static struct lp_def lp_known[LP_NHOOKS + LP_NEXTRA];
 

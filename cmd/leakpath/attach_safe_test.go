@@ -355,3 +355,65 @@ int main(void) {
 		}
 	})
 }
+
+// TestAttachThenSandbox: a program attached to installs a seccomp filter
+// that kills it for prctl(2) and membarrier(2), through libc's prctl, then
+// two threads allocate and free each other's blocks. The agent follows the
+// filter's installation and makes neither call: the program ends normally
+// (before: killed by SIGSYS, exit 159), and the attach ends with it.
+func TestAttachThenSandbox(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "sandboxed.c")
+	bin := strings.TrimSuffix(src, ".c")
+	os.WriteFile(src, []byte(`#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+void *blocks[2][500];
+static void *work(void *arg) {
+	long id = (long)arg;
+	for (int i = 0; i < 500; i++) blocks[id][i] = malloc(24);
+	return NULL;
+}
+int main(void) {
+	printf("ready\n");
+	fflush(stdout);
+	getchar();
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	};
+	struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 2;
+	pthread_t th[2];
+	for (long i = 0; i < 2; i++) pthread_create(&th[i], NULL, work, (void *)i);
+	for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+	for (int i = 0; i < 500; i++) { free(blocks[0][i]); free(blocks[1][i]); }
+	printf("done\n");
+	return 0;
+}
+`), 0o644)
+	if b, err := exec.Command("cc", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("compile: %v\n%s", err, b)
+	}
+	p := startLineProc(t, bin)
+	p.expect(t, "ready")
+	a := startAttach(t, p.cmd.Process.Pid, "--scan=false")
+	p.send(t, "go")
+	p.expect(t, "done")
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("the program exited %d under its filter after the attach, want 0", code)
+	}
+	r, text := a.wait(t)
+	if r.Exit.Code == nil || *r.Exit.Code != 0 || r.Totals.Allocations < 1000 {
+		t.Errorf("report: exit %v, %d allocations; want 0 and at least 1000\n%s", r.Exit.Code, r.Totals.Allocations, text)
+	}
+	t.Logf("attached, then sandboxed: %d allocations, %d frees recorded", r.Totals.Allocations, r.Totals.Frees)
+}

@@ -494,7 +494,7 @@ func (p *process) inject(ctx context.Context, o Options, calls func(*call) (int6
 	res = &Result{}
 	for try := 1; ; try++ {
 		stopped := time.Now()
-		if err := t.StopAll(ctx); err != nil {
+		if err := stopAll(ctx, t, p.pid); err != nil {
 			return nil, err
 		}
 		// Every thread is stopped: none can install a filter any more.
@@ -529,6 +529,23 @@ func (p *process) inject(ctx context.Context, o Options, calls func(*call) (int6
 		}
 		return res, nil
 	}
+}
+
+// stopTimeout bounds the wait for every thread to stop: a thread in an
+// uninterruptible sleep (a hung file system) stops only when it leaves it.
+const stopTimeout = 30 * time.Second
+
+// stopAll stops every thread of the process, or lets them all run on and
+// says why after stopTimeout.
+func stopAll(ctx context.Context, t *ptrace.Tracer, pid int) error {
+	sctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	err := t.StopAll(sctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("pid %d: not every thread stopped within %v (one in an uninterruptible sleep?); nothing was changed: %w",
+			pid, stopTimeout, err)
+	}
+	return err
 }
 
 // callIn runs calls in thread tid, an int3 at the entry point as their
