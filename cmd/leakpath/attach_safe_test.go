@@ -177,21 +177,22 @@ func TestAttachNonPIE(t *testing.T) {
 		calls["malloc"], calls["free"], blocks["leak_direct"], blocks["leak_pointer"], firstLine(a.stderr.String(), "detached from"))
 }
 
-// pythonThreads is the script of TestAttachPython: 4 threads, each
-// waiting in a barrier (blocked in a system call, the GIL released) while
-// the attach runs, then allocating 1,000 blocks of 4 KiB it keeps and
-// 2,000 it drops.
+// pythonThreads is the script of TestAttachPython: 4 threads that
+// allocate and drop blocks, running (taking turns at the GIL) while the
+// attach runs, then, once told, each allocating 1,000 blocks of 4 KiB it
+// keeps and 2,000 it drops.
 const pythonThreads = `import sys, threading
 N, KEEP = 4, 1000
 held = [[] for _ in range(N)]
 tids = [0] * N
 started = threading.Barrier(N + 1)
-go = threading.Barrier(N + 1)
+go = threading.Event()
 done = threading.Barrier(N + 1)
 def work(i):
     tids[i] = threading.get_native_id()
     started.wait()
-    go.wait()
+    while not go.is_set():
+        bytearray(2000 + i)
     for j in range(KEEP):
         held[i].append(bytearray(4096 + i))
     for j in range(2000):
@@ -203,7 +204,7 @@ for t in ts:
 started.wait()
 print("ready", *tids, flush=True)
 sys.stdin.readline()
-go.wait()
+go.set()
 done.wait()
 print("allocated", sum(len(h) for h in held), flush=True)
 sys.stdin.readline()
