@@ -3,12 +3,14 @@
  *
  * Preloaded, the agent's exported malloc & co preempt libc's by symbol
  * lookup order. Loaded later by dlopen (the injector makes the target call
- * it), every module's calls are already bound to libc: the agent instead
- * rewrites the GOT slots (PLT jump slots and GLOB_DAT entries) that name an
- * allocator function in every loaded module but itself, and restores them
- * at detach. The injector calls leakpath_agent_attach and
- * leakpath_agent_detach with every thread of the target stopped, so no
- * thread races a slot being written (a lazy binding in progress included).
+ * it), every module's calls are already bound: the agent instead rewrites
+ * the GOT slots (PLT jump slots and GLOB_DAT entries) that name a hooked
+ * function and hold the process's own definition of it (or are not bound
+ * yet) in every loaded module but itself, and restores them at detach.
+ * The injector calls leakpath_agent_attach and leakpath_agent_detach with
+ * every other thread of the target stopped (unless the call outlasts its
+ * patience): a slot is one aligned store, so a thread that runs meanwhile
+ * calls the old function or the hook, both on the same allocator.
  *
  * Blocks allocated before the attach reach the hooks' free and realloc
  * like any other: the real allocator owns them all, the collector's model
