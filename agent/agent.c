@@ -2,7 +2,7 @@
  * agent.c - the interposed allocator functions and the agent's life cycle
  * (first use, threads, fork, exit).
  *
- * Every hook calls the real function found with dlsym(RTLD_NEXT) and
+ * Every hook calls the real function found with lp_next and
  * records what happened: allocations after the real call (the address is
  * known), frees before it (so the address cannot be handed out again by
  * another thread before the collector sees it freed).
@@ -56,8 +56,19 @@ static char lp_self[PATH_MAX]; /* the agent's path, as LD_PRELOAD names it */
 static uint64_t lp_fork_seq;
 /* lp_attach_mode: the agent was dlopen'ed into a running process (see
  * attach.c), not preloaded: the real functions are the global scope's. */
-int lp_attach_mode;
-#define LP_NEXT (lp_attach_mode ? RTLD_DEFAULT : RTLD_NEXT)
+int lp_attach_mode; /* also read by modules.c */
+
+/* attach.c */
+LP_HIDDEN void *lp_attach_real(const char *name);
+
+/* lp_next is the function name the hook of the same name calls: the next
+ * definition after the agent's when preloaded; attached, the process's own
+ * (never dlsym(RTLD_DEFAULT), which may be the hook's own slot's way in:
+ * see attach.c). */
+static void *lp_next(const char *name)
+{
+	return lp_attach_mode ? lp_attach_real(name) : dlsym(RTLD_NEXT, name);
+}
 
 /* ---- bootstrap pool: dlsym's own calloc, before the real one is known ---- */
 
@@ -92,7 +103,7 @@ static void *lp_sym(const char *name)
 {
 	struct lp_thread *t = &lp_tls;
 	lp_enter(&t->busy);
-	void *f = dlsym(LP_NEXT, name);
+	void *f = lp_next(name);
 	lp_leave(&t->busy);
 	return f;
 }
@@ -215,21 +226,21 @@ static void lp_init(void)
 	int saved = errno;
 	struct lp_thread *t = &lp_tls;
 	lp_enter(&t->busy);
-	real_calloc = dlsym(LP_NEXT, "calloc");
-	real_malloc = dlsym(LP_NEXT, "malloc");
-	real_realloc = dlsym(LP_NEXT, "realloc");
-	real_free = dlsym(LP_NEXT, "free");
-	real_memalign = dlsym(LP_NEXT, "memalign");
-	real_posix_memalign = dlsym(LP_NEXT, "posix_memalign");
-	real_aligned_alloc = dlsym(LP_NEXT, "aligned_alloc");
-	real_valloc = dlsym(LP_NEXT, "valloc");
-	real_pvalloc = dlsym(LP_NEXT, "pvalloc");
-	real_fork = dlsym(LP_NEXT, "fork");
-	real_dlclose = dlsym(LP_NEXT, "dlclose");
-	real__exit = dlsym(LP_NEXT, "_exit");
-	real__Exit = dlsym(LP_NEXT, "_Exit");
-	real_prctl = dlsym(LP_NEXT, "prctl"); /* not at _exit: a fork child may not dlsym */
-	real_syscall = dlsym(LP_NEXT, "syscall");
+	real_calloc = lp_next("calloc");
+	real_malloc = lp_next("malloc");
+	real_realloc = lp_next("realloc");
+	real_free = lp_next("free");
+	real_memalign = lp_next("memalign");
+	real_posix_memalign = lp_next("posix_memalign");
+	real_aligned_alloc = lp_next("aligned_alloc");
+	real_valloc = lp_next("valloc");
+	real_pvalloc = lp_next("pvalloc");
+	real_fork = lp_next("fork");
+	real_dlclose = lp_next("dlclose");
+	real__exit = lp_next("_exit");
+	real__Exit = lp_next("_Exit");
+	real_prctl = lp_next("prctl"); /* not at _exit: a fork child may not dlsym */
+	real_syscall = lp_next("syscall");
 	int ok = real_malloc && real_calloc && real_realloc && real_free && real_memalign &&
 		 real_posix_memalign && real_aligned_alloc && real_valloc && real_pvalloc;
 	if (ok) {
@@ -830,8 +841,8 @@ static int lp_cxx_mode(void *real)
 	lp_enter(&t->busy);
 	int m = 2;
 	if (real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
-		lp_get_new_handler = (lp_handler_t (*)(void))dlsym(LP_NEXT, "_ZSt15get_new_handlerv");
-		lp_throw_bad_alloc = (lp_thrower_t)dlsym(LP_NEXT, "_ZSt17__throw_bad_allocv");
+		lp_get_new_handler = (lp_handler_t (*)(void))lp_next("_ZSt15get_new_handlerv");
+		lp_throw_bad_alloc = (lp_thrower_t)lp_next("_ZSt17__throw_bad_allocv");
 		if (lp_get_new_handler && lp_throw_bad_alloc)
 			m = 1;
 	}

@@ -3,12 +3,14 @@
  *
  * Preloaded, the agent's exported malloc & co preempt libc's by symbol
  * lookup order. Loaded later by dlopen (the injector makes the target call
- * it), every module's calls are already bound to libc: the agent instead
- * rewrites the GOT slots (PLT jump slots and GLOB_DAT entries) that name an
- * allocator function in every loaded module but itself, and restores them
- * at detach. The injector calls leakpath_agent_attach and
- * leakpath_agent_detach with every thread of the target stopped, so no
- * thread races a slot being written (a lazy binding in progress included).
+ * it), every module's calls are already bound: the agent instead rewrites
+ * the GOT slots (PLT jump slots and GLOB_DAT entries) that name a hooked
+ * function and hold the process's own definition of it (or are not bound
+ * yet) in every loaded module but itself, and restores them at detach.
+ * The injector calls leakpath_agent_attach and leakpath_agent_detach with
+ * every other thread of the target stopped (unless the call outlasts its
+ * patience): a slot is one aligned store, so a thread that runs meanwhile
+ * calls the old function or the hook, both on the same allocator.
  *
  * Blocks allocated before the attach reach the hooks' free and realloc
  * like any other: the real allocator owns them all, the collector's model
@@ -20,11 +22,13 @@
 #include <elf.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 /* agent.c */
@@ -63,6 +67,7 @@ static struct lp_hook lp_hooks[] = {
 	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", (void *)_ZdaPvSt11align_val_tRKSt9nothrow_t},
 	{"_exit", (void *)_exit}, {"_Exit", (void *)_Exit},
 	{"pthread_setname_np", (void *)pthread_setname_np}, {"fork", (void *)fork},
+	{"prctl", (void *)prctl}, {"syscall", (void *)syscall}, /* a seccomp filter installed later */
 	{"dlclose", (void *)dlclose}, {"dlopen", (void *)lp_dlopen},
 };
 #define LP_NHOOKS (sizeof lp_hooks / sizeof lp_hooks[0])
@@ -78,7 +83,212 @@ static struct lp_patch *lp_patches;
 static size_t lp_npatches, lp_cap_patches;
 static int lp_patching;          /* slots are redirected now */
 static void *(*real_dlopen)(const char *, int);
-static uintptr_t lp_self_base;   /* the agent's own load address: not patched */
+static char lp_why[256];         /* why the last attach was refused */
+
+/* _DYNAMIC (<link.h>) is the agent's own: its module is never patched nor searched. */
+
+/* ---- the process's own definitions ----
+ *
+ * The real function behind a hook is the definition the process's own
+ * bindings use: the first module, in load order (the global scope's order
+ * for those loaded at start), that defines the name, the agent excluded.
+ * Not dlsym(RTLD_DEFAULT): a non-PIE executable that takes a function's
+ * address (python3 does for malloc and free) exports an undefined symbol
+ * with a value, its PLT entry (a canonical PLT entry), which dlsym returns;
+ * that entry jumps through the executable's GOT slot, which attach
+ * redirects to the hook: the hook would call itself for ever. The modules'
+ * own symbol tables are read instead (their GNU or SysV hash tables).
+ */
+
+struct lp_dynsyms {
+	const ElfW(Sym) *sym;
+	const char *str;
+	size_t strsz;
+	const uint32_t *gnu, *sysv;
+	const ElfW(Half) *versym;
+};
+
+/* lp_ptr turns a d_ptr of the dynamic section into an address: glibc
+ * relocates most in place, not those of a read-only dynamic section. */
+static uintptr_t lp_ptr(uintptr_t bias, uintptr_t v)
+{
+	return v < bias ? bias + v : v;
+}
+
+static int lp_dynsyms_of(uintptr_t bias, const ElfW(Dyn) *dyn, struct lp_dynsyms *d)
+{
+	memset(d, 0, sizeof *d);
+	for (int i = 0; dyn[i].d_tag != DT_NULL && i < 4096; i++) {
+		uintptr_t v = dyn[i].d_un.d_ptr;
+		switch (dyn[i].d_tag) {
+		case DT_SYMTAB: d->sym = (const ElfW(Sym) *)lp_ptr(bias, v); break;
+		case DT_STRTAB: d->str = (const char *)lp_ptr(bias, v); break;
+		case DT_STRSZ: d->strsz = dyn[i].d_un.d_val; break;
+		case DT_GNU_HASH: d->gnu = (const uint32_t *)lp_ptr(bias, v); break;
+		case DT_HASH: d->sysv = (const uint32_t *)lp_ptr(bias, v); break;
+		case DT_VERSYM: d->versym = (const ElfW(Half) *)lp_ptr(bias, v); break;
+		}
+	}
+	return d->sym && d->str && (d->gnu || d->sysv) ? 0 : -1;
+}
+
+static int lp_sym_is(const struct lp_dynsyms *d, uint32_t i, const char *name)
+{
+	if (d->sym[i].st_name >= d->strsz || strcmp(d->str + d->sym[i].st_name, name) != 0)
+		return 0;
+	/* A hidden version (an old one beside the default) is not bound by
+	 * name alone. */
+	return !d->versym || !(d->versym[i] & 0x8000);
+}
+
+/* lp_find_sym looks name up in a module's dynamic symbols: its defined
+ * ones, and in an executable the undefined ones with a value (both are in
+ * the GNU hash table; the SysV one has every symbol). */
+static const ElfW(Sym) *lp_find_sym(const struct lp_dynsyms *d, const char *name)
+{
+	if (d->gnu) {
+		uint32_t nb = d->gnu[0], symoff = d->gnu[1], bloom = d->gnu[2];
+		if (nb == 0)
+			return NULL;
+		const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(d->gnu + 4) + bloom);
+		const uint32_t *chain = buckets + nb;
+		uint32_t h = 5381;
+		for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+			h = h * 33 + *c;
+		uint32_t i = buckets[h % nb];
+		if (i < symoff)
+			return NULL;
+		for (uint32_t n = 0; n < (1u << 22); n++, i++) {
+			uint32_t ch = chain[i - symoff];
+			if ((ch | 1) == (h | 1) && lp_sym_is(d, i, name))
+				return &d->sym[i];
+			if (ch & 1)
+				break;
+		}
+		return NULL;
+	}
+	uint32_t nb = d->sysv[0], nc = d->sysv[1];
+	if (nb == 0)
+		return NULL;
+	const uint32_t *b = d->sysv + 2, *c = b + nb;
+	uint32_t h = 0;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		h = (h << 4) + *p;
+		uint32_t g = h & 0xf0000000u;
+		if (g)
+			h ^= g >> 24;
+		h &= ~g;
+	}
+	for (uint32_t i = b[h % nb], n = 0; i != 0 && i < nc && n < nc; i = c[i], n++)
+		if (lp_sym_is(d, i, name))
+			return &d->sym[i];
+	return NULL;
+}
+
+/* lp_def is one name looked up: its definition (NULL: none) and, when the
+ * executable has a canonical PLT entry for it, that entry's address. */
+struct lp_def {
+	const char *name;
+	void *def;
+	void *canon;
+};
+
+struct lp_defs_q {
+	struct lp_def *q;
+	size_t n;
+	int first; /* the next module is the first one: the executable */
+};
+
+static const ElfW(Dyn) *lp_dynamic_of(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			return (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	return NULL;
+}
+
+static int lp_defs_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct lp_defs_q *q = arg;
+	int exe = q->first;
+	q->first = 0;
+	const ElfW(Dyn) *dyn = lp_dynamic_of(info);
+	struct lp_dynsyms d;
+	if (!dyn || dyn == _DYNAMIC || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")) ||
+	    lp_dynsyms_of(info->dlpi_addr, dyn, &d) != 0)
+		return 0;
+	for (size_t i = 0; i < q->n; i++) {
+		struct lp_def *e = &q->q[i];
+		if (e->def)
+			continue;
+		const ElfW(Sym) *s = lp_find_sym(&d, e->name);
+		if (!s || s->st_value == 0)
+			continue;
+		if (s->st_shndx == SHN_UNDEF) {
+			if (exe && ELF64_ST_TYPE(s->st_info) == STT_FUNC)
+				e->canon = (void *)(info->dlpi_addr + s->st_value);
+			continue;
+		}
+		unsigned bind = ELF64_ST_BIND(s->st_info), type = ELF64_ST_TYPE(s->st_info);
+		if (bind != STB_GLOBAL && bind != STB_WEAK)
+			continue;
+		if (type == STT_FUNC)
+			e->def = (void *)(info->dlpi_addr + s->st_value);
+		else if (type == STT_GNU_IFUNC) /* as the loader does on x86-64 */
+			e->def = ((void *(*)(void))(info->dlpi_addr + s->st_value))();
+	}
+	return 0;
+}
+
+/* lp_defs looks every name of q up in one pass over the modules. */
+static void lp_defs(struct lp_def *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		q[i].def = q[i].canon = NULL;
+	struct lp_defs_q dq = {q, n, 1};
+	dl_iterate_phdr(lp_defs_cb, &dq);
+}
+
+/* The hooks' names and the other functions the agent calls through, looked
+ * up at each attach and each refresh, with the process at a safe point. */
+static const char *const lp_extra_names[] = {"_ZSt15get_new_handlerv", "_ZSt17__throw_bad_allocv"};
+#define LP_NEXTRA (sizeof lp_extra_names / sizeof lp_extra_names[0])
+static struct lp_def lp_known[LP_NHOOKS + LP_NEXTRA];
+
+/* lp_defs_refresh looks the names up again: computed aside, then each
+ * entry stored whole, so that a hook reading one meanwhile (a dlopen in
+ * another thread refreshes too) never sees it emptied. */
+static void lp_defs_refresh(void)
+{
+	struct lp_def q[LP_NHOOKS + LP_NEXTRA];
+	for (size_t i = 0; i < LP_NHOOKS; i++)
+		q[i].name = lp_hooks[i].name;
+	for (size_t i = 0; i < LP_NEXTRA; i++)
+		q[LP_NHOOKS + i].name = lp_extra_names[i];
+	lp_defs(q, LP_NHOOKS + LP_NEXTRA);
+	for (size_t i = 0; i < LP_NHOOKS + LP_NEXTRA; i++) {
+		__atomic_store_n(&lp_known[i].name, q[i].name, __ATOMIC_RELAXED);
+		__atomic_store_n(&lp_known[i].canon, q[i].canon, __ATOMIC_RELAXED);
+		if (q[i].def) /* a definition does not go away while the agent runs */
+			__atomic_store_n(&lp_known[i].def, q[i].def, __ATOMIC_RELEASE);
+	}
+}
+
+/* lp_attach_real is the process's own definition of name (see above),
+ * NULL if none. */
+LP_HIDDEN void *lp_attach_real(const char *name)
+{
+	for (size_t i = 0; i < LP_NHOOKS + LP_NEXTRA; i++) {
+		const char *n = __atomic_load_n(&lp_known[i].name, __ATOMIC_RELAXED);
+		void *def = __atomic_load_n(&lp_known[i].def, __ATOMIC_ACQUIRE);
+		if (n && def && strcmp(n, name) == 0)
+			return def;
+	}
+	struct lp_def q = {name, NULL, NULL};
+	lp_defs(&q, 1);
+	return q.def;
+}
 
 static const struct lp_hook *lp_hook_of(const char *name)
 {
@@ -122,31 +332,64 @@ static void lp_store(void **slot, void *v, int relro)
 		mprotect((void *)page, (size_t)pg, PROT_READ);
 }
 
-/* lp_ptr turns a d_ptr of the dynamic section into an address: glibc
- * relocates most in place, not those of a read-only dynamic section. */
-static uintptr_t lp_ptr(uintptr_t bias, uintptr_t v)
+/* lp_slots_q is one pass over every module's slots: counting those the
+ * attach would redirect (patch 0), or redirecting them. */
+struct lp_slots_q {
+	int patch;
+	unsigned can[LP_NHOOKS]; /* slots redirected, or that would be */
+	unsigned foreign;        /* slots bound to another definition: left alone */
+};
+
+/* lp_slot_ours says whether a slot holding old may be redirected to hook
+ * k: it holds the process's definition, or it is not bound yet (a lazy
+ * slot points back into its own module's PLT). A slot bound to another
+ * definition (a module bound to itself or to another allocator by
+ * -Bsymbolic or RTLD_DEEPBIND) keeps it: the hook would hand its blocks
+ * to an allocator that did not make them. A slot holding the executable's
+ * canonical PLT entry is left too: that entry jumps through the
+ * executable's own slot, which is redirected. */
+static int lp_slot_ours(size_t k, void *old, const struct lp_dynsyms *d, uintptr_t bias, uintptr_t lo,
+			uintptr_t hi)
 {
-	return v < bias ? bias + v : v;
+	const struct lp_def *e = &lp_known[k];
+	if (!old || !e->def || old == e->canon)
+		return 0;
+	if (old == e->def)
+		return 1;
+	if ((uintptr_t)old < lo || (uintptr_t)old >= hi)
+		return 0;
+	const ElfW(Sym) *own = lp_find_sym(d, lp_hooks[k].name);
+	return !(own && own->st_shndx != SHN_UNDEF && (void *)(bias + own->st_value) == old);
 }
 
-static void lp_patch_relocs(uintptr_t bias, const ElfW(Rela) *r, size_t bytes, const ElfW(Sym) *sym,
-			    const char *str, uintptr_t relro_lo, uintptr_t relro_hi)
+static void lp_patch_relocs(struct lp_slots_q *q, uintptr_t bias, const ElfW(Rela) *r, size_t bytes,
+			    const struct lp_dynsyms *d, uintptr_t lo, uintptr_t hi, uintptr_t relro_lo,
+			    uintptr_t relro_hi)
 {
 	for (size_t i = 0; i < bytes / sizeof *r; i++) {
 		unsigned type = ELF64_R_TYPE(r[i].r_info);
 		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
 			continue;
 		size_t si = ELF64_R_SYM(r[i].r_info);
-		if (si == 0)
+		if (si == 0 || d->sym[si].st_name >= d->strsz)
 			continue;
-		const struct lp_hook *h = lp_hook_of(str + sym[si].st_name);
+		const struct lp_hook *h = lp_hook_of(d->str + d->sym[si].st_name);
 		if (!h)
 			continue;
+		size_t k = (size_t)(h - lp_hooks);
 		void **slot = (void **)(bias + r[i].r_offset);
 		void *old = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-		if (old == h->fn)
+		if (old == h->fn) {
+			q->can[k]++; /* redirected already */
 			continue;
-		if (lp_note_patch(slot, old, h->fn) != 1)
+		}
+		if (!lp_slot_ours(k, old, d, bias, lo, hi)) {
+			if (old && old != lp_known[k].canon)
+				q->foreign++;
+			continue;
+		}
+		q->can[k]++;
+		if (!q->patch || lp_note_patch(slot, old, h->fn) != 1)
 			continue;
 		lp_store(slot, h->fn, (uintptr_t)slot >= relro_lo && (uintptr_t)slot < relro_hi);
 	}
@@ -155,43 +398,40 @@ static void lp_patch_relocs(uintptr_t bias, const ElfW(Rela) *r, size_t bytes, c
 static int lp_patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	(void)arg;
+	struct lp_slots_q *q = arg;
 	uintptr_t bias = info->dlpi_addr;
-	if (bias == lp_self_base)
-		return 0;
-	const ElfW(Dyn) *dyn = NULL;
-	uintptr_t relro_lo = 0, relro_hi = 0;
+	uintptr_t relro_lo = 0, relro_hi = 0, lo = UINTPTR_MAX, hi = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_DYNAMIC)
-			dyn = (const ElfW(Dyn) *)(bias + ph->p_vaddr);
-		else if (ph->p_type == PT_GNU_RELRO) {
+		if (ph->p_type == PT_LOAD) {
+			if (bias + ph->p_vaddr < lo)
+				lo = bias + ph->p_vaddr;
+			if (bias + ph->p_vaddr + ph->p_memsz > hi)
+				hi = bias + ph->p_vaddr + ph->p_memsz;
+		} else if (ph->p_type == PT_GNU_RELRO) {
 			relro_lo = bias + ph->p_vaddr;
 			relro_hi = relro_lo + ph->p_memsz;
 		}
 	}
-	if (!dyn || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")))
+	const ElfW(Dyn) *dyn = lp_dynamic_of(info);
+	struct lp_dynsyms d;
+	if (!dyn || dyn == _DYNAMIC || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")) ||
+	    lp_dynsyms_of(bias, dyn, &d) != 0)
 		return 0;
-	const ElfW(Sym) *sym = NULL;
-	const char *str = NULL;
 	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
 	size_t jmpsz = 0, relasz = 0;
-	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
-		switch (d->d_tag) {
-		case DT_SYMTAB: sym = (const ElfW(Sym) *)lp_ptr(bias, d->d_un.d_ptr); break;
-		case DT_STRTAB: str = (const char *)lp_ptr(bias, d->d_un.d_ptr); break;
-		case DT_JMPREL: jmprel = (const ElfW(Rela) *)lp_ptr(bias, d->d_un.d_ptr); break;
-		case DT_PLTRELSZ: jmpsz = d->d_un.d_val; break;
-		case DT_RELA: rela = (const ElfW(Rela) *)lp_ptr(bias, d->d_un.d_ptr); break;
-		case DT_RELASZ: relasz = d->d_un.d_val; break;
+	for (const ElfW(Dyn) *e = dyn; e->d_tag != DT_NULL; e++) {
+		switch (e->d_tag) {
+		case DT_JMPREL: jmprel = (const ElfW(Rela) *)lp_ptr(bias, e->d_un.d_ptr); break;
+		case DT_PLTRELSZ: jmpsz = e->d_un.d_val; break;
+		case DT_RELA: rela = (const ElfW(Rela) *)lp_ptr(bias, e->d_un.d_ptr); break;
+		case DT_RELASZ: relasz = e->d_un.d_val; break;
 		}
 	}
-	if (!sym || !str)
-		return 0;
 	if (jmprel)
-		lp_patch_relocs(bias, jmprel, jmpsz, sym, str, relro_lo, relro_hi);
+		lp_patch_relocs(q, bias, jmprel, jmpsz, &d, lo, hi, relro_lo, relro_hi);
 	if (rela)
-		lp_patch_relocs(bias, rela, relasz, sym, str, relro_lo, relro_hi);
+		lp_patch_relocs(q, bias, rela, relasz, &d, lo, hi, relro_lo, relro_hi);
 	return 0;
 }
 
@@ -203,8 +443,44 @@ LP_HIDDEN void lp_attach_patch(void)
 		return;
 	struct lp_thread *t = &lp_tls;
 	lp_enter(&t->busy);
-	dl_iterate_phdr(lp_patch_cb, NULL);
+	lp_defs_refresh(); /* a module loaded since may define a hooked name first */
+	struct lp_slots_q q = {.patch = 1};
+	dl_iterate_phdr(lp_patch_cb, &q);
 	lp_leave(&t->busy);
+}
+
+/* lp_hook_index is the index of name in lp_hooks. */
+static size_t lp_hook_index(const char *name)
+{
+	return (size_t)(lp_hook_of(name) - lp_hooks);
+}
+
+/* lp_attach_check says whether an attach can work, before anything is
+ * written: the allocator's functions are found, and malloc and free have
+ * slots to redirect. Else lp_why says why. */
+static int lp_attach_check(void)
+{
+	static const char *const need[] = {"malloc", "free", "calloc", "realloc", "memalign",
+					   "posix_memalign", "aligned_alloc", "valloc", "pvalloc"};
+	for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+		const struct lp_def *e = &lp_known[lp_hook_index(need[i])];
+		if (!e->def) {
+			snprintf(lp_why, sizeof lp_why, "no module of the process defines %s", need[i]);
+			return -1;
+		}
+	}
+	struct lp_slots_q q = {.patch = 0};
+	dl_iterate_phdr(lp_patch_cb, &q);
+	static const char *const slots[] = {"malloc", "free"};
+	for (size_t i = 0; i < 2; i++)
+		if (q.can[lp_hook_index(slots[i])] == 0) {
+			snprintf(lp_why, sizeof lp_why,
+				 "no GOT slot of any module calls %s through the dynamic linker "
+				 "(its calls are bound in place, or to another allocator): nothing to redirect",
+				 slots[i]);
+			return -1;
+		}
+	return 0;
 }
 
 /* lp_relro_of says whether slot lies in a module's RELRO range. */
@@ -267,25 +543,39 @@ static void *lp_dlopen(const char *file, int mode)
 }
 
 /* leakpath_agent_attach starts recording in a process the agent was
- * dlopen'ed into: registers with the collector listening on sock, then
- * redirects the allocator slots of every module. 0: recording; -1: not
- * (the process is left as it was). Called by the injector, again after a
- * detach for a new attach. */
+ * dlopen'ed into: checks that the attach can work, registers with the
+ * collector listening on sock, then redirects the allocator slots of every
+ * module. 0: recording; -1: not, and nothing was redirected
+ * (leakpath_agent_why says why). Called by the injector with every thread
+ * stopped, again after a detach for a new attach. */
 LP_EXPORT int leakpath_agent_attach(const char *sock)
 {
 	int saved = errno;
-	Dl_info self;
-	if (!lp_self_base && dladdr((void *)lp_patch_cb, &self))
-		lp_self_base = (uintptr_t)self.dli_fbase;
-	if (!real_dlopen)
-		real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
-	int rc = lp_attach_begin(sock);
+	lp_why[0] = 0;
+	struct lp_thread *t = &lp_tls;
+	lp_enter(&t->busy);
+	lp_defs_refresh();
+	int rc = lp_attach_check();
+	lp_leave(&t->busy);
+	if (rc == 0) {
+		if (!real_dlopen)
+			real_dlopen = (void *(*)(const char *, int))lp_known[lp_hook_index("dlopen")].def;
+		rc = lp_attach_begin(sock);
+		if (rc != 0)
+			snprintf(lp_why, sizeof lp_why, "the agent could not register with the collector (%s)", sock);
+	}
 	if (rc == 0) {
 		__atomic_store_n(&lp_patching, 1, __ATOMIC_RELEASE);
 		lp_attach_patch();
 	}
 	errno = saved;
 	return rc;
+}
+
+/* leakpath_agent_why says why the last leakpath_agent_attach failed. */
+LP_EXPORT const char *leakpath_agent_why(void)
+{
+	return lp_why;
 }
 
 /* leakpath_agent_detach stops recording: every redirected slot gets back

@@ -49,6 +49,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,16 @@ var (
 	ErrPreloaded = errors.New("the process already runs under leakpath run")
 	// ErrNotAttached: detach of a process without the agent.
 	ErrNotAttached = errors.New("the leakpath agent is not loaded in the process")
+	// ErrOtherLibc: the process runs on a C library other than glibc
+	// (musl): the agent is built for glibc.
+	ErrOtherLibc = errors.New("the process uses another C library than glibc (musl?): the agent needs glibc's libc.so.6")
+	// ErrSeccomp: a thread runs under a seccomp filter (or strict mode),
+	// which may kill the process for a system call of dlopen or the agent
+	// (open, mmap, socket, connect).
+	ErrSeccomp = errors.New("a thread of the process runs under a seccomp filter, which may kill it for a system call the agent makes; use `leakpath run` to record such a program from its start")
+	// ErrStopped: the process is stopped (SIGSTOP, job control); the
+	// attach cannot run code in it without waking it.
+	ErrStopped = errors.New("the process is stopped (SIGSTOP or job control): continue it first (kill -CONT)")
 )
 
 // Options tune an injection.
@@ -137,7 +148,13 @@ func Attach(ctx context.Context, pid int, agent, sock string, o Options) (*Resul
 			return 0, fmt.Errorf("leakpath_agent_attach: %w", err)
 		}
 		if int32(rc) != 0 {
-			return 0, fmt.Errorf("the agent in pid %d could not register with the collector (%s)", pid, sock)
+			why := "an agent older than this leakpath"
+			if wf, err := c.run(dlsym, h, c.str("leakpath_agent_why")); err == nil && wf != 0 {
+				if w, err := c.run(wf); err == nil && w != 0 {
+					why = c.readStr(w)
+				}
+			}
+			return 0, fmt.Errorf("attach to pid %d refused, nothing was changed: %s", pid, why)
 		}
 		return 0, nil
 	})
@@ -236,7 +253,15 @@ func prepare(pid int) (*process, error) {
 		return nil, goneOr(pid, err)
 	}
 	if p.libc == nil {
+		for _, m := range ms {
+			if b := filepath.Base(m.Path); strings.HasPrefix(b, "ld-musl") || strings.HasPrefix(b, "libc.musl") {
+				return nil, fmt.Errorf("pid %d: %w", pid, ErrOtherLibc)
+			}
+		}
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrStatic)
+	}
+	if err := checkThreads(pid, true); err != nil {
+		return nil, err
 	}
 	if p.loader, err = findModule(pid, ms, isLoader); err != nil {
 		return nil, goneOr(pid, err)
@@ -258,6 +283,59 @@ func prepare(pid int) (*process, error) {
 	}
 	p.avoid = p.unsafeCode()
 	return p, nil
+}
+
+// maxThreads bounds the threads of a target read from /proc.
+const maxThreads = 1 << 16
+
+// checkThreads refuses a process that an attach could harm: a thread under
+// seccomp, and (when running) a process stopped by a signal. Read from
+// /proc/PID/task/TID/status.
+func checkThreads(pid int, running bool) error {
+	d, err := os.Open(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return goneOr(pid, err)
+	}
+	names, err := d.Readdirnames(maxThreads)
+	d.Close()
+	if err != nil && len(names) == 0 {
+		return goneOr(pid, err)
+	}
+	for _, n := range names {
+		st, err := readStatus(fmt.Sprintf("/proc/%d/task/%s/status", pid, n))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		if v := st["Seccomp"]; v != "" && v != "0" {
+			return fmt.Errorf("pid %d (thread %s, seccomp mode %s): %w", pid, n, v, ErrSeccomp)
+		}
+		if running && strings.HasPrefix(st["State"], "T") {
+			return fmt.Errorf("pid %d: %w", pid, ErrStopped)
+		}
+	}
+	return nil
+}
+
+// readStatus reads the "Key:\tvalue" fields of a /proc status file (at
+// most 64 KiB of it).
+func readStatus(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 64<<10)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(string(b[:n]), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m, nil
 }
 
 // goneOr says that pid exited (ptrace.ErrNoProcess) if it did, else
@@ -416,7 +494,11 @@ func (p *process) inject(ctx context.Context, o Options, calls func(*call) (int6
 	res = &Result{}
 	for try := 1; ; try++ {
 		stopped := time.Now()
-		if err := t.StopAll(ctx); err != nil {
+		if err := stopAll(ctx, t, p.pid); err != nil {
+			return nil, err
+		}
+		// Every thread is stopped: none can install a filter any more.
+		if err := checkThreads(p.pid, false); err != nil {
 			return nil, err
 		}
 		tid, regs := p.pick(t)
@@ -447,6 +529,23 @@ func (p *process) inject(ctx context.Context, o Options, calls func(*call) (int6
 		}
 		return res, nil
 	}
+}
+
+// stopTimeout bounds the wait for every thread to stop: a thread in an
+// uninterruptible sleep (a hung file system) stops only when it leaves it.
+const stopTimeout = 30 * time.Second
+
+// stopAll stops every thread of the process, or lets them all run on and
+// says why after stopTimeout.
+func stopAll(ctx context.Context, t *ptrace.Tracer, pid int) error {
+	sctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	err := t.StopAll(sctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("pid %d: not every thread stopped within %v (one in an uninterruptible sleep?); nothing was changed: %w",
+			pid, stopTimeout, err)
+	}
+	return err
 }
 
 // callIn runs calls in thread tid, an int3 at the entry point as their
