@@ -11,6 +11,16 @@ import (
 type leak struct {
 	heap.LeakGroup
 	supp *suppress.Suppression
+	// own: allocated by the user's code; else lib is the library it is
+	// attributed to and during the call of own code that led there
+	// (own.go).
+	own         bool
+	lib, during string
+	// fn and allocs: the allocation function and the allocations at the
+	// group's stacks; stacks: how many stacks were folded into it.
+	fn     event.Fn
+	allocs uint64
+	stacks int
 }
 
 // suppressions returns the set a report applies: the user's, then what
@@ -56,11 +66,9 @@ func (r *Report) leaks(p *heap.Process) []leak {
 		return ls
 	}
 	set := r.suppressions()
-	gs := p.Leaks()
-	out := make([]leak, len(gs))
+	out := r.fold(p, p.Leaks())
 	suppressedSite := map[heap.StackID]*suppress.Suppression{}
-	for i, g := range gs {
-		out[i].LeakGroup = g
+	for i, g := range out {
 		if g.Kind == event.Reachable {
 			continue
 		}
@@ -119,6 +127,7 @@ func (r *Report) byKind(p *heap.Process) (kinds [event.NumLeakKinds]KindTotal, s
 // Failing sums, over every image, the leaks of the given kinds that no
 // suppression hides: what makes --check fail. Blocks no scan classified
 // count as definite (the kinds could not be told: assume the worst).
+// With Options.CheckOwnOnly, only the user's own leaks count.
 func (r *Report) Failing(kinds []event.LeakKind) (groups int, bytes, blocks uint64) {
 	want := map[event.LeakKind]bool{}
 	for _, k := range kinds {
@@ -129,7 +138,7 @@ func (r *Report) Failing(kinds []event.LeakKind) (groups int, bytes, blocks uint
 	}
 	for _, p := range r.Images() {
 		for _, l := range r.leaks(p) {
-			if l.supp == nil && want[l.Kind] {
+			if l.supp == nil && want[l.Kind] && (l.own || !r.opts.CheckOwnOnly) {
 				groups++
 				bytes += l.Bytes
 				blocks += l.Blocks

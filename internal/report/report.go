@@ -68,6 +68,14 @@ type Options struct {
 	// SourceRoot is the directory SARIF paths are relative to (as
 	// %SRCROOT%); "": the current directory.
 	SourceRoot string
+	// Own tells the user's code from libraries (own.go); nil: every
+	// leak is the user's.
+	Own *OwnCode
+	// ShowLibraryLeaks lists the leaks of libraries in text in full, not
+	// one line per library.
+	ShowLibraryLeaks bool
+	// CheckOwnOnly: Failing counts the user's own leaks only.
+	CheckOwnOnly bool
 	// PathToRoot names a type (qualified, or its last part) whose
 	// largest instance's path to root a typed scan's report shows.
 	PathToRoot string
@@ -83,6 +91,7 @@ type Report struct {
 	noLines   map[string]bool // modules of shown frames: true while none had a source line
 	supp      *suppress.Set
 	leakCache map[*heap.Process][]leak
+	ownCache  map[ownKey]int
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while
@@ -242,6 +251,9 @@ func (r *Report) linesNote() string {
 	}
 	var mods []string
 	for m, none := range r.noLines {
+		if r.libraryOnly(m) {
+			continue // its leaks are summed up in a line: no frames shown
+		}
 		if none && !strings.HasPrefix(filepath.Base(m), "libleakpath") {
 			mods = append(mods, filepath.Base(m))
 		}
