@@ -245,13 +245,18 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 }
 
 // linesNote says which modules of the shown stacks had no source lines.
-func (r *Report) linesNote() string {
+// The text leaves out the libraries whose leaks it sums up in a line
+// (their frames are not shown); the JSON, which has every stack, keeps
+// them.
+func (r *Report) linesNote() string { return r.linesNoteFor(false) }
+
+func (r *Report) linesNoteFor(text bool) string {
 	if len(r.noLines) == 0 {
 		return ""
 	}
 	var mods []string
 	for m, none := range r.noLines {
-		if r.libraryOnly(m) {
+		if text && r.libraryOnly(m) {
 			continue // its leaks are summed up in a line: no frames shown
 		}
 		if none && !strings.HasPrefix(filepath.Base(m), "libleakpath") {

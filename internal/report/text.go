@@ -48,7 +48,7 @@ func (r *Report) writeText(out io.Writer) error {
 	for _, warn := range r.warnings {
 		fmt.Fprintf(w, "leakpath: warning: %s\n", warn)
 	}
-	if note := r.linesNote(); note != "" {
+	if note := r.linesNoteFor(true); note != "" {
 		fmt.Fprintf(w, "leakpath: %s\n", note)
 	}
 	notFreed := "not freed"
