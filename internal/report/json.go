@@ -229,7 +229,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			ji.Exit.Code = p.ExitStatus
 		}
 	}
-	for _, g := range r.leaks(p) { // none if exec discarded the heap
+	for _, g := range r.allLeaks(p) { // none if exec discarded the heap
 		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks, Stack: r.jsonStack(p, g.Stack),
 			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks,
 			Own: g.own, Library: g.lib, During: g.during}

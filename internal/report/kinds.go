@@ -55,8 +55,9 @@ func (r *Report) suppressions() *suppress.Set {
 	return set
 }
 
-// leaks returns p's leak groups (none for an image that exec'd), each
-// with its suppression. A group suppressed hides the indirect groups it
+// leaks returns p's leak groups but the still reachable ones (none for
+// an image that exec'd; allLeaks has them all), each with its
+// suppression. A group suppressed hides the indirect groups it
 // owns, as LeakSanitizer treats suppressed blocks as reachable.
 func (r *Report) leaks(p *heap.Process) []leak {
 	if execd(p) {
@@ -66,7 +67,7 @@ func (r *Report) leaks(p *heap.Process) []leak {
 		return ls
 	}
 	set := r.suppressions()
-	out := r.fold(p, p.Leaks())
+	out := r.fold(p, r.unreachable(p))
 	suppressedSite := map[heap.StackID]*suppress.Suppression{}
 	for i, g := range out {
 		if g.Kind == event.Reachable {
@@ -112,7 +113,12 @@ type KindTotal struct {
 
 // byKind sums p's leaks per kind; suppressed ones apart.
 func (r *Report) byKind(p *heap.Process) (kinds [event.NumLeakKinds]KindTotal, suppressed KindTotal) {
-	for _, l := range r.leaks(p) {
+	ls := r.leaks(p)
+	for _, g := range r.reachable[p] {
+		kinds[g.Kind].Bytes += g.Bytes
+		kinds[g.Kind].Blocks += g.Blocks
+	}
+	for _, l := range ls {
 		if l.supp != nil {
 			suppressed.Bytes += l.Bytes
 			suppressed.Blocks += l.Blocks
@@ -137,7 +143,11 @@ func (r *Report) Failing(kinds []event.LeakKind) (groups int, bytes, blocks uint
 		want[event.Unclassified] = true
 	}
 	for _, p := range r.Images() {
-		for _, l := range r.leaks(p) {
+		ls := r.leaks(p)
+		if want[event.Reachable] {
+			ls = r.allLeaks(p)
+		}
+		for _, l := range ls {
 			if l.supp == nil && want[l.Kind] && (l.own || !r.opts.CheckOwnOnly) {
 				groups++
 				bytes += l.Bytes

@@ -115,7 +115,7 @@ func (m *Multi) Add(r *Report) error {
 		if !execd(p) {
 			pt.leaked += p.Totals.LiveBytes
 			pt.blocks += p.Totals.LiveBlocks
-			for _, l := range r.leaks(p) {
+			for _, l := range r.allLeaks(p) {
 				m.addLeak(r, p, l, pt)
 			}
 		}

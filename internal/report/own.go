@@ -182,6 +182,43 @@ func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during s
 	return false, lib, during
 }
 
+// unreachable returns p's leak groups but the still reachable ones, which
+// it keeps aside: most reports never show them, and symbolizing their
+// stacks to fold them is most of a report's time.
+func (r *Report) unreachable(p *heap.Process) []heap.LeakGroup {
+	gs := p.Leaks()
+	var out, reach []heap.LeakGroup
+	for _, g := range gs {
+		if g.Kind == event.Reachable {
+			reach = append(reach, g)
+		} else {
+			out = append(out, g)
+		}
+	}
+	if r.reachable == nil {
+		r.reachable = map[*heap.Process][]heap.LeakGroup{}
+	}
+	r.reachable[p] = reach
+	return out
+}
+
+// allLeaks is leaks with the still reachable groups, after the others.
+func (r *Report) allLeaks(p *heap.Process) []leak {
+	ls := r.leaks(p)
+	if execd(p) || len(r.reachable[p]) == 0 {
+		return ls
+	}
+	reach, ok := r.allReach[p]
+	if !ok {
+		reach = r.fold(p, r.reachable[p])
+		if r.allReach == nil {
+			r.allReach = map[*heap.Process][]leak{}
+		}
+		r.allReach[p] = reach
+	}
+	return append(ls[:len(ls):len(ls)], reach...)
+}
+
 // foldKey is what makes two groups one: their kind, allocation function
 // and stack as stackKey compares it (a frame without a source line by
 // function and module, not by return address).

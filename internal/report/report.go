@@ -92,6 +92,10 @@ type Report struct {
 	supp      *suppress.Set
 	leakCache map[*heap.Process][]leak
 	ownCache  map[ownKey]int
+	// reachable: p's still reachable groups, as the model has them;
+	// folded into allReach only when a format lists them.
+	reachable map[*heap.Process][]heap.LeakGroup
+	allReach  map[*heap.Process][]leak
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while

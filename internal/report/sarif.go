@@ -206,7 +206,7 @@ func (r *Report) sarif(w io.Writer) error {
 			inv.ExitCode = &code
 		}
 		run.Invocations = append(run.Invocations, inv)
-		for _, l := range r.leaks(p) {
+		for _, l := range r.allLeaks(p) {
 			run.Results = append(run.Results, c.leakResult(p, l))
 		}
 		for _, e := range p.Errors {

@@ -130,7 +130,11 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (nown, 
 	}
 	r.textKinds(w, p)
 	var own, libs []leak
-	for _, l := range r.leaks(p) {
+	ls := r.leaks(p)
+	if r.opts.ShowReachable {
+		ls = r.allLeaks(p)
+	}
+	for _, l := range ls {
 		if l.supp == nil && (l.Kind != event.Reachable || r.opts.ShowReachable) {
 			if l.own {
 				own = append(own, l)
