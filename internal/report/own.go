@@ -7,6 +7,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // OwnCode tells the code the user builds from the system's libraries, so
@@ -360,7 +361,12 @@ func (s libSummary) text() string {
 	if len(s.during) > 0 {
 		b.WriteString(", during ")
 		n := min(len(s.during), maxDuring)
-		b.WriteString(strings.Join(s.during[:n], ", "))
+		for i, d := range s.during[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(termsafe.String(d)) // the target's names: one line
+		}
 		if len(s.during) > n {
 			b.WriteString(", ...")
 		}
@@ -374,5 +380,5 @@ func libName(path string) string {
 	if path == "" {
 		return "(unknown module)"
 	}
-	return filepath.Base(path)
+	return termsafe.String(filepath.Base(path))
 }
