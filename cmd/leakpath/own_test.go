@@ -230,7 +230,7 @@ func TestOwnMPI(t *testing.T) {
 	check("singleton", []byte(r.text), r.reportJSON, 0)
 
 	job, _ := runTimeout(t, 2*time.Minute, env, mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", "2",
-		lpBin, "run", "--report", filepath.Join(dir, "r.%r.txt"), "--json", filepath.Join(dir, "j.%r.json"), "--", bin)
+		lpBin, "run", "-o", filepath.Join(dir, "t.%r.lpt"), "--report", filepath.Join(dir, "r.%r.txt"), "--json", filepath.Join(dir, "j.%r.json"), "--", bin)
 	if job.code != 0 {
 		t.Fatalf("mpiexec exited %d\nstderr: %s", job.code, job.stderr)
 	}
@@ -244,5 +244,21 @@ func TestOwnMPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(fmt.Sprintf("rank %d", rank), text, js, rank)
+	}
+
+	// The summary of both traces: rank_leak's merged group alone, the
+	// libraries' summed up.
+	rep, _ := runTimeout(t, 2*time.Minute, testEnv(), lpBin, "report", filepath.Join(dir, "t.0.lpt"), filepath.Join(dir, "t.1.lpt"))
+	out := string(rep.stdout)
+	i := strings.Index(out, "==== summary of 2 traces")
+	if rep.code != 0 || i < 0 {
+		t.Fatalf("leakpath report of both traces: exit %d, no summary:\n%s\n%s", rep.code, out, rep.stderr)
+	}
+	sum := out[i:]
+	leaks := leakLine.FindAllString(sum, -1)
+	if len(leaks) != 1 || !strings.HasPrefix(leaks[0], "LEAK 300 B in 3 blocks from malloc, in 2 ranks") || !strings.Contains(sum, "rank_leak (") ||
+		!regexp.MustCompile(`\nLIBRARY LEAKS, not in your code \(all traces\):\n  lib\S+: \d+ groups?, `).MatchString(sum) ||
+		!regexp.MustCompile(`\nleakpath: 2 traces: \d+ leak groups \(.*\) not freed, 1 in your code; 0 improper uses\.\n$`).MatchString(sum) {
+		t.Errorf("summary of both traces: want rank_leak's group alone, library lines and the count of own groups:\n%s", sum)
 	}
 }
