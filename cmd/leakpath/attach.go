@@ -87,6 +87,9 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	if err := r.leaks.own.check(); err != nil {
+		return err
+	}
 	outs, err := newOutputs(r, stderr)
 	if err != nil {
 		return err
@@ -112,9 +115,9 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		return err
 	}
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
-		return snapshotReport(s, proc, req, report.Options{
+		return snapshotReport(s, proc, req, r.leaks.own.with(report.Options{
 			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: r.leaks.showReachable,
-		}, checkKinds)
+		}), checkKinds)
 	}
 	argv := procCommand(pid)
 	tw, err := outs.startTrace(tracefile.Meta{Command: argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname()},
@@ -156,10 +159,10 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		fmt.Fprintf(stderr, "leakpath: detached from pid %d after %.1f s; the program was paused %.3g ms at attach, %.3g ms at detach%s; %d allocator slots restored\n",
 			pid, res.Elapsed.Seconds(), msOf(info.AttachPause), msOf(pause), with, info.Restored)
 	}
-	rep := late.to(report.New(res.Session, res.Main, report.Options{
+	rep := late.to(report.New(res.Session, res.Main, r.leaks.own.with(report.Options{
 		Symbolize: sym.lookup, TracePath: tracePath, Elapsed: res.Elapsed, TicksPerSec: res.TicksPerSec,
 		Warnings: warnings, Suppressions: supp, ShowReachable: r.leaks.showReachable,
-	}))
+	})))
 	if jsonFile != nil {
 		if err := rep.Generate(jsonFile, "json"); err != nil {
 			return fmt.Errorf("JSON report: %w", err)

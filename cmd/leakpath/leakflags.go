@@ -17,12 +17,14 @@ type leakOptions struct {
 	showReachable bool
 	checkKinds    string
 	pathToRoot    string
+	own           ownOptions
 }
 
 func addLeakFlags(fs *flag.FlagSet, o *leakOptions) {
 	fs.Var(&o.suppressions, "suppressions", "hide leaks matching LeakSanitizer suppressions in `FILE` (leak:PATTERN lines; repeatable); the program's __lsan_default_suppressions are applied too")
 	fs.BoolVar(&o.showReachable, "show-reachable", false, "list still reachable blocks in the text report too (the JSON always has them)")
 	fs.StringVar(&o.pathToRoot, "path-to-root", "", "with a typed scan (run --types), show how the largest instance of `TYPE` (qualified, e.g. shop::Widget, or its last part) is held: the chain of fields from a global, a stack or registers")
+	addOwnFlags(fs, &o.own)
 	fs.StringVar(&o.checkKinds, "check-kinds", "definite,possible", "leak `KINDS` that make --check fail (comma-separated: definite, indirect, possible, reachable; unclassified blocks count as definite)")
 }
 

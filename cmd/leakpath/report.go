@@ -81,6 +81,9 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := o.leaks.own.check(); err != nil {
+		return err
+	}
 	bar := progress.OnTerminal(stderr, "reading "+filepath.Base(path))
 	t, err := loadTraceProgress(path, nil, bar.Set)
 	bar.Done()
@@ -90,11 +93,11 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	var rep *report.Report
 	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
 	defer sym.close()
-	rep = report.New(t.model, t.main, report.Options{
+	rep = report.New(t.model, t.main, o.leaks.own.with(report.Options{
 		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
 		Suppressions: supp, ShowReachable: o.leaks.showReachable, CollapsedValue: o.value, PathToRoot: o.leaks.pathToRoot,
 		StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
-	})
+	}))
 	return writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) })
 }
 
@@ -278,6 +281,10 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 		fail(stderr, fmt.Errorf("--format %q: several traces are reported as text or json only", o.format))
 		return exitUsage
 	}
+	if err := o.leaks.own.check(); err != nil {
+		fail(stderr, err)
+		return exitUsage
+	}
 	multi, err := report.NewMulti(o.format)
 	if err != nil {
 		fail(stderr, err)
@@ -298,9 +305,9 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 		if t.cut != nil {
 			multi.Warn(fmt.Sprintf("%s ends early or is damaged: counted up to there", path))
 		}
-		rep := report.New(t.model, t.main, report.Options{
+		rep := report.New(t.model, t.main, o.leaks.own.with(report.Options{
 			Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
-		})
+		}))
 		if err := multi.Add(rep); err != nil {
 			fail(stderr, fmt.Errorf("%s: %w", path, err))
 			return 1

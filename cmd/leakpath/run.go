@@ -141,6 +141,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := o.leaks.own.check(); err != nil {
+		return nil, nil, err
+	}
 	checkKinds, err := o.leaks.kinds()
 	if err != nil {
 		return nil, nil, err
@@ -195,11 +198,11 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	started := time.Now()
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
-		return snapshotReport(s, proc, req, report.Options{
+		return snapshotReport(s, proc, req, o.leaks.own.with(report.Options{
 			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
 			StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
 			PathToRoot: o.leaks.pathToRoot,
-		}, checkKinds)
+		}), checkKinds)
 	}
 	asked := &askedLog{dir: o.snapDir, started: started}
 	copts.Asked = asked.add
@@ -276,7 +279,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	sym.ready()
 	own := unmeasured(res.Session)
 	res.Warnings = append(res.Warnings, own...)
-	rep := late.to(report.New(res.Session, res.Main, report.Options{
+	rep := late.to(report.New(res.Session, res.Main, o.leaks.own.with(report.Options{
 		Symbolize:     sym.lookup,
 		TracePath:     tracePath,
 		Rank:          outs.rank,
@@ -288,7 +291,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		StaleT1:       uint32(o.stale.t1),
 		StaleT2:       uint32(o.stale.t2),
 		PathToRoot:    o.leaks.pathToRoot,
-	}))
+	})))
 	// A trace cut by a full disk: the report, from memory, still covers
 	// the whole run.
 	seconds := func(uint64) float64 { return 0 }

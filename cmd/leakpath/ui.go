@@ -79,6 +79,9 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := o.leaks.own.check(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -166,8 +169,8 @@ func (l *uiLoad) run(path string, supp *suppress.Set, o *uiOptions, prog func(do
 	}
 	ix.Finish()
 	ix.Leaked()
-	r := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
-		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.showReachable})
+	r := report.New(t.model, t.main, o.leaks.own.with(report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
+		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.showReachable}))
 	l.rep = r
 	return uiData(filepath.Base(path), ix, t.tps, r, usage)
 }

@@ -83,7 +83,7 @@ func (r *Report) valueStacks() ([]valueStack, error) {
 			sums[k] += v
 		}
 		if leaked {
-			for _, l := range r.leaks(p) {
+			for _, l := range r.allLeaks(p) {
 				if blocks {
 					addStack(l.Stack, l.Blocks)
 				} else {

@@ -125,6 +125,16 @@ type jsonLeak struct {
 	Owner          []jsonFrame `json:"owner,omitempty"`
 	// Suppressed is the suppression that hides this leak.
 	Suppressed string `json:"suppressed,omitempty"`
+	// Own: allocated by the user's code (docs/own-code.md); else Library
+	// is the module it is attributed to and During the function the
+	// user's code called that led there. FoldedStacks: how many
+	// allocation stacks, differing only in return addresses inside
+	// functions without debug information, the group stands for (Stack
+	// is the biggest one's).
+	Own          bool   `json:"own"`
+	Library      string `json:"library,omitempty"`
+	During       string `json:"during,omitempty"`
+	FoldedStacks int    `json:"folded_stacks,omitempty"`
 	// In the summary of several traces: how many had this group, and
 	// the ranks of those that had a rank.
 	TraceCount int   `json:"trace_count,omitempty"`
@@ -224,11 +234,15 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 			ji.Exit.Code = p.ExitStatus
 		}
 	}
-	for _, g := range r.leaks(p) { // none if exec discarded the heap
+	for _, g := range r.allLeaks(p) { // none if exec discarded the heap
 		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks, Stack: r.jsonStack(p, g.Stack),
-			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks}
-		if s := p.Site(g.Stack); s != nil {
-			l.Function, l.Allocs = s.Fn.String(), s.Allocs
+			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks,
+			Own: g.own, Library: g.lib, During: g.during}
+		if g.stacks > 1 {
+			l.FoldedStacks = g.stacks
+		}
+		if p.Site(g.Stack) != nil {
+			l.Function, l.Allocs = g.fn.String(), g.allocs
 		}
 		if g.Owner != 0 {
 			l.Owner = r.jsonStack(p, g.Owner)

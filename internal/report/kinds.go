@@ -11,6 +11,16 @@ import (
 type leak struct {
 	heap.LeakGroup
 	supp *suppress.Suppression
+	// own: allocated by the user's code; else lib is the library it is
+	// attributed to and during the call of own code that led there
+	// (own.go).
+	own         bool
+	lib, during string
+	// fn and allocs: the allocation function and the allocations at the
+	// group's stacks; stacks: how many stacks were folded into it.
+	fn     event.Fn
+	allocs uint64
+	stacks int
 }
 
 // suppressions returns the set a report applies: the user's, then what
@@ -45,8 +55,9 @@ func (r *Report) suppressions() *suppress.Set {
 	return set
 }
 
-// leaks returns p's leak groups (none for an image that exec'd), each
-// with its suppression. A group suppressed hides the indirect groups it
+// leaks returns p's leak groups but the still reachable ones (none for
+// an image that exec'd; allLeaks has them all), each with its
+// suppression. A group suppressed hides the indirect groups it
 // owns, as LeakSanitizer treats suppressed blocks as reachable.
 func (r *Report) leaks(p *heap.Process) []leak {
 	if execd(p) || p.LeakCheckOff {
@@ -56,11 +67,9 @@ func (r *Report) leaks(p *heap.Process) []leak {
 		return ls
 	}
 	set := r.suppressions()
-	gs := p.Leaks()
-	out := make([]leak, len(gs))
+	out := r.fold(p, r.unreachable(p))
 	suppressedSite := map[heap.StackID]*suppress.Suppression{}
-	for i, g := range gs {
-		out[i].LeakGroup = g
+	for i, g := range out {
 		if g.Kind == event.Reachable {
 			continue
 		}
@@ -104,7 +113,12 @@ type KindTotal struct {
 
 // byKind sums p's leaks per kind; suppressed ones apart.
 func (r *Report) byKind(p *heap.Process) (kinds [event.NumLeakKinds]KindTotal, suppressed KindTotal) {
-	for _, l := range r.leaks(p) {
+	ls := r.leaks(p)
+	for _, g := range r.reachable[p] {
+		kinds[g.Kind].Bytes += g.Bytes
+		kinds[g.Kind].Blocks += g.Blocks
+	}
+	for _, l := range ls {
 		if l.supp != nil {
 			suppressed.Bytes += l.Bytes
 			suppressed.Blocks += l.Blocks
@@ -119,6 +133,7 @@ func (r *Report) byKind(p *heap.Process) (kinds [event.NumLeakKinds]KindTotal, s
 // Failing sums, over every image, the leaks of the given kinds that no
 // suppression hides: what makes --check fail. Blocks no scan classified
 // count as definite (the kinds could not be told: assume the worst).
+// With Options.CheckOwnOnly, only the user's own leaks count.
 func (r *Report) Failing(kinds []event.LeakKind) (groups int, bytes, blocks uint64) {
 	want := map[event.LeakKind]bool{}
 	for _, k := range kinds {
@@ -128,8 +143,12 @@ func (r *Report) Failing(kinds []event.LeakKind) (groups int, bytes, blocks uint
 		want[event.Unclassified] = true
 	}
 	for _, p := range r.Images() {
-		for _, l := range r.leaks(p) {
-			if l.supp == nil && want[l.Kind] {
+		ls := r.leaks(p)
+		if want[event.Reachable] {
+			ls = r.allLeaks(p)
+		}
+		for _, l := range ls {
+			if l.supp == nil && want[l.Kind] && (l.own || !r.opts.CheckOwnOnly) {
 				groups++
 				bytes += l.Bytes
 				blocks += l.Blocks

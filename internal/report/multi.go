@@ -115,9 +115,9 @@ func (m *Multi) Add(r *Report) error {
 		if !execd(p) {
 			pt.leaked += p.Totals.LiveBytes
 			pt.blocks += p.Totals.LiveBlocks
-			for _, g := range p.Leaks() {
+			for _, l := range r.allLeaks(p) {
 				if !p.LeakCheckOff { // else the program turned the check off (__lsan_is_turned_off)
-					m.addLeak(r, p, g, pt)
+					m.addLeak(r, p, l, pt)
 				}
 			}
 		}
@@ -148,7 +148,7 @@ func (m *Multi) addTotals(t *heap.Totals, leaks bool) {
 	}
 }
 
-func (m *Multi) addLeak(r *Report, p *heap.Process, g heap.LeakGroup, pt *part) {
+func (m *Multi) addLeak(r *Report, p *heap.Process, g leak, pt *part) {
 	frames := r.Stack(p, g.Stack)
 	// One group per stack, whatever the kinds: the ranks of a job
 	// differ (one killed before its scan is unclassified). The group
@@ -158,18 +158,23 @@ func (m *Multi) addLeak(r *Report, p *heap.Process, g heap.LeakGroup, pt *part) 
 	if ml == nil {
 		ml = &mergedLeak{frames: frames, seq: len(m.leaks), kind: g.Kind}
 		ml.Kind, ml.Stack = g.Kind.String(), jsonFrames(frames)
+		ml.Own, ml.Library, ml.During = g.own, g.lib, g.during
 		m.leaks[k] = ml
+	}
+	if g.own && !ml.Own {
+		// One trace's own code (a rank built differently): the user's.
+		ml.Own, ml.Library, ml.During = true, "", ""
 	}
 	if heap.KindMoreImportant(g.Kind, ml.kind) {
 		ml.kind, ml.Kind = g.Kind, g.Kind.String()
 	}
 	ml.Bytes += g.Bytes
 	ml.Blocks += g.Blocks
-	if s := p.Site(g.Stack); s != nil {
-		ml.Allocs += s.Allocs
+	if p.Site(g.Stack) != nil {
+		ml.Allocs += g.allocs
 		if ml.fn == 0 {
-			ml.fn = s.Fn
-			ml.Function = s.Fn.String()
+			ml.fn = g.fn
+			ml.Function = g.fn.String()
 		}
 	}
 	if len(ml.parts) == 0 || ml.parts[len(ml.parts)-1] != pt {
@@ -204,10 +209,15 @@ func (m *Multi) addError(r *Report, p *heap.Process, e heap.Error, pt *part) {
 func stackKey(fs []Frame) string {
 	var b strings.Builder
 	for _, f := range fs {
-		if f.File != "" {
+		switch {
+		case f.File != "" && f.Line > 0:
 			fmt.Fprintf(&b, "%s\x00%s\x00%d\x00%t\x01", f.Function, f.File, f.Line, f.Inlined)
-		} else {
-			fmt.Fprintf(&b, "%s\x00%s+%x\x01", f.Function, filepath.Base(f.Module), f.Offset)
+		case f.Function != "":
+			// No source line: return addresses inside one function are
+			// one place to the reader (the text shows only the name).
+			fmt.Fprintf(&b, "%s\x00%s\x00%t\x01", f.Function, filepath.Base(f.Module), f.Inlined)
+		default:
+			fmt.Fprintf(&b, "%s+%x\x01", filepath.Base(f.Module), f.Offset)
 		}
 	}
 	return b.String()
@@ -376,10 +386,18 @@ func (m *Multi) writeText(out io.Writer, leaks []*mergedLeak, errs []*mergedErro
 	if t.FailedAllocs > 0 {
 		fmt.Fprintf(w, "  %s failed\n", plural64(t.FailedAllocs, "allocation"))
 	}
-	for i, ml := range leaks {
+	var own, libs []*mergedLeak
+	for _, ml := range leaks {
+		if ml.Own {
+			own = append(own, ml)
+		} else {
+			libs = append(libs, ml)
+		}
+	}
+	for i, ml := range own {
 		if i >= multiMaxLeaks {
 			var rest uint64
-			for _, h := range leaks[i:] {
+			for _, h := range own[i:] {
 				rest += h.Bytes
 			}
 			fmt.Fprintf(w, "\n... %s more (%s); see --format json for all\n", plural(len(leaks)-i, "leak group"), bytes(rest))
@@ -391,6 +409,17 @@ func (m *Multi) writeText(out io.Writer, leaks []*mergedLeak, errs []*mergedErro
 		}
 		fmt.Fprintf(w, ", %s\n", where(ml.parts))
 		textFrames(w, ml.frames)
+	}
+	if len(libs) > 0 {
+		// Every trace's report lists them in full with --show-library-leaks.
+		fmt.Fprintln(w, "\nLIBRARY LEAKS, not in your code (all traces):")
+		items := make([]libItem, len(libs))
+		for i, ml := range libs {
+			items[i] = libItem{ml.Library, ml.During, ml.Bytes + ml.IndirectBytes, ml.Blocks + ml.IndirectBlocks}
+		}
+		for _, s := range librarySummaries(items) {
+			fmt.Fprintf(w, "  %s: %s\n", libName(s.lib), s.text())
+		}
 	}
 	for _, me := range errs {
 		fmt.Fprintf(w, "\n%s", errorTitle(me.e))
@@ -414,8 +443,11 @@ func (m *Multi) writeText(out io.Writer, leaks []*mergedLeak, errs []*mergedErro
 	for _, warn := range m.warnings {
 		fmt.Fprintf(w, "leakpath: warning: %s\n", warn)
 	}
-	fmt.Fprintf(w, "leakpath: %s: %s (%s) not freed; %s.\n", plural(len(m.parts), "trace"),
-		plural(len(leaks), "leak group"), bytes(t.LiveBytes), plural64(m.nerrs, "improper use"))
+	fmt.Fprintf(w, "leakpath: %s: %s (%s) not freed", plural(len(m.parts), "trace"), plural(len(leaks), "leak group"), bytes(t.LiveBytes))
+	if len(libs) > 0 {
+		fmt.Fprintf(w, ", %s in your code", count(len(own)))
+	}
+	fmt.Fprintf(w, "; %s.\n", plural64(m.nerrs, "improper use"))
 	return w.Flush()
 }
 

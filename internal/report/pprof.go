@@ -64,7 +64,7 @@ func (r *Report) Profile() *profile.Profile {
 	}
 	for _, p := range r.Images() {
 		leaks := map[heap.StackID][]leak{}
-		for _, l := range r.leaks(p) {
+		for _, l := range r.allLeaks(p) {
 			leaks[l.Stack] = append(leaks[l.Stack], l)
 		}
 		seen := map[heap.StackID]bool{}

@@ -68,6 +68,14 @@ type Options struct {
 	// SourceRoot is the directory SARIF paths are relative to (as
 	// %SRCROOT%); "": the current directory.
 	SourceRoot string
+	// Own tells the user's code from libraries (own.go); nil: every
+	// leak is the user's.
+	Own *OwnCode
+	// ShowLibraryLeaks lists the leaks of libraries in text in full, not
+	// one line per library.
+	ShowLibraryLeaks bool
+	// CheckOwnOnly: Failing counts the user's own leaks only.
+	CheckOwnOnly bool
 	// PathToRoot names a type (qualified, or its last part) whose
 	// largest instance's path to root a typed scan's report shows.
 	PathToRoot string
@@ -83,6 +91,11 @@ type Report struct {
 	noLines   map[string]bool // modules of shown frames: true while none had a source line
 	supp      *suppress.Set
 	leakCache map[*heap.Process][]leak
+	ownCache  map[ownKey]int
+	// reachable: p's still reachable groups, as the model has them;
+	// folded into allReach only when a format lists them.
+	reachable map[*heap.Process][]heap.LeakGroup
+	allReach  map[*heap.Process][]leak
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while
@@ -236,12 +249,20 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 }
 
 // linesNote says which modules of the shown stacks had no source lines.
-func (r *Report) linesNote() string {
+// The text leaves out the libraries whose leaks it sums up in a line
+// (their frames are not shown); the JSON, which has every stack, keeps
+// them.
+func (r *Report) linesNote() string { return r.linesNoteFor(false) }
+
+func (r *Report) linesNoteFor(text bool) string {
 	if len(r.noLines) == 0 {
 		return ""
 	}
 	var mods []string
 	for m, none := range r.noLines {
+		if text && r.libraryOnly(m) {
+			continue // its leaks are summed up in a line: no frames shown
+		}
 		if none && !strings.HasPrefix(filepath.Base(m), "libleakpath") {
 			mods = append(mods, filepath.Base(m))
 		}

@@ -206,7 +206,7 @@ func (r *Report) sarif(w io.Writer) error {
 			inv.ExitCode = &code
 		}
 		run.Invocations = append(run.Invocations, inv)
-		for _, l := range r.leaks(p) {
+		for _, l := range r.allLeaks(p) {
 			run.Results = append(run.Results, c.leakResult(p, l))
 		}
 		for _, e := range p.Errors {
@@ -228,8 +228,8 @@ func (c *sarifContext) leakResult(p *heap.Process, l leak) sarifResult {
 		what = "not freed at exit"
 	}
 	msg := fmt.Sprintf("%s in %s %s", bytes(l.Bytes), plural64(l.Blocks, "block"), what)
-	if s := p.Site(l.Stack); s != nil && s.Fn != 0 {
-		msg += fmt.Sprintf(", allocated by %s", s.Fn)
+	if l.fn != 0 {
+		msg += fmt.Sprintf(", allocated by %s", l.fn)
 	}
 	if i := c.primary(fs); i >= 0 && fs[i].Function != "" {
 		msg += " in " + fs[i].Function
@@ -252,7 +252,7 @@ func (c *sarifContext) leakResult(p *heap.Process, l leak) sarifResult {
 		Locations:           []sarifLocation{c.location(fs, c.primary(fs), "")},
 		CodeFlows:           c.codeFlows("allocation stack", fs),
 		PartialFingerprints: map[string]string{"leakpath/stack/v1": fingerprint(sarifRules[idx].ID, fs)},
-		Properties:          map[string]any{"bytes": l.Bytes, "blocks": l.Blocks, "pid": p.Info.PID},
+		Properties:          map[string]any{"bytes": l.Bytes, "blocks": l.Blocks, "pid": p.Info.PID, "own": l.own},
 	}
 	if rc := r.rootCause(p, l.Stack); rc != nil && rc.Status == event.RootCauseFound && l.Kind != event.Reachable {
 		// The root cause's functions and branches, where code scanning

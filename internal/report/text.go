@@ -25,14 +25,15 @@ func (r *Report) text(out io.Writer) error {
 func (r *Report) writeText(out io.Writer) error {
 	w := bufio.NewWriter(out)
 	imgs := r.Images()
-	var groups, errs int
+	var own, libs, errs int
 	var leakBytes uint64
 	for i, p := range imgs {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		g, e := r.textImage(w, p, i == 0)
-		groups += g
+		o, l, e := r.textImage(w, p, i == 0)
+		own += o
+		libs += l
 		errs += e
 		if !execd(p) {
 			leakBytes += r.totals(p).LiveBytes
@@ -47,14 +48,18 @@ func (r *Report) writeText(out io.Writer) error {
 	for _, warn := range r.warnings {
 		fmt.Fprintf(w, "leakpath: warning: %s\n", warn)
 	}
-	if note := r.linesNote(); note != "" {
+	if note := r.linesNoteFor(true); note != "" {
 		fmt.Fprintf(w, "leakpath: %s\n", note)
 	}
 	notFreed := "not freed"
 	if r.opts.Snapshot {
 		notFreed = "live at the snapshot"
 	}
-	fmt.Fprintf(w, "leakpath: %s (%s) %s; %s.", plural(groups, "leak group"), bytes(leakBytes), notFreed, plural(errs, "improper use"))
+	fmt.Fprintf(w, "leakpath: %s (%s) %s", plural(own+libs, "leak group"), bytes(leakBytes), notFreed)
+	if libs > 0 {
+		fmt.Fprintf(w, ", %s in your code", count(own))
+	}
+	fmt.Fprintf(w, "; %s.", plural(errs, "improper use"))
 	if r.opts.TracePath != "" {
 		fmt.Fprintf(w, " Trace: %s", r.opts.TracePath)
 	}
@@ -62,7 +67,9 @@ func (r *Report) writeText(out io.Writer) error {
 	return w.Flush()
 }
 
-func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups, errs int) {
+// textImage writes image p's report; it returns the leak groups it
+// listed, the user's and the libraries', and its improper uses.
+func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (nown, nlibs, errs int) {
 	t := r.totals(p)
 	switch {
 	case r.opts.LeakCheck:
@@ -116,7 +123,7 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		// exec discards the heap: nothing there is a leak of this image.
 		fmt.Fprintln(w, "  (its heap was discarded by exec: the blocks not freed are not listed)")
 		r.textErrors(w, p)
-		return 0, len(p.Errors)
+		return 0, 0, len(p.Errors)
 	}
 	if p.Info.ForkID != 0 && p.Info.ParentProc >= 0 {
 		fmt.Fprintf(w, "  forked from pid %d: blocks it inherited count as not freed unless it freed them\n", r.s.Procs[p.Info.ParentProc].Info.PID)
@@ -125,15 +132,47 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		// As LeakSanitizer: the program asked for no leak check.
 		fmt.Fprintln(w, "  leak check turned off by the program (its __lsan_is_turned_off returned nonzero): no leaks are listed")
 		r.textErrors(w, p)
-		return 0, len(p.Errors)
+		return 0, 0, len(p.Errors)
 	}
 	r.textKinds(w, p)
-	var leaks []leak
-	for _, l := range r.leaks(p) {
+	var own, libs []leak
+	ls := r.leaks(p)
+	if r.opts.ShowReachable {
+		ls = r.allLeaks(p)
+	}
+	for _, l := range ls {
 		if l.supp == nil && (l.Kind != event.Reachable || r.opts.ShowReachable) {
-			leaks = append(leaks, l)
+			if l.own {
+				own = append(own, l)
+			} else {
+				libs = append(libs, l)
+			}
 		}
 	}
+	r.textLeaks(w, p, own)
+	if len(libs) > 0 {
+		fmt.Fprintf(w, "\nLIBRARY LEAKS, not in your code: ")
+		if r.opts.ShowLibraryLeaks {
+			fmt.Fprintln(w, "listed below")
+		} else {
+			fmt.Fprintln(w, "--show-library-leaks lists them (--own PATTERN makes a module yours)")
+		}
+		for _, s := range librarySummaries(libItems(libs)) {
+			fmt.Fprintf(w, "  %s: %s\n", libName(s.lib), s.text())
+		}
+		if r.opts.ShowLibraryLeaks {
+			r.textLeaks(w, p, libs)
+		}
+	}
+	r.textStale(w, p)
+	r.textErrors(w, p)
+	r.textScopes(w, p)
+	r.textTypes(w, p)
+	return len(own), len(libs), len(p.Errors)
+}
+
+// textLeaks writes leak groups in full, at most MaxLeaks of them.
+func (r *Report) textLeaks(w *bufio.Writer, p *heap.Process, leaks []leak) {
 	for i, g := range leaks {
 		if i >= r.opts.MaxLeaks {
 			var rest uint64
@@ -143,7 +182,6 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 			fmt.Fprintf(w, "\n... %s more (%s); see --json for all\n", plural(len(leaks)-i, "leak group"), bytes(rest))
 			break
 		}
-		site := p.Site(g.Stack)
 		fmt.Fprintf(w, "\nLEAK %s in %s", bytes(g.Bytes), plural64(g.Blocks, "block"))
 		if g.Kind != event.Unclassified {
 			fmt.Fprintf(w, " (%s)", g.Kind)
@@ -151,13 +189,16 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		if g.IndirectBlocks > 0 {
 			fmt.Fprintf(w, ", plus %s in %s indirectly", bytes(g.IndirectBytes), plural64(g.IndirectBlocks, "block"))
 		}
-		if site != nil && site.Fn != 0 {
-			fmt.Fprintf(w, " from %s", site.Fn)
+		if g.fn != 0 {
+			fmt.Fprintf(w, " from %s", g.fn)
 		}
-		if site != nil && site.Allocs > g.Blocks {
-			fmt.Fprintf(w, " (%s of %s allocated here)", count(g.Blocks), count(site.Allocs))
+		if g.allocs > g.Blocks {
+			fmt.Fprintf(w, " (%s of %s allocated here)", count(g.Blocks), count(g.allocs))
 		}
 		fmt.Fprintln(w)
+		if g.stacks > 1 {
+			fmt.Fprintf(w, "  (%d stacks folded: they differ only in return addresses inside functions without debug information)\n", g.stacks)
+		}
 		r.textStack(w, p, g.Stack)
 		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Reachable && g.Kind != event.Indirect {
 			r.textRootCause(w, p, rc)
@@ -170,11 +211,6 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 			}
 		}
 	}
-	r.textStale(w, p)
-	r.textErrors(w, p)
-	r.textScopes(w, p)
-	r.textTypes(w, p)
-	return len(leaks), len(p.Errors)
 }
 
 // textKinds writes the sums by leak kind, memcheck's LEAK SUMMARY, and
