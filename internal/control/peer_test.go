@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -270,5 +271,30 @@ func TestFindAttach(t *testing.T) {
 		if _, err := Ask(ctx, e, Request{Op: "snapshot"}); (err == nil) != c.ok {
 			t.Errorf("Ask with the collector recorded as pid %d (the server is pid %d): %v", c.pid, os.Getpid(), err)
 		}
+	}
+}
+
+// TestCacheBase: the cache directory is a base only when its parent is
+// ours alone; a base in it comes before the one in TMPDIR.
+func TestCacheBase(t *testing.T) {
+	home := privateTemp(t)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, "cache"))
+	want := filepath.Join(home, "cache", "leakpath-attach")
+	if got := cacheBase(); got != want {
+		t.Fatalf("cacheBase in a private home: %q, want %q", got, want)
+	}
+	b := bases()
+	if i, j := slices.Index(b, want), len(b)-1; i < 0 || i >= j {
+		t.Errorf("bases %q: the cache's before TMPDIR's", b)
+	}
+	if err := os.Chmod(home, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if got := cacheBase(); got != "" {
+		t.Errorf("cacheBase under a directory others may change: %q, want none", got)
+	}
+	t.Setenv("XDG_CACHE_HOME", "/"+strings.Repeat("x", maxBase))
+	if got := cacheBase(); got != "" {
+		t.Errorf("cacheBase too long for a socket's path: %q, want none", got)
 	}
 }

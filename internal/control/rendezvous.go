@@ -20,10 +20,12 @@ import (
 // inside a base directory only its user can create and enter. A name in
 // a world-writable directory such as /tmp could be made first by another
 // user, to block the attach or to serve a forged socket; so the base is
-// $XDG_RUNTIME_DIR/leakpath, /run/leakpath for root, or
-// $TMPDIR/leakpath-attach-UID (a name SweepStale of package launch
-// leaves alone), each used only if it is a directory of ours (not a
-// symbolic link) that nobody else may enter.
+// $XDG_RUNTIME_DIR/leakpath, /run/leakpath for root, the user's cache
+// directory ($XDG_CACHE_HOME or ~/.cache, then leakpath-attach: in a home
+// directory nobody else may change, so nobody else can make the name
+// first), or $TMPDIR/leakpath-attach-UID (a name SweepStale of package
+// launch leaves alone), each used only if it is a directory of ours (not
+// a symbolic link) that nobody else may enter.
 
 // attachPrefix starts the name of an attach's directory in a base.
 const attachPrefix = "attach."
@@ -37,7 +39,34 @@ func bases() []string {
 	if os.Geteuid() == 0 && rootOnly("/run") == nil {
 		out = append(out, "/run/leakpath")
 	}
+	if c := cacheBase(); c != "" {
+		out = append(out, c)
+	}
 	return append(out, filepath.Join(os.TempDir(), "leakpath-attach-"+strconv.Itoa(os.Geteuid())))
+}
+
+// maxBase bounds a base directory's length: a socket's path (the base,
+// attach.PID, ctl.sock) must fit in sun_path's 108 bytes.
+const maxBase = 80
+
+// cacheBase is leakpath-attach in the user's cache directory, when that
+// directory and its parent are ours and nobody else may change them (so
+// nobody else can have made the name), or "".
+func cacheBase() string {
+	c, err := os.UserCacheDir()
+	if err != nil || !filepath.IsAbs(c) || len(c)+len("/leakpath-attach") > maxBase {
+		return ""
+	}
+	if ownDir(filepath.Dir(c)) != nil {
+		return ""
+	}
+	if err := os.Mkdir(c, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return ""
+	}
+	if ownDir(c) != nil {
+		return ""
+	}
+	return filepath.Join(c, "leakpath-attach")
 }
 
 // AttachDirs are the places the directory of an attach to pid may be in,
