@@ -61,10 +61,10 @@ func (r *Report) leaks(p *heap.Process) []leak {
 	suppressedSite := map[heap.StackID]*suppress.Suppression{}
 	for i, g := range gs {
 		out[i].LeakGroup = g
-		if g.Kind == event.Reachable {
+		if set.Len() == 0 {
 			continue
 		}
-		if s, ok := set.Match(r.suppressFrames(p, g.Stack)); ok {
+		if s, ok := set.MatchLeak(r.suppressLeak(p, g, set.HasValgrind())); ok {
 			out[i].supp = s
 			set.Hit(s, g.Bytes, g.Blocks)
 			if g.Kind == event.Definite {
@@ -87,13 +87,62 @@ func (r *Report) leaks(p *heap.Process) []leak {
 	return out
 }
 
-func (r *Report) suppressFrames(p *heap.Process, id heap.StackID) []suppress.Frame {
+// suppressLeak returns leak group g of p as suppressions match it; with
+// mangled, its frames have their symbol-table names (valgrind's fun:).
+func (r *Report) suppressLeak(p *heap.Process, g heap.LeakGroup, mangled bool) suppress.Leak {
+	l := suppress.Leak{Stack: r.suppressFrames(p, g.Stack, mangled)}
+	if g.Kind != event.Unclassified {
+		l.Kind = g.Kind.String()
+	}
+	if s := p.Site(g.Stack); s != nil {
+		l.Alloc = ValgrindAllocName(s.Fn)
+	}
+	return l
+}
+
+// ValgrindAllocName returns the symbol valgrind's leak stacks start with
+// for allocation function fn: its replacement in vgpreload_memcheck, named
+// as the function it replaces ("" for none).
+func ValgrindAllocName(fn event.Fn) string {
+	switch fn {
+	case event.New:
+		return "_Znwm" // operator new(unsigned long)
+	case event.NewArray:
+		return "_Znam" // operator new[](unsigned long)
+	case event.FreeFn, event.Delete, event.DeleteArray:
+		return ""
+	}
+	return fn.String()
+}
+
+func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) []suppress.Frame {
 	fs := r.Stack(p, id)
 	out := make([]suppress.Frame, len(fs))
 	for i, f := range fs {
-		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module}
+		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line}
+		if mangled && !f.Inlined {
+			out[i].Mangled = r.symbolName(p, f)
+		}
 	}
 	return out
+}
+
+// symbolName returns the mangled name of f's function (not inlined) from
+// Options.SymbolName, "" if unknown.
+func (r *Report) symbolName(p *heap.Process, f Frame) string {
+	if r.opts.SymbolName == nil || f.mod < 0 || int(f.mod) >= len(p.Modules) {
+		return ""
+	}
+	k := frameKey{f.mod, p, f.Address}
+	if name, ok := r.mangled[k]; ok {
+		return name
+	}
+	name := r.opts.SymbolName(p.Modules[f.mod], f.Offset-1)
+	if r.mangled == nil {
+		r.mangled = map[frameKey]string{}
+	}
+	r.mangled[k] = name
+	return name
 }
 
 // KindTotal is the bytes and blocks of one leak kind.
@@ -120,13 +169,7 @@ func (r *Report) byKind(p *heap.Process) (kinds [event.NumLeakKinds]KindTotal, s
 // suppression hides: what makes --check fail. Blocks no scan classified
 // count as definite (the kinds could not be told: assume the worst).
 func (r *Report) Failing(kinds []event.LeakKind) (groups int, bytes, blocks uint64) {
-	want := map[event.LeakKind]bool{}
-	for _, k := range kinds {
-		want[k] = true
-	}
-	if want[event.Definite] {
-		want[event.Unclassified] = true
-	}
+	want := wantKinds(kinds)
 	for _, p := range r.Images() {
 		for _, l := range r.leaks(p) {
 			if l.supp == nil && want[l.Kind] {

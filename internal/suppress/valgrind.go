@@ -338,7 +338,11 @@ func (l *vgLoc) matches(f *Frame) bool {
 		// A hand-written demangled name matches too.
 		return f.Function != "" && f.Function != name && globMatch(l.name, f.Function)
 	case locObj:
-		return f.Module != "" && globMatch(l.name, f.Module)
+		m := f.Module
+		if m == "" {
+			m = UnknownModule // "obj:*" matches it
+		}
+		return globMatch(l.name, m)
 	case locSrc:
 		if f.File == "" || l.line != 0 && l.line != f.Line {
 			return false
