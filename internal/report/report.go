@@ -43,8 +43,8 @@ type Options struct {
 	// SymbolName gives the mangled names valgrind suppressions match
 	// (nil: they match the names Symbolize gives).
 	SymbolName SymbolNamer
-	MaxFrames int        // frames shown per stack; default 24
-	MaxLeaks  int        // leak groups shown in text; default 25 (JSON has all)
+	MaxFrames  int // frames shown per stack; default 24
+	MaxLeaks   int // leak groups shown in text; default 25 (JSON has all)
 	// Facts about the run the model does not hold.
 	TracePath   string
 	Elapsed     time.Duration
