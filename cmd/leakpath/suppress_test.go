@@ -338,3 +338,49 @@ func TestBaseline(t *testing.T) {
 		}
 	}
 }
+
+// TestValgrindGeneratedSuppressions feeds what valgrind
+// --gen-suppressions=all writes to leakpath: it hides every leak, inlined
+// frames (named by valgrind by their plain DWARF names) and C++ mangled
+// names included; and leakpath's --gen-suppressions file hides every leak
+// under valgrind.
+func TestValgrindGeneratedSuppressions(t *testing.T) {
+	haveValgrind(t)
+	for _, fx := range []struct {
+		name  string
+		flags []string
+		args  []string
+	}{
+		{"suppleak.cc", nil, []string{"extra"}},
+		{"suppinline.cc", []string{"-O2"}, nil},
+	} {
+		bin := fixture(t, fx.name, fx.flags...)
+		vg := runCapture(t, testEnv(valgrindEnv(t)...), nil, append([]string{"valgrind", "--leak-check=full", "--gen-suppressions=all", bin}, fx.args...)...)
+		// The entries are the lines between "{" and "}" not starting
+		// with "==" (valgrind's own lines).
+		var supp strings.Builder
+		for _, line := range strings.Split(string(vg.stderr), "\n") {
+			if !strings.HasPrefix(line, "==") {
+				supp.WriteString(line + "\n")
+			}
+		}
+		if n := strings.Count(supp.String(), "Memcheck:Leak"); n == 0 {
+			t.Fatalf("%s: valgrind generated no suppression:\n%s", fx.name, vg.stderr)
+		}
+		path := filepath.Join(t.TempDir(), "valgrind.supp")
+		os.WriteFile(path, []byte(supp.String()), 0o644)
+		without := leakpath(t, []string{"--check"}, nil, append([]string{bin}, fx.args...)...)
+		with := leakpath(t, []string{"--check", "--suppressions", path}, nil, append([]string{bin}, fx.args...)...)
+		if without.code != exitLeaks || with.code != 0 {
+			t.Errorf("%s: --check exited %d without valgrind's suppressions, %d with them; want %d and 0\n%s\n%s",
+				fx.name, without.code, with.code, exitLeaks, supp.String(), with.text)
+		}
+		// And the other way: leakpath's own file under valgrind.
+		own := filepath.Join(t.TempDir(), "leakpath.supp")
+		leakpath(t, []string{"--gen-suppressions", own}, nil, append([]string{bin}, fx.args...)...)
+		if _, code := valgrindLeaks(t, []string{"--suppressions=" + own}, append([]string{bin}, fx.args...)...); code != 0 {
+			b, _ := os.ReadFile(own)
+			t.Errorf("%s: valgrind with leakpath's suppressions exited %d, want 0\n%s", fx.name, code, b)
+		}
+	}
+}

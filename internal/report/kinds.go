@@ -119,7 +119,7 @@ func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) 
 	fs := r.Stack(p, id)
 	out := make([]suppress.Frame, len(fs))
 	for i, f := range fs {
-		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line}
+		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line, Inlined: f.Inlined}
 		if mangled && !f.Inlined {
 			out[i].Mangled = r.symbolName(p, f)
 		}

@@ -221,6 +221,9 @@ type Frame struct {
 	Mangled string
 	// Line is the source line (valgrind's src:FILE:LINE); 0 if unknown.
 	Line int
+	// Inlined: the function was inlined into the next frame's (valgrind
+	// names it by its plain DWARF name).
+	Inlined bool
 }
 
 // Leak is a leak group as MatchLeak matches it.

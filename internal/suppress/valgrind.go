@@ -263,15 +263,68 @@ var belowMain = map[string]bool{
 const BelowMain = "(below main)"
 
 // ValgrindName returns the name a fun: line matches for frame f: its
-// mangled name when known, else its function, "(below main)" for the
-// functions that call main.
+// mangled name when known; for an inlined frame, the function's name in
+// DWARF, unqualified and without parameters ("grab" for
+// "ns::Box::grab(int)"), as valgrind names inlined calls; else its
+// function; "(below main)" for the functions that call main.
 func ValgrindName(f Frame) string {
 	fn := f.Mangled
-	if fn == "" {
+	switch {
+	case fn != "":
+	case f.Inlined:
+		fn = plainName(f.Function)
+	default:
 		fn = f.Function
 	}
 	if belowMain[fn] || strings.HasPrefix(fn, "__libc_start_main.") || strings.HasPrefix(fn, "generic_start_main.") {
 		return BelowMain
+	}
+	return fn
+}
+
+// plainName returns the DW_AT_name of a demangled C++ function name: the
+// last component of its qualified name, without its parameters and
+// qualifiers ("std::vector<int>::push_back(int const&) const" gives
+// "push_back"; "f<int>(int)" gives "f<int>"). Other names are returned
+// as they are.
+func plainName(fn string) string {
+	// The parameters: from the last ')' back to its '('.
+	if end := strings.LastIndexByte(fn, ')'); end > 0 {
+		depth := 0
+		for i := end; i >= 0; i-- {
+			switch fn[i] {
+			case ')':
+				depth++
+			case '(':
+				depth--
+			}
+			if depth == 0 {
+				if i > 0 {
+					fn = fn[:i]
+				}
+				break
+			}
+		}
+	}
+	// The last "::" outside template arguments and parentheses.
+	start, depth := 0, 0
+	for i := 0; i < len(fn); i++ {
+		switch fn[i] {
+		case '<', '(':
+			depth++
+		case '>', ')':
+			if depth > 0 {
+				depth--
+			}
+		case ':':
+			if depth == 0 && i+1 < len(fn) && fn[i+1] == ':' {
+				start = i + 2
+				i++
+			}
+		}
+	}
+	if start < len(fn) {
+		return fn[start:]
 	}
 	return fn
 }

@@ -237,3 +237,48 @@ func TestSystemValgrindFiles(t *testing.T) {
 		t.Skip("no valgrind suppression file installed (apt-get install valgrind)")
 	}
 }
+
+func TestPlainName(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"helper", "helper"},
+		{"ns::Box::grab(int)", "grab"},
+		{"std::vector<int, std::allocator<int> >::push_back(int const&)", "push_back"},
+		{"std::map<a::b, c>::find(a::b const&) const", "find"},
+		{"f<int>(int)", "f<int>"},
+		{"ns::f<std::pair<a::b, c> >(std::pair<a::b, c>*)", "f<std::pair<a::b, c> >"},
+		{"(anonymous namespace)::parse(char const*)", "parse"},
+		{"Foo::operator()(int)", "operator()"},
+		{"main::{lambda()#1}::operator()() const", "operator()"},
+		{"(below main)", "(below main)"},
+	} {
+		if got := plainName(tt.in); got != tt.want {
+			t.Errorf("plainName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestValgrindInlined matches inlined frames as valgrind names them: by
+// their plain DWARF name, not the qualified one with parameters.
+func TestValgrindInlined(t *testing.T) {
+	stack := []Frame{
+		{Function: "ns::Box::grab(int)", Inlined: true, Module: "/a/inl"},
+		{Function: "helper", Inlined: true, Module: "/a/inl"},
+		{Function: "outer(int)", Mangled: "_Z5outeri", Module: "/a/inl"},
+		{Function: "main", Mangled: "main", Module: "/a/inl"},
+	}
+	// What valgrind --gen-suppressions=all wrote for this stack.
+	set, err := ParseFile([]byte("{\n x\n Memcheck:Leak\n match-leak-kinds: definite\n fun:malloc\n fun:grab\n fun:helper\n fun:_Z5outeri\n fun:main\n}\n"), "vg.supp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := set.MatchLeak(Leak{Stack: stack, Alloc: "malloc", Kind: "definite"}); !ok {
+		t.Error("valgrind's own suppression does not match the inlined stack")
+	}
+	var b strings.Builder
+	if _, err := Write(&b, FormatValgrind, []GenLeak{{Leak: Leak{Stack: stack, Alloc: "malloc", Kind: "definite"}, Bytes: 42, Blocks: 1}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "   fun:malloc\n   fun:grab\n   fun:helper\n   fun:_Z5outeri\n   fun:main\n}") {
+		t.Errorf("generated entry differs from valgrind's:\n%s", b.String())
+	}
+}
