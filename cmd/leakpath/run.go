@@ -301,7 +301,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 			return nil, nil, fmt.Errorf("report: %w", err)
 		}
 	}
-	if baseline != nil {
+	if baseline != nil && !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
 		if err := rep.BaselineNote(textOut, baseline, checkKinds); err != nil {
 			return nil, nil, fmt.Errorf("report: %w", err)
 		}
@@ -342,7 +342,9 @@ func readBaseline(path string, check bool) (*report.Baseline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--baseline: %w", err)
 	}
-	return report.NewBaseline(d), nil
+	b := report.NewBaseline(d)
+	debugf("baseline %s: %d leak sites", path, b.Sites())
+	return b, nil
 }
 
 // checkRecording checks the flags that shape the recording and returns

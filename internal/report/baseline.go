@@ -84,7 +84,7 @@ func (r *Report) BaselineNote(w io.Writer, b *Baseline, kinds []event.LeakKind) 
 	bw := bufio.NewWriter(w)
 	src := termsafe.String(b.Source)
 	if len(news) == 0 {
-		fmt.Fprintf(bw, "leakpath: no leak group beyond the baseline %s (%s failing --check there already)\n", src, plural(failing, "group"))
+		fmt.Fprintf(bw, "leakpath: every leak group failing --check (%d) is in the baseline %s\n", failing, src)
 		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "leakpath: %s not in the baseline %s (of %d failing --check):\n", plural(len(news), "leak group"), src, failing)
