@@ -194,8 +194,11 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 
 // Symbol returns the symbol-table name, not demangled, of the function
 // whose code holds addr in the module at path ("_ZN4shop4Cart3addEi"),
-// the name valgrind's suppressions match. It is "" when no symbol of the
-// module covers addr (a symbol without a size covers only its address).
+// the name valgrind's suppressions match. Of several names of the
+// function (libc's strdup, __strdup and __GI___strdup) it is the one
+// valgrind prefers: the shortest, then the first alphabetically. It is ""
+// when no symbol of the module covers addr (a symbol without a size
+// covers only its address).
 func (s *Symbolizer) Symbol(path string, wantBuildID []byte, addr uint64) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,11 +211,7 @@ func (s *Symbolizer) Symbol(path string, wantBuildID []byte, addr uint64) (strin
 	if m.err != nil {
 		return "", m.err
 	}
-	sy := m.syms.find(addr)
-	if sy == nil || addr >= sy.value+sy.span() {
-		return "", nil
-	}
-	return sy.name, nil
+	return m.syms.valgrindName(addr), nil
 }
 
 // SaveFrames writes the frame cache (with a DWARF cache, see
