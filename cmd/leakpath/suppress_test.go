@@ -279,6 +279,10 @@ func TestGenSuppressionsFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.code, r.stderr, tc.want)
 		}
 	}
+	r := runCapture(t, testEnv(), nil, lpBin, "report", "--gen-suppressions", filepath.Join(t.TempDir(), "x.supp"), "a.lpt", "b.lpt")
+	if r.code != exitUsage || !strings.Contains(string(r.stderr), "--gen-suppressions takes one trace (got 2)") {
+		t.Errorf("report --gen-suppressions with two traces: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestBaseline fails --check only on leak sites a baseline report does
