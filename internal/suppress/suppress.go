@@ -80,8 +80,14 @@ type Suppression struct {
 	bytes atomic.Uint64 // their bytes
 }
 
-// String returns "TYPE:PATTERN" ("valgrind:NAME" for a valgrind entry).
-func (s *Suppression) String() string { return s.Type + ":" + s.Pattern }
+// String returns "TYPE:PATTERN"; for a valgrind entry "valgrind:NAME
+// (SOURCE:LINE)", as valgrind's own generated entries all have one name.
+func (s *Suppression) String() string {
+	if s.Type == TypeValgrind {
+		return fmt.Sprintf("%s:%s (%s:%d)", s.Type, s.Pattern, s.Source, s.Line)
+	}
+	return s.Type + ":" + s.Pattern
+}
 
 // Set is an ordered list of suppressions. The zero Set, and a nil *Set for
 // Match and Used, is empty. A Set must not be changed (Add) while it is

@@ -146,7 +146,7 @@ func TestValgrindParse(t *testing.T) {
 	if len(sups) != 2 || set.Ignored() != 3 {
 		t.Fatalf("got %d entries, %d ignored; want 2 and 3", len(sups), set.Ignored())
 	}
-	if got := sups[0].String(); got != "valgrind:<insert_a_suppression_name_here>" {
+	if got := sups[0].String(); got != "valgrind:<insert_a_suppression_name_here> (x.supp:9)" {
 		t.Errorf("String() = %q", got)
 	}
 	if sups[0].Line != 9 || sups[0].kinds != kindDefinite|kindPossible || len(sups[0].locs) != 2 {
