@@ -59,12 +59,13 @@ func (r *Report) leaks(p *heap.Process) []leak {
 	gs := p.Leaks()
 	out := make([]leak, len(gs))
 	suppressedSite := map[heap.StackID]*suppress.Suppression{}
+	mangled := set.HasValgrind()
 	for i, g := range gs {
 		out[i].LeakGroup = g
 		if set.Len() == 0 {
 			continue
 		}
-		if s, ok := set.MatchLeak(r.suppressLeak(p, g, set.HasValgrind())); ok {
+		if s, ok := set.MatchLeak(r.suppressLeak(p, g, mangled)); ok {
 			out[i].supp = s
 			set.Hit(s, g.Bytes, g.Blocks)
 			if g.Kind == event.Definite {

@@ -355,6 +355,17 @@ func (sup *Suppression) matchValgrind(l Leak, frames []Frame) bool {
 // "..." matching zero or more frames (valgrind's VG_(generic_match) with
 // matchAll False). It runs in O(len(locs)*len(frames)).
 func matchLocs(locs []vgLoc, frames []Frame) bool {
+	// The lines before the first "..." match one frame each: most entries
+	// fail there, without the table below.
+	for len(locs) > 0 && locs[0].kind != locAny {
+		if len(frames) == 0 || !locs[0].matches(&frames[0]) {
+			return false
+		}
+		locs, frames = locs[1:], frames[1:]
+	}
+	if len(locs) == 0 {
+		return true
+	}
 	// can[j]: locs[i:] match a prefix of frames[j:], computed for i from
 	// the last location back.
 	can := make([]bool, len(frames)+1)
