@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -88,15 +87,17 @@ func readBounded(path string, max int64) ([]byte, error) {
 type genSuppOptions struct {
 	path   string
 	format string
+	named  pathPattern // run's path: %p and %r name the pid and MPI rank
 }
 
 func addGenSuppFlags(fs *flag.FlagSet, o *genSuppOptions) {
-	fs.StringVar(&o.path, "gen-suppressions", "", "write to `FILE` suppressions that hide the leaks of --check-kinds that no suppression hid (pass it to --suppressions so that --check passes): LeakSanitizer's format, or valgrind's for a name ending in .supp")
+	fs.StringVar(&o.path, "gen-suppressions", "", "write to `FILE` suppressions that hide the leaks of --check-kinds that no suppression hid (pass it to --suppressions so that --check passes): LeakSanitizer's format, or valgrind's for a name ending in .supp (run: %p and %r as in -o)")
 	fs.StringVar(&o.format, "gen-suppressions-format", "", "the `FORMAT` of --gen-suppressions: lsan or valgrind (default: by the file name)")
 }
 
 // check checks the flags and returns the format to write, before the run.
-func (o *genSuppOptions) check() (string, error) {
+// With named, the path may hold %p and %r, as run's -o.
+func (o *genSuppOptions) check(named bool) (string, error) {
 	if o.path == "" {
 		if o.format != "" {
 			return "", fmt.Errorf("--gen-suppressions-format needs --gen-suppressions")
@@ -114,19 +115,26 @@ func (o *genSuppOptions) check() (string, error) {
 	default:
 		return "", fmt.Errorf("--gen-suppressions-format %q: want lsan or valgrind", o.format)
 	}
-	if err := writableDir(filepath.Dir(o.path)); err != nil {
+	o.named = pathPattern{s: o.path}
+	if named {
+		var err error
+		if o.named, err = parsePattern("--gen-suppressions", o.path); err != nil {
+			return "", err
+		}
+	}
+	if err := checkDir(o.named); err != nil {
 		return "", fmt.Errorf("--gen-suppressions: %w", err)
 	}
 	return format, nil
 }
 
-// write writes the suppressions of rep's leaks of kinds in format, and
-// says on stderr how many.
-func (o *genSuppOptions) write(rep *report.Report, format string, kinds []event.LeakKind, command []string, stderr io.Writer) error {
+// write writes the suppressions of rep's leaks of kinds in format to
+// path, and says on stderr how many.
+func (o *genSuppOptions) write(rep *report.Report, path, format string, kinds []event.LeakKind, command []string, stderr io.Writer) error {
 	header := fmt.Sprintf("Suppressions for the leaks of: %s\nwritten by leakpath %s --gen-suppressions; kinds %s",
 		strings.Join(command, " "), version, kindNames(kinds))
 	var groups, written int
-	err := writeOutput(o.path, nil, func(w io.Writer) error {
+	err := writeOutput(path, nil, func(w io.Writer) error {
 		var err error
 		groups, written, err = rep.GenSuppressions(w, format, kinds, header)
 		return err
@@ -134,7 +142,7 @@ func (o *genSuppOptions) write(rep *report.Report, format string, kinds []event.
 	if err != nil {
 		return fmt.Errorf("--gen-suppressions: %w", err)
 	}
-	fmt.Fprintf(stderr, "leakpath: wrote %d %s suppressions for %d leak groups to %s\n", written, format, groups, termsafe.String(o.path))
+	fmt.Fprintf(stderr, "leakpath: wrote %d %s suppressions for %d leak groups to %s\n", written, format, groups, termsafe.String(path))
 	return nil
 }
 

@@ -87,7 +87,7 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	genFormat, err := o.genSupp.check()
+	genFormat, err := o.genSupp.check(false)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 		return err
 	}
 	if genFormat != "" {
-		return o.genSupp.write(rep, genFormat, checkKinds, t.meta.Command, stderr)
+		return o.genSupp.write(rep, o.genSupp.path, genFormat, checkKinds, t.meta.Command, stderr)
 	}
 	return nil
 }

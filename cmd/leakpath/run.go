@@ -139,7 +139,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if err != nil {
 		return nil, nil, err
 	}
-	genFormat, err := o.genSupp.check()
+	genFormat, err := o.genSupp.check(true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -307,7 +307,8 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		}
 	}
 	if genFormat != "" {
-		if err := o.genSupp.write(rep, genFormat, checkKinds, o.argv, stderr); err != nil {
+		path := o.genSupp.named.expand(outs.pid, outs.rank) // the pid the other files were named with
+		if err := o.genSupp.write(rep, path, genFormat, checkKinds, o.argv, stderr); err != nil {
 			return nil, nil, err
 		}
 	}

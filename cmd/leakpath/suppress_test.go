@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,6 +239,12 @@ func TestGenSuppressionsRoundTrip(t *testing.T) {
 		if s, ok := suppressedSites(t, third)["extra_leak()"]; !ok || s != "" {
 			t.Errorf("%s: the new leak: reported %v, suppressed by %q; want reported, not suppressed", tc.name, ok, s)
 		}
+	}
+
+	// Named by the pid, as -o.
+	byPID := leakpath(t, []string{"--gen-suppressions", filepath.Join(dir, "pid-%p.supp")}, nil, bin)
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("pid-%d.supp", byPID.report.PID))); err != nil {
+		t.Errorf("--gen-suppressions pid-%%p.supp: %v", err)
 	}
 
 	// From a trace, with leakpath report.
