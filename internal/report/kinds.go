@@ -121,8 +121,8 @@ func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) 
 	out := make([]suppress.Frame, len(fs))
 	for i, f := range fs {
 		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line, Inlined: f.Inlined}
-		if mangled && !f.Inlined {
-			out[i].Mangled = r.symbolName(p, f)
+		if mangled && !f.Inlined && r.opts.SymbolName != nil {
+			out[i].SymbolName = func() string { return r.symbolName(p, f) }
 		}
 	}
 	return out

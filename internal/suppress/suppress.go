@@ -225,6 +225,10 @@ type Frame struct {
 	// which valgrind's fun: lines match; "" if unknown (an inlined frame:
 	// fun: lines then match Function).
 	Mangled string
+	// SymbolName, if not nil, gives Mangled when it is "" and a fun: line
+	// needs it: looking a name up can cost a module's symbols, and most
+	// entries fail on the first frames.
+	SymbolName func() string
 	// Line is the source line (valgrind's src:FILE:LINE); 0 if unknown.
 	Line int
 	// Inlined: the function was inlined into the next frame's (valgrind

@@ -267,7 +267,15 @@ const BelowMain = "(below main)"
 // DWARF, unqualified and without parameters ("grab" for
 // "ns::Box::grab(int)"), as valgrind names inlined calls; else its
 // function; "(below main)" for the functions that call main.
-func ValgrindName(f Frame) string {
+func ValgrindName(f Frame) string { return valgrindName(&f) }
+
+// valgrindName is ValgrindName that keeps in f the mangled name it looks
+// up.
+func valgrindName(f *Frame) string {
+	if f.Mangled == "" && f.SymbolName != nil {
+		f.Mangled = f.SymbolName()
+		f.SymbolName = nil
+	}
 	fn := f.Mangled
 	switch {
 	case fn != "":
@@ -332,10 +340,10 @@ func plainName(fn string) string {
 // valgrindFrames returns the frames valgrind would match l against: the
 // allocation function's first, then the stack.
 func valgrindFrames(l Leak) []Frame {
+	out := make([]Frame, 0, len(l.Stack)+1) // a copy: valgrindName fills it in
 	if l.Alloc == "" {
-		return l.Stack
+		return append(out, l.Stack...)
 	}
-	out := make([]Frame, 0, len(l.Stack)+1)
 	out = append(out, Frame{Function: l.Alloc, Mangled: l.Alloc, Module: ValgrindAllocModule})
 	return append(out, l.Stack...)
 }
@@ -395,7 +403,7 @@ func matchLocs(locs []vgLoc, frames []Frame) bool {
 func (l *vgLoc) matches(f *Frame) bool {
 	switch l.kind {
 	case locFun:
-		name := ValgrindName(*f)
+		name := valgrindName(f)
 		if name != "" && globMatch(l.name, name) {
 			return true
 		}
