@@ -96,15 +96,15 @@ func (r *Report) suppressLeak(p *heap.Process, g heap.LeakGroup, mangled bool) s
 		l.Kind = g.Kind.String()
 	}
 	if s := p.Site(g.Stack); s != nil {
-		l.Alloc = ValgrindAllocName(s.Fn)
+		l.Alloc = valgrindAllocName(s.Fn)
 	}
 	return l
 }
 
-// ValgrindAllocName returns the symbol valgrind's leak stacks start with
+// valgrindAllocName returns the symbol valgrind's leak stacks start with
 // for allocation function fn: its replacement in vgpreload_memcheck, named
-// as the function it replaces ("" for none).
-func ValgrindAllocName(fn event.Fn) string {
+// as the function it replaces ("" for none or unknown).
+func valgrindAllocName(fn event.Fn) string {
 	switch fn {
 	case event.New:
 		return "_Znwm" // operator new(unsigned long)
@@ -113,7 +113,10 @@ func ValgrindAllocName(fn event.Fn) string {
 	case event.FreeFn, event.Delete, event.DeleteArray:
 		return ""
 	}
-	return fn.String()
+	if fn < event.NumFn {
+		return event.FnNames[fn]
+	}
+	return ""
 }
 
 func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) []suppress.Frame {
