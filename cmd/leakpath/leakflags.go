@@ -133,16 +133,19 @@ func (o *genSuppOptions) check(named bool) (string, error) {
 func (o *genSuppOptions) write(rep *report.Report, path, format string, kinds []event.LeakKind, command []string, stderr io.Writer) error {
 	header := fmt.Sprintf("Suppressions for the leaks of: %s\nwritten by leakpath %s --gen-suppressions; kinds %s",
 		strings.Join(command, " "), version, kindNames(kinds))
-	var groups, written int
+	var groups, written, unhidden int
 	err := writeOutput(path, nil, func(w io.Writer) error {
 		var err error
-		groups, written, err = rep.GenSuppressions(w, format, kinds, header)
+		groups, written, unhidden, err = rep.GenSuppressions(w, format, kinds, header)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("--gen-suppressions: %w", err)
 	}
 	fmt.Fprintf(stderr, "leakpath: wrote %d %s suppressions for %d leak groups to %s\n", written, format, groups, termsafe.String(path))
+	if unhidden > 0 {
+		fmt.Fprintf(stderr, "leakpath: warning: %d leak groups are not suppressed there (reachable ones, or without a named frame: see the file's comments)\n", unhidden)
+	}
 	return nil
 }
 

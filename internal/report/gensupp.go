@@ -10,9 +10,10 @@ import (
 // GenSuppressions writes a suppression file in format suppress.FormatLSan
 // or suppress.FormatValgrind that hides the leak groups Failing counts:
 // those of kinds that no suppression hides yet, in every image. header is
-// written first as comments. It returns the number of leak groups and of
-// suppressions written.
-func (r *Report) GenSuppressions(w io.Writer, format string, kinds []event.LeakKind, header string) (groups, written int, err error) {
+// written first as comments. It returns the number of leak groups, of
+// suppressions written, and of groups the format could not hide (see
+// suppress.Write).
+func (r *Report) GenSuppressions(w io.Writer, format string, kinds []event.LeakKind, header string) (groups, written, unhidden int, err error) {
 	want := wantKinds(kinds)
 	var leaks []suppress.GenLeak
 	for _, p := range r.Images() {
@@ -26,8 +27,8 @@ func (r *Report) GenSuppressions(w io.Writer, format string, kinds []event.LeakK
 			})
 		}
 	}
-	written, err = suppress.Write(w, format, leaks, header)
-	return len(leaks), written, err
+	written, unhidden, err = suppress.Write(w, format, leaks, header)
+	return len(leaks), written, unhidden, err
 }
 
 // wantKinds is the set of kinds --check counts: kinds, and unclassified

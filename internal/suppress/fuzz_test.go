@@ -178,7 +178,7 @@ func FuzzGenRoundTrip(f *testing.F) {
 		}
 		for _, format := range []string{FormatLSan, FormatValgrind} {
 			var b bytes.Buffer
-			n, err := Write(&b, format, []GenLeak{{Leak: l, Bytes: 1, Blocks: 1}}, "header\nline")
+			n, _, err := Write(&b, format, []GenLeak{{Leak: l, Bytes: 1, Blocks: 1}}, "header\nline")
 			if err != nil {
 				t.Fatal(err)
 			}

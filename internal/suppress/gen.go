@@ -33,7 +33,10 @@ type GenLeak struct {
 // that hides leaks when read back with ParseFile, each line of the file
 // preceded by comments naming the leaks it hides. header, if not empty, is
 // written first as comment lines. It returns how many suppressions it
-// wrote (leaks with equal suppressions share one).
+// wrote (leaks with equal suppressions share one) and how many leaks it
+// could not write one for (they are named in comments): in the LSan
+// format, reachable leaks (LSan never hides them) and leaks without a
+// named frame.
 //
 // The LSan format can name one function, file or module per suppression,
 // matched in any frame: each leak gets "leak:^F$" for F the function of
@@ -42,23 +45,22 @@ type GenLeak struct {
 // line also hides other leaks whose stacks pass through F. The valgrind
 // format names the whole stack (up to GenNumCallers frames, up to main) and
 // the leak kind, as valgrind --gen-suppressions=all does.
-func Write(w io.Writer, format string, leaks []GenLeak, header string) (int, error) {
+func Write(w io.Writer, format string, leaks []GenLeak, header string) (written, unhidden int, err error) {
 	bw := bufio.NewWriter(w)
 	for _, l := range strings.Split(header, "\n") {
 		if l != "" {
 			fmt.Fprintf(bw, "# %s\n", clean(l, '?'))
 		}
 	}
-	var n int
 	switch format {
 	case FormatLSan:
-		n = writeLSan(bw, leaks)
+		written, unhidden = writeLSan(bw, leaks)
 	case FormatValgrind:
-		n = writeValgrind(bw, leaks)
+		written = writeValgrind(bw, leaks)
 	default:
-		return 0, fmt.Errorf("suppression format %q: want %s or %s", format, FormatLSan, FormatValgrind)
+		return 0, 0, fmt.Errorf("suppression format %q: want %s or %s", format, FormatLSan, FormatValgrind)
 	}
-	return n, bw.Flush()
+	return written, unhidden, bw.Flush()
 }
 
 // describe is the comment line about one leak.
@@ -138,15 +140,19 @@ func lsanPattern(l GenLeak) string {
 	return ""
 }
 
-func writeLSan(w *bufio.Writer, leaks []GenLeak) int {
+func writeLSan(w *bufio.Writer, leaks []GenLeak) (written, unhidden int) {
 	type entry struct {
 		pattern string
 		about   []string
 	}
 	var order []*entry
 	byPattern := map[string]*entry{}
-	var unnamed []string
+	var unnamed, reachable []string
 	for _, l := range leaks {
+		if l.Kind == "reachable" {
+			reachable = append(reachable, describe(l))
+			continue
+		}
 		p := lsanPattern(l)
 		if p == "" {
 			unnamed = append(unnamed, describe(l))
@@ -173,7 +179,10 @@ func writeLSan(w *bufio.Writer, leaks []GenLeak) int {
 	for _, a := range unnamed {
 		fmt.Fprintf(w, "\n# not suppressed, no frame has a name: %s\n", a)
 	}
-	return len(order)
+	for _, a := range reachable {
+		fmt.Fprintf(w, "\n# not suppressed, LeakSanitizer's format never hides reachable blocks (the valgrind format does): %s\n", a)
+	}
+	return len(order), len(unnamed) + len(reachable)
 }
 
 // valgrindLines returns the frame lines of l's valgrind entry.

@@ -275,10 +275,58 @@ func TestValgrindInlined(t *testing.T) {
 		t.Error("valgrind's own suppression does not match the inlined stack")
 	}
 	var b strings.Builder
-	if _, err := Write(&b, FormatValgrind, []GenLeak{{Leak: Leak{Stack: stack, Alloc: "malloc", Kind: "definite"}, Bytes: 42, Blocks: 1}}, ""); err != nil {
+	if _, _, err := Write(&b, FormatValgrind, []GenLeak{{Leak: Leak{Stack: stack, Alloc: "malloc", Kind: "definite"}, Bytes: 42, Blocks: 1}}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "   fun:malloc\n   fun:grab\n   fun:helper\n   fun:_Z5outeri\n   fun:main\n}") {
 		t.Errorf("generated entry differs from valgrind's:\n%s", b.String())
+	}
+}
+
+func TestWriteLSan(t *testing.T) {
+	libc := "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	leaks := []GenLeak{
+		// strdup is libc's: the pattern names the program's caller.
+		{Leak: Leak{Kind: "definite", Alloc: "malloc", Stack: []Frame{
+			{Function: "strdup", Module: libc}, {Function: "ns::copy(char const*)", Module: "/src/app"}, {Function: "main", Module: "/src/app"}}}, Bytes: 6, Blocks: 1},
+		// The same function again: one line for both.
+		{Leak: Leak{Kind: "possible", Alloc: "malloc", Stack: []Frame{{Function: "ns::copy(char const*)", Module: "/src/app"}}}, Bytes: 8, Blocks: 2},
+		// Only system frames: the innermost named one.
+		{Leak: Leak{Kind: "definite", Stack: []Frame{{Module: libc}, {Function: "g_malloc", Module: "/usr/lib/libglib.so"}}}, Bytes: 1, Blocks: 1},
+		{Leak: Leak{Kind: "definite", Stack: []Frame{{Function: "main", Module: "/src/app"}}}, Bytes: 1, Blocks: 1},
+		{Leak: Leak{Kind: "reachable", Stack: []Frame{{Function: "init", Module: "/src/app"}}}, Bytes: 1, Blocks: 1},
+		{Leak: Leak{Kind: "definite", Stack: []Frame{{}}}, Bytes: 1, Blocks: 1},
+	}
+	var b strings.Builder
+	written, unhidden, err := Write(&b, FormatLSan, leaks, "for the test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "leak:") {
+			lines = append(lines, l)
+		}
+	}
+	want := []string{"leak:^ns::copy(char const*)$", "leak:^g_malloc$", "leak:^main$"}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") || written != 3 || unhidden != 2 {
+		t.Errorf("lines %q (written %d, unhidden %d), want %q, 3 and 2:\n%s", lines, written, unhidden, want, text)
+	}
+	for _, s := range []string{"# for the test\n", "# 8 B in 2 blocks (possible) from malloc: ns::copy(char const*)\n",
+		"hides every leak allocated under main", "never hides reachable blocks", "no frame has a name"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("no %q in:\n%s", s, text)
+		}
+	}
+	set, err := ParseFile([]byte(text), "gen.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range leaks {
+		_, ok := set.MatchLeak(l.Leak)
+		if ok != (i < 4) {
+			t.Errorf("leak %d: suppressed %v, want %v", i, ok, i < 4)
+		}
 	}
 }
