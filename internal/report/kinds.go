@@ -1,6 +1,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/suppress"
@@ -97,8 +99,32 @@ func (r *Report) suppressLeak(p *heap.Process, g heap.LeakGroup, mangled bool) s
 	}
 	if s := p.Site(g.Stack); s != nil {
 		l.Alloc = valgrindAllocName(s.Fn)
+		if mangled && (s.Fn == event.New || s.Fn == event.NewArray) {
+			if name := r.newVariant(p, g.Stack); name != "" {
+				l.Alloc = name
+			}
+		}
 	}
 	return l
+}
+
+// newVariant returns the mangled name of the operator new the stack's
+// dropped allocator frames show (libstdc++'s nothrow forms call the plain
+// one, which the agent records), as memcheck names the variant it
+// replaces: "_ZnwmRKSt9nothrow_t". "" if none shows.
+func (r *Report) newVariant(p *heap.Process, id heap.StackID) string {
+	frames, mods := p.Stacks.Frames(id), p.Stacks.Modules(id)
+	name := ""
+	for i, a := range frames {
+		fs := r.frame(p, mods[i], a)
+		if !isAllocator(fs) {
+			break
+		}
+		if n := r.symbolName(p, fs[len(fs)-1]); strings.HasPrefix(n, "_Znw") || strings.HasPrefix(n, "_Zna") {
+			name = n
+		}
+	}
+	return name
 }
 
 // valgrindAllocName returns the symbol valgrind's leak stacks start with

@@ -284,7 +284,8 @@ func valgrindName(f *Frame) string {
 	default:
 		fn = f.Function
 	}
-	if belowMain[fn] || strings.HasPrefix(fn, "__libc_start_main.") || strings.HasPrefix(fn, "generic_start_main.") {
+	base, _, _ := strings.Cut(fn, "@") // __libc_start_main@@GLIBC_2.34
+	if belowMain[base] || strings.HasPrefix(fn, "__libc_start_main.") || strings.HasPrefix(fn, "generic_start_main.") {
 		return BelowMain
 	}
 	return fn
