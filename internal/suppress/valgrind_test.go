@@ -330,3 +330,23 @@ func TestWriteLSan(t *testing.T) {
 		}
 	}
 }
+
+func TestValgrindNameBelowMain(t *testing.T) {
+	for _, tt := range []struct {
+		f    Frame
+		want string
+	}{
+		{Frame{Mangled: "__libc_start_main@@GLIBC_2.34"}, BelowMain},
+		{Frame{Mangled: "__libc_start_call_main"}, BelowMain},
+		{Frame{Function: "__libc_start_main_impl"}, BelowMain},
+		{Frame{Mangled: "main"}, "main"},
+		{Frame{Mangled: "memcpy@@GLIBC_2.14"}, "memcpy@@GLIBC_2.14"},
+		{Frame{Function: "f(int)", Mangled: "_Z1fi"}, "_Z1fi"},
+		{Frame{Function: "f(int)", SymbolName: func() string { return "_Z1fi" }}, "_Z1fi"},
+		{Frame{Function: "a::f(int)", Inlined: true}, "f"},
+	} {
+		if got := ValgrindName(tt.f); got != tt.want {
+			t.Errorf("ValgrindName(%+v) = %q, want %q", tt.f, got, tt.want)
+		}
+	}
+}
