@@ -116,7 +116,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 	}
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
 		return snapshotReport(s, proc, req, r.leaks.own.with(report.Options{
-			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: r.leaks.showReachable,
+			Symbolize: sym.lookup, SymbolName: sym.symbolName, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: r.leaks.showReachable,
 		}), checkKinds)
 	}
 	argv := procCommand(pid)
@@ -160,7 +160,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 			pid, res.Elapsed.Seconds(), msOf(info.AttachPause), msOf(pause), with, info.Restored)
 	}
 	rep := late.to(report.New(res.Session, res.Main, r.leaks.own.with(report.Options{
-		Symbolize: sym.lookup, TracePath: tracePath, Elapsed: res.Elapsed, TicksPerSec: res.TicksPerSec,
+		Symbolize: sym.lookup, SymbolName: sym.symbolName, TracePath: tracePath, Elapsed: res.Elapsed, TicksPerSec: res.TicksPerSec,
 		Warnings: warnings, Suppressions: supp, ShowReachable: r.leaks.showReachable,
 	})))
 	if jsonFile != nil {

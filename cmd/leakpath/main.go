@@ -242,6 +242,10 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if fs.NArg() > 1 {
+		if o.genSupp.path != "" {
+			fail(stderr, fmt.Errorf("--gen-suppressions takes one trace (got %d)", fs.NArg()))
+			return exitUsage
+		}
 		return reportTraces(fs.Args(), &o, stdout, stderr)
 	}
 	if err := reportTrace(fs.Arg(0), &o, stdout, stderr); err != nil {

@@ -24,6 +24,7 @@ type reportOptions struct {
 	output    string
 	debugDirs commaList
 	leaks     leakOptions
+	genSupp   genSuppOptions
 	usage     usageOptions
 	stale     staleOptions
 }
@@ -39,6 +40,7 @@ func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.output, "output", "", "write to `FILE` instead of stdout")
 	fs.Var(&o.debugDirs, "debug-dir", "look for separate debug files under `DIR` too (repeatable)")
 	addLeakFlags(fs, &o.leaks)
+	addGenSuppFlags(fs, &o.genSupp)
 	addStaleFlags(fs, &o.stale, false)
 	addUsageFlags(fs, &o.usage, false)
 	fs.Usage = func() {
@@ -84,6 +86,14 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err := o.leaks.own.check(); err != nil {
 		return err
 	}
+	checkKinds, err := o.leaks.kinds()
+	if err != nil {
+		return err
+	}
+	genFormat, err := o.genSupp.check(false)
+	if err != nil {
+		return err
+	}
 	bar := progress.OnTerminal(stderr, "reading "+filepath.Base(path))
 	t, err := loadTraceProgress(path, nil, bar.Set)
 	bar.Done()
@@ -94,11 +104,17 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
 	defer sym.close()
 	rep = report.New(t.model, t.main, o.leaks.own.with(report.Options{
-		Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
+		Symbolize: sym.lookup, SymbolName: sym.symbolName, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
 		Suppressions: supp, ShowReachable: o.leaks.showReachable, CollapsedValue: o.value, PathToRoot: o.leaks.pathToRoot,
 		StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
 	}))
-	return writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) })
+	if err := writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) }); err != nil {
+		return err
+	}
+	if genFormat != "" {
+		return o.genSupp.write(rep, o.genSupp.path, genFormat, checkKinds, t.meta.Command, stderr)
+	}
+	return nil
 }
 
 // writeOutput runs write on path (created) or, when path is "", on
@@ -306,7 +322,7 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 			multi.Warn(fmt.Sprintf("%s ends early or is damaged: counted up to there", path))
 		}
 		rep := report.New(t.model, t.main, o.leaks.own.with(report.Options{
-			Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
+			Symbolize: sym.lookup, SymbolName: sym.symbolName, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
 		}))
 		if err := multi.Add(rep); err != nil {
 			fail(stderr, fmt.Errorf("%s: %w", path, err))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -55,6 +56,8 @@ type runOptions struct {
 	rootCause  collect.RootCauseOptions
 	stale      staleOptions
 	leaks      leakOptions
+	genSupp    genSuppOptions
+	baseline   string
 	usage      usageOptions
 	ui         bool
 	uiListen   string
@@ -96,6 +99,8 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	addStaleFlags(fs, &o.stale, true)
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.IntVar(&o.checkUnmeasured, "check-unmeasured-exit-code", exitUnmeasured, "exit `code` of --check when no leak was found but the program was not measured: it did not load the agent (statically linked, setuid) or its executable defines its own malloc")
+	addGenSuppFlags(fs, &o.genSupp)
+	fs.StringVar(&o.baseline, "baseline", "", "with --check, fail only on leak sites not in `REPORT.json` (the --json report of an earlier run; sites compare by symbolized stack, as leakpath diff does) and list them")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.StringVar(&o.snapDir, "snapshot-dir", ".", "write the snapshots and leak checks the program asks for (leakpath_snapshot, leakpath_leak_check) to `DIR`, as leakpath.snapshot.PID.N.json")
 	addUsageFlags(fs, &o.usage, true)
@@ -145,6 +150,14 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		return nil, nil, err
 	}
 	checkKinds, err := o.leaks.kinds()
+	if err != nil {
+		return nil, nil, err
+	}
+	genFormat, err := o.genSupp.check(true)
+	if err != nil {
+		return nil, nil, err
+	}
+	baseline, err := readBaseline(o.baseline, o.check)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -199,7 +212,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	started := time.Now()
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
 		return snapshotReport(s, proc, req, o.leaks.own.with(report.Options{
-			Symbolize: sym.lookup, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
+			Symbolize: sym.lookup, SymbolName: sym.symbolName, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
 			StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
 			PathToRoot: o.leaks.pathToRoot,
 		}), checkKinds)
@@ -281,6 +294,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	res.Warnings = append(res.Warnings, own...)
 	rep := late.to(report.New(res.Session, res.Main, o.leaks.own.with(report.Options{
 		Symbolize:     sym.lookup,
+		SymbolName:    sym.symbolName,
 		TracePath:     tracePath,
 		Rank:          outs.rank,
 		Elapsed:       res.Elapsed,
@@ -310,9 +324,23 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	rr := &runReport{leakedBlocks: rep.LeakedBlocks(), unmeasured: res.NoAgent || len(own) > 0}
 	rr.failing, _, _ = rep.Failing(checkKinds)
+	if baseline != nil {
+		rr.failing = rep.FailingNotIn(baseline, checkKinds)
+	}
 	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0 && cut == "") {
 		if err := rep.Generate(textOut, "text"); err != nil {
 			return nil, nil, fmt.Errorf("report: %w", err)
+		}
+	}
+	if baseline != nil && !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
+		if err := rep.BaselineNote(textOut, baseline, checkKinds); err != nil {
+			return nil, nil, fmt.Errorf("report: %w", err)
+		}
+	}
+	if genFormat != "" {
+		path := o.genSupp.named.expand(outs.pid, outs.rank) // the pid the other files were named with
+		if err := o.genSupp.write(rep, path, genFormat, checkKinds, o.argv, stderr); err != nil {
+			return nil, nil, err
 		}
 	}
 	asked.write(textOut)
@@ -327,6 +355,28 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		}
 	}
 	return res, rr, nil
+}
+
+// readBaseline reads the --baseline report (nil: none given).
+func readBaseline(path string, check bool) (*report.Baseline, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if !check {
+		return nil, fmt.Errorf("--baseline works with --check (it chooses the leaks --check fails on)")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--baseline: %w", err)
+	}
+	defer f.Close()
+	d, err := report.ReadDoc(bufio.NewReader(f), path)
+	if err != nil {
+		return nil, fmt.Errorf("--baseline: %w", err)
+	}
+	b := report.NewBaseline(d)
+	debugf("baseline %s: %d leak sites", path, b.Sites())
+	return b, nil
 }
 
 // checkRecording checks the flags that shape the recording and returns

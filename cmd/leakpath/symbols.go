@@ -100,6 +100,17 @@ func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
 	return out
 }
 
+// symbolName returns the mangled name of the function at addr of m, for
+// valgrind suppressions.
+func (y *symbolizer) symbolName(m *heap.Module, addr uint64) string {
+	if m.Path == "" || m.Path[0] != '/' {
+		return ""
+	}
+	name, _ := y.s.Symbol(m.Path, m.BuildID, addr)
+	y.flush()
+	return name
+}
+
 // warmDelay is how long a program runs before the warm-up starts: a
 // short run is symbolized at its end, and only if the report needs it
 // (libc's separate debug file alone costs ~0.1-0.2 s of CPU, which a

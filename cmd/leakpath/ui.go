@@ -169,7 +169,7 @@ func (l *uiLoad) run(path string, supp *suppress.Set, o *uiOptions, prog func(do
 	}
 	ix.Finish()
 	ix.Leaked()
-	r := report.New(t.model, t.main, o.leaks.own.with(report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
+	r := report.New(t.model, t.main, o.leaks.own.with(report.Options{Symbolize: sym.lookup, SymbolName: sym.symbolName, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
 		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.showReachable}))
 	l.rep = r
 	return uiData(filepath.Base(path), ix, t.tps, r, usage)

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/suppress"
@@ -69,11 +71,12 @@ func (r *Report) leaks(p *heap.Process) []leak {
 	set := r.suppressions()
 	out := r.fold(p, r.unreachable(p))
 	suppressedSite := map[heap.StackID]*suppress.Suppression{}
+	mangled := set.HasValgrind()
 	for i, g := range out {
-		if g.Kind == event.Reachable {
+		if g.Kind == event.Reachable || set.Len() == 0 {
 			continue
 		}
-		if s, ok := set.Match(r.suppressFrames(p, g.Stack)); ok {
+		if s, ok := set.MatchLeak(r.suppressLeak(p, g.LeakGroup, mangled)); ok {
 			out[i].supp = s
 			set.Hit(s, g.Bytes, g.Blocks)
 			if g.Kind == event.Definite {
@@ -96,13 +99,89 @@ func (r *Report) leaks(p *heap.Process) []leak {
 	return out
 }
 
-func (r *Report) suppressFrames(p *heap.Process, id heap.StackID) []suppress.Frame {
+// suppressLeak returns leak group g of p as suppressions match it; with
+// mangled, its frames have their symbol-table names (valgrind's fun:).
+func (r *Report) suppressLeak(p *heap.Process, g heap.LeakGroup, mangled bool) suppress.Leak {
+	l := suppress.Leak{Stack: r.suppressFrames(p, g.Stack, mangled)}
+	if g.Kind != event.Unclassified {
+		l.Kind = g.Kind.String()
+	}
+	if s := p.Site(g.Stack); s != nil {
+		l.Alloc = valgrindAllocName(s.Fn)
+		if mangled && (s.Fn == event.New || s.Fn == event.NewArray) {
+			if name := r.newVariant(p, g.Stack); name != "" {
+				l.Alloc = name
+			}
+		}
+	}
+	return l
+}
+
+// newVariant returns the mangled name of the operator new the stack's
+// dropped allocator frames show (libstdc++'s nothrow forms call the plain
+// one, which the agent records), as memcheck names the variant it
+// replaces: "_ZnwmRKSt9nothrow_t". "" if none shows.
+func (r *Report) newVariant(p *heap.Process, id heap.StackID) string {
+	frames, mods := p.Stacks.Frames(id), p.Stacks.Modules(id)
+	name := ""
+	for i, a := range frames {
+		fs := r.frame(p, mods[i], a)
+		if !isAllocator(fs) {
+			break
+		}
+		if n := r.symbolName(p, fs[len(fs)-1]); strings.HasPrefix(n, "_Znw") || strings.HasPrefix(n, "_Zna") {
+			name = n
+		}
+	}
+	return name
+}
+
+// valgrindAllocName returns the symbol valgrind's leak stacks start with
+// for allocation function fn: its replacement in vgpreload_memcheck, named
+// as the function it replaces ("" for none or unknown).
+func valgrindAllocName(fn event.Fn) string {
+	switch fn {
+	case event.New:
+		return "_Znwm" // operator new(unsigned long)
+	case event.NewArray:
+		return "_Znam" // operator new[](unsigned long)
+	case event.FreeFn, event.Delete, event.DeleteArray:
+		return ""
+	}
+	if fn < event.NumFn {
+		return event.FnNames[fn]
+	}
+	return ""
+}
+
+func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) []suppress.Frame {
 	fs := r.Stack(p, id)
 	out := make([]suppress.Frame, len(fs))
 	for i, f := range fs {
-		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module}
+		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line, Inlined: f.Inlined}
+		if mangled && !f.Inlined && r.opts.SymbolName != nil {
+			out[i].SymbolName = func() string { return r.symbolName(p, f) }
+		}
 	}
 	return out
+}
+
+// symbolName returns the mangled name of f's function (not inlined) from
+// Options.SymbolName, "" if unknown.
+func (r *Report) symbolName(p *heap.Process, f Frame) string {
+	if r.opts.SymbolName == nil || f.mod < 0 || int(f.mod) >= len(p.Modules) {
+		return ""
+	}
+	k := frameKey{f.mod, p, f.Address}
+	if name, ok := r.mangled[k]; ok {
+		return name
+	}
+	name := r.opts.SymbolName(p.Modules[f.mod], f.Offset-1)
+	if r.mangled == nil {
+		r.mangled = map[frameKey]string{}
+	}
+	r.mangled[k] = name
+	return name
 }
 
 // KindTotal is the bytes and blocks of one leak kind.
@@ -135,13 +214,7 @@ func (r *Report) byKind(p *heap.Process) (kinds [event.NumLeakKinds]KindTotal, s
 // count as definite (the kinds could not be told: assume the worst).
 // With Options.CheckOwnOnly, only the user's own leaks count.
 func (r *Report) Failing(kinds []event.LeakKind) (groups int, bytes, blocks uint64) {
-	want := map[event.LeakKind]bool{}
-	for _, k := range kinds {
-		want[k] = true
-	}
-	if want[event.Definite] {
-		want[event.Unclassified] = true
-	}
+	want := wantKinds(kinds)
 	for _, p := range r.Images() {
 		ls := r.leaks(p)
 		if want[event.Reachable] {

@@ -32,11 +32,19 @@ type SourceFrame struct {
 // point into the call instruction) of module m. nil frames: unknown.
 type Symbolizer func(m *heap.Module, addr uint64) []SourceFrame
 
+// SymbolNamer returns the symbol-table (mangled) name of the function at a
+// module-relative address of module m, as Symbolizer takes it; "":
+// unknown.
+type SymbolNamer func(m *heap.Module, addr uint64) string
+
 // Options shape a report.
 type Options struct {
 	Symbolize Symbolizer // nil: addresses and modules only
-	MaxFrames int        // frames shown per stack; default 24
-	MaxLeaks  int        // leak groups shown in text; default 25 (JSON has all)
+	// SymbolName gives the mangled names valgrind suppressions match
+	// (nil: they match the names Symbolize gives).
+	SymbolName SymbolNamer
+	MaxFrames  int // frames shown per stack; default 24
+	MaxLeaks   int // leak groups shown in text; default 25 (JSON has all)
 	// Facts about the run the model does not hold.
 	TracePath   string
 	Elapsed     time.Duration
@@ -96,6 +104,7 @@ type Report struct {
 	// folded into allReach only when a format lists them.
 	reachable map[*heap.Process][]heap.LeakGroup
 	allReach  map[*heap.Process][]leak
+	mangled   map[frameKey]string // symbolName's answers
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while
@@ -182,7 +191,8 @@ type Frame struct {
 	File     string
 	Line     int
 	Inlined  bool
-	alloc    bool // an allocator frame
+	alloc    bool  // an allocator frame
+	mod      int32 // the module's index in its process (-1: none)
 }
 
 // Stack resolves stack id of p into frames, allocator frames at the top
@@ -219,11 +229,11 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 	if fs, ok := r.cache[k]; ok {
 		return fs
 	}
-	f := Frame{Address: addr}
+	f := Frame{Address: addr, mod: -1}
 	var fs []Frame
 	if mod >= 0 && int(mod) < len(p.Modules) {
 		m := p.Modules[mod]
-		f.Module = m.Path
+		f.Module, f.mod = m.Path, mod
 		f.Offset = addr - m.Bias
 		if r.opts.Symbolize != nil {
 			for _, sf := range r.opts.Symbolize(m, f.Offset-1) {

@@ -3,7 +3,10 @@
 // written for LSan (LSAN_OPTIONS=suppressions=FILE, leakpath run
 // --suppressions FILE) or the text a program returns from its compiled-in
 // const char *__lsan_default_suppressions(void) hides the same leaks under
-// leakpath.
+// leakpath. It reads valgrind's suppression files too (ParseFile tells the
+// formats apart), matching their Memcheck:Leak entries as memcheck does
+// (see MatchLeak and valgrind.go), and writes either format for a run's
+// leaks (Write).
 //
 // The package imports no other leakpath package.
 //

@@ -62,26 +62,50 @@ func (e *ParseError) Error() string {
 // Unwrap returns Err.
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// Suppression is one TYPE:PATTERN line. Its hit counters are updated by
-// Set.Hit and are safe for concurrent use.
+// Suppression is one TYPE:PATTERN line of LSan, or one Memcheck:Leak entry
+// of a valgrind suppression file. Its hit counters are updated by Set.Hit
+// and are safe for concurrent use.
 type Suppression struct {
-	Type    string // always TypeLeak
-	Pattern string // the template as written after "leak:", '^' and '$' included
+	Type string // TypeLeak, or TypeValgrind
+	// Pattern is, for TypeLeak, the template as written after "leak:",
+	// '^' and '$' included; for TypeValgrind the entry's name.
+	Pattern string
 	Source  string // the source given to Parse
-	Line    int    // 1-based line number in Source
+	Line    int    // 1-based line number in Source (of a valgrind entry's '{')
+
+	kinds uint8   // TypeValgrind: the leak kinds it matches (kind* bits)
+	locs  []vgLoc // TypeValgrind: its frame lines
 
 	count atomic.Uint64 // leaked blocks suppressed
 	bytes atomic.Uint64 // their bytes
 }
 
-// String returns "TYPE:PATTERN".
-func (s *Suppression) String() string { return s.Type + ":" + s.Pattern }
+// String returns "TYPE:PATTERN"; for a valgrind entry "valgrind:NAME
+// (SOURCE:LINE)", as valgrind's own generated entries all have one name.
+func (s *Suppression) String() string {
+	if s.Type == TypeValgrind {
+		return fmt.Sprintf("%s:%s (%s:%d)", s.Type, s.Pattern, s.Source, s.Line)
+	}
+	return s.Type + ":" + s.Pattern
+}
 
 // Set is an ordered list of suppressions. The zero Set, and a nil *Set for
 // Match and Used, is empty. A Set must not be changed (Add) while it is
 // matched; Match and Hit may be called concurrently.
 type Set struct {
-	list []*Suppression
+	list    []*Suppression
+	ignored int // valgrind entries of other kinds and tools, skipped
+}
+
+// ParseFile reads a suppression file in either format: valgrind's when its
+// first line that is not blank and not a '#' comment is "{" (see
+// parseValgrind), LeakSanitizer's otherwise (see Parse). Errors are
+// *ParseError naming source and the line.
+func ParseFile(text []byte, source string) (*Set, error) {
+	if isValgrindText(text) {
+		return parseValgrind(text, source)
+	}
+	return Parse(text, source)
 }
 
 // Parse reads suppressions from text (see the package documentation for the
@@ -132,11 +156,35 @@ func (s *Set) Add(other *Set) {
 		return
 	}
 	for _, o := range other.Suppressions() {
-		c := &Suppression{Type: o.Type, Pattern: o.Pattern, Source: o.Source, Line: o.Line}
+		c := &Suppression{Type: o.Type, Pattern: o.Pattern, Source: o.Source, Line: o.Line, kinds: o.kinds, locs: o.locs}
 		c.count.Store(o.count.Load())
 		c.bytes.Store(o.bytes.Load())
 		s.list = append(s.list, c)
 	}
+	s.ignored += other.ignored
+}
+
+// Ignored returns how many entries of valgrind files s skipped: those of
+// other error kinds than Memcheck:Leak and of other tools.
+func (s *Set) Ignored() int {
+	if s == nil {
+		return 0
+	}
+	return s.ignored
+}
+
+// HasValgrind reports whether s has valgrind entries, which match the
+// frames' mangled names (Frame.Mangled).
+func (s *Set) HasValgrind() bool {
+	if s == nil {
+		return false
+	}
+	for _, sup := range s.list {
+		if sup.Type == TypeValgrind {
+			return true
+		}
+	}
+	return false
 }
 
 // Len returns the number of suppressions in s (0 for nil).
@@ -173,6 +221,64 @@ type Frame struct {
 	// patterns match anywhere in it, so "libc.so" matches it, "^libc" does
 	// not. "" if unknown: it is matched as UnknownModule.
 	Module string
+	// Mangled is the symbol-table name of the function ("_ZN4shop4Cart3addEi"),
+	// which valgrind's fun: lines match; "" if unknown (an inlined frame:
+	// fun: lines then match Function).
+	Mangled string
+	// SymbolName, if not nil, gives Mangled when it is "" and a fun: line
+	// needs it: looking a name up can cost a module's symbols, and most
+	// entries fail on the first frames.
+	SymbolName func() string
+	// Line is the source line (valgrind's src:FILE:LINE); 0 if unknown.
+	Line int
+	// Inlined: the function was inlined into the next frame's (valgrind
+	// names it by its plain DWARF name).
+	Inlined bool
+}
+
+// Leak is a leak group as MatchLeak matches it.
+type Leak struct {
+	// Stack is the allocation stack as leakpath shows it, innermost
+	// first, from the caller of the allocation function.
+	Stack []Frame
+	// Alloc is the allocation function's symbol as valgrind names it
+	// ("malloc", "calloc", "_Znwm" for operator new...): valgrind's stacks
+	// start with it, so its suppressions start with a line for it. "":
+	// unknown, the stack is matched alone.
+	Alloc string
+	// Kind is the leak kind: "definite", "indirect", "possible" or
+	// "reachable"; "" when no scan told (matched as definite).
+	Kind string
+}
+
+// MatchLeak returns the suppression, if any, that suppresses leak l: the
+// LSan suppressions of s first, as Match decides (they never suppress
+// reachable blocks, which LSan does not report), then the valgrind entries
+// in s's order, the first whose kinds include l's and whose frame lines
+// match the start of l's stack (valgrind's frames: the allocation function,
+// then the stack).
+func (s *Set) MatchLeak(l Leak) (*Suppression, bool) {
+	if s == nil || len(s.list) == 0 {
+		return nil, false
+	}
+	if l.Kind != "reachable" {
+		if sup, ok := s.Match(l.Stack); ok {
+			return sup, true
+		}
+	}
+	var frames []Frame
+	for _, sup := range s.list {
+		if sup.Type != TypeValgrind {
+			continue
+		}
+		if frames == nil {
+			frames = valgrindFrames(l)
+		}
+		if sup.matchValgrind(l, frames) {
+			return sup, true
+		}
+	}
+	return nil, false
 }
 
 // Match returns the suppression, if any, that suppresses a leak allocated at
@@ -194,6 +300,8 @@ type Frame struct {
 // so under LSan a pattern matching that frame, such as the executable's path
 // or "malloc", suppresses every leak. Pass the stack as leakpath shows it,
 // from the caller of the allocation function, to avoid this.
+//
+// Match ignores valgrind entries: see MatchLeak.
 func (s *Set) Match(stack []Frame) (*Suppression, bool) {
 	if s == nil || len(s.list) == 0 {
 		return nil, false
@@ -219,7 +327,7 @@ func (s *Set) matchString(str string) *Suppression {
 		return nil
 	}
 	for _, sup := range s.list {
-		if templateMatch(sup.Pattern, str) {
+		if sup.Type == TypeLeak && templateMatch(sup.Pattern, str) {
 			return sup
 		}
 	}

@@ -192,6 +192,28 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 	return fr, err
 }
 
+// Symbol returns the symbol-table name, not demangled, of the function
+// whose code holds addr in the module at path ("_ZN4shop4Cart3addEi"),
+// the name valgrind's suppressions match. Of several names of the
+// function (libc's strdup, __strdup and __GI___strdup) it is the one
+// valgrind prefers: the shortest, then the first alphabetically. It is ""
+// when no symbol of the module covers addr (a symbol without a size
+// covers only its address).
+func (s *Symbolizer) Symbol(path string, wantBuildID []byte, addr uint64) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := moduleKey{path, string(wantBuildID)}
+	m := s.modules[key]
+	if m == nil {
+		m = s.loadModule(path, wantBuildID)
+		s.modules[key] = m
+	}
+	if m.err != nil {
+		return "", m.err
+	}
+	return m.syms.valgrindName(addr), nil
+}
+
 // SaveFrames writes the frame cache (with a DWARF cache, see
 // Options.DWARFCache) unless a lookup is under way; Close writes it too.
 func (s *Symbolizer) SaveFrames() {

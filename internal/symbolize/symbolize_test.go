@@ -111,3 +111,32 @@ func readSourceLines(t *testing.T, name string) []string {
 	}
 	return strings.Split(string(b), "\n")
 }
+
+// TestValgrindName picks among a function's aliases the name valgrind
+// shows: the shortest, then the first alphabetically, of those covering
+// the address.
+func TestValgrindName(t *testing.T) {
+	st := &symtab{
+		syms: []symbol{
+			{value: 0x100, size: 0x10, name: "__GI___strdup", section: 1, isFunc: true},
+			{value: 0x100, size: 0x10, name: "__strdup", section: 1, isFunc: true},
+			{value: 0x100, size: 0x10, name: "strdup", section: 1, isFunc: true},
+			{value: 0x100, size: 0x10, name: "strdupx@GLIBC_2.2.5", section: 1, isFunc: true},
+			{value: 0x200, size: 0x8, name: "bbb", section: 1, isFunc: true},
+			{value: 0x200, size: 0x8, name: "aaa", section: 1, isFunc: true},
+			{value: 0x300, size: 0, name: "nosize", section: 1, isFunc: true},
+		},
+		sections: []secRange{{lo: 0x100, hi: 0x400, idx: 1}},
+	}
+	st.extents()
+	for _, tt := range []struct {
+		addr uint64
+		want string
+	}{
+		{0x104, "strdup"}, {0x200, "aaa"}, {0x207, "aaa"}, {0x208, ""}, {0x300, "nosize"}, {0x301, ""}, {0x50, ""},
+	} {
+		if got := st.valgrindName(tt.addr); got != tt.want {
+			t.Errorf("valgrindName(%#x) = %q, want %q", tt.addr, got, tt.want)
+		}
+	}
+}

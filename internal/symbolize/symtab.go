@@ -235,6 +235,38 @@ func (t *symtab) find(addr uint64) *symbol {
 	return best
 }
 
+// valgrindName returns the name valgrind gives the function at addr: of
+// the symbols at the address find chooses that cover addr, the shortest
+// name (a version suffix "@..." not counted), then the first
+// alphabetically (as valgrind's m_debuginfo prefers names); "" if none.
+func (t *symtab) valgrindName(addr uint64) string {
+	sy := t.find(addr)
+	if sy == nil {
+		return ""
+	}
+	i := sort.Search(len(t.syms), func(i int) bool { return t.syms[i].value >= sy.value })
+	best := sy.name
+	for ; i < len(t.syms) && t.syms[i].value == sy.value; i++ {
+		c := &t.syms[i]
+		if c.section != sy.section || addr >= c.end {
+			continue
+		}
+		cl, bl := versionless(c.name), versionless(best)
+		if cl < bl || cl == bl && c.name < best {
+			best = c.name
+		}
+	}
+	return best
+}
+
+// versionless returns the length of a symbol name without its version.
+func versionless(name string) int {
+	if i := strings.IndexByte(name, '@'); i > 0 {
+		return i
+	}
+	return len(name)
+}
+
 // betterFit reports whether nu should replace cur (both at the same address
 // and covering the address looked up) as its symbol.
 func betterFit(nu, cur *symbol) bool {

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The leak sites of suppleak.cc, by the function of their frame #0 as
+// leakpath names it, and as valgrind's text report names it.
+var suppleakSites = []struct{ fn, valgrind string }{
+	{"shop::make_cart()", "shop::make_cart()"},
+	{"copy_name", "copy_name"},
+	{"table(int)", "table(int)"},
+	{"extra_leak()", "extra_leak()"}, // only with the argument "extra"
+}
+
+// suppLeak is a leak of the JSON report with its suppression.
+type suppLeak struct {
+	Kind       string      `json:"kind"`
+	Blocks     uint64      `json:"blocks"`
+	Stack      []jsonFrame `json:"stack"`
+	Suppressed string      `json:"suppressed"`
+}
+
+// suppressedSites returns, for each leak site of suppleak.cc in r's
+// report, the suppression that hid it ("" none); a site not reported is
+// missing.
+func suppressedSites(t *testing.T, r result) map[string]string {
+	t.Helper()
+	var rep struct {
+		Leaks []suppLeak `json:"leaks"`
+	}
+	if err := json.Unmarshal(r.reportJSON, &rep); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range rep.Leaks {
+		if l.Kind == "reachable" || len(l.Stack) == 0 {
+			continue
+		}
+		out[l.Stack[0].Function] = l.Suppressed
+	}
+	return out
+}
+
+// valgrindLeaks runs bin under memcheck with extra flags and returns the
+// functions of suppleak's sites its report lists as leaked (not
+// suppressed) and its exit code; memcheck fails (exit 9) on definite and
+// possible leaks, as leakpath's --check does.
+func valgrindLeaks(t *testing.T, extra []string, argv ...string) (map[string]bool, int) {
+	t.Helper()
+	args := append([]string{"--leak-check=full", "--errors-for-leak-kinds=definite,possible", "--error-exitcode=9"}, extra...)
+	r := runCapture(t, testEnv(valgrindEnv(t)...), nil, append(append([]string{"valgrind"}, args...), argv...)...)
+	if strings.Contains(string(r.stderr), "FATAL") || strings.Contains(string(r.stderr), "in suppressions file") {
+		t.Fatalf("valgrind failed:\n%s", r.stderr)
+	}
+	got := map[string]bool{}
+	for _, line := range strings.Split(string(r.stderr), "\n") {
+		// "==1== by 0x109234: table(int) (suppleak.cc:21)" under a
+		// "definitely lost" record: the sites' frames appear only there.
+		for _, s := range suppleakSites {
+			if strings.Contains(line, ": "+s.valgrind+" (") {
+				got[s.fn] = true
+			}
+		}
+	}
+	return got, r.code
+}
+
+func haveValgrind(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Skip("valgrind is not installed: the comparison with memcheck needs it (apt-get install valgrind)")
+	}
+}
+
+// TestValgrindSuppressionFile hides leaks with a hand-written valgrind
+// suppression file: fun: lines on mangled names with wildcards, obj: and
+// src: lines, "...", match-leak-kinds, and entries of other kinds and
+// tools that must be skipped. The same file under valgrind hides the same
+// leaks.
+func TestValgrindSuppressionFile(t *testing.T) {
+	bin := fixture(t, "suppleak.cc")
+	supp := filepath.Join(t.TempDir(), "hand.supp")
+	os.WriteFile(supp, []byte(`# operator new, then a mangled name by wildcard
+{
+   cart
+   Memcheck:Leak
+   match-leak-kinds: definite,possible
+   fun:_Znwm
+   fun:_ZN4shop*
+   fun:main
+}
+# "..." over malloc, main by its line, the caller of main by its module
+{
+   copy
+   Memcheck:Leak
+   ...
+   fun:copy_n?me
+   src:suppleak.cc:30
+   obj:*/libc.so*
+}
+# Does not match: table is static, its symbol is _ZL5tablei.
+{
+   not-table
+   Memcheck:Leak
+   fun:calloc
+   fun:table
+}
+# Does not match: the extra leak is definite.
+{
+   extra-possible-only
+   Memcheck:Leak
+   match-leak-kinds: possible
+   fun:malloc
+   fun:_Z10extra_leakv
+}
+{
+   another kind
+   Memcheck:Param
+   write(buf)
+   fun:write
+}
+{
+   another tool
+   Helgrind:Race
+   fun:*
+}
+`), 0o644)
+	r := leakpath(t, []string{"--check", "--suppressions", supp}, nil, bin, "extra")
+	got := suppressedSites(t, r)
+	want := map[string]string{
+		"shop::make_cart()": "valgrind:cart", "copy_name": "valgrind:copy",
+		"table(int)": "", "extra_leak()": "",
+	}
+	for fn, w := range want {
+		s, ok := got[fn]
+		if w != "" {
+			w += " (" + supp + ":" + map[string]string{"valgrind:cart": "2", "valgrind:copy": "11"}[w] + ")"
+		}
+		if !ok || s != w {
+			t.Errorf("%s: reported %v, suppressed by %q; want suppressed by %q", fn, ok, s, w)
+		}
+	}
+	if r.code != exitLeaks {
+		t.Errorf("--check with two leaks not suppressed exited %d, want %d\n%s", r.code, exitLeaks, r.text)
+	}
+	if !strings.Contains(r.text, "valgrind:cart") {
+		t.Errorf("the text report does not list the valgrind suppression used:\n%s", r.text)
+	}
+
+	haveValgrind(t)
+	vg, code := valgrindLeaks(t, []string{"--suppressions=" + supp}, bin, "extra")
+	for fn, w := range want {
+		if vg[fn] != (w == "") {
+			t.Errorf("valgrind with the same file: %s leaked %v, want %v", fn, vg[fn], w == "")
+		}
+	}
+	if code != 9 {
+		t.Errorf("valgrind exited %d, want 9 (leaks left)", code)
+	}
+}
+
+// TestSystemValgrindSuppressions passes the valgrind suppression files
+// Debian installs (and Open MPI's) to leakpath: they load, and hide none of
+// the fixture's leaks.
+func TestSystemValgrindSuppressions(t *testing.T) {
+	bin := fixture(t, "suppleak.cc")
+	var flags []string
+	for _, f := range []string{"/usr/libexec/valgrind/default.supp", "/usr/lib/valgrind/debian.supp",
+		"/usr/lib/valgrind/python3.supp", "/usr/share/openmpi/openmpi-valgrind.supp"} {
+		if _, err := os.Stat(f); err == nil {
+			flags = append(flags, "--suppressions", f)
+		}
+	}
+	if len(flags) == 0 {
+		t.Skip("no valgrind suppression file installed (apt-get install valgrind)")
+	}
+	r := leakpath(t, append(flags, "--check"), nil, bin)
+	if r.code != exitLeaks {
+		t.Fatalf("exited %d, want %d; stderr:\n%s", r.code, exitLeaks, r.stderr)
+	}
+	for fn, s := range suppressedSites(t, r) {
+		if s != "" {
+			t.Errorf("%s suppressed by %s", fn, s)
+		}
+	}
+}
+
+// TestGenSuppressionsRoundTrip writes the leaks of a run as suppressions
+// in both formats: a second run with the file passes --check, and the
+// file does not hide the leak the first run did not have. valgrind accepts
+// the valgrind file and hides the same leaks with it.
+func TestGenSuppressionsRoundTrip(t *testing.T) {
+	bin := fixture(t, "suppleak.cc")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, format, text string
+	}{
+		{"gen.txt", "", "leak:^copy_name$"},
+		{"gen.supp", "", "fun:_ZN4shop9make_cartEv"},
+		{"gen.lsan", "valgrind", "fun:_ZL5tablei"}, // the flag beats the name
+	} {
+		path := filepath.Join(dir, tc.name)
+		flags := []string{"--check", "--gen-suppressions", path}
+		if tc.format != "" {
+			flags = append(flags, "--gen-suppressions-format", tc.format)
+		}
+		first := leakpath(t, flags, nil, bin)
+		if first.code != exitLeaks {
+			t.Errorf("%s: the first run exited %d, want %d", tc.name, first.code, exitLeaks)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v; stderr:\n%s", tc.name, err, first.stderr)
+		}
+		if !strings.Contains(string(b), tc.text) {
+			t.Errorf("%s has no %q:\n%s", tc.name, tc.text, b)
+		}
+		second := leakpath(t, []string{"--check", "--suppressions", path}, nil, bin)
+		if second.code != 0 {
+			t.Errorf("%s: the run with the generated suppressions exited %d, want 0\n%s\n%s", tc.name, second.code, b, second.text)
+		}
+		for fn, s := range suppressedSites(t, second) {
+			if s == "" {
+				t.Errorf("%s: %s not suppressed", tc.name, fn)
+			}
+		}
+		third := leakpath(t, []string{"--check", "--suppressions", path}, nil, bin, "extra")
+		if third.code != exitLeaks {
+			t.Errorf("%s: a run with a new leak exited %d, want %d", tc.name, third.code, exitLeaks)
+		}
+		if s, ok := suppressedSites(t, third)["extra_leak()"]; !ok || s != "" {
+			t.Errorf("%s: the new leak: reported %v, suppressed by %q; want reported, not suppressed", tc.name, ok, s)
+		}
+	}
+
+	// Named by the pid, as -o.
+	byPID := leakpath(t, []string{"--gen-suppressions", filepath.Join(dir, "pid-%p.supp")}, nil, bin)
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("pid-%d.supp", byPID.report.PID))); err != nil {
+		t.Errorf("--gen-suppressions pid-%%p.supp: %v", err)
+	}
+
+	// From a trace, with leakpath report.
+	trace := filepath.Join(dir, "run.lpt")
+	leakpath(t, []string{"-o", trace}, nil, bin)
+	fromTrace := filepath.Join(dir, "trace.supp")
+	if r := runCapture(t, testEnv(), nil, lpBin, "report", "--gen-suppressions", fromTrace, "--output", filepath.Join(dir, "out.txt"), trace); r.code != 0 {
+		t.Fatalf("leakpath report --gen-suppressions exited %d:\n%s", r.code, r.stderr)
+	}
+	if r := leakpath(t, []string{"--check", "--suppressions", fromTrace}, nil, bin); r.code != 0 {
+		t.Errorf("the run with report's suppressions exited %d, want 0\n%s", r.code, r.text)
+	}
+
+	haveValgrind(t)
+	supp := filepath.Join(dir, "gen.supp")
+	if vg, code := valgrindLeaks(t, nil, bin); code != 9 || len(vg) != 3 {
+		t.Errorf("valgrind without suppressions: exit %d, leaks at %v; want 9 and the 3 sites", code, vg)
+	}
+	vg, code := valgrindLeaks(t, []string{"--suppressions=" + supp}, bin)
+	if code != 0 || len(vg) != 0 {
+		t.Errorf("valgrind with leakpath's generated %s: exit %d, leaks at %v; want 0 and none", supp, code, vg)
+	}
+	vg, code = valgrindLeaks(t, []string{"--suppressions=" + supp}, bin, "extra")
+	if code != 9 || !vg["extra_leak()"] || len(vg) != 1 {
+		t.Errorf("valgrind with %s and a new leak: exit %d, leaks at %v; want 9 and extra_leak() alone", supp, code, vg)
+	}
+}
+
+// TestGenSuppressionsFlags checks the flags' errors.
+func TestGenSuppressionsFlags(t *testing.T) {
+	bin := fixture(t, "suppleak.cc")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gen-suppressions", "x.supp", "--gen-suppressions-format", "xml"}, `"xml": want lsan or valgrind`},
+		{[]string{"--gen-suppressions-format", "lsan"}, "needs --gen-suppressions"},
+		{[]string{"--gen-suppressions", "/nonexistent/dir/x.supp"}, "cannot create files in /nonexistent/dir"},
+	} {
+		r := runCapture(t, testEnv(), nil, append(append([]string{lpBin, "run"}, tc.args...), "--", bin)...)
+		if r.code == 0 || !strings.Contains(string(r.stderr), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+	r := runCapture(t, testEnv(), nil, lpBin, "report", "--gen-suppressions", filepath.Join(t.TempDir(), "x.supp"), "a.lpt", "b.lpt")
+	if r.code != exitUsage || !strings.Contains(string(r.stderr), "--gen-suppressions takes one trace (got 2)") {
+		t.Errorf("report --gen-suppressions with two traces: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestBaseline fails --check only on leak sites a baseline report does
+// not have, and names them.
+func TestBaseline(t *testing.T) {
+	bin := fixture(t, "suppleak.cc")
+	dir := t.TempDir()
+	base := filepath.Join(dir, "baseline.json")
+	first := leakpath(t, []string{"--check"}, nil, bin)
+	if first.code != exitLeaks {
+		t.Fatalf("the baseline run exited %d, want %d", first.code, exitLeaks)
+	}
+	os.WriteFile(base, first.reportJSON, 0o644)
+
+	same := leakpath(t, []string{"--check", "--baseline", base}, nil, bin)
+	if same.code != 0 || !strings.Contains(same.text, "every leak group failing --check (3) is in the baseline "+base) {
+		t.Errorf("the same leaks with the baseline: exit %d, want 0 and a note\n%s", same.code, same.text)
+	}
+	grown := leakpath(t, []string{"--check", "--baseline", base}, nil, bin, "extra")
+	if grown.code != exitLeaks {
+		t.Errorf("a new leak with the baseline: exit %d, want %d", grown.code, exitLeaks)
+	}
+	note := grown.text[strings.Index(grown.text, "not in the baseline")+1:]
+	if !strings.Contains(grown.text, "leakpath: 1 leak group not in the baseline "+base+" (of 4 failing --check):") ||
+		!strings.Contains(note, "NEW LEAK 777 B in 1 block (definite) from malloc") || !strings.Contains(note, "extra_leak()") {
+		t.Errorf("the note does not name the new leak alone:\n%s", grown.text)
+	}
+	for _, s := range suppleakSites[:3] {
+		if strings.Contains(note, s.fn) {
+			t.Errorf("the note names %s, which the baseline has:\n%s", s.fn, note)
+		}
+	}
+	// Kinds still count: a new leak of a kind --check ignores passes.
+	if r := leakpath(t, []string{"--check", "--check-kinds", "possible", "--baseline", base}, nil, bin, "extra"); r.code != 0 {
+		t.Errorf("a new definite leak with --check-kinds possible: exit %d, want 0", r.code)
+	}
+
+	notJSON := filepath.Join(dir, "bad.json")
+	os.WriteFile(notJSON, []byte("leak:foo\n"), 0o644)
+	otherSchema := filepath.Join(dir, "other.json")
+	os.WriteFile(otherSchema, []byte(`{"schema": "leakpath.diff/v1"}`), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--check", "--baseline", filepath.Join(dir, "missing.json")}, "--baseline: open " + filepath.Join(dir, "missing.json") + ": no such file"},
+		{[]string{"--check", "--baseline", notJSON}, "not a leakpath report"},
+		{[]string{"--check", "--baseline", otherSchema}, `schema "leakpath.diff/v1"`},
+		{[]string{"--baseline", base}, "--baseline works with --check"},
+	} {
+		r := runCapture(t, testEnv(), nil, append(append([]string{lpBin, "run"}, tc.args...), "--", bin)...)
+		if r.code == 0 || r.code == exitLeaks || !strings.Contains(string(r.stderr), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.code, r.stderr, tc.want)
+		}
+		if slices.Contains(tc.args, "--check") && strings.Contains(string(r.stderr), "exited with code") {
+			t.Errorf("%v: the program ran despite the bad baseline", tc.args)
+		}
+	}
+}
+
+// TestValgrindGeneratedSuppressions feeds what valgrind
+// --gen-suppressions=all writes to leakpath: it hides every leak, inlined
+// frames (named by valgrind by their plain DWARF names) and C++ mangled
+// names included; and leakpath's --gen-suppressions file hides every leak
+// under valgrind.
+func TestValgrindGeneratedSuppressions(t *testing.T) {
+	haveValgrind(t)
+	for _, fx := range []struct {
+		name  string
+		flags []string
+		args  []string
+	}{
+		{"suppleak.cc", nil, []string{"extra"}},
+		{"suppinline.cc", []string{"-O2"}, nil},
+	} {
+		bin := fixture(t, fx.name, fx.flags...)
+		vg := runCapture(t, testEnv(valgrindEnv(t)...), nil, append([]string{"valgrind", "--leak-check=full", "--gen-suppressions=all", bin}, fx.args...)...)
+		// The entries are the lines between "{" and "}" not starting
+		// with "==" (valgrind's own lines).
+		var supp strings.Builder
+		for _, line := range strings.Split(string(vg.stderr), "\n") {
+			if !strings.HasPrefix(line, "==") {
+				supp.WriteString(line + "\n")
+			}
+		}
+		if n := strings.Count(supp.String(), "Memcheck:Leak"); n == 0 {
+			t.Fatalf("%s: valgrind generated no suppression:\n%s", fx.name, vg.stderr)
+		}
+		path := filepath.Join(t.TempDir(), "valgrind.supp")
+		os.WriteFile(path, []byte(supp.String()), 0o644)
+		without := leakpath(t, []string{"--check"}, nil, append([]string{bin}, fx.args...)...)
+		with := leakpath(t, []string{"--check", "--suppressions", path}, nil, append([]string{bin}, fx.args...)...)
+		if without.code != exitLeaks || with.code != 0 {
+			t.Errorf("%s: --check exited %d without valgrind's suppressions, %d with them; want %d and 0\n%s\n%s",
+				fx.name, without.code, with.code, exitLeaks, supp.String(), with.text)
+		}
+		// And the other way: leakpath's own file under valgrind.
+		own := filepath.Join(t.TempDir(), "leakpath.supp")
+		leakpath(t, []string{"--gen-suppressions", own}, nil, append([]string{bin}, fx.args...)...)
+		if _, code := valgrindLeaks(t, []string{"--suppressions=" + own}, append([]string{bin}, fx.args...)...); code != 0 {
+			b, _ := os.ReadFile(own)
+			t.Errorf("%s: valgrind with leakpath's suppressions exited %d, want 0\n%s", fx.name, code, b)
+		}
+	}
+}
