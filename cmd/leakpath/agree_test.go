@@ -1,0 +1,111 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestNewArrayCookieReachable: an array made by new[] of a type with a
+// destructor, held only through the pointer new[] returned (8 bytes past
+// the block's start, after the element count), is reachable, as memcheck
+// says with its default heuristics (newarray) and LeakSanitizer says (any
+// pointer into a block keeps it); the same array with its pointer dropped
+// is a definite leak for all three.
+func TestNewArrayCookieReachable(t *testing.T) {
+	bin := fixture(t, "agree.cc")
+	argv := []string{bin, "newarray"}
+	plain := native(t, nil, argv...)
+	r, k := runKinds(t, nil, argv...)
+	sameBehaviour(t, r, plain)
+	got := map[uint64]string{}
+	for _, l := range k.Leaks {
+		if l.Blocks == 1 && len(l.Stack) > 0 && strings.HasSuffix(l.Stack[0].File, "agree.cc") {
+			got[l.Bytes] = l.Kind
+		}
+	}
+	for size, kind := range map[uint64]string{128: "reachable", 88: "definite"} {
+		if got[size] != kind {
+			t.Errorf("%d B new[] block: kind %q, want %q\n%s", size, got[size], kind, r.text)
+		}
+	}
+	compareLeakSummary(t, k, argv...)
+	lost := k.Totals.ByKind["definite"]
+	ind := k.Totals.ByKind["indirect"]
+	compareLSanOn(t, "agree.cc", []string{"newarray"}, lost.Bytes+ind.Bytes, lost.Blocks+ind.Blocks)
+}
+
+var vgMismatched = regexp.MustCompile(`(?m)^==\d+== Mismatched free\(\) / delete / delete \[\]$`)
+
+// TestReallocOfNewMismatched: realloc releasing a block that new[] or new
+// made is a mismatched free, whether realloc moves the block or frees it
+// (realloc(p, 0)): two, as memcheck counts on the same binary.
+func TestReallocOfNewMismatched(t *testing.T) {
+	bin := fixture(t, "agree.cc")
+	argv := []string{bin, "realloc"}
+	plain := native(t, nil, argv...)
+	r, k := runKinds(t, nil, argv...)
+	sameBehaviour(t, r, plain)
+	n := 0
+	for _, e := range r.report.Errors {
+		if e.Kind != "mismatched_free" {
+			t.Errorf("error %s, want only mismatched frees", e.Kind)
+			continue
+		}
+		if !stackHas(e.Stack, "realloc_new()") || !stackHas(e.AllocStack, "realloc_new()") {
+			t.Errorf("mismatched free: stack %v, allocated at %v; want realloc_new's", e.Stack, e.AllocStack)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Errorf("%d mismatched frees, want 2 (realloc to 0 of new[]'s block, realloc of new's)\n%s", n, r.text)
+	}
+	compareLeakSummary(t, k, argv...)
+	vg, err := exec.LookPath("valgrind")
+	if err != nil {
+		t.Log("valgrind is not installed: its errors not compared")
+		return
+	}
+	logf := filepath.Join(t.TempDir(), "vg.log")
+	cmd := exec.Command(vg, "--run-libc-freeres=no", "--run-cxx-freeres=no", "--log-file="+logf, bin, "realloc")
+	cmd.Env = testEnv()
+	cmd.Run()
+	log, err := os.ReadFile(logf)
+	if err != nil {
+		t.Fatalf("valgrind log: %v", err)
+	}
+	if m := len(vgMismatched.FindAll(log, -1)); m != n {
+		t.Errorf("memcheck reports %d mismatched frees, leakpath %d\n%s", m, n, log)
+	}
+}
+
+// compareLSanOn builds fixture src with LeakSanitizer, runs it with args
+// and compares what it calls leaked with bytes in blocks. Without a
+// LeakSanitizer build (no liblsan) it says so and compares nothing.
+func compareLSanOn(t *testing.T, src string, args []string, bytes, blocks uint64) {
+	t.Helper()
+	path := filepath.Join(root, "testdata", "fixtures", src)
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, filepath.Ext(src))+"-lsan")
+	cc := "cc"
+	if strings.HasSuffix(src, ".cc") {
+		cc = "c++"
+	}
+	if out, err := exec.Command(cc, "-g", "-O0", "-fsanitize=leak", "-pthread", "-o", bin, path).CombinedOutput(); err != nil {
+		t.Logf("no LeakSanitizer build (%v): not compared\n%s", err, out)
+		return
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = testEnv()
+	out, _ := cmd.CombinedOutput()
+	var lb, ln uint64
+	if m := lsanSummary.FindSubmatch(out); m != nil {
+		lb, ln = atoi(string(m[1])), atoi(string(m[2]))
+	}
+	t.Logf("LeakSanitizer: %d bytes leaked in %d allocations; leakpath definite and indirect %d in %d", lb, ln, bytes, blocks)
+	if lb != bytes || ln != blocks {
+		t.Errorf("LeakSanitizer: %d bytes leaked in %d allocations, leakpath definite and indirect %d in %d\n%s", lb, ln, bytes, blocks, out)
+	}
+}
