@@ -92,6 +92,32 @@ func TestReallocOfNewMismatched(t *testing.T) {
 	}
 }
 
+// TestReallocThatNeverReturned: a realloc the C library aborted in (of a
+// freed block, of an address that is no block) is reported from its begin
+// record when the image ends; one of a live block is not an error.
+func TestReallocThatNeverReturned(t *testing.T) {
+	begin := func(tm, addr uint64, thread int32) event.Event {
+		return event.Event{Kind: event.ReallocBegin, Fn: event.ReallocFn, Time: tm, Addr: addr, Thread: thread}
+	}
+	s := NewSession()
+	s.Apply([]event.Event{start(),
+		alloc(1, 0x1000, 16, 1), free(2, 0x1000, 1),
+		alloc(3, 0x3000, 64, 3),
+		begin(4, 0x1000, 1), // freed
+		begin(5, 0x2010, 2), // never a block
+		begin(6, 0x3000, 3), // live, still in realloc at the end
+		{Kind: event.ProcessEnd, Time: 7},
+	})
+	s.Finish()
+	got := map[ErrorKind]uint64{}
+	for _, e := range s.Procs[0].Errors {
+		got[e.Kind] = e.Addr
+	}
+	if len(got) != 2 || got[DoubleFree] != 0x1000 || got[InvalidRealloc] != 0x2010 {
+		t.Errorf("errors %v, want a double free at 0x1000 and an invalid realloc at 0x2010", s.Procs[0].Errors)
+	}
+}
+
 // TestPendingHighsInPeak: a thread's pending bytes at a high count in the
 // peak with what is in use at that time, and only then.
 func TestPendingHighsInPeak(t *testing.T) {

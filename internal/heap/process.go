@@ -108,6 +108,7 @@ type pendingRealloc struct {
 	addr   uint64
 	known  bool
 	block  Block
+	time   uint64 // of the begin record
 }
 
 // Totals are the process-wide counts.
@@ -507,7 +508,7 @@ func (p *Process) apply(ev *event.Event) {
 		if ok {
 			p.released(b)
 		}
-		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b}
+		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, time: ev.Time}
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
@@ -910,8 +911,30 @@ func (p *Process) finish() {
 		p.invalidFree(&ev)
 	}
 	p.parked = map[uint64]event.Event{}
+	p.unreturnedReallocs()
 	p.Anomalies += uint64(len(p.limbo))
 	p.limbo = map[uint64]Block{}
+}
+
+// unreturnedReallocs reports the reallocs that never returned, of an
+// address that was no live block: the C library aborted on it (a freed
+// block, an interior pointer), so only the begin record, which has no
+// stack, says what the program did.
+func (p *Process) unreturnedReallocs() {
+	tids := make([]int32, 0, len(p.Threads))
+	for tid, t := range p.Threads {
+		if pr := t.realloc; pr.active && !pr.known && pr.addr != 0 {
+			tids = append(tids, tid)
+		}
+	}
+	sort.Slice(tids, func(i, j int) bool { return tids[i] < tids[j] })
+	for _, tid := range tids {
+		t := p.Threads[tid]
+		ev := event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Addr: t.realloc.addr, Thread: tid, Time: t.realloc.time}
+		t.realloc = pendingRealloc{}
+		p.Totals.Calls[ev.Fn]++
+		p.invalidFree(&ev)
+	}
 }
 
 // cloneFrom makes p a fork child of parent: it inherits the parent's live
