@@ -64,22 +64,64 @@ func TestReallocOfNewMismatched(t *testing.T) {
 		t.Errorf("%d mismatched frees, want 2 (realloc to 0 of new[]'s block, realloc of new's)\n%s", n, r.text)
 	}
 	compareLeakSummary(t, k, argv...)
+	if log := memcheckLog(t, argv...); log != nil {
+		if m := len(vgMismatched.FindAll(log, -1)); m != n {
+			t.Errorf("memcheck reports %d mismatched frees, leakpath %d\n%s", m, n, log)
+		}
+	}
+}
+
+var vgInvalidFree = regexp.MustCompile(`(?m)^==\d+== Invalid free\(\) / delete / delete\[\] / realloc\(\)\n==\d+==    at 0x[0-9A-F]+: realloc `)
+
+// TestReallocTheLibraryAbortsIn: the C library aborts in a realloc of an
+// interior pointer, so the call never returns with its record; leakpath
+// reports the invalid realloc from the call's begin record, as memcheck
+// (whose realloc does not abort) reports it, and the program dies of the
+// same signal as without leakpath.
+func TestReallocTheLibraryAbortsIn(t *testing.T) {
+	bin := fixture(t, "agree.cc")
+	argv := []string{bin, "badrealloc"}
+	plain := native(t, nil, argv...)
+	if plain.code != 128+6 {
+		t.Skipf("the C library here does not abort on realloc of an interior pointer (exit %d)", plain.code)
+	}
+	r := leakpath(t, nil, nil, argv...)
+	sameBehaviour(t, r, plain)
+	var kinds []string
+	for _, e := range r.report.Errors {
+		kinds = append(kinds, e.Kind)
+	}
+	if len(kinds) != 1 || kinds[0] != "invalid_realloc" {
+		t.Errorf("errors %v, want one invalid_realloc\n%s", kinds, r.text)
+	}
+	if !strings.Contains(r.text, "the program died in this realloc") {
+		t.Errorf("the text report does not say why the error has no stack:\n%s", r.text)
+	}
+	if log := memcheckLog(t, argv...); log != nil {
+		if m := len(vgInvalidFree.FindAll(log, -1)); m != 1 {
+			t.Errorf("memcheck reports %d invalid reallocs, want 1 as leakpath\n%s", m, log)
+		}
+	}
+}
+
+// memcheckLog runs argv under memcheck and returns its log, or nil (and
+// says so) when valgrind is not installed.
+func memcheckLog(t *testing.T, argv ...string) []byte {
+	t.Helper()
 	vg, err := exec.LookPath("valgrind")
 	if err != nil {
-		t.Log("valgrind is not installed: its errors not compared")
-		return
+		t.Log("valgrind is not installed: not compared with memcheck")
+		return nil
 	}
 	logf := filepath.Join(t.TempDir(), "vg.log")
-	cmd := exec.Command(vg, "--run-libc-freeres=no", "--run-cxx-freeres=no", "--log-file="+logf, bin, "realloc")
+	cmd := exec.Command(vg, append([]string{"--run-libc-freeres=no", "--run-cxx-freeres=no", "--log-file=" + logf}, argv...)...)
 	cmd.Env = testEnv()
 	cmd.Run()
 	log, err := os.ReadFile(logf)
 	if err != nil {
 		t.Fatalf("valgrind log: %v", err)
 	}
-	if m := len(vgMismatched.FindAll(log, -1)); m != n {
-		t.Errorf("memcheck reports %d mismatched frees, leakpath %d\n%s", m, n, log)
-	}
+	return log
 }
 
 // compareLSanOn builds fixture src with LeakSanitizer, runs it with args
