@@ -260,6 +260,14 @@ func heldAlone(pid int32, sp, tp uint64) (*ptrace.Tracer, *unix.PtraceRegs) {
 	return tr, &unix.PtraceRegs{Rsp: sp, Fs_base: tp}
 }
 
+// newArray0 tells an 8-byte block from operator new[]: new T[0] of a type
+// with a destructor (its element count, 0, then no element), whose only
+// pointer is the address just past it. An array with elements has more
+// bytes; 8 bytes of elements without a count are held by their start.
+func newArray0(fn event.Fn, size uint64) bool {
+	return fn == event.NewArray && size == 8
+}
+
 // liveBlocks lists the model's live blocks and the pending ones, marking
 // those the dynamic linker allocated (its TLS bookkeeping) as Runtime.
 func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
@@ -279,11 +287,12 @@ func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
 	}
 	blocks := make([]leak.Block, 0, p.Totals.LiveBlocks+uint64(len(pending)))
 	p.Live(func(addr uint64, b heap.Block) {
-		blocks = append(blocks, leak.Block{Addr: addr, Size: b.Size, Runtime: runtime(b.Site)})
+		blocks = append(blocks, leak.Block{Addr: addr, Size: b.Size, Runtime: runtime(b.Site), PastEnd: newArray0(b.Fn, b.Size)})
 	})
 	for _, pb := range pending {
 		if _, known := p.LiveBlock(pb.Addr); !known {
-			blocks = append(blocks, leak.Block{Addr: pb.Addr, Size: pb.Size, Runtime: runtime(p.StackOf(pb.Stack))})
+			blocks = append(blocks, leak.Block{Addr: pb.Addr, Size: pb.Size, Runtime: runtime(p.StackOf(pb.Stack)),
+				PastEnd: newArray0(pb.Fn, pb.Size)})
 		}
 	}
 	leak.SortBlocks(blocks)

@@ -60,6 +60,64 @@ func TestImproperUses(t *testing.T) {
 	}
 }
 
+// TestReallocOfNewMismatched: realloc releases a block new[] or new made
+// as a mismatched free, whether it moves it or frees it (realloc(p, 0),
+// which memcheck reports alike); realloc(p, 0) of malloc's block is fine.
+func TestReallocOfNewMismatched(t *testing.T) {
+	realloc := func(tm, old, addr, size uint64) event.Event {
+		return event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Time: tm, Addr: old, Addr2: addr, Size: size, Thread: 1}
+	}
+	s := NewSession()
+	s.Apply([]event.Event{start(),
+		{Kind: event.Alloc, Fn: event.NewArray, Time: 1, Addr: 0x1000, Size: 1024, Thread: 1},
+		realloc(2, 0x1000, 0, 0), // freed by realloc(p, 0)
+		{Kind: event.Alloc, Fn: event.New, Time: 3, Addr: 0x2000, Size: 16, Thread: 1},
+		realloc(4, 0x2000, 0x5000, 32), // moved
+		alloc(5, 0x3000, 8, 1),
+		realloc(6, 0x3000, 0, 0), // malloc's: no error
+	})
+	s.Finish()
+	var got []uint64
+	for _, e := range s.Procs[0].Errors {
+		if e.Kind != MismatchedFree {
+			t.Errorf("error %v at %#x, want only mismatched frees", e.Kind, e.Addr)
+		}
+		got = append(got, e.Addr)
+	}
+	if len(got) != 2 || got[0] != 0x1000 || got[1] != 0x2000 {
+		t.Errorf("mismatched frees at %#x, want at 0x1000 (realloc to 0) and 0x2000 (moved)", got)
+	}
+	if p := s.Procs[0]; p.Totals.LiveBlocks != 1 || p.Totals.LiveBytes != 32 {
+		t.Errorf("live %d blocks, %d bytes; want the moved block of 32 bytes", p.Totals.LiveBlocks, p.Totals.LiveBytes)
+	}
+}
+
+// TestReallocThatNeverReturned: a realloc the C library aborted in (of a
+// freed block, of an address that is no block) is reported from its begin
+// record when the image ends; one of a live block is not an error.
+func TestReallocThatNeverReturned(t *testing.T) {
+	begin := func(tm, addr uint64, thread int32) event.Event {
+		return event.Event{Kind: event.ReallocBegin, Fn: event.ReallocFn, Time: tm, Addr: addr, Thread: thread}
+	}
+	s := NewSession()
+	s.Apply([]event.Event{start(),
+		alloc(1, 0x1000, 16, 1), free(2, 0x1000, 1),
+		alloc(3, 0x3000, 64, 3),
+		begin(4, 0x1000, 1), // freed
+		begin(5, 0x2010, 2), // never a block
+		begin(6, 0x3000, 3), // live, still in realloc at the end
+		{Kind: event.ProcessEnd, Time: 7},
+	})
+	s.Finish()
+	got := map[ErrorKind]uint64{}
+	for _, e := range s.Procs[0].Errors {
+		got[e.Kind] = e.Addr
+	}
+	if len(got) != 2 || got[DoubleFree] != 0x1000 || got[InvalidRealloc] != 0x2010 {
+		t.Errorf("errors %v, want a double free at 0x1000 and an invalid realloc at 0x2010", s.Procs[0].Errors)
+	}
+}
+
 // TestPendingHighsInPeak: a thread's pending bytes at a high count in the
 // peak with what is in use at that time, and only then.
 func TestPendingHighsInPeak(t *testing.T) {

@@ -848,6 +848,15 @@ func (p *Process) invalidFree(ev *event.Event) {
 	p.calledAt(ev)
 }
 
+// checkReallocFamily reports a realloc that released a block new or new[]
+// made, whether it moved the block or freed it (realloc(p, 0)).
+func (p *Process) checkReallocFamily(ev *event.Event, b Block, stack StackID) {
+	if b.Fn.AllocFamily() != event.FamilyMalloc {
+		p.addError(Error{Kind: MismatchedFree, Addr: ev.Addr, Stack: stack, AllocStack: b.Site,
+			Fn: ev.Fn, AllocFn: b.Fn, Thread: ev.Thread, Time: ev.Time})
+	}
+}
+
 func (p *Process) realloc(ev *event.Event) {
 	p.Totals.Calls[ev.Fn]++
 	var in *scopeFrame
@@ -873,6 +882,7 @@ func (p *Process) realloc(ev *event.Event) {
 			// realloc(p, 0) freed p.
 			if pr.known {
 				p.freedBlock(ev.Addr, pr.block, stack, ev.Fn, ev.Thread)
+				p.checkReallocFamily(ev, pr.block, stack)
 			} else {
 				p.invalidFree(ev)
 			}
@@ -896,10 +906,7 @@ func (p *Process) realloc(ev *event.Event) {
 	if ev.Addr != 0 {
 		if pr.known {
 			p.freedBlock(ev.Addr, pr.block, stack, ev.Fn, ev.Thread)
-			if af := pr.block.Fn.AllocFamily(); af != event.FamilyMalloc {
-				p.addError(Error{Kind: MismatchedFree, Addr: ev.Addr, Stack: stack, AllocStack: pr.block.Site,
-					Fn: ev.Fn, AllocFn: pr.block.Fn, Thread: ev.Thread, Time: ev.Time})
-			}
+			p.checkReallocFamily(ev, pr.block, stack)
 		} else {
 			p.invalidFree(ev)
 		}

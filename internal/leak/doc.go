@@ -9,7 +9,10 @@
 // its allocator's state points at chunk headers inside blocks) only a
 // start pointer is one. It points to a block if its value lies in [Addr,
 // Addr+Size): at Addr it is a start pointer, past it an interior pointer.
-// A zero-size block is reached only by a pointer equal to its address.
+// A zero-size block is reached only by a pointer equal to its address. A
+// PastEnd block (new T[0]'s 8 bytes) is also reached by a pointer just past
+// its end, as by a start pointer: LeakSanitizer's rule, where memcheck
+// calls the block definitely lost.
 // Words inside blocks are never roots, even if a root range covers them.
 //
 // The kinds:

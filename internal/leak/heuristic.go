@@ -28,7 +28,7 @@ const (
 // a test depends only on v and on memory, which does not change.
 func (c *classifier) maybeCheck(v uint64, k int32) {
 	s := c.spans[k]
-	size, off := s.end-s.start, v-s.start
+	size, off := c.size(k), v-s.start
 	if s.start&7 != 0 {
 		return // the tests read the block's first words
 	}
@@ -151,7 +151,7 @@ func (c *classifier) resolveSome(q []hcheck) error {
 // words only (mc_leakcheck.c heuristic_reachedness, in its order).
 func (c *classifier) simpleHeuristic(h hcheck, w *hwords) Heuristic {
 	s := c.spans[h.k]
-	size, off := s.end-s.start, h.v-s.start
+	size, off := c.size(h.k), h.v-s.start
 	// std::string of the old (reference-counted) ABI: length, capacity,
 	// refcount, then the characters, which the pointer points to.
 	if off == 24 && w.ok1 {

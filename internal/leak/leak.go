@@ -58,6 +58,11 @@ func (h Heuristic) String() string {
 type Block struct {
 	Addr, Size uint64
 	Runtime    bool
+	// PastEnd: a pointer just past the block's end counts as one to its
+	// start. For an 8-byte block from operator new[]: new T[0] of a type
+	// with a destructor stores the count (0) there and returns the
+	// address after it, all the program keeps (LeakSanitizer's rule).
+	PastEnd bool
 }
 
 // Root is a range of memory whose words are roots: a writable segment, a
@@ -154,11 +159,13 @@ const (
 	fZero    = 1 << 4 // Size 0: its span is [Addr, Addr+1) for lookups only
 	fPendPos = 1 << 5 // on the mark stack of possibly reachable blocks
 	fHeur    = 1 << 6 // reachable by a heuristic only (which: heur)
+	fPastEnd = 1 << 7 // Block.PastEnd: its span is [Addr, Addr+Size+1) for lookups only
 )
 
 // span is a block's extent in address order: [start, end), end being
 // start+1 for a zero-size block, so that a pointer equal to its start finds
-// it (memcheck does the same).
+// it (memcheck does the same), and one past its end for a PastEnd block,
+// so that a pointer just past it finds it.
 type span struct{ start, end uint64 }
 
 // Sizes of the read batches: 8 MiB of buffer, at most 1024 ranges (the
@@ -324,8 +331,16 @@ func (c *classifier) sortBlocks(blocks []Block) error {
 		if b.Size == 0 {
 			end++
 			f |= fZero
+		} else if b.PastEnd {
+			end++
+			f |= fPastEnd
 		}
-		if k > 0 && a < prevEnd {
+		if k > 0 && a == prevEnd-1 && c.flags[k-1]&fPastEnd != 0 {
+			// This block starts just past the previous one: the address is
+			// its start, not the other's end.
+			c.spans[k-1].end--
+			c.flags[k-1] &^= fPastEnd
+		} else if k > 0 && a < prevEnd {
 			p := blocks[c.orig[k-1]]
 			return fmt.Errorf("leak: block %d [%#x, +%d) overlaps block %d [%#x, +%d)",
 				c.orig[k], a, b.Size, c.orig[k-1], p.Addr, p.Size)
@@ -381,6 +396,9 @@ func radixSort[V any](keys []uint64, vals []V) {
 func (c *classifier) size(k int32) uint64 {
 	if c.flags[k]&fZero != 0 {
 		return 0
+	}
+	if c.flags[k]&fPastEnd != 0 {
+		return c.spans[k].end - c.spans[k].start - 1
 	}
 	return c.spans[k].end - c.spans[k].start
 }
@@ -494,7 +512,7 @@ func (c *classifier) blockPiece(k int32) (piece, bool) {
 		return piece{}, false
 	}
 	s := c.spans[k]
-	a, e := (s.start+7)&^7, s.end&^7
+	a, e := (s.start+7)&^7, (s.start+c.size(k))&^7
 	if e <= a {
 		return piece{}, false
 	}
@@ -517,6 +535,9 @@ func (c *classifier) mark(ws []uint64, def bool) {
 func (c *classifier) markHits(hs []hit, def bool) {
 	for _, h := range hs {
 		f := c.flags[h.k]
+		if f&fPastEnd != 0 && h.v == c.spans[h.k].end-1 {
+			h.start = true // just past its end: the span's extra byte
+		}
 		if f&stMask == stReachable {
 			// A start pointer from a reachable place makes the heuristic
 			// needless: it is not why the block is reachable.

@@ -76,6 +76,34 @@ func (w *world) expect(r *Result, want ...Kind) {
 	}
 }
 
+// TestPastEnd: a pointer just past a PastEnd block (new T[0]'s 8 bytes)
+// is one to its start, from a root or from a leaked block; one inside it
+// is interior; without PastEnd the block is lost (memcheck's rule); a
+// block that starts just past a PastEnd one owns that address.
+func TestPastEnd(t *testing.T) {
+	w := newWorld(t)
+	held := w.block(0x100, 8)
+	inner := w.block(0x200, 8)
+	plain := w.block(0x300, 8)
+	owned := w.block(0x400, 8)
+	owner := w.block(0x500, 16)
+	before := w.block(0x600, 8)
+	after := w.block(0x608, 16)
+	for _, b := range []int{held, inner, owned, before} {
+		w.blocks[b].PastEnd = true
+	}
+	w.root(w.addr(held) + 8)
+	w.root(w.addr(inner) + 4)
+	w.root(w.addr(plain) + 8)
+	w.ptr(owner, 0, w.addr(owned)+8)
+	w.root(w.addr(after))
+	r := w.run()
+	w.expect(r, Reachable, Possible, Definite, Indirect, Definite, Definite, Reachable)
+	if r.Owner[owned] != int32(owner) {
+		t.Errorf("the block past which the leaked one points: owner %d, want %d", r.Owner[owned], owner)
+	}
+}
+
 func TestStartPointerFromRegister(t *testing.T) {
 	w := newWorld(t)
 	a := w.block(0, 32)

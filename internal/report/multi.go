@@ -428,7 +428,7 @@ func (m *Multi) writeText(out io.Writer, leaks []*mergedLeak, errs []*mergedErro
 		}
 		fmt.Fprintf(w, ", %s\n", where(me.parts))
 		if len(me.stack) == 0 {
-			fmt.Fprintln(w, "  (stack of the free not recorded)")
+			fmt.Fprintln(w, noStack(me.e))
 		} else {
 			textFrames(w, me.stack)
 		}

@@ -244,6 +244,15 @@ func (r *Report) textKinds(w *bufio.Writer, p *heap.Process) {
 	}
 }
 
+// noStack says why an error has no stack: a realloc the program died in
+// left only its begin record (the stack comes with the call's return).
+func noStack(e heap.Error) string {
+	if e.Fn == event.ReallocFn || e.Fn == event.ReallocArray {
+		return "  (no stack: the program died in this realloc)"
+	}
+	return "  (stack of the free not recorded)"
+}
+
 func (r *Report) textErrors(w *bufio.Writer, p *heap.Process) {
 	for _, e := range p.Errors {
 		fmt.Fprintf(w, "\n%s", errorTitle(e))
@@ -254,7 +263,7 @@ func (r *Report) textErrors(w *bufio.Writer, p *heap.Process) {
 		if e.Stack != 0 {
 			r.textStack(w, p, e.Stack)
 		} else {
-			fmt.Fprintln(w, "  (stack of the free not recorded)")
+			fmt.Fprintln(w, noStack(e))
 		}
 		if e.FreeStack != 0 && e.FreeCallSite {
 			fmt.Fprintln(w, "  first freed at (its call site only: the pair was folded; --fold=false records the whole stack):")
