@@ -153,7 +153,7 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (groups
 		}
 		fmt.Fprintln(w)
 		r.textStack(w, p, g.Stack)
-		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Reachable && g.Kind != event.Indirect {
+		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Indirect && (g.Kind != event.Reachable || rc.Status == event.RootCauseFound) {
 			r.textRootCause(w, p, rc)
 		}
 		if g.Kind == event.Indirect && g.Owner != 0 {
