@@ -53,13 +53,17 @@ type RootCauseOptions struct {
 	Growth, Rounds int
 	// MaxSites: suspects armed at once (default 4).
 	MaxSites int
-	// Budget: recording time per site (default 10 s, 30 s where hardware
-	// breakpoints do not fire); Windows: paths per
+	// Budget: time in windows per site (default 10 s, 30 s where
+	// hardware breakpoints do not fire); Windows: paths per
 	// site (default 80); Enough: a site is done with this many paths of
 	// each outcome, or this many E paths once every free stack was met
 	// (default 10).
 	Budget          time.Duration
 	Windows, Enough int
+	// MaxSlowdown: windows are paced so that the traced threads spend
+	// at most MaxSlowdown-1 of the time since the first suspect in them
+	// (default 1.25): the program's slowdown, whatever a window costs.
+	MaxSlowdown float64
 	// Settle: a window's block still live this long after it was
 	// allocated counts as leaked before the program ends (default 1 s).
 	Settle           time.Duration
@@ -94,6 +98,9 @@ func (o *RootCauseOptions) defaults() {
 	if o.Settle <= 0 {
 		o.Settle = time.Second
 	}
+	if o.MaxSlowdown <= 1 {
+		o.MaxSlowdown = 1.25
+	}
 }
 
 // maxEndDepth bounds how far above the allocating function a window goes
@@ -126,9 +133,8 @@ type SiteTrace struct {
 type suspect struct {
 	SiteTrace
 	agentIDs []uint32
-	ret      uint64 // the allocation's return address
-	frames   int    // user frames of the allocation stack
-	started  time.Time
+	ret      uint64   // the allocation's return address
+	frames   int      // user frames of the allocation stack
 	windows  []window // the paths recorded, in order
 	done     bool
 }
@@ -201,11 +207,17 @@ type rootCauses struct {
 	code      *steptrace.Code // the image's code, decoded
 	vdso      *steptrace.Vdso // its vDSO, stepped past without breakpoints
 	boring    func(uint64) bool
-	paused    bool          // by pause: no window, the agent's table empty
-	closed    bool          // by quiesce: the region is not to be touched again
-	running   bool          // serve runs
-	quit      chan struct{} // closed by pause
-	served    chan struct{} // closed when serve returns
+	paused    bool // by pause: no window, the agent's table empty
+	// paced: the suspects are disarmed until the windows' time is back
+	// within MaxSlowdown (see overBudget); spent: the time of all
+	// windows; paceFrom: when the first suspect was armed.
+	paced, pacedEver bool
+	spent            time.Duration
+	paceFrom         time.Time
+	closed           bool          // by quiesce: the region is not to be touched again
+	running          bool          // serve runs
+	quit             chan struct{} // closed by pause
+	served           chan struct{} // closed when serve returns
 }
 
 func (c *collector) rootCausesOf(im *image) *rootCauses {
@@ -275,7 +287,7 @@ func (rc *rootCauses) judge(p *heap.Process) {
 			sus.done, changed = true, true
 		}
 		windows := 3 * o.Windows
-		if !sus.done && (len(sus.windows) >= windows || time.Since(sus.started) > o.Budget) {
+		if !sus.done && (len(sus.windows) >= windows || sus.WindowTime > o.Budget) {
 			sus.done, changed = true, true
 			if sus.Note == "" && len(sus.windows) < windows {
 				sus.Note = "time budget spent"
@@ -313,6 +325,9 @@ func (rc *rootCauses) judge(p *heap.Process) {
 			continue
 		}
 		if sus := rc.newSuspect(p, sid); sus != nil {
+			if rc.paceFrom.IsZero() {
+				rc.paceFrom = time.Now()
+			}
 			rc.sites[sid] = sus
 			for _, a := range sus.agentIDs {
 				rc.byAgent[a] = sus
@@ -338,7 +353,7 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 		frees = append(frees, userFrames(p, fs))
 	}
 	sus := &suspect{SiteTrace: SiteTrace{Site: site, Frames: alloc, EndDepth: min(endDepth(alloc, frees), maxEndDepth)},
-		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), started: time.Now()}
+		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc)}
 	if sus.EndDepth < 0 {
 		// Freed by other threads: a path ends when the allocating
 		// function returns.
@@ -410,7 +425,11 @@ func (rc *rootCauses) arm() {
 	if reg == nil {
 		return
 	}
-	reg.ArmSuspects(ids)
+	if rc.paced {
+		reg.ArmSuspects(nil) // serve arms them when the pace allows
+	} else {
+		reg.ArmSuspects(ids)
+	}
 	if len(ids) > 0 && !rc.running {
 		rc.running = true
 		rc.served = make(chan struct{})
@@ -427,6 +446,7 @@ func (rc *rootCauses) serve(reg *region.Region, quit <-chan struct{}, served cha
 			return
 		case <-time.After(time.Millisecond):
 		}
+		rc.pace(reg)
 		req, ok := reg.PendingTrace()
 		if !ok {
 			continue
@@ -443,9 +463,42 @@ func (rc *rootCauses) serve(reg *region.Region, quit <-chan struct{}, served cha
 	}
 }
 
+// overBudget reports windows that took more than their share of the
+// time since the first suspect (with rc.mu held).
+func (rc *rootCauses) overBudget() bool {
+	if rc.paceFrom.IsZero() {
+		return false
+	}
+	share := rc.c.opts.RootCause.MaxSlowdown - 1
+	return rc.spent > time.Duration(share*float64(time.Since(rc.paceFrom)))
+}
+
+// pace disarms the suspects while the windows are over their share of
+// the time, and arms them again once they are not: a thread that
+// allocates at a suspect meanwhile does not even ask.
+func (rc *rootCauses) pace(reg *region.Region) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if over := rc.overBudget(); over != rc.paced && !rc.paused {
+		rc.paced = over
+		if over {
+			rc.pacedEver = true
+			reg.ArmSuspects(nil)
+		} else {
+			reg.ArmSuspects(rc.armed)
+		}
+	}
+}
+
 // window records one path of sus on the thread that asked.
 func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceRequest) {
 	o := &rc.c.opts.RootCause
+	t0 := time.Now()
+	defer func() {
+		rc.mu.Lock()
+		rc.spent += time.Since(t0)
+		rc.mu.Unlock()
+	}()
 	pid := int(rc.im.pid)
 	// The next window starts a few allocations later, at random: a
 	// site's blocks may differ by their place in a batch.
@@ -631,6 +684,9 @@ func (rc *rootCauses) traces(p *heap.Process, ended bool) map[heap.StackID]*Site
 		}
 		if !sus.done && st.Note == "" && ended {
 			st.Note = "the program ended before enough paths were recorded"
+			if rc.pacedEver {
+				st.Note += fmt.Sprintf(" (windows were paced to keep the program within %.3gx its time)", rc.c.opts.RootCause.MaxSlowdown)
+			}
 		}
 		out[id] = &st
 	}
