@@ -728,7 +728,11 @@ func rootCauseEvents(idx uint32, sites map[heap.StackID]*SiteTrace, foundOnly bo
 // recording cost.
 func analyze(st *SiteTrace) *event.RootCauseInfo {
 	rc := rootcause.Analyze(st.Paths, st.Frames)
-	if st.Note != "" {
+	switch {
+	case st.Note == "":
+	case rc.Status == event.RootCauseFound && rc.Note != "":
+		rc.Note += "; " + st.Note
+	default:
 		rc.Note = st.Note
 	}
 	rc.WindowNs, rc.Stops, rc.FoundAfterNs = uint64(st.WindowTime), uint64(st.Stops), uint64(st.Last)

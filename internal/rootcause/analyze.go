@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/steptrace"
@@ -214,9 +215,13 @@ func AnalyzeCandidates(ps *Paths) (*event.RootCauseInfo, []Candidate) {
 		}
 	}
 	rc.Status = event.RootCauseFound
-	for _, c := range out {
+	var why []string
+	for i, c := range out {
 		rc.Branches = append(rc.Branches, c.Branch)
+		why = append(why, fmt.Sprintf("branch %d: score %.2f, leaked %.0f%% of the times so against %.0f%% where reached, %d of %d leaked paths part there",
+			i+1, c.Score, 100*c.Failure, 100*c.Context, c.Diverged, rc.Leaked))
 	}
+	rc.Note = strings.Join(why, "; ")
 	// The function, shown where the best candidate is.
 	rc.Functions = []uint64{out[0].Branch.Addr}
 	return rc, out
