@@ -470,8 +470,12 @@ func (rc *rootCauses) overBudget() bool {
 		return false
 	}
 	share := rc.c.opts.RootCause.MaxSlowdown - 1
-	return rc.spent > time.Duration(share*float64(time.Since(rc.paceFrom)))
+	return rc.spent > paceBurst+time.Duration(share*float64(time.Since(rc.paceFrom)))
 }
+
+// paceBurst is the windows' time allowed beyond their share: one slow
+// window (a loaded machine) must not stop a short run's recording.
+const paceBurst = 250 * time.Millisecond
 
 // pace disarms the suspects while the windows are over their share of
 // the time, and arms them again once they are not: a thread that
