@@ -69,6 +69,9 @@ const (
 	// zConfidence: how many standard errors a predicate's increase
 	// must stand above zero (about 95% one-sided).
 	zConfidence = 1.645
+	// minLeaked: leaked paths a confirmed outcome must be seen on: one
+	// or two leaked executions are no evidence of a rule.
+	minLeaked = 3
 )
 
 // predicate is a branch outcome: the conditional branch at addr taken or
@@ -137,13 +140,16 @@ func AnalyzeCandidates(ps *Paths) (*event.RootCauseInfo, []Candidate) {
 	stats := predicateStats(fs, es)
 	confirmed := map[predicate]bool{}
 	for p, c := range stats {
-		if c.Low > 0 {
+		if c.Low > 0 && c.Recall*float64(rc.Leaked) >= minLeaked {
 			confirmed[p] = true
 		}
 	}
 	if len(confirmed) == 0 {
 		rc.Status = event.RootCauseInconclusive
 		rc.Note = "no branch outcome separates the leaked executions from the freed ones"
+		if rc.Leaked < minLeaked {
+			rc.Note = fmt.Sprintf("too few leaked executions traced (%d) to tell what separates them from the freed ones", rc.Leaked)
+		}
 		return rc, nil
 	}
 

@@ -245,3 +245,22 @@ func TestAnalyzeNoPredicate(t *testing.T) {
 		t.Errorf("%s %+v (%v), want inconclusive and no function", rc.Status, rc, cands)
 	}
 }
+
+// TestAnalyzeFewLeaked: a branch only two leaked executions took is no
+// evidence, however many freed ones did not take it.
+func TestAnalyzeFewLeaked(t *testing.T) {
+	ps := NewPaths()
+	for range 40 {
+		ps.Add(join(exitA, parse, l1, sub2, l2, free), st.Freed)
+	}
+	for range 2 {
+		ps.Add(join(exitA, parse, l1, sub2, l2t), st.EndReached)
+	}
+	if rc := Analyze(ps, frames); rc.Status != event.RootCauseInconclusive || len(rc.Branches) != 0 {
+		t.Errorf("two leaked paths: %s %+v, want inconclusive", rc.Status, rc.Branches)
+	}
+	ps.Add(join(exitA, parse, l1, sub2, l2t), st.EndReached)
+	if rc := Analyze(ps, frames); rc.Status != event.RootCauseFound || len(rc.Branches) != 1 || rc.Branches[0].Addr != l2t.Addr {
+		t.Errorf("three leaked paths: %s %+v, want found at %#x", rc.Status, rc.Branches, l2t.Addr)
+	}
+}
