@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -182,6 +183,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.usage.perCall && !flagGiven(fs, "time-resolution") {
 		o.timeRes = 0 // so that `leakpath report --per-call` tells calls apart too
+	}
+	if !(o.rootCause.MaxSlowdown > 1) || math.IsInf(o.rootCause.MaxSlowdown, 0) {
+		fmt.Fprintf(stderr, "leakpath run: --root-cause-slowdown %v: want a number above 1 (1.5: at most half again the time)\n", o.rootCause.MaxSlowdown)
+		return exitUsage
 	}
 	if len(o.argv) == 0 {
 		fmt.Fprintln(stderr, "leakpath run: no program given (usage: leakpath run [flags] -- PROGRAM [ARGS...])")

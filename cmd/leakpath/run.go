@@ -96,6 +96,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.Var((*rootCauseAfter)(&o.rootCause), "root-cause-after", "with --root-cause, judge sites only after `DURATION` (skip the start-up), or only once 'leakpath root-cause PID' asks (request)")
 	fs.IntVar(&o.rootCause.MaxSites, "root-cause-sites", 4, "with --root-cause, trace at most `N` sites at once")
 	fs.DurationVar(&o.rootCause.Budget, "root-cause-budget", 0, "with --root-cause, give up on a site after `DURATION` of tracing (default 10s; 30s where hardware breakpoints do not fire)")
+	fs.Float64Var(&o.rootCause.MaxSlowdown, "root-cause-slowdown", 1.25, "with --root-cause, pace the tracing so that the traced threads run at least 1/`F` of their speed (F > 1)")
 	addStaleFlags(fs, &o.stale, true)
 	fs.IntVar(&o.checkCode, "check-exit-code", exitLeaks, "exit `code` of --check when leaks remain")
 	fs.IntVar(&o.checkUnmeasured, "check-unmeasured-exit-code", exitUnmeasured, "exit `code` of --check when no leak was found but the program was not measured: it did not load the agent (statically linked, setuid) or its executable defines its own malloc")

@@ -22,16 +22,20 @@ import (
 	"github.com/leakpath/leakpath/internal/steptrace"
 )
 
-// Root cause, the recording half (seed 000 steps 310-335): the sink judges
-// the allocation sites now and then; a site some of whose blocks were
-// freed but whose live blocks keep growing becomes a suspect, armed in
-// the agent. A thread that allocates at a suspect asks for a window: a
+// Root cause, the recording half (JP2009-217617 steps 310-335): the sink
+// judges the allocation sites now and then; a site some of whose blocks
+// were freed but whose live blocks keep growing becomes a suspect, armed
+// in the agent. A thread that allocates at a suspect asks for a window: a
 // goroutine of the image attaches to that thread alone, runs it to the
 // allocation's return address and records its path (steptrace) until the
-// block is freed (F) or the thread returns out of the end point (E), the
-// innermost function the allocation shares with the frees seen. A block
-// freed after its E moves the end point a frame outward and starts the
-// site over. The paths go to Result.RootCause; their analysis is the
+// block is freed, the thread returns out of the end point (the innermost
+// function the allocation shares with the frees seen, at most
+// maxEndDepth frames up), it comes back to the allocation (a loop's next
+// iteration), or the window's budget is spent. The path is not judged by
+// where it ended but by its block's fate, later: freed (F), or still live
+// when the program ends, or long after at a snapshot (E). So frees far
+// away or on other threads, a main that never returns and exceptions all
+// resolve. The paths go to Result.RootCause; their analysis is the
 // report's.
 
 // RootCauseOptions configure the recording of root causes.
@@ -49,13 +53,20 @@ type RootCauseOptions struct {
 	Growth, Rounds int
 	// MaxSites: suspects armed at once (default 4).
 	MaxSites int
-	// Budget: recording time per site (default 10 s, 30 s where hardware
-	// breakpoints do not fire); Windows: paths per
+	// Budget: time in windows per site (default 10 s, 30 s where
+	// hardware breakpoints do not fire); Windows: paths per
 	// site (default 80); Enough: a site is done with this many paths of
 	// each outcome, or this many E paths once every free stack was met
 	// (default 10).
-	Budget           time.Duration
-	Windows, Enough  int
+	Budget          time.Duration
+	Windows, Enough int
+	// MaxSlowdown: windows are paced so that the traced threads spend
+	// at most MaxSlowdown-1 of the time since the first suspect in them
+	// (default 1.25): the program's slowdown, whatever a window costs.
+	MaxSlowdown float64
+	// Settle: a window's block still live this long after it was
+	// allocated counts as leaked before the program ends (default 1 s).
+	Settle           time.Duration
 	WindowBudget     time.Duration // per path (default 2 s)
 	WindowStopsLimit int           // per path (default 500,000)
 }
@@ -84,7 +95,18 @@ func (o *RootCauseOptions) defaults() {
 	if o.WindowBudget <= 0 {
 		o.WindowBudget = 2 * time.Second
 	}
+	if o.Settle <= 0 {
+		o.Settle = time.Second
+	}
+	if o.MaxSlowdown <= 1 {
+		o.MaxSlowdown = 1.25
+	}
 }
+
+// maxEndDepth bounds how far above the allocating function a window goes
+// on: the decision is near the allocation, and a window open until main
+// returns would never end.
+const maxEndDepth = 2
 
 // SiteTrace is what was recorded for one suspect site.
 type SiteTrace struct {
@@ -94,12 +116,10 @@ type SiteTrace struct {
 	// the agent's own frames left out: Frames[0] is in the allocating
 	// function, where paths begin.
 	Frames   []uint64
-	EndDepth int // frames above the allocating function: where E is
-	// Deferred: other threads free the site's blocks; a path ended at
-	// the end point is F if its block was freed by the end of the run.
-	Deferred bool
+	EndDepth int // frames above the allocating function: where a window ends
 	// Paths: the recorded paths, closed by F or E, as a grammar (each
-	// distinct path stored once).
+	// distinct path stored once). While recording, every path not freed
+	// in its window is stored as E; traces labels it by its block's fate.
 	Paths *rootcause.Paths
 	Note  string // why recording stopped early, if it did
 	// Cost: the time the windows took in all, and their ptrace stops;
@@ -113,17 +133,14 @@ type SiteTrace struct {
 type suspect struct {
 	SiteTrace
 	agentIDs []uint32
-	ret      uint64 // the allocation's return address
-	frames   int    // user frames of the allocation stack
-	started  time.Time
-	blocks   []eBlock // blocks of E paths, to check they stay unfreed
+	ret      uint64   // the allocation's return address
+	frames   int      // user frames of the allocation stack
 	windows  []window // the paths recorded, in order
-	freedBy  []eBlock // blocks of F paths whose free stack is not known yet
-	reached  map[heap.StackID]bool
 	done     bool
 }
 
-// window is one recorded path: its index in Paths, its outcome and its
+// window is one recorded path: its index in Paths, its outcome (Freed,
+// or how the window ended before the block's fate was known) and its
 // block.
 type window struct {
 	path    int
@@ -131,15 +148,40 @@ type window struct {
 	blk     eBlock
 }
 
-// count returns how many windows ended with outcome.
-func (sus *suspect) count(outcome steptrace.Outcome) int {
-	n := 0
+// fate labels a window by what became of its block in p (the image
+// now): F freed, E leaked (live when the image ended, or for longer than
+// settle), or 0 not known yet.
+func (w window) fate(p *heap.Process, ended bool, settle time.Duration) steptrace.Outcome {
+	if w.outcome == steptrace.Freed {
+		return steptrace.Freed
+	}
+	if p == nil {
+		return 0
+	}
+	if b, ok := p.LiveBlock(w.blk.addr); !ok || b.Time > w.blk.ticks {
+		// Freed since (or replaced by a newer block).
+		if p.LastTime > w.blk.ticks {
+			return steptrace.Freed
+		}
+		return 0 // its records may still be on their way
+	}
+	if ended || time.Since(w.blk.wall) > settle {
+		return steptrace.EndReached
+	}
+	return 0
+}
+
+// fates counts a suspect's windows by fate so far.
+func (sus *suspect) fates(p *heap.Process, settle time.Duration) (f, e int) {
 	for _, w := range sus.windows {
-		if w.outcome == outcome {
-			n++
+		switch w.fate(p, false, settle) {
+		case steptrace.Freed:
+			f++
+		case steptrace.EndReached:
+			e++
 		}
 	}
-	return n
+	return f, e
 }
 
 // eBlock is the block of an E path: allocated before ticks (the
@@ -165,11 +207,17 @@ type rootCauses struct {
 	code      *steptrace.Code // the image's code, decoded
 	vdso      *steptrace.Vdso // its vDSO, stepped past without breakpoints
 	boring    func(uint64) bool
-	paused    bool          // by pause: no window, the agent's table empty
-	closed    bool          // by quiesce: the region is not to be touched again
-	running   bool          // serve runs
-	quit      chan struct{} // closed by pause
-	served    chan struct{} // closed when serve returns
+	paused    bool // by pause: no window, the agent's table empty
+	// paced: the suspects are disarmed until the windows' time is back
+	// within MaxSlowdown (see overBudget); spent: the time of all
+	// windows; paceFrom: when the first suspect was armed.
+	paced, pacedEver bool
+	spent            time.Duration
+	paceFrom         time.Time
+	closed           bool          // by quiesce: the region is not to be touched again
+	running          bool          // serve runs
+	quit             chan struct{} // closed by pause
+	served           chan struct{} // closed when serve returns
 }
 
 func (c *collector) rootCausesOf(im *image) *rootCauses {
@@ -234,17 +282,12 @@ func (rc *rootCauses) judge(p *heap.Process) {
 	defer rc.mu.Unlock()
 	changed := false
 	for _, sus := range rc.sites {
-		if !sus.done && rc.checkE(p, sus) {
-			changed = true
-		}
-		if !sus.done && rc.everyFreeReached(p, sus) {
+		if f, e := sus.fates(p, o.Settle); !sus.done && f >= o.Enough && e >= o.Enough {
+			// Enough of each fate: the site is done.
 			sus.done, changed = true, true
 		}
-		windows := o.Windows
-		if sus.Deferred {
-			windows *= 3
-		}
-		if !sus.done && (len(sus.windows) >= windows || time.Since(sus.started) > o.Budget) {
+		windows := 3 * o.Windows
+		if !sus.done && (len(sus.windows) >= windows || sus.WindowTime > o.Budget) {
 			sus.done, changed = true, true
 			if sus.Note == "" && len(sus.windows) < windows {
 				sus.Note = "time budget spent"
@@ -282,6 +325,9 @@ func (rc *rootCauses) judge(p *heap.Process) {
 			continue
 		}
 		if sus := rc.newSuspect(p, sid); sus != nil {
+			if rc.paceFrom.IsZero() {
+				rc.paceFrom = time.Now()
+			}
 			rc.sites[sid] = sus
 			for _, a := range sus.agentIDs {
 				rc.byAgent[a] = sus
@@ -306,13 +352,12 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 	for fs := range p.Site(site).FreeStacks() {
 		frees = append(frees, userFrames(p, fs))
 	}
-	sus := &suspect{SiteTrace: SiteTrace{Site: site, Frames: alloc, EndDepth: endDepth(alloc, frees)},
-		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), started: time.Now()}
+	sus := &suspect{SiteTrace: SiteTrace{Site: site, Frames: alloc, EndDepth: min(endDepth(alloc, frees), maxEndDepth)},
+		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc)}
 	if sus.EndDepth < 0 {
 		// Freed by other threads: a path ends when the allocating
-		// function returns, and is F if its block was freed by the end
-		// of the run (see traces).
-		sus.EndDepth, sus.Deferred = 0, true
+		// function returns.
+		sus.EndDepth = 0
 	}
 	if len(sus.agentIDs) == 0 {
 		return nil
@@ -361,64 +406,6 @@ func endDepth(alloc []uint64, frees [][]uint64) int {
 	return depth
 }
 
-// everyFreeReached reports the seed's stop: every free stack seen for the
-// site was reached by an F path, and there are E paths (Enough of them).
-func (rc *rootCauses) everyFreeReached(p *heap.Process, sus *suspect) bool {
-	if sus.Deferred {
-		return false
-	}
-	rest := sus.freedBy[:0]
-	for _, b := range sus.freedBy {
-		if stack, ok := p.LastFree(b.addr, sus.Site); ok {
-			if sus.reached == nil {
-				sus.reached = map[heap.StackID]bool{}
-			}
-			sus.reached[stack] = true
-		} else if time.Since(b.wall) < time.Second {
-			rest = append(rest, b) // its free may be on its way
-		}
-	}
-	sus.freedBy = rest
-	// Enough E paths to meet each way a site leaks (a single one could
-	// miss a second leaking branch).
-	if sus.count(steptrace.EndReached) < rc.c.opts.RootCause.Enough {
-		return false
-	}
-	frees := p.Site(sus.Site).FreeStacks()
-	for stack := range frees {
-		if !sus.reached[stack] {
-			return false
-		}
-	}
-	return len(frees) > 0
-}
-
-// checkE moves a suspect's end point outward when a block of one of its E
-// paths was freed after all: that E came too early. It reports a change.
-func (rc *rootCauses) checkE(p *heap.Process, sus *suspect) bool {
-	if sus.Deferred {
-		return false
-	}
-	for _, e := range sus.blocks {
-		if time.Since(e.wall) < 100*time.Millisecond || p.LastTime <= e.ticks {
-			continue // its records may still be on their way
-		}
-		if b, ok := p.LiveBlock(e.addr); ok && b.Time <= e.ticks {
-			continue
-		}
-		// Freed since (or replaced by a newer block).
-		sus.EndDepth++
-		sus.Paths, sus.blocks, sus.windows, sus.freedBy, sus.reached = nil, nil, nil, nil, nil
-		if sus.EndDepth >= sus.frames {
-			sus.done = true
-			sus.Note = "every end point was left before the block's free"
-			return true
-		}
-		return false
-	}
-	return false
-}
-
 // arm writes the suspects still recording into the agent's table (with
 // rc.mu held).
 func (rc *rootCauses) arm() {
@@ -438,7 +425,11 @@ func (rc *rootCauses) arm() {
 	if reg == nil {
 		return
 	}
-	reg.ArmSuspects(ids)
+	if rc.paced {
+		reg.ArmSuspects(nil) // serve arms them when the pace allows
+	} else {
+		reg.ArmSuspects(ids)
+	}
 	if len(ids) > 0 && !rc.running {
 		rc.running = true
 		rc.served = make(chan struct{})
@@ -455,6 +446,7 @@ func (rc *rootCauses) serve(reg *region.Region, quit <-chan struct{}, served cha
 			return
 		case <-time.After(time.Millisecond):
 		}
+		rc.pace(reg)
 		req, ok := reg.PendingTrace()
 		if !ok {
 			continue
@@ -471,9 +463,46 @@ func (rc *rootCauses) serve(reg *region.Region, quit <-chan struct{}, served cha
 	}
 }
 
+// overBudget reports windows that took more than their share of the
+// time since the first suspect (with rc.mu held).
+func (rc *rootCauses) overBudget() bool {
+	if rc.paceFrom.IsZero() {
+		return false
+	}
+	share := rc.c.opts.RootCause.MaxSlowdown - 1
+	return rc.spent > paceBurst+time.Duration(share*float64(time.Since(rc.paceFrom)))
+}
+
+// paceBurst is the windows' time allowed beyond their share: one slow
+// window (a loaded machine) must not stop a short run's recording.
+const paceBurst = 250 * time.Millisecond
+
+// pace disarms the suspects while the windows are over their share of
+// the time, and arms them again once they are not: a thread that
+// allocates at a suspect meanwhile does not even ask.
+func (rc *rootCauses) pace(reg *region.Region) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if over := rc.overBudget(); over != rc.paced && !rc.paused {
+		rc.paced = over
+		if over {
+			rc.pacedEver = true
+			reg.ArmSuspects(nil)
+		} else {
+			reg.ArmSuspects(rc.armed)
+		}
+	}
+}
+
 // window records one path of sus on the thread that asked.
 func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceRequest) {
 	o := &rc.c.opts.RootCause
+	t0 := time.Now()
+	defer func() {
+		rc.mu.Lock()
+		rc.spent += time.Since(t0)
+		rc.mu.Unlock()
+	}()
 	pid := int(rc.im.pid)
 	// The next window starts a few allocations later, at random: a
 	// site's blocks may differ by their place in a batch.
@@ -517,6 +546,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		StepOnly: !hw,
 		Caught:   func(sig int) bool { return ptrace.Caught(pid, sig) },
 		Vdso:     rc.vdso,
+		StopAt:   sus.ret,
 	}
 	var path *steptrace.Path
 	var began time.Time
@@ -536,29 +566,26 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	defer rc.mu.Unlock()
 	sus.WindowTime += time.Since(began)
 	sus.Stops += path.Stops
-	if path.Outcome != steptrace.Freed && path.Outcome != steptrace.EndReached {
-		return // neither F nor E: not a path to compare
+	if path.Outcome == steptrace.Gone || len(path.Events) == 0 && path.Outcome != steptrace.Freed {
+		return // the thread went away, or nothing was recorded
 	}
 	blk := eBlock{addr: req.Addr, ticks: rc.c.src.Now(), wall: time.Now()}
 	if sus.Paths == nil {
 		sus.Paths = rootcause.NewPaths()
 	}
-	// The exit out of the end point closes an ended path, whichever its
-	// outcome: E says it.
+	// The exit out of the end point closes an ended path: it says only
+	// where the window ended, not what became of the block.
 	evs := path.Events
 	if path.Ended && len(evs) > 0 {
 		evs = evs[:len(evs)-1]
 	}
-	sus.windows = append(sus.windows, window{sus.Paths.Add(evs, path.Outcome), path.Outcome, blk})
-	sus.Last = time.Since(rc.c.started)
-	if path.Outcome == steptrace.EndReached {
-		sus.blocks = append(sus.blocks, blk)
-	} else {
-		sus.freedBy = append(sus.freedBy, blk)
+	stored := steptrace.EndReached // until its block's fate is known
+	if path.Outcome == steptrace.Freed {
+		stored = steptrace.Freed
 	}
-	f, e := sus.count(steptrace.Freed), sus.count(steptrace.EndReached)
-	// A deferred path's outcome is known only at the end: record more.
-	if f >= o.Enough && e >= o.Enough && !sus.Deferred || len(sus.windows) >= 3*o.Windows {
+	sus.windows = append(sus.windows, window{sus.Paths.Add(evs, stored), path.Outcome, blk})
+	sus.Last = time.Since(rc.c.started)
+	if len(sus.windows) >= 3*o.Windows {
 		sus.done = true
 		rc.arm()
 	}
@@ -635,9 +662,10 @@ func (rc *rootCauses) resume() {
 	rc.arm()
 }
 
-// traces returns what was recorded, by site, p being the image now: a
-// deferred path whose block was freed by then is F. ended: the image
-// ended (a site still recording says it had too few paths).
+// traces returns what was recorded, by site, p being the image now, each
+// path labelled by its block's fate (see window.fate); a path whose fate
+// is not known yet is left out. ended: the image ended (a site still
+// recording says it had too few paths).
 func (rc *rootCauses) traces(p *heap.Process, ended bool) map[heap.StackID]*SiteTrace {
 	if rc == nil {
 		return nil
@@ -647,22 +675,22 @@ func (rc *rootCauses) traces(p *heap.Process, ended bool) map[heap.StackID]*Site
 	out := map[heap.StackID]*SiteTrace{}
 	for id, sus := range rc.sites {
 		st := sus.SiteTrace
-		if sus.Deferred && p != nil && sus.Paths != nil {
-			st.Paths = rootcause.NewPaths()
+		st.Paths = rootcause.NewPaths()
+		if sus.Paths != nil {
 			for _, w := range sus.windows {
-				evs, _, _ := sus.Paths.Path(w.path)
-				outcome := w.outcome
-				if b, ok := p.LiveBlock(w.blk.addr); !ok || b.Time > w.blk.ticks {
-					outcome = steptrace.Freed
+				outcome := w.fate(p, ended, rc.c.opts.RootCause.Settle)
+				if outcome == 0 {
+					continue
 				}
+				evs, _, _ := sus.Paths.Path(w.path)
 				st.Paths.Add(evs, outcome)
 			}
 		}
-		if st.Paths == nil {
-			st.Paths = rootcause.NewPaths()
-		}
 		if !sus.done && st.Note == "" && ended {
 			st.Note = "the program ended before enough paths were recorded"
+			if rc.pacedEver {
+				st.Note += fmt.Sprintf(" (windows were paced to keep the program within %.3gx its time)", rc.c.opts.RootCause.MaxSlowdown)
+			}
 		}
 		out[id] = &st
 	}
@@ -704,7 +732,11 @@ func rootCauseEvents(idx uint32, sites map[heap.StackID]*SiteTrace, foundOnly bo
 // recording cost.
 func analyze(st *SiteTrace) *event.RootCauseInfo {
 	rc := rootcause.Analyze(st.Paths, st.Frames)
-	if st.Note != "" {
+	switch {
+	case st.Note == "":
+	case rc.Status == event.RootCauseFound && rc.Note != "":
+		rc.Note += "; " + st.Note
+	default:
 		rc.Note = st.Note
 	}
 	rc.WindowNs, rc.Stops, rc.FoundAfterNs = uint64(st.WindowTime), uint64(st.Stops), uint64(st.Last)

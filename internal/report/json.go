@@ -250,7 +250,7 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		if g.supp != nil {
 			l.Suppressed = g.supp.String()
 		}
-		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Reachable {
+		if rc := r.rootCause(p, g.Stack); rc != nil && (g.Kind != event.Reachable || rc.Status == event.RootCauseFound) {
 			l.RootCause = r.jsonRootCause(p, rc)
 		}
 		ji.Leaks = append(ji.Leaks, l)

@@ -67,6 +67,10 @@ func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *event.RootC
 		}
 	}
 	fmt.Fprintf(w, "\n    traced %s: %d freed, %d leaked\n", plural(int(rc.Traced), "execution"), rc.Freed, rc.Leaked)
+	if rc.Note != "" {
+		// The branches' scores, in their order.
+		fmt.Fprintf(w, "    %s\n", rc.Note)
+	}
 }
 
 // codePlace says where a frame is: file:line, or module+offset.

@@ -239,7 +239,7 @@ func (c *sarifContext) leakResult(p *heap.Process, l leak) sarifResult {
 	if l.IndirectBytes > 0 {
 		msg += fmt.Sprintf(" (and %s in %s indirectly)", bytes(l.IndirectBytes), plural64(l.IndirectBlocks, "block"))
 	}
-	if rc := r.rootCause(p, l.Stack); rc != nil && l.Kind != event.Reachable {
+	if rc := r.rootCause(p, l.Stack); rc != nil && (l.Kind != event.Reachable || rc.Status == event.RootCauseFound) {
 		var sb strings.Builder
 		bw := bufio.NewWriter(&sb)
 		r.textRootCause(bw, p, rc)
@@ -254,7 +254,7 @@ func (c *sarifContext) leakResult(p *heap.Process, l leak) sarifResult {
 		PartialFingerprints: map[string]string{"leakpath/stack/v1": fingerprint(sarifRules[idx].ID, fs)},
 		Properties:          map[string]any{"bytes": l.Bytes, "blocks": l.Blocks, "pid": p.Info.PID, "own": l.own},
 	}
-	if rc := r.rootCause(p, l.Stack); rc != nil && rc.Status == event.RootCauseFound && l.Kind != event.Reachable {
+	if rc := r.rootCause(p, l.Stack); rc != nil && rc.Status == event.RootCauseFound {
 		// The root cause's functions and branches, where code scanning
 		// shows them.
 		add := func(f Frame, msg string) {

@@ -200,7 +200,7 @@ func (r *Report) textLeaks(w *bufio.Writer, p *heap.Process, leaks []leak) {
 			fmt.Fprintf(w, "  (%d stacks folded: they differ only in return addresses inside functions without debug information)\n", g.stacks)
 		}
 		r.textStack(w, p, g.Stack)
-		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Reachable && g.Kind != event.Indirect {
+		if rc := r.rootCause(p, g.Stack); rc != nil && g.Kind != event.Indirect && (g.Kind != event.Reachable || rc.Status == event.RootCauseFound) {
 			r.textRootCause(w, p, rc)
 		}
 		if g.Kind == event.Indirect && g.Owner != 0 {

@@ -1,16 +1,20 @@
 package rootcause
 
 import (
-	"slices"
+	"fmt"
+	"math"
 	"sort"
+	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/steptrace"
 )
 
-// Part is the walk of seed 000's fig. 11: it returns the index in leaked
-// of its last event that also occurs on a freed path (inFreed), where the
-// leaked execution last agreed with a freed one; -1 when none does.
+// Part is the walk of JP2009-217617 fig. 11: it returns the index in
+// leaked of its last event that also occurs on a freed path (inFreed),
+// where the leaked execution last agreed with a freed one; -1 when none
+// does. It is one signal among the others (see Analyze), not the answer:
+// the last shared event is often a join point after the decision.
 func Part[S comparable](leaked []S, inFreed map[S]bool) int {
 	at := len(leaked) - 1
 	for at >= 0 && !inFreed[leaked[at]] {
@@ -58,11 +62,68 @@ func total(ts []trace) uint32 {
 	return n
 }
 
-// Analyze finds where a site's leaked (E) paths part from its freed (F)
-// ones. frames: the allocation stack's return addresses, innermost first
-// (frames[0] in the allocating function, where paths begin). It fills
-// the status, counts, functions and branches of the answer.
+// Analysis bounds.
+const (
+	// maxBranches: candidates reported.
+	maxBranches = 5
+	// zConfidence: how many standard errors a predicate's increase
+	// must stand above zero (about 95% one-sided).
+	zConfidence = 1.645
+	// minLeaked: leaked paths a confirmed outcome must be seen on: one
+	// or two leaked executions are no evidence of a rule.
+	minLeaked = 3
+)
+
+// predicate is a branch outcome: the conditional branch at addr taken or
+// not.
+type predicate struct {
+	addr  uint64
+	taken bool
+}
+
+// Candidate is a branch outcome and how well it separates leaked (E)
+// executions from freed (F) ones.
+type Candidate struct {
+	Branch event.RootBranch
+	// Diverged: E paths that first part from every F path with the same
+	// history here (the first confirmed outcome from there on);
+	// WalkBack: E paths whose walk-back (Part) lands just before it.
+	Diverged, WalkBack int
+	// Failure: of the paths that took this outcome, the share that
+	// leaked; Context: of the paths that reached the branch, the share
+	// that leaked; Increase is their difference, Low its lower
+	// confidence bound; Recall: the share of E paths that took it.
+	Failure, Context, Increase, Low, Recall float64
+	// Score: the harmonic mean of Low and Recall.
+	Score float64
+}
+
+func (c Candidate) String() string {
+	way := "not taken"
+	if c.Branch.LeaksWhenTaken {
+		way = "taken"
+	}
+	return fmt.Sprintf("%#x %s: score %.2f (increase %.2f ≥ %.2f, recall %.2f), %d diverged", c.Branch.Addr, way, c.Score, c.Increase, c.Low, c.Recall, c.Diverged)
+}
+
+// Analyze finds the branch outcome where a site's leaked (E) paths part
+// from its freed (F) ones. Each path is a thread's execution from the
+// allocation on, labelled by what became of its block. For each E path,
+// the first event where it departs from every F path with the same
+// history (prefix divergence) is followed to the first branch outcome
+// that the statistics confirm: one that predicts E (statistical
+// debugging's increase of the predicate over its branch being reached,
+// with confidence). Candidates are ranked by how many E paths diverge at
+// them, then by score; nothing is claimed when no outcome is confirmed.
+// frames is the allocation stack (unused by the branch analysis, kept
+// for the callers' sake).
 func Analyze(ps *Paths, frames []uint64) *event.RootCauseInfo {
+	rc, _ := AnalyzeCandidates(ps)
+	return rc
+}
+
+// AnalyzeCandidates is Analyze, with the ranked candidates.
+func AnalyzeCandidates(ps *Paths) (*event.RootCauseInfo, []Candidate) {
 	rc := &event.RootCauseInfo{}
 	fs, es := ps.byOutcome()
 	rc.Freed, rc.Leaked = total(fs), total(es)
@@ -70,242 +131,216 @@ func Analyze(ps *Paths, frames []uint64) *event.RootCauseInfo {
 	switch {
 	case rc.Traced == 0:
 		rc.Status = event.RootCauseNotTraced
-		return rc
+		return rc, nil
 	case len(es) == 0 || len(fs) == 0:
 		rc.Status = event.RootCauseInconclusive
 		rc.Note = "every traced execution ended the same way"
-		return rc
+		return rc, nil
 	}
-
-	// Step 335: the function, from the calls and returns alone, each
-	// numbered by its occurrence on its path: the second return from a
-	// function is not the first (the seed's symbols would match them).
-	var fcalls [][]numbered
-	for _, f := range fs {
-		fcalls = append(fcalls, numbering(callsOf(f.events)))
-	}
-	inF := occurring(fcalls)
-	funcs := map[frame]int{}
-	for _, e := range es {
-		evs := callsOf(e.events)
-		funcs[frameAfter(evs[:Part(numbering(evs), inF)+1])] += e.count
-	}
-	culprits := byCount(funcs, func(a, b frame) bool {
-		return a.entry < b.entry || a.entry == b.entry && a.up < b.up
-	})
-
-	// Steps 340–355: in each culprit function, the branch traces of its
-	// invocations, closed by their path's outcome; the leaking branch is
-	// the first an E trace takes after its last event shared with an F
-	// trace: there the leaking executions went their own way.
-	branches := map[event.RootBranch]int{}
-	for _, fn := range culprits {
-		addr := fn.address(frames)
-		found := leakingBranches(branchTraces(fs, es, fn))
-		for b, n := range found {
-			branches[b] += n
-		}
-		if len(found) > 0 {
-			// The function, shown where it parts.
-			addr = byCount(found, branchLess)[0].Addr
-		}
-		if addr != 0 && !slices.Contains(rc.Functions, addr) {
-			rc.Functions = append(rc.Functions, addr)
+	stats := predicateStats(fs, es)
+	confirmed := map[predicate]bool{}
+	for p, c := range stats {
+		if c.Low > 0 && c.Recall*float64(rc.Leaked) >= minLeaked {
+			confirmed[p] = true
 		}
 	}
-	if len(rc.Functions) == 0 {
+	if len(confirmed) == 0 {
 		rc.Status = event.RootCauseInconclusive
-		rc.Note = "the leaked executions left no function in common with the freed ones"
-		return rc
+		rc.Note = "no branch outcome separates the leaked executions from the freed ones"
+		if rc.Leaked < minLeaked {
+			rc.Note = fmt.Sprintf("too few leaked executions traced (%d) to tell what separates them from the freed ones", rc.Leaked)
+		}
+		return rc, nil
 	}
-	rc.Status = event.RootCauseFound
-	rc.Branches = byCount(branches, branchLess)
-	return rc
-}
 
-// branchTraces returns the branch traces of fn's invocations on the
-// paths, each closed by its path's outcome, as a grammar of their own.
-func branchTraces(fs, es []trace, fn frame) *Paths {
-	g := NewPaths()
-	for _, group := range []struct {
-		ts      []trace
-		outcome steptrace.Outcome
-	}{{fs, steptrace.Freed}, {es, steptrace.EndReached}} {
-		for _, t := range group.ts {
-			for _, inv := range invocations(t.events, fn) {
-				g.addN(inv, group.outcome, t.count)
-			}
+	// Prefix divergence: the F paths as a trie of events.
+	root := &trieNode{}
+	for _, f := range fs {
+		n := root
+		for _, e := range f.events {
+			n = n.child(e)
 		}
 	}
-	return g
-}
-
-// leakingBranches applies the walk of fig. 11 to a function's branch
-// traces (fig. 15): for each E trace, the branch after its last event
-// shared with an F trace, with the number of E traces that take it. When
-// every E trace's branches all occur on F traces, the branches E traces
-// take in a way no F trace does stand in (loops and signals can blur the
-// walk).
-func leakingBranches(g *Paths) map[event.RootBranch]int {
-	fs, es := g.byOutcome()
 	var fev [][]steptrace.Event
-	for _, t := range fs {
-		fev = append(fev, t.events)
+	for _, f := range fs {
+		fev = append(fev, f.events)
 	}
 	inF := occurring(fev)
-	found := map[event.RootBranch]int{}
-	leakOnly := map[event.RootBranch]int{}
-	for _, t := range es {
-		seen := map[steptrace.Event]bool{}
-		for _, ev := range t.events {
-			if !inF[ev] && !seen[ev] {
-				seen[ev] = true
-				leakOnly[rootBranch(ev)] += t.count
+	for _, e := range es {
+		n, d := root, 0
+		for ; d < len(e.events); d++ {
+			next := n.next[e.events[d]]
+			if next == nil {
+				break
+			}
+			n = next
+		}
+		if p, ok := firstConfirmed(e.events[d:], confirmed); ok {
+			stats[p].Diverged += e.count
+		}
+		// The walk back of fig. 11: the event after the last one shared
+		// with F paths.
+		if at := Part(e.events, inF); at+1 < len(e.events) {
+			if p, ok := firstConfirmed(e.events[at+1:at+2], confirmed); ok {
+				stats[p].WalkBack += e.count
 			}
 		}
-		if at := Part(t.events, inF); at+1 < len(t.events) {
-			found[rootBranch(t.events[at+1])] += t.count
+	}
+	var cands []Candidate
+	for p := range confirmed {
+		cands = append(cands, *stats[p])
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.Diverged != b.Diverged {
+			return a.Diverged > b.Diverged
+		}
+		if a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		if a.WalkBack != b.WalkBack {
+			return a.WalkBack > b.WalkBack
+		}
+		return branchLess(a.Branch, b.Branch)
+	})
+	if cands[0].Diverged == 0 {
+		rc.Status = event.RootCauseInconclusive
+		rc.Note = "outcomes that predict a leak were seen, but no leaked execution parts from the freed ones there"
+		return rc, cands
+	}
+	// Keep the candidates some E paths diverge at, and the others that
+	// predict E about as well as the best (a consequence of the decision
+	// may be where the fix goes).
+	var out []Candidate
+	for _, c := range cands {
+		if len(out) == maxBranches {
+			break
+		}
+		if c.Diverged > 0 || c.Score >= 0.8*cands[0].Score {
+			out = append(out, c)
 		}
 	}
-	if len(found) == 0 && len(leakOnly) > 0 {
-		// Only the most common stands in: the others may be noise.
-		b := byCount(leakOnly, branchLess)[0]
-		return map[event.RootBranch]int{b: leakOnly[b]}
+	rc.Status = event.RootCauseFound
+	var why []string
+	for i, c := range out {
+		rc.Branches = append(rc.Branches, c.Branch)
+		why = append(why, fmt.Sprintf("branch %d: score %.2f, leaked %.0f%% of the times so against %.0f%% where reached, %d of %d leaked paths part there",
+			i+1, c.Score, 100*c.Failure, 100*c.Context, c.Diverged, rc.Leaked))
 	}
-	return found
+	rc.Note = strings.Join(why, "; ")
+	// The function, shown where the best candidate is.
+	rc.Functions = []uint64{out[0].Branch.Addr}
+	return rc, out
 }
 
-func rootBranch(e steptrace.Event) event.RootBranch {
-	return event.RootBranch{Addr: e.Addr, To: e.To, LeaksWhenTaken: e.Taken}
+// firstConfirmed returns the first branch outcome among evs that is
+// confirmed.
+func firstConfirmed(evs []steptrace.Event, confirmed map[predicate]bool) (predicate, bool) {
+	for _, e := range evs {
+		if e.Kind != steptrace.Branch {
+			continue
+		}
+		if p := (predicate{e.Addr, e.Taken}); confirmed[p] {
+			return p, true
+		}
+	}
+	return predicate{}, false
+}
+
+// trieNode is a node of the F paths' prefix tree.
+type trieNode struct{ next map[steptrace.Event]*trieNode }
+
+func (n *trieNode) child(e steptrace.Event) *trieNode {
+	if n.next == nil {
+		n.next = map[steptrace.Event]*trieNode{}
+	}
+	c := n.next[e]
+	if c == nil {
+		c = &trieNode{}
+		n.next[e] = c
+	}
+	return c
+}
+
+// predicateStats scores every branch outcome seen on the paths, each
+// path counted once per outcome however often it took it (statistical
+// debugging's observed-true).
+func predicateStats(fs, es []trace) map[predicate]*Candidate {
+	type counts struct{ e, f float64 }
+	took := map[predicate]*counts{}
+	reached := map[uint64]*counts{}
+	to := map[predicate]uint64{}
+	numE := 0.0
+	for _, group := range []struct {
+		ts   []trace
+		leak bool
+	}{{fs, false}, {es, true}} {
+		for _, t := range group.ts {
+			n := float64(t.count)
+			if group.leak {
+				numE += n
+			}
+			seenP := map[predicate]bool{}
+			seenB := map[uint64]bool{}
+			for _, ev := range t.events {
+				if ev.Kind != steptrace.Branch {
+					continue
+				}
+				p := predicate{ev.Addr, ev.Taken}
+				if _, ok := to[p]; !ok {
+					to[p] = ev.To
+				}
+				if !seenP[p] {
+					seenP[p] = true
+					c := took[p]
+					if c == nil {
+						c = &counts{}
+						took[p] = c
+					}
+					if group.leak {
+						c.e += n
+					} else {
+						c.f += n
+					}
+				}
+				if !seenB[ev.Addr] {
+					seenB[ev.Addr] = true
+					c := reached[ev.Addr]
+					if c == nil {
+						c = &counts{}
+						reached[ev.Addr] = c
+					}
+					if group.leak {
+						c.e += n
+					} else {
+						c.f += n
+					}
+				}
+			}
+		}
+	}
+	out := map[predicate]*Candidate{}
+	for p, c := range took {
+		r := reached[p.addr]
+		np, nr := c.e+c.f, r.e+r.f
+		failure, context := c.e/np, r.e/nr
+		inc := failure - context
+		se := math.Sqrt(failure*(1-failure)/np + context*(1-context)/nr)
+		// With few paths a perfect predictor has no variance: the
+		// bound then comes from the sample size alone.
+		se = math.Max(se, 1/math.Sqrt(np+nr))
+		low := inc - zConfidence*se
+		recall := c.e / numE
+		score := 0.0
+		if low > 0 && recall > 0 {
+			score = 2 / (1/low + 1/recall)
+		}
+		out[p] = &Candidate{Branch: event.RootBranch{Addr: p.addr, To: to[p], LeaksWhenTaken: p.taken},
+			Failure: failure, Context: context, Increase: inc, Low: low, Recall: recall, Score: score}
+	}
+	return out
 }
 
 func branchLess(a, b event.RootBranch) bool {
 	return a.Addr < b.Addr || a.Addr == b.Addr && !a.LeaksWhenTaken && b.LeaksWhenTaken
-}
-
-// frame names a function a path runs in: one it entered (entry), or the
-// one up levels above the allocating function on the allocation stack.
-type frame struct {
-	entry uint64
-	up    int
-}
-
-// address returns an address in the function: its entry, or the return
-// address into it on the allocation stack.
-func (f frame) address(frames []uint64) uint64 {
-	if f.entry != 0 {
-		return f.entry
-	}
-	if f.up < len(frames) {
-		return frames[f.up] - 1
-	}
-	return 0
-}
-
-// frameAfter returns the function a path is in after its events evs.
-func frameAfter(evs []steptrace.Event) frame {
-	var stack []uint64 // the functions entered, innermost last
-	up := 0
-	for _, e := range evs {
-		switch e.Kind {
-		case steptrace.Enter:
-			stack = append(stack, e.Addr)
-		case steptrace.Exit:
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			} else {
-				up++
-			}
-		}
-	}
-	if len(stack) > 0 {
-		return frame{entry: stack[len(stack)-1]}
-	}
-	return frame{up: up}
-}
-
-// numbered is an event and its occurrence on its path (1: the first).
-type numbered struct {
-	steptrace.Event
-	n int
-}
-
-func numbering(evs []steptrace.Event) []numbered {
-	seen := map[steptrace.Event]int{}
-	out := make([]numbered, len(evs))
-	for i, e := range evs {
-		seen[e]++
-		out[i] = numbered{e, seen[e]}
-	}
-	return out
-}
-
-// callsOf returns a path's calls and returns (the function trace of the
-// seed; branches are for the second step).
-func callsOf(evs []steptrace.Event) []steptrace.Event {
-	var out []steptrace.Event
-	for _, e := range evs {
-		if e.Kind != steptrace.Branch {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// invocations splits a path's branches in fn by invocation of fn (fig.
-// 14 step 1402): the branches each run of fn took itself, not those of
-// its callees.
-func invocations(evs []steptrace.Event, fn frame) [][]steptrace.Event {
-	var out [][]steptrace.Event
-	var stack []int  // per function entered: its invocation's index in out, or -1
-	up, cur := 0, -1 // cur: the invocation of fn on the allocation stack
-	if fn.entry == 0 && fn.up == 0 {
-		out, cur = append(out, nil), 0
-	}
-	for _, e := range evs {
-		switch e.Kind {
-		case steptrace.Enter:
-			inv := -1
-			if fn.entry != 0 && e.Addr == fn.entry {
-				out = append(out, nil)
-				inv = len(out) - 1
-			}
-			stack = append(stack, inv)
-		case steptrace.Exit:
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-				break
-			}
-			up++
-			cur = -1
-			if fn.entry == 0 && fn.up == up {
-				out = append(out, nil)
-				cur = len(out) - 1
-			}
-		case steptrace.Branch:
-			if len(stack) > 0 {
-				if i := stack[len(stack)-1]; i >= 0 {
-					out[i] = append(out[i], e)
-				}
-			} else if cur >= 0 {
-				out[cur] = append(out[cur], e)
-			}
-		}
-	}
-	return out
-}
-
-// byCount orders keys by count, most first, then by less.
-func byCount[K comparable](m map[K]int, less func(a, b K) bool) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if m[keys[i]] != m[keys[j]] {
-			return m[keys[i]] > m[keys[j]]
-		}
-		return less(keys[i], keys[j])
-	})
-	return keys
 }

@@ -1,6 +1,7 @@
 // Package steptrace records the path one thread takes: the functions it
 // enters and leaves and the conditional branches it takes or not, from
-// where it stands until an outcome (root cause, seed 000 steps 320-335).
+// where it stands until an outcome (root cause, JP2009-217617 steps
+// 320-335).
 //
 // It drives a ptrace.Stepper block by block, without the CPU's block
 // stepping (PTRACE_SINGLEBLOCK needs the BTF bit of DEBUGCTL, which
@@ -75,10 +76,13 @@ const (
 	Budget
 	// Gone: the thread ended, or could not be stepped on.
 	Gone
+	// Next: the thread came back to Options.StopAt (its next
+	// allocation at the same place: a loop's next iteration).
+	Next
 )
 
 func (o Outcome) String() string {
-	return [...]string{"?", "F", "E", "budget", "gone"}[min(int(o), 4)]
+	return [...]string{"?", "F", "E", "budget", "gone", "next"}[min(int(o), 5)]
 }
 
 // Thread is what steptrace needs of a stepped thread (a ptrace.Stepper).
@@ -126,6 +130,12 @@ type Options struct {
 	// Vdso, with StepOnly, makes the vDSO's calls as system calls: a
 	// clock read stepped an instruction at a time can retry forever.
 	Vdso *Vdso
+	// StopAt (not 0): the path ends (Next) when the thread returns from
+	// a call it ran through to StopAt, the return address of the
+	// allocation the path began at, or reaches it while running a call
+	// through (an exception that left the call for good). Breakpoint
+	// slot 1 is used for it.
+	StopAt uint64
 }
 
 // Code is decoded code, by block start address.
@@ -188,7 +198,10 @@ type block struct {
 	inst   x86asm.Inst
 }
 
-var errBudget = errors.New("budget spent")
+var (
+	errBudget = errors.New("budget spent")
+	errNext   = errors.New("back at the start")
+)
 
 func (r *recorder) run(p *Path) (Outcome, error) {
 	cur, err := r.t.Regs()
@@ -234,13 +247,16 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 			p.Events = append(p.Events, Event{Kind: Enter, Addr: callee})
 			if r.throughStub(callee) {
 				// Run the callee through: to the return address, at
-				// the stack depth of the call.
-				st, err := r.runTo(fall, at.Rsp)
+				// the stack depth of the call, or back at the start.
+				st, err := r.runThrough(fall, at.Rsp)
 				if err != nil {
 					return outcomeOf(err), err
 				}
 				cur = st.Regs
 				p.Events = append(p.Events, Event{Kind: Exit, Addr: callee})
+				if r.opts.StopAt != 0 && fall == r.opts.StopAt {
+					return Next, nil
+				}
 				break
 			}
 			r.depth++
@@ -256,10 +272,29 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 
 // outcomeOf is the outcome of a path that ended on err.
 func outcomeOf(err error) Outcome {
-	if errors.Is(err, errBudget) {
+	switch {
+	case errors.Is(err, errBudget):
 		return Budget
+	case errors.Is(err, errNext):
+		return Next
 	}
 	return Gone
+}
+
+// runThrough runs a call through to its return address fall at stack
+// depth rsp, with a second breakpoint on StopAt: a call left by an
+// exception never returns, and the thread's next allocation at the
+// path's start ends the path (errNext).
+func (r *recorder) runThrough(fall, rsp uint64) (ptrace.Stop, error) {
+	stop := r.opts.StopAt
+	if stop == 0 || stop == fall || r.opts.StepOnly {
+		return r.runTo(fall, rsp)
+	}
+	if err := r.t.SetBreakpoint(1, stop); err != nil {
+		return ptrace.Stop{}, err
+	}
+	defer r.t.SetBreakpoint(1, 0)
+	return r.runTo(fall, rsp)
 }
 
 // throughStub reports whether a call to addr is run through: boring code,
@@ -323,6 +358,9 @@ func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error))
 		if st.Breakpoint && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
 			return st, nil
 		}
+		if st.Breakpoint && st.Slot == 1 && r.opts.StopAt != 0 && st.Regs.Rip == r.opts.StopAt {
+			return st, errNext
+		}
 		resume = r.t.Cont
 		if st.Signal != 0 {
 			resume = r.t.Deliver
@@ -354,6 +392,9 @@ func (r *recorder) stepTo(addr, rsp uint64) (ptrace.Stop, error) {
 		regs, signal = st.Regs, st.Signal != 0
 		if st.Step && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
 			return st, nil
+		}
+		if st.Step && r.opts.StopAt != 0 && st.Regs.Rip == r.opts.StopAt && addr != r.opts.StopAt {
+			return st, errNext
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/ptrace"
@@ -247,5 +248,53 @@ func TestStepOutOfSyscall(t *testing.T) {
 	}
 	if err := f.cmd.Wait(); err != nil {
 		t.Errorf("the program ended with %v", err)
+	}
+}
+
+// TestRecordStopAt: a path that starts after begin's allocation and would
+// end only far up the stack ends instead when the thread is back at that
+// allocation, in the loop's next iteration (Next), having entered begin
+// again.
+func TestRecordStopAt(t *testing.T) {
+	f := startPaths(t)
+	// The return address of begin's call to malloc, its fourth call.
+	var code [256]byte
+	if n, err := f.read(f.addr["begin"], code[:]); err != nil || n < len(code) {
+		t.Fatalf("read begin's code: %d, %v", n, err)
+	}
+	var ret uint64
+	for off, calls := 0, 0; off < len(code) && ret == 0; {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			t.Fatalf("decode begin+%#x: %v", off, err)
+		}
+		off += inst.Len
+		if inst.Op == x86asm.CALL {
+			if calls++; calls == 4 {
+				ret = f.addr["begin"] + uint64(off)
+			}
+		}
+	}
+	if ret == 0 {
+		t.Fatal("no fourth call in begin")
+	}
+	s := f.seize(t)
+	fmt.Fprintf(f.stdin, "7\n3\n")
+	opts := Options{Read: f.read, Boring: f.boring, StepOnly: stepOnly(t), EndDepth: 5, StopAt: ret}
+	if st, err := RunTo(s, ret, 0, opts); err != nil || st.Regs.Rip != ret {
+		t.Fatalf("run to begin's allocation: %+v, %v", st, err)
+	}
+	p := Record(s, opts)
+	if p.Err != nil || p.Outcome != Next {
+		t.Fatalf("outcome %v (%v), want next; events %v", p.Outcome, p.Err, p.Events)
+	}
+	var calls []string
+	for _, e := range p.Events {
+		if e.Kind != Branch {
+			calls = append(calls, f.name(e))
+		}
+	}
+	if got, want := fmt.Sprint(calls), "[+plt -plt -begin +plt -plt +begin +b -b +c -c +plt -plt]"; got != want {
+		t.Errorf("calls %s, want %s", got, want)
 	}
 }
