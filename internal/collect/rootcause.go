@@ -22,7 +22,7 @@ import (
 	"github.com/leakpath/leakpath/internal/steptrace"
 )
 
-// Root cause, the recording half (seed 000 steps 310-335): the sink judges
+// Root cause, the recording half (JP2009-217617, steps 310-335): the sink judges
 // the allocation sites now and then; a site some of whose blocks were
 // freed but whose live blocks keep growing becomes a suspect, armed in
 // the agent. A thread that allocates at a suspect asks for a window: a
@@ -361,7 +361,7 @@ func endDepth(alloc []uint64, frees [][]uint64) int {
 	return depth
 }
 
-// everyFreeReached reports the seed's stop: every free stack seen for the
+// everyFreeReached reports JP2009-217617's stop: every free stack seen for the
 // site was reached by an F path, and there are E paths (Enough of them).
 func (rc *rootCauses) everyFreeReached(p *heap.Process, sus *suspect) bool {
 	if sus.Deferred {

@@ -8,7 +8,7 @@ import (
 	"github.com/leakpath/leakpath/internal/steptrace"
 )
 
-// Part is the walk of seed 000's fig. 11: it returns the index in leaked
+// Part is the walk of JP2009-217617's fig. 11: it returns the index in leaked
 // of its last event that also occurs on a freed path (inFreed), where the
 // leaked execution last agreed with a freed one; -1 when none does.
 func Part[S comparable](leaked []S, inFreed map[S]bool) int {
@@ -79,7 +79,7 @@ func Analyze(ps *Paths, frames []uint64) *event.RootCauseInfo {
 
 	// Step 335: the function, from the calls and returns alone, each
 	// numbered by its occurrence on its path: the second return from a
-	// function is not the first (the seed's symbols would match them).
+	// function is not the first (the publication's symbols would match them).
 	var fcalls [][]numbered
 	for _, f := range fs {
 		fcalls = append(fcalls, numbering(callsOf(f.events)))
@@ -140,8 +140,8 @@ func branchTraces(fs, es []trace, fn frame) *Paths {
 	return g
 }
 
-// leakingBranches applies the walk of fig. 11 to a function's branch
-// traces (fig. 15): for each E trace, the branch after its last event
+// leakingBranches applies the walk of JP2009-217617's fig. 11 to a
+// function's branch traces (its fig. 15): for each E trace, the branch after its last event
 // shared with an F trace, with the number of E traces that take it. When
 // every E trace's branches all occur on F traces, the branches E traces
 // take in a way no F trace does stand in (loops and signals can blur the
@@ -240,8 +240,8 @@ func numbering(evs []steptrace.Event) []numbered {
 	return out
 }
 
-// callsOf returns a path's calls and returns (the function trace of the
-// seed; branches are for the second step).
+// callsOf returns a path's calls and returns (JP2009-217617's function
+// trace; branches are for the second step).
 func callsOf(evs []steptrace.Event) []steptrace.Event {
 	var out []steptrace.Event
 	for _, e := range evs {

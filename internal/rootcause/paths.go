@@ -1,11 +1,11 @@
 // Package rootcause finds why a site's blocks leak from the paths its
-// allocations took (seed 000, steps 325–355): the paths, each closed by F
+// allocations took (JP2009-217617, steps 325–355): the paths, each closed by F
 // (the block was freed) or E (the thread left the end point first), are
 // kept as one Sequitur grammar; the function where leaked executions part
 // from freed ones is found by walking each E path back to its last event
-// also seen on an F path (fig. 11); in that function, the branch traces
+// also seen on an F path (JP2009-217617, fig. 11); in that function, the branch traces
 // of its invocations, a grammar of their own, give the branch whose
-// direction only leaking executions take (figs. 14–15).
+// direction only leaking executions take (JP2009-217617, figs. 14–15).
 package rootcause
 
 import (

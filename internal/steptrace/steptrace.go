@@ -1,6 +1,6 @@
 // Package steptrace records the path one thread takes: the functions it
 // enters and leaves and the conditional branches it takes or not, from
-// where it stands until an outcome (root cause, seed 000 steps 320-335).
+// where it stands until an outcome (root cause, JP2009-217617 steps 320-335).
 //
 // It drives a ptrace.Stepper block by block, without the CPU's block
 // stepping (PTRACE_SINGLEBLOCK needs the BTF bit of DEBUGCTL, which
