@@ -53,9 +53,10 @@ demo: all
 	bin/leakpath run -- bin/demo
 
 # bench: leakpath against native, heaptrack and valgrind on the same
-# workloads (see bench/main.go); BENCHFLAGS="-runs 9" for more runs.
+# workloads (see bench/main.go); BENCHFLAGS="-runs 9" for more runs. The
+# tables also go into docs/bench.md's results block.
 bench: all
-	$(GO) run ./bench $(BENCHFLAGS)
+	$(GO) run ./bench -write docs/bench.md $(BENCHFLAGS)
 
 clean:
 	rm -rf bin

@@ -1,6 +1,7 @@
 // Command bench measures leakpath against running natively, heaptrack and
-// valgrind on the same workloads in one run, and prints one table of
-// medians and ratios (run it with `make bench`).
+// valgrind on the same workloads in one run, and prints tables of
+// medians and ratios (run it with `make bench`, which also writes them into
+// docs/bench.md with -write).
 //
 // Each workload runs -runs times under each tool, the tools taking turns
 // so that drift of a noisy machine spreads over all of them. For each run
@@ -55,7 +56,20 @@ func main() {
 	leakpathBin := flag.String("leakpath", "", "leakpath binary (default: bin/leakpath of this repository)")
 	scanMB := flag.String("scan-mb", "100,500", "heap sizes (MB) of the exit-scan table; empty: none")
 	ab := flag.String("ab", "", "instead of the tables: this leakpath binary (A) against -leakpath (B) on the program after --, runs alternating")
+	write := flag.String("write", "", "also write the printed tables into the results block of FILE (make bench: docs/bench.md); not with -only or -ab")
 	flag.Parse()
+	if *write != "" && (*only != "" || *ab != "") {
+		fmt.Fprintln(os.Stderr, "bench: -write takes the whole run's tables: not with -only or -ab")
+		os.Exit(2)
+	}
+	var printed func() ([]byte, error)
+	if *write != "" {
+		var err error
+		if printed, err = teeStdout(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
 	if *ab != "" {
 		if err := abBench(*runs, *ab, *leakpathBin, flag.Args()); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -84,6 +98,17 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
+	}
+	if printed != nil {
+		out, err := printed()
+		if err == nil {
+			err = writeResults(*write, out)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "bench: tables written to %s\n", *write)
 	}
 }
 

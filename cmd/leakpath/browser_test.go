@@ -239,8 +239,9 @@ func (b *browser) screenshot(name string) {
 	b.t.Logf("screenshot: %s", path)
 }
 
-// rootCauseTrace runs the seed fixture with --root-cause and returns its
-// trace and JSON report, which has a leak with its root cause found.
+// rootCauseTrace runs seed.c (JP2009-217617's example) with --root-cause
+// and returns its trace and JSON report, which has a leak with its root
+// cause found.
 func rootCauseTrace(t *testing.T) (string, *rootCauseDoc, *jsonReport) {
 	t.Helper()
 	fx := rootCauseFixtures[0]
@@ -278,7 +279,7 @@ func TestUIBrowser(t *testing.T) {
 		}
 	}
 	if culprit < 0 {
-		t.Fatalf("the seed's trace has no leak with a root cause found: %+v", rc.Leaks)
+		t.Fatalf("seed.c's trace has no leak with a root cause found: %+v", rc.Leaks)
 	}
 	tot := rep.Totals
 	s := startUI(t, trace)

@@ -312,9 +312,9 @@ func TestRootCauseWithSnapshot(t *testing.T) {
 	foundIn(t, cmd, out, want, js, fx.function)
 }
 
-// startSeed starts the seed's fixture for twice its usual work (time for
-// snapshots and requests while it runs) under leakpath run with flags,
-// the JSON report going to js.
+// startSeed starts seed.c, JP2009-217617's worked example, for twice its
+// usual work (time for snapshots and requests while it runs) under
+// leakpath run with flags, the JSON report going to js.
 func startSeed(t *testing.T, flags ...string) (dir string, argv []string, want result, js string, cmd *exec.Cmd, pid string, out *strings.Builder) {
 	t.Helper()
 	dir = t.TempDir()

@@ -352,7 +352,7 @@ func (s RootCauseStatus) String() string {
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
 
-// RootCauseInfo is why a site's blocks are not freed (seed 000).
+// RootCauseInfo is why a site's blocks are not freed (JP2009-217617's culprit function and branch).
 type RootCauseInfo struct {
 	Status                RootCauseStatus
 	Traced, Freed, Leaked uint32

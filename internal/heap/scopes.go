@@ -6,14 +6,16 @@ import (
 	"github.com/leakpath/leakpath/internal/event"
 )
 
-// Scoped monitors (seed 003): a program marks a block of code with
-// LEAKPATH_SCOPE("name") or leakpath_scope_begin/end (agent/include/
-// leakpath.h), and the model accounts what each scope name costs.
+// Scoped monitors, as in the blog post "メモリリーク検出器の作成方法の選択と
+// 実現方法c++" (on building a leak detector in C++): a program marks a
+// block of code with LEAKPATH_SCOPE("name") or leakpath_scope_begin/end
+// (agent/include/leakpath.h), and the model accounts what each scope name
+// costs.
 //
 // Each thread has a stack of open scopes. What a thread allocates, frees
 // or calls while scopes are open counts for every distinct name on its
 // stack at that moment: an inner scope's numbers count in its parents, as
-// the seed's guards merge into their parent when they close, and a name
+// the blog post's guards merge into their parent when they close, and a name
 // open twice on a stack (recursion) counts once. Scopes of different
 // threads are independent. A block the agent kept pending (Alloc with
 // Addr2) or folded (Agg) was allocated with no scope open on its thread:

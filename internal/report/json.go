@@ -12,7 +12,7 @@ import (
 // Schema names the JSON report format.
 const Schema = "leakpath.report/v1"
 
-// The JSON shapes of DESIGN.md §4. Field names are a contract: add fields,
+// The JSON shapes of docs/json.md. Field names are a contract: add fields,
 // never rename them.
 type jsonReport struct {
 	Schema string `json:"schema"`

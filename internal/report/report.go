@@ -1,5 +1,5 @@
 // Package report turns the heap model into what users read: the text
-// report at exit and the leakpath.report/v1 JSON (DESIGN.md §4). Build one
+// report at exit and the leakpath.report/v1 JSON (docs/json.md). Build one
 // with New, then Generate it in a format.
 package report
 

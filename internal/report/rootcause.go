@@ -100,7 +100,7 @@ func sourceLine(file string, n int) string {
 	return ""
 }
 
-// jsonRootCause is DESIGN.md §4's root_cause object.
+// jsonRootCause is the report's root_cause object (docs/json.md).
 type jsonRootCause struct {
 	Status    string      `json:"status"`
 	Traced    uint32      `json:"traced_runs"`

@@ -178,7 +178,7 @@ func AnalyzeCandidates(ps *Paths) (*event.RootCauseInfo, []Candidate) {
 		if p, ok := firstConfirmed(e.events[d:], confirmed); ok {
 			stats[p].Diverged += e.count
 		}
-		// The walk back of fig. 11: the event after the last one shared
+		// The walk back of JP2009-217617 fig. 11: the event after the last one shared
 		// with F paths.
 		if at := Part(e.events, inF); at+1 < len(e.events) {
 			if p, ok := firstConfirmed(e.events[at+1:at+2], confirmed); ok {

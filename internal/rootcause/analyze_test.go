@@ -8,10 +8,11 @@ import (
 	st "github.com/leakpath/leakpath/internal/steptrace"
 )
 
-// TestPartSeed: the walk of fig. 11 on the paths of fig. 10(c) (the
+// TestPartSeed: the walk of JP2009-217617's fig. 11 on the paths of its
+// fig. 10(c) (the
 // function trace: S3 leaks, S1 and S2 free; see sequitur's
 // TestSeedFunctionPaths) stops at sub2-E, and on the branch traces of
-// fig. 15 (location symbols, as the seed has them) at location2.
+// fig. 15 (location symbols, as the publication has them) at location2.
 func TestPartSeed(t *testing.T) {
 	s1 := []string{"funcA-E", "parse-S", "parse-E", "sub2-S", "sub2-E"}
 	s2 := []string{"funcA-E", "parse-S", "parse-E", "sub1-S"}
@@ -28,7 +29,7 @@ func TestPartSeed(t *testing.T) {
 	}
 }
 
-// The seed's example as steptrace would record it in seed.c: funcA
+// JP2009-217617's worked example as steptrace would record it in seed.c: funcA
 // (0xa00) returns into funcB (frames: 0xa10 in funcA, 0xb10 in funcB,
 // 0x110 in main); funcB calls parse (0xc00), takes the branch at 0xb20
 // (location1, error condition 2) to sub1 (0xd00), which frees, or calls
@@ -60,7 +61,8 @@ func join(parts ...any) []st.Event {
 	return out
 }
 
-// TestAnalyzeSeed: the answers of figs. 11 and 15 from recorded paths:
+// TestAnalyzeSeed: the answers of JP2009-217617's figs. 11 and 15 from
+// recorded paths:
 // funcB, and the branch at location2 taken.
 func TestAnalyzeSeed(t *testing.T) {
 	ps := NewPaths()

@@ -7,7 +7,7 @@
 // Each path is a rule of its own (S1, S2, … in the order they were first
 // added) whose right-hand side never spans into another path; rules shared
 // by paths (N1, N2, …) hold what the paths have in common. A path added
-// again is stored once, with a count (seed 000, fig. 9 steps 906–908).
+// again is stored once, with a count (as in JP2009-217617, fig. 9 steps 906–908).
 // Adding a symbol costs amortised constant time.
 package sequitur
 

@@ -52,11 +52,11 @@ func TestPaper(t *testing.T) {
 	}
 }
 
-// TestSeedFunctionPaths reproduces seed 000's fig. 10 on its worked
+// TestSeedFunctionPaths reproduces JP2009-217617's fig. 10 on its worked
 // example (fig. 6), as testdata/rootcause/seed.c has it: funcB calls funcA,
 // which allocates; funcB then calls parse, frees through sub1 on error
 // condition 2, calls sub2, returns without freeing on error condition 1,
-// else frees. The seed's figures are not in its text; these paths are
+// else frees. The publication's figures are not in its text; these paths are
 // the ones its text describes: the normal path alone (fig. 10(a)); the
 // path of error condition 2 shares N1 with it (fig. 10(b)); the path of
 // error condition 1 adds S3 and a second shared rule N2 (fig. 10(c)).
@@ -87,7 +87,7 @@ func TestSeedFunctionPaths(t *testing.T) {
 		}
 		checkGrammar(t, g, added)
 	}
-	// The same path again is stored once (fig. 9, steps 906–908).
+	// The same path again is stored once (JP2009-217617, fig. 9, steps 906–908).
 	before := g.String(w.name)
 	if idx, isNew := g.Add(slices.Clone(normal)); idx != 0 || isNew || g.Count(0) != 2 {
 		t.Errorf("normal path again: Add = %d, %v, count %d; want 0, false, 2", idx, isNew, g.Count(0))
@@ -97,7 +97,7 @@ func TestSeedFunctionPaths(t *testing.T) {
 	}
 }
 
-// TestSeedBranchPaths reproduces fig. 15: funcB's branch traces per
+// TestSeedBranchPaths reproduces JP2009-217617's fig. 15: funcB's branch traces per
 // invocation, error condition 1 first (S1, E), then error condition 2
 // (S2, F), then the normal path (S3, F). Symbols are branch locations.
 func TestSeedBranchPaths(t *testing.T) {

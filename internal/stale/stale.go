@@ -1,8 +1,8 @@
 // Package stale reads which blocks of the agent's slot pool a program
-// touched: the mechanism behind `leakpath run --stale` (seed 002, stale
-// objects: reachable, but never used again).
+// touched: the mechanism behind `leakpath run --stale` (the stale
+// objects of the Fujitsu patent US8930661: reachable, but never used again).
 //
-// Seed 002 watches old objects ("area B") with memory protection and a
+// US8930661 watches old objects ("area B") with memory protection and a
 // fault handler. Done to an unmodified native program that is not
 // invisible: a protected page makes a read(2) or write(2) into it fail with
 // EFAULT instead of faulting, a handler of SIGSEGV competes with the

@@ -1,7 +1,7 @@
 // Package usage accounts heap use per unit of a program: per library,
 // function, thread or allocation site, over the whole run and per time
 // interval (leakpath report --by, leakpath run --by), and writes it as a
-// table or as leakpath.usage/v1 JSON (DESIGN.md §4).
+// table or as leakpath.usage/v1 JSON (docs/json.md).
 //
 // An Engine is a heap.Observer: set it as the model's Session.Observer and
 // it follows every allocation, free and folded pair as the model applies
@@ -98,7 +98,7 @@
 // With Options.PerCall (units by library or function, entry attribution),
 // each invocation of an entry unit is a row of its own, numbered per unit
 // ("libfoo.so call 3"): see percall.go for how invocations are told
-// apart (seed 001's per-call aggregation, refined by the call site).
+// apart (JP2014-149606's per-call aggregation, refined by the call site).
 //
 // # Intervals
 //

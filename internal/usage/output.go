@@ -289,7 +289,7 @@ func (r *Report) Generate(w io.Writer, format string) error {
 	return fmt.Errorf("usage: unknown format %q (want text or json)", format)
 }
 
-// The JSON shapes of DESIGN.md §4. Field names are a contract: add fields,
+// The JSON shapes of docs/json.md. Field names are a contract: add fields,
 // never rename them.
 type jsonReport struct {
 	Schema      string `json:"schema"`

@@ -12,7 +12,7 @@ import (
 // while their stacks have the same entry unit entered from the same call
 // site (the return address in the entry's caller); a call with another
 // entry, or the same entry from another call site, starts the next one,
-// as seed 001 aggregates per library call. Two invocations in a row from
+// as JP2014-149606 aggregates per library call. Two invocations in a row from
 // the same call site (a loop calling the entry, with no allocator call
 // from elsewhere between them) are one row: the stacks of their
 // allocations are the same.

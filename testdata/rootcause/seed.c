@@ -1,4 +1,4 @@
-/* seed: seed 000's worked example (figs. 6-15) as a program that repeats
+/* seed: the worked example of JP2009-217617 (figs. 6-15) as a program that repeats
  * its work. funcA allocates the request's buffer; funcB handles it: on
  * error condition 1 it returns without freeing (the leak), on error
  * condition 2 it frees the buffer through sub1, else it works on it and
