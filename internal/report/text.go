@@ -95,7 +95,7 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (nown, 
 		fmt.Fprintf(w, ", peak %s at %.3g s", bytes(t.PeakBytes), r.seconds(p, t.PeakTime))
 		if t.Folded > 0 && t.PendingHighs == 0 {
 			// A trace from before the agent wrote its pending bytes:
-			// folded pairs are never live in the model (README: folding).
+			// folded pairs are never live in the model (docs/design.md, "Folding").
 			fmt.Fprintf(w, " (not counting %s folded)", plural64(t.Folded, "short-lived block"))
 		}
 	}

@@ -84,7 +84,7 @@
 // and calls per allocator function.
 //
 // Short-lived blocks the agent folded (a thread's free of one of its
-// latest 256 allocations; see README "Folding") arrive as pairs: they add
+// latest 256 allocations; see docs/design.md, "Folding") arrive as pairs: they add
 // to allocated and freed bytes and to both functions' call counts, and are
 // net zero: the minimum and maximum never see them (the report's peak
 // does, through the threads' pending bytes, which belong to no unit until
