@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/symbolize"
 )
 
 // jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.
@@ -344,5 +346,88 @@ func testTypesC(t *testing.T, exe string) {
 	}
 	if fmt.Sprint(ty.ByEvidence) != fmt.Sprint(ty2.ByEvidence) {
 		t.Errorf("typed by %v at the run, %v in the trace's report", ty.ByEvidence, ty2.ByEvidence)
+	}
+}
+
+// TestTypesContainers: the nodes of the standard containers (libstdc++)
+// are typed as the container's own node type, naming the user's type,
+// never as their base class, at -O1 and -O2; the pointers in a node's
+// value are followed (the tags only the map's values hold are typed), a
+// vector of maps retains its maps' nodes exactly, and the path to root
+// of a tag runs through the map.
+func TestTypesContainers(t *testing.T) {
+	for _, opt := range []string{"-O1", "-O2"} {
+		t.Run(opt, func(t *testing.T) {
+			exe := fixture(t, "containers.cc", opt)
+			nat := native(t, nil, exe)
+			sz := sizes(t, nat.stdout)
+			r := leakpath(t, []string{"--types", "--path-to-root", "app::Tag"}, nil, exe)
+			if string(r.stdout) != string(nat.stdout) || r.code != nat.code {
+				t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.stdout, r.code)
+			}
+			ty := typesOf(t, r.reportJSON)
+			// Type name prefixes (gcc's DWARF spells the rest).
+			want := []struct {
+				prefix        string
+				blocks, bytes uint64
+			}{
+				{"std::_Rb_tree_node<std::pair<int const, app::Keeper>", 20, 20 * sz["map_node"]},
+				{"std::__detail::_Hash_node<std::pair<int const, app::Keeper>, false>", 30, 30 * sz["hash_node"]},
+				{"std::_List_node<app::Keeper>", 40, 40 * sz["list_node"]},
+				{"std::_Rb_tree_node<std::__cxx11::basic_string<char", 25, 25 * sz["set_node"]},
+				{"std::_Rb_tree_node<std::pair<int const, long", 12, 12 * sz["shard_node"]},
+				{"app::Box", sz["deque_buffers"], sz["deque_buffers"] * sz["deque_buffer"]},
+				{"app::Tag", 20, 20 * sz["tag"]},
+				{"app::Adder", 1, sz["adder"]},
+				{"std::_Sp_counted_ptr_inplace<app::Keeper,", 6, 6 * sz["shared_block"]},
+			}
+			rows := map[string]int{}
+			for i, row := range ty.Types {
+				if symbolize.IsNodeBase(row.Name) {
+					t.Errorf("%d blocks typed as the base class %s", row.Blocks, row.Name)
+				}
+				for _, w := range want {
+					if row.Name == w.prefix || (strings.HasPrefix(row.Name, w.prefix) && !strings.HasSuffix(row.Name, "*")) {
+						if _, dup := rows[w.prefix]; dup {
+							t.Errorf("two rows for %s", w.prefix)
+						}
+						rows[w.prefix] = i
+					}
+				}
+			}
+			for _, w := range want {
+				i, ok := rows[w.prefix]
+				if !ok {
+					t.Errorf("no row for %s…", w.prefix)
+					continue
+				}
+				if row := ty.Types[i]; row.Blocks != w.blocks || row.Bytes != w.bytes {
+					t.Errorf("%s: %d blocks, %d bytes; want %d, %d", row.Name, row.Blocks, row.Bytes, w.blocks, w.bytes)
+				}
+			}
+			// The vector of maps: its buffer retains its 3 maps' 12 nodes.
+			vec := false
+			for _, row := range ty.Types {
+				if strings.HasPrefix(row.Name, "std::map<int, long") && !strings.HasSuffix(row.Name, "*") {
+					vec = true
+					if w := 3*sz["map"] + 12*sz["shard_node"]; row.Blocks != 1 || row.Retains != w {
+						t.Errorf("%s: %d blocks retaining %d bytes, want 1 retaining %d", row.Name, row.Blocks, row.Retains, w)
+					}
+				}
+			}
+			if !vec {
+				t.Errorf("the vector of maps' buffer is not typed")
+			}
+			p := ty.PathToRoot
+			if p == nil || len(p.Steps) < 3 {
+				t.Fatalf("path to root of app::Tag: %+v\n%s", p, r.text)
+			}
+			last, node := p.Steps[len(p.Steps)-1], p.Steps[len(p.Steps)-2]
+			if p.Steps[0].Via != "g_reg" || last.Type != "app::Tag" || !strings.HasSuffix(last.Via, "second.tag") ||
+				!strings.HasPrefix(node.Type, "std::_Rb_tree_node<std::pair<int const, app::Keeper>") {
+				t.Errorf("path to root of app::Tag: %+v", p.Steps)
+			}
+			t.Logf("typed %d of %d live bytes by %v in %.3f s", ty.TypedBytes, ty.TotalBytes, ty.ByEvidence, ty.Seconds)
+		})
 	}
 }

@@ -178,6 +178,11 @@ func (a *analyzer) set(i int32, l layout, name string, ev Evidence) {
 	info := TypeInfo{Name: name}
 	if l.mod >= 0 {
 		t := a.mods[l.mod].Types.Type(l.tid)
+		if ev == Field && symbolize.IsNodeBase(t.Name) {
+			// A container's node, of a type the pointer does not say
+			// (the container's layout would have): unknown, not its base.
+			return
+		}
 		info = TypeInfo{Name: t.Name, File: t.File, Line: t.Line, Size: t.Size}
 	}
 	k, ok := a.byName[info.Name]

@@ -81,6 +81,7 @@ type ModuleTypes struct {
 	byName  map[string]dwarf.Offset // complete structs by qualified name
 	work    int                     // what is left of maxModuleWork
 	alloc   []allocSite             // by return address
+	cont    containers
 }
 
 // allocSite is a call site with the type it allocates
@@ -121,6 +122,7 @@ type dnode struct {
 	count   int64 // arrays: elements (product of subranges), -1 unknown
 	decl    bool
 	members []dmember
+	tparams []dwarf.Offset // a class template's type arguments, in order
 	file    string
 	line    int
 }
@@ -353,6 +355,11 @@ func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 				}
 				cur.members = append(cur.members, dmember{name: name, off: off, typ: t})
 			}
+		case dwarf.TagTemplateTypeParameter:
+			if cur != nil && cur.tag != dwarf.TagArrayType {
+				t, _ := e.Val(dwarf.AttrType).(dwarf.Offset)
+				cur.tparams = append(cur.tparams, t)
+			}
 		case dwarf.TagVariable:
 			t, hasT := e.Val(dwarf.AttrType).(dwarf.Offset)
 			if spec, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok {
@@ -530,7 +537,7 @@ func (mt *ModuleTypes) Fields(id TypeID) []Field {
 		t.laid = true
 		var out []Field
 		work := min(maxLayoutWork, mt.work)
-		mt.flatten(&out, &work, id, 0, "", 0)
+		mt.flatten(&out, &work, id, 0, "", 0, nil)
 		mt.work -= min(maxLayoutWork, mt.work) - work
 		sort.SliceStable(out, func(i, j int) bool { return out[i].Off < out[j].Off })
 		mt.types[id].fields = out
@@ -538,7 +545,7 @@ func (mt *ModuleTypes) Fields(id TypeID) []Field {
 	return mt.types[id].fields
 }
 
-func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, path string, depth int) {
+func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, path string, depth int, rt *retarget) {
 	if id == NoType || depth > maxLayoutDepth || len(*out) >= maxFields || *work <= 0 {
 		return
 	}
@@ -546,7 +553,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 	t := mt.types[id]
 	switch t.Kind {
 	case KindPointer:
-		*out = append(*out, Field{Off: base, Target: t.Elem, Name: path})
+		*out = append(*out, Field{Off: base, Target: mt.retargeted(rt, t.Elem), Name: path})
 	case KindArray:
 		if t.Elem == NoType {
 			return
@@ -556,12 +563,21 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 			return
 		}
 		for i := uint64(0); i < t.Count && len(*out) < maxFields && *work > 0; i++ {
-			mt.flatten(out, work, t.Elem, base+i*es, path+"["+strconv.FormatUint(i, 10)+"]", depth+1)
+			mt.flatten(out, work, t.Elem, base+i*es, path+"["+strconv.FormatUint(i, 10)+"]", depth+1, rt)
 		}
 	case KindStruct:
 		n := mt.nodes[t.off]
 		if n == nil {
 			return
+		}
+		r := mt.rule(id)
+		if r.storage != NoType {
+			// A container's raw storage for a value: the value's layout.
+			mt.flatten(out, work, r.storage, base, path, depth+1, rt)
+			return
+		}
+		if r.from != NoType {
+			rt = &retarget{from: r.from, to: r.to, next: rt}
 		}
 		for _, m := range n.members {
 			if strings.HasPrefix(m.name, "_vptr") {
@@ -574,7 +590,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 				}
 				p += m.name
 			}
-			mt.flatten(out, work, mt.id(m.typ, 0), base+uint64(max(m.off, 0)), p, depth+1)
+			mt.flatten(out, work, mt.id(m.typ, 0), base+uint64(max(m.off, 0)), p, depth+1, rt)
 		}
 	}
 }
