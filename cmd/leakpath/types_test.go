@@ -351,7 +351,8 @@ func testTypesC(t *testing.T, exe string) {
 
 // TestTypesContainers: the nodes of the standard containers (libstdc++)
 // are typed as the container's own node type, naming the user's type,
-// never as their base class, at -O1 and -O2; the pointers in a node's
+// never as their base class, at -O1 and -O2 (a leaked list's nodes by
+// their allocation site's inlined frames); the pointers in a node's
 // value are followed (the tags only the map's values hold are typed), a
 // vector of maps retains its maps' nodes exactly, and the path to root
 // of a tag runs through the map.
@@ -374,6 +375,7 @@ func TestTypesContainers(t *testing.T) {
 				{"std::_Rb_tree_node<std::pair<int const, app::Keeper>", 20, 20 * sz["map_node"]},
 				{"std::__detail::_Hash_node<std::pair<int const, app::Keeper>, false>", 30, 30 * sz["hash_node"]},
 				{"std::_List_node<app::Keeper>", 40, 40 * sz["list_node"]},
+				{"std::_List_node<app::Box>", 7, 7 * sz["box_node"]},
 				{"std::_Rb_tree_node<std::__cxx11::basic_string<char", 25, 25 * sz["set_node"]},
 				{"std::_Rb_tree_node<std::pair<int const, long", 12, 12 * sz["shard_node"]},
 				{"app::Box", sz["deque_buffers"], sz["deque_buffers"] * sz["deque_buffer"]},
@@ -403,6 +405,12 @@ func TestTypesContainers(t *testing.T) {
 				}
 				if row := ty.Types[i]; row.Blocks != w.blocks || row.Bytes != w.bytes {
 					t.Errorf("%s: %d blocks, %d bytes; want %d, %d", row.Name, row.Blocks, row.Bytes, w.blocks, w.bytes)
+				}
+			}
+			// The leaked list's nodes: by their allocation site alone.
+			if i, ok := rows["std::_List_node<app::Box>"]; ok {
+				if row := ty.Types[i]; row.ByEvidence["alloc-site"] != row.Blocks {
+					t.Errorf("%s typed by %v, want all by alloc-site", row.Name, row.ByEvidence)
 				}
 			}
 			// The vector of maps: its buffer retains its 3 maps' 12 nodes.

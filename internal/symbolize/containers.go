@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"debug/dwarf"
 	"strings"
 )
 
@@ -61,6 +62,16 @@ var nodeKinds = []struct {
 func IsNodeBase(name string) bool {
 	for _, k := range nodeKinds {
 		if k.base == name {
+			return true
+		}
+	}
+	return false
+}
+
+// IsNode reports whether name is a standard container's node type.
+func IsNode(name string) bool {
+	for _, k := range nodeKinds {
+		if strings.HasPrefix(name, k.node) {
 			return true
 		}
 	}
@@ -203,4 +214,41 @@ func (mt *ModuleTypes) pointerTo(id TypeID) TypeID {
 	mt.types = append(mt.types, Type{Name: mt.types[id].Name + "*", Size: 8, Kind: KindPointer, Elem: id})
 	mt.cont.ptrTo[id] = p
 	return p
+}
+
+// ByDemangledName returns the complete struct or class a demangled name
+// (as c++filt spells it: "std::pair<int const, long>") names, whose
+// DWARF name gcc spells its own way ("std::pair<int const, long int>").
+func (mt *ModuleTypes) ByDemangledName(name string) (TypeID, bool) {
+	if mt.byCanon == nil {
+		mt.byCanon = make(map[string]dwarf.Offset, len(mt.byName))
+		for n, off := range mt.byName {
+			mt.byCanon[canonName(n)] = off
+		}
+	}
+	off, ok := mt.byCanon[canonName(name)]
+	if !ok {
+		return NoType, false
+	}
+	return mt.id(off, 0), true
+}
+
+// baseSpellings: gcc's DWARF names of base types in template arguments,
+// and the demangler's.
+var baseSpellings = strings.NewReplacer(
+	"long long unsigned int", "unsigned long long",
+	"long long int", "long long",
+	"long unsigned int", "unsigned long",
+	"short unsigned int", "unsigned short",
+	"long int", "long",
+	"short int", "short",
+)
+
+// canonName is a type name with gcc's spellings of base types made the
+// demangler's, without spaces.
+func canonName(s string) string {
+	if !strings.ContainsAny(s, "<(") {
+		return strings.ReplaceAll(s, " ", "")
+	}
+	return strings.ReplaceAll(baseSpellings.Replace(s), " ", "")
 }

@@ -79,6 +79,7 @@ type ModuleTypes struct {
 	byOff   map[dwarf.Offset]TypeID
 	nodes   map[dwarf.Offset]*dnode
 	byName  map[string]dwarf.Offset // complete structs by qualified name
+	byCanon map[string]dwarf.Offset // the same by canonName, once asked
 	work    int                     // what is left of maxModuleWork
 	alloc   []allocSite             // by return address
 	cont    containers
