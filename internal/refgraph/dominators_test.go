@@ -198,4 +198,3 @@ func dominatorsCHK(g *Graph) []int32 {
 	}
 	return out
 }
-
