@@ -284,3 +284,43 @@ func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]i
 	}
 	return out, modOf
 }
+
+// prefetchWait bounds the wait for the model's list of modules before a
+// scan: past it, the scan reads what it needs while the process waits.
+const prefetchWait = 2 * time.Second
+
+// prefetchTypes reads the types of im's modules (their DWARF, once per
+// module for the run) before the scan stops the process, so that the
+// pause holds the scan and the typing of the blocks only, not a reading
+// of DWARF that the warm-up had not done yet.
+func (c *collector) prefetchTypes(im *image) {
+	if c.opts.Types == nil || c.opts.Types.Symbols == nil {
+		return
+	}
+	type mod struct {
+		path string
+		id   []byte
+	}
+	got := make(chan []mod, 1)
+	c.sink.sendAfter(im.idx, nil, func(s *heap.Session) []event.Event {
+		var ms []mod
+		if p := s.Process(im.idx); p != nil {
+			for _, m := range p.Modules {
+				if m.Unloaded == 0 && len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' && filepath.Base(m.Path) != "libleakpath.so" {
+					ms = append(ms, mod{m.Path, slices.Clone(m.BuildID)})
+				}
+			}
+		}
+		got <- ms
+		return nil
+	})
+	t := time.NewTimer(prefetchWait)
+	defer t.Stop()
+	select {
+	case ms := <-got:
+		for _, m := range ms {
+			c.opts.Types.Symbols.Types(m.path, m.id)
+		}
+	case <-t.C:
+	}
+}
