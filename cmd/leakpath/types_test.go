@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -443,4 +444,68 @@ func TestTypesContainers(t *testing.T) {
 			t.Logf("typed %d of %d live bytes by %v in %.3f s", ty.TypedBytes, ty.TotalBytes, ty.ByEvidence, ty.Seconds)
 		})
 	}
+}
+
+// TestTypesSnapshotPause: a typed snapshot of 100,000 live container
+// nodes types every one of them, and the head of the list retains the
+// whole list (the dominators of a 50,000-node doubly linked cycle). It
+// logs the snapshot's pause and typing time (not checked: the machine
+// may be loaded), the figures docs/types.md quotes.
+func TestTypesSnapshotPause(t *testing.T) {
+	exe := fixture(t, "bigheap.cc", includeFlag(), "-O2")
+	nat := native(t, nil, exe)
+	sz := sizes(t, nat.stdout)
+	dir := t.TempDir()
+	r := leakpath(t, []string{"--types", "--snapshot-dir", dir}, nil, exe)
+	if string(r.stdout) != string(nat.stdout) || r.code != nat.code {
+		t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.stdout, r.code)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "leakpath.snapshot.*.json"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots %v", snaps)
+	}
+	b, err := os.ReadFile(snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap struct {
+		Scan struct {
+			Pause float64 `json:"pause_seconds"`
+		} `json:"scan"`
+	}
+	if err := json.Unmarshal(b, &snap); err != nil {
+		t.Fatal(err)
+	}
+	ty := typesOf(t, b)
+	const n = 50000
+	for _, w := range []struct {
+		prefix string
+		bytes  uint64
+	}{{"std::_Rb_tree_node<std::pair<int const, Rec>", n * sz["map_node"]}, {"std::_List_node<Rec>", n * sz["list_node"]}} {
+		found := false
+		for _, row := range ty.Types {
+			if strings.HasPrefix(row.Name, w.prefix) {
+				found = true
+				if row.Blocks != n || row.Bytes != w.bytes {
+					t.Errorf("%s: %d blocks, %d bytes; want %d, %d", row.Name, row.Blocks, row.Bytes, n, w.bytes)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no row for %s", w.prefix)
+		}
+	}
+	list := false
+	for _, row := range ty.Types {
+		if strings.HasPrefix(row.Name, "std::__cxx11::list<Rec") && !strings.HasSuffix(row.Name, "*") {
+			list = true
+			if want := n*sz["list_node"] + sz["list"]; row.Retains != want {
+				t.Errorf("the list retains %d bytes, want its nodes and itself, %d", row.Retains, want)
+			}
+		}
+	}
+	if !list {
+		t.Errorf("the list object is not typed")
+	}
+	t.Logf("typed snapshot of %d live bytes: pause %.3f s, typing %.3f s", ty.TotalBytes, snap.Scan.Pause, ty.Seconds)
 }
