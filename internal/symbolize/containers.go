@@ -93,7 +93,7 @@ func (mt *ModuleTypes) rule(id TypeID) rule {
 
 func (mt *ModuleTypes) findRule(id TypeID) rule {
 	t := mt.types[id] // a copy: arg adds types
-	n := mt.nodes[t.off]
+	n := mt.node(t.off)
 	if n == nil || !strings.Contains(t.Name, "<") {
 		return noRule
 	}
@@ -143,7 +143,7 @@ func (mt *ModuleTypes) nodeType(node string, v TypeID, c *dnode) TypeID {
 				if !strings.HasPrefix(name, k.node) {
 					continue
 				}
-				if dn := mt.nodes[off]; dn != nil && len(dn.tparams) > 0 {
+				if dn := mt.node(off); dn != nil && len(dn.tparams) > 0 {
 					id := mt.id(off, 0)
 					if a := mt.id(dn.tparams[0], 0); a != NoType && id != NoType {
 						key := k.node + "\x00" + mt.types[a].Name

@@ -83,6 +83,10 @@ type ModuleTypes struct {
 	work    int                     // what is left of maxModuleWork
 	alloc   []allocSite             // by return address
 	cont    containers
+	// globalOffs are the DWARF types of Globals (as read, before they
+	// are sorted): what a types cache file keeps.
+	globalOffs []dwarf.Offset
+	lazy       *lazyNodes // the type entries of a types cache file, decoded on use
 }
 
 // allocSite is a call site with the type it allocates
@@ -163,6 +167,11 @@ func (s *Symbolizer) Types(path string, wantBuildID []byte) (mt *ModuleTypes, er
 	}
 	mt = &ModuleTypes{Vtables: m.syms.vtables}
 	if m.dw != nil {
+		cache, ckey := s.typesCachePath(key)
+		if cache != "" && readTypesCache(mt, cache, ckey) {
+			m.types = mt
+			return mt, nil
+		}
 		func() {
 			defer guard(&err, "symbolize: DWARF types of "+path)
 			err = mt.read(m.dw.d, m.dw.addr)
@@ -170,6 +179,8 @@ func (s *Symbolizer) Types(path string, wantBuildID []byte) (mt *ModuleTypes, er
 		if err != nil {
 			s.warn(m, err.Error())
 			err = nil
+		} else if cache != "" {
+			writeTypesCache(mt, cache, ckey)
 		}
 	}
 	m.types = mt
@@ -404,15 +415,32 @@ func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 			scope = append(scope, level{inner, node})
 		}
 	}
+	mt.globalOffs = globalTypes
+	mt.finish()
+	return nil
+}
+
+// finish resolves what read (or a types cache file) found: the types of
+// the globals and of the allocation sites, and their order.
+func (mt *ModuleTypes) finish() {
+	mt.work = maxModuleWork
 	for i := range mt.Globals {
-		mt.Globals[i].Type = mt.id(globalTypes[i], 0)
+		mt.Globals[i].Type = mt.id(mt.globalOffs[i], 0)
 	}
 	for i := range mt.alloc {
 		mt.alloc[i].typ = mt.id(mt.alloc[i].off, 0)
 	}
 	sort.SliceStable(mt.alloc, func(i, j int) bool { return mt.alloc[i].pc < mt.alloc[j].pc })
-	sort.SliceStable(mt.Globals, func(i, j int) bool { return mt.Globals[i].Addr < mt.Globals[j].Addr })
-	return nil
+	order := make([]int, len(mt.Globals))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return mt.Globals[order[i]].Addr < mt.Globals[order[j]].Addr })
+	gs, offs := make([]Global, len(order)), make([]dwarf.Offset, len(order))
+	for i, k := range order {
+		gs[i], offs[i] = mt.Globals[k], mt.globalOffs[k]
+	}
+	mt.Globals, mt.globalOffs = gs, offs
 }
 
 // staticAddr returns the address of a location that is one: DW_OP_addr,
@@ -453,7 +481,7 @@ func (mt *ModuleTypes) id(off dwarf.Offset, depth int) TypeID {
 	if id, ok := mt.byOff[off]; ok {
 		return id
 	}
-	n := mt.nodes[off]
+	n := mt.node(off)
 	if n == nil || depth > maxLayoutDepth {
 		return NoType
 	}
@@ -567,7 +595,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 			mt.flatten(out, work, t.Elem, base+i*es, path+"["+strconv.FormatUint(i, 10)+"]", depth+1, rt)
 		}
 	case KindStruct:
-		n := mt.nodes[t.off]
+		n := mt.node(t.off)
 		if n == nil {
 			return
 		}
