@@ -1,7 +1,10 @@
 package symbolize
 
 import (
+	"debug/dwarf"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"os/exec"
@@ -124,5 +127,38 @@ func replaceFile(path string, b []byte) error {
 	return writeCacheFile(path, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
+	})
+}
+
+// FuzzTypesCache: a types cache file, whatever it holds past its
+// checksum, decodes or is refused, and the types it gives lay out
+// without a panic.
+func FuzzTypesCache(f *testing.F) {
+	mt := &ModuleTypes{nodes: map[dwarf.Offset]*dnode{
+		1: {tag: dwarf.TagStructType, name: "s", size: 16, members: []dmember{{name: "p", off: 0, typ: 2}, {name: "q", off: 8, typ: 2}}, tparams: []dwarf.Offset{3}},
+		2: {tag: dwarf.TagPointerType, size: 8, typ: 1, hasTyp: true},
+		3: {tag: dwarf.TagBaseType, name: "int", size: 4},
+	}, byName: map[string]dwarf.Offset{"s": 1}, Globals: []Global{{Name: "g", Addr: 0x1000}}, globalOffs: []dwarf.Offset{2},
+		alloc: []allocSite{{pc: 0x20, off: 1}}}
+	good := encodeTypes(mt, "k")
+	f.Add(good[len(typesCacheMagic)+4:])
+	f.Add([]byte{1, 'k', 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, rest []byte) {
+		b := append([]byte(typesCacheMagic), binary.LittleEndian.AppendUint32(nil, crc32.Checksum(rest, castagnoli))...)
+		b = append(b, rest...)
+		var c ModuleTypes
+		if decodeTypes(&c, b, "k") != nil {
+			return
+		}
+		for name := range c.byName {
+			if id, ok := c.ByName(name); ok && id != NoType {
+				c.Fields(id)
+			}
+		}
+		for _, g := range c.Globals {
+			if g.Type != NoType {
+				c.Fields(g.Type)
+			}
+		}
 	})
 }
