@@ -377,6 +377,8 @@ func TestTypesContainers(t *testing.T) {
 				{"std::__detail::_Hash_node<std::pair<int const, app::Keeper>, false>", 30, 30 * sz["hash_node"]},
 				{"std::_List_node<app::Keeper>", 40, 40 * sz["list_node"]},
 				{"std::_List_node<app::Box>", 7, 7 * sz["box_node"]},
+				{"std::_Fwd_list_node<app::Tag>", 9, 9 * sz["fwd_node"]},
+				{"std::__detail::_Hash_node<std::__cxx11::basic_string<char", 11, 11 * sz["word_node"]},
 				{"std::_Rb_tree_node<std::__cxx11::basic_string<char", 25, 25 * sz["set_node"]},
 				{"std::_Rb_tree_node<std::pair<int const, long", 12, 12 * sz["shard_node"]},
 				{"app::Box", sz["deque_buffers"], sz["deque_buffers"] * sz["deque_buffer"]},
