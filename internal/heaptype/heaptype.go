@@ -354,7 +354,8 @@ var allocators = []struct{ prefix, rest string }{
 	{"std::__new_allocator<", "::allocate("},     // libstdc++ 12 and later
 	{"__gnu_cxx::new_allocator<", "::allocate("}, // before
 	{"std::allocator<", "::allocate("},
-	{"std::__1::allocator<", "::allocate("}, // libc++
+	{"std::__1::allocator<", "::allocate("},     // libc++
+	{"std::__1::allocator<", "::allocate[abi:"}, // libc++ 19's ABI tag
 	{"std::_Function_base::_Base_manager<", "::_M_create<"},
 }
 
@@ -369,24 +370,29 @@ func AllocatedType(fn string) (string, bool) {
 		if !ok {
 			continue
 		}
-		depth := 1
-		for i := 0; i < len(arg); i++ {
-			switch arg[i] {
-			case '<':
-				depth++
-			case '>':
-				if depth--; depth == 0 {
-					t := strings.TrimSpace(arg[:i])
-					if t == "" || !strings.HasPrefix(arg[i+1:], al.rest) {
-						return "", false
-					}
-					return t, true
-				}
-			}
+		if t, rest, ok := templateArg(arg); ok && strings.HasPrefix(rest, al.rest) {
+			return t, true
 		}
-		return "", false
 	}
 	return "", false
+}
+
+// templateArg splits s, what follows a class template's "<", at its
+// closing ">": the argument, and what follows.
+func templateArg(s string) (string, string, bool) {
+	depth := 1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '<':
+			depth++
+		case '>':
+			if depth--; depth == 0 {
+				t := strings.TrimSpace(s[:i])
+				return t, s[i+1:], t != ""
+			}
+		}
+	}
+	return "", "", false
 }
 
 // maxRTTIName bounds the mangled class name read from RTTI.

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"debug/dwarf"
+	"slices"
 	"strings"
 )
 
@@ -18,11 +19,12 @@ import (
 // rule is what laying out one struct changes: pointers to from point at
 // to instead, or the struct is raw storage of type storage.
 type rule struct {
-	from, to TypeID
-	storage  TypeID
+	from    []TypeID
+	to      TypeID
+	storage TypeID
 }
 
-var noRule = rule{from: NoType, to: NoType, storage: NoType}
+var noRule = rule{to: NoType, storage: NoType}
 
 // retarget is the chain of rules in force while laying out a struct's
 // parts (the innermost first).
@@ -39,29 +41,43 @@ type containers struct {
 	// without the cached hash code); built on first use.
 	nodes map[string][]TypeID
 	ptrTo map[TypeID]TypeID // synthesized pointer types
-	bases map[string]bool   // the base node classes' names
 }
 
-// nodeKinds: per container class template, its node class template,
-// the node's base class and which type argument of the container is the
-// node's value.
+// nodeKinds: per container class template, its node class template and
+// which type argument of the container is the node's value; libstdc++'s,
+// then libc++'s (whose nodes hold their values as members).
 var nodeKinds = []struct {
-	container, node, base string
-	arg                   int
+	container, node string
+	arg             int
 }{
-	{"std::_Rb_tree<", "std::_Rb_tree_node<", "std::_Rb_tree_node_base", 1},
-	{"std::__cxx11::_List_base<", "std::_List_node<", "std::__detail::_List_node_base", 0},
-	{"std::_List_base<", "std::_List_node<", "std::__detail::_List_node_base", 0},
-	{"std::_Hashtable<", "std::__detail::_Hash_node<", "std::__detail::_Hash_node_base", 1},
-	{"std::_Fwd_list_base<", "std::_Fwd_list_node<", "std::_Fwd_list_node_base", 0},
+	{"std::_Rb_tree<", "std::_Rb_tree_node<", 1},
+	{"std::__cxx11::_List_base<", "std::_List_node<", 0},
+	{"std::_List_base<", "std::_List_node<", 0},
+	{"std::_Hashtable<", "std::__detail::_Hash_node<", 1},
+	{"std::_Fwd_list_base<", "std::_Fwd_list_node<", 0},
+	{"std::__1::__tree<", "std::__1::__tree_node<", 0},
+	{"std::__1::__list_imp<", "std::__1::__list_node<", 0},
+	{"std::__1::__hash_table<", "std::__1::__hash_node<", 0},
+	{"std::__1::__forward_list_base<", "std::__1::__forward_list_node<", 0},
+}
+
+// nodeBases are the base classes of the nodes (names, or prefixes of
+// class templates' names ending in "<").
+var nodeBases = []string{
+	"std::_Rb_tree_node_base", "std::__detail::_List_node_base", "std::__detail::_Hash_node_base",
+	"std::_Fwd_list_node_base", "std::__1::__tree_node_base<", "std::__1::__tree_end_node<",
+	"std::__1::__list_node_base<", "std::__1::__hash_node_base<", "std::__1::__forward_begin_node<",
 }
 
 // IsNodeBase reports whether name is the base class of a standard
 // container's nodes: a block the DWARF of a pointer says is one is a
 // node of a type the pointer does not say.
 func IsNodeBase(name string) bool {
-	for _, k := range nodeKinds {
-		if k.base == name {
+	if strings.HasSuffix(name, "*") {
+		return false
+	}
+	for _, b := range nodeBases {
+		if name == b || (strings.HasSuffix(b, "<") && strings.HasPrefix(name, b)) {
 			return true
 		}
 	}
@@ -70,6 +86,9 @@ func IsNodeBase(name string) bool {
 
 // IsNode reports whether name is a standard container's node type.
 func IsNode(name string) bool {
+	if strings.HasSuffix(name, "*") {
+		return false // a pointer to one (a hash table's buckets)
+	}
 	for _, k := range nodeKinds {
 		if strings.HasPrefix(name, k.node) {
 			return true
@@ -106,27 +125,44 @@ func (mt *ModuleTypes) findRule(id TypeID) rule {
 	name := t.Name
 	if strings.HasPrefix(name, "__gnu_cxx::__aligned_membuf<") || strings.HasPrefix(name, "__gnu_cxx::__aligned_buffer<") {
 		if v := arg(0); v != NoType && mt.types[v].Size <= t.Size {
-			return rule{from: NoType, to: NoType, storage: v}
+			return rule{to: NoType, storage: v}
 		}
 		return noRule
 	}
 	for _, k := range nodeKinds {
-		base, ok := mt.ByName(k.base)
-		if !ok {
-			continue
-		}
+		node := NoType
 		switch {
 		case strings.HasPrefix(name, k.node):
-			return rule{from: base, to: id, storage: NoType}
+			node = id
 		case strings.HasPrefix(name, k.container):
-			node := mt.nodeType(k.node, arg(k.arg), n)
-			if node == NoType {
-				return noRule
-			}
-			return rule{from: base, to: node, storage: NoType}
+			node = mt.nodeType(k.node, arg(k.arg), n)
+		default:
+			continue
 		}
+		if node == NoType {
+			return noRule
+		}
+		// The node's links point at its base classes.
+		return rule{from: mt.baseClasses(node, nil, 0), to: node, storage: NoType}
 	}
 	return noRule
+}
+
+// baseClasses appends to out the base classes of struct id, and theirs.
+func (mt *ModuleTypes) baseClasses(id TypeID, out []TypeID, depth int) []TypeID {
+	n := mt.node(mt.types[id].off)
+	if n == nil || depth > maxLayoutDepth {
+		return out
+	}
+	for _, m := range n.members {
+		if m.name != "" {
+			continue // a member, not a base (nor an anonymous union)
+		}
+		if b := mt.id(m.typ, 0); b != NoType && mt.types[b].Kind == KindStruct && !slices.Contains(out, b) {
+			out = mt.baseClasses(b, append(out, b), depth+1)
+		}
+	}
+	return out
 }
 
 // nodeType returns the node type of template node whose value is v,

@@ -605,8 +605,8 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 			mt.flatten(out, work, r.storage, base, path, depth+1, rt)
 			return
 		}
-		if r.from != NoType {
-			rt = &retarget{from: r.from, to: r.to, next: rt}
+		for _, from := range r.from {
+			rt = &retarget{from: from, to: r.to, next: rt}
 		}
 		for _, m := range n.members {
 			if strings.HasPrefix(m.name, "_vptr") {
