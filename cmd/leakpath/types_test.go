@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/symbolize"
 )
 
 // jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.
@@ -345,4 +348,234 @@ func testTypesC(t *testing.T, exe string) {
 	if fmt.Sprint(ty.ByEvidence) != fmt.Sprint(ty2.ByEvidence) {
 		t.Errorf("typed by %v at the run, %v in the trace's report", ty.ByEvidence, ty2.ByEvidence)
 	}
+}
+
+// TestTypesContainers: the nodes of the standard containers (libstdc++,
+// and libc++ where clang-19 and libc++ are installed) are typed as the
+// container's own node type, naming the user's type, never as their base
+// class, at -O0, -O1 and -O2 (a leaked list's nodes by their allocation
+// site's inlined frames); the pointers in a node's value are followed
+// (the tags only the map's values hold are typed), a hash table's
+// buckets are typed, a vector of maps retains its maps' nodes exactly,
+// and the path to root of a tag runs through the map.
+func TestTypesContainers(t *testing.T) {
+	for _, opt := range []string{"-O0", "-O1", "-O2"} {
+		t.Run("libstdc++"+opt, func(t *testing.T) {
+			testTypesContainers(t, fixture(t, "containers.cc", opt), opt, libstdcxxNames)
+		})
+	}
+	t.Run("libc++-O2", func(t *testing.T) {
+		if _, err := exec.LookPath("clang++-19"); err != nil {
+			t.Skip("clang++-19 is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
+		}
+		exe := filepath.Join(t.TempDir(), "containers-libc++")
+		src := filepath.Join(root, "testdata", "fixtures", "containers.cc")
+		if out, err := exec.Command("clang++-19", "-stdlib=libc++", "-g", "-O2", "-o", exe, src).CombinedOutput(); err != nil {
+			t.Skipf("clang++-19 -stdlib=libc++ cannot build the fixture (libc++-19-dev not installed?): %v\n%s", err, out)
+		}
+		testTypesContainers(t, exe, "-O2", libcxxNames)
+	})
+}
+
+// containerNames are the names (prefixes) of a library's node types in
+// its DWARF: map, hash, list, box (a list of app::Box), fwd, set (of
+// strings), word (an unordered set of strings), shard (a map<int, long>
+// node), shared (make_shared's block), vecmap (the vector of maps'
+// element).
+type containerNames map[string]string
+
+var libstdcxxNames = containerNames{
+	"map":    "std::_Rb_tree_node<std::pair<int const, app::Keeper>",
+	"hash":   "std::__detail::_Hash_node<std::pair<int const, app::Keeper>, false>",
+	"list":   "std::_List_node<app::Keeper>",
+	"box":    "std::_List_node<app::Box>",
+	"fwd":    "std::_Fwd_list_node<app::Tag>",
+	"set":    "std::_Rb_tree_node<std::__cxx11::basic_string<char",
+	"word":   "std::__detail::_Hash_node<std::__cxx11::basic_string<char",
+	"shard":  "std::_Rb_tree_node<std::pair<int const, long",
+	"shared": "std::_Sp_counted_ptr_inplace<app::Keeper,",
+	"vecmap": "std::map<int, long",
+	"adder":  "app::Adder", // libc++ keeps the functor in the object
+}
+
+var libcxxNames = containerNames{
+	"map":    "std::__1::__tree_node<std::__1::__value_type<int, app::Keeper>",
+	"hash":   "std::__1::__hash_node<std::__1::__hash_value_type<int, app::Keeper>",
+	"list":   "std::__1::__list_node<app::Keeper,",
+	"box":    "std::__1::__list_node<app::Box,",
+	"fwd":    "std::__1::__forward_list_node<app::Tag,",
+	"set":    "std::__1::__tree_node<std::__1::basic_string<char",
+	"word":   "std::__1::__hash_node<std::__1::basic_string<char",
+	"shard":  "std::__1::__tree_node<std::__1::__value_type<int, long>",
+	"shared": "std::__1::__shared_ptr_emplace<app::Keeper,",
+	"vecmap": "std::__1::map<int, long",
+}
+
+func testTypesContainers(t *testing.T, exe, opt string, names containerNames) {
+	nat := native(t, nil, exe)
+	sz := sizes(t, nat.stdout)
+	r := leakpath(t, []string{"--types", "--path-to-root", "app::Tag"}, nil, exe)
+	if string(r.stdout) != string(nat.stdout) || r.code != nat.code {
+		t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.stdout, r.code)
+	}
+	ty := typesOf(t, r.reportJSON)
+	type want struct {
+		prefix        string
+		blocks, bytes uint64
+	}
+	wants := []want{
+		{names["map"], 20, 20 * sz["map_node"]},
+		{names["hash"], 30, 30 * sz["hash_node"]},
+		{names["list"], 40, 40 * sz["list_node"]},
+		{names["box"], 7, 7 * sz["box_node"]},
+		{names["fwd"], 9, 9 * sz["fwd_node"]},
+		{names["set"], 25, 25 * sz["set_node"]},
+		{names["word"], 11, 11 * sz["word_node"]},
+		{names["shard"], 12, 12 * sz["shard_node"]},
+		{"app::Box", sz["deque_buffers"], sz["deque_buffers"] * sz["deque_buffer"]},
+		{"app::Tag", 20, 20 * sz["tag"]},
+		{names["shared"], 6, 6 * sz["shared_block"]},
+	}
+	if names["adder"] != "" {
+		wants = append(wants, want{names["adder"], 1, sz["adder"]})
+	}
+	rows := map[string]int{}
+	for i, row := range ty.Types {
+		if symbolize.IsNodeBase(row.Name) {
+			t.Errorf("%d blocks typed as the base class %s", row.Blocks, row.Name)
+		}
+		// libstdc++'s emergency exception pool: from the library, not
+		// from its nearest symbol or an offset.
+		if row.Unknown && (strings.Contains(row.Name, "libstdc++.so") || strings.Contains(row.Name, "__throw_")) {
+			t.Errorf("an unknown site named by a library's symbol or offset: %s", row.Name)
+		}
+		for _, w := range wants {
+			if row.Name == w.prefix || (strings.HasPrefix(row.Name, w.prefix) && !strings.HasSuffix(row.Name, "*")) {
+				if _, dup := rows[w.prefix]; dup {
+					t.Errorf("two rows for %s", w.prefix)
+				}
+				rows[w.prefix] = i
+			}
+		}
+	}
+	for _, w := range wants {
+		i, ok := rows[w.prefix]
+		if !ok {
+			t.Errorf("no row for %s…", w.prefix)
+			continue
+		}
+		if row := ty.Types[i]; row.Blocks != w.blocks || row.Bytes != w.bytes {
+			t.Errorf("%s: %d blocks, %d bytes; want %d, %d", row.Name, row.Blocks, row.Bytes, w.blocks, w.bytes)
+		}
+	}
+	// The leaked list's nodes: by their allocation site alone (at -O0
+	// the list's constructor is called, not inlined: the list is typed
+	// by it, and its nodes by its fields).
+	if i, ok := rows[names["box"]]; ok {
+		row := ty.Types[i]
+		by := row.ByEvidence["alloc-site"]
+		if opt == "-O0" {
+			by += row.ByEvidence["field"]
+		}
+		if by != row.Blocks {
+			t.Errorf("%s typed by %v, want all by alloc-site", row.Name, row.ByEvidence)
+		}
+	}
+	// The unordered map's buckets: pointers to its nodes.
+	buckets, vec := false, false
+	for _, row := range ty.Types {
+		if strings.HasPrefix(row.Name, names["hash"]) && strings.HasSuffix(row.Name, "*") {
+			buckets = true
+			if row.Blocks != 1 || row.Bytes != 8*sz["buckets"] {
+				t.Errorf("%s: %d blocks, %d bytes; want 1, %d", row.Name, row.Blocks, row.Bytes, 8*sz["buckets"])
+			}
+		}
+		// The vector of maps: its buffer retains its 3 maps' 12 nodes.
+		if strings.HasPrefix(row.Name, names["vecmap"]) && !strings.HasSuffix(row.Name, "*") {
+			vec = true
+			if w := 3*sz["map"] + 12*sz["shard_node"]; row.Blocks != 1 || row.Retains != w {
+				t.Errorf("%s: %d blocks retaining %d bytes, want 1 retaining %d", row.Name, row.Blocks, row.Retains, w)
+			}
+		}
+	}
+	if !buckets {
+		t.Errorf("the unordered map's buckets are not typed")
+	}
+	if !vec {
+		t.Errorf("the vector of maps' buffer is not typed")
+	}
+	p := ty.PathToRoot
+	if p == nil || len(p.Steps) < 3 {
+		t.Fatalf("path to root of app::Tag: %+v\n%s", p, r.text)
+	}
+	last, node := p.Steps[len(p.Steps)-1], p.Steps[len(p.Steps)-2]
+	if p.Steps[0].Via != "g_reg" || last.Type != "app::Tag" || !strings.HasSuffix(last.Via, "second.tag") ||
+		!strings.HasPrefix(node.Type, names["map"]) {
+		t.Errorf("path to root of app::Tag: %+v", p.Steps)
+	}
+	t.Logf("typed %d of %d live bytes by %v in %.3f s", ty.TypedBytes, ty.TotalBytes, ty.ByEvidence, ty.Seconds)
+}
+
+// TestTypesSnapshotPause: a typed snapshot of 100,000 live container
+// nodes types every one of them, and the head of the list retains the
+// whole list (the dominators of a 50,000-node doubly linked cycle). It
+// logs the snapshot's pause and typing time (not checked: the machine
+// may be loaded), the figures docs/types.md quotes.
+func TestTypesSnapshotPause(t *testing.T) {
+	exe := fixture(t, "bigheap.cc", includeFlag(), "-O2")
+	nat := native(t, nil, exe)
+	sz := sizes(t, nat.stdout)
+	dir := t.TempDir()
+	r := leakpath(t, []string{"--types", "--snapshot-dir", dir}, nil, exe)
+	if string(r.stdout) != string(nat.stdout) || r.code != nat.code {
+		t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.stdout, r.code)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "leakpath.snapshot.*.json"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots %v", snaps)
+	}
+	b, err := os.ReadFile(snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap struct {
+		Scan struct {
+			Pause float64 `json:"pause_seconds"`
+		} `json:"scan"`
+	}
+	if err := json.Unmarshal(b, &snap); err != nil {
+		t.Fatal(err)
+	}
+	ty := typesOf(t, b)
+	const n = 50000
+	for _, w := range []struct {
+		prefix string
+		bytes  uint64
+	}{{"std::_Rb_tree_node<std::pair<int const, Rec>", n * sz["map_node"]}, {"std::_List_node<Rec>", n * sz["list_node"]}} {
+		found := false
+		for _, row := range ty.Types {
+			if strings.HasPrefix(row.Name, w.prefix) {
+				found = true
+				if row.Blocks != n || row.Bytes != w.bytes {
+					t.Errorf("%s: %d blocks, %d bytes; want %d, %d", row.Name, row.Blocks, row.Bytes, n, w.bytes)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no row for %s", w.prefix)
+		}
+	}
+	list := false
+	for _, row := range ty.Types {
+		if strings.HasPrefix(row.Name, "std::__cxx11::list<Rec") && !strings.HasSuffix(row.Name, "*") {
+			list = true
+			if want := n*sz["list_node"] + sz["list"]; row.Retains != want {
+				t.Errorf("the list retains %d bytes, want its nodes and itself, %d", row.Retains, want)
+			}
+		}
+	}
+	if !list {
+		t.Errorf("the list object is not typed")
+	}
+	t.Logf("typed snapshot of %d live bytes: pause %.3f s, typing %.3f s", ty.TotalBytes, snap.Scan.Pause, ty.Seconds)
 }

@@ -106,6 +106,7 @@ func (c *collector) serveAsk(im *image, m *merger, direct *directTarget) {
 // not nil, is a thread's state where the program called the agent (the
 // exit's comes from the hold).
 func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, caller *scan.Caller, after func(*heap.Session)) error {
+	c.prefetchTypes(im)
 	pause := time.Now()
 	c.mu.Lock()
 	rc := im.rc

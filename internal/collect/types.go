@@ -102,9 +102,9 @@ func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, mod
 	for _, m := range mods {
 		allocTypes = allocTypes || (m.Types != nil && m.Types.HasAllocTypes())
 	}
-	cache := [2]map[heap.StackID]known{{}, {}} // alloc sites, constructors
+	cache := [3]map[heap.StackID]known{{}, {}, {}} // alloc sites, constructors, frames
 	code := make([]byte, ctorsite.CodeBytes)
-	var deadline time.Time
+	var deadline, framesDeadline time.Time
 	return func(i int32, ev heaptype.Evidence) (heaptype.SiteType, bool) {
 		if ev == heaptype.AllocSite && !allocTypes {
 			return heaptype.SiteType{}, false
@@ -114,8 +114,11 @@ func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, mod
 			return heaptype.SiteType{}, false
 		}
 		c := cache[0]
-		if ev == heaptype.Ctor {
+		switch ev {
+		case heaptype.Ctor:
 			c = cache[1]
+		case heaptype.SiteFrames:
+			c = cache[2]
 		}
 		if k, ok := c[b.Site]; ok {
 			return k.st, k.ok
@@ -141,6 +144,14 @@ func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, mod
 				return heaptype.SiteType{}, false // not cached: unknown, not none
 			}
 			k.st, k.ok = ctorType(frames, mods, mem, syms, code)
+		case heaptype.SiteFrames:
+			if framesDeadline.IsZero() {
+				framesDeadline = time.Now().Add(ctorBudget)
+			}
+			if time.Now().After(framesDeadline) {
+				return heaptype.SiteType{}, false
+			}
+			k.st, k.ok = framesType(frames, fmods, mods, modOf, syms)
 		}
 		c[b.Site] = k
 		return k.st, k.ok
@@ -177,6 +188,50 @@ func ctorType(frames []uint64, mods []heaptype.Module, mem leak.Memory, syms *sy
 	}
 	return heaptype.SiteType{}, false
 }
+
+// framesType returns the type the first frames of an allocation's stack
+// (inlined ones too) say it allocates: the first allocator frame's type
+// argument (heaptype.AllocatedType), found by name in the frame's module
+// or, failing that, in the others.
+func framesType(frames []uint64, fmods []int32, mods []heaptype.Module, modOf map[int32]int, syms *symbolize.Symbolizer) (heaptype.SiteType, bool) {
+	for j := 0; j < len(frames) && j < maxSiteFrames; j++ {
+		hm, ok := modOf[fmods[j]]
+		if !ok || frames[j] == 0 || mods[hm].Path == "" || mods[hm].Path[0] != '/' {
+			continue
+		}
+		fs, err := syms.Lookup(mods[hm].Path, mods[hm].BuildID, frames[j]-1-mods[hm].Bias)
+		if err != nil {
+			continue
+		}
+		for _, f := range fs {
+			name, ok := heaptype.AllocatedType(f.Function)
+			if !ok {
+				continue
+			}
+			for _, m := range append([]int{hm}, seq(len(mods))...) {
+				if mt := mods[m].Types; mt != nil {
+					if id, ok := mt.ByDemangledName(name); ok {
+						return heaptype.SiteType{Mod: m, Type: id, Ev: heaptype.AllocSite}, true
+					}
+				}
+			}
+			return heaptype.SiteType{}, false // the innermost allocator's type, or none
+		}
+	}
+	return heaptype.SiteType{}, false
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// maxSiteFrames is how deep in a stack an allocator's frame is looked
+// for (the agent's, operator new's, malloc's frames come first).
+const maxSiteFrames = 8
 
 // maxAllocFrames is how deep in a stack the call to new is looked for
 // (below the agent's, operator new's and malloc's frames).
@@ -228,4 +283,44 @@ func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]i
 		}
 	}
 	return out, modOf
+}
+
+// prefetchWait bounds the wait for the model's list of modules before a
+// scan: past it, the scan reads what it needs while the process waits.
+const prefetchWait = 2 * time.Second
+
+// prefetchTypes reads the types of im's modules (their DWARF, once per
+// module for the run) before the scan stops the process, so that the
+// pause holds the scan and the typing of the blocks only, not a reading
+// of DWARF that the warm-up had not done yet.
+func (c *collector) prefetchTypes(im *image) {
+	if c.opts.Types == nil || c.opts.Types.Symbols == nil {
+		return
+	}
+	type mod struct {
+		path string
+		id   []byte
+	}
+	got := make(chan []mod, 1)
+	c.sink.sendAfter(im.idx, nil, func(s *heap.Session) []event.Event {
+		var ms []mod
+		if p := s.Process(im.idx); p != nil {
+			for _, m := range p.Modules {
+				if m.Unloaded == 0 && len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' && filepath.Base(m.Path) != "libleakpath.so" {
+					ms = append(ms, mod{m.Path, slices.Clone(m.BuildID)})
+				}
+			}
+		}
+		got <- ms
+		return nil
+	})
+	t := time.NewTimer(prefetchWait)
+	defer t.Stop()
+	select {
+	case ms := <-got:
+		for _, m := range ms {
+			c.opts.Types.Symbols.Types(m.path, m.id)
+		}
+	case <-t.C:
+	}
 }

@@ -42,6 +42,12 @@ const (
 	NumEvidence
 )
 
+// SiteFrames is what Analyze asks of a block's allocation site last,
+// for the blocks nothing else typed: the type its inlined frames name
+// (a standard allocator's allocate of T, std::function's manager of F;
+// see AllocatedType). The blocks it types are typed by AllocSite.
+const SiteFrames Evidence = 0xff
+
 var evidenceNames = [...]string{"unknown", "alloc-site", "vtable", "constructor", "field"}
 
 func (e Evidence) String() string {
@@ -150,10 +156,17 @@ func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i 
 		}
 	}
 	tiers := a.globals()
-	for len(a.queue) > 0 {
-		i := a.queue[0]
-		a.queue = a.queue[1:]
-		a.propagate(i)
+	a.drain()
+	if site != nil {
+		for i := range n {
+			if a.Type[i] >= 0 {
+				continue
+			}
+			if st, ok := site(int32(i), SiteFrames); ok && st.Mod >= 0 && st.Type != symbolize.NoType {
+				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", AllocSite)
+			}
+		}
+		a.drain()
 	}
 	g.Keep(a.keep)
 	a.Paths = g.ShortestPaths(tiers...)
@@ -169,6 +182,15 @@ func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i 
 	return a.Result
 }
 
+// drain types the blocks the typed blocks in the queue point at.
+func (a *analyzer) drain() {
+	for len(a.queue) > 0 {
+		i := a.queue[0]
+		a.queue = a.queue[1:]
+		a.propagate(i)
+	}
+}
+
 // set types block i (if not typed yet) as l, or as the named class
 // without a layout when l.mod < 0.
 func (a *analyzer) set(i int32, l layout, name string, ev Evidence) {
@@ -178,6 +200,17 @@ func (a *analyzer) set(i int32, l layout, name string, ev Evidence) {
 	info := TypeInfo{Name: name}
 	if l.mod >= 0 {
 		t := a.mods[l.mod].Types.Type(l.tid)
+		if ev == Field && symbolize.IsNodeBase(t.Name) {
+			// A container's node, of a type the pointer does not say
+			// (the container's layout would have): unknown, not its base.
+			return
+		}
+		if ev == Field && t.Size != a.g.Blocks[i].Size && symbolize.IsNode(t.Name) {
+			// A node's links also point at the container's own head
+			// node (a list's is the list's first word): a block of
+			// another size is not a node.
+			return
+		}
 		info = TypeInfo{Name: t.Name, File: t.File, Line: t.Line, Size: t.Size}
 	}
 	k, ok := a.byName[info.Name]
@@ -312,6 +345,54 @@ func ctorOf(parts []string) (string, bool) {
 		return "", false
 	}
 	return strings.Join(parts[:len(parts)-1], "::"), true
+}
+
+// allocators: the demangled names of functions that allocate the type
+// of their class template's argument (an array of it), and what follows
+// the argument.
+var allocators = []struct{ prefix, rest string }{
+	{"std::__new_allocator<", "::allocate("},     // libstdc++ 12 and later
+	{"__gnu_cxx::new_allocator<", "::allocate("}, // before
+	{"std::allocator<", "::allocate("},
+	{"std::__1::allocator<", "::allocate("},     // libc++
+	{"std::__1::allocator<", "::allocate[abi:"}, // libc++ 19's ABI tag
+	{"std::_Function_base::_Base_manager<", "::_M_create<"},
+}
+
+// AllocatedType returns the type an allocation's frame named fn (a
+// demangled name) allocates, when the function says it exactly:
+// "std::__new_allocator<std::_List_node<Job> >::allocate(unsigned long,
+// void const*)" gives "std::_List_node<Job>".
+func AllocatedType(fn string) (string, bool) {
+	fn = strings.TrimPrefix(fn, "void ") // a function template's return type
+	for _, al := range allocators {
+		arg, ok := strings.CutPrefix(fn, al.prefix)
+		if !ok {
+			continue
+		}
+		if t, rest, ok := templateArg(arg); ok && strings.HasPrefix(rest, al.rest) {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// templateArg splits s, what follows a class template's "<", at its
+// closing ">": the argument, and what follows.
+func templateArg(s string) (string, string, bool) {
+	depth := 1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '<':
+			depth++
+		case '>':
+			if depth--; depth == 0 {
+				t := strings.TrimSpace(s[:i])
+				return t, s[i+1:], t != ""
+			}
+		}
+	}
+	return "", "", false
 }
 
 // maxRTTIName bounds the mangled class name read from RTTI.

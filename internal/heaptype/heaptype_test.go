@@ -179,3 +179,24 @@ func TestCtorClass(t *testing.T) {
 		}
 	}
 }
+
+func TestAllocatedType(t *testing.T) {
+	for fn, want := range map[string]string{
+		"std::__new_allocator<std::_Rb_tree_node<std::pair<int const, app::Keeper> > >::allocate(unsigned long, void const*)":                            "std::_Rb_tree_node<std::pair<int const, app::Keeper> >",
+		"__gnu_cxx::new_allocator<app::Box>::allocate(unsigned long, void const*)":                                                                       "app::Box",
+		"std::__1::allocator<Node>::allocate[abi:ue170006](unsigned long)":                                                                               "Node",
+		"std::__1::allocator<Node>::deallocate[abi:ue170006](Node*, unsigned long)":                                                                      "",
+		"std::__1::allocator<Node>::allocate(unsigned long)":                                                                                             "Node",
+		"void std::_Function_base::_Base_manager<app::Adder>::_M_create<app::Adder>(std::_Any_data&, app::Adder&&, std::integral_constant<bool, false>)": "app::Adder",
+		"std::_Function_base::_Base_manager<app::Adder>::_M_destroy(std::_Any_data&, std::integral_constant<bool, false>)":                               "",
+		"std::allocator_traits<std::allocator<app::Box> >::allocate(std::allocator<app::Box>&, unsigned long)":                                           "",
+		"std::__new_allocator<a<b>::allocate(":                                                                                                           "",
+		"std::__new_allocator<>::allocate(":                                                                                                              "",
+		"main":                                                                                                                                           "",
+	} {
+		got, ok := AllocatedType(fn)
+		if got != want || ok != (want != "") {
+			t.Errorf("AllocatedType(%q) = %q, %v; want %q", fn, got, ok, want)
+		}
+	}
+}

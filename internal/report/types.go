@@ -61,9 +61,15 @@ func (r *Report) siteText(p *heap.Process, site heap.StackID) string {
 		return "from an unknown site"
 	}
 	f := fs[0]
+	lib, _, isLib := strings.Cut(filepath.Base(f.Module), ".so")
 	switch {
 	case f.Function != "" && f.File != "":
 		return fmt.Sprintf("from %s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
+	case isLib && lib != "":
+		// The nearest symbol of a library without line information
+		// need not be the function (libstdc++'s emergency exception
+		// pool is "from std::__throw_ios_failure"): the library only.
+		return fmt.Sprintf("from %s (no debug info)", lib)
 	case f.Function != "":
 		return "from " + f.Function
 	}

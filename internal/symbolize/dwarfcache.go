@@ -293,7 +293,7 @@ func trimDWARFCache(dir string, max int64) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		if ext := filepath.Ext(p); ext != ".dwarf" && ext != ".frames" {
+		if ext := filepath.Ext(p); ext != ".dwarf" && ext != ".frames" && ext != ".types" {
 			continue
 		}
 		if e.Name()[0] == '.' {

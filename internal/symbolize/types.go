@@ -79,8 +79,14 @@ type ModuleTypes struct {
 	byOff   map[dwarf.Offset]TypeID
 	nodes   map[dwarf.Offset]*dnode
 	byName  map[string]dwarf.Offset // complete structs by qualified name
+	byCanon map[string]dwarf.Offset // the same by canonName, once asked
 	work    int                     // what is left of maxModuleWork
 	alloc   []allocSite             // by return address
+	cont    containers
+	// globalOffs are the DWARF types of Globals (as read, before they
+	// are sorted): what a types cache file keeps.
+	globalOffs []dwarf.Offset
+	lazy       *lazyNodes // the type entries of a types cache file, decoded on use
 }
 
 // allocSite is a call site with the type it allocates
@@ -121,6 +127,7 @@ type dnode struct {
 	count   int64 // arrays: elements (product of subranges), -1 unknown
 	decl    bool
 	members []dmember
+	tparams []dwarf.Offset // a class template's type arguments, in order
 	file    string
 	line    int
 }
@@ -160,6 +167,11 @@ func (s *Symbolizer) Types(path string, wantBuildID []byte) (mt *ModuleTypes, er
 	}
 	mt = &ModuleTypes{Vtables: m.syms.vtables}
 	if m.dw != nil {
+		cache, ckey := s.typesCachePath(key)
+		if cache != "" && readTypesCache(mt, cache, ckey) {
+			m.types = mt
+			return mt, nil
+		}
 		func() {
 			defer guard(&err, "symbolize: DWARF types of "+path)
 			err = mt.read(m.dw.d, m.dw.addr)
@@ -167,6 +179,8 @@ func (s *Symbolizer) Types(path string, wantBuildID []byte) (mt *ModuleTypes, er
 		if err != nil {
 			s.warn(m, err.Error())
 			err = nil
+		} else if cache != "" {
+			writeTypesCache(mt, cache, ckey)
 		}
 	}
 	m.types = mt
@@ -353,6 +367,11 @@ func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 				}
 				cur.members = append(cur.members, dmember{name: name, off: off, typ: t})
 			}
+		case dwarf.TagTemplateTypeParameter:
+			if cur != nil && cur.tag != dwarf.TagArrayType {
+				t, _ := e.Val(dwarf.AttrType).(dwarf.Offset)
+				cur.tparams = append(cur.tparams, t)
+			}
 		case dwarf.TagVariable:
 			t, hasT := e.Val(dwarf.AttrType).(dwarf.Offset)
 			if spec, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok {
@@ -396,15 +415,32 @@ func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 			scope = append(scope, level{inner, node})
 		}
 	}
+	mt.globalOffs = globalTypes
+	mt.finish()
+	return nil
+}
+
+// finish resolves what read (or a types cache file) found: the types of
+// the globals and of the allocation sites, and their order.
+func (mt *ModuleTypes) finish() {
+	mt.work = maxModuleWork
 	for i := range mt.Globals {
-		mt.Globals[i].Type = mt.id(globalTypes[i], 0)
+		mt.Globals[i].Type = mt.id(mt.globalOffs[i], 0)
 	}
 	for i := range mt.alloc {
 		mt.alloc[i].typ = mt.id(mt.alloc[i].off, 0)
 	}
 	sort.SliceStable(mt.alloc, func(i, j int) bool { return mt.alloc[i].pc < mt.alloc[j].pc })
-	sort.SliceStable(mt.Globals, func(i, j int) bool { return mt.Globals[i].Addr < mt.Globals[j].Addr })
-	return nil
+	order := make([]int, len(mt.Globals))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return mt.Globals[order[i]].Addr < mt.Globals[order[j]].Addr })
+	gs, offs := make([]Global, len(order)), make([]dwarf.Offset, len(order))
+	for i, k := range order {
+		gs[i], offs[i] = mt.Globals[k], mt.globalOffs[k]
+	}
+	mt.Globals, mt.globalOffs = gs, offs
 }
 
 // staticAddr returns the address of a location that is one: DW_OP_addr,
@@ -445,7 +481,7 @@ func (mt *ModuleTypes) id(off dwarf.Offset, depth int) TypeID {
 	if id, ok := mt.byOff[off]; ok {
 		return id
 	}
-	n := mt.nodes[off]
+	n := mt.node(off)
 	if n == nil || depth > maxLayoutDepth {
 		return NoType
 	}
@@ -530,7 +566,7 @@ func (mt *ModuleTypes) Fields(id TypeID) []Field {
 		t.laid = true
 		var out []Field
 		work := min(maxLayoutWork, mt.work)
-		mt.flatten(&out, &work, id, 0, "", 0)
+		mt.flatten(&out, &work, id, 0, "", 0, nil)
 		mt.work -= min(maxLayoutWork, mt.work) - work
 		sort.SliceStable(out, func(i, j int) bool { return out[i].Off < out[j].Off })
 		mt.types[id].fields = out
@@ -538,7 +574,7 @@ func (mt *ModuleTypes) Fields(id TypeID) []Field {
 	return mt.types[id].fields
 }
 
-func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, path string, depth int) {
+func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, path string, depth int, rt *retarget) {
 	if id == NoType || depth > maxLayoutDepth || len(*out) >= maxFields || *work <= 0 {
 		return
 	}
@@ -546,7 +582,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 	t := mt.types[id]
 	switch t.Kind {
 	case KindPointer:
-		*out = append(*out, Field{Off: base, Target: t.Elem, Name: path})
+		*out = append(*out, Field{Off: base, Target: mt.retargeted(rt, t.Elem), Name: path})
 	case KindArray:
 		if t.Elem == NoType {
 			return
@@ -556,12 +592,21 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 			return
 		}
 		for i := uint64(0); i < t.Count && len(*out) < maxFields && *work > 0; i++ {
-			mt.flatten(out, work, t.Elem, base+i*es, path+"["+strconv.FormatUint(i, 10)+"]", depth+1)
+			mt.flatten(out, work, t.Elem, base+i*es, path+"["+strconv.FormatUint(i, 10)+"]", depth+1, rt)
 		}
 	case KindStruct:
-		n := mt.nodes[t.off]
+		n := mt.node(t.off)
 		if n == nil {
 			return
+		}
+		r := mt.rule(id)
+		if r.storage != NoType {
+			// A container's raw storage for a value: the value's layout.
+			mt.flatten(out, work, r.storage, base, path, depth+1, rt)
+			return
+		}
+		for _, from := range r.from {
+			rt = &retarget{from: from, to: r.to, next: rt}
 		}
 		for _, m := range n.members {
 			if strings.HasPrefix(m.name, "_vptr") {
@@ -574,7 +619,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 				}
 				p += m.name
 			}
-			mt.flatten(out, work, mt.id(m.typ, 0), base+uint64(max(m.off, 0)), p, depth+1)
+			mt.flatten(out, work, mt.id(m.typ, 0), base+uint64(max(m.off, 0)), p, depth+1, rt)
 		}
 	}
 }
