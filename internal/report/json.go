@@ -1,9 +1,9 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
@@ -107,6 +107,9 @@ type jsonFrame struct {
 	File     string `json:"file"`
 	Line     int    `json:"line"`
 	Inlined  bool   `json:"inlined"`
+	// enc: where the writer keeps the frame as written; shared by
+	// every stack the frame is in (see jsonStack).
+	enc *frameEnc
 }
 
 type jsonLeak struct {
@@ -160,9 +163,7 @@ type jsonError struct {
 }
 
 func (r *Report) json(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r.jsonReport())
+	return writeJSON(w, r.jsonReport())
 }
 
 func (r *Report) jsonReport() jsonReport {
@@ -280,13 +281,22 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 	return ji
 }
 
+// hexAddr is fmt's %#x, cheaper: a large report formats 400,000 of them.
+func hexAddr(v uint64) string {
+	var b [18]byte
+	return string(strconv.AppendUint(append(b[:0], "0x"...), v, 16))
+}
+
 func (r *Report) jsonStack(p *heap.Process, id heap.StackID) []jsonFrame {
-	out := []jsonFrame{}
-	for _, f := range r.Stack(p, id) {
-		out = append(out, jsonFrame{
-			Address: fmt.Sprintf("0x%x", f.Address), Module: f.Module, Offset: fmt.Sprintf("0x%x", f.Offset),
-			Function: f.Function, File: f.File, Line: f.Line, Inlined: f.Inlined,
-		})
-	}
+	out := make([]jsonFrame, 0, len(p.Stacks.Frames(id))+4)
+	r.walkStack(p, id, func(e *frameEntry, skip int) {
+		if e.js == nil {
+			e.js = jsonFrames(e.fs)
+			for i := range e.js {
+				e.js[i].enc = new(frameEnc)
+			}
+		}
+		out = append(out, e.js[skip:]...)
+	})
 	return out
 }
