@@ -120,6 +120,10 @@ type jsonLeak struct {
 	Allocs    uint64      `json:"site_allocations"`
 	Stack     []jsonFrame `json:"stack"`
 	RootCause any         `json:"root_cause"`
+	// lazy: the stack is runs, which writeJSON writes as Stack (see
+	// jsonReportOf).
+	lazy bool
+	runs []frameRun
 	// IndirectBytes and IndirectBlocks: for a definite leak, what is
 	// lost with it. Owner: for an indirect leak, the allocation stack of
 	// a definite leak that holds it.
@@ -163,15 +167,22 @@ type jsonError struct {
 }
 
 func (r *Report) json(w io.Writer) error {
-	return writeJSON(w, r.jsonReport())
+	return writeJSON(w, r.jsonReportOf(true))
 }
 
-func (r *Report) jsonReport() jsonReport {
+// jsonReport is the report's JSON with every stack a slice of frames of
+// its own (for merging and comparing reports).
+func (r *Report) jsonReport() jsonReport { return r.jsonReportOf(false) }
+
+// jsonReportOf: with lazy, the leaks' stacks are left as runs of the
+// report's frame cache (jsonLeak.runs), for writeJSON to write from:
+// cc1plus's 6,700 leak groups made 220,000 copies of frames otherwise.
+func (r *Report) jsonReportOf(lazy bool) jsonReport {
 	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Rank: r.opts.Rank, Snapshot: r.opts.Snapshot,
 		Label: r.opts.Label, LeakCheck: r.opts.LeakCheck, AskedBy: r.opts.AskedBy}
 	imgs := r.Images()
 	for i, p := range imgs {
-		ji := r.jsonImage(p)
+		ji := r.jsonImage(p, lazy)
 		if i == 0 {
 			ji.ElapsedS = r.opts.Elapsed.Seconds()
 			out.jsonImage = ji
@@ -191,7 +202,7 @@ func (r *Report) jsonReport() jsonReport {
 	return out
 }
 
-func (r *Report) jsonImage(p *heap.Process) jsonImage {
+func (r *Report) jsonImage(p *heap.Process, lazy bool) jsonImage {
 	t := r.totals(p)
 	ji := jsonImage{
 		Command: p.Info.Argv, PID: p.Info.PID, Anomalies: p.Anomalies,
@@ -226,8 +237,15 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		}
 	}
 	for _, g := range r.leaks(p) { // none if exec discarded the heap
-		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks, Stack: r.jsonStack(p, g.Stack),
+		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks,
 			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks}
+		if lazy {
+			// Resolved now all the same: symbolizing may warn, and the
+			// warnings are written before the leaks are.
+			l.lazy, l.runs = true, r.stackRuns(p, g.Stack)
+		} else {
+			l.Stack = r.jsonStack(p, g.Stack)
+		}
 		if s := p.Site(g.Stack); s != nil {
 			l.Function, l.Allocs = s.Fn.String(), s.Allocs
 		}
@@ -290,13 +308,35 @@ func hexAddr(v uint64) string {
 func (r *Report) jsonStack(p *heap.Process, id heap.StackID) []jsonFrame {
 	out := make([]jsonFrame, 0, len(p.Stacks.Frames(id))+4)
 	r.walkStack(p, id, func(e *frameEntry, skip int) {
-		if e.js == nil {
-			e.js = jsonFrames(e.fs)
-			for i := range e.js {
-				e.js[i].enc = new(frameEnc)
-			}
-		}
-		out = append(out, e.js[skip:]...)
+		out = append(out, e.json()[skip:]...)
 	})
 	return out
+}
+
+// frameRun is the frames of one address of a stack: e's JSON frames from
+// skip on.
+type frameRun struct {
+	e    *frameEntry
+	skip int
+}
+
+// stackRuns resolves stack id of p into runs of the frame cache.
+func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
+	out := make([]frameRun, 0, len(p.Stacks.Frames(id)))
+	r.walkStack(p, id, func(e *frameEntry, skip int) {
+		e.json()
+		out = append(out, frameRun{e, skip})
+	})
+	return out
+}
+
+// json returns e's frames as JSON, shared by every stack they are in.
+func (e *frameEntry) json() []jsonFrame {
+	if e.js == nil {
+		e.js = jsonFrames(e.fs)
+		for i := range e.js {
+			e.js[i].enc = new(frameEnc)
+		}
+	}
+	return e.js
 }

@@ -34,6 +34,7 @@ type jsonWriter struct {
 }
 
 var (
+	leakType         = reflect.TypeFor[jsonLeak]()
 	frameSliceType   = reflect.TypeFor[[]jsonFrame]()
 	marshalerType    = reflect.TypeFor[json.Marshaler]()
 	textMarshalerTyp = reflect.TypeFor[encoding.TextMarshaler]()
@@ -47,6 +48,9 @@ type walkInfo struct {
 	custom bool // encodes itself: encoding/json's to write
 	holds  bool
 	fields []walkField
+	// stack: the index in fields of a jsonLeak's stack, which its runs
+	// may stand for (-1: none).
+	stack int
 }
 
 type walkField struct {
@@ -141,10 +145,23 @@ func (e *jsonWriter) value(v reflect.Value, depth int) {
 }
 
 func (e *jsonWriter) object(v reflect.Value, info *walkInfo, depth int) {
+	var runs *jsonLeak // a leak whose stack is runs
+	if info.stack >= 0 {
+		if v.CanAddr() {
+			runs = v.Addr().Interface().(*jsonLeak)
+		} else {
+			l := v.Interface().(jsonLeak)
+			runs = &l
+		}
+		if !runs.lazy {
+			runs = nil
+		}
+	}
 	n := 0
-	for _, f := range info.fields {
+	for i, f := range info.fields {
 		fv, ok := field(v, f.index)
-		if !ok || (f.omitEmpty && emptyValue(fv)) {
+		lazy := runs != nil && i == info.stack
+		if !ok || (f.omitEmpty && !lazy && emptyValue(fv)) {
 			continue
 		}
 		if n == 0 {
@@ -155,6 +172,10 @@ func (e *jsonWriter) object(v reflect.Value, info *walkInfo, depth int) {
 		n++
 		e.indent(depth + 1)
 		e.w.WriteString(f.key)
+		if lazy {
+			e.runs(runs.runs, depth+1)
+			continue
+		}
 		e.value(fv, depth+1)
 	}
 	if n == 0 {
@@ -203,9 +224,16 @@ func walkOf(t reflect.Type) *walkInfo {
 	if w, ok := walked.Load(t); ok {
 		return w.(*walkInfo)
 	}
-	info := &walkInfo{custom: custom(t), holds: holdsFrames(t, map[reflect.Type]bool{})}
+	info := &walkInfo{custom: custom(t), holds: holdsFrames(t, map[reflect.Type]bool{}), stack: -1}
 	if info.holds && t.Kind() == reflect.Struct {
 		info.fields = structFields(t, nil)
+		if t == leakType {
+			for i, f := range info.fields {
+				if f.key == `"stack": ` {
+					info.stack = i
+				}
+			}
+		}
 	}
 	walked.Store(t, info)
 	return info
@@ -280,20 +308,48 @@ func (e *jsonWriter) frames(fs []jsonFrame, depth int) {
 		if i > 0 {
 			e.w.WriteByte(',')
 		}
-		f := &fs[i]
-		if f.enc == nil {
-			e.w.Write(e.frame(f, depth+1))
-			continue
-		}
-		b := f.enc.at(depth + 1)
-		if b == nil {
-			b = e.frame(f, depth+1)
-			f.enc.keep(depth+1, b)
-		}
-		e.w.Write(b)
+		e.writeFrame(&fs[i], depth+1)
 	}
 	e.indent(depth)
 	e.w.WriteByte(']')
+}
+
+// runs writes a stack given as runs of the report's frame cache, as
+// frames writes the same frames.
+func (e *jsonWriter) runs(rs []frameRun, depth int) {
+	n := 0
+	for _, r := range rs {
+		js := r.e.json()
+		for i := r.skip; i < len(js); i++ {
+			if n == 0 {
+				e.w.WriteByte('[')
+			} else {
+				e.w.WriteByte(',')
+			}
+			n++
+			e.writeFrame(&js[i], depth+1)
+		}
+	}
+	if n == 0 {
+		e.w.WriteString("[]")
+		return
+	}
+	e.indent(depth)
+	e.w.WriteByte(']')
+}
+
+// writeFrame writes f at depth, preceded by its line break.
+func (e *jsonWriter) writeFrame(f *jsonFrame, depth int) {
+	if f.enc == nil {
+		e.w.Write(e.frame(f, depth))
+		return
+	}
+	b := f.enc.at(depth)
+	if b == nil {
+		b = e.frame(f, depth)
+		f.enc.keep(depth, b)
+	}
+	e.w.Write(b)
 }
 
 // frameEnc is a frame as written at the depths it was: two at most (the

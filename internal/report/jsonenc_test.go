@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/heap"
 )
 
 // fill sets v to random contents: nil and empty slices, maps and
@@ -180,5 +183,75 @@ func TestWriteJSONWriteError(t *testing.T) {
 	}
 	if err := writeJSON(&failingWriter{n: 100 << 10}, r); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("writeJSON to a full disk: %v, want its error", err)
+	}
+}
+
+// TestJSONReportLazyStacks: the report written from its frame cache (the
+// leaks' stacks as runs) is the report whose stacks are frames of their
+// own, as encoding/json writes it; allocator frames and inlined ones
+// included, and a stack left with no frame.
+func TestJSONReportLazyStacks(t *testing.T) {
+	s := heap.NewSession()
+	mod := &event.Module{ID: 1, Path: "/usr/bin/prog<&>", Bias: 0x400000, Segments: []event.Segment{{Vaddr: 0, Memsz: 0x10000, Flags: 5}}}
+	evs := []event.Event{
+		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{ParentProc: -1, ExecOf: -1, PID: 5, Argv: []string{"prog"}}}},
+		{Kind: event.ModuleLoad, Time: 1, X: &event.Extra{Module: mod}},
+	}
+	var stacks [][]uint64
+	for i := uint64(0); i < 40; i++ {
+		// The allocator's frame on top, then frames of which some
+		// expand to inlined ones; every stack shares its lower part.
+		st := []uint64{0x401000, 0x402000 + i%7*16, 0x403000 + i*16, 0x404000, 0x405000}
+		if i%5 == 0 {
+			st = st[:1] // nothing but the allocator: no frame shown
+		}
+		stacks = append(stacks, st)
+	}
+	for i, st := range stacks {
+		evs = append(evs, event.Event{Kind: event.StackDef, Thread: 1, Stack: uint32(i + 1), X: &event.Extra{Frames: st}})
+	}
+	for i := range stacks {
+		for k := 0; k <= i%3; k++ {
+			evs = append(evs, event.Event{Kind: event.Alloc, Fn: event.Malloc, Thread: 1, Time: uint64(10 + i*4 + k),
+				Addr: 0x10000 + uint64(i*4+k)*64, Size: uint64(16 + i), Stack: uint32(i + 1)})
+		}
+	}
+	s.Apply(evs)
+	s.Finish()
+	sym := func(m *heap.Module, off uint64) []SourceFrame {
+		switch {
+		case off < 0x1100:
+			return []SourceFrame{{Function: "malloc", Allocator: true}}
+		case off < 0x2100 && off%32 == 0x0f:
+			// An allocator inlined into the first frame shown.
+			return []SourceFrame{{Function: "malloc", Inlined: true, Allocator: true}, {Function: "wrapper", File: "w.c", Line: 7}}
+		case off%32 == 0x1f:
+			return []SourceFrame{{Function: "inl<T>", File: "a.h", Line: 3, Inlined: true}, {Function: "outer", File: "a.c", Line: int(off % 97)}}
+		}
+		return []SourceFrame{{Function: "f_" + strconv.FormatUint(off, 16), File: "a.c", Line: int(off % 89)}}
+	}
+	newReport := func() *Report { return New(s, 0, Options{TicksPerSec: 1e9, Symbolize: sym}) }
+	want, err := encodingJSON(newReport().jsonReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got stdbytes.Buffer
+	if err := newReport().Generate(&got, "json"); err != nil {
+		t.Fatal(err)
+	}
+	if !stdbytes.Equal(got.Bytes(), want) {
+		a, b := got.String(), string(want)
+		n := 0
+		for n < len(a) && n < len(b) && a[n] == b[n] {
+			n++
+		}
+		t.Fatalf("differs at byte %d:\nours:     %q\nexpected: %q", n, tail(a[n:]), tail(b[n:]))
+	}
+	if c := strings.Count(got.String(), `"address": `); c < 100 {
+		t.Fatalf("%d frames in the report: the leaks' stacks are not exercised", c)
+	}
+	if !strings.Contains(got.String(), `"stack": []`) || !strings.Contains(got.String(), `"inlined": true`) ||
+		!strings.Contains(got.String(), `"function": "wrapper"`) {
+		t.Fatalf("no empty stack, inlined frame or frame under an inlined allocator in the report:\n%s", tail(got.String()))
 	}
 }
