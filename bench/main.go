@@ -40,6 +40,13 @@ type workload struct {
 	stdin string
 }
 
+// The long-lived rows whose cost per record is compared (one thread and
+// four, with frame pointers).
+const (
+	longFPName      = "long-lived, frame pointers"
+	longThreadsName = "long-lived, 4 threads"
+)
+
 type measure struct {
 	wall, cpu  time.Duration
 	peakRSS    int64 // KiB, largest process of the tree
@@ -83,6 +90,12 @@ func main() {
 	}
 	if *scanMB != "" && (*only == "" || strings.Contains("exit scan", *only)) {
 		if err := scanBench(*runs, *leakpathBin, *scanMB); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	if *only == "" || strings.Contains("--json on cc1plus", *only) {
+		if err := jsonBench(*runs, *leakpathBin); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -157,6 +170,24 @@ func run(runs, size int, only, lp string) error {
 	if err != nil {
 		return err
 	}
+	// The same loop with blocks that outlive the agent's fold window:
+	// every allocation and free is a record.
+	ccLong := func(out string, flags ...string) (string, error) {
+		bin := filepath.Join(work, out)
+		args := append([]string{"-o", bin, filepath.Join(root, "bench", "workloads", "longlived.c"), "-pthread", "-g"}, flags...)
+		if b, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("compiling longlived: %v\n%s", err, b)
+		}
+		return bin, nil
+	}
+	longFP, err := ccLong("longlived-fp", "-O2", "-fno-omit-frame-pointer")
+	if err != nil {
+		return err
+	}
+	longNoFP, err := ccLong("longlived", "-O2")
+	if err != nil {
+		return err
+	}
 	n := strconv.Itoa(size)
 	small := strconv.Itoa(size / 20)
 	workloads := []workload{
@@ -164,6 +195,9 @@ func run(runs, size int, only, lp string) error {
 		{name: "alloc loop, -O2", argv: []string{nofp, n}, small: []string{nofp, small}},
 		{name: "alloc loop, 1 thread", argv: []string{nofp, n, "1"}, small: []string{nofp, small, "1"}},
 		{name: "alloc loop, 2 threads", argv: []string{nofp, n, "2"}, small: []string{nofp, small, "2"}},
+		{name: longFPName, argv: []string{longFP, n}, small: []string{longFP, small}},
+		{name: "long-lived, -O2", argv: []string{longNoFP, n}, small: []string{longNoFP, small}},
+		{name: longThreadsName, argv: []string{longFP, n, "4"}, small: []string{longFP, small, "4"}},
 	}
 	// C++ containers: many call sites in libstdc++ (no frame pointers),
 	// most blocks outliving the agent's window, freed in tree order.
@@ -195,6 +229,10 @@ func run(runs, size int, only, lp string) error {
 	if t, err := exec.LookPath("true"); err == nil {
 		workloads = append(workloads, workload{name: "empty program (true)", argv: []string{t}})
 	}
+	workloads = slices.DeleteFunc(workloads, func(w workload) bool { return only != "" && !strings.Contains(w.name, only) })
+	if len(workloads) == 0 {
+		return nil
+	}
 	haveHeaptrack := lookup("heaptrack") && lookup("heaptrack_print")
 	if !haveHeaptrack {
 		fmt.Println("skip: heaptrack columns (heaptrack/heaptrack_print not installed: apt-get install heaptrack)")
@@ -205,11 +243,9 @@ func run(runs, size int, only, lp string) error {
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
+	perRecord := map[string]float64{}
 	fmt.Fprintf(tw, "workload\tnative\tleakpath\t×native\theaptrack\t×native\tlp/ht\tCPU lp/ht\tcollector/interp RSS\ttrace lp/ht\treport lp/ht\tvalgrind ×native\t\n")
 	for _, w := range workloads {
-		if only != "" && !strings.Contains(w.name, only) {
-			continue
-		}
 		fmt.Fprintf(os.Stderr, "bench: %s ...\n", w.name)
 		var nat, lpm, htm []measure
 		for i := 0; i < runs; i++ {
@@ -259,6 +295,11 @@ func run(runs, size int, only, lp string) error {
 		}
 		// Two decimals: the loop's target is 2.0 (issue 4).
 		fmt.Fprintf(tw, "%s\t%.3f s\t%.3f s\t%.2f\t%s\t%s\t\n", w.name, natW, lpW, lpW/natW, htCols, vg)
+		if w.name == longFPName || w.name == longThreadsName {
+			// Each allocation and free of the loop is a record.
+			natC := median(nat, func(m measure) float64 { return m.cpu.Seconds() })
+			perRecord[w.name] = (lpC - natC) / float64(2*size) * 1e9
+		}
 		for _, ms := range [][]measure{nat, lpm, htm} {
 			for _, m := range ms {
 				if m.failed != "" {
@@ -269,6 +310,10 @@ func run(runs, size int, only, lp string) error {
 		}
 	}
 	tw.Flush()
+	if one, four := perRecord[longFPName], perRecord[longThreadsName]; one > 0 && four > 0 {
+		fmt.Printf("long-lived loop, leakpath's CPU time per record over native's (program and collector): 1 thread %.0f ns, 4 threads %.0f ns (%.2f×)\n",
+			one, four, four/one)
+	}
 	fmt.Printf("medians of %d runs; ×native = wall time over native; lp/ht = leakpath over heaptrack (below 1: leakpath is better);\n"+
 		"RSS: peak of leakpath's collector / heaptrack's interpreter; valgrind (memcheck) ran a twentieth of the loops;\n"+
 		"leakpath's DWARF cache ($LEAKPATH_CACHE_DIR) is as the runs leave it: cold at most for the first.\n", runs)

@@ -73,3 +73,43 @@ func scopeEvents(n int) []event.Event {
 // BenchmarkApplyScopes: what the model spends per event of a scope loop
 // (a begin, an allocation, its free, an end).
 func BenchmarkApplyScopes(b *testing.B) { benchApply(b, scopeEvents(1<<18)) }
+
+// longLivedEvents is the event stream of bench/workloads/longlived.c:
+// each allocation replaces the block of a random slot of 1,024 (freed
+// ~1,000 allocations after its allocation, in random order), 1 in 100 of
+// those left unfreed, with the free stacks recorded; addresses as a
+// malloc hands them out, reused soon after their free.
+func longLivedEvents(n int) []event.Event {
+	evs := benchHead(8)
+	var live [1024]uint64
+	var reuse []uint64
+	next := uint64(0x5555_0000_0000)
+	seed := uint64(42)
+	t := uint64(10)
+	for i := 0; i < n; i++ {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		r := seed >> 17
+		size := 16 + r%496
+		slot := r >> 20 % 1024
+		var addr uint64
+		if k := len(reuse); k > 0 && r>>40%4 != 0 {
+			addr, reuse = reuse[k-1], reuse[:k-1]
+		} else {
+			addr = next
+			next += (size + 31) &^ 15
+		}
+		t += 50
+		evs = append(evs, event.Event{Kind: event.Alloc, Fn: event.Malloc, Thread: 1, Time: t, Addr: addr, Size: size, Stack: 1 + uint32(i/1000%4)})
+		if old := live[slot]; old != 0 && r>>30%100 != 0 {
+			t += 50
+			evs = append(evs, event.Event{Kind: event.Free, Fn: event.FreeFn, Thread: 1, Time: t, Addr: old, Stack: 5 + uint32(i/1000%4)})
+			reuse = append(reuse, old)
+		}
+		live[slot] = addr
+	}
+	return evs
+}
+
+// BenchmarkApplyLongLived: the model's cost per event when blocks
+// outlive the agent's fold window (every allocation and free recorded).
+func BenchmarkApplyLongLived(b *testing.B) { benchApply(b, longLivedEvents(1<<21)) }

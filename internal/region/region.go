@@ -392,7 +392,10 @@ func (r *Region) wakeProducers(force bool) {
 	}
 }
 
-// Wait sleeps until a producer rings the doorbell or timeout passes.
+// Wait sleeps until a producer rings the doorbell or timeout passes. The
+// producer that rings clears the sleeping flag, so that the others do
+// not ring again before the collector runs: the doorbell is read before
+// the flag is set, and the rings looked at after.
 func (r *Region) Wait(timeout time.Duration) {
 	bell := r.u32(wire.OffDoorbell).Load()
 	r.u32(wire.OffCollectorSleeping).Store(1)

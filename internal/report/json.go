@@ -1,9 +1,9 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
@@ -107,6 +107,9 @@ type jsonFrame struct {
 	File     string `json:"file"`
 	Line     int    `json:"line"`
 	Inlined  bool   `json:"inlined"`
+	// enc: where the writer keeps the frame as written; shared by
+	// every stack the frame is in (see jsonStack).
+	enc *frameEnc
 }
 
 type jsonLeak struct {
@@ -117,6 +120,10 @@ type jsonLeak struct {
 	Allocs    uint64      `json:"site_allocations"`
 	Stack     []jsonFrame `json:"stack"`
 	RootCause any         `json:"root_cause"`
+	// lazy: the stack is runs, which writeJSON writes as Stack (see
+	// jsonReportOf).
+	lazy bool
+	runs []frameRun
 	// IndirectBytes and IndirectBlocks: for a definite leak, what is
 	// lost with it. Owner: for an indirect leak, the allocation stack of
 	// a definite leak that holds it.
@@ -170,17 +177,22 @@ type jsonError struct {
 }
 
 func (r *Report) json(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r.jsonReport())
+	return writeJSON(w, r.jsonReportOf(true))
 }
 
-func (r *Report) jsonReport() jsonReport {
+// jsonReport is the report's JSON with every stack a slice of frames of
+// its own (for merging and comparing reports).
+func (r *Report) jsonReport() jsonReport { return r.jsonReportOf(false) }
+
+// jsonReportOf: with lazy, the leaks' stacks are left as runs of the
+// report's frame cache (jsonLeak.runs), for writeJSON to write from:
+// cc1plus's 6,700 leak groups made 220,000 copies of frames otherwise.
+func (r *Report) jsonReportOf(lazy bool) jsonReport {
 	out := jsonReport{Schema: Schema, Trace: r.opts.TracePath, Rank: r.opts.Rank, Snapshot: r.opts.Snapshot,
 		Label: r.opts.Label, LeakCheck: r.opts.LeakCheck, AskedBy: r.opts.AskedBy}
 	imgs := r.Images()
 	for i, p := range imgs {
-		ji := r.jsonImage(p)
+		ji := r.jsonImage(p, lazy)
 		if i == 0 {
 			ji.ElapsedS = r.opts.Elapsed.Seconds()
 			out.jsonImage = ji
@@ -200,7 +212,7 @@ func (r *Report) jsonReport() jsonReport {
 	return out
 }
 
-func (r *Report) jsonImage(p *heap.Process) jsonImage {
+func (r *Report) jsonImage(p *heap.Process, lazy bool) jsonImage {
 	t := r.totals(p)
 	ji := jsonImage{
 		Command: p.Info.Argv, PID: p.Info.PID, Anomalies: p.Anomalies,
@@ -235,9 +247,16 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 		}
 	}
 	for _, g := range r.allLeaks(p) { // none if exec discarded the heap
-		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks, Stack: r.jsonStack(p, g.Stack),
+		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks,
 			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks,
 			Own: g.own, Library: g.lib, During: g.during}
+		if lazy {
+			// Resolved now all the same: symbolizing may warn, and the
+			// warnings are written before the leaks are.
+			l.lazy, l.runs = true, r.stackRuns(p, g.Stack)
+		} else {
+			l.Stack = r.jsonStack(p, g.Stack)
+		}
 		if g.stacks > 1 {
 			l.FoldedStacks = g.stacks
 		}
@@ -294,13 +313,44 @@ func (r *Report) jsonImage(p *heap.Process) jsonImage {
 	return ji
 }
 
+// hexAddr is fmt's %#x, cheaper: a large report formats 400,000 of them.
+func hexAddr(v uint64) string {
+	var b [18]byte
+	return string(strconv.AppendUint(append(b[:0], "0x"...), v, 16))
+}
+
 func (r *Report) jsonStack(p *heap.Process, id heap.StackID) []jsonFrame {
-	out := []jsonFrame{}
-	for _, f := range r.Stack(p, id) {
-		out = append(out, jsonFrame{
-			Address: fmt.Sprintf("0x%x", f.Address), Module: f.Module, Offset: fmt.Sprintf("0x%x", f.Offset),
-			Function: f.Function, File: f.File, Line: f.Line, Inlined: f.Inlined,
-		})
-	}
+	out := make([]jsonFrame, 0, len(p.Stacks.Frames(id))+4)
+	r.walkStack(p, id, func(e *frameEntry, skip int) {
+		out = append(out, e.json()[skip:]...)
+	})
 	return out
+}
+
+// frameRun is the frames of one address of a stack: e's JSON frames from
+// skip on.
+type frameRun struct {
+	e    *frameEntry
+	skip int
+}
+
+// stackRuns resolves stack id of p into runs of the frame cache.
+func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
+	out := make([]frameRun, 0, len(p.Stacks.Frames(id)))
+	r.walkStack(p, id, func(e *frameEntry, skip int) {
+		e.json()
+		out = append(out, frameRun{e, skip})
+	})
+	return out
+}
+
+// json returns e's frames as JSON, shared by every stack they are in.
+func (e *frameEntry) json() []jsonFrame {
+	if e.js == nil {
+		e.js = jsonFrames(e.fs)
+		for i := range e.js {
+			e.js[i].enc = new(frameEnc)
+		}
+	}
+	return e.js
 }

@@ -3,7 +3,6 @@ package report
 import (
 	"bufio"
 	stdbytes "bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -224,10 +223,10 @@ func stackKey(fs []Frame) string {
 }
 
 func jsonFrames(fs []Frame) []jsonFrame {
-	out := []jsonFrame{}
+	out := make([]jsonFrame, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, jsonFrame{
-			Address: fmt.Sprintf("0x%x", f.Address), Module: f.Module, Offset: fmt.Sprintf("0x%x", f.Offset),
+			Address: hexAddr(f.Address), Module: f.Module, Offset: hexAddr(f.Offset),
 			Function: f.Function, File: f.File, Line: f.Line, Inlined: f.Inlined,
 		})
 	}
@@ -340,9 +339,7 @@ func (m *Multi) json(w io.Writer, leaks []*mergedLeak, errs []*mergedError) erro
 	for _, pt := range m.parts {
 		out.Traces = append(out.Traces, pt.json)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }
 
 const multiMaxLeaks, multiMaxFrames = 25, 24

@@ -94,7 +94,7 @@ type Report struct {
 	s         *heap.Session
 	main      int32
 	opts      Options
-	cache     map[frameKey][]Frame
+	cache     map[frameKey]*frameEntry
 	warnings  []string
 	noLines   map[string]bool // modules of shown frames: true while none had a source line
 	supp      *suppress.Set
@@ -111,6 +111,12 @@ type Report struct {
 // the report is being generated).
 func (r *Report) Warn(msg string) { r.warnings = append(r.warnings, msg) }
 
+// frameEntry is an address's frames, and as JSON once asked for.
+type frameEntry struct {
+	fs []Frame
+	js []jsonFrame
+}
+
 type frameKey struct {
 	mod  int32
 	proc *heap.Process
@@ -125,7 +131,7 @@ func New(s *heap.Session, main int32, opts Options) *Report {
 	if opts.MaxLeaks == 0 {
 		opts.MaxLeaks = 25
 	}
-	return &Report{s: s, main: main, opts: opts, cache: map[frameKey][]Frame{},
+	return &Report{s: s, main: main, opts: opts, cache: map[frameKey]*frameEntry{},
 		warnings: append([]string(nil), opts.Warnings...), noLines: map[string]bool{}}
 }
 
@@ -198,26 +204,39 @@ type Frame struct {
 // Stack resolves stack id of p into frames, allocator frames at the top
 // dropped (the first frame shown calls the allocation function).
 func (r *Report) Stack(p *heap.Process, id heap.StackID) []Frame {
+	out := make([]Frame, 0, len(p.Stacks.Frames(id))+4)
+	r.walkStack(p, id, func(e *frameEntry, skip int) {
+		out = append(out, e.fs[skip:]...)
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// walkStack calls f with each address of stack id of p that Stack shows:
+// its frames (r.frame's), of which the first skip are not shown.
+func (r *Report) walkStack(p *heap.Process, id heap.StackID, f func(e *frameEntry, skip int)) {
 	frames := p.Stacks.Frames(id)
 	mods := p.Stacks.Modules(id)
-	var out []Frame
 	top := true
 	for i, a := range frames {
-		fs := r.frame(p, mods[i], a)
+		e := r.frameEntry(p, mods[i], a)
+		fs := e.fs
 		if top && isAllocator(fs) {
 			continue
 		}
+		skip := 0
 		if top {
 			// An allocation function inlined into its caller (ld.so's
 			// malloc wrappers) is no frame of the program's either.
-			for len(fs) > 1 && fs[0].Inlined && (fs[0].alloc || inlineAllocators[fs[0].Function]) {
-				fs = fs[1:]
+			for len(fs)-skip > 1 && fs[skip].Inlined && (fs[skip].alloc || inlineAllocators[fs[skip].Function]) {
+				skip++
 			}
 		}
 		top = false
-		out = append(out, fs...)
+		f(e, skip)
 	}
-	return out
 }
 
 // inlineAllocators are glibc's inline wrappers of the allocator (in
@@ -225,9 +244,13 @@ func (r *Report) Stack(p *heap.Process, id heap.StackID) []Frame {
 var inlineAllocators = map[string]bool{"malloc": true, "calloc": true, "realloc": true, "free": true}
 
 func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
+	return r.frameEntry(p, mod, addr).fs
+}
+
+func (r *Report) frameEntry(p *heap.Process, mod int32, addr uint64) *frameEntry {
 	k := frameKey{mod, p, addr}
-	if fs, ok := r.cache[k]; ok {
-		return fs
+	if e, ok := r.cache[k]; ok {
+		return e
 	}
 	f := Frame{Address: addr, mod: -1}
 	var fs []Frame
@@ -254,8 +277,9 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 			r.noLines[f.Module] = !lines
 		}
 	}
-	r.cache[k] = fs
-	return fs
+	e := &frameEntry{fs: fs}
+	r.cache[k] = e
+	return e
 }
 
 // linesNote says which modules of the shown stacks had no source lines.

@@ -49,9 +49,11 @@ var minWords = [RecMax + 1]int{
 func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, error) {
 	le := binary.LittleEndian
 	// Room for as many events as the bytes can hold, at once: growing by
-	// appending would copy them again and again.
+	// appending would copy them again and again. Grown by half again at
+	// least: a merger's queue, which keeps events for a while, grew by
+	// exactly what each drain needed and was copied at nearly every one.
 	if most := len(b) / 24; cap(out)-len(out) < most {
-		out = append(make([]event.Event, 0, len(out)+most), out...)
+		out = append(make([]event.Event, 0, max(len(out)+most, cap(out)*3/2)), out...)
 	}
 	off := 0
 	for off < len(b) {
