@@ -143,14 +143,15 @@ type ErrorKind uint8
 
 // The improper uses.
 const (
-	InvalidFree    ErrorKind = iota + 1 // free of an address never allocated
-	DoubleFree                          // free of an address already freed
-	MismatchedFree                      // released by the wrong family (free of new, delete of malloc, delete of new[])
-	InvalidRealloc                      // realloc of an address never allocated
+	InvalidFree       ErrorKind = iota + 1 // free of an address never allocated
+	DoubleFree                             // free of an address already freed
+	MismatchedFree                         // released by the wrong family (free of new, delete of malloc, delete of new[])
+	InvalidRealloc                         // realloc of an address never allocated
+	PoolDestroyedLive                      // a program's pool ended with this object still live
 )
 
 var errorNames = [...]string{InvalidFree: "invalid_free", DoubleFree: "double_free",
-	MismatchedFree: "mismatched_free", InvalidRealloc: "invalid_realloc"}
+	MismatchedFree: "mismatched_free", InvalidRealloc: "invalid_realloc", PoolDestroyedLive: "pool_destroyed_live"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(errorNames) && errorNames[k] != "" {
@@ -253,6 +254,7 @@ type Process struct {
 	now       uint64               // the time of the event being applied
 	scopes    *scopeState          // nil until a scope begins
 	lsan      lsanState            // what the program told of LeakSanitizer's interface
+	pools     *poolState           // the program's pools (pool.go); nil until one is used
 }
 
 func newProcess(info event.ProcessInfo) *Process {
@@ -512,6 +514,14 @@ func (p *Process) apply(ev *event.Event) {
 		p.rootRegion(ev.Addr, ev.Size, ev.Aux == 1)
 	case event.LeakCheckOff:
 		p.LeakCheckOff = true
+	case event.PoolCreate:
+		p.poolCreate(ev)
+	case event.PoolDestroy:
+		p.poolDestroy(ev)
+	case event.PoolAlloc:
+		p.poolAlloc(ev)
+	case event.PoolFree:
+		p.poolFree(ev)
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
 	case event.Free:
@@ -988,6 +998,7 @@ func (p *Process) cloneFrom(parent *Process) {
 	p.blocks = parent.blocks.clone()
 	p.frees = newFreeLog(recentFrees)
 	p.lsan = parent.lsan.clone()
+	p.pools = parent.pools.clone()
 	parent.blocks.each(func(a uint64, b Block) {
 		s := &p.sites[b.Site]
 		s.LiveBlocks++

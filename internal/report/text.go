@@ -280,6 +280,8 @@ func errorTitle(e heap.Error) string {
 		return fmt.Sprintf("MISMATCHED FREE: %s of a block allocated by %s", e.Fn, e.AllocFn)
 	case heap.InvalidRealloc:
 		return fmt.Sprintf("INVALID REALLOC: %s of an address that was never allocated", e.Fn)
+	case heap.PoolDestroyedLive:
+		return "POOL DESTROYED WITH LIVE OBJECTS: an object of a pool still live when its pool was destroyed"
 	}
 	return e.Kind.String()
 }

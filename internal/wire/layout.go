@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 11
+const Version = 12
 
 // Magic numbers.
 const (
@@ -60,7 +60,20 @@ const (
 	// RecRootRegion: aux 1 registered, 0 unregistered; w1 ts, w2 addr,
 	// w3 size (__lsan_register_root_region and its undoing).
 	RecRootRegion = 25
-	RecMax        = 25
+	// RecPool: aux=stack (0: none); w1 ts, w2 the pool's handle, w3
+	// PoolCreate or PoolDestroy.
+	RecPool = 26
+	// RecPoolAlloc: aux=stack; w1 ts, w2 addr, w3 size, w4 the pool.
+	RecPoolAlloc = 27
+	// RecPoolFree: aux=stack (0: none); w1 ts, w2 addr, w3 the pool.
+	RecPoolFree = 28
+	RecMax      = 28
+)
+
+// RecPool's operations (LP_POOL_*).
+const (
+	PoolCreate  = 1
+	PoolDestroy = 2
 )
 
 // StaleMaxSize is the largest block the agent serves from the slot pool
