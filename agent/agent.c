@@ -8,6 +8,7 @@
  * another thread before the collector sees it freed).
  */
 #include "agent.h"
+#include "families.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -251,6 +252,7 @@ static void lp_init(void)
 		lp_caller_fn((const void *)_Exit);
 		lp_ask_fns();
 		lp_modules_init();
+		lp_families_init((void *)real_malloc);
 		lp_ring_init_key();
 		pthread_atfork(lp_atfork_prepare, lp_atfork_parent, lp_atfork_child);
 		on_exit(lp_on_exit, NULL);
@@ -656,8 +658,10 @@ LP_EXPORT void *malloc(size_t n)
 	if (LP_UNLIKELY(!real_malloc))
 		return lp_boot_alloc(n);
 	void *p = lp_slot_try(t, n, __builtin_return_address(0), 0); /* stale slots */
-	if (LP_LIKELY(!p))
+	if (LP_LIKELY(!p)) {
 		p = real_malloc(n);
+		lp_fresh(p);
+	}
 	if (t)
 		lp_rec_alloc(t, LP_FN_MALLOC, p, n, LP_FP());
 	return p;
@@ -734,6 +738,8 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 		sid = lp_rec_realloc_begin(t, old, fp);
 	}
 	void *p = real_realloc(old, n);
+	if (!old)
+		lp_fresh(p);
 	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;
@@ -764,6 +770,7 @@ LP_EXPORT void *memalign(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_memalign))
 		return NULL;
 	void *p = real_memalign(align, n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_MEMALIGN, p, n, LP_FP());
 	return p;
@@ -775,6 +782,8 @@ LP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 	if (LP_UNLIKELY(!real_posix_memalign))
 		return ENOMEM;
 	int rc = real_posix_memalign(out, align, n);
+	if (rc == 0)
+		lp_fresh(*out);
 	if (t)
 		lp_rec_alloc(t, LP_FN_POSIX_MEMALIGN, rc == 0 ? *out : NULL, n, LP_FP());
 	return rc;
@@ -786,6 +795,7 @@ LP_EXPORT void *aligned_alloc(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_aligned_alloc))
 		return NULL;
 	void *p = real_aligned_alloc(align, n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_ALIGNED_ALLOC, p, n, LP_FP());
 	return p;
@@ -797,6 +807,7 @@ LP_EXPORT void *valloc(size_t n)
 	if (LP_UNLIKELY(!real_valloc))
 		return NULL;
 	void *p = real_valloc(n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_VALLOC, p, n, LP_FP());
 	return p;
@@ -808,6 +819,7 @@ LP_EXPORT void *pvalloc(size_t n)
 	if (LP_UNLIKELY(!real_pvalloc))
 		return NULL;
 	void *p = real_pvalloc(n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_PVALLOC, p, n, LP_FP());
 	return p;
@@ -895,6 +907,7 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			if (t)                                                         \
 				lp_leave(&t->busy);                                    \
 		}                                                                      \
+		lp_fresh(p);                                                           \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
 		return p;                                                              \
