@@ -281,6 +281,10 @@ __attribute__((constructor(101))) static void lp_constructor(void)
 		return;
 	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) == LP_INIT_NONE)
 		lp_init();
+	/* Preloaded: allocators no hook of the agent's sees, patched at
+	 * their entries while the process has one thread (families.c). */
+	if (!lp_attach_mode)
+		lp_families_start();
 }
 
 /* lp_attach_begin initialises the agent in attach mode and registers with
@@ -650,6 +654,56 @@ static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsign
 
 #define LP_FP() __builtin_frame_address(0)
 
+/* ---- for families.c: allocators whose entries the agent patched ---- */
+
+/* lp_note_alloc records an allocation by fn of n bytes at p; fp is the
+ * frame of the agent's function the program called. */
+void lp_note_alloc(unsigned fn, void *p, size_t n, void *fp)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (t)
+		lp_rec_alloc(t, fn, p, n, fp);
+}
+
+/* lp_note_free records that p is about to be released by fn. */
+void lp_note_free(unsigned fn, void *p, void *fp)
+{
+	if (!p)
+		return;
+	lp_watch_freed(p);
+	struct lp_thread *t = lp_rec_thread();
+	if (t)
+		lp_rec_free(t, fn, p, fp);
+}
+
+/* lp_note_realloc_begin records that a realloc of old is about to run
+ * and returns its stack (0: not recorded). */
+uint32_t lp_note_realloc_begin(void *old, void *fp)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (!t || !old)
+		return 0;
+	lp_watch_freed(old);
+	if (lp_fold_on && !t->in_fold) {
+		lp_enter(&t->in_fold);
+		lp_fold_take(t, old);
+		lp_leave(&t->in_fold);
+	}
+	return lp_rec_realloc_begin(t, old, fp);
+}
+
+/* lp_note_realloc records the realloc's end. */
+void lp_note_realloc(void *old, void *p, size_t n, void *fp, uint32_t sid)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (!t)
+		return;
+	lp_rec_realloc(t, LP_FN_REALLOC, old, p, n, fp, sid);
+	if (p)
+		t->last_alloc = (uint64_t)p;
+}
+
+
 /* ---- the C allocator ---- */
 
 LP_EXPORT void *malloc(size_t n)
@@ -852,7 +906,9 @@ static int lp_cxx_mode(void *real)
 	struct lp_thread *t = &lp_tls;
 	lp_enter(&t->busy);
 	int m = 2;
-	if (real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
+	/* An executable with an allocator of its own: libstdc++'s operator
+	 * new calls it, not the one the agent would (families.c). */
+	if (!lp_exe_malloc && real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
 		lp_get_new_handler = (lp_handler_t (*)(void))lp_next("_ZSt15get_new_handlerv");
 		lp_throw_bad_alloc = (lp_thrower_t)lp_next("_ZSt17__throw_bad_allocv");
 		if (lp_get_new_handler && lp_throw_bad_alloc)

@@ -103,13 +103,26 @@ enum {
 	                             (LEAKPATH_POOL_ALLOC: an object of the pool) */
 	LP_REC_POOL_FREE = 28,    /* aux=stack (0: none); w1 ts, w2 addr, w3 the pool's handle
 	                             (LEAKPATH_POOL_FREE) */
-	LP_REC_MAX = 28
+	LP_REC_FAMILY = 29,       /* aux=LP_FN_* of the function; w1 ts, w2 its entry's address, w3
+	                             LP_FAMILY_* (what the agent did with it), then its name, NUL
+	                             padded (at most LP_FAMILY_NAME_MAX bytes) */
+	LP_REC_MAX = 29
 };
 /* LP_REC_POOL's operations. */
 enum {
 	LP_POOL_CREATE = 1,
 	LP_POOL_DESTROY = 2,
 };
+/* LP_REC_FAMILY's outcomes: an allocator function no hook of the agent's
+ * sees (defined in the executable, or under a prefix), found at start. */
+enum {
+	LP_FAMILY_TRACED = 1,   /* its entry patched: its calls are recorded */
+	LP_FAMILY_REFUSED = 2,  /* its first instructions could not be moved: not traced */
+	LP_FAMILY_THREADS = 3,  /* the process had threads already: not patched, not traced */
+	LP_FAMILY_FAILED = 4,   /* the code could not be written (mprotect), or no room near it */
+};
+#define LP_FAMILY_NAME_MAX 63u
+#define LP_FAMILIES_MAX 256u /* bytes of lp_header.alloc_families, NUL included */
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
 #define LP_ASK_LABEL_MAX 64u   /* bytes of a request's label, NUL included */
 
@@ -259,6 +272,9 @@ struct lp_header {
 	uint64_t stale_base;      /* agent: the first slot page; 0: no pool */
 	uint32_t stale_count;     /* agent: slot pages from stale_base, one VMA each */
 	uint32_t stale_page;      /* agent: the page size (bytes of one slot) */
+	/* offset 1048, collector: more allocator families to trace by their
+	 * prefix (run --alloc-family), comma separated, NUL terminated */
+	char alloc_families[LP_FAMILIES_MAX];
 };
 
 /*

@@ -116,6 +116,13 @@ const (
 	// PoolFree: the object at Addr of pool Aux is gone; Stack is the
 	// call's when free stacks are recorded, else 0 (Fn PoolFreeFn).
 	PoolFree
+	// AllocFamilyFn: the agent found the allocator function Text (recorded as
+	// Fn) at Addr, which none of its hooks sees (the executable's own
+	// malloc, or a prefixed family's), and traced it by patching its
+	// entry (Aux 1) or could not (Aux 2: its first instructions could
+	// not be moved; 3: the process had threads; 4: the code could not be
+	// written).
+	AllocFamilyFn
 )
 
 var kindNames = [...]string{
@@ -128,6 +135,7 @@ var kindNames = [...]string{
 	StaleEpoch: "stale-epoch", Pending: "pending", Refree: "refree",
 	Ignore: "ignore", RootRegion: "root-region", LeakCheckOff: "leak-check-off",
 	PoolCreate: "pool-create", PoolDestroy: "pool-destroy", PoolAlloc: "pool-alloc", PoolFree: "pool-free",
+	AllocFamilyFn: "alloc-family",
 }
 
 func (k Kind) String() string {

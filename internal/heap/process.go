@@ -255,7 +255,23 @@ type Process struct {
 	scopes    *scopeState          // nil until a scope begins
 	lsan      lsanState            // what the program told of LeakSanitizer's interface
 	pools     *poolState           // the program's pools (pool.go); nil until one is used
+	// Families are the allocator functions no hook of the agent sees
+	// (the executable's own malloc, prefixed families) that it found,
+	// and whether it traced each.
+	Families []FamilyFn
 }
+
+// FamilyFn is one allocator function the agent found outside its hooks'
+// reach (event.AllocFamilyFn).
+type FamilyFn struct {
+	Name    string
+	Addr    uint64
+	Fn      event.Fn
+	Outcome uint8 // 1 traced; 2 refused (code it cannot move); 3 threads; 4 not writable
+}
+
+// maxFamilyFns bounds the functions kept (the agent sends a few dozen).
+const maxFamilyFns = 256
 
 func newProcess(info event.ProcessInfo) *Process {
 	return &Process{
@@ -522,6 +538,10 @@ func (p *Process) apply(ev *event.Event) {
 		p.poolAlloc(ev)
 	case event.PoolFree:
 		p.poolFree(ev)
+	case event.AllocFamilyFn:
+		if len(p.Families) < maxFamilyFns {
+			p.Families = append(p.Families, FamilyFn{Name: ev.Text(), Addr: ev.Addr, Fn: ev.Fn, Outcome: uint8(min(ev.Aux, 255))})
+		}
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
 	case event.Free:

@@ -96,6 +96,8 @@ type Report struct {
 	// folded into allReach only when a format lists them.
 	reachable map[*heap.Process][]heap.LeakGroup
 	allReach  map[*heap.Process][]leak
+	// allocCache: the allocators of each image (Allocators).
+	allocCache map[*heap.Process][]Allocator
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while

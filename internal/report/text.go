@@ -112,6 +112,9 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (nown, 
 	if calls := fnCalls(t); len(calls) > 0 {
 		fmt.Fprintf(w, "  calls: %s\n", strings.Join(calls, ", "))
 	}
+	for _, a := range r.Allocators(p) {
+		fmt.Fprintf(w, "  %s\n", termsafe.String(allocatorLine(a)))
+	}
 	if t.FailedAllocs > 0 {
 		fmt.Fprintf(w, "  %s failed\n", plural64(t.FailedAllocs, "allocation"))
 	}

@@ -67,7 +67,21 @@ const (
 	RecPoolAlloc = 27
 	// RecPoolFree: aux=stack (0: none); w1 ts, w2 addr, w3 the pool.
 	RecPoolFree = 28
-	RecMax      = 28
+	// RecFamily: aux=the function (Fn); w1 ts, w2 its entry's address,
+	// w3 Family* (what the agent did with it), then its name, NUL padded.
+	RecFamily = 29
+	RecMax    = 29
+)
+
+// RecFamily's outcomes (LP_FAMILY_*).
+const (
+	FamilyTraced  = 1 // its entry patched: its calls are recorded
+	FamilyRefused = 2 // its first instructions could not be moved
+	FamilyThreads = 3 // the process had threads already: not patched
+	FamilyFailed  = 4 // the code could not be written, or no room near it
+
+	FamilyNameMax = 63  // bytes of a RecFamily's name
+	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
 )
 
 // RecPool's operations (LP_POOL_*).
@@ -215,6 +229,7 @@ const (
 	OffStaleBase         = 1032 // agent: the first slot page
 	OffStaleCount        = 1040 // agent: slot pages
 	OffStalePage         = 1044 // agent: bytes per slot page
+	OffAllocFamilies     = 1048 // collector: prefixes of more allocator families (run --alloc-family)
 
 	// struct lp_own_table
 	OwnMax         = 256
