@@ -348,278 +348,7 @@ static void *const lp_detours[LP_FAM_SLOTS][F_N] = {
 	LP_FAM_TABLE(4), LP_FAM_TABLE(5), LP_FAM_TABLE(6), LP_FAM_TABLE(7),
 };
 
-/* ---- moving the first instructions ---- */
-
-/*
- * lp_x86 decodes the length of the x86-64 instruction at c (at most max
- * bytes readable): a table-driven length decoder, legacy, REX, VEX and
- * EVEX encodings. It fills what the patching needs to know of it; -1:
- * an instruction it does not know (the caller refuses the function).
- */
-struct lp_insn {
-	int len;
-	int disp_at; /* offset of a displacement relative to the next instruction (ModRM), or -1 */
-	int rel_at;  /* offset of a relative branch's operand, or -1 */
-	int rel_len; /* its size: 1 or 4 */
-	int flow;    /* a jump, call, return or other change of flow */
-};
-
-/* One-byte opcodes with a ModRM byte, as bits. */
-static const uint32_t lp_modrm1[8] = {
-	0x0f0f0f0f, /* 00-1f: 00-03 08-0b 10-13 18-1b */
-	0x0f0f0f0f, /* 20-3f */
-	0x00000000, /* 40-5f */
-	0x00000a0c, /* 60-7f: 62 63 69 6b */
-	0x00000000, /* 80-9f: see lp_has_modrm1 */
-	0x00000000, /* a0-bf */
-	0x00000000, /* c0-df: see lp_has_modrm1 */
-	0xc0c00000, /* e0-ff: f6 f7 fe ff */
-};
-
-static int lp_has_modrm1(uint8_t op)
-{
-	if (op >= 0x80 && op <= 0x8f)
-		return 1;
-	if (op >= 0x90 && op <= 0x9f)
-		return 0;
-	if (op >= 0xc0 && op <= 0xdf)
-		return op == 0xc0 || op == 0xc1 || (op >= 0xc4 && op <= 0xc7) || (op >= 0xd0 && op <= 0xd3) ||
-		       op >= 0xd8;
-	return lp_modrm1[op >> 5] >> (op & 31) & 1;
-}
-
-/* The 0F map's opcodes without a ModRM byte. */
-static int lp_0f_no_modrm(uint8_t op)
-{
-	switch (op) {
-	case 0x05: case 0x06: case 0x07: case 0x08: case 0x09: case 0x0b: case 0x0e:
-	case 0x30: case 0x31: case 0x32: case 0x33: case 0x34: case 0x35: case 0x37:
-	case 0x77: case 0xa0: case 0xa1: case 0xa2: case 0xa8: case 0xa9: case 0xaa:
-		return 1;
-	}
-	return (op >= 0x80 && op <= 0x8f) || (op >= 0xc8 && op <= 0xcf);
-}
-
-/* The 0F map's opcodes with an 8-bit immediate. */
-static int lp_0f_imm8(uint8_t op)
-{
-	return (op >= 0x70 && op <= 0x73) || op == 0xa4 || op == 0xac || op == 0xba || op == 0xc2 ||
-	       (op >= 0xc4 && op <= 0xc6);
-}
-
-static int lp_modrm_len(const uint8_t *c, int max, int i, struct lp_insn *in)
-{
-	if (i >= max)
-		return -1;
-	uint8_t m = c[i++];
-	int mod = m >> 6, rm = m & 7;
-	if (mod != 3 && rm == 4) {
-		if (i >= max)
-			return -1;
-		uint8_t sib = c[i++];
-		if (mod == 0 && (sib & 7) == 5)
-			i += 4;
-	}
-	if (mod == 0 && rm == 5) {
-		in->disp_at = i;
-		i += 4;
-	} else if (mod == 1) {
-		i += 1;
-	} else if (mod == 2) {
-		i += 4;
-	}
-	return i;
-}
-
-static int lp_x86(const uint8_t *c, int max, struct lp_insn *in)
-{
-	int i = 0, opsz = 0, adsz = 0, rexw = 0;
-	in->disp_at = in->rel_at = -1;
-	in->rel_len = in->flow = 0;
-	for (;; i++) {
-		if (i >= max || i > 14)
-			return -1;
-		uint8_t b = c[i];
-		if (b == 0x66)
-			opsz = 1;
-		else if (b == 0x67)
-			adsz = 1;
-		else if (!(b == 0xf0 || b == 0xf2 || b == 0xf3 || b == 0x2e || b == 0x36 || b == 0x3e ||
-			   b == 0x26 || b == 0x64 || b == 0x65))
-			break;
-	}
-	if ((c[i] & 0xf0) == 0x40) {
-		rexw = c[i] & 8;
-		if (++i >= max)
-			return -1;
-	}
-	uint8_t op = c[i++];
-	if (op == 0xc4 || op == 0xc5 || op == 0x62) { /* VEX, EVEX */
-		int map;
-		if (op == 0xc5) {
-			map = 1;
-			i += 1;
-		} else if (op == 0xc4) {
-			if (i >= max)
-				return -1;
-			map = c[i] & 0x1f;
-			i += 2;
-		} else {
-			if (i >= max)
-				return -1;
-			map = c[i] & 0x07;
-			i += 3;
-		}
-		if (map < 1 || map > 3 || i >= max)
-			return -1;
-		i++; /* the opcode */
-		i = lp_modrm_len(c, max, i, in);
-		if (i < 0)
-			return -1;
-		if (map == 3)
-			i += 1;
-		in->len = i;
-		return i <= max ? i : -1;
-	}
-	if (op == 0x0f) {
-		if (i >= max)
-			return -1;
-		uint8_t op2 = c[i++];
-		if (op2 == 0x38 || op2 == 0x3a) {
-			i++; /* the third byte */
-			i = lp_modrm_len(c, max, i, in);
-			if (i < 0)
-				return -1;
-			if (op2 == 0x3a)
-				i += 1;
-		} else if (op2 >= 0x80 && op2 <= 0x8f) {
-			in->rel_at = i;
-			in->rel_len = 4;
-			in->flow = 1;
-			i += 4;
-		} else if (lp_0f_no_modrm(op2)) {
-			if (op2 == 0x05 || op2 == 0x0b || op2 == 0x07)
-				in->flow = 1; /* syscall, ud2, sysret */
-		} else {
-			i = lp_modrm_len(c, max, i, in);
-			if (i < 0)
-				return -1;
-			if (lp_0f_imm8(op2))
-				i += 1;
-			if (op2 == 0x0f)
-				i += 1; /* 3DNow!: its opcode after the operands */
-		}
-		in->len = i;
-		return i <= max ? i : -1;
-	}
-	switch (op) {
-	case 0x06: case 0x07: case 0x0e: case 0x16: case 0x17: case 0x1e: case 0x1f: case 0x27: case 0x2f:
-	case 0x37: case 0x3f: case 0x60: case 0x61: case 0x82: case 0x9a: case 0xd4: case 0xd5: case 0xd6:
-	case 0xea: case 0xce:
-		return -1; /* not in 64-bit mode */
-	}
-	int imm = 0;
-	if (lp_has_modrm1(op)) {
-		int reg = i < max ? (c[i] >> 3 & 7) : 0;
-		i = lp_modrm_len(c, max, i, in);
-		if (i < 0)
-			return -1;
-		switch (op) {
-		case 0x69: case 0x81: case 0xc7:
-			imm = opsz ? 2 : 4;
-			break;
-		case 0x6b: case 0x80: case 0x83: case 0xc0: case 0xc1: case 0xc6:
-			imm = 1;
-			break;
-		case 0xf6:
-			imm = reg < 2 ? 1 : 0;
-			break;
-		case 0xf7:
-			imm = reg < 2 ? (opsz ? 2 : 4) : 0;
-			break;
-		case 0xff:
-			if (reg >= 2 && reg <= 5)
-				in->flow = 1; /* call, jmp (indirect) */
-			break;
-		}
-		i += imm;
-		in->len = i;
-		return i <= max ? i : -1;
-	}
-	if (op < 0x40 && (op & 7) == 4)
-		imm = 1;
-	else if (op < 0x40 && (op & 7) == 5)
-		imm = opsz ? 2 : 4;
-	else if ((op >= 0x70 && op <= 0x7f) || (op >= 0xe0 && op <= 0xe3) || op == 0xeb) {
-		in->rel_at = i;
-		in->rel_len = 1;
-		in->flow = 1;
-		imm = 1;
-	} else if (op == 0xe8 || op == 0xe9) {
-		in->rel_at = i;
-		in->rel_len = 4;
-		in->flow = 1;
-		imm = 4;
-	} else if (op == 0x6a || op == 0xa8 || (op >= 0xb0 && op <= 0xb7) || op == 0xcd || (op >= 0xe4 && op <= 0xe7))
-		imm = 1;
-	else if (op == 0x68 || op == 0xa9)
-		imm = opsz ? 2 : 4;
-	else if (op >= 0xb8 && op <= 0xbf)
-		imm = rexw ? 8 : opsz ? 2 : 4;
-	else if (op >= 0xa0 && op <= 0xa3)
-		imm = adsz ? 4 : 8;
-	else if (op == 0xc2 || op == 0xca) {
-		imm = 2;
-		in->flow = 1;
-	} else if (op == 0xc8)
-		imm = 3;
-	else if (op == 0xc3 || op == 0xcb || op == 0xcf || op == 0xcc || op == 0xf4)
-		in->flow = 1;
-	i += imm;
-	in->len = i;
-	return i <= max ? i : -1;
-}
-
-/* lp_movable reports whether in, decoded at the function's entry, may
- * run from the trampoline: no change of flow; a displacement relative to
- * the instruction pointer is relocated. */
-static int lp_movable(const struct lp_insn *in)
-{
-	return in->len > 0 && !in->flow && in->rel_at < 0;
-}
-
-#define LP_JMP_LEN 5     /* jmp rel32 */
-#define LP_ABS_JMP_LEN 14 /* jmp *0(%rip); .quad target */
-#define LP_MOVED_MAX 32
-
-/* lp_branches_into decodes the function at f (n bytes) from its start
- * and reports whether it may branch into (f, f + k), or could not be
- * decoded whole (then it may: refused). */
-static int lp_branches_into(const uint8_t *f, size_t n, int k)
-{
-	size_t i = 0;
-	while (i < n) {
-		struct lp_insn in;
-		int max = (int)(n - i < 15 ? n - i : 15);
-		if (lp_x86(f + i, max, &in) <= 0)
-			return 1;
-		if (in.rel_at >= 0) {
-			int64_t rel;
-			if (in.rel_len == 1) {
-				rel = (int8_t)f[i + (size_t)in.rel_at];
-			} else {
-				int32_t r32;
-				memcpy(&r32, f + i + (size_t)in.rel_at, 4);
-				rel = r32;
-			}
-			int64_t target = (int64_t)i + in.len + rel;
-			if (target > 0 && target < k)
-				return 1;
-		}
-		i += (size_t)in.len;
-	}
-	return 0;
-}
+#include "x86.h"
 
 /* The near pages: the trampolines and the jumps to the detours lie
  * within a rel32 of the code they serve (the executable is far from the
@@ -650,52 +379,19 @@ static uint8_t *lp_near_page(uintptr_t target)
 	return NULL;
 }
 
-static int lp_rel32_ok(uintptr_t from_end, uintptr_t to)
-{
-	intptr_t d = (intptr_t)(to - from_end);
-	return d >= INT32_MIN && d <= INT32_MAX;
-}
-
 /*
  * lp_patch makes entry (a function of size bytes) jump to detour; its
  * original, from a trampoline in near, is *tramp. Returns 0, or an
  * LP_FAMILY_* outcome.
  */
-static int lp_patchable(const uint8_t *entry, size_t size)
-{
-	int k = 0;
-	if (size < LP_JMP_LEN)
-		return LP_FAMILY_REFUSED;
-	while (k < LP_JMP_LEN) {
-		struct lp_insn in;
-		int max = (int)(size - (size_t)k < 15 ? size - (size_t)k : 15);
-		if (lp_x86(entry + k, max, &in) <= 0 || !lp_movable(&in) || k + in.len > LP_MOVED_MAX)
-			return LP_FAMILY_REFUSED;
-		k += in.len;
-	}
-	return lp_branches_into(entry, size, k) ? LP_FAMILY_REFUSED : 0;
-}
-
 static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *detour, void **tramp)
 {
-	int k = 0, disps[8], offs[8], n = 0;
-	if (size < LP_JMP_LEN)
-		return LP_FAMILY_REFUSED;
-	while (k < LP_JMP_LEN) {
-		struct lp_insn in;
-		int max = (int)(size - (size_t)k < 15 ? size - (size_t)k : 15);
-		if (lp_x86(entry + k, max, &in) <= 0 || !lp_movable(&in) || n == 8 || k + in.len > LP_MOVED_MAX)
-			return LP_FAMILY_REFUSED;
-		offs[n] = k;
-		disps[n++] = in.disp_at;
-		k += in.len;
-	}
-	if (size < (size_t)k || lp_branches_into(entry, size, k))
+	if (lp_patchable(entry, size) != 0)
 		return LP_FAMILY_REFUSED;
 	long pg = sysconf(_SC_PAGESIZE);
 	if (pg <= 0)
 		pg = 4096;
-	size_t need = (size_t)k + LP_ABS_JMP_LEN * 2;
+	size_t need = LP_TRAMP_MAX + LP_ABS_JMP_LEN * 2;
 	if (!near->page || near->used + need > (size_t)pg) {
 		near->page = lp_near_page((uintptr_t)entry);
 		near->used = 0;
@@ -705,45 +401,29 @@ static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *det
 		return LP_FAMILY_FAILED;
 	}
 	uint8_t *t = near->page + near->used;
-	/* The trampoline: the moved instructions, then a jump back. */
-	memcpy(t, entry, (size_t)k);
-	/* Displacements relative to the instruction's end: the end moves
-	 * by t - entry. */
-	int ok = 1;
-	for (int i = 0; i < n; i++) {
-		if (disps[i] < 0)
-			continue;
-		int end = i + 1 < n ? offs[i + 1] : k;
-		int32_t d;
-		memcpy(&d, entry + offs[i] + disps[i], 4);
-		uintptr_t abs = (uintptr_t)entry + (uintptr_t)end + (uintptr_t)(intptr_t)d;
-		if (!lp_rel32_ok((uintptr_t)t + (uintptr_t)end, abs)) {
-			ok = 0;
-			break;
-		}
-		int32_t nd = (int32_t)(intptr_t)(abs - ((uintptr_t)t + (uintptr_t)end));
-		memcpy(t + offs[i] + disps[i], &nd, 4);
-	}
-	uint8_t *back = t + k;
+	int k, o = lp_relocate(entry, size, (uintptr_t)t, t, &k);
+	/* The trampoline: the moved instructions, then a jump back; then
+	 * the jump to the detour, which the entry's rel32 reaches. */
+	uint8_t *back = t + (o > 0 ? o : 0);
 	uint64_t ret = (uint64_t)(uintptr_t)(entry + k);
-	back[0] = 0xff;
-	back[1] = 0x25;
-	memset(back + 2, 0, 4);
-	memcpy(back + 6, &ret, 8);
-	/* The jump to the detour, which the entry's rel32 reaches. */
 	uint8_t *stub = back + LP_ABS_JMP_LEN;
 	uint64_t det = (uint64_t)(uintptr_t)detour;
-	stub[0] = 0xff;
-	stub[1] = 0x25;
-	memset(stub + 2, 0, 4);
-	memcpy(stub + 6, &det, 8);
-	if (!ok || !lp_rel32_ok((uintptr_t)entry + LP_JMP_LEN, (uintptr_t)stub)) {
-		mprotect(near->page, (size_t)pg, PROT_READ | PROT_EXEC);
-		return LP_FAMILY_FAILED;
+	int32_t rel = 0;
+	if (o > 0) {
+		back[0] = 0xff;
+		back[1] = 0x25;
+		memset(back + 2, 0, 4);
+		memcpy(back + 6, &ret, 8);
+		stub[0] = 0xff;
+		stub[1] = 0x25;
+		memset(stub + 2, 0, 4);
+		memcpy(stub + 6, &det, 8);
 	}
-	near->used += (need + 15) & ~(size_t)15;
 	if (mprotect(near->page, (size_t)pg, PROT_READ | PROT_EXEC) != 0)
 		return LP_FAMILY_FAILED;
+	if (o <= 0 || lp_rel32((uintptr_t)entry + LP_JMP_LEN, (uintptr_t)stub, &rel) != 0)
+		return LP_FAMILY_FAILED;
+	near->used += (size_t)(((stub + LP_ABS_JMP_LEN) - t + 15) & ~15);
 	/* The entry: jmp rel32 to the stub; the rest of the moved bytes
 	 * int3 (nothing branches there: checked above). */
 	uintptr_t lo = (uintptr_t)entry & ~((uintptr_t)pg - 1);
@@ -751,7 +431,6 @@ static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *det
 	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
 		return LP_FAMILY_FAILED;
 	uint8_t code[LP_MOVED_MAX];
-	int32_t rel = (int32_t)(intptr_t)((uintptr_t)stub - ((uintptr_t)entry + LP_JMP_LEN));
 	code[0] = 0xe9;
 	memcpy(code + 1, &rel, 4);
 	memset(code + LP_JMP_LEN, 0xcc, (size_t)(k - LP_JMP_LEN));
@@ -1051,7 +730,7 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 	int veto = threads ? LP_FAMILY_THREADS : 0;
 	for (int f = 0; f < nf && !veto; f++)
 		if (found[f].addr)
-			veto = lp_patchable((const uint8_t *)found[f].addr, found[f].size);
+			veto = lp_patchable((const uint8_t *)found[f].addr, found[f].size) ? LP_FAMILY_REFUSED : 0;
 	for (int f = 0; f < nf; f++) {
 		fam->fn[f] = lp_fam_wire_fn[f];
 		if (same && (f == F_NEW || f == F_NEW_ARRAY))
