@@ -18,6 +18,7 @@
 #include "families.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 int lp_fresh_link;
 static uintptr_t lp_real_base; /* the module of the malloc the hooks call */
@@ -34,6 +35,13 @@ static const char *const lp_link_markers[] = {"tc_malloc", "mi_malloc"};
 
 static int lp_find_exported(const char *name, struct lp_found *out);
 static void lp_dynmods_read(void);
+struct lp_exe {
+	uintptr_t bias;
+	const ElfW(Phdr) *phdr;
+	int phnum;
+};
+static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg);
+static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n);
 
 /* lp_families_init notes the habits of the allocator whose malloc is
  * real_malloc: the module that defines it also defines a marker. */
@@ -44,6 +52,13 @@ void lp_families_init(void *real_malloc)
 		return;
 	lp_real_base = (uintptr_t)mi.dli_fbase;
 	lp_dynmods_read();
+	/* The executable's own malloc: known before any operator new the
+	 * agent serves (lp_cxx_mode), which must then call through. */
+	struct lp_exe exe = {0};
+	struct lp_found x;
+	dl_iterate_phdr(lp_exe_cb, &exe);
+	if (lp_find_exported("malloc", &x) && lp_exe_code(&exe, x.addr, x.size))
+		lp_exe_malloc = 1;
 	for (unsigned i = 0; i < sizeof lp_link_markers / sizeof lp_link_markers[0]; i++) {
 		struct lp_found x;
 		if (lp_find_exported(lp_link_markers[i], &x) && x.base == lp_real_base) {
@@ -445,12 +460,6 @@ static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *det
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-
-struct lp_exe {
-	uintptr_t bias;
-	const ElfW(Phdr) *phdr;
-	int phnum;
-};
 
 static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
