@@ -16,9 +16,19 @@
  */
 #include "agent.h"
 #include "families.h"
+#include "x86.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int lp_fresh_link;
 static uintptr_t lp_real_base; /* the module of the malloc the hooks call */
@@ -76,28 +86,21 @@ void lp_families_init(void *real_malloc)
  * own calls, and the C library's, to its own; a family under a prefix
  * (je_malloc, mi_malloc, rpmalloc, tc_malloc, or one the user names) has
  * no hook at all. At start, while the process has one thread, the agent
- * finds such entries (exported: the executable's malloc is, as the C
- * library refers to it) and patches each: its first instructions become
- * a jump to a detour of the agent's, which records the call and calls
- * the original through a trampoline holding the instructions moved
- * (relocated when they address memory relative to the instruction
- * pointer). A function whose first instructions are not among the few
- * this file can move, that is shorter than the jump, or whose code may
- * branch back into the bytes the jump replaces, is refused: its calls
- * are not traced, and the collector says so.
+ * finds such entries and patches each: its first instructions become a
+ * jump to a detour of the agent's, which records the call and calls the
+ * original through a trampoline holding the instructions moved
+ * (agent/x86.h decodes and relocates them). A function whose first
+ * instructions cannot be moved, or whose code may branch back into the
+ * bytes the jump replaces, is refused, and with it its whole family:
+ * its calls are not traced, and the collector says so.
  *
- * One allocation is recorded once: a detour called while another runs
- * on the thread (a calloc that calls the family's malloc) passes
- * through, as does one called while the agent itself runs (busy), and
- * an entry that is one of the agent's own real functions, already
- * hooked, is left alone, as is the module those come from (its
- * prefixed names are aliases or internals of the same allocator).
+ * One allocation is recorded once: a detour runs the original with the
+ * thread's recording suspended (busy), so what the original calls of
+ * the agent's hooks or of other detours passes through; the module whose
+ * malloc the hooks call is left alone (its prefixed names are aliases or
+ * internals of the same allocator), as are the prefixed internals of an
+ * allocator linked into the executable.
  */
-#include <errno.h>
-#include <link.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 int lp_exe_malloc;
 
@@ -363,7 +366,6 @@ static void *const lp_detours[LP_FAM_SLOTS][F_N] = {
 	LP_FAM_TABLE(4), LP_FAM_TABLE(5), LP_FAM_TABLE(6), LP_FAM_TABLE(7),
 };
 
-#include "x86.h"
 
 /* The near pages: the trampolines and the jumps to the detours lie
  * within a rel32 of the code they serve (the executable is far from the
@@ -457,9 +459,6 @@ static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *det
 
 /* ---- finding the entries ---- */
 
-#include <elf.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 
 static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -779,6 +778,10 @@ void lp_families_start(void)
 		return; /* not recording: nothing to trace them for */
 	int saved = errno;
 	lp_enter(&t->busy);
+	/* No signal handler may call into an entry half written. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	struct lp_exe exe = {0};
 	dl_iterate_phdr(lp_exe_cb, &exe);
 	uintptr_t real_base = lp_real_base;
@@ -873,6 +876,7 @@ void lp_families_start(void)
 		lp_family_patch(t, s, prefixes[i], names, found, nf, threads, done, &ndone, &near);
 		lp_fam_used = s + 1;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
 }
