@@ -32,6 +32,8 @@
 
 int lp_fresh_link;
 static uintptr_t lp_real_base; /* the module of the malloc the hooks call */
+static void *lp_real_malloc;   /* that malloc */
+static int lp_real_libc;       /* it is the C library's */
 
 /* A function found: where, how long, in which module. */
 struct lp_found {
@@ -61,6 +63,10 @@ void lp_families_init(void *real_malloc)
 	if (!real_malloc || !dladdr(real_malloc, &mi))
 		return;
 	lp_real_base = (uintptr_t)mi.dli_fbase;
+	lp_real_malloc = real_malloc;
+	const char *base = mi.dli_fname ? strrchr(mi.dli_fname, '/') : NULL;
+	base = base ? base + 1 : mi.dli_fname;
+	lp_real_libc = !base || strncmp(base, "libc.so", 7) == 0 || strncmp(base, "libc-", 5) == 0;
 	lp_dynmods_read();
 	/* The executable's own malloc: known before any operator new the
 	 * agent serves (lp_cxx_mode), which must then call through. */
@@ -782,6 +788,8 @@ void lp_families_start(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (lp_real_malloc && !lp_real_libc && !lp_exe_malloc)
+		lp_family_record(t, LP_FN_MALLOC, (uintptr_t)lp_real_malloc, LP_FAMILY_HOOKED, "malloc");
 	struct lp_exe exe = {0};
 	dl_iterate_phdr(lp_exe_cb, &exe);
 	uintptr_t real_base = lp_real_base;

@@ -120,6 +120,7 @@ enum {
 	LP_FAMILY_REFUSED = 2,  /* its first instructions could not be moved: not traced */
 	LP_FAMILY_THREADS = 3,  /* the process had threads already: not patched, not traced */
 	LP_FAMILY_FAILED = 4,   /* the code could not be written (mprotect), or no room near it */
+	LP_FAMILY_HOOKED = 5,   /* another library's malloc, which the hooks call: traced as glibc's */
 };
 #define LP_FAMILY_NAME_MAX 63u
 #define LP_FAMILIES_MAX 256u /* bytes of lp_header.alloc_families, NUL included */

@@ -47,7 +47,7 @@ func untracedFamilies(s *heap.Session) (warns []string) {
 		byMod := map[string][]string{}
 		var mods []string
 		for _, f := range p.Families {
-			if f.Outcome == wire.FamilyTraced {
+			if f.Outcome == wire.FamilyTraced || f.Outcome == wire.FamilyHooked {
 				continue
 			}
 			mod := "?"

@@ -157,6 +157,9 @@ func TestAllocatorFamilies(t *testing.T) {
 				if fam.line != "" && !strings.Contains(r.text, fam.line) {
 					t.Errorf("%s: the report does not say %q:\n%s", mode, fam.line, r.text)
 				}
+				if fam.line == "" && strings.Contains(r.text, "allocator: ") || warned(r, "not traced") || warned(r, "could not trace") {
+					t.Errorf("%s: an allocator line, or a warning that something was not traced:\n%s", mode, r.text)
+				}
 				got := familyLeaks(t, r)
 				if d := got["definite"]; d != [2]uint64{6400, 100} || len(got) != 1 {
 					t.Errorf("%s: the program's leaks by kind %v, want 100 definite blocks of 64 B", mode, got)

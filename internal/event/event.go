@@ -121,7 +121,8 @@ const (
 	// malloc, or a prefixed family's), and traced it by patching its
 	// entry (Aux 1) or could not (Aux 2: its first instructions could
 	// not be moved; 3: the process had threads; 4: the code could not be
-	// written).
+	// written), or (Aux 5) that the malloc its hooks call is another
+	// library's than the C library's (traced as the C library's).
 	AllocFamilyFn
 )
 

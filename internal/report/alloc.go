@@ -2,8 +2,11 @@ package report
 
 import (
 	"debug/elf"
+	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/wire"
@@ -24,16 +27,33 @@ type Allocator struct {
 }
 
 // maxAllocSymbols bounds the symbol tables read to name an allocator.
-const maxAllocSymbols = 256 << 20
+const maxAllocSymbols = 64 << 20
 
 // allocatorOf names the allocator module path holds, from what only each
 // one defines, and says whether it defines malloc; "" when none is known.
+// The path comes from the target: it is opened without blocking (a FIFO
+// put there cannot hang the report) and only a regular ELF file is read,
+// its static symbols only when the dynamic ones do not tell.
 func allocatorOf(path string) (name string, malloc bool) {
-	f, err := elf.Open(path)
+	defer func() {
+		if recover() != nil { // debug/elf on a file made to break it
+			name, malloc = "", false
+		}
+	}()
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return "", false
 	}
-	defer f.Close()
+	osf := os.NewFile(uintptr(fd), path)
+	defer osf.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", false
+	}
+	f, err := elf.NewFile(osf)
+	if err != nil {
+		return "", false
+	}
 	has := map[string]bool{}
 	add := func(syms []elf.Symbol) {
 		for _, s := range syms {
@@ -43,36 +63,43 @@ func allocatorOf(path string) (name string, malloc bool) {
 			}
 		}
 	}
-	if syms, err := f.DynamicSymbols(); err == nil {
-		add(syms)
-	}
-	if sec := f.Section(".symtab"); sec != nil && sec.Size <= maxAllocSymbols {
-		if syms, err := f.Symbols(); err == nil {
+	if sec := f.SectionByType(elf.SHT_DYNSYM); sec != nil && sec.Size <= maxAllocSymbols {
+		if syms, err := f.DynamicSymbols(); err == nil {
 			add(syms)
 		}
 	}
-	switch {
-	case has["mallctl"] || has["je_mallctl"] || has["_rjem_mallctl"]:
-		name = "jemalloc"
-	case has["tc_malloc"]:
-		name = "tcmalloc (gperftools)"
-	case has["mi_malloc"]:
-		name = "mimalloc"
-	case has["rpmalloc"]:
-		name = "rpmalloc"
-	case has["__libc_malloc"]:
-		name = "glibc"
+	name = allocatorName(has)
+	if name == "" || name == "glibc" { // tcmalloc defines __libc_malloc too
+		if sec := f.Section(".symtab"); sec != nil && sec.Size <= maxAllocSymbols {
+			if syms, err := f.Symbols(); err == nil {
+				add(syms)
+			}
+		}
+		name = allocatorName(has)
 	}
 	return name, has["malloc"]
 }
 
-// maxAllocModules bounds the modules read for the one whose malloc the
-// program's calls bind to.
-const maxAllocModules = 64
+// allocatorName names the allocator whose functions has holds.
+func allocatorName(has map[string]bool) string {
+	switch {
+	case has["mallctl"] || has["je_mallctl"] || has["_rjem_mallctl"]:
+		return "jemalloc"
+	case has["tc_malloc"]:
+		return "tcmalloc (gperftools)"
+	case has["mi_malloc"]:
+		return "mimalloc"
+	case has["rpmalloc"]:
+		return "rpmalloc"
+	case has["__libc_malloc"]:
+		return "glibc"
+	}
+	return ""
+}
 
-// Allocators returns the allocators image p used other than glibc's:
-// those the agent patched (p.Families), or the shared library before
-// the C library whose malloc the hooks called.
+// Allocators returns the allocators image p used other than glibc's, as
+// the agent found them (p.Families): a library whose malloc its hooks
+// called, the allocators whose entries it patched.
 func (r *Report) Allocators(p *heap.Process) []Allocator {
 	if a, ok := r.allocCache[p]; ok {
 		return a
@@ -93,6 +120,8 @@ func (r *Report) Allocators(p *heap.Process) []Allocator {
 		}
 		a := &out[i]
 		switch f.Outcome {
+		case wire.FamilyHooked:
+			a.How = "interposed"
 		case wire.FamilyTraced:
 			a.Functions = append(a.Functions, f.Name)
 		case wire.FamilyRefused:
@@ -101,23 +130,6 @@ func (r *Report) Allocators(p *heap.Process) []Allocator {
 			a.Untraced = append(a.Untraced, f.Name+" (the program had threads at the start)")
 		default:
 			a.Untraced = append(a.Untraced, f.Name+" (its code could not be written)")
-		}
-	}
-	if len(p.Families) == 0 || len(out) > 0 && len(out[0].Functions) == 0 {
-		// The modules in load order, the executable and the agent aside:
-		// the first that defines malloc has the program's calls.
-		for i, m := range p.Modules {
-			if i == 0 || i > maxAllocModules || strings.HasPrefix(filepath.Base(m.Path), "libleakpath") || !strings.HasPrefix(m.Path, "/") {
-				continue
-			}
-			name, malloc := allocatorOf(m.Path)
-			if !malloc {
-				continue
-			}
-			if name != "glibc" {
-				out = append(out, Allocator{Name: name, Module: m.Path, How: "interposed"})
-			}
-			break
 		}
 	}
 	if r.allocCache == nil {

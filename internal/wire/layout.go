@@ -79,6 +79,7 @@ const (
 	FamilyRefused = 2 // its first instructions could not be moved
 	FamilyThreads = 3 // the process had threads already: not patched
 	FamilyFailed  = 4 // the code could not be written, or no room near it
+	FamilyHooked  = 5 // another library's malloc, which the hooks call: traced as glibc's
 
 	FamilyNameMax = 63  // bytes of a RecFamily's name
 	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
