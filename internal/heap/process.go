@@ -1019,6 +1019,7 @@ func (p *Process) cloneFrom(parent *Process) {
 	p.frees = newFreeLog(recentFrees)
 	p.lsan = parent.lsan.clone()
 	p.pools = parent.pools.clone()
+	p.Families = append([]FamilyFn(nil), parent.Families...) // the patched code is the child's too
 	parent.blocks.each(func(a uint64, b Block) {
 		s := &p.sites[b.Site]
 		s.LiveBlocks++
