@@ -8,6 +8,7 @@
  * another thread before the collector sees it freed).
  */
 #include "agent.h"
+#include "families.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -251,6 +252,7 @@ static void lp_init(void)
 		lp_caller_fn((const void *)_Exit);
 		lp_ask_fns();
 		lp_modules_init();
+		lp_families_init((void *)real_malloc);
 		lp_ring_init_key();
 		pthread_atfork(lp_atfork_prepare, lp_atfork_parent, lp_atfork_child);
 		on_exit(lp_on_exit, NULL);
@@ -279,6 +281,10 @@ __attribute__((constructor(101))) static void lp_constructor(void)
 		return;
 	if (__atomic_load_n(&lp_init_state, __ATOMIC_ACQUIRE) == LP_INIT_NONE)
 		lp_init();
+	/* Preloaded: allocators no hook of the agent's sees, patched at
+	 * their entries while the process has one thread (families.c). */
+	if (!lp_attach_mode)
+		lp_families_start();
 }
 
 /* lp_attach_begin initialises the agent in attach mode and registers with
@@ -648,6 +654,56 @@ static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsign
 
 #define LP_FP() __builtin_frame_address(0)
 
+/* ---- for families.c: allocators whose entries the agent patched ---- */
+
+/* lp_note_alloc records an allocation by fn of n bytes at p; fp is the
+ * frame of the agent's function the program called. */
+void lp_note_alloc(unsigned fn, void *p, size_t n, void *fp)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (t)
+		lp_rec_alloc(t, fn, p, n, fp);
+}
+
+/* lp_note_free records that p is about to be released by fn. */
+void lp_note_free(unsigned fn, void *p, void *fp)
+{
+	if (!p)
+		return;
+	lp_watch_freed(p);
+	struct lp_thread *t = lp_rec_thread();
+	if (t)
+		lp_rec_free(t, fn, p, fp);
+}
+
+/* lp_note_realloc_begin records that a realloc of old is about to run
+ * and returns its stack (0: not recorded). */
+uint32_t lp_note_realloc_begin(void *old, void *fp)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (!t || !old)
+		return 0;
+	lp_watch_freed(old);
+	if (lp_fold_on && !t->in_fold) {
+		lp_enter(&t->in_fold);
+		lp_fold_take(t, old);
+		lp_leave(&t->in_fold);
+	}
+	return lp_rec_realloc_begin(t, old, fp);
+}
+
+/* lp_note_realloc records the realloc's end. */
+void lp_note_realloc(void *old, void *p, size_t n, void *fp, uint32_t sid)
+{
+	struct lp_thread *t = lp_rec_thread();
+	if (!t)
+		return;
+	lp_rec_realloc(t, LP_FN_REALLOC, old, p, n, fp, sid);
+	if (p)
+		t->last_alloc = (uint64_t)p;
+}
+
+
 /* ---- the C allocator ---- */
 
 LP_EXPORT void *malloc(size_t n)
@@ -656,8 +712,10 @@ LP_EXPORT void *malloc(size_t n)
 	if (LP_UNLIKELY(!real_malloc))
 		return lp_boot_alloc(n);
 	void *p = lp_slot_try(t, n, __builtin_return_address(0), 0); /* stale slots */
-	if (LP_LIKELY(!p))
+	if (LP_LIKELY(!p)) {
 		p = real_malloc(n);
+		lp_fresh(p);
+	}
 	if (t)
 		lp_rec_alloc(t, LP_FN_MALLOC, p, n, LP_FP());
 	return p;
@@ -734,6 +792,8 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 		sid = lp_rec_realloc_begin(t, old, fp);
 	}
 	void *p = real_realloc(old, n);
+	if (!old)
+		lp_fresh(p);
 	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;
@@ -764,6 +824,7 @@ LP_EXPORT void *memalign(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_memalign))
 		return NULL;
 	void *p = real_memalign(align, n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_MEMALIGN, p, n, LP_FP());
 	return p;
@@ -775,6 +836,8 @@ LP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 	if (LP_UNLIKELY(!real_posix_memalign))
 		return ENOMEM;
 	int rc = real_posix_memalign(out, align, n);
+	if (rc == 0)
+		lp_fresh(*out);
 	if (t)
 		lp_rec_alloc(t, LP_FN_POSIX_MEMALIGN, rc == 0 ? *out : NULL, n, LP_FP());
 	return rc;
@@ -786,6 +849,7 @@ LP_EXPORT void *aligned_alloc(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_aligned_alloc))
 		return NULL;
 	void *p = real_aligned_alloc(align, n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_ALIGNED_ALLOC, p, n, LP_FP());
 	return p;
@@ -797,6 +861,7 @@ LP_EXPORT void *valloc(size_t n)
 	if (LP_UNLIKELY(!real_valloc))
 		return NULL;
 	void *p = real_valloc(n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_VALLOC, p, n, LP_FP());
 	return p;
@@ -808,6 +873,7 @@ LP_EXPORT void *pvalloc(size_t n)
 	if (LP_UNLIKELY(!real_pvalloc))
 		return NULL;
 	void *p = real_pvalloc(n);
+	lp_fresh(p);
 	if (t)
 		lp_rec_alloc(t, LP_FN_PVALLOC, p, n, LP_FP());
 	return p;
@@ -840,7 +906,9 @@ static int lp_cxx_mode(void *real)
 	struct lp_thread *t = &lp_tls;
 	lp_enter(&t->busy);
 	int m = 2;
-	if (real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
+	/* An executable with an allocator of its own: libstdc++'s operator
+	 * new calls it, not the one the agent would (families.c). */
+	if (!lp_exe_malloc && real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
 		lp_get_new_handler = (lp_handler_t (*)(void))lp_next("_ZSt15get_new_handlerv");
 		lp_throw_bad_alloc = (lp_thrower_t)lp_next("_ZSt17__throw_bad_allocv");
 		if (lp_get_new_handler && lp_throw_bad_alloc)
@@ -895,6 +963,7 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			if (t)                                                         \
 				lp_leave(&t->busy);                                    \
 		}                                                                      \
+		lp_fresh(p);                                                           \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
 		return p;                                                              \

@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 11u
+#define LP_WIRE_VERSION 12u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -97,8 +97,33 @@ enum {
 	                             and __lsan_enable) */
 	LP_REC_ROOT_REGION = 25,  /* aux=1 registered, 0 unregistered (__lsan_register_root_region,
 	                             __lsan_unregister_root_region); w1 ts, w2 addr, w3 size */
-	LP_REC_MAX = 25
+	LP_REC_POOL = 26,         /* aux=stack (0: none); w1 ts, w2 the pool's handle, w3 LP_POOL_*:
+	                             created or destroyed (LEAKPATH_POOL_CREATE, _DESTROY) */
+	LP_REC_POOL_ALLOC = 27,   /* aux=stack; w1 ts, w2 addr, w3 size, w4 the pool's handle
+	                             (LEAKPATH_POOL_ALLOC: an object of the pool) */
+	LP_REC_POOL_FREE = 28,    /* aux=stack (0: none); w1 ts, w2 addr, w3 the pool's handle
+	                             (LEAKPATH_POOL_FREE) */
+	LP_REC_FAMILY = 29,       /* aux=LP_FN_* of the function; w1 ts, w2 its entry's address, w3
+	                             LP_FAMILY_* (what the agent did with it), then its name, NUL
+	                             padded (at most LP_FAMILY_NAME_MAX bytes) */
+	LP_REC_MAX = 29
 };
+/* LP_REC_POOL's operations. */
+enum {
+	LP_POOL_CREATE = 1,
+	LP_POOL_DESTROY = 2,
+};
+/* LP_REC_FAMILY's outcomes: an allocator function no hook of the agent's
+ * sees (defined in the executable, or under a prefix), found at start. */
+enum {
+	LP_FAMILY_TRACED = 1,   /* its entry patched: its calls are recorded */
+	LP_FAMILY_REFUSED = 2,  /* its first instructions could not be moved: not traced */
+	LP_FAMILY_THREADS = 3,  /* the process had threads already: not patched, not traced */
+	LP_FAMILY_FAILED = 4,   /* the code could not be written (mprotect), or no room near it */
+	LP_FAMILY_HOOKED = 5,   /* another library's malloc, which the hooks call: traced as glibc's */
+};
+#define LP_FAMILY_NAME_MAX 63u
+#define LP_FAMILIES_MAX 256u /* bytes of lp_header.alloc_families, NUL included */
 #define LP_SCOPE_NAME_MAX 127u /* bytes of a scope's name kept */
 #define LP_ASK_LABEL_MAX 64u   /* bytes of a request's label, NUL included */
 
@@ -125,7 +150,7 @@ enum {
 	LP_FN_NEW_ARRAY = 12,     /* operator new[] and its forms */
 	LP_FN_DELETE = 13,        /* operator delete and its sized/aligned/nothrow forms */
 	LP_FN_DELETE_ARRAY = 14,  /* operator delete[] and its forms */
-	LP_FN_MAX = 14,
+	LP_FN_MAX = 14,           /* (the collector numbers pool objects' 15 and 16) */
 	LP_FN_TEMPORARY = 0x80,   /* flag on a FREE record's fn */
 };
 
@@ -248,6 +273,9 @@ struct lp_header {
 	uint64_t stale_base;      /* agent: the first slot page; 0: no pool */
 	uint32_t stale_count;     /* agent: slot pages from stale_base, one VMA each */
 	uint32_t stale_page;      /* agent: the page size (bytes of one slot) */
+	/* offset 1048, collector: more allocator families to trace by their
+	 * prefix (run --alloc-family), comma separated, NUL terminated */
+	char alloc_families[LP_FAMILIES_MAX];
 };
 
 /*

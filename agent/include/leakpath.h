@@ -32,6 +32,23 @@
  *
  * Scope names are copied when the scope begins (at most 127 bytes kept);
  * any string will do, literals are cheapest to read.
+ *
+ * Pools and arenas (memory the program hands out itself, from a block it
+ * got from malloc or mmap):
+ *
+ *   LEAKPATH_POOL_CREATE(pool);             pool: any address naming it
+ *   LEAKPATH_POOL_ALLOC(pool, addr, size);  an object of size bytes at addr
+ *   LEAKPATH_POOL_FREE(pool, addr);         the object at addr is gone
+ *   LEAKPATH_POOL_DESTROY(pool);            the pool and all its objects
+ *
+ * Each object is then a block of its own, with the stack that allocated
+ * it, its leak kind and type; a block that holds a pool's objects (the
+ * pool's memory) is not listed itself, as memcheck does with
+ * VALGRIND_MEMPOOL_ALLOC. A pool destroyed with objects still live
+ * reports them. Pools may nest: a pool's memory may be another pool's
+ * object. They are valgrind's VALGRIND_CREATE_MEMPOOL,
+ * VALGRIND_MEMPOOL_ALLOC, VALGRIND_MEMPOOL_FREE and
+ * VALGRIND_DESTROY_MEMPOOL (see docs/allocators.md).
  */
 #ifndef LEAKPATH_H
 #define LEAKPATH_H
@@ -49,7 +66,9 @@ extern "C" {
  * a dynamic relocation.
  */
 __asm__(".weak __leakpath_scope_begin\n\t.weak __leakpath_scope_end\n\t"
-	".weak __leakpath_snapshot\n\t.weak __leakpath_leak_check");
+	".weak __leakpath_snapshot\n\t.weak __leakpath_leak_check\n\t"
+	".weak __leakpath_pool_create\n\t.weak __leakpath_pool_destroy\n\t"
+	".weak __leakpath_pool_alloc\n\t.weak __leakpath_pool_free");
 #define LEAKPATH__FN(sym, type)                                                   \
 	static inline type leakpath__fn_##sym(void)                               \
 	{                                                                         \
@@ -62,6 +81,10 @@ void __leakpath_scope_begin(const char *name) __attribute__((weak));
 void __leakpath_scope_end(void) __attribute__((weak));
 int __leakpath_snapshot(const char *label) __attribute__((weak));
 int __leakpath_leak_check(void) __attribute__((weak));
+void __leakpath_pool_create(const void *pool) __attribute__((weak));
+void __leakpath_pool_destroy(const void *pool) __attribute__((weak));
+void __leakpath_pool_alloc(const void *pool, const void *addr, __SIZE_TYPE__ size) __attribute__((weak));
+void __leakpath_pool_free(const void *pool, const void *addr) __attribute__((weak));
 #define LEAKPATH__FN(sym, type)                                                   \
 	static inline type leakpath__fn_##sym(void) { return &sym; }
 #endif
@@ -70,11 +93,18 @@ typedef void (*leakpath__begin_fn)(const char *);
 typedef void (*leakpath__end_fn)(void);
 typedef int (*leakpath__label_fn)(const char *);
 typedef int (*leakpath__check_fn)(void);
+typedef void (*leakpath__pool_fn)(const void *);
+typedef void (*leakpath__pool_alloc_fn)(const void *, const void *, __SIZE_TYPE__);
+typedef void (*leakpath__pool_free_fn)(const void *, const void *);
 
 LEAKPATH__FN(__leakpath_scope_begin, leakpath__begin_fn)
 LEAKPATH__FN(__leakpath_scope_end, leakpath__end_fn)
 LEAKPATH__FN(__leakpath_snapshot, leakpath__label_fn)
 LEAKPATH__FN(__leakpath_leak_check, leakpath__check_fn)
+LEAKPATH__FN(__leakpath_pool_create, leakpath__pool_fn)
+LEAKPATH__FN(__leakpath_pool_destroy, leakpath__pool_fn)
+LEAKPATH__FN(__leakpath_pool_alloc, leakpath__pool_alloc_fn)
+LEAKPATH__FN(__leakpath_pool_free, leakpath__pool_free_fn)
 
 /* leakpath_scope_begin opens scope name on the calling thread, inside
  * the scopes it has open. */
@@ -114,6 +144,54 @@ static inline int leakpath_leak_check(void)
 	leakpath__check_fn f = leakpath__fn___leakpath_leak_check();
 	return f ? f() : 0;
 }
+
+/* The pool calls are inlined even without optimisation: the object's
+ * stack then starts in the program's function, not in this header. */
+#if defined(__GNUC__) || defined(__clang__)
+#define LEAKPATH__INLINE static inline __attribute__((always_inline))
+#else
+#define LEAKPATH__INLINE static inline
+#endif
+
+/* leakpath_pool_create names a new pool by any address (the pool's
+ * descriptor, usually). */
+LEAKPATH__INLINE void leakpath_pool_create(const void *pool)
+{
+	leakpath__pool_fn f = leakpath__fn___leakpath_pool_create();
+	if (f)
+		f(pool);
+}
+
+/* leakpath_pool_alloc says the program handed out size bytes at addr from
+ * pool: an object of its own, allocated here (NULL: nothing). */
+LEAKPATH__INLINE void leakpath_pool_alloc(const void *pool, const void *addr, __SIZE_TYPE__ size)
+{
+	leakpath__pool_alloc_fn f = leakpath__fn___leakpath_pool_alloc();
+	if (f)
+		f(pool, addr, size);
+}
+
+/* leakpath_pool_free says the object at addr of pool is gone. */
+LEAKPATH__INLINE void leakpath_pool_free(const void *pool, const void *addr)
+{
+	leakpath__pool_free_fn f = leakpath__fn___leakpath_pool_free();
+	if (f)
+		f(pool, addr);
+}
+
+/* leakpath_pool_destroy says pool is gone, and with it every object it
+ * still had (they are reported: live objects at a pool's end). */
+LEAKPATH__INLINE void leakpath_pool_destroy(const void *pool)
+{
+	leakpath__pool_fn f = leakpath__fn___leakpath_pool_destroy();
+	if (f)
+		f(pool);
+}
+
+#define LEAKPATH_POOL_CREATE(pool) leakpath_pool_create(pool)
+#define LEAKPATH_POOL_ALLOC(pool, addr, size) leakpath_pool_alloc(pool, addr, size)
+#define LEAKPATH_POOL_FREE(pool, addr) leakpath_pool_free(pool, addr)
+#define LEAKPATH_POOL_DESTROY(pool) leakpath_pool_destroy(pool)
 
 #ifdef __cplusplus
 }

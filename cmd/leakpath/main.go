@@ -196,6 +196,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leakpath run: %v\n", err)
 		return exitUsage
 	}
+	if err := checkAllocFamilies(o.allocFamilies); err != nil {
+		fmt.Fprintf(stderr, "leakpath run: %v\n", err)
+		return exitUsage
+	}
 	res, rep, err := runProgram(context.Background(), &o, stderr)
 	if err != nil {
 		fail(stderr, err)

@@ -65,6 +65,8 @@ type runOptions struct {
 	// checkUnmeasured is the exit code of --check when the program was
 	// not measured (runReport.unmeasured).
 	checkUnmeasured int
+	// allocFamilies are the prefixes of --alloc-family.
+	allocFamilies stringList
 }
 
 // addRecordFlags defines the flags run and attach share: where the
@@ -102,6 +104,7 @@ func runFlags(o *runOptions, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.checkUnmeasured, "check-unmeasured-exit-code", exitUnmeasured, "exit `code` of --check when no leak was found but the program was not measured: it did not load the agent (statically linked, setuid) or its executable defines its own malloc")
 	addGenSuppFlags(fs, &o.genSupp)
 	fs.StringVar(&o.baseline, "baseline", "", "with --check, fail only on leak sites not in `REPORT.json` (the --json report of an earlier run; sites compare by symbolized stack, as leakpath diff does) and list them")
+	fs.Var(&o.allocFamilies, "alloc-family", "trace the allocator functions `PREFIX`malloc, PREFIXfree, PREFIXcalloc, PREFIXrealloc (and the aligned ones) too, by patching their entries at the start (repeatable; je_, _rjem_, mi_, rp and tc_ are always looked for; see docs/allocators.md)")
 	fs.BoolVar(&o.followFork, "follow-fork", true, "record fork children as processes of their own")
 	fs.StringVar(&o.snapDir, "snapshot-dir", ".", "write the snapshots and leak checks the program asks for (leakpath_snapshot, leakpath_leak_check) to `DIR`, as leakpath.snapshot.PID.N.json")
 	addUsageFlags(fs, &o.usage, true)
@@ -207,6 +210,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if o.stale.on {
 		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
 	}
+	copts.Region.AllocFamilies = strings.Join(o.allocFamilies, ",")
 	if o.types {
 		copts.Types = &collect.TypeOptions{Symbols: sym.s}
 	}
@@ -292,6 +296,7 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	}
 	sym.ready()
 	own := unmeasured(res.Session)
+	own = append(own, untracedFamilies(res.Session)...)
 	res.Warnings = append(res.Warnings, own...)
 	rep := late.to(report.New(res.Session, res.Main, o.leaks.own.with(report.Options{
 		Symbolize:     sym.lookup,

@@ -238,9 +238,11 @@ func TestSetuidProgramUnmeasured(t *testing.T) {
 
 // TestOwnMallocUnmeasured: an executable that defines malloc, free, calloc
 // and realloc itself takes every call (the C library's too) away from the
-// agent: leakpath warns and --check fails with 24, not 0. Built as a
-// wrapper that passes the calls on to the C library's, it is measured:
-// no warning, and its 100-byte leak fails --check with 23.
+// agent's hooks. The agent patches their entries: its 100-byte leak is
+// found and fails --check with 23. When malloc's first instruction cannot
+// be moved (a jump), nothing of the family is patched: leakpath warns and
+// --check fails with 24, not 0. Built as a wrapper that passes the calls
+// on to the C library's, it is measured through the hooks: no warning.
 func TestOwnMallocUnmeasured(t *testing.T) {
 	const msg = "allocations through the program's own malloc are not traced"
 	own := fixture(t, "ownmalloc.c", "-ldl")
@@ -250,10 +252,24 @@ func TestOwnMallocUnmeasured(t *testing.T) {
 	if n.code != 3 {
 		t.Errorf("the fixture exited %d on its own, want 3", n.code)
 	}
-	if !warned(r, msg) || !strings.Contains(r.text, "defines its own malloc, free, calloc, realloc") {
+	if warned(r, msg) || !strings.Contains(r.text, "traced by patching the entries of malloc, calloc, realloc, free") {
+		t.Errorf("the program's own malloc is not traced by its entries:\n%s", r.text)
+	}
+	if tot := r.image(t, "ownmalloc").Totals; tot.LeakedBytes != 100 {
+		t.Errorf("own malloc: leaked %d B, want 100:\n%s", tot.LeakedBytes, r.text)
+	}
+	if r := leakpath(t, []string{"--check"}, nil, own, "0"); r.code != 23 {
+		t.Errorf("--check: exit code %d, want 23", r.code)
+	}
+
+	unmovable := fixture(t, "ownmalloc.c", "-ldl", "-DUNMOVABLE")
+	r = leakpath(t, nil, nil, unmovable, "3")
+	sameBehaviour(t, r, n)
+	if !warned(r, msg) || !strings.Contains(r.text, "defines its own malloc, free, calloc, realloc") ||
+		!warned(r, "could not trace its allocator's malloc") {
 		t.Errorf("no warning %q:\n%s", msg, r.text)
 	}
-	if r := leakpath(t, []string{"--check"}, nil, own, "3"); r.code != 24 {
+	if r := leakpath(t, []string{"--check"}, nil, unmovable, "3"); r.code != 24 {
 		t.Errorf("--check: exit code %d, want 24", r.code)
 	}
 

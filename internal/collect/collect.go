@@ -759,7 +759,7 @@ func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *ev
 	if c.opts.Region.HoldExit && !im.scanned && !ended.ExecdOut && !ended.Detached {
 		// Every image that ends is scanned at its exit, or says why not.
 		info := &event.ScanInfo{Error: noExitScan(ended)}
-		out = append(out, scanEvents(im.idx, c.src.Now(), info, nil, nil, nil)...)
+		out = append(out, scanEvents(im.idx, c.src.Now(), info, nil, nil, nil, nil)...)
 	}
 	if lost := im.reg.Lost(); lost > 0 {
 		c.warn("pid %d: the agent lost %d records", im.pid, lost)

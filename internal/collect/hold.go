@@ -179,7 +179,7 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 			}
 			return c.scanFailed(im, &event.ScanInfo{Live: live}, err)
 		}
-		blocks := liveBlocks(p, pending)
+		blocks, keys := liveBlocks(p, pending)
 		target.Extra = lsanRoots(p)
 		res, st, hp, err := scan.RunHeap(target, blocks, leak.DefaultOptions())
 		if err == nil {
@@ -195,10 +195,10 @@ func (c *collector) scan(im *image, m *merger, direct *directTarget, live bool, 
 		}
 		var typed func([]event.ScannedBlock)
 		if c.opts.Types != nil {
-			typed = func(sbs []event.ScannedBlock) { c.typeBlocks(p, blocks, hp, sbs, info) }
+			typed = func(sbs []event.ScannedBlock) { c.typeBlocks(p, blocks, keys, hp, sbs, info) }
 		}
 		// Typing reads the process: it must still be stopped.
-		evs := scanEvents(im.idx, c.src.Now(), info, blocks, res, typed)
+		evs := scanEvents(im.idx, c.src.Now(), info, blocks, res, typed, keys)
 		done <- nil
 		if live && rc != nil {
 			// A snapshot shows the root causes found so far (those at
@@ -271,7 +271,12 @@ func newArray0(fn event.Fn, size uint64) bool {
 
 // liveBlocks lists the model's live blocks and the pending ones, marking
 // those the dynamic linker allocated (its TLS bookkeeping) as Runtime.
-func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
+// When the program has pools, keys are the blocks' keys in the model (a
+// pool's object is kept under its address and pool: heap.BlockAddr), and
+// the blocks that hold pool objects, the pools' memory, are left out, as
+// memcheck leaves out a malloc'd block that holds mempool chunks; keys is
+// nil otherwise.
+func liveBlocks(p *heap.Process, pending []region.PendingBlock) (blocks []leak.Block, keys []uint64) {
 	// By site: 0 not known yet, 1 the loader's, 2 not.
 	var rt []uint8
 	runtime := func(site heap.StackID) bool {
@@ -286,18 +291,46 @@ func liveBlocks(p *heap.Process, pending []region.PendingBlock) []leak.Block {
 		}
 		return rt[site] == 1
 	}
-	blocks := make([]leak.Block, 0, p.Totals.LiveBlocks+uint64(len(pending)))
-	p.Live(func(addr uint64, b heap.Block) {
-		blocks = append(blocks, leak.Block{Addr: addr, Size: b.Size, Runtime: runtime(b.Site), PastEnd: newArray0(b.Fn, b.Size)})
+	pools := p.PoolObjects() > 0
+	blocks = make([]leak.Block, 0, p.Totals.LiveBlocks+uint64(len(pending))+uint64(p.PoolObjects()))
+	var spans []heap.SpanBlock
+	p.Live(func(key uint64, b heap.Block) {
+		blocks = append(blocks, leak.Block{Addr: heap.BlockAddr(key), Size: b.Size, Runtime: runtime(b.Site), PastEnd: newArray0(b.Fn, b.Size)})
+		if pools {
+			spans = append(spans, heap.SpanBlock{Key: key, Size: b.Size})
+		}
 	})
 	for _, pb := range pending {
 		if _, known := p.LiveBlock(pb.Addr); !known {
 			blocks = append(blocks, leak.Block{Addr: pb.Addr, Size: pb.Size, Runtime: runtime(p.StackOf(pb.Stack)),
 				PastEnd: newArray0(pb.Fn, pb.Size)})
+			if pools {
+				spans = append(spans, heap.SpanBlock{Key: pb.Addr, Size: pb.Size})
+			}
 		}
 	}
-	leak.SortBlocks(blocks)
-	return blocks
+	if !pools {
+		leak.SortBlocks(blocks)
+		return blocks, nil
+	}
+	holders, overlapping := heap.PoolLayout(spans)
+	type keyed struct {
+		b   leak.Block
+		key uint64
+	}
+	ks := make([]keyed, 0, len(blocks))
+	for i, b := range blocks {
+		if k := spans[i].Key; !holders[k] && !overlapping[k] {
+			ks = append(ks, keyed{b, k})
+		}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return cmp.Compare(a.b.Addr, b.b.Addr) })
+	blocks, keys = blocks[:0], make([]uint64, len(ks))
+	for i, k := range ks {
+		blocks = append(blocks, k.b)
+		keys[i] = k.key
+	}
+	return blocks, keys
 }
 
 // pendingBlocks returns the pending blocks the model does not know yet,
@@ -336,13 +369,15 @@ func fromLoader(p *heap.Process, site heap.StackID) bool {
 // scan_error and the image's text report say it (once: no warning too).
 func (c *collector) scanFailed(im *image, info *event.ScanInfo, err error) []event.Event {
 	info.Error = err.Error()
-	return scanEvents(im.idx, c.src.Now(), info, nil, nil, nil)
+	return scanEvents(im.idx, c.src.Now(), info, nil, nil, nil, nil)
 }
 
 // scanEvents turns a classification into Scan events of at most
 // scanBatch blocks each (one event with none when res is nil); typed, if
-// not nil, adds the blocks' types (to them and to info).
-func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Block, res *leak.Result, typed func([]event.ScannedBlock)) []event.Event {
+// not nil, adds the blocks' types (to them and to info). keys, when not
+// nil, are the blocks' keys in the model (liveBlocks): the events name
+// the blocks by them.
+func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Block, res *leak.Result, typed func([]event.ScannedBlock), keys []uint64) []event.Event {
 	sbs := make([]event.ScannedBlock, len(blocks))
 	for i, b := range blocks {
 		sbs[i] = event.ScannedBlock{Addr: b.Addr, Size: b.Size, Kind: res.Kinds[i]}
@@ -352,6 +387,25 @@ func scanEvents(proc uint32, now uint64, info *event.ScanInfo, blocks []leak.Blo
 	}
 	if typed != nil && len(sbs) > 0 {
 		typed(sbs)
+	}
+	if keys != nil {
+		keyOf := func(a uint64) uint64 {
+			i, ok := slices.BinarySearchFunc(blocks, a, func(b leak.Block, a uint64) int { return cmp.Compare(b.Addr, a) })
+			if !ok {
+				return a
+			}
+			return keys[i]
+		}
+		for i := range sbs {
+			sb := &sbs[i]
+			sb.Addr = keys[i]
+			if sb.Owner != 0 {
+				sb.Owner = keyOf(sb.Owner)
+			}
+			if sb.Holder != 0 {
+				sb.Holder = keyOf(sb.Holder)
+			}
+		}
 	}
 	var evs []event.Event
 	for part := 0; part == 0 || len(sbs) > 0; part++ {

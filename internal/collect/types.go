@@ -26,8 +26,10 @@ type TypeOptions struct {
 }
 
 // typeBlocks types blocks (sorted by address, as the scan took them) of
-// p, from what the scan read, into sbs (blocks' twins) and info.
-func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.Heap, sbs []event.ScannedBlock, info *event.ScanInfo) {
+// p, from what the scan read, into sbs (blocks' twins) and info. keys
+// are the blocks' keys in the model, when they are not their addresses
+// (see liveBlocks).
+func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, keys []uint64, hp *scan.Heap, sbs []event.ScannedBlock, info *event.ScanInfo) {
 	start := time.Now()
 	defer func() {
 		// Typing reads what the target and its files hold: a bug there
@@ -54,7 +56,7 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 		return
 	}
 	mods, modOf := c.typeModules(p)
-	res := heaptype.Analyze(g, mods, hp.Mem, siteTypes(p, blocks, mods, modOf, hp.Mem, c.opts.Types.Symbols))
+	res := heaptype.Analyze(g, mods, hp.Mem, siteTypes(p, blocks, keys, mods, modOf, hp.Mem, c.opts.Types.Symbols))
 	info.Typed = true
 	for _, t := range res.Types {
 		info.Types = append(info.Types, event.TypeDef{Name: t.Name, File: t.File, Line: uint32(max(t.Line, 0)), Size: t.Size})
@@ -92,7 +94,7 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, hp *scan.He
 // allocator's own come first). Constructors are looked for during
 // ctorBudget at most: each new site costs a read of the process and a
 // symbol lookup, and the process waits.
-func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, modOf map[int32]int,
+func siteTypes(p *heap.Process, blocks []leak.Block, keys []uint64, mods []heaptype.Module, modOf map[int32]int,
 	mem leak.Memory, syms *symbolize.Symbolizer) func(int32, heaptype.Evidence) (heaptype.SiteType, bool) {
 	type known struct {
 		st heaptype.SiteType
@@ -109,7 +111,11 @@ func siteTypes(p *heap.Process, blocks []leak.Block, mods []heaptype.Module, mod
 		if ev == heaptype.AllocSite && !allocTypes {
 			return heaptype.SiteType{}, false
 		}
-		b, live := p.LiveBlock(blocks[i].Addr)
+		key := blocks[i].Addr
+		if keys != nil {
+			key = keys[i]
+		}
+		b, live := p.LiveBlock(key)
 		if !live || (ev == heaptype.Ctor && b.Fn != event.New) {
 			return heaptype.SiteType{}, false
 		}

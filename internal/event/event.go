@@ -103,6 +103,27 @@ const (
 	// LeakCheckOff: the program's __lsan_is_turned_off returned nonzero
 	// at its exit: no leak check for its image.
 	LeakCheckOff
+	// PoolCreate: the program created the pool named Addr (an address of
+	// its choosing) at Stack (LEAKPATH_POOL_CREATE of
+	// agent/include/leakpath.h).
+	PoolCreate
+	// PoolDestroy: the pool Addr ended at Stack, and with it the objects
+	// it still had.
+	PoolDestroy
+	// PoolAlloc: the program handed out Size bytes at Addr from pool Aux,
+	// at Stack (Fn PoolAllocFn): a block of its own.
+	PoolAlloc
+	// PoolFree: the object at Addr of pool Aux is gone; Stack is the
+	// call's when free stacks are recorded, else 0 (Fn PoolFreeFn).
+	PoolFree
+	// AllocFamilyFn: the agent found the allocator function Text (recorded as
+	// Fn) at Addr, which none of its hooks sees (the executable's own
+	// malloc, or a prefixed family's), and traced it by patching its
+	// entry (Aux 1) or could not (Aux 2: its first instructions could
+	// not be moved; 3: the process had threads; 4: the code could not be
+	// written), or (Aux 5) that the malloc its hooks call is another
+	// library's than the C library's (traced as the C library's).
+	AllocFamilyFn
 )
 
 var kindNames = [...]string{
@@ -114,6 +135,8 @@ var kindNames = [...]string{
 	RootCause: "root-cause", ScopeBegin: "scope-begin", ScopeEnd: "scope-end",
 	StaleEpoch: "stale-epoch", Pending: "pending", Refree: "refree",
 	Ignore: "ignore", RootRegion: "root-region", LeakCheckOff: "leak-check-off",
+	PoolCreate: "pool-create", PoolDestroy: "pool-destroy", PoolAlloc: "pool-alloc", PoolFree: "pool-free",
+	AllocFamilyFn: "alloc-family",
 }
 
 func (k Kind) String() string {
@@ -142,7 +165,9 @@ const (
 	NewArray
 	Delete
 	DeleteArray
-	NumFn // one past the last
+	PoolAllocFn // an object of a program's pool (LEAKPATH_POOL_ALLOC)
+	PoolFreeFn  // its release (LEAKPATH_POOL_FREE, or its pool's end)
+	NumFn       // one past the last
 )
 
 // FnNames are the names of the functions as the JSON report spells them.
@@ -151,6 +176,7 @@ var FnNames = [NumFn]string{
 	FreeFn: "free", Memalign: "memalign", PosixMemalign: "posix_memalign",
 	AlignedAlloc: "aligned_alloc", Valloc: "valloc", Pvalloc: "pvalloc",
 	New: "new", NewArray: "new_array", Delete: "delete", DeleteArray: "delete_array",
+	PoolAllocFn: "pool_alloc", PoolFreeFn: "pool_free",
 }
 
 func (f Fn) String() string {
@@ -170,6 +196,7 @@ const (
 	FamilyMalloc
 	FamilyNew
 	FamilyNewArray
+	FamilyPool
 )
 
 // AllocFamily is the family of memory returned by f.
@@ -179,7 +206,9 @@ func (f Fn) AllocFamily() Family {
 		return FamilyNew
 	case NewArray:
 		return FamilyNewArray
-	case 0, FreeFn, Delete, DeleteArray:
+	case PoolAllocFn:
+		return FamilyPool
+	case 0, FreeFn, Delete, DeleteArray, PoolFreeFn:
 		return FamilyNone
 	}
 	return FamilyMalloc
@@ -194,6 +223,8 @@ func (f Fn) FreeFamily() Family {
 		return FamilyNew
 	case DeleteArray:
 		return FamilyNewArray
+	case PoolFreeFn:
+		return FamilyPool
 	}
 	return FamilyNone
 }

@@ -143,14 +143,15 @@ type ErrorKind uint8
 
 // The improper uses.
 const (
-	InvalidFree    ErrorKind = iota + 1 // free of an address never allocated
-	DoubleFree                          // free of an address already freed
-	MismatchedFree                      // released by the wrong family (free of new, delete of malloc, delete of new[])
-	InvalidRealloc                      // realloc of an address never allocated
+	InvalidFree       ErrorKind = iota + 1 // free of an address never allocated
+	DoubleFree                             // free of an address already freed
+	MismatchedFree                         // released by the wrong family (free of new, delete of malloc, delete of new[])
+	InvalidRealloc                         // realloc of an address never allocated
+	PoolDestroyedLive                      // a program's pool ended with this object still live
 )
 
 var errorNames = [...]string{InvalidFree: "invalid_free", DoubleFree: "double_free",
-	MismatchedFree: "mismatched_free", InvalidRealloc: "invalid_realloc"}
+	MismatchedFree: "mismatched_free", InvalidRealloc: "invalid_realloc", PoolDestroyedLive: "pool_destroyed_live"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(errorNames) && errorNames[k] != "" {
@@ -253,7 +254,24 @@ type Process struct {
 	now       uint64               // the time of the event being applied
 	scopes    *scopeState          // nil until a scope begins
 	lsan      lsanState            // what the program told of LeakSanitizer's interface
+	pools     *poolState           // the program's pools (pool.go); nil until one is used
+	// Families are the allocator functions no hook of the agent sees
+	// (the executable's own malloc, prefixed families) that it found,
+	// and whether it traced each.
+	Families []FamilyFn
 }
+
+// FamilyFn is one allocator function the agent found outside its hooks'
+// reach (event.AllocFamilyFn).
+type FamilyFn struct {
+	Name    string
+	Addr    uint64
+	Fn      event.Fn
+	Outcome uint8 // 1 traced; 2 refused (code it cannot move); 3 threads; 4 not writable
+}
+
+// maxFamilyFns bounds the functions kept (the agent sends a few dozen).
+const maxFamilyFns = 256
 
 func newProcess(info event.ProcessInfo) *Process {
 	return &Process{
@@ -512,6 +530,18 @@ func (p *Process) apply(ev *event.Event) {
 		p.rootRegion(ev.Addr, ev.Size, ev.Aux == 1)
 	case event.LeakCheckOff:
 		p.LeakCheckOff = true
+	case event.PoolCreate:
+		p.poolCreate(ev)
+	case event.PoolDestroy:
+		p.poolDestroy(ev)
+	case event.PoolAlloc:
+		p.poolAlloc(ev)
+	case event.PoolFree:
+		p.poolFree(ev)
+	case event.AllocFamilyFn:
+		if len(p.Families) < maxFamilyFns {
+			p.Families = append(p.Families, FamilyFn{Name: ev.Text(), Addr: ev.Addr, Fn: ev.Fn, Outcome: uint8(min(ev.Aux, 255))})
+		}
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
 	case event.Free:
@@ -995,6 +1025,8 @@ func (p *Process) cloneFrom(parent *Process) {
 	p.blocks = parent.blocks.clone()
 	p.frees = newFreeLog(recentFrees)
 	p.lsan = parent.lsan.clone()
+	p.pools = parent.pools.clone()
+	p.Families = append([]FamilyFn(nil), parent.Families...) // the patched code is the child's too
 	parent.blocks.each(func(a uint64, b Block) {
 		s := &p.sites[b.Site]
 		s.LiveBlocks++

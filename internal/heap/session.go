@@ -195,10 +195,23 @@ func KindMoreImportant(a, b event.LeakKind) bool { return kindRank[a] < kindRank
 func (p *Process) Leaks() []LeakGroup {
 	var out []LeakGroup
 	if p.Scan == nil && len(p.Pending) == 0 {
+		// The blocks that hold pool objects are the pools' memory: not
+		// listed (their objects are).
+		var held map[StackID][2]uint64
+		if holders := p.poolHolders(); len(holders) > 0 {
+			held = map[StackID][2]uint64{}
+			for k := range holders {
+				if b, ok := p.blocks.get(k); ok {
+					h := held[b.Site]
+					held[b.Site] = [2]uint64{h[0] + b.Size, h[1] + 1}
+				}
+			}
+		}
 		for id := range p.sites {
 			s := &p.sites[id]
-			if s.LiveBlocks > 0 {
-				out = append(out, LeakGroup{Stack: StackID(id), Bytes: s.LiveBytes, Blocks: s.LiveBlocks})
+			h := held[StackID(id)]
+			if s.LiveBlocks > h[1] {
+				out = append(out, LeakGroup{Stack: StackID(id), Bytes: s.LiveBytes - h[0], Blocks: s.LiveBlocks - h[1]})
 			}
 		}
 	} else {
@@ -216,7 +229,11 @@ func (p *Process) Leaks() []LeakGroup {
 			}
 			return &out[i]
 		}
+		holders := p.poolHolders()
 		p.eachLive(func(addr uint64, b Block) {
+			if holders[addr] {
+				return // a pool's memory: its objects are listed instead
+			}
 			kind, owner := p.LeakKind(addr, b)
 			g := group(key{b.Site, kind})
 			g.Bytes += b.Size

@@ -47,6 +47,10 @@ type Options struct {
 	// a pool of that many pages (stale objects); StaleSample is its K: a
 	// site's 1st allocation, then every Kth (0: 1).
 	StaleSlots, StaleSample int
+	// AllocFamilies are the prefixes of more allocator families the agent
+	// traces by patching their entries (run --alloc-family), comma
+	// separated: at most wire.FamiliesMax-1 bytes.
+	AllocFamilies string
 }
 
 func (o *Options) fill() error {
@@ -177,6 +181,9 @@ func Prepare(opts Options) (*Region, error) {
 		flags |= wire.FlagStale
 		r.put32(wire.OffStaleSlots, uint32(opts.StaleSlots))
 		r.put32(wire.OffStaleSample, uint32(max(opts.StaleSample, 1)))
+	}
+	if n := len(opts.AllocFamilies); n > 0 && n < wire.FamiliesMax {
+		copy(r.mem[wire.OffAllocFamilies:wire.OffAllocFamilies+wire.FamiliesMax-1], opts.AllocFamilies)
 	}
 	r.put64(wire.OffMagic, wire.RegionMagic)
 	r.put32(wire.OffVersion, wire.Version)

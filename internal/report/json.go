@@ -58,6 +58,9 @@ type jsonImage struct {
 	StaleWatch *jsonStaleWatch `json:"stale_watch,omitempty"`
 	// Types: the type table of a typed scan (run --types).
 	Types *jsonTypes `json:"types,omitempty"`
+	// Allocators: the allocators other than glibc's the image used, and
+	// how their calls were recorded.
+	Allocators []Allocator `json:"allocators,omitempty"`
 }
 
 type jsonExit struct {
@@ -215,7 +218,8 @@ func (r *Report) jsonReportOf(lazy bool) jsonReport {
 func (r *Report) jsonImage(p *heap.Process, lazy bool) jsonImage {
 	t := r.totals(p)
 	ji := jsonImage{
-		Command: p.Info.Argv, PID: p.Info.PID, Anomalies: p.Anomalies,
+		Allocators: r.Allocators(p),
+		Command:    p.Info.Argv, PID: p.Info.PID, Anomalies: p.Anomalies,
 		Totals: jsonTotals{
 			Calls: map[string]uint64{}, Allocations: t.Allocations, Frees: t.Frees,
 			AllocatedBytes: t.AllocatedBytes, PeakBytes: t.PeakBytes, PeakSeconds: r.seconds(p, t.PeakTime),

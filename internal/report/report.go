@@ -105,6 +105,8 @@ type Report struct {
 	reachable map[*heap.Process][]heap.LeakGroup
 	allReach  map[*heap.Process][]leak
 	mangled   map[frameKey]string // symbolName's answers
+	// allocCache: the allocators of each image (Allocators).
+	allocCache map[*heap.Process][]Allocator
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while

@@ -145,6 +145,7 @@ var sarifRules = []sarifRule{
 	{ID: "leakpath/double-free", Name: "DoubleFree", ShortDescription: sarifMessage{"Free of a block already freed"}, DefaultConfig: sarifRuleConf{"error"}},
 	{ID: "leakpath/mismatched-free", Name: "MismatchedFree", ShortDescription: sarifMessage{"Block freed by a function that does not match its allocation (free of new, delete of malloc)"}, DefaultConfig: sarifRuleConf{"error"}},
 	{ID: "leakpath/invalid-realloc", Name: "InvalidRealloc", ShortDescription: sarifMessage{"Realloc of an address that is no live heap block"}, DefaultConfig: sarifRuleConf{"error"}},
+	{ID: "leakpath/pool-destroyed-live", Name: "PoolDestroyedLive", ShortDescription: sarifMessage{"Object of a program's pool still live when the pool was destroyed"}, DefaultConfig: sarifRuleConf{"warning"}},
 }
 
 // sarifLeakRule returns the rule index of a leak kind.

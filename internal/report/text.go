@@ -112,6 +112,9 @@ func (r *Report) textImage(w *bufio.Writer, p *heap.Process, first bool) (nown, 
 	if calls := fnCalls(t); len(calls) > 0 {
 		fmt.Fprintf(w, "  calls: %s\n", strings.Join(calls, ", "))
 	}
+	for _, a := range r.Allocators(p) {
+		fmt.Fprintf(w, "  %s\n", termsafe.String(allocatorLine(a)))
+	}
 	if t.FailedAllocs > 0 {
 		fmt.Fprintf(w, "  %s failed\n", plural64(t.FailedAllocs, "allocation"))
 	}
@@ -289,6 +292,8 @@ func errorTitle(e heap.Error) string {
 		return fmt.Sprintf("MISMATCHED FREE: %s of a block allocated by %s", e.Fn, e.AllocFn)
 	case heap.InvalidRealloc:
 		return fmt.Sprintf("INVALID REALLOC: %s of an address that was never allocated", e.Fn)
+	case heap.PoolDestroyedLive:
+		return "POOL DESTROYED WITH LIVE OBJECTS: an object of a pool still live when its pool was destroyed"
 	}
 	return e.Kind.String()
 }

@@ -39,7 +39,9 @@ var libcMallocFiles = map[string]bool{"malloc.c": true, "arena.c": true, "hooks.
 //     frame whose file is glibc's malloc.c/arena.c, when the module's base name
 //     starts with "libc.so" or "libc-";
 //   - every frame of a module whose base name starts with "libleakpath"
-//     (the leakpath agent).
+//     (the leakpath agent);
+//   - the pool calls of leakpath.h (leakpath_pool_*), inlined into the
+//     program's pool.
 //
 // A frame with no function name is an allocator frame only by its module.
 func IsAllocatorFrame(f Frame, modulePath string) bool {
@@ -52,6 +54,9 @@ func IsAllocatorFrame(f Frame, modulePath string) bool {
 		return false
 	}
 	if isOperatorNewDelete(fn) {
+		return true
+	}
+	if strings.HasPrefix(fn, "leakpath_pool_") && filepath.Base(f.File) == "leakpath.h" {
 		return true
 	}
 	if strings.HasPrefix(base, "libc.so") || strings.HasPrefix(base, "libc-") {

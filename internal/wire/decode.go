@@ -40,6 +40,7 @@ var minWords = [RecMax + 1]int{
 	RecThreadExit: 2, RecFork: 3, RecForkDone: 4, RecExec: 2,
 	RecExecFailed: 2, RecExit: 3, RecClock: 4, RecThreadName: 2, RecAgg: 7, RecAllocLate: 6,
 	RecScopeBegin: 3, RecScopeEnd: 2, RecPending: 3, RecRefree: 6, RecIgnore: 3, RecRootRegion: 4,
+	RecPool: 4, RecPoolAlloc: 5, RecPoolFree: 4, RecFamily: 5,
 }
 
 // Decode appends to out the events of the whole records in b, tagged with
@@ -222,6 +223,36 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				return out, &DecodeError{off, fmt.Sprintf("root region record %d", aux)}
 			}
 			ev.Kind, ev.Addr, ev.Size, ev.Aux = event.RootRegion, w(2), w(3), uint64(aux)
+		case RecPool:
+			switch w(3) {
+			case PoolCreate:
+				ev.Kind = event.PoolCreate
+			case PoolDestroy:
+				ev.Kind = event.PoolDestroy
+			default:
+				return out, &DecodeError{off, fmt.Sprintf("pool operation %d", w(3))}
+			}
+			ev.Stack, ev.Addr = aux, w(2)
+		case RecPoolAlloc:
+			if w(2) == 0 {
+				return out, &DecodeError{off, "pool object at address 0"}
+			}
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size, ev.Aux = event.PoolAlloc, event.PoolAllocFn, aux, w(2), w(3), w(4)
+		case RecPoolFree:
+			if w(2) == 0 {
+				return out, &DecodeError{off, "pool free of address 0"}
+			}
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Aux = event.PoolFree, event.PoolFreeFn, aux, w(2), w(3)
+		case RecFamily:
+			if aux == 0 || aux >= uint32(event.PoolAllocFn) || w(3) < FamilyTraced || w(3) > FamilyHooked ||
+				words-4 > (FamilyNameMax+8)/8 {
+				return out, &DecodeError{off, fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
+			}
+			s, err := text(rec[32:], len(rec)-32)
+			if err != nil {
+				return out, &DecodeError{off, "allocator family: " + err.Error()}
+			}
+			ev.Kind, ev.Fn, ev.Addr, ev.Aux, ev.Ext().Text = event.AllocFamilyFn, event.Fn(aux), w(2), w(3), s
 		}
 		out = append(out, ev)
 		off += words * 8

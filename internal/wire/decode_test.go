@@ -123,6 +123,16 @@ func TestDecodeRejects(t *testing.T) {
 		"root region aux 2":   words(hdr(RecRootRegion, 0, 4, 2), 0, 0x10, 8),
 		"scope name too long": words(append([]uint64{hdr(RecScopeBegin, 0, 2+17, 1), 0},
 			make([]uint64, 17)...)...),
+		"pool operation 3":      words(hdr(RecPool, 0, 4, 0), 0, 0xa0, 3),
+		"pool object at 0":      words(hdr(RecPoolAlloc, 0, 5, 1), 0, 0, 16, 0xa0),
+		"pool free of 0":        words(hdr(RecPoolFree, 0, 4, 0), 0, 0, 0xa0),
+		"short pool alloc":      words(hdr(RecPoolAlloc, 0, 4, 1), 0, 0x10, 16),
+		"family of fn 0":        words(hdr(RecFamily, 0, 5, 0), 0, 0x401000, FamilyTraced, 0x636f6c6c616d),
+		"family of pool fn":     words(hdr(RecFamily, 0, 5, uint32(event.PoolAllocFn)), 0, 0x401000, FamilyTraced, 0),
+		"family outcome 0":      words(hdr(RecFamily, 0, 5, uint32(event.Malloc)), 0, 0x401000, 0, 0),
+		"family outcome 6":      words(hdr(RecFamily, 0, 5, uint32(event.Malloc)), 0, 0x401000, 6, 0),
+		"family name too long":  words(append([]uint64{hdr(RecFamily, 0, 4+9, uint32(event.Malloc)), 0, 0x401000, FamilyTraced}, make([]uint64, 9)...)...),
+		"family without a name": words(hdr(RecFamily, 0, 4, uint32(event.Malloc)), 0, 0x401000, FamilyTraced),
 	} {
 		var r Ring
 		_, err := Decode(in, 0, &r, nil)
@@ -146,6 +156,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(words(hdr(RecPending, 0, 3, 0), 1, 4096))
 	f.Add(words(hdr(RecRefree, 1, 6, 1), 1, 0x10, 0, 0x401000, 5, hdr(RecIgnore, 0, 3, 0), 2, 0x10))
 	f.Add(words(hdr(RecRootRegion, 0, 4, 1), 1, 0x10, 8))
+	f.Add(words(hdr(RecPool, 0, 4, 1), 1, 0xa0, PoolCreate, hdr(RecPoolAlloc, 0, 5, 1), 2, 0x10, 16, 0xa0,
+		hdr(RecPoolFree, 0, 4, 0), 3, 0x10, 0xa0))
+	f.Add(words(hdr(RecFamily, 0, 5, 1), 1, 0x401000, FamilyTraced, 0x636f6c6c616d))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Ring
 		evs, err := Decode(b, 0, &r, nil)
@@ -182,4 +195,31 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecodePoolsAndFamilies: the records of pools and allocator
+// families become their events, with every field in place.
+func TestDecodePoolsAndFamilies(t *testing.T) {
+	in := words(
+		hdr(RecPool, 0, 4, 7), 10, 0xa0, PoolCreate,
+		hdr(RecPoolAlloc, 0, 5, 8), 11, 0x5000, 48, 0xa0,
+		hdr(RecPoolFree, 0, 4, 0), 12, 0x5000, 0xa0,
+		hdr(RecPool, 0, 4, 9), 13, 0xa0, PoolDestroy,
+		hdr(RecFamily, 0, 5, uint32(event.Calloc)), 14, 0x401000, FamilyRefused, 0x636f6c6c6163, // "calloc"
+	)
+	var r Ring
+	got, err := Decode(in, 2, &r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []event.Event{
+		{Kind: event.PoolCreate, Proc: 2, Time: 10, Stack: 7, Addr: 0xa0},
+		{Kind: event.PoolAlloc, Fn: event.PoolAllocFn, Proc: 2, Time: 11, Stack: 8, Addr: 0x5000, Size: 48, Aux: 0xa0},
+		{Kind: event.PoolFree, Fn: event.PoolFreeFn, Proc: 2, Time: 12, Addr: 0x5000, Aux: 0xa0},
+		{Kind: event.PoolDestroy, Proc: 2, Time: 13, Stack: 9, Addr: 0xa0},
+		{Kind: event.AllocFamilyFn, Fn: event.Calloc, Proc: 2, Time: 14, Addr: 0x401000, Aux: FamilyRefused, X: &event.Extra{Text: "calloc"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%+v\nwant\n%+v", got, want)
+	}
 }

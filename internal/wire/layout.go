@@ -6,7 +6,7 @@
 package wire
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 11
+const Version = 12
 
 // Magic numbers.
 const (
@@ -60,7 +60,35 @@ const (
 	// RecRootRegion: aux 1 registered, 0 unregistered; w1 ts, w2 addr,
 	// w3 size (__lsan_register_root_region and its undoing).
 	RecRootRegion = 25
-	RecMax        = 25
+	// RecPool: aux=stack (0: none); w1 ts, w2 the pool's handle, w3
+	// PoolCreate or PoolDestroy.
+	RecPool = 26
+	// RecPoolAlloc: aux=stack; w1 ts, w2 addr, w3 size, w4 the pool.
+	RecPoolAlloc = 27
+	// RecPoolFree: aux=stack (0: none); w1 ts, w2 addr, w3 the pool.
+	RecPoolFree = 28
+	// RecFamily: aux=the function (Fn); w1 ts, w2 its entry's address,
+	// w3 Family* (what the agent did with it), then its name, NUL padded.
+	RecFamily = 29
+	RecMax    = 29
+)
+
+// RecFamily's outcomes (LP_FAMILY_*).
+const (
+	FamilyTraced  = 1 // its entry patched: its calls are recorded
+	FamilyRefused = 2 // its first instructions could not be moved
+	FamilyThreads = 3 // the process had threads already: not patched
+	FamilyFailed  = 4 // the code could not be written, or no room near it
+	FamilyHooked  = 5 // another library's malloc, which the hooks call: traced as glibc's
+
+	FamilyNameMax = 63  // bytes of a RecFamily's name
+	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
+)
+
+// RecPool's operations (LP_POOL_*).
+const (
+	PoolCreate  = 1
+	PoolDestroy = 2
 )
 
 // StaleMaxSize is the largest block the agent serves from the slot pool
@@ -202,6 +230,7 @@ const (
 	OffStaleBase         = 1032 // agent: the first slot page
 	OffStaleCount        = 1040 // agent: slot pages
 	OffStalePage         = 1044 // agent: bytes per slot page
+	OffAllocFamilies     = 1048 // collector: prefixes of more allocator families (run --alloc-family)
 
 	// struct lp_own_table
 	OwnMax         = 256

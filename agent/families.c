@@ -1,0 +1,890 @@
+/*
+ * families.c - the allocator behind the hooks, and its habits.
+ *
+ * An allocator that keeps its free lists inside the free blocks leaves
+ * the link in a block it hands out: gperftools' tcmalloc and mimalloc
+ * store the next free block's address, as is, in the first word. A
+ * program that never writes that word (it writes a byte, or part of a
+ * struct) leaves a pointer the leak scan cannot tell from the program's:
+ * leaked blocks read as reached from each other (a chain of "indirect"
+ * leaks, one "definite" at its head). The agent clears that word as the
+ * block comes out of the allocator, before the program has it: the
+ * block's contents are undefined to the program until it writes them
+ * (glibc's own tcache clears a word of each block it hands out, too).
+ * glibc mangles its links (safe-linking) and jemalloc keeps no links in
+ * blocks: nothing to do for them.
+ */
+#include "agent.h"
+#include "families.h"
+#include "x86.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int lp_fresh_link;
+static uintptr_t lp_real_base; /* the module of the malloc the hooks call */
+static void *lp_real_malloc;   /* that malloc */
+static int lp_real_libc;       /* it is the C library's */
+
+/* A function found: where, how long, in which module. */
+struct lp_found {
+	uintptr_t addr;
+	size_t size;
+	uintptr_t base; /* its module's dli_fbase */
+};
+
+/* Functions only these allocators' libraries define. */
+static const char *const lp_link_markers[] = {"tc_malloc", "mi_malloc"};
+
+static int lp_find_exported(const char *name, struct lp_found *out);
+static void lp_dynmods_read(void);
+struct lp_exe {
+	uintptr_t bias;
+	const ElfW(Phdr) *phdr;
+	int phnum;
+};
+static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg);
+static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n);
+
+/* lp_families_init notes the habits of the allocator whose malloc is
+ * real_malloc: the module that defines it also defines a marker. */
+void lp_families_init(void *real_malloc)
+{
+	Dl_info mi;
+	if (!real_malloc || !dladdr(real_malloc, &mi))
+		return;
+	lp_real_base = (uintptr_t)mi.dli_fbase;
+	lp_real_malloc = real_malloc;
+	const char *base = mi.dli_fname ? strrchr(mi.dli_fname, '/') : NULL;
+	base = base ? base + 1 : mi.dli_fname;
+	lp_real_libc = !base || strncmp(base, "libc.so", 7) == 0 || strncmp(base, "libc-", 5) == 0;
+	lp_dynmods_read();
+	/* The executable's own malloc: known before any operator new the
+	 * agent serves (lp_cxx_mode), which must then call through. */
+	struct lp_exe exe = {0};
+	struct lp_found x;
+	dl_iterate_phdr(lp_exe_cb, &exe);
+	if (lp_find_exported("malloc", &x) && lp_exe_code(&exe, x.addr, x.size))
+		lp_exe_malloc = 1;
+	for (unsigned i = 0; i < sizeof lp_link_markers / sizeof lp_link_markers[0]; i++) {
+		struct lp_found x;
+		if (lp_find_exported(lp_link_markers[i], &x) && x.base == lp_real_base) {
+			lp_fresh_link = 1;
+			break;
+		}
+	}
+}
+
+/* ==== Allocators no hook sees: patched at their entries ====
+ *
+ * The agent's hooks see the calls that the dynamic linker binds to the
+ * first definition of malloc and the others, the agent's. An executable
+ * that defines them itself (an allocator linked statically) binds its
+ * own calls, and the C library's, to its own; a family under a prefix
+ * (je_malloc, mi_malloc, rpmalloc, tc_malloc, or one the user names) has
+ * no hook at all. At start, while the process has one thread, the agent
+ * finds such entries and patches each: its first instructions become a
+ * jump to a detour of the agent's, which records the call and calls the
+ * original through a trampoline holding the instructions moved
+ * (agent/x86.h decodes and relocates them). A function whose first
+ * instructions cannot be moved, or whose code may branch back into the
+ * bytes the jump replaces, is refused, and with it its whole family:
+ * its calls are not traced, and the collector says so.
+ *
+ * One allocation is recorded once: a detour runs the original with the
+ * thread's recording suspended (busy), so what the original calls of
+ * the agent's hooks or of other detours passes through; the module whose
+ * malloc the hooks call is left alone (its prefixed names are aliases or
+ * internals of the same allocator), as are the prefixed internals of an
+ * allocator linked into the executable.
+ */
+
+int lp_exe_malloc;
+
+enum {
+	F_MALLOC,
+	F_CALLOC,
+	F_REALLOC,
+	F_FREE,
+	F_MEMALIGN,
+	F_POSIX_MEMALIGN,
+	F_ALIGNED_ALLOC,
+	F_VALLOC,
+	F_NEW,
+	F_NEW_ARRAY,
+	F_DELETE,
+	F_DELETE_ARRAY,
+	F_DELETE_SIZED,
+	F_DELETE_ARRAY_SIZED,
+	F_N
+};
+
+static const char *const lp_fam_fn_names[F_N] = {
+	"malloc", "calloc", "realloc", "free", "memalign", "posix_memalign", "aligned_alloc", "valloc",
+	"_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
+};
+
+static const unsigned lp_fam_wire_fn[F_N] = {
+	LP_FN_MALLOC, LP_FN_CALLOC, LP_FN_REALLOC, LP_FN_FREE, LP_FN_MEMALIGN, LP_FN_POSIX_MEMALIGN,
+	LP_FN_ALIGNED_ALLOC, LP_FN_VALLOC, LP_FN_NEW, LP_FN_NEW_ARRAY, LP_FN_DELETE, LP_FN_DELETE_ARRAY,
+	LP_FN_DELETE, LP_FN_DELETE_ARRAY,
+};
+
+/* The built-in prefixes: jemalloc's (as a prefixed build names them,
+ * and Rust's jemallocator), mimalloc's, rpmalloc's, gperftools'. */
+static const char *const lp_fam_prefixes[] = {"je_", "_rjem_", "mi_", "rp", "tc_"};
+
+#define LP_FAM_SLOTS 8 /* slot 0: the executable's own malloc family */
+#define LP_FAM_PREFIX_MAX 32
+
+struct lp_fam {
+	char prefix[LP_FAM_PREFIX_MAX];
+	void *tramp[F_N];  /* the original, through the trampoline; NULL: not patched */
+	unsigned fn[F_N];  /* LP_FN_* each records */
+	int fresh_link;    /* its blocks hold its free list's link (see lp_fresh) */
+};
+
+static struct lp_fam lp_fams[LP_FAM_SLOTS];
+
+/* ---- detours ---- */
+
+typedef void *(*lp_f_size_t)(size_t);
+typedef void *(*lp_f_size2_t)(size_t, size_t);
+typedef int (*lp_f_pm_t)(void **, size_t, size_t);
+typedef void *(*lp_f_realloc_t)(void *, size_t);
+typedef void (*lp_f_free_t)(void *);
+typedef void (*lp_f_free_sized_t)(void *, size_t);
+
+/* A detour runs the original with the thread's recording suspended
+ * (busy): what the original calls of the agent's (a wrapper's next
+ * malloc is the agent's hook) or of patched functions (a calloc calling
+ * its family's malloc) passes through; the detour records the call
+ * itself, once. */
+#define LP_FAM_ENTER(s, f, type, real)                                                         \
+	type real = (type)lp_fams[s].tramp[f];                                                \
+	struct lp_thread *t = lp_rec_thread();                                                \
+	int record = t != NULL
+
+#define LP_FAM_BUSY()                                                                           \
+	if (t)                                                                                \
+	lp_enter(&t->busy)
+
+#define LP_FAM_LEAVE()                                                                          \
+	if (t)                                                                                \
+	lp_leave(&t->busy)
+
+static inline __attribute__((always_inline)) void lp_fam_fresh(int s, void *p)
+{
+	if (lp_fams[s].fresh_link && p) {
+		uint64_t zero = 0;
+		memcpy(p, &zero, sizeof zero);
+	}
+}
+
+#define LP_FAM_DETOURS(s)                                                                      \
+	static void *lp_d_malloc_##s(size_t n)                                                \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_MALLOC, lp_f_size_t, real);                           \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(n);                                                            \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			lp_fam_fresh(s, p);                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_MALLOC], p, n, __builtin_frame_address(0)); \
+		}                                                                             \
+		return p;                                                                     \
+	}                                                                                     \
+	static void *lp_d_new_##s(size_t n)                                                   \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_NEW, lp_f_size_t, real);                              \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(n);                                                            \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			lp_fam_fresh(s, p);                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_NEW], p, n, __builtin_frame_address(0)); \
+		}                                                                             \
+		return p;                                                                     \
+	}                                                                                     \
+	static void *lp_d_new_array_##s(size_t n)                                             \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_NEW_ARRAY, lp_f_size_t, real);                        \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(n);                                                            \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			lp_fam_fresh(s, p);                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_NEW_ARRAY], p, n, __builtin_frame_address(0)); \
+		}                                                                             \
+		return p;                                                                     \
+	}                                                                                     \
+	static void *lp_d_valloc_##s(size_t n)                                                \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_VALLOC, lp_f_size_t, real);                           \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(n);                                                            \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			lp_fam_fresh(s, p);                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_VALLOC], p, n, __builtin_frame_address(0)); \
+		}                                                                             \
+		return p;                                                                     \
+	}                                                                                     \
+	static void *lp_d_calloc_##s(size_t a, size_t b)                                      \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_CALLOC, lp_f_size2_t, real);                   \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(a, b);                                                         \
+		LP_FAM_LEAVE();                                                               \
+		size_t n;                                                                     \
+		if (__builtin_mul_overflow(a, b, &n))                                         \
+			n = SIZE_MAX;                                                         \
+		if (record)                                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_CALLOC], p, n, __builtin_frame_address(0)); \
+		return p;                                                                     \
+	}                                                                                     \
+	static void *lp_d_memalign_##s(size_t al, size_t n)                                   \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_MEMALIGN, lp_f_size2_t, real);                 \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(al, n);                                                        \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			lp_fam_fresh(s, p);                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_MEMALIGN], p, n, __builtin_frame_address(0)); \
+		}                                                                             \
+		return p;                                                                     \
+	}                                                                                     \
+	static void *lp_d_aligned_alloc_##s(size_t al, size_t n)                              \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_ALIGNED_ALLOC, lp_f_size2_t, real);            \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(al, n);                                                        \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			lp_fam_fresh(s, p);                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_ALIGNED_ALLOC], p, n, __builtin_frame_address(0)); \
+		}                                                                             \
+		return p;                                                                     \
+	}                                                                                     \
+	static int lp_d_posix_memalign_##s(void **out, size_t al, size_t n)                   \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_POSIX_MEMALIGN, lp_f_pm_t, real);    \
+		LP_FAM_BUSY();                                                                \
+		int rc = real(out, al, n);                                                    \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			void *p = rc == 0 ? *out : NULL;                                      \
+			lp_fam_fresh(s, p);                                                   \
+			lp_note_alloc(lp_fams[s].fn[F_POSIX_MEMALIGN], p, n, __builtin_frame_address(0)); \
+		}                                                                             \
+		return rc;                                                                    \
+	}                                                                                     \
+	static void *lp_d_realloc_##s(void *old, size_t n)                                    \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_REALLOC, lp_f_realloc_t, real);                  \
+		uint32_t sid = record ? lp_note_realloc_begin(old, __builtin_frame_address(0)) : 0; \
+		LP_FAM_BUSY();                                                                \
+		void *p = real(old, n);                                                       \
+		LP_FAM_LEAVE();                                                               \
+		if (record) {                                                                 \
+			if (!old)                                                             \
+				lp_fam_fresh(s, p);                                           \
+			lp_note_realloc(old, p, n, __builtin_frame_address(0), sid);          \
+		}                                                                             \
+		return p;                                                                     \
+	}                                                                                     \
+	static void lp_d_free_##s(void *p)                                                    \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_FREE, lp_f_free_t, real);                              \
+		if (record)                                                                   \
+			lp_note_free(lp_fams[s].fn[F_FREE], p, __builtin_frame_address(0));   \
+		LP_FAM_BUSY();                                                                \
+		real(p);                                                                      \
+		LP_FAM_LEAVE();                                                               \
+	}                                                                                     \
+	static void lp_d_delete_##s(void *p)                                                  \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_DELETE, lp_f_free_t, real);                            \
+		if (record)                                                                   \
+			lp_note_free(lp_fams[s].fn[F_DELETE], p, __builtin_frame_address(0)); \
+		LP_FAM_BUSY();                                                                \
+		real(p);                                                                      \
+		LP_FAM_LEAVE();                                                               \
+	}                                                                                     \
+	static void lp_d_delete_array_##s(void *p)                                            \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_DELETE_ARRAY, lp_f_free_t, real);                      \
+		if (record)                                                                   \
+			lp_note_free(lp_fams[s].fn[F_DELETE_ARRAY], p, __builtin_frame_address(0)); \
+		LP_FAM_BUSY();                                                                \
+		real(p);                                                                      \
+		LP_FAM_LEAVE();                                                               \
+	}                                                                                     \
+	static void lp_d_delete_sized_##s(void *p, size_t n)                                  \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_DELETE_SIZED, lp_f_free_sized_t, real);              \
+		if (record)                                                                   \
+			lp_note_free(lp_fams[s].fn[F_DELETE_SIZED], p, __builtin_frame_address(0)); \
+		LP_FAM_BUSY();                                                                \
+		real(p, n);                                                                   \
+		LP_FAM_LEAVE();                                                               \
+	}                                                                                     \
+	static void lp_d_delete_array_sized_##s(void *p, size_t n)                            \
+	{                                                                                     \
+		LP_FAM_ENTER(s, F_DELETE_ARRAY_SIZED, lp_f_free_sized_t, real);        \
+		if (record)                                                                   \
+			lp_note_free(lp_fams[s].fn[F_DELETE_ARRAY_SIZED], p, __builtin_frame_address(0)); \
+		LP_FAM_BUSY();                                                                \
+		real(p, n);                                                                   \
+		LP_FAM_LEAVE();                                                               \
+	}
+
+LP_FAM_DETOURS(0)
+LP_FAM_DETOURS(1)
+LP_FAM_DETOURS(2)
+LP_FAM_DETOURS(3)
+LP_FAM_DETOURS(4)
+LP_FAM_DETOURS(5)
+LP_FAM_DETOURS(6)
+LP_FAM_DETOURS(7)
+
+#define LP_FAM_TABLE(s)                                                                         \
+	{                                                                                      \
+		(void *)lp_d_malloc_##s, (void *)lp_d_calloc_##s, (void *)lp_d_realloc_##s,    \
+		(void *)lp_d_free_##s, (void *)lp_d_memalign_##s, (void *)lp_d_posix_memalign_##s, \
+		(void *)lp_d_aligned_alloc_##s, (void *)lp_d_valloc_##s, (void *)lp_d_new_##s, \
+		(void *)lp_d_new_array_##s, (void *)lp_d_delete_##s, (void *)lp_d_delete_array_##s, \
+		(void *)lp_d_delete_sized_##s, (void *)lp_d_delete_array_sized_##s,            \
+	}
+
+static void *const lp_detours[LP_FAM_SLOTS][F_N] = {
+	LP_FAM_TABLE(0), LP_FAM_TABLE(1), LP_FAM_TABLE(2), LP_FAM_TABLE(3),
+	LP_FAM_TABLE(4), LP_FAM_TABLE(5), LP_FAM_TABLE(6), LP_FAM_TABLE(7),
+};
+
+
+/* The near pages: the trampolines and the jumps to the detours lie
+ * within a rel32 of the code they serve (the executable is far from the
+ * agent). */
+struct lp_near {
+	uint8_t *page;
+	size_t used;
+};
+
+static uint8_t *lp_near_page(uintptr_t target)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	if (pg <= 0)
+		pg = 4096;
+	for (int d = 1; d <= 128; d++) {
+		for (int sign = -1; sign <= 1; sign += 2) {
+			uintptr_t hint = (target & ~(uintptr_t)0xffff) + (uintptr_t)((intptr_t)sign * d * 0x100000);
+			void *p = mmap((void *)hint, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				       -1, 0);
+			if (p == MAP_FAILED)
+				continue;
+			intptr_t dist = (intptr_t)((uintptr_t)p - target);
+			if (dist > -((intptr_t)1 << 30) && dist < ((intptr_t)1 << 30))
+				return p;
+			munmap(p, (size_t)pg);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * lp_patch makes entry (a function of size bytes) jump to detour; its
+ * original, from a trampoline in near, is *tramp. Returns 0, or an
+ * LP_FAMILY_* outcome.
+ */
+static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *detour, void **tramp)
+{
+	if (lp_patchable(entry, size) != 0)
+		return LP_FAMILY_REFUSED;
+	long pg = sysconf(_SC_PAGESIZE);
+	if (pg <= 0)
+		pg = 4096;
+	size_t need = LP_TRAMP_MAX + LP_ABS_JMP_LEN * 2;
+	if (!near->page || near->used + need > (size_t)pg) {
+		near->page = lp_near_page((uintptr_t)entry);
+		near->used = 0;
+		if (!near->page)
+			return LP_FAMILY_FAILED;
+	} else if (mprotect(near->page, (size_t)pg, PROT_READ | PROT_WRITE) != 0) {
+		return LP_FAMILY_FAILED;
+	}
+	uint8_t *t = near->page + near->used;
+	int k, o = lp_relocate(entry, size, (uintptr_t)t, t, &k);
+	/* The trampoline: the moved instructions, then a jump back; then
+	 * the jump to the detour, which the entry's rel32 reaches. */
+	uint8_t *back = t + (o > 0 ? o : 0);
+	uint64_t ret = (uint64_t)(uintptr_t)(entry + k);
+	uint8_t *stub = back + LP_ABS_JMP_LEN;
+	uint64_t det = (uint64_t)(uintptr_t)detour;
+	int32_t rel = 0;
+	if (o > 0) {
+		back[0] = 0xff;
+		back[1] = 0x25;
+		memset(back + 2, 0, 4);
+		memcpy(back + 6, &ret, 8);
+		stub[0] = 0xff;
+		stub[1] = 0x25;
+		memset(stub + 2, 0, 4);
+		memcpy(stub + 6, &det, 8);
+	}
+	if (mprotect(near->page, (size_t)pg, PROT_READ | PROT_EXEC) != 0)
+		return LP_FAMILY_FAILED;
+	if (o <= 0 || lp_rel32((uintptr_t)entry + LP_JMP_LEN, (uintptr_t)stub, &rel) != 0)
+		return LP_FAMILY_FAILED;
+	near->used += (size_t)(((stub + LP_ABS_JMP_LEN) - t + 15) & ~15);
+	/* The entry: jmp rel32 to the stub; the rest of the moved bytes
+	 * int3 (nothing branches there: checked above). */
+	uintptr_t lo = (uintptr_t)entry & ~((uintptr_t)pg - 1);
+	uintptr_t hi = ((uintptr_t)entry + (uintptr_t)k + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+		return LP_FAMILY_FAILED;
+	uint8_t code[LP_MOVED_MAX];
+	code[0] = 0xe9;
+	memcpy(code + 1, &rel, 4);
+	memset(code + LP_JMP_LEN, 0xcc, (size_t)(k - LP_JMP_LEN));
+	memcpy(entry, code, (size_t)k);
+	mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC);
+	*tramp = t;
+	return 0;
+}
+
+/* ---- finding the entries ---- */
+
+
+static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct lp_exe *m = arg;
+	(void)size;
+	m->bias = info->dlpi_addr; /* the first object is the executable */
+	m->phdr = info->dlpi_phdr;
+	m->phnum = info->dlpi_phnum;
+	return 1;
+}
+
+/* lp_exe_code reports whether [a, a+n) lies in an executable segment of
+ * the executable m. */
+static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n)
+{
+	for (int i = 0; m->phdr && i < m->phnum; i++) {
+		const ElfW(Phdr) *ph = &m->phdr[i];
+		uintptr_t lo = m->bias + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && a >= lo && a - lo <= ph->p_memsz &&
+		    n <= ph->p_memsz - (a - lo))
+			return 1;
+	}
+	return 0;
+}
+
+
+/*
+ * The modules' exported symbols, read in memory through their GNU hash
+ * tables. Not dlsym: a name it does not find costs an error message the
+ * loader allocates, and frees, through the program's allocator, which
+ * hands that memory, pointers and all, to the program's next blocks.
+ */
+struct lp_dynmod {
+	uintptr_t bias;
+	const ElfW(Sym) *sym;
+	const char *str;
+	size_t strsz;
+	const uint32_t *gnu;
+};
+
+#define LP_DYNMODS 256
+static struct lp_dynmod lp_dynmods[LP_DYNMODS];
+static int lp_ndynmods;
+
+static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uintptr_t self = (uintptr_t)arg;
+	if (lp_ndynmods >= LP_DYNMODS)
+		return 1;
+	const ElfW(Dyn) *dyn = NULL;
+	int mine = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+		if (ph->p_type == PT_LOAD && self - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
+			mine = 1;
+	}
+	if (!dyn || mine || !info->dlpi_name || strncmp(info->dlpi_name, "linux-vdso", 10) == 0)
+		return 0; /* the agent's own definitions are its hooks */
+	struct lp_dynmod m = {.bias = info->dlpi_addr};
+	uintptr_t b = info->dlpi_addr;
+	for (int i = 0; i < 64 && dyn[i].d_tag != DT_NULL; i++) {
+		uintptr_t v = dyn[i].d_un.d_ptr;
+		if (dyn[i].d_tag == DT_STRSZ) {
+			m.strsz = dyn[i].d_un.d_val;
+			continue;
+		}
+		if (v < b)
+			v += b; /* not relocated by the loader */
+		if (dyn[i].d_tag == DT_SYMTAB)
+			m.sym = (const ElfW(Sym) *)v;
+		else if (dyn[i].d_tag == DT_STRTAB)
+			m.str = (const char *)v;
+		else if (dyn[i].d_tag == DT_GNU_HASH)
+			m.gnu = (const uint32_t *)v;
+	}
+	if (m.sym && m.str && m.gnu && m.strsz)
+		lp_dynmods[lp_ndynmods++] = m;
+	return 0;
+}
+
+/* lp_dynmods_read lists the modules loaded now. */
+static void lp_dynmods_read(void)
+{
+	lp_ndynmods = 0;
+	dl_iterate_phdr(lp_dynmods_cb, (void *)(uintptr_t)lp_families_start);
+}
+
+static uint32_t lp_gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+	for (; *s; s++)
+		h = h * 33 + (uint8_t)*s;
+	return h;
+}
+
+/* lp_dynmod_find returns name's definition in module m, or NULL. */
+static const ElfW(Sym) *lp_dynmod_find(const struct lp_dynmod *m, const char *name, uint32_t h)
+{
+	const uint32_t *g = m->gnu;
+	uint32_t nbuckets = g[0], symoffset = g[1], bloom_size = g[2], shift = g[3];
+	if (!nbuckets || !bloom_size || (bloom_size & (bloom_size - 1)) || nbuckets > (1u << 24) || bloom_size > (1u << 24))
+		return NULL;
+	const ElfW(Addr) *bloom = (const ElfW(Addr) *)&g[4];
+	const uint32_t *buckets = (const uint32_t *)&bloom[bloom_size];
+	const uint32_t *chain = &buckets[nbuckets];
+	ElfW(Addr) word = bloom[(h / (8 * sizeof(ElfW(Addr)))) & (bloom_size - 1)];
+	ElfW(Addr) mask = (ElfW(Addr))1 << (h % (8 * sizeof(ElfW(Addr)))) |
+			  (ElfW(Addr))1 << ((h >> shift) % (8 * sizeof(ElfW(Addr))));
+	if ((word & mask) != mask)
+		return NULL;
+	uint32_t idx = buckets[h % nbuckets];
+	if (idx < symoffset)
+		return NULL;
+	size_t len = strlen(name);
+	for (int n = 0; n < (1 << 20); n++, idx++) {
+		uint32_t h2 = chain[idx - symoffset];
+		const ElfW(Sym) *s = &m->sym[idx];
+		if ((h | 1) == (h2 | 1) && s->st_name < m->strsz && m->strsz - s->st_name > len &&
+		    memcmp(m->str + s->st_name, name, len + 1) == 0 && s->st_shndx != SHN_UNDEF && s->st_value != 0)
+			return s;
+		if (h2 & 1)
+			break;
+	}
+	return NULL;
+}
+
+/* lp_find_exported finds name's first exported definition (as the
+ * program's calls bind), the agent's aside. */
+static int lp_find_exported(const char *name, struct lp_found *out)
+{
+	uint32_t h = lp_gnu_hash(name);
+	for (int i = 0; i < lp_ndynmods; i++) {
+		const ElfW(Sym) *s = lp_dynmod_find(&lp_dynmods[i], name, h);
+		if (!s)
+			continue;
+		if (ELF64_ST_TYPE(s->st_info) != STT_FUNC)
+			return 0; /* an IFUNC's address is its resolver's choice, not its code */
+		out->addr = lp_dynmods[i].bias + (uintptr_t)s->st_value;
+		out->size = s->st_size;
+		out->base = lp_dynmods[i].bias;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * lp_exe_symtab looks up names[0, n) among the executable's static
+ * symbols (.symtab of /proc/self/exe, the file that runs), for the
+ * functions it does not export: found[i].addr stays 0 for those it does
+ * not find. Every offset and count read from the file is checked against
+ * its size; an address must lie in the executable's code.
+ */
+static void lp_exe_symtab(const struct lp_exe *m, const char *const *names, int n, struct lp_found *found)
+{
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr)) || st.st_size > ((off_t)1 << 40)) {
+		close(fd);
+		return;
+	}
+	size_t size = (size_t)st.st_size;
+	const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return;
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)f;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff > size ||
+	    (size - eh->e_shoff) / sizeof(ElfW(Shdr)) < eh->e_shnum)
+		goto out;
+	const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(f + eh->e_shoff);
+	for (unsigned i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum || sh[i].sh_entsize != sizeof(ElfW(Sym)))
+			continue;
+		const ElfW(Shdr) *ss = &sh[sh[i].sh_link];
+		if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset || ss->sh_offset > size ||
+		    ss->sh_size > size - ss->sh_offset)
+			continue;
+		const ElfW(Sym) *sym = (const ElfW(Sym) *)(f + sh[i].sh_offset);
+		const char *str = (const char *)(f + ss->sh_offset);
+		size_t nsym = sh[i].sh_size / sizeof(ElfW(Sym));
+		for (size_t k = 0; k < nsym; k++) {
+			const ElfW(Sym) *s = &sym[k];
+			if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_UNDEF || s->st_value == 0 ||
+			    s->st_name >= ss->sh_size)
+				continue;
+			const char *sn = str + s->st_name;
+			size_t room = ss->sh_size - s->st_name;
+			for (int j = 0; j < n; j++) {
+				size_t len = strlen(names[j]);
+				if (found[j].addr || room <= len || memcmp(sn, names[j], len + 1) != 0)
+					continue;
+				uintptr_t a = m->bias + (uintptr_t)s->st_value;
+				if (lp_exe_code(m, a, s->st_size)) {
+					found[j].addr = a;
+					found[j].size = s->st_size;
+					found[j].base = m->bias;
+				}
+			}
+		}
+	}
+out:
+	munmap((void *)f, size);
+}
+
+/* lp_one_thread reports whether the process has one thread now. */
+static int lp_one_thread(void)
+{
+	char buf[1024];
+	int n = lp_read_small("/proc/self/stat", buf, sizeof buf - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the command may hold anything */
+	if (!p)
+		return 0;
+	/* Field 20, num_threads: 18 fields after the command. */
+	for (int field = 2; field < 20 && *p; p++)
+		if (*p == ' ')
+			field++;
+	return atoi(p) == 1;
+}
+
+/* lp_family_record tells the collector what became of an entry. */
+static void lp_family_record(struct lp_thread *t, unsigned fn, uintptr_t addr, unsigned outcome, const char *name)
+{
+	uint64_t w[4 + (LP_FAMILY_NAME_MAX + 1) / 8] = {0};
+	size_t n = strnlen(name, LP_FAMILY_NAME_MAX);
+	unsigned nw = (unsigned)(n + 8) / 8;
+	w[0] = LP_HDR(LP_REC_FAMILY, 0, 4 + nw, fn);
+	w[2] = addr;
+	w[3] = outcome;
+	memcpy(&w[4], name, n);
+	lp_put(t, w, 4 + nw);
+}
+
+/* Every name that is a family's: F_MALLOC..F_VALLOC under the prefix,
+ * and the C++ operators for the executable's own family. */
+static int lp_fam_names(const char *prefix, int cxx, char names[F_N][LP_FAM_PREFIX_MAX + 16])
+{
+	int n = cxx ? F_N : F_VALLOC + 1;
+	for (int f = 0; f < n; f++) {
+		size_t a = strlen(prefix), b = strlen(lp_fam_fn_names[f]);
+		if (a + b + 1 > LP_FAM_PREFIX_MAX + 16)
+			return 0;
+		memcpy(names[f], prefix, a);
+		memcpy(names[f] + a, lp_fam_fn_names[f], b + 1);
+	}
+	return n;
+}
+
+static int lp_fam_used;
+
+/*
+ * lp_family_patch patches the functions of one family found (found[f].addr
+ * 0: absent) into slot s, skipping addresses in done[0, *ndone) (one
+ * function under two names), and records each outcome.
+ */
+static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char names[F_N][LP_FAM_PREFIX_MAX + 16],
+			    struct lp_found *found, int nf, int threads, uintptr_t *done, int *ndone, struct lp_near *near)
+{
+	struct lp_fam *fam = &lp_fams[s];
+	size_t pl = strnlen(prefix, LP_FAM_PREFIX_MAX - 1);
+	memcpy(fam->prefix, prefix, pl);
+	fam->prefix[pl] = 0;
+	/* An allocator whose delete is its free (tcmalloc) cannot tell
+	 * them apart: record its operators as the C functions, or every
+	 * delete of a new'd block would read as a mismatch. */
+	int same = nf > F_DELETE && found[F_DELETE].addr && found[F_DELETE].addr == found[F_FREE].addr;
+	/* All or nothing: the blocks of an allocating function left out
+	 * would be freed unknown, the frees of one left out leaked. */
+	int veto = threads ? LP_FAMILY_THREADS : 0;
+	for (int f = 0; f < nf && !veto; f++)
+		if (found[f].addr)
+			veto = lp_patchable((const uint8_t *)found[f].addr, found[f].size) ? LP_FAMILY_REFUSED : 0;
+	for (int f = 0; f < nf; f++) {
+		fam->fn[f] = lp_fam_wire_fn[f];
+		if (same && (f == F_NEW || f == F_NEW_ARRAY))
+			fam->fn[f] = LP_FN_MALLOC;
+		if (same && f >= F_DELETE)
+			fam->fn[f] = LP_FN_FREE;
+		if (!found[f].addr)
+			continue;
+		int dup = 0;
+		for (int i = 0; i < *ndone; i++)
+			dup |= done[i] == found[f].addr;
+		if (dup)
+			continue;
+		int outcome = veto;
+		if (!veto) {
+			void *tramp = NULL;
+			outcome = lp_patch(near, (uint8_t *)found[f].addr, found[f].size, lp_detours[s][f], &tramp);
+			if (outcome == 0) {
+				__atomic_store_n(&fam->tramp[f], tramp, __ATOMIC_RELEASE);
+				outcome = LP_FAMILY_TRACED;
+			}
+		}
+		if (*ndone < LP_FAM_SLOTS * F_N)
+			done[(*ndone)++] = found[f].addr;
+		lp_family_record(t, fam->fn[f], found[f].addr, (unsigned)outcome, names[f]);
+	}
+}
+
+void lp_families_start(void)
+{
+	static int started;
+	if (started)
+		return;
+	started = 1;
+	struct lp_thread *t = lp_rec_thread();
+	if (!t || !lp_hdr)
+		return; /* not recording: nothing to trace them for */
+	int saved = errno;
+	lp_enter(&t->busy);
+	/* No signal handler may call into an entry half written. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (lp_real_malloc && !lp_real_libc && !lp_exe_malloc)
+		lp_family_record(t, LP_FN_MALLOC, (uintptr_t)lp_real_malloc, LP_FAMILY_HOOKED, "malloc");
+	struct lp_exe exe = {0};
+	dl_iterate_phdr(lp_exe_cb, &exe);
+	uintptr_t real_base = lp_real_base;
+	char names[F_N][LP_FAM_PREFIX_MAX + 16];
+	struct lp_found found[F_N];
+	uintptr_t done[LP_FAM_SLOTS * F_N];
+	int ndone = 0, threads = -1;
+	struct lp_near near = {0};
+	lp_dynmods_read();
+	/* The executable's own malloc family (an allocator linked in). */
+	int nf = lp_fam_names("", 1, names);
+	memset(found, 0, sizeof found);
+	struct lp_found x0;
+	if (lp_find_exported(names[F_MALLOC], &x0) && lp_exe_code(&exe, x0.addr, x0.size)) {
+		for (int f = 0; f < nf; f++) {
+			struct lp_found x;
+			if (lp_find_exported(names[f], &x) && lp_exe_code(&exe, x.addr, x.size))
+				found[f] = x;
+		}
+	}
+	if (found[F_MALLOC].addr && found[F_FREE].addr) {
+		lp_exe_malloc = 1;
+		/* Its blocks: tcmalloc's or mimalloc's, with their links? */
+		static const char *const markers[] = {"tc_malloc", "mi_malloc"};
+		struct lp_found mk[2];
+		memset(mk, 0, sizeof mk);
+		lp_exe_symtab(&exe, markers, 2, mk);
+		lp_fams[0].fresh_link = mk[0].addr || mk[1].addr;
+		threads = !lp_one_thread();
+		lp_family_patch(t, 0, "", names, found, nf, threads, done, &ndone, &near);
+		lp_fam_used = 1;
+	}
+	/* Families under a prefix: the built-in ones, then the user's. A
+	 * family counts when its malloc and free are there: exported, or,
+	 * for the user's, in the executable's static symbols (read only
+	 * then: the file is opened and mapped). */
+	char user[LP_FAMILIES_MAX];
+	memcpy(user, lp_hdr->alloc_families, sizeof user);
+	user[sizeof user - 1] = 0;
+	const char *prefixes[LP_FAM_SLOTS + 8];
+	int np = 0, nbuiltin = (int)(sizeof lp_fam_prefixes / sizeof lp_fam_prefixes[0]);
+	for (int i = 0; i < nbuiltin; i++)
+		prefixes[np++] = lp_fam_prefixes[i];
+	for (char *p = user, *q; *p && np < (int)(sizeof prefixes / sizeof prefixes[0]); p = q) {
+		q = p + strcspn(p, ",");
+		if (*q)
+			*q++ = 0;
+		if (*p && strlen(p) < LP_FAM_PREFIX_MAX)
+			prefixes[np++] = p;
+	}
+	for (int i = 0; i < np && lp_fam_used < LP_FAM_SLOTS; i++) {
+		nf = lp_fam_names(prefixes[i], 0, names);
+		if (!nf)
+			continue;
+		memset(found, 0, sizeof found);
+		int user_family = i >= nbuiltin;
+		struct lp_found x;
+		if (!lp_find_exported(names[F_MALLOC], &x) && !user_family)
+			continue; /* the common case: no such family */
+		for (int f = 0; f < nf; f++) {
+			if (!lp_find_exported(names[f], &x))
+				continue;
+			/* The module whose malloc the hooks call: its prefixed
+			 * names are the same allocator, traced already. */
+			if (x.base == real_base && real_base)
+				continue;
+			if (lp_exe_code(&exe, x.addr, x.size) && lp_exe_malloc)
+				continue; /* the executable's allocator's internals */
+			found[f] = x;
+		}
+		if (user_family && !lp_exe_malloc && (!found[F_MALLOC].addr || !found[F_FREE].addr)) {
+			const char *miss[F_N];
+			int idx[F_N], nm = 0;
+			for (int f = 0; f < nf; f++) {
+				if (!found[f].addr) {
+					idx[nm] = f;
+					miss[nm++] = names[f];
+				}
+			}
+			struct lp_found sf[F_N];
+			memset(sf, 0, sizeof sf);
+			lp_exe_symtab(&exe, miss, nm, sf);
+			for (int j = 0; j < nm; j++)
+				if (sf[j].addr)
+					found[idx[j]] = sf[j];
+		}
+		if (!found[F_MALLOC].addr || !found[F_FREE].addr)
+			continue;
+		int s = lp_fam_used ? lp_fam_used : 1;
+		if (threads < 0)
+			threads = !lp_one_thread();
+		lp_family_patch(t, s, prefixes[i], names, found, nf, threads, done, &ndone, &near);
+		lp_fam_used = s + 1;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	lp_leave(&t->busy);
+	errno = saved;
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// linkable reports whether a program links with flags here (an allocator
+// library installed or not).
+func linkable(t *testing.T, flags ...string) bool {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "m.c")
+	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command("cc", append([]string{"-o", filepath.Join(dir, "m"), src}, flags...)...).Run() == nil
+}
+
+// familyLeaks sums, by kind, the leaks a report lists whose stack is the
+// allocs fixture's churn (its own blocks, not the C runtime's nor the
+// allocator library's).
+func familyLeaks(t *testing.T, r result) (byKind map[string][2]uint64) {
+	t.Helper()
+	var k kindsImage
+	if err := json.Unmarshal(r.reportJSON, &k); err != nil {
+		t.Fatalf("JSON report: %v", err)
+	}
+	byKind = map[string][2]uint64{}
+	for _, l := range k.Leaks {
+		if stackHas(l.Stack, "churn") {
+			s := byKind[l.Kind]
+			byKind[l.Kind] = [2]uint64{s[0] + l.Bytes, s[1] + l.Blocks}
+		}
+	}
+	return byKind
+}
+
+// memcheckKinds runs argv under memcheck and returns its LEAK SUMMARY by
+// kind (bytes, blocks); nil when valgrind is not installed.
+func memcheckKinds(t *testing.T, argv ...string) map[string][2]uint64 {
+	t.Helper()
+	vg, err := exec.LookPath("valgrind")
+	if err != nil {
+		return nil
+	}
+	logf := filepath.Join(t.TempDir(), "vg.log")
+	cmd := exec.Command(vg, append([]string{"--leak-check=full", "--log-file=" + logf}, argv...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &out, testEnv()
+	cmd.Run()
+	log, err := os.ReadFile(logf)
+	if err != nil {
+		t.Fatalf("valgrind log: %v", err)
+	}
+	names := map[string]string{"definitely lost": "definite", "indirectly lost": "indirect",
+		"possibly lost": "possible", "still reachable": "reachable"}
+	sums := map[string][2]uint64{}
+	for _, m := range vgKind.FindAllSubmatch(log, -1) {
+		sums[names[string(m[1])]] = [2]uint64{atoi(string(m[2])), atoi(string(m[3]))}
+	}
+	if len(sums) == 0 {
+		t.Fatalf("no LEAK SUMMARY in valgrind's log:\n%s", log)
+	}
+	return sums
+}
+
+// allocatorFamily is one way of building the allocs fixture: the
+// allocator it links with, how, and what the report says of it.
+type allocatorFamily struct {
+	name  string
+	flags func(t *testing.T) []string // nil: the plain build
+	link  []string                    // what must link here (else skipped)
+	run   []string                    // leakpath run's flags
+	line  string                      // the report's allocator line has it ("": no line)
+}
+
+// pfxLib builds testdata/fixtures/pfxalloc.c as libpfx<prefix>.so with
+// prefix pfx, and returns the flags that link the allocs fixture with it.
+func pfxLib(t *testing.T, pfx string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libpfx"+strings.TrimSuffix(pfx, "_")+".so")
+	if b, err := exec.Command("cc", "-g", "-O2", "-shared", "-fPIC", "-DPFX="+pfx, "-o", lib,
+		filepath.Join(root, "testdata", "fixtures", "pfxalloc.c")).CombinedOutput(); err != nil {
+		t.Fatalf("compiling pfxalloc.c: %v\n%s", err, b)
+	}
+	return []string{"-DPREFIX=" + pfx, "-L" + dir, "-lpfx" + strings.TrimSuffix(pfx, "_"), "-Wl,-rpath," + dir}
+}
+
+var (
+	staticJemalloc = []string{"-Wl,-Bstatic", "-ljemalloc", "-Wl,-Bdynamic", "-lpthread", "-ldl", "-lm"}
+	staticTcmalloc = []string{"-Wl,-Bstatic", "-ltcmalloc_minimal", "-Wl,-Bdynamic", "-lstdc++", "-lpthread", "-lm"}
+)
+
+// allocatorFamilies are the builds the families tests run.
+var allocatorFamilies = []allocatorFamily{
+	{name: "glibc"},
+	{name: "jemalloc", link: []string{"-ljemalloc"}, line: "allocator: jemalloc in libjemalloc.so.2, its calls recorded as the C library's"},
+	{name: "tcmalloc", link: []string{"-ltcmalloc"}, line: "allocator: tcmalloc (gperftools) in libtcmalloc.so.4, its calls recorded as the C library's"},
+	{name: "mimalloc", link: []string{"-lmimalloc"}, line: "allocator: mimalloc in libmimalloc.so.2, its calls recorded as the C library's"},
+	{name: "jemalloc-static", link: staticJemalloc, line: "allocator: jemalloc in allocs-"},
+	{name: "tcmalloc-static", link: staticTcmalloc, line: "allocator: tcmalloc (gperftools) in allocs-"},
+	{name: "je_-prefix-shared", flags: func(t *testing.T) []string { return pfxLib(t, "je_") },
+		line: "allocator: libpfxje.so, traced by patching the entries of je_malloc, je_calloc, je_realloc, je_free"},
+	{name: "own-prefix-shared", flags: func(t *testing.T) []string { return pfxLib(t, "pa_") }, run: []string{"--alloc-family", "pa_"},
+		line: "allocator: libpfxpa.so, traced by patching the entries of pa_malloc, pa_calloc, pa_realloc, pa_free"},
+	{name: "own-prefix-static", flags: func(t *testing.T) []string {
+		return []string{"-DPREFIX=pa_", filepath.Join(root, "testdata", "fixtures", "pfxalloc.c"), "-DPFX=pa_"}
+	}, run: []string{"--alloc-family", "pa_"}, line: "traced by patching the entries of pa_malloc, pa_calloc, pa_realloc, pa_free"},
+}
+
+// TestAllocatorFamilies: a program linked with another allocator than
+// glibc's gets the counts of its own arithmetic, N allocations of which
+// L leaked, and the kinds memcheck gives the same source run with
+// glibc's allocator; the report names the allocator and how it was
+// traced. A shared library's malloc goes through the agent's hooks; an
+// allocator linked into the executable and a family under a prefix (one
+// of the built-in ones, or one run --alloc-family names, exported or in
+// the executable's static symbols) are traced by patching their entries.
+// Also when the program writes only the first byte of each block,
+// leaving the rest as the allocator left it (tcmalloc and mimalloc leave
+// their free list's link in the first word: leaked blocks read as
+// reaching each other).
+func TestAllocatorFamilies(t *testing.T) {
+	want := map[string]map[string][2]uint64{}
+	for _, mode := range []string{"first", "all"} {
+		want[mode] = memcheckKinds(t, fixture(t, "allocs.c"), "100", "100", "64", mode)
+	}
+	if want["first"] == nil {
+		t.Log("valgrind is not installed: kinds compared with the program's arithmetic alone")
+	}
+	for _, fam := range allocatorFamilies {
+		t.Run(fam.name, func(t *testing.T) {
+			var flags []string
+			if fam.link != nil {
+				if !linkable(t, fam.link...) {
+					t.Skipf("%v does not link here (the allocator is not installed)", fam.link)
+				}
+				flags = append(flags, fam.link...)
+			}
+			if fam.flags != nil {
+				flags = append(flags, fam.flags(t)...)
+			}
+			bin := fixture(t, "allocs.c", flags...)
+			for _, mode := range []string{"first", "all"} {
+				// All leaked, no frees: each block is handed out fresh.
+				args := []string{bin, "100", "100", "64", mode}
+				plain := native(t, nil, args...)
+				r := leakpath(t, fam.run, nil, args...)
+				sameBehaviour(t, r, plain)
+				if fam.line != "" && !strings.Contains(r.text, fam.line) {
+					t.Errorf("%s: the report does not say %q:\n%s", mode, fam.line, r.text)
+				}
+				if fam.line == "" && strings.Contains(r.text, "allocator: ") || warned(r, "not traced") || warned(r, "could not trace") {
+					t.Errorf("%s: an allocator line, or a warning that something was not traced:\n%s", mode, r.text)
+				}
+				got := familyLeaks(t, r)
+				if d := got["definite"]; d != [2]uint64{6400, 100} || len(got) != 1 {
+					t.Errorf("%s: the program's leaks by kind %v, want 100 definite blocks of 64 B", mode, got)
+				}
+				if vg := want[mode]; vg != nil && vg["definite"] != got["definite"] {
+					t.Errorf("%s: definite %v, memcheck on glibc's allocator %v", mode, got["definite"], vg["definite"])
+				}
+				// 10,000 allocations, 100 leaked, the rest freed and
+				// handed out again.
+				args = []string{bin, "10000", "100", "64", mode}
+				r = leakpath(t, fam.run, nil, args...)
+				if !strings.Contains(string(r.stdout), "mallocs 10000 leaked 100") {
+					t.Fatalf("%s: the fixture said %q", mode, r.stdout)
+				}
+				img := r.image(t, "allocs")
+				if c := img.Totals.Calls["malloc"]; c < 10000 || c > 10100 {
+					t.Errorf("%s: %d mallocs recorded, want the program's 10000 (and the runtime's few)", mode, c)
+				}
+				if c := img.Totals.Calls["free"]; c < 9900 || c > 9950 {
+					t.Errorf("%s: %d frees recorded, want the program's 9900", mode, c)
+				}
+				got = familyLeaks(t, r)
+				var blocks, bytes uint64
+				for kind, s := range got {
+					if kind != "reachable" {
+						bytes, blocks = bytes+s[0], blocks+s[1]
+					}
+				}
+				if blocks != 100 || bytes != 6400 || got["indirect"][1] != 0 {
+					t.Errorf("%s: the program's leaks by kind %v, want 100 blocks of 64 B, none indirect", mode, got)
+				}
+			}
+		})
+	}
+}
