@@ -398,3 +398,48 @@ func TestValgrindGeneratedSuppressions(t *testing.T) {
 		}
 	}
 }
+
+// TestSuppressedOwnerKeepsIndirect: a suppression that hides a definite
+// leak hides the indirect blocks it holds when it is LeakSanitizer's
+// (LSan treats suppressed blocks as reachable) but not when it is a
+// valgrind entry: memcheck suppresses each loss record by its own stack,
+// and leakpath must report what memcheck does with the same file.
+func TestSuppressedOwnerKeepsIndirect(t *testing.T) {
+	bin := fixture(t, "suppowner.c")
+	dir := t.TempDir()
+	vgSupp := filepath.Join(dir, "head.supp")
+	os.WriteFile(vgSupp, []byte("{\n   head\n   Memcheck:Leak\n   fun:calloc\n   fun:make_head\n}\n"), 0o644)
+	lsanSupp := filepath.Join(dir, "head.txt")
+	os.WriteFile(lsanSupp, []byte("leak:make_head\n"), 0o644)
+	for _, tc := range []struct {
+		file     string
+		indirect [2]uint64 // bytes, blocks left reported
+	}{
+		{vgSupp, [2]uint64{64, 1}},
+		{lsanSupp, [2]uint64{0, 0}},
+	} {
+		t.Run(filepath.Base(tc.file), func(t *testing.T) {
+			r, k := runKinds(t, []string{"--suppressions", tc.file}, bin)
+			if d := k.Totals.ByKind["definite"]; d.Blocks != 0 {
+				t.Errorf("definite: %d B in %d blocks, want the head suppressed\n%s", d.Bytes, d.Blocks, r.text)
+			}
+			if in := k.Totals.ByKind["indirect"]; in.Bytes != tc.indirect[0] || in.Blocks != tc.indirect[1] {
+				t.Errorf("indirect: %d B in %d blocks, want %d in %d\n%s", in.Bytes, in.Blocks, tc.indirect[0], tc.indirect[1], r.text)
+			}
+		})
+	}
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Log("valgrind is not installed: not compared with memcheck")
+		return
+	}
+	log := memcheckLog(t, "--leak-check=full", "--suppressions="+vgSupp, bin)
+	m := vgKind.FindAllSubmatch(log, -1)
+	for _, s := range m {
+		if string(s[1]) == "indirectly lost" && (atoi(string(s[2])) != 64 || atoi(string(s[3])) != 1) {
+			t.Errorf("memcheck with the same file: indirectly lost %s B in %s blocks, want 64 in 1 as leakpath\n%s", s[2], s[3], log)
+		}
+	}
+	if len(m) == 0 {
+		t.Errorf("no LEAK SUMMARY in memcheck's log:\n%s", log)
+	}
+}

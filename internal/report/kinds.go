@@ -59,8 +59,10 @@ func (r *Report) suppressions() *suppress.Set {
 
 // leaks returns p's leak groups but the still reachable ones (none for
 // an image that exec'd; allLeaks has them all), each with its
-// suppression. A group suppressed hides the indirect groups it
-// owns, as LeakSanitizer treats suppressed blocks as reachable.
+// suppression. A group an LSan suppression hides hides the indirect
+// groups it owns, as LeakSanitizer treats suppressed blocks as reachable;
+// not a valgrind entry's: memcheck suppresses each loss record by its own
+// stack, so the same .supp file leaves the same leaks under both.
 func (r *Report) leaks(p *heap.Process) []leak {
 	if execd(p) || p.LeakCheckOff {
 		return nil
@@ -79,7 +81,7 @@ func (r *Report) leaks(p *heap.Process) []leak {
 		if s, ok := set.MatchLeak(r.suppressLeak(p, g.LeakGroup, mangled)); ok {
 			out[i].supp = s
 			set.Hit(s, g.Bytes, g.Blocks)
-			if g.Kind == event.Definite {
+			if g.Kind == event.Definite && s.Type != suppress.TypeValgrind {
 				suppressedSite[g.Stack] = s
 			}
 		}
