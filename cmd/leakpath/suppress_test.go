@@ -443,3 +443,38 @@ func TestSuppressedOwnerKeepsIndirect(t *testing.T) {
 		t.Errorf("no LEAK SUMMARY in memcheck's log:\n%s", log)
 	}
 }
+
+// TestBaselineOtherCheckout: a baseline recorded on a build in one
+// directory knows the same leak sites built from the same sources in
+// another (a CI workspace), whose debug information has other absolute
+// paths; a new leak there is still new.
+func TestBaselineOtherCheckout(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(root, "testdata", "fixtures", "suppleak.cc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bins []string
+	for _, d := range []string{"dev", "ci"} {
+		dir := filepath.Join(t.TempDir(), d)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "suppleak.cc"), src, 0o644)
+		bin := filepath.Join(dir, "suppleak")
+		if out, err := exec.Command("c++", "-g", "-O0", "-o", bin, filepath.Join(dir, "suppleak.cc")).CombinedOutput(); err != nil {
+			t.Fatalf("compiling: %v\n%s", err, out)
+		}
+		bins = append(bins, bin)
+	}
+	first := leakpath(t, []string{"--check"}, nil, bins[0])
+	if first.code != exitLeaks {
+		t.Fatalf("the baseline run exited %d, want %d\n%s", first.code, exitLeaks, first.text)
+	}
+	base := filepath.Join(t.TempDir(), "baseline.json")
+	os.WriteFile(base, first.reportJSON, 0o644)
+	if r := leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1]); r.code != 0 {
+		t.Errorf("the same leaks built elsewhere: exit %d, want 0\n%s", r.code, r.text)
+	}
+	if r := leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1], "extra"); r.code != exitLeaks ||
+		!strings.Contains(r.text, "1 leak group not in the baseline") {
+		t.Errorf("a new leak built elsewhere: exit %d, want %d and one new group\n%s", r.code, exitLeaks, r.text)
+	}
+}
