@@ -478,3 +478,43 @@ func TestBaselineOtherCheckout(t *testing.T) {
 		t.Errorf("a new leak built elsewhere: exit %d, want %d and one new group\n%s", r.code, exitLeaks, r.text)
 	}
 }
+
+// TestValgrindObjByFile: a library loaded by a name that is a symbolic
+// link (its soname, libsym.so.1 -> libsym.so.1.0) is the file to
+// valgrind, whose obj: lines (hand-written or generated) name
+// libsym.so.1.0; leakpath matches them, as memcheck does with the same
+// file, and its own generated entries name the file too.
+func TestValgrindObjByFile(t *testing.T) {
+	dir := t.TempDir()
+	fx := filepath.Join(root, "testdata", "fixtures")
+	file := filepath.Join(dir, "libsym.so.1.0")
+	link := filepath.Join(dir, "libsym.so.1")
+	bin := filepath.Join(dir, "symleak")
+	compileTo(t, "cc", file, "-shared", "-fPIC", "-g", "-O0", filepath.Join(fx, "symlib.c"))
+	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
+	if err := os.Symlink("libsym.so.1.0", link); err != nil {
+		t.Fatal(err)
+	}
+	supp := filepath.Join(dir, "lib.supp")
+	os.WriteFile(supp, []byte("{\n   by-file\n   Memcheck:Leak\n   fun:calloc\n   obj:"+file+"\n}\n"), 0o644)
+	r, k := runKinds(t, []string{"--suppressions", supp}, bin, link)
+	if sp := k.Totals.Suppressed; sp == nil || sp.Bytes != 40 || sp.Blocks != 1 {
+		t.Errorf("suppressed: %v, want the library's 40 B in 1 block by obj:%s\n%s", sp, file, r.text)
+	}
+	gen := filepath.Join(dir, "gen.supp")
+	if g := leakpath(t, []string{"--gen-suppressions", gen}, nil, bin, link); g.code != 0 {
+		t.Fatalf("--gen-suppressions run: exit %d\n%s", g.code, g.text)
+	}
+	b, _ := os.ReadFile(gen)
+	if !strings.Contains(string(b), "fun:lib_alloc") || strings.Contains(string(b), "obj:"+link+"\n") {
+		t.Errorf("the generated entries name the library by its link or miss lib_alloc:\n%s", b)
+	}
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Log("valgrind is not installed: not compared with memcheck")
+		return
+	}
+	log := memcheckLog(t, "--leak-check=full", "--suppressions="+supp, bin, link)
+	if !strings.Contains(string(log), "suppressed: 40 bytes in 1 blocks") {
+		t.Errorf("memcheck with the same file does not suppress the library's 40 B:\n%s", log)
+	}
+}

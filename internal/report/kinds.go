@@ -1,6 +1,7 @@
 package report
 
 import (
+	"path/filepath"
 	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -161,6 +162,9 @@ func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) 
 	out := make([]suppress.Frame, len(fs))
 	for i, f := range fs {
 		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line, Inlined: f.Inlined}
+		if mangled {
+			out[i].ModuleFile = r.moduleFile(f.Module)
+		}
 		if mangled && !f.Inlined && r.opts.SymbolName != nil {
 			out[i].SymbolName = func() string { return r.symbolName(p, f) }
 		}
@@ -240,4 +244,26 @@ func (r *Report) SuppressionsUsed() []suppress.Used {
 		r.leaks(p) // count the hits
 	}
 	return r.suppressions().Used()
+}
+
+// moduleFile returns the file module's path names with its symbolic
+// links resolved (valgrind's obj: name for a library loaded by its
+// soname), or "" when that is the path itself or cannot be told (the
+// report made on another machine). Only links are read, no file opened.
+func (r *Report) moduleFile(module string) string {
+	if module == "" || !filepath.IsAbs(module) {
+		return ""
+	}
+	if f, ok := r.moduleFiles[module]; ok {
+		return f
+	}
+	f, err := filepath.EvalSymlinks(module)
+	if err != nil || f == module {
+		f = ""
+	}
+	if r.moduleFiles == nil {
+		r.moduleFiles = map[string]string{}
+	}
+	r.moduleFiles[module] = f
+	return f
 }

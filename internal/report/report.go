@@ -105,6 +105,8 @@ type Report struct {
 	reachable map[*heap.Process][]heap.LeakGroup
 	allReach  map[*heap.Process][]leak
 	mangled   map[frameKey]string // symbolName's answers
+	// moduleFiles are moduleFile's answers, by module path.
+	moduleFiles map[string]string
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while

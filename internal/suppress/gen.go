@@ -196,6 +196,8 @@ func valgrindLines(l GenLeak) []string {
 		switch {
 		case name != "":
 			out = append(out, "fun:"+clean(name, '?'))
+		case f.ModuleFile != "":
+			out = append(out, "obj:"+clean(f.ModuleFile, '?')) // as valgrind names it
 		case f.Module != "":
 			out = append(out, "obj:"+clean(f.Module, '?'))
 		default:

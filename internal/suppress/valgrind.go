@@ -472,7 +472,7 @@ func (l *vgLoc) matches(f *Frame) bool {
 		if m == "" {
 			m = UnknownModule // "obj:*" matches it
 		}
-		return globMatch(l.name, m)
+		return globMatch(l.name, m) || f.ModuleFile != "" && globMatch(l.name, f.ModuleFile)
 	case locSrc:
 		if f.File == "" || l.line != 0 && l.line != f.Line {
 			return false
