@@ -194,6 +194,8 @@ func valgrindLines(l GenLeak) []string {
 		}
 		name := ValgrindName(f)
 		switch {
+		case f.Unloaded:
+			out = append(out, "obj:*") // as valgrind writes it
 		case name != "":
 			out = append(out, "fun:"+clean(name, '?'))
 		case f.ModuleFile != "":

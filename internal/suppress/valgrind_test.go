@@ -327,6 +327,33 @@ func TestValgrindInlinedDefaultArgs(t *testing.T) {
 	}
 }
 
+// TestWriteValgrindUnloaded: a frame in a library unloaded before the
+// exit is obj:* in a generated entry, as valgrind writes it (it knows
+// neither its function nor its object then: "???" in its report), so
+// that valgrind, too, matches the entry; leakpath matches it still.
+func TestWriteValgrindUnloaded(t *testing.T) {
+	l := Leak{Alloc: "malloc", Kind: "definite", Stack: []Frame{
+		{Function: "strdup", Mangled: "strdup", Module: "/usr/lib/x86_64-linux-gnu/libc.so.6"},
+		{Function: "component_open", Mangled: "component_open", Module: "/usr/lib/mca_x.so", Unloaded: true},
+		{Function: "", Module: "/usr/lib/mca_x.so", Unloaded: true},
+		{Function: "main", Mangled: "main", Module: "/a/prog"},
+	}}
+	var b strings.Builder
+	if _, _, err := Write(&b, FormatValgrind, []GenLeak{{Leak: l, Bytes: 5, Blocks: 1}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "   fun:malloc\n   fun:strdup\n   obj:*\n   obj:*\n   fun:main\n}") {
+		t.Errorf("frames of the unloaded library are not obj:*:\n%s", b.String())
+	}
+	set, err := ParseFile([]byte(b.String()), "gen.supp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := set.MatchLeak(l); !ok {
+		t.Errorf("the entry written does not hide its leak:\n%s", b.String())
+	}
+}
+
 func TestWriteLSan(t *testing.T) {
 	libc := "/usr/lib/x86_64-linux-gnu/libc.so.6"
 	leaks := []GenLeak{
