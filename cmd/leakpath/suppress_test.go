@@ -518,3 +518,30 @@ func TestValgrindObjByFile(t *testing.T) {
 		t.Errorf("memcheck with the same file does not suppress the library's 40 B:\n%s", log)
 	}
 }
+
+// TestGenSuppressionsMainWarns: a leak allocated in main itself gets
+// leak:^main$ in LeakSanitizer's format, which matches main in every
+// stack: the file would hide any new leak, so leakpath says so on stderr
+// (the file's comment alone is not read in CI); valgrind's format needs
+// no warning.
+func TestGenSuppressionsMainWarns(t *testing.T) {
+	bin := fixture(t, "roots.c", includeFlag())
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		warn bool
+	}{{"main.txt", true}, {"main.supp", false}} {
+		path := filepath.Join(dir, tc.name)
+		r := leakpath(t, []string{"--gen-suppressions", path}, nil, bin, "static")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.warn != strings.Contains(string(b), "\nleak:^main$\n") {
+			t.Fatalf("%s: leak:^main$ written %v, want %v:\n%s", tc.name, !tc.warn, tc.warn, b)
+		}
+		if got := strings.Contains(string(r.stderr), "hides every leak under main"); got != tc.warn {
+			t.Errorf("%s: warning on stderr %v, want %v:\n%s", tc.name, got, tc.warn, r.stderr)
+		}
+	}
+}
