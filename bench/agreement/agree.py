@@ -77,20 +77,13 @@ MC_NA = [
 
 # Why a row disagrees, once understood: (by design?, cause).
 CAUSES = {
-    "doublefree": (False, "folding: the second free of a folded block is reported as invalid (double_free with --fold=false; fixed on another branch)"),
-    "malloc2": (False, "folding: as doublefree"),
-    "memalign_test": (False, "folding: as doublefree"),
-    "suppfree": (False, "folding: as doublefree; glibc aborts at the double free, so no exit scan"),
-    "xml1": (False, "folding: as doublefree; glibc aborts there natively, memcheck goes on to an invalid free of a stack address"),
+    "xml1": (True, "glibc aborts at the double free natively; memcheck's allocator goes on to an invalid free of a stack address"),
     "badfree": (True, "glibc aborts at the first invalid free natively; memcheck's allocator does not, so it sees the second"),
     "fprw": (True, "glibc aborts at the invalid free natively: no exit scan (memcheck's summary counts a block the abort leaves)"),
     "sized_aligned_new_delete_misaligned1": (True, "memcheck's own operator new(32, align 0, nothrow) allocates a block that libstdc++'s does not"),
     "realloc_size_zero_mismatch": (False, "realloc(p, 0) of new[]'s block was not a mismatched free (fixed)"),
     "leak_cpp_interior, check 1": (True, "new MyClass[0], held by the pointer just past its 8 bytes: reachable as LeakSanitizer says; memcheck calls it definitely lost (the test's comment: wrongly)"),
     "leak-segv-jmp, check 3": (True, "the test marks the only pointer to the 1000 B block undefined (VALGRIND_MAKE_MEM_UNDEFINED): memcheck skips undefined words, leakpath cannot know them"),
-    "double_free.cpp": (False, "folding: as doublefree"),
-    "double_free_realloc.cpp realloc-freed-small": (False, "folding: the freed block was folded, so its realloc is an invalid realloc, not a double free (double_free with --fold=false)"),
-    "double_free_realloc.cpp realloc-freed-large": (False, "folding, as realloc-freed-small; glibc faults in the realloc (reported from its begin record since 074cbec)"),
     "double_free_realloc.cpp free-replaced": (True, "glibc's realloc grew the 16 B block in place (q == p): the free is valid natively; LSan's allocator always moves"),
     "swapcontext.cpp": (True, "LSan marks a block whose allocation stack it cannot unwind (allocated on a heap-allocated coroutine stack) as reachable; leakpath unwinds it and reports the leak, as memcheck does (2,664 B definite)"),
 }
