@@ -181,3 +181,36 @@ func compareLSanOn(t *testing.T, src string, args []string, bytes, blocks uint64
 		t.Errorf("LeakSanitizer: %d bytes leaked in %d allocations, leakpath definite and indirect %d in %d\n%s", lb, ln, bytes, blocks, out)
 	}
 }
+
+// TestDlerrorKeptReachable: the message dlerror returned stays the
+// program's until its next dynamic-loader call, reachable from glibc's
+// result block, as memcheck says. The agent's lookup of the program's
+// LeakSanitizer hooks at the exit must not be that next call (dlsym
+// frees the message, unrecorded, and the block left looks lost).
+func TestDlerrorKeptReachable(t *testing.T) {
+	bin := fixture(t, "dlerrorkept.c", "-ldl")
+	plain := native(t, nil, bin)
+	if string(plain.stdout) != "error kept\n" {
+		t.Fatalf("without leakpath: %q, want \"error kept\"", plain.stdout)
+	}
+	r, k := runKinds(t, nil, bin)
+	sameBehaviour(t, r, plain)
+	if d := k.Totals.ByKind["definite"]; d.Blocks != 0 {
+		t.Errorf("definite: %d bytes in %d blocks, want none\n%s", d.Bytes, d.Blocks, r.text)
+	}
+	found := false
+	for _, l := range k.Leaks {
+		for _, f := range l.Stack {
+			if f.Function == "__dlerror" {
+				found = true
+				if l.Kind != "reachable" {
+					t.Errorf("dlerror's message: %s, want reachable\n%s", l.Kind, r.text)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no block allocated in dlerror in the report:\n%s", r.text)
+	}
+	compareLeakSummary(t, k, bin)
+}

@@ -398,3 +398,150 @@ func TestValgrindGeneratedSuppressions(t *testing.T) {
 		}
 	}
 }
+
+// TestSuppressedOwnerKeepsIndirect: a suppression that hides a definite
+// leak hides the indirect blocks it holds when it is LeakSanitizer's
+// (LSan treats suppressed blocks as reachable) but not when it is a
+// valgrind entry: memcheck suppresses each loss record by its own stack,
+// and leakpath must report what memcheck does with the same file.
+func TestSuppressedOwnerKeepsIndirect(t *testing.T) {
+	bin := fixture(t, "suppowner.c")
+	dir := t.TempDir()
+	vgSupp := filepath.Join(dir, "head.supp")
+	os.WriteFile(vgSupp, []byte("{\n   head\n   Memcheck:Leak\n   fun:calloc\n   fun:make_head\n}\n"), 0o644)
+	lsanSupp := filepath.Join(dir, "head.txt")
+	os.WriteFile(lsanSupp, []byte("leak:make_head\n"), 0o644)
+	for _, tc := range []struct {
+		file     string
+		indirect [2]uint64 // bytes, blocks left reported
+	}{
+		{vgSupp, [2]uint64{64, 1}},
+		{lsanSupp, [2]uint64{0, 0}},
+	} {
+		t.Run(filepath.Base(tc.file), func(t *testing.T) {
+			r, k := runKinds(t, []string{"--suppressions", tc.file}, bin)
+			if d := k.Totals.ByKind["definite"]; d.Blocks != 0 {
+				t.Errorf("definite: %d B in %d blocks, want the head suppressed\n%s", d.Bytes, d.Blocks, r.text)
+			}
+			if in := k.Totals.ByKind["indirect"]; in.Bytes != tc.indirect[0] || in.Blocks != tc.indirect[1] {
+				t.Errorf("indirect: %d B in %d blocks, want %d in %d\n%s", in.Bytes, in.Blocks, tc.indirect[0], tc.indirect[1], r.text)
+			}
+		})
+	}
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Log("valgrind is not installed: not compared with memcheck")
+		return
+	}
+	log := memcheckLog(t, "--leak-check=full", "--suppressions="+vgSupp, bin)
+	m := vgKind.FindAllSubmatch(log, -1)
+	for _, s := range m {
+		if string(s[1]) == "indirectly lost" && (atoi(string(s[2])) != 64 || atoi(string(s[3])) != 1) {
+			t.Errorf("memcheck with the same file: indirectly lost %s B in %s blocks, want 64 in 1 as leakpath\n%s", s[2], s[3], log)
+		}
+	}
+	if len(m) == 0 {
+		t.Errorf("no LEAK SUMMARY in memcheck's log:\n%s", log)
+	}
+}
+
+// TestBaselineOtherCheckout: a baseline recorded on a build in one
+// directory knows the same leak sites built from the same sources in
+// another (a CI workspace), whose debug information has other absolute
+// paths; a new leak there is still new.
+func TestBaselineOtherCheckout(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(root, "testdata", "fixtures", "suppleak.cc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bins []string
+	for _, d := range []string{"dev", "ci"} {
+		dir := filepath.Join(t.TempDir(), d)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "suppleak.cc"), src, 0o644)
+		bin := filepath.Join(dir, "suppleak")
+		if out, err := exec.Command("c++", "-g", "-O0", "-o", bin, filepath.Join(dir, "suppleak.cc")).CombinedOutput(); err != nil {
+			t.Fatalf("compiling: %v\n%s", err, out)
+		}
+		bins = append(bins, bin)
+	}
+	first := leakpath(t, []string{"--check"}, nil, bins[0])
+	if first.code != exitLeaks {
+		t.Fatalf("the baseline run exited %d, want %d\n%s", first.code, exitLeaks, first.text)
+	}
+	base := filepath.Join(t.TempDir(), "baseline.json")
+	os.WriteFile(base, first.reportJSON, 0o644)
+	if r := leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1]); r.code != 0 {
+		t.Errorf("the same leaks built elsewhere: exit %d, want 0\n%s", r.code, r.text)
+	}
+	if r := leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1], "extra"); r.code != exitLeaks ||
+		!strings.Contains(r.text, "1 leak group not in the baseline") {
+		t.Errorf("a new leak built elsewhere: exit %d, want %d and one new group\n%s", r.code, exitLeaks, r.text)
+	}
+}
+
+// TestValgrindObjByFile: a library loaded by a name that is a symbolic
+// link (its soname, libsym.so.1 -> libsym.so.1.0) is the file to
+// valgrind, whose obj: lines (hand-written or generated) name
+// libsym.so.1.0; leakpath matches them, as memcheck does with the same
+// file, and its own generated entries name the file too.
+func TestValgrindObjByFile(t *testing.T) {
+	dir := t.TempDir()
+	fx := filepath.Join(root, "testdata", "fixtures")
+	file := filepath.Join(dir, "libsym.so.1.0")
+	link := filepath.Join(dir, "libsym.so.1")
+	bin := filepath.Join(dir, "symleak")
+	compileTo(t, "cc", file, "-shared", "-fPIC", "-g", "-O0", filepath.Join(fx, "symlib.c"))
+	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
+	if err := os.Symlink("libsym.so.1.0", link); err != nil {
+		t.Fatal(err)
+	}
+	supp := filepath.Join(dir, "lib.supp")
+	os.WriteFile(supp, []byte("{\n   by-file\n   Memcheck:Leak\n   fun:calloc\n   obj:"+file+"\n}\n"), 0o644)
+	r, k := runKinds(t, []string{"--suppressions", supp}, bin, link)
+	if sp := k.Totals.Suppressed; sp == nil || sp.Bytes != 40 || sp.Blocks != 1 {
+		t.Errorf("suppressed: %v, want the library's 40 B in 1 block by obj:%s\n%s", sp, file, r.text)
+	}
+	gen := filepath.Join(dir, "gen.supp")
+	if g := leakpath(t, []string{"--gen-suppressions", gen}, nil, bin, link); g.code != 0 {
+		t.Fatalf("--gen-suppressions run: exit %d\n%s", g.code, g.text)
+	}
+	b, _ := os.ReadFile(gen)
+	if !strings.Contains(string(b), "fun:lib_alloc") || strings.Contains(string(b), "obj:"+link+"\n") {
+		t.Errorf("the generated entries name the library by its link or miss lib_alloc:\n%s", b)
+	}
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Log("valgrind is not installed: not compared with memcheck")
+		return
+	}
+	log := memcheckLog(t, "--leak-check=full", "--suppressions="+supp, bin, link)
+	if !strings.Contains(string(log), "suppressed: 40 bytes in 1 blocks") {
+		t.Errorf("memcheck with the same file does not suppress the library's 40 B:\n%s", log)
+	}
+}
+
+// TestGenSuppressionsMainWarns: a leak allocated in main itself gets
+// leak:^main$ in LeakSanitizer's format, which matches main in every
+// stack: the file would hide any new leak, so leakpath says so on stderr
+// (the file's comment alone is not read in CI); valgrind's format needs
+// no warning.
+func TestGenSuppressionsMainWarns(t *testing.T) {
+	bin := fixture(t, "roots.c", includeFlag())
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		warn bool
+	}{{"main.txt", true}, {"main.supp", false}} {
+		path := filepath.Join(dir, tc.name)
+		r := leakpath(t, []string{"--gen-suppressions", path}, nil, bin, "static")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.warn != strings.Contains(string(b), "\nleak:^main$\n") {
+			t.Fatalf("%s: leak:^main$ written %v, want %v:\n%s", tc.name, !tc.warn, tc.warn, b)
+		}
+		if got := strings.Contains(string(r.stderr), "hides every leak under main"); got != tc.warn {
+			t.Errorf("%s: warning on stderr %v, want %v:\n%s", tc.name, got, tc.warn, r.stderr)
+		}
+	}
+}

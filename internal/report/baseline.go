@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/termsafe"
@@ -11,10 +12,27 @@ import (
 
 // Baseline is the leak sites of an earlier report (run --baseline): a
 // leak at one of them is known, not new. Sites compare by their
-// symbolized stacks, as Diff compares them.
+// symbolized stacks, as Diff compares them, but for the directories of
+// their source files.
 type Baseline struct {
 	Source string
 	sites  map[string]bool
+}
+
+// baselineKey is stackKey with each source file by its base name: a
+// baseline recorded in one checkout (a developer's, a CI job's
+// workspace) must know the same sites built in another, whose debug
+// information names the sources by other absolute paths.
+func baselineKey(fs []Frame) string {
+	short := make([]Frame, len(fs))
+	for i, f := range fs {
+		short[i] = f
+		short[i].File = filepath.Base(f.File)
+		if f.File == "" {
+			short[i].File = ""
+		}
+	}
+	return stackKey(short)
 }
 
 // NewBaseline takes the sites of d's leaks of every kind but reachable,
@@ -30,7 +48,7 @@ func NewBaseline(d *Doc) *Baseline {
 			if l.Kind == staleKind || l.Kind == event.Reachable.String() {
 				continue
 			}
-			b.sites[stackKey(framesOf(l.Stack))] = true
+			b.sites[baselineKey(framesOf(l.Stack))] = true
 		}
 	}
 	return b
@@ -57,7 +75,7 @@ func (r *Report) notIn(b *Baseline, kinds []event.LeakKind) (out []newLeak, fail
 			}
 			failing++
 			fs := r.Stack(p, l.Stack)
-			if b.sites[stackKey(fs)] {
+			if b.sites[baselineKey(fs)] {
 				continue
 			}
 			n := newLeak{leak: l, frames: fs}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"path/filepath"
 	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
@@ -59,8 +60,10 @@ func (r *Report) suppressions() *suppress.Set {
 
 // leaks returns p's leak groups but the still reachable ones (none for
 // an image that exec'd; allLeaks has them all), each with its
-// suppression. A group suppressed hides the indirect groups it
-// owns, as LeakSanitizer treats suppressed blocks as reachable.
+// suppression. A group an LSan suppression hides hides the indirect
+// groups it owns, as LeakSanitizer treats suppressed blocks as reachable;
+// not a valgrind entry's: memcheck suppresses each loss record by its own
+// stack, so the same .supp file leaves the same leaks under both.
 func (r *Report) leaks(p *heap.Process) []leak {
 	if execd(p) || p.LeakCheckOff {
 		return nil
@@ -79,7 +82,7 @@ func (r *Report) leaks(p *heap.Process) []leak {
 		if s, ok := set.MatchLeak(r.suppressLeak(p, g.LeakGroup, mangled)); ok {
 			out[i].supp = s
 			set.Hit(s, g.Bytes, g.Blocks)
-			if g.Kind == event.Definite {
+			if g.Kind == event.Definite && s.Type != suppress.TypeValgrind {
 				suppressedSite[g.Stack] = s
 			}
 		}
@@ -159,6 +162,10 @@ func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) 
 	out := make([]suppress.Frame, len(fs))
 	for i, f := range fs {
 		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line, Inlined: f.Inlined}
+		if mangled {
+			out[i].ModuleFile = r.moduleFile(f.Module)
+			out[i].Unloaded = f.mod >= 0 && int(f.mod) < len(p.Modules) && p.Modules[f.mod].Unloaded != 0
+		}
 		if mangled && !f.Inlined && r.opts.SymbolName != nil {
 			out[i].SymbolName = func() string { return r.symbolName(p, f) }
 		}
@@ -238,4 +245,26 @@ func (r *Report) SuppressionsUsed() []suppress.Used {
 		r.leaks(p) // count the hits
 	}
 	return r.suppressions().Used()
+}
+
+// moduleFile returns the file module's path names with its symbolic
+// links resolved (valgrind's obj: name for a library loaded by its
+// soname), or "" when that is the path itself or cannot be told (the
+// report made on another machine). Only links are read, no file opened.
+func (r *Report) moduleFile(module string) string {
+	if module == "" || !filepath.IsAbs(module) {
+		return ""
+	}
+	if f, ok := r.moduleFiles[module]; ok {
+		return f
+	}
+	f, err := filepath.EvalSymlinks(module)
+	if err != nil || f == module {
+		f = ""
+	}
+	if r.moduleFiles == nil {
+		r.moduleFiles = map[string]string{}
+	}
+	r.moduleFiles[module] = f
+	return f
 }

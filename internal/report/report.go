@@ -107,6 +107,8 @@ type Report struct {
 	mangled   map[frameKey]string // symbolName's answers
 	// allocCache: the allocators of each image (Allocators).
 	allocCache map[*heap.Process][]Allocator
+	// moduleFiles are moduleFile's answers, by module path.
+	moduleFiles map[string]string
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while

@@ -194,8 +194,12 @@ func valgrindLines(l GenLeak) []string {
 		}
 		name := ValgrindName(f)
 		switch {
+		case f.Unloaded:
+			out = append(out, "obj:*") // as valgrind writes it
 		case name != "":
 			out = append(out, "fun:"+clean(name, '?'))
+		case f.ModuleFile != "":
+			out = append(out, "obj:"+clean(f.ModuleFile, '?')) // as valgrind names it
 		case f.Module != "":
 			out = append(out, "obj:"+clean(f.Module, '?'))
 		default:

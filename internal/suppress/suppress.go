@@ -221,6 +221,15 @@ type Frame struct {
 	// patterns match anywhere in it, so "libc.so" matches it, "^libc" does
 	// not. "" if unknown: it is matched as UnknownModule.
 	Module string
+	// ModuleFile is Module with its symbolic links resolved, where that
+	// differs ("/usr/lib/x86_64-linux-gnu/libhwloc.so.15.6.1" for the
+	// soname libhwloc.so.15 a library was loaded by): valgrind's obj:
+	// lines name that file, and match it too. "" if the same or unknown.
+	ModuleFile string
+	// Unloaded: the module was unloaded (dlclose) before the exit, when
+	// valgrind names leaks; it then knows neither the function nor the
+	// object ("???"), and writes obj:* for the frame.
+	Unloaded bool
 	// Mangled is the symbol-table name of the function ("_ZN4shop4Cart3addEi"),
 	// which valgrind's fun: lines match; "" if unknown (an inlined frame:
 	// fun: lines then match Function).

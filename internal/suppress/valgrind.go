@@ -338,6 +338,53 @@ func plainName(fn string) string {
 	return fn
 }
 
+// withFewerTemplateArgs returns name ("f<a, b>") with its last template
+// argument list cut short from the end ("f<a>", "f<>"), as a DW_AT_name
+// that omits default arguments has it; none for a name without one. At
+// most 16, for a name that is the program's.
+func withFewerTemplateArgs(name string) []string {
+	if !strings.HasSuffix(name, ">") {
+		return nil
+	}
+	// The '<' that opens the last list, and the top-level commas in it.
+	depth, open := 0, -1
+	var commas []int
+	for i := len(name) - 1; i >= 0 && open < 0; i-- {
+		switch name[i] {
+		case '>', ')':
+			depth++
+		case '<', '(':
+			depth--
+			if depth == 0 {
+				open = i
+			}
+		case ',':
+			if depth == 1 {
+				commas = append(commas, i)
+			}
+		}
+	}
+	if open <= 0 {
+		return nil
+	}
+	var out []string
+	// commas runs from the last to the first: cut at each, then empty.
+	for _, c := range commas {
+		if len(out) == 16 {
+			break
+		}
+		head := strings.TrimRight(name[:c], " ")
+		if strings.HasSuffix(head, ">") {
+			head += " " // gcc writes "> >"
+		}
+		out = append(out, head+">")
+	}
+	if open+1 < len(name)-1 {
+		out = append(out, name[:open+1]+">")
+	}
+	return out
+}
+
 // valgrindFrames returns the frames valgrind would match l against: the
 // allocation function's first, then the stack.
 func valgrindFrames(l Leak) []Frame {
@@ -408,6 +455,16 @@ func (l *vgLoc) matches(f *Frame) bool {
 		if name != "" && globMatch(l.name, name) {
 			return true
 		}
+		if f.Inlined && f.Mangled == "" {
+			// gcc's DW_AT_name leaves out the template arguments that
+			// are their defaults (basic_string<> for the constructor
+			// template basic_string<std::allocator<char> >).
+			for _, short := range withFewerTemplateArgs(name) {
+				if globMatch(l.name, short) {
+					return true
+				}
+			}
+		}
 		// A hand-written demangled name matches too.
 		return f.Function != "" && f.Function != name && globMatch(l.name, f.Function)
 	case locObj:
@@ -415,7 +472,7 @@ func (l *vgLoc) matches(f *Frame) bool {
 		if m == "" {
 			m = UnknownModule // "obj:*" matches it
 		}
-		return globMatch(l.name, m)
+		return globMatch(l.name, m) || f.ModuleFile != "" && globMatch(l.name, f.ModuleFile)
 	case locSrc:
 		if f.File == "" || l.line != 0 && l.line != f.Line {
 			return false

@@ -195,8 +195,9 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 // Symbol returns the symbol-table name, not demangled, of the function
 // whose code holds addr in the module at path ("_ZN4shop4Cart3addEi"),
 // the name valgrind's suppressions match. Of several names of the
-// function (libc's strdup, __strdup and __GI___strdup) it is the one
-// valgrind prefers: the shortest, then the first alphabetically. It is ""
+// function (libc's strdup, __strdup and __GI___strdup; Open MPI's
+// MPI_Init and PMPI_Init) it is the one valgrind prefers: PMPI_F over
+// MPI_F, then the shortest, then the first alphabetically. It is ""
 // when no symbol of the module covers addr (a symbol without a size
 // covers only its address).
 func (s *Symbolizer) Symbol(path string, wantBuildID []byte, addr uint64) (string, error) {

@@ -113,8 +113,8 @@ func readSourceLines(t *testing.T, name string) []string {
 }
 
 // TestValgrindName picks among a function's aliases the name valgrind
-// shows: the shortest, then the first alphabetically, of those covering
-// the address.
+// shows: PMPI_F over MPI_F, the shortest, the versioned one, then the
+// first alphabetically, of those covering the address.
 func TestValgrindName(t *testing.T) {
 	st := &symtab{
 		syms: []symbol{
@@ -125,8 +125,16 @@ func TestValgrindName(t *testing.T) {
 			{value: 0x200, size: 0x8, name: "bbb", section: 1, isFunc: true},
 			{value: 0x200, size: 0x8, name: "aaa", section: 1, isFunc: true},
 			{value: 0x300, size: 0, name: "nosize", section: 1, isFunc: true},
+			// Open MPI: MPI_Init a weak alias of PMPI_Init, which valgrind
+			// names (its m_debuginfo's "MPI hack"), though longer.
+			{value: 0x400, size: 0x10, name: "MPI_Init", section: 1, isFunc: true},
+			{value: 0x400, size: 0x10, name: "PMPI_Init", section: 1, isFunc: true},
+			// As long: the versioned name.
+			{value: 0x500, size: 0x10, name: "fooo", section: 1, isFunc: true},
+			{value: 0x500, size: 0x10, name: "foo@V1", section: 1, isFunc: true},
+			{value: 0x500, size: 0x10, name: "foo", section: 1, isFunc: true},
 		},
-		sections: []secRange{{lo: 0x100, hi: 0x400, idx: 1}},
+		sections: []secRange{{lo: 0x100, hi: 0x600, idx: 1}},
 	}
 	st.extents()
 	for _, tt := range []struct {
@@ -134,6 +142,7 @@ func TestValgrindName(t *testing.T) {
 		want string
 	}{
 		{0x104, "strdup"}, {0x200, "aaa"}, {0x207, "aaa"}, {0x208, ""}, {0x300, "nosize"}, {0x301, ""}, {0x50, ""},
+		{0x404, "PMPI_Init"}, {0x500, "foo@V1"},
 	} {
 		if got := st.valgrindName(tt.addr); got != tt.want {
 			t.Errorf("valgrindName(%#x) = %q, want %q", tt.addr, got, tt.want)

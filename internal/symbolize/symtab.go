@@ -236,9 +236,8 @@ func (t *symtab) find(addr uint64) *symbol {
 }
 
 // valgrindName returns the name valgrind gives the function at addr: of
-// the symbols at the address find chooses that cover addr, the shortest
-// name (a version suffix "@..." not counted), then the first
-// alphabetically (as valgrind's m_debuginfo prefers names); "" if none.
+// the symbols at the address find chooses that cover addr, the one
+// valgrindPrefers; "" if none.
 func (t *symtab) valgrindName(addr uint64) string {
 	sy := t.find(addr)
 	if sy == nil {
@@ -251,12 +250,34 @@ func (t *symtab) valgrindName(addr uint64) string {
 		if c.section != sy.section || addr >= c.end {
 			continue
 		}
-		cl, bl := versionless(c.name), versionless(best)
-		if cl < bl || cl == bl && c.name < best {
+		if valgrindPrefers(c.name, best) {
 			best = c.name
 		}
 	}
 	return best
+}
+
+// valgrindPrefers reports whether valgrind names a function a rather
+// than b when both are its names (m_debuginfo's preferName): PMPI_F over
+// MPI_F (MPI libraries make MPI_F a weak alias; valgrind's MPI wrappers
+// want the profiling name), then the shorter name without its version,
+// then, as long, the versioned one, then the first alphabetically.
+func valgrindPrefers(a, b string) bool {
+	if strings.HasPrefix(a, "PMPI_") && b == a[1:] {
+		return true
+	}
+	if strings.HasPrefix(b, "PMPI_") && a == b[1:] {
+		return false
+	}
+	al, bl := versionless(a), versionless(b)
+	if al != bl {
+		return al < bl
+	}
+	av, bv := al < len(a), bl < len(b)
+	if av != bv {
+		return av
+	}
+	return a < b
 }
 
 // versionless returns the length of a symbol name without its version.
