@@ -143,7 +143,27 @@ func TestScribbledRegion(t *testing.T) {
 // recording, says so, and the program runs on to its own end and code.
 func TestMemoryLimitStopsRecording(t *testing.T) {
 	prog := fixture(t, "scribble.c")
-	g := runGuarded(t, []string{"--max-memory", "1", "--", prog, "none"}, nil, nil)
+	// The program allocates until leakpath says it stopped recording
+	// (its memory is measured ten times a second, at the collector's
+	// last garbage collection: a loaded machine may take a while).
+	stop := filepath.Join(t.TempDir(), "stop")
+	done := make(chan struct{})
+	defer close(done)
+	g := runGuarded(t, []string{"--max-memory", "1", "--", prog, "none", "1", stop}, func(line string, lp *os.Process, stderr string) {
+		go func() {
+			for {
+				if b, _ := os.ReadFile(stderr); strings.Contains(string(b), "stopping the recording") {
+					os.WriteFile(stop, nil, 0o644)
+					return
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}()
+	}, nil)
 	if !g.ended {
 		t.Fatalf("leakpath did not end within %v\nstderr: %s", hangGuard, g.stderr)
 	}

@@ -71,6 +71,8 @@ func (c *collector) checkBudget() {
 	b.once.Do(func() {
 		c.warn("the collector's memory (%d MiB of live heap) passed its limit of %d MiB (--max-memory): recording stopped at %.3f s; the program ran on",
 			live>>20, b.limit>>20, time.Since(c.started).Seconds())
+		// Said at once too: the program may run long after this.
+		c.logf("stopping the recording: the collector's memory passed its limit of %d MiB (--max-memory); the program runs on", b.limit>>20)
 		c.mu.Lock()
 		c.overBudget = true
 		c.mu.Unlock()
