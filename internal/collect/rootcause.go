@@ -1,13 +1,10 @@
 package collect
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/procmaps"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/rootcause"
@@ -752,27 +750,12 @@ func boringCode(pid int) func(uint64) bool {
 		boring bool
 	}
 	var spans []span
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
-	if err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fs := strings.Fields(sc.Text())
-			if len(fs) < 5 || !strings.Contains(fs[1], "x") {
-				continue
+	if b, err := procmaps.Read(pid); err == nil {
+		for _, m := range procmaps.Parse(b) {
+			if strings.Contains(m.Perms, "x") {
+				spans = append(spans, span{m.Lo, m.Hi, boringModule(m.Path)})
 			}
-			lo, hi, ok := strings.Cut(fs[0], "-")
-			if !ok {
-				continue
-			}
-			a, _ := strconv.ParseUint(lo, 16, 64)
-			b, _ := strconv.ParseUint(hi, 16, 64)
-			path := ""
-			if len(fs) >= 6 {
-				path = fs[5]
-			}
-			spans = append(spans, span{a, b, boringModule(path)})
 		}
-		f.Close()
 	}
 	return func(addr uint64) bool {
 		for _, s := range spans {
