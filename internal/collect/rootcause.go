@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/procmaps"
@@ -531,10 +529,10 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	}
 	hw, _ := ptrace.HardwareBreakpoints()
 	if !hw && rc.vdso == nil {
-		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) })
+		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) })
 	}
 	opts := steptrace.Options{
-		Read:     func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) },
+		Read:     func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) },
 		Boring:   rc.boring,
 		Code:     rc.code,
 		EndDepth: sus.EndDepth,
@@ -780,10 +778,4 @@ func boringModule(path string) bool {
 		}
 	}
 	return false
-}
-
-// readMem reads the process's memory (code and data) without ptrace.
-func readMem(pid int, addr uint64, b []byte) (int, error) {
-	return unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}},
-		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
 }
