@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/event"
@@ -134,5 +139,68 @@ func TestAttachUsesEveryFlag(t *testing.T) {
 		if fs := attachFlags(&attachOptions{}, io.Discard); fs.Lookup(name) == nil {
 			t.Errorf("the table checks --%s, which attach does not define", name)
 		}
+	}
+}
+
+// TestAttachPathToRoot: attach --types --path-to-root types the blocks
+// made after the attach at the scan before the detach and shows how the
+// global holds them (attach used to accept --path-to-root and ignore it).
+func TestAttachPathToRoot(t *testing.T) {
+	bin := fixture(t, "attach_typed.c", "-g")
+	cmd := exec.Command(bin)
+	cmd.Env = testEnv()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case l := <-lines:
+			if l != want {
+				t.Fatalf("the program said %q, want %q", l, want)
+			}
+		case <-time.After(2 * time.Minute): // a hang guard
+			t.Fatalf("the program never said %q", want)
+		}
+	}
+	expect("ready")
+	a := startAttach(t, cmd.Process.Pid, "--types", "--path-to-root", "node")
+	io.WriteString(stdin, "build\n")
+	expect("built")
+	if out, err := exec.Command(lpBin, "detach", strconv.Itoa(cmd.Process.Pid)).CombinedOutput(); err != nil {
+		t.Fatalf("leakpath detach: %v\n%s", err, out)
+	}
+	_, text := a.wait(t)
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the program after the detach: %v", err)
+	}
+	b, err := os.ReadFile(a.json)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := typesOf(t, b).PathToRoot
+	if p == nil || len(p.Steps) == 0 || !strings.HasPrefix(p.Steps[0].Via, "g_list") || p.Steps[len(p.Steps)-1].Type != "node" {
+		t.Errorf("path to root of a node: %+v\n%s", p, text)
+	}
+	if !strings.Contains(text, "PATH TO ROOT of node") {
+		t.Errorf("the text report has no path to root:\n%s", text)
 	}
 }
