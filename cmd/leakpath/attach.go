@@ -14,7 +14,6 @@ import (
 	"github.com/leakpath/leakpath/internal/control"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/inject"
-	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/report"
 	"github.com/leakpath/leakpath/internal/termsafe"
 	"github.com/leakpath/leakpath/internal/tracefile"
@@ -32,6 +31,7 @@ func attachFlags(o *attachOptions, out io.Writer) *flag.FlagSet {
 	r := &o.run
 	addRecordFlags(fs, r)
 	fs.BoolVar(&r.scan, "scan", true, "scan the program's memory (ptrace) before the detach, and at its exit if it exits meanwhile, to tell definite, indirect, possible leaks from reachable blocks")
+	fs.BoolVar(&r.types, "types", false, "at the scan before the detach (and at snapshots), also give the live blocks their types, follow who holds whom, and report the type table, retained sizes and --path-to-root")
 	addLeakFlags(fs, &r.leaks)
 	fs.DurationVar(&o.duration, "for", 0, "detach after `DURATION` (default: on `leakpath detach PID`, SIGINT or SIGTERM)")
 	fs.DurationVar(&o.patience, "patience", 200*time.Millisecond, "while loading the agent, let the other threads run after `DURATION` (one may hold a lock the loading needs)")
@@ -90,6 +90,13 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 	if err := r.leaks.own.check(); err != nil {
 		return err
 	}
+	checkKinds, err := r.leaks.kinds()
+	if err != nil {
+		return err
+	}
+	if r.types && !r.scan {
+		return fmt.Errorf("--types needs the scan before the detach (--scan)")
+	}
 	outs, err := newOutputs(r, stderr)
 	if err != nil {
 		return err
@@ -98,26 +105,12 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 	var late lateWarnings
 	sym := newSymbolizer(r.debugDirs, late.warn)
 	defer sym.close()
-	copts := collect.Options{
-		Agent:      agent,
-		FollowFork: true,
-		Region: region.Options{
-			RingSize: r.ringKiB << 10, MaxDepth: r.maxDepth, FreeStacks: r.freeStacks, Fold: r.fold, HoldExit: r.scan,
-			ExactTimes: clock.ExactPending(r.timeRes),
-		},
-		Logf: logTo(stderr),
-		Warm: sym.warmUp(),
-	}
-	copts.MemoryLimit = uint64(r.maxMemMiB) << 20
+	copts := attachCollectOptions(r, agent, sym, stderr)
 	started := time.Now()
-	checkKinds, err := r.leaks.kinds()
-	if err != nil {
-		return err
-	}
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
-		return snapshotReport(s, proc, req, r.leaks.own.with(report.Options{
-			Symbolize: sym.lookup, SymbolName: sym.symbolName, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: r.leaks.showReachable,
-		}), checkKinds)
+		ropts := r.reportOptions(sym, supp)
+		ropts.Elapsed = time.Since(started)
+		return snapshotReport(s, proc, req, ropts, checkKinds)
 	}
 	argv := procCommand(pid)
 	tw, err := outs.startTrace(tracefile.Meta{Command: argv, Created: time.Now(), Tool: "leakpath " + version, Host: hostname()},
@@ -128,7 +121,7 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 	if tw != nil {
 		copts.Trace = tw
 	}
-	res, info, err := collect.Attach(ctx, pid, copts, inject.Options{Patience: o.patience})
+	res, info, err := collect.Attach(ctx, pid, copts, o.injectOptions())
 	tracePath := ""
 	if tw != nil {
 		if cerr := tw.finish(res != nil, pid); cerr != nil && err == nil {
@@ -159,21 +152,24 @@ func attachProgram(ctx context.Context, pid int, o *attachOptions, stderr io.Wri
 		fmt.Fprintf(stderr, "leakpath: detached from pid %d after %.1f s; the program was paused %.3g ms at attach, %.3g ms at detach%s; %d allocator slots restored\n",
 			pid, res.Elapsed.Seconds(), msOf(info.AttachPause), msOf(pause), with, info.Restored)
 	}
-	rep := late.to(report.New(res.Session, res.Main, r.leaks.own.with(report.Options{
-		Symbolize: sym.lookup, SymbolName: sym.symbolName, TracePath: tracePath, Elapsed: res.Elapsed, TicksPerSec: res.TicksPerSec,
-		Warnings: warnings, Suppressions: supp, ShowReachable: r.leaks.showReachable,
-	})))
-	if jsonFile != nil {
-		if err := rep.Generate(jsonFile, "json"); err != nil {
-			return fmt.Errorf("JSON report: %w", err)
-		}
-	}
-	if !(r.quiet && rep.LeakedBlocks() == 0 && len(res.Warnings) == 0) {
-		if err := rep.Generate(textOut, "text"); err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-	}
-	return nil
+	ropts := r.reportOptions(sym, supp)
+	ropts.TracePath, ropts.Rank = tracePath, outs.rank
+	ropts.Elapsed, ropts.TicksPerSec, ropts.Warnings = res.Elapsed, res.TicksPerSec, warnings
+	rep := late.to(report.New(res.Session, res.Main, ropts))
+	return writeReports(rep, jsonFile, textOut, r.quiet && len(res.Warnings) == 0)
+}
+
+// attachCollectOptions are the collector's options of an attach: run's,
+// from the same flags, following the forks (attach has no --follow-fork).
+func attachCollectOptions(r *runOptions, agent string, sym *symbolizer, stderr io.Writer) collect.Options {
+	copts := r.collectOptions(agent, sym, stderr)
+	copts.FollowFork = true
+	return copts
+}
+
+// injectOptions are how the agent is loaded and unloaded.
+func (o *attachOptions) injectOptions() inject.Options {
+	return inject.Options{Patience: o.patience}
 }
 
 // procCommand is pid's command line, nil if unreadable.

@@ -18,6 +18,7 @@ import (
 	"github.com/leakpath/leakpath/internal/launch"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/suppress"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
@@ -183,44 +184,13 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	var late lateWarnings
 	sym := newSymbolizer(o.debugDirs, late.warn)
 	defer sym.close()
-	sym.types = o.types
-	copts := collect.Options{
-		Argv:       o.argv,
-		Agent:      agent,
-		FollowFork: o.followFork,
-		Region: region.Options{
-			RingSize:   o.ringKiB << 10,
-			MaxDepth:   o.maxDepth,
-			FreeStacks: o.freeStacks,
-			Fold:       o.fold,
-			// Root causes need the stacks of every free.
-			FoldFreeStacks: o.rootCause.Enabled,
-			HoldExit:       o.scan,
-			// Root causes compare pending allocations' times with
-			// their windows.
-			ExactTimes: o.rootCause.Enabled || clock.ExactPending(o.timeRes),
-		},
-		Signals:    sigs,
-		StaleEpoch: staleEpoch(&o.stale),
-		RootCause:  o.rootCause,
-		Logf:       logTo(stderr),
-		Warm:       sym.warmUp(),
-	}
-	copts.MemoryLimit = uint64(o.maxMemMiB) << 20
-	if o.stale.on {
-		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
-	}
-	copts.Region.AllocFamilies = strings.Join(o.allocFamilies, ",")
-	if o.types {
-		copts.Types = &collect.TypeOptions{Symbols: sym.s}
-	}
+	copts := o.collectOptions(agent, sym, stderr)
+	copts.Argv, copts.FollowFork, copts.Signals = o.argv, o.followFork, sigs
 	started := time.Now()
 	copts.Snapshot = func(s *heap.Session, proc uint32, req control.Request) control.Response {
-		return snapshotReport(s, proc, req, o.leaks.own.with(report.Options{
-			Symbolize: sym.lookup, SymbolName: sym.symbolName, Elapsed: time.Since(started), Suppressions: supp, ShowReachable: o.leaks.showReachable,
-			StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
-			PathToRoot: o.leaks.pathToRoot,
-		}), checkKinds)
+		ropts := o.reportOptions(sym, supp)
+		ropts.Elapsed = time.Since(started)
+		return snapshotReport(s, proc, req, ropts, checkKinds)
 	}
 	asked := &askedLog{dir: o.snapDir, started: started}
 	copts.Asked = asked.add
@@ -298,20 +268,11 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	own := unmeasured(res.Session)
 	own = append(own, untracedFamilies(res.Session)...)
 	res.Warnings = append(res.Warnings, own...)
-	rep := late.to(report.New(res.Session, res.Main, o.leaks.own.with(report.Options{
-		Symbolize:     sym.lookup,
-		SymbolName:    sym.symbolName,
-		TracePath:     tracePath,
-		Rank:          outs.rank,
-		Elapsed:       res.Elapsed,
-		TicksPerSec:   res.TicksPerSec,
-		Warnings:      append(res.Warnings, late.early...),
-		Suppressions:  supp,
-		ShowReachable: o.leaks.showReachable,
-		StaleT1:       uint32(o.stale.t1),
-		StaleT2:       uint32(o.stale.t2),
-		PathToRoot:    o.leaks.pathToRoot,
-	})))
+	ropts := o.reportOptions(sym, supp)
+	ropts.TracePath, ropts.Rank = tracePath, outs.rank
+	ropts.Elapsed, ropts.TicksPerSec = res.Elapsed, res.TicksPerSec
+	ropts.Warnings = append(res.Warnings, late.early...)
+	rep := late.to(report.New(res.Session, res.Main, ropts))
 	// A trace cut by a full disk: the report, from memory, still covers
 	// the whole run.
 	seconds := func(uint64) float64 { return 0 }
@@ -323,20 +284,13 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	if cut != "" {
 		rep.Warn(cut)
 	}
-	if jsonFile != nil {
-		if err := rep.Generate(jsonFile, "json"); err != nil {
-			return nil, nil, fmt.Errorf("JSON report: %w", err)
-		}
-	}
 	rr := &runReport{leakedBlocks: rep.LeakedBlocks(), unmeasured: res.NoAgent || len(own) > 0}
 	rr.failing, _, _ = rep.Failing(checkKinds)
 	if baseline != nil {
 		rr.failing = rep.FailingNotIn(baseline, checkKinds)
 	}
-	if !(o.quiet && !rr.leaked() && len(res.Warnings) == 0 && cut == "") {
-		if err := rep.Generate(textOut, "text"); err != nil {
-			return nil, nil, fmt.Errorf("report: %w", err)
-		}
+	if err := writeReports(rep, jsonFile, textOut, o.quiet && len(res.Warnings) == 0 && cut == ""); err != nil {
+		return nil, nil, err
 	}
 	if baseline != nil && !(o.quiet && !rr.leaked() && len(res.Warnings) == 0) {
 		if err := rep.BaselineNote(textOut, baseline, checkKinds); err != nil {
@@ -361,6 +315,73 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 		}
 	}
 	return res, rr, nil
+}
+
+// collectOptions are the collector's options that the recording flags of
+// run and attach stand for; the caller adds the program, its signals and
+// what only it has. With --types it makes sym read types too.
+func (o *runOptions) collectOptions(agent string, sym *symbolizer, stderr io.Writer) collect.Options {
+	sym.types = o.types // before the warm-up reads it
+	copts := collect.Options{
+		Agent: agent,
+		Region: region.Options{
+			RingSize:   o.ringKiB << 10,
+			MaxDepth:   o.maxDepth,
+			FreeStacks: o.freeStacks,
+			Fold:       o.fold,
+			// Root causes need the stacks of every free.
+			FoldFreeStacks: o.rootCause.Enabled,
+			HoldExit:       o.scan,
+			// Root causes compare pending allocations' times with
+			// their windows.
+			ExactTimes:    o.rootCause.Enabled || clock.ExactPending(o.timeRes),
+			AllocFamilies: strings.Join(o.allocFamilies, ","),
+		},
+		StaleEpoch:  staleEpoch(&o.stale),
+		RootCause:   o.rootCause,
+		MemoryLimit: uint64(o.maxMemMiB) << 20,
+		Logf:        logTo(stderr),
+		Warm:        sym.warmUp(),
+	}
+	if o.stale.on {
+		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
+	}
+	if o.types {
+		copts.Types = &collect.TypeOptions{Symbols: sym.s}
+	}
+	return copts
+}
+
+// reportOptions are the report options that the flags of run and attach
+// stand for, the same for the final report and the snapshots; the caller
+// adds the times, warnings and trace.
+func (o *runOptions) reportOptions(sym *symbolizer, supp *suppress.Set) report.Options {
+	return o.leaks.own.with(report.Options{
+		Symbolize:     sym.lookup,
+		SymbolName:    sym.symbolName,
+		Suppressions:  supp,
+		ShowReachable: o.leaks.showReachable,
+		StaleT1:       uint32(o.stale.t1),
+		StaleT2:       uint32(o.stale.t2),
+		PathToRoot:    o.leaks.pathToRoot,
+	})
+}
+
+// writeReports writes rep as JSON to jsonFile (when given) and as text to
+// textOut, unless quiet and rep has no leak.
+func writeReports(rep *report.Report, jsonFile *os.File, textOut io.Writer, quiet bool) error {
+	if jsonFile != nil {
+		if err := rep.Generate(jsonFile, "json"); err != nil {
+			return fmt.Errorf("JSON report: %w", err)
+		}
+	}
+	if quiet && rep.LeakedBlocks() == 0 {
+		return nil
+	}
+	if err := rep.Generate(textOut, "text"); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
 }
 
 // readBaseline reads the --baseline report (nil: none given).

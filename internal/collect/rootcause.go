@@ -1,21 +1,17 @@
 package collect
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/procmaps"
 	"github.com/leakpath/leakpath/internal/ptrace"
 	"github.com/leakpath/leakpath/internal/region"
 	"github.com/leakpath/leakpath/internal/rootcause"
@@ -533,10 +529,10 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	}
 	hw, _ := ptrace.HardwareBreakpoints()
 	if !hw && rc.vdso == nil {
-		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) })
+		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) })
 	}
 	opts := steptrace.Options{
-		Read:     func(addr uint64, b []byte) (int, error) { return readMem(pid, addr, b) },
+		Read:     func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) },
 		Boring:   rc.boring,
 		Code:     rc.code,
 		EndDepth: sus.EndDepth,
@@ -752,27 +748,12 @@ func boringCode(pid int) func(uint64) bool {
 		boring bool
 	}
 	var spans []span
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
-	if err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fs := strings.Fields(sc.Text())
-			if len(fs) < 5 || !strings.Contains(fs[1], "x") {
-				continue
+	if b, err := procmaps.Read(pid); err == nil {
+		for _, m := range procmaps.Parse(b) {
+			if strings.Contains(m.Perms, "x") {
+				spans = append(spans, span{m.Lo, m.Hi, boringModule(m.Path)})
 			}
-			lo, hi, ok := strings.Cut(fs[0], "-")
-			if !ok {
-				continue
-			}
-			a, _ := strconv.ParseUint(lo, 16, 64)
-			b, _ := strconv.ParseUint(hi, 16, 64)
-			path := ""
-			if len(fs) >= 6 {
-				path = fs[5]
-			}
-			spans = append(spans, span{a, b, boringModule(path)})
 		}
-		f.Close()
 	}
 	return func(addr uint64) bool {
 		for _, s := range spans {
@@ -797,10 +778,4 @@ func boringModule(path string) bool {
 		}
 	}
 	return false
-}
-
-// readMem reads the process's memory (code and data) without ptrace.
-func readMem(pid int, addr uint64, b []byte) (int, error) {
-	return unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}},
-		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/procmaps"
 )
 
 // Fixtures are C programs under testdata/ptrace, compiled on demand once
@@ -263,24 +265,13 @@ type mapping struct {
 
 func readMaps(t *testing.T, pid int) []mapping {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	data, err := procmaps.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ms []mapping
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		lo, hi, _ := strings.Cut(f[0], "-")
-		s, _ := strconv.ParseUint(lo, 16, 64)
-		e, _ := strconv.ParseUint(hi, 16, 64)
-		m := mapping{start: s, end: e, perms: f[1]}
-		if len(f) >= 6 {
-			m.name = f[5]
-		}
-		ms = append(ms, m)
+	for _, m := range procmaps.Parse(data) {
+		ms = append(ms, mapping{start: m.Lo, end: m.Hi, perms: m.Perms, name: m.Path})
 	}
 	return ms
 }

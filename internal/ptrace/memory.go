@@ -20,6 +20,17 @@ type Range struct {
 // maxIov is the most iovecs process_vm_readv takes in one call (IOV_MAX).
 const maxIov = 1024
 
+// ReadProcess reads len(b) bytes of process pid's memory at addr into b
+// with one process_vm_readv, without a Tracer: pid need not be traced (the
+// kernel's ptrace access check applies) nor stopped, and the bytes may be
+// torn. It returns how many bytes it read; unreadable pages end the read.
+func ReadProcess(pid int, addr uint64, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	return vmRead(pid, []unix.Iovec{iovec(b)}, []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}})
+}
+
 // ReadMemory reads len(b) bytes of the process's memory at addr into b and
 // returns how many it read. It reads with process_vm_readv (one call for
 // the whole buffer, on the caller's goroutine; the process need not be

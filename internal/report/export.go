@@ -12,11 +12,6 @@ func Bytes(n uint64) string { return bytes(n) }
 // Count formats n with thousands separators.
 func Count(n uint64) string { return count(n) }
 
-// String is the frame as the text report shows it: "function (file:line)",
-// "function in module" without lines, "0xaddr module+0xoffset" without
-// symbols.
-func (f Frame) String() string { return frameText(f) }
-
 // JSONFrame is a stack frame as the JSON reports spell it (the entries of
 // leakpath.report/v1's "stack").
 type JSONFrame = jsonFrame

@@ -37,8 +37,8 @@ func TestFrameText(t *testing.T) {
 		{Frame{Function: "qsort", Module: "/lib/libc.so.6"}, "qsort in libc.so.6"},
 		{Frame{Address: 0x401000, Module: "/bin/prog", Offset: 0x1000}, "0x401000 /bin/prog+0x1000"},
 	} {
-		if got := frameText(c.f); got != c.want {
-			t.Errorf("frameText(%+v) = %q, want %q", c.f, got, c.want)
+		if got := c.f.String(); got != c.want {
+			t.Errorf("String(%+v) = %q, want %q", c.f, got, c.want)
 		}
 	}
 }

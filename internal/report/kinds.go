@@ -176,14 +176,14 @@ func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) 
 // symbolName returns the mangled name of f's function (not inlined) from
 // Options.SymbolName, "" if unknown.
 func (r *Report) symbolName(p *heap.Process, f Frame) string {
-	if r.opts.SymbolName == nil || f.mod < 0 || int(f.mod) >= len(p.Modules) {
+	if r.opts.SymbolName == nil || f.ModIndex < 0 || int(f.ModIndex) >= len(p.Modules) {
 		return ""
 	}
-	k := frameKey{f.mod, p, f.Address}
+	k := frameKey{f.ModIndex, p, f.Address}
 	if name, ok := r.mangled[k]; ok {
 		return name
 	}
-	name := r.opts.SymbolName(p.Modules[f.mod], f.Offset-1)
+	name := r.opts.SymbolName(p.Modules[f.ModIndex], f.Offset-1)
 	if r.mangled == nil {
 		r.mangled = map[frameKey]string{}
 	}

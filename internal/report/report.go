@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/frame"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/suppress"
 )
@@ -192,18 +193,9 @@ func (r *Report) mainProc() *heap.Process {
 	return r.s.Process(uint32(r.main))
 }
 
-// Frame is one shown frame of a stack.
-type Frame struct {
-	Address  uint64
-	Module   string
-	Offset   uint64 // module-relative address of the return address
-	Function string
-	File     string
-	Line     int
-	Inlined  bool
-	alloc    bool  // an allocator frame
-	mod      int32 // the module's index in its process (-1: none)
-}
+// Frame is one shown frame of a stack (in package frame, which the usage
+// tables share without the report).
+type Frame = frame.Frame
 
 // Stack resolves stack id of p into frames, allocator frames at the top
 // dropped (the first frame shown calls the allocation function).
@@ -234,7 +226,7 @@ func (r *Report) walkStack(p *heap.Process, id heap.StackID, f func(e *frameEntr
 		if top {
 			// An allocation function inlined into its caller (ld.so's
 			// malloc wrappers) is no frame of the program's either.
-			for len(fs)-skip > 1 && fs[skip].Inlined && (fs[skip].alloc || inlineAllocators[fs[skip].Function]) {
+			for len(fs)-skip > 1 && fs[skip].Inlined && (fs[skip].Allocator || inlineAllocators[fs[skip].Function]) {
 				skip++
 			}
 		}
@@ -256,16 +248,16 @@ func (r *Report) frameEntry(p *heap.Process, mod int32, addr uint64) *frameEntry
 	if e, ok := r.cache[k]; ok {
 		return e
 	}
-	f := Frame{Address: addr, mod: -1}
+	f := Frame{Address: addr, ModIndex: -1}
 	var fs []Frame
 	if mod >= 0 && int(mod) < len(p.Modules) {
 		m := p.Modules[mod]
-		f.Module, f.mod = m.Path, mod
+		f.Module, f.ModIndex = m.Path, mod
 		f.Offset = addr - m.Bias
 		if r.opts.Symbolize != nil {
 			for _, sf := range r.opts.Symbolize(m, f.Offset-1) {
 				g := f
-				g.Function, g.File, g.Line, g.Inlined, g.alloc = sf.Function, sf.File, sf.Line, sf.Inlined, sf.Allocator
+				g.Function, g.File, g.Line, g.Inlined, g.Allocator = sf.Function, sf.File, sf.Line, sf.Inlined, sf.Allocator
 				fs = append(fs, g)
 			}
 		}
@@ -324,7 +316,7 @@ func isAllocator(fs []Frame) bool {
 		return false
 	}
 	f := fs[len(fs)-1]
-	return f.alloc || strings.HasPrefix(filepath.Base(f.Module), "libleakpath")
+	return f.Allocator || strings.HasPrefix(filepath.Base(f.Module), "libleakpath")
 }
 
 // Seconds converts ticks of p's clock since it started into seconds.

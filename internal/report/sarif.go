@@ -422,7 +422,7 @@ func (c *sarifContext) codeFlows(what string, fs []Frame) []sarifCodeFlow {
 	}
 	tf := sarifThreadFlow{}
 	for i := len(fs) - 1; i >= 0; i-- {
-		loc := c.location(fs, i, frameText(fs[i]))
+		loc := c.location(fs, i, fs[i].String())
 		tf.Locations = append(tf.Locations, sarifThreadFlowLoc{Location: loc, NestingLevel: len(fs) - 1 - i})
 	}
 	return []sarifCodeFlow{{Message: &sarifMessage{what}, ThreadFlows: []sarifThreadFlow{tf}}}

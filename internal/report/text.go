@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -317,31 +316,9 @@ func writeFrames(w *bufio.Writer, indent string, fs []Frame, max int) {
 	}
 }
 
-// textFrame is frameText for a line of a text report: a name with a
+// textFrame is Frame.String for a line of a text report: a name with a
 // newline in it (the target's) cannot make lines of its own.
-func textFrame(f Frame) string { return termsafe.String(frameText(f)) }
-
-func frameText(f Frame) string {
-	var b strings.Builder
-	if f.Function != "" {
-		b.WriteString(f.Function)
-		if f.File != "" {
-			fmt.Fprintf(&b, " (%s:%d)", f.File, f.Line)
-		}
-		if f.Inlined {
-			b.WriteString(" [inlined]")
-		}
-		if f.File == "" && f.Module != "" {
-			fmt.Fprintf(&b, " in %s", filepath.Base(f.Module))
-		}
-		return b.String()
-	}
-	fmt.Fprintf(&b, "0x%x", f.Address)
-	if f.Module != "" {
-		fmt.Fprintf(&b, " %s+0x%x", f.Module, f.Offset)
-	}
-	return b.String()
-}
+func textFrame(f Frame) string { return termsafe.String(f.String()) }
 
 // count formats n with thousands separators.
 func count[T ~int | ~uint64](n T) string {

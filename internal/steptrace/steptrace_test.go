@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/leakpath/leakpath/internal/procmaps"
 	"github.com/leakpath/leakpath/internal/ptrace"
 )
 
@@ -66,18 +66,15 @@ func startPaths(t *testing.T) *fixture {
 	}
 	f.tid = int(f.addr["tid"])
 	// Boring: every mapping but the executable's.
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", f.cmd.Process.Pid))
+	maps, err := procmaps.Read(f.cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type span struct{ lo, hi uint64 }
 	var own []span
-	for _, l := range strings.Split(string(maps), "\n") {
-		fs := strings.Fields(l)
-		if len(fs) >= 6 && fs[5] == exe {
-			var lo, hi uint64
-			fmt.Sscanf(fs[0], "%x-%x", &lo, &hi)
-			own = append(own, span{lo, hi})
+	for _, m := range procmaps.Parse(maps) {
+		if m.Path == exe {
+			own = append(own, span{m.Lo, m.Hi})
 		}
 	}
 	f.boring = func(a uint64) bool {

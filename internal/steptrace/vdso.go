@@ -1,17 +1,16 @@
 package steptrace
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/procmaps"
 )
 
 // Vdso is a process's vDSO: its functions' entries with the system call
@@ -35,22 +34,18 @@ var vdsoCalls = map[string]uint64{
 // FindVdso reads process pid's vDSO (read reads its memory); nil when it
 // has none.
 func FindVdso(pid int, read func(addr uint64, b []byte) (int, error)) (*Vdso, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	b, err := procmaps.Read(pid)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var lo, hi uint64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) >= 6 && fields[5] == "[vdso]" {
-			a, b, _ := strings.Cut(fields[0], "-")
-			lo, _ = strconv.ParseUint(a, 16, 64)
-			hi, _ = strconv.ParseUint(b, 16, 64)
+	for _, m := range procmaps.Parse(b) {
+		if m.Path == "[vdso]" {
+			lo, hi = m.Lo, m.Hi
 		}
 	}
-	if lo == 0 || hi <= lo || hi-lo > 1<<20 {
-		return nil, sc.Err()
+	if lo == 0 || hi-lo > 1<<20 {
+		return nil, nil
 	}
 	img := make([]byte, hi-lo)
 	if n, err := read(lo, img); n != len(img) {

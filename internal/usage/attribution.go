@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/leakpath/leakpath/internal/frame"
 	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/report"
 )
 
 // The kinds of library units.
@@ -28,7 +28,7 @@ func (e *Engine) attribute(im *image, site heap.StackID) []int32 {
 		// Named at the end (Report): nothing to resolve meanwhile.
 		return []int32{im.add(&unit{key: fmt.Sprint(site), site: site, name: noStack})}
 	}
-	var frames []report.Frame
+	var frames []frame.Frame
 	if site != 0 {
 		frames = e.opts.Stack(im.p, site)
 	}
@@ -58,7 +58,7 @@ func (e *Engine) attribute(im *image, site heap.StackID) []int32 {
 
 // entryFrame returns the index of the frame whose unit is a stack's entry
 // unit, given its root.
-func (e *Engine) entryFrame(frames []report.Frame, root int, exe string) int {
+func (e *Engine) entryFrame(frames []frame.Frame, root int, exe string) int {
 	if e.opts.By == ByFunction {
 		return max(root-1, 0)
 	}
@@ -74,7 +74,7 @@ func (e *Engine) entryFrame(frames []report.Frame, root int, exe string) int {
 // is not a startup frame, or the outermost frame when all are. exe is the
 // executable's path: its outermost frame is _start, even stripped of its
 // name, when a frame of the C runtime follows it.
-func rootOf(frames []report.Frame, exe string) int {
+func rootOf(frames []frame.Frame, exe string) int {
 	i := len(frames) - 1
 	if i > 0 && frames[i].Module == exe && IsRuntime(frames[i-1].Module) {
 		i--
@@ -90,7 +90,7 @@ func rootOf(frames []report.Frame, exe string) int {
 // isStartup reports whether f is a frame of the C runtime's start of the
 // program or of a thread (or any runtime frame: below the root, they are
 // all startup frames).
-func isStartup(f *report.Frame) bool {
+func isStartup(f *frame.Frame) bool {
 	return f.Function == "_start" || f.Function == "__libc_csu_init" || IsRuntime(f.Module)
 }
 
@@ -110,7 +110,7 @@ func IsRuntime(path string) bool {
 }
 
 // unitOf returns the library or function unit of frame f.
-func (e *Engine) unitOf(im *image, f *report.Frame) int32 {
+func (e *Engine) unitOf(im *image, f *frame.Frame) int32 {
 	if e.opts.By == ByLibrary {
 		u := &unit{key: f.Module, name: f.Module, kind: KindLibrary}
 		switch {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/frame"
 	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/report"
 )
 
 // By says what a unit is.
@@ -87,7 +87,7 @@ func ParseAttribution(s string) (Attribution, error) {
 
 // StackFunc returns the frames of stack id of image p, innermost first,
 // the allocator's own frames at the top dropped: (*report.Report).Stack.
-type StackFunc func(p *heap.Process, id heap.StackID) []report.Frame
+type StackFunc func(p *heap.Process, id heap.StackID) []frame.Frame
 
 // Options say what an Engine accounts.
 type Options struct {
@@ -179,11 +179,11 @@ type image struct {
 type unit struct {
 	key    string
 	name   string
-	kind   string         // library units: executable, runtime, library, unknown
-	module string         // function units: the module's path
-	tid    int32          // thread units
-	frames []report.Frame // site units: the stack
-	site   heap.StackID   // site units
+	kind   string        // library units: executable, runtime, library, unknown
+	module string        // function units: the module's path
+	tid    int32         // thread units
+	frames []frame.Frame // site units: the stack
+	site   heap.StackID  // site units
 
 	cur, curBlocks             int64 // net size now
 	inherited, inheritedBlocks int64 // what a fork child started with

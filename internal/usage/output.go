@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/frame"
 	"github.com/leakpath/leakpath/internal/heap"
 	"github.com/leakpath/leakpath/internal/report"
 )
@@ -54,8 +55,8 @@ type Unit struct {
 	TID                     int32
 	ThreadName              string
 	ThreadStart, ThreadExit *float64
-	Stack                   []report.Frame // site units: the allocation stack
-	Site                    uint32         // site units: the stack's id in the image (names may repeat)
+	Stack                   []frame.Frame // site units: the allocation stack
+	Site                    uint32        // site units: the stack's id in the image (names may repeat)
 	// Per-call rows: the invocation's number (from 1; 0: not a per-call
 	// row), its thread, and when its first and last allocator calls came
 	// (seconds since the image started).
