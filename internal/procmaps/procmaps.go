@@ -5,6 +5,7 @@ package procmaps
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -19,6 +20,10 @@ type Mapping struct {
 	Inode  uint64
 	Path   string // "" for anonymous memory; "[stack]", "[heap]"... as the kernel names them
 }
+
+// MaxSize bounds what Read reads: a process may have vm.max_map_count
+// mappings (65,530 by default), each line a few hundred bytes at most.
+const MaxSize = 256 << 20
 
 // Read returns the text of /proc/PID/maps. It reads with one big buffer:
 // the kernel makes each read() of the file anew, and os.ReadFile's first
@@ -39,6 +44,9 @@ func Read(pid int) ([]byte, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if len(b) >= MaxSize {
+			return nil, fmt.Errorf("/proc/%d/maps: more than %d MiB (as many mappings as a process may have is far less)", pid, MaxSize>>20)
 		}
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // room for more

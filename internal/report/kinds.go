@@ -164,7 +164,7 @@ func (r *Report) suppressFrames(p *heap.Process, id heap.StackID, mangled bool) 
 		out[i] = suppress.Frame{Function: f.Function, File: f.File, Module: f.Module, Line: f.Line, Inlined: f.Inlined}
 		if mangled {
 			out[i].ModuleFile = r.moduleFile(f.Module)
-			out[i].Unloaded = f.mod >= 0 && int(f.mod) < len(p.Modules) && p.Modules[f.mod].Unloaded != 0
+			out[i].Unloaded = f.ModIndex >= 0 && int(f.ModIndex) < len(p.Modules) && p.Modules[f.ModIndex].Unloaded != 0
 		}
 		if mangled && !f.Inlined && r.opts.SymbolName != nil {
 			out[i].SymbolName = func() string { return r.symbolName(p, f) }
