@@ -100,6 +100,8 @@ extern int lp_attach_mode; /* dlopen'ed by leakpath attach, not preloaded (agent
 #define LP_SANDBOX_LATER 2     /* the program installed it: no system call that can be avoided */
 LP_HIDDEN void lp_sandbox_later(void);
 LP_HIDDEN int lp_read_small(const char *path, char *buf, size_t size);
+LP_HIDDEN void lp_exe_funcs(void (*each)(void *arg, const char *name, size_t room, uintptr_t value, size_t size),
+			    void *arg); /* exesyms.c */
 
 /* The session directory of `leakpath run` is named by this variable; the
  * agent registers on LP_CTL_SOCK in it, and a process of another user,

@@ -613,66 +613,40 @@ static int lp_find_exported(const char *name, struct lp_found *out)
 	return 0;
 }
 
+struct lp_exe_query {
+	const struct lp_exe *m;
+	const char *const *names;
+	int n;
+	struct lp_found *found;
+};
+
+static void lp_exe_symtab_one(void *arg, const char *sn, size_t room, uintptr_t value, size_t size)
+{
+	struct lp_exe_query *q = arg;
+	for (int j = 0; j < q->n; j++) {
+		size_t len = strlen(q->names[j]);
+		if (q->found[j].addr || room <= len || memcmp(sn, q->names[j], len + 1) != 0)
+			continue;
+		uintptr_t a = q->m->bias + value;
+		if (lp_exe_code(q->m, a, size)) {
+			q->found[j].addr = a;
+			q->found[j].size = size;
+			q->found[j].base = q->m->bias;
+		}
+	}
+}
+
 /*
  * lp_exe_symtab looks up names[0, n) among the executable's static
  * symbols (.symtab of /proc/self/exe, the file that runs), for the
  * functions it does not export: found[i].addr stays 0 for those it does
- * not find. Every offset and count read from the file is checked against
- * its size; an address must lie in the executable's code.
+ * not find (exesyms.c reads the file); an address must lie in the
+ * executable's code.
  */
 static void lp_exe_symtab(const struct lp_exe *m, const char *const *names, int n, struct lp_found *found)
 {
-	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct stat st;
-	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr)) || st.st_size > ((off_t)1 << 40)) {
-		close(fd);
-		return;
-	}
-	size_t size = (size_t)st.st_size;
-	const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (f == MAP_FAILED)
-		return;
-	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)f;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff > size ||
-	    (size - eh->e_shoff) / sizeof(ElfW(Shdr)) < eh->e_shnum)
-		goto out;
-	const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(f + eh->e_shoff);
-	for (unsigned i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum || sh[i].sh_entsize != sizeof(ElfW(Sym)))
-			continue;
-		const ElfW(Shdr) *ss = &sh[sh[i].sh_link];
-		if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset || ss->sh_offset > size ||
-		    ss->sh_size > size - ss->sh_offset)
-			continue;
-		const ElfW(Sym) *sym = (const ElfW(Sym) *)(f + sh[i].sh_offset);
-		const char *str = (const char *)(f + ss->sh_offset);
-		size_t nsym = sh[i].sh_size / sizeof(ElfW(Sym));
-		for (size_t k = 0; k < nsym; k++) {
-			const ElfW(Sym) *s = &sym[k];
-			if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_UNDEF || s->st_value == 0 ||
-			    s->st_name >= ss->sh_size)
-				continue;
-			const char *sn = str + s->st_name;
-			size_t room = ss->sh_size - s->st_name;
-			for (int j = 0; j < n; j++) {
-				size_t len = strlen(names[j]);
-				if (found[j].addr || room <= len || memcmp(sn, names[j], len + 1) != 0)
-					continue;
-				uintptr_t a = m->bias + (uintptr_t)s->st_value;
-				if (lp_exe_code(m, a, s->st_size)) {
-					found[j].addr = a;
-					found[j].size = s->st_size;
-					found[j].base = m->bias;
-				}
-			}
-		}
-	}
-out:
-	munmap((void *)f, size);
+	struct lp_exe_query q = {m, names, n, found};
+	lp_exe_funcs(lp_exe_symtab_one, &q);
 }
 
 /* lp_one_thread reports whether the process has one thread now. */

@@ -122,14 +122,35 @@ static int lp_in_text(const struct lp_main_obj *m, uintptr_t a)
 	return 0;
 }
 
+struct lp_static_query {
+	const struct lp_main_obj *m;
+	const char *const *names;
+	void **out;
+	int n;
+};
+
+static void lp_static_one(void *arg, const char *sn, size_t room, uintptr_t value, size_t size)
+{
+	struct lp_static_query *q = arg;
+	if (room < 8 || memcmp(sn, "__lsan_", 7) != 0)
+		return;
+	for (int j = 0; j < q->n; j++) {
+		size_t len = strlen(q->names[j]);
+		if (q->out[j] || room <= len || memcmp(sn, q->names[j], len + 1) != 0)
+			continue;
+		uintptr_t a = q->m->bias + value;
+		if (lp_in_text(q->m, a))
+			q->out[j] = (void *)a;
+	}
+}
+
 /*
  * lp_static_syms looks up the functions names[0, n) in the executable's
  * static symbol table (.symtab, read from /proc/self/exe: the very file
  * that runs), filling out[i] with each one's address, and leaves NULL
- * for those it does not find. Every offset and count read from the file
- * is checked against its size; an address must lie in the executable's
- * code as mapped. Not under a seccomp filter the program installed (it
- * may kill for openat).
+ * for those it does not find (exesyms.c reads the file); an address must
+ * lie in the executable's code as mapped. Not under a seccomp filter the
+ * program installed (it may kill for openat).
  */
 static void lp_static_syms(const char *const *names, void **out, int n)
 {
@@ -139,57 +160,8 @@ static void lp_static_syms(const char *const *names, void **out, int n)
 	dl_iterate_phdr(lp_main_cb, &m);
 	if (!m.found || !m.phdr)
 		return;
-	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct stat st;
-	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr)) || st.st_size > ((off_t)1 << 40)) {
-		close(fd);
-		return;
-	}
-	size_t size = (size_t)st.st_size;
-	const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (f == MAP_FAILED)
-		return;
-	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)f;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff > size ||
-	    (size - eh->e_shoff) / sizeof(ElfW(Shdr)) < eh->e_shnum)
-		goto out;
-	const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(f + eh->e_shoff);
-	for (unsigned i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum ||
-		    sh[i].sh_entsize != sizeof(ElfW(Sym)))
-			continue;
-		const ElfW(Shdr) *ss = &sh[sh[i].sh_link];
-		if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset || ss->sh_offset > size ||
-		    ss->sh_size > size - ss->sh_offset)
-			continue;
-		const ElfW(Sym) *sym = (const ElfW(Sym) *)(f + sh[i].sh_offset);
-		const char *str = (const char *)(f + ss->sh_offset);
-		size_t nsym = sh[i].sh_size / sizeof(ElfW(Sym));
-		for (size_t k = 0; k < nsym; k++) {
-			const ElfW(Sym) *s = &sym[k];
-			if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_UNDEF || s->st_value == 0 ||
-			    s->st_name >= ss->sh_size)
-				continue;
-			const char *sn = str + s->st_name;
-			size_t room = ss->sh_size - s->st_name;
-			if (room < 8 || memcmp(sn, "__lsan_", 7) != 0)
-				continue;
-			for (int j = 0; j < n; j++) {
-				size_t len = strlen(names[j]);
-				if (out[j] || room <= len || memcmp(sn, names[j], len + 1) != 0)
-					continue;
-				uintptr_t a = m.bias + (uintptr_t)s->st_value;
-				if (lp_in_text(&m, a))
-					out[j] = (void *)a;
-			}
-		}
-	}
-out:
-	munmap((void *)f, size);
+	struct lp_static_query q = {&m, names, out, n};
+	lp_exe_funcs(lp_static_one, &q);
 }
 
 /* ---- exported symbols, without dlsym ----
