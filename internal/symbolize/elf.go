@@ -225,6 +225,10 @@ func openRegular(path string, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
+// OpenRegular opens path for reading under openRegular's rules: without
+// blocking on a FIFO, and only if it is a regular file.
+func OpenRegular(path string) (*os.File, error) { return openRegular(path, 0) }
+
 // openELF opens path as an ELF file.
 func openELF(path string) (*elfFile, error) {
 	osf, err := openRegular(path, 0)
