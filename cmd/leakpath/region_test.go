@@ -239,3 +239,31 @@ func TestSigtermWhileRunning(t *testing.T) {
 		})
 	}
 }
+
+// TestShrunkRegion: the program gets the region's memfd (and, as root,
+// may open it again through /proc/self/map_files). Shrunk, the
+// collector's reads of its mapping would die of SIGBUS and take leakpath
+// down; the memfd's size is sealed, so leakpath ends with the program,
+// its code and its output.
+func TestShrunkRegion(t *testing.T) {
+	prog := fixture(t, "scribble.c")
+	g := runGuarded(t, []string{"--", prog, "shrink"}, nil, nil)
+	if !g.ended {
+		t.Fatalf("leakpath did not end within %v\nstderr: %s", hangGuard, g.stderr)
+	}
+	if g.stdout == "shrink 0" {
+		t.Skip("the program found no descriptor of its region to shrink (not root: no /proc/self/map_files)")
+	}
+	if !strings.HasPrefix(g.stdout, "shrink ") {
+		t.Fatalf("the program's output %q, want shrink N\nstderr: %s", g.stdout, g.stderr)
+	}
+	if g.code != 3 {
+		t.Errorf("leakpath exited %d, want the program's 3\nstderr: %s", g.code, g.stderr)
+	}
+	if strings.Contains(g.stderr, "shrunk ") {
+		t.Errorf("the program shrank the region's memfd: %s", g.stderr)
+	}
+	if !strings.Contains(g.text, "exited with code 3") {
+		t.Errorf("no report of the program's end: %s", g.text)
+	}
+}

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/symbolize"
 )
 
 // exitUnmeasured is the default code of --check when nothing or not all
@@ -29,7 +29,7 @@ const maxSymtabBytes = 256 << 20
 // never see them. want is the build id the process loaded: a file with
 // another one is not what ran, and is not judged.
 func ownAllocator(path string, want []byte) ([]event.Fn, error) {
-	f, err := os.Open(path)
+	f, err := symbolize.OpenRegular(path) // a FIFO named there must not hang us
 	if err != nil {
 		return nil, err
 	}

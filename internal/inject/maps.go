@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leakpath/leakpath/internal/procmaps"
 )
 
@@ -58,11 +60,15 @@ func findModule(pid int, ms []procmaps.Mapping, match func(base string) bool) (*
 // first mapping into the load bias (the file's first PT_LOAD may not be
 // at address 0).
 func (m *module) load(pid int) error {
-	f, err := elf.Open(m.file(pid))
+	osf, err := openRegular(m.file(pid))
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.path, err)
 	}
-	defer f.Close()
+	defer osf.Close()
+	f, err := elf.NewFile(osf)
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.path, err)
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD {
 			m.bias -= p.Vaddr &^ 0xfff
@@ -74,6 +80,22 @@ func (m *module) load(pid int) error {
 		return fmt.Errorf("%s: dynamic symbols: %w", m.path, err)
 	}
 	return nil
+}
+
+// openRegular opens path for reading if it is a regular file. The path is
+// the process's (its root may be a directory its user made): it is opened
+// without blocking, so that a FIFO put there cannot hang the attach.
+func openRegular(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // file is the module's file as the process sees it (its root may differ).

@@ -144,13 +144,20 @@ func Prepare(opts Options) (*Region, error) {
 	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
 	foldOff := dataOff + opts.Slots*opts.RingSize
 	size := foldOff + opts.Slots*wire.FoldSize
-	fd, err := unix.MemfdCreate("leakpath", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("leakpath", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("region: memfd_create: %w", err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("region: ftruncate %d: %w", size, err)
+	}
+	// The program gets the memfd (and, as root, could open it again
+	// through /proc/self/map_files): shrunk, the collector's next read of
+	// its mapping would die of SIGBUS. Sealed, its size stays.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("region: sealing its size: %w", err)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

@@ -3,11 +3,11 @@ package report
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/leakpath/leakpath/internal/event"
 	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/termsafe"
 )
 
 // rootCause returns the analysis of p's site, or nil.
@@ -49,17 +49,17 @@ func (r *Report) textRootCause(w *bufio.Writer, p *heap.Process, rc *event.RootC
 		if b.LeaksWhenTaken {
 			way = "taken"
 		}
-		fmt.Fprintf(w, "\n    leaks when the branch at %s", codePlace(f))
+		fmt.Fprintf(w, "\n    leaks when the branch at %s", termsafe.String(codePlace(f)))
 		if src := sourceLine(f.File, f.Line); src != "" {
-			fmt.Fprintf(w, " `%s`", src)
+			fmt.Fprintf(w, " `%s`", termsafe.String(src))
 		}
 		// Where it went says more than the jump's direction, which is
 		// the compiler's choice.
 		if b.To != 0 {
 			t := r.codeFrame(p, b.To)
-			fmt.Fprintf(w, " goes to %s", codePlace(t))
+			fmt.Fprintf(w, " goes to %s", termsafe.String(codePlace(t)))
 			if src := sourceLine(t.File, t.Line); src != "" && t.Line != f.Line {
-				fmt.Fprintf(w, " `%s`", src)
+				fmt.Fprintf(w, " `%s`", termsafe.String(src))
 			}
 			fmt.Fprintf(w, " (jump %s)", way)
 		} else {
@@ -81,20 +81,20 @@ func codePlace(f Frame) string {
 	return fmt.Sprintf("%s+0x%x", f.Module, f.Offset)
 }
 
-// sourceLine returns line n of file, trimmed ("" if unreadable).
+// sourceLine returns line n of file, trimmed ("" if unreadable). The
+// file is named by the program's debug info (#line 1 "/etc/shadow", a
+// FIFO): it is read under ReadSource's rules.
 func sourceLine(file string, n int) string {
 	if file == "" || n <= 0 {
 		return ""
 	}
-	fh, err := os.Open(file)
+	b, err := ReadSource(file)
 	if err != nil {
 		return ""
 	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for i := 1; sc.Scan(); i++ {
-		if i == n {
-			return strings.TrimSpace(sc.Text())
+	for i, line := range strings.Split(string(b), "\n") {
+		if i+1 == n {
+			return strings.TrimSpace(line)
 		}
 	}
 	return ""

@@ -196,7 +196,7 @@ func readDWARFCache(dir string, k dwarfKey) [][]byte {
 	if secs, ok := dwarfCacheMaps.m[memo]; ok {
 		return secs
 	}
-	f, err := os.Open(path)
+	f, err := openRegular(path, unix.O_NOFOLLOW)
 	if err != nil {
 		return nil
 	}
@@ -244,6 +244,30 @@ func writeDWARFCache(dir string, k dwarfKey, secs [][]byte) {
 	if err == nil {
 		trimDWARFCache(dir, dwarfCacheMaxBytes)
 	}
+}
+
+// privateCacheDir makes the cache directory dir (mode 0700) if missing and
+// checks that it is a directory of ours, not a symbolic link, in which
+// nobody else may create, remove or rename a file. leakpath often runs as
+// root: a cache another user could plant files in would have it print
+// their names for the program's frames, or open what they link to.
+func privateCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s belongs to uid %d, not to leakpath's uid %d", dir, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s has mode %#o: others may write in it", dir, st.Mode&0o7777)
+	}
+	return nil
 }
 
 // writeCacheFile writes path (a file of the cache directory, made if

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // module is one ELF file (plus its debug file) as loaded for a build id.
@@ -201,9 +203,35 @@ func (f *elfFile) Close() error {
 	return f.osFile.Close()
 }
 
+// openRegular opens path for reading if it is a regular file. The path
+// comes from the target (a module's name, its debug link, its build id) or
+// lies in a directory its author chose: it is opened without blocking, so
+// that a FIFO there cannot hang the caller, and a device (/dev/zero, a
+// tty) or a directory is refused before anything is read from it.
+func openRegular(path string, flags int) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY|flags, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// OpenRegular opens path for reading under openRegular's rules: without
+// blocking on a FIFO, and only if it is a regular file.
+func OpenRegular(path string) (*os.File, error) { return openRegular(path, 0) }
+
 // openELF opens path as an ELF file.
 func openELF(path string) (*elfFile, error) {
-	osf, err := os.Open(path)
+	osf, err := openRegular(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("symbolize: %w", err)
 	}
@@ -380,7 +408,7 @@ func (s *Symbolizer) debugLinkCandidates(path, name string) []string {
 // when both have one, its build id. A candidate that is the binary itself
 // is rejected with an os.ErrNotExist error.
 func openDebugLink(path string, crc uint32, id []byte, binary *os.File) (*elfFile, error) {
-	osf, err := os.Open(path)
+	osf, err := openRegular(path, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // The frame cache keeps, beside the DWARF cache (Options.DWARFCache), the
@@ -141,7 +143,12 @@ func (s *Symbolizer) frameFileOf(k moduleKey) *frameFile {
 // readFrameCache returns the frame cache file at path if it is one of
 // key, else nil.
 func readFrameCache(path, key string) *frameCacheFile {
-	b, err := os.ReadFile(path)
+	f, err := openRegular(path, unix.O_NOFOLLOW)
+	if err != nil {
+		return nil
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
 	if err != nil {
 		return nil
 	}

@@ -20,6 +20,7 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime/debug"
 	"sync"
 )
@@ -117,6 +118,14 @@ func New(opts Options) *Symbolizer {
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 512 << 20
+	}
+	if opts.DWARFCache != "" {
+		if err := privateCacheDir(opts.DWARFCache); err != nil {
+			if opts.Warn != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+				opts.Warn(fmt.Sprintf("not using the symbol cache: %v", err))
+			}
+			opts.DWARFCache = ""
+		}
 	}
 	return &Symbolizer{
 		opts:       opts,
