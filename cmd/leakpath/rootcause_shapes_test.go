@@ -86,7 +86,7 @@ func TestRootCauseShapes(t *testing.T) {
 				want := native(t, nil, bin)
 				nat := time.Since(start)
 				start = time.Now()
-				r := leakpath(t, []string{"--root-cause"}, nil, bin)
+				r := leakpath(t, []string{"--root-cause", "--root-cause-slowdown", testSlowdown}, nil, bin)
 				under := time.Since(start)
 				sameBehaviour(t, r, want)
 				var d shapeDoc
