@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // The end-to-end tests run the real leakpath binary, built once by
@@ -27,6 +27,8 @@ var (
 	binDir   string // holds leakpath and the agent link
 	lpBin    string
 	fixtures string // compiled fixtures
+	// fixtureCache builds testdata/fixtures into fixtures.
+	fixtureCache *testfixture.Cache
 )
 
 func TestMain(m *testing.M) {
@@ -48,7 +50,10 @@ func testMain(m *testing.M) int {
 	binDir = filepath.Join(tmp, "bin")
 	fixtures = filepath.Join(tmp, "fixtures")
 	os.MkdirAll(binDir, 0o755)
-	os.MkdirAll(fixtures, 0o755)
+	if fixtureCache, err = testfixture.NewCache(fixtures); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if out, err := exec.Command("make", "-s", "-C", root, "agent").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the agent: %v\n%s", err, out)
 		return 1
@@ -69,32 +74,15 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-var fixtureMu sync.Mutex
-
 // fixture compiles testdata/fixtures/name with extra flags, once per flag
 // set, and returns the executable (or shared library, with -shared).
 func fixture(t testing.TB, name string, flags ...string) string {
 	t.Helper()
-	src := filepath.Join(root, "testdata", "fixtures", name)
-	h := sha256.Sum256([]byte(name + "\x00" + strings.Join(flags, "\x00")))
-	out := filepath.Join(fixtures, strings.TrimSuffix(strings.TrimSuffix(name, ".c"), ".cc")+"-"+hex.EncodeToString(h[:4]))
-	fixtureMu.Lock()
-	defer fixtureMu.Unlock()
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	cc := "cc"
-	if strings.HasSuffix(name, ".cc") {
-		cc = "c++"
-	}
-	args := append([]string{"-g", "-O0", "-o", out, src}, flags...)
+	args := append([]string{"-g", "-O0"}, flags...)
 	if strings.HasSuffix(name, ".c") {
 		args = append(args, "-pthread")
 	}
-	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("compiling %s: %v\n%s", name, err, b)
-	}
-	return out
+	return fixtureCache.Build(t, filepath.Join(root, "testdata", "fixtures", name), args...)
 }
 
 // result is one run of a program, with or without leakpath.

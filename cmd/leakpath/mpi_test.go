@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // The MPI tests run `mpiexec -n 4 leakpath run -o DIR/out.%r.lpt ...` on
@@ -107,9 +109,8 @@ func mpiFixture(t *testing.T) (mpiexec, bin string) {
 	}
 	mpiOnce.Do(func() {
 		out := filepath.Join(fixtures, "mpileak")
-		b, err := exec.Command("mpicc", "-g", "-O0", "-o", out, filepath.Join(root, "testdata", "fixtures", "mpileak.c")).CombinedOutput()
-		if err != nil {
-			mpiErr = fmt.Sprintf("mpicc mpileak.c: %v\n%s", err, b)
+		if err := testfixture.Compile("mpicc", out, "-g", "-O0", filepath.Join(root, "testdata", "fixtures", "mpileak.c")); err != nil {
+			mpiErr = err.Error()
 			return
 		}
 		mpiBin = out

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // refFrame is one line pair of addr2line -i -f -C (or llvm-symbolizer).
@@ -112,8 +114,8 @@ func symBuilds(t *testing.T) []symBuild {
 
 func compileTo(t *testing.T, cc, out string, args ...string) {
 	t.Helper()
-	if b, err := exec.Command(cc, append([]string{"-o", out}, args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", cc, args, err, b)
+	if err := testfixture.Compile(cc, out, args...); err != nil {
+		t.Fatal(err)
 	}
 }
 

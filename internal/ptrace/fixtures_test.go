@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // Fixtures are C programs under testdata/ptrace, compiled on demand once
@@ -26,16 +28,8 @@ import (
 // would otherwise hang. Nothing here measures speed against it.
 const hangGuard = 3 * time.Minute
 
-var (
-	fixtureRoot string // set by TestMain
-	fixtureMu   sync.Mutex
-	fixtureDone = map[string]fixtureResult{}
-)
-
-type fixtureResult struct {
-	path string
-	err  error
-}
+// fixtures builds testdata/ptrace (set by TestMain).
+var fixtures *testfixture.Cache
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "leakpath-ptrace-")
@@ -43,7 +37,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	fixtureRoot = dir
+	if fixtures, err = testfixture.NewCache(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -53,26 +50,11 @@ func TestMain(m *testing.M) {
 // program's path. It skips the test when there is no C compiler.
 func fixture(t testing.TB, name string) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
+	src, err := filepath.Abs(filepath.Join("..", "..", "testdata", "ptrace", name+".c"))
 	if err != nil {
-		t.Skip("no C compiler (cc) on PATH: cannot build the fixtures")
+		t.Fatal(err)
 	}
-	fixtureMu.Lock()
-	defer fixtureMu.Unlock()
-	r, ok := fixtureDone[name]
-	if !ok {
-		src, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "ptrace", name+".c"))
-		r.path = filepath.Join(fixtureRoot, name)
-		out, err := exec.Command(cc, "-O2", "-g", "-Wall", "-pthread", "-o", r.path, src).CombinedOutput()
-		if err != nil {
-			r.err = fmt.Errorf("cc %s: %v\n%s", src, err, out)
-		}
-		fixtureDone[name] = r
-	}
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.path
+	return fixtures.Build(t, src, "-O2", "-g", "-Wall", "-pthread")
 }
 
 // proc is a running fixture: stdin is a pipe the test closes to let it
