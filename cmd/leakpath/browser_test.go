@@ -86,7 +86,7 @@ func startBrowser(t *testing.T, url string) *browser {
 	var wsURL string
 	select {
 	case wsURL = <-found:
-	case <-time.After(60 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("chromium did not say where its DevTools listen")
 	}
 	ws, err := websocket.Dial(wsURL, "", "http://127.0.0.1/")
@@ -125,7 +125,7 @@ func (b *browser) call(method string, params any, v any) {
 	if b.session != "" {
 		msg["sessionId"] = b.session
 	}
-	b.ws.SetDeadline(time.Now().Add(60 * time.Second))
+	b.ws.SetDeadline(time.Now().Add(hangGuard))
 	if err := websocket.JSON.Send(b.ws, msg); err != nil {
 		b.t.Fatalf("%s: %v", method, err)
 	}
@@ -184,7 +184,7 @@ func (b *browser) eval(expr string, v any) {
 // waitFor polls a JavaScript condition until it is true.
 func (b *browser) waitFor(what, cond string) {
 	b.t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	for deadline := time.Now().Add(hangGuard); ; {
 		var ok bool
 		b.eval("!!("+cond+")", &ok)
 		if ok {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // lsanLeaked runs a program built with -fsanitize=leak and returns the
@@ -70,8 +72,8 @@ func TestLSanInterface(t *testing.T) {
 	want := map[string]int{"base": 1, "ignore": 1, "disable": 2, "region": 2, "unregister": 3, "off": 0, "supp": 1}
 	src := filepath.Join(root, "testdata", "fixtures", "lsanapi.c")
 	lsanBin := filepath.Join(t.TempDir(), "lsanapi-lsan")
-	if out, err := exec.Command("cc", "-g", "-O0", "-fsanitize=leak", "-o", lsanBin, src).CombinedOutput(); err != nil {
-		t.Logf("no -fsanitize=leak build (%v): not compared with LeakSanitizer\n%s", err, out)
+	if err := testfixture.Compile("cc", lsanBin, "-g", "-O0", "-fsanitize=leak", src); err != nil {
+		t.Logf("no -fsanitize=leak build (%v): not compared with LeakSanitizer", err)
 		lsanBin = ""
 	}
 	for _, exported := range []bool{false, true} {

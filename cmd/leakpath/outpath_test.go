@@ -4,11 +4,11 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/leakpath/leakpath/internal/testfixture"
 	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
@@ -115,8 +115,8 @@ func TestTraceFileLifecycle(t *testing.T) {
 	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("gcc", "-static", "-o", static, src).CombinedOutput(); err != nil {
-		t.Skipf("no static binary here (gcc -static: %v: %s)", err, out)
+	if err := testfixture.Compile("gcc", static, "-static", src); err != nil {
+		t.Skipf("no static binary here (%v)", err)
 	}
 	empty := filepath.Join(dir, "empty.lpt")
 	if _, stderr, code = lp(t, "run", "-o", empty, "--", static); code != 0 || !strings.Contains(stderr, "nothing was recorded") {

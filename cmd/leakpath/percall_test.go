@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // percallFixture builds libpercall.so and the program calling it.
@@ -17,12 +19,15 @@ func percallFixture(t *testing.T) string {
 	os.MkdirAll(dir, 0o755)
 	src := filepath.Join(root, "testdata", "fixtures")
 	app := filepath.Join(dir, "percall_app")
-	for _, args := range [][]string{
-		{"-shared", "-fPIC", "-o", filepath.Join(dir, "libpercall.so"), filepath.Join(src, "percall_lib.c")},
-		{"-o", app, filepath.Join(src, "percall_app.c"), "-L" + dir, "-lpercall", "-Wl,-rpath," + dir},
+	for _, b := range []struct {
+		out  string
+		args []string
+	}{
+		{filepath.Join(dir, "libpercall.so"), []string{"-shared", "-fPIC", filepath.Join(src, "percall_lib.c")}},
+		{app, []string{filepath.Join(src, "percall_app.c"), "-L" + dir, "-lpercall", "-Wl,-rpath," + dir}},
 	} {
-		if b, err := exec.Command("cc", append(append([]string{"-g", "-O0"}, args...), "-pthread")...).CombinedOutput(); err != nil {
-			t.Fatalf("cc %v: %v\n%s", args, err, b)
+		if err := testfixture.Compile("cc", b.out, append(append([]string{"-g", "-O0"}, b.args...), "-pthread")...); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return app

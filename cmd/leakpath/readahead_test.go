@@ -79,7 +79,7 @@ func TestReadAheadStops(t *testing.T) {
 	go func() { ahead.stop(); ahead.stop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("stop did not return: the reading goroutine is stuck")
 	}
 }

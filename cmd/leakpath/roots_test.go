@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // TestRootsLikeMemcheck checks what counts as a root on programs where a
@@ -84,8 +86,8 @@ func compareLSan(t *testing.T, mode string, bytes, blocks uint64) {
 	t.Helper()
 	src := filepath.Join(root, "testdata", "fixtures", "roots.c")
 	bin := filepath.Join(t.TempDir(), "roots-lsan")
-	if out, err := exec.Command("cc", "-g", "-O0", "-fsanitize=leak", includeFlag(), "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Logf("no LeakSanitizer build (%v): not compared\n%s", err, out)
+	if err := testfixture.Compile("cc", bin, "-g", "-O0", "-fsanitize=leak", includeFlag(), "-pthread", src); err != nil {
+		t.Logf("no LeakSanitizer build (%v): not compared", err)
 		return
 	}
 	cmd := exec.Command(bin, mode)

@@ -110,7 +110,7 @@ func TestStale(t *testing.T) {
 		// A hot block (read every 10 ms) seen untouched for T2 epochs in a
 		// row, or a config block (every 400 ms) reported stale, is the
 		// accessed bits missing its reads, not the model (TestAccessedBits
-		// tries three times for the same reason).
+		// tries again for the same reason).
 		_, _, _, hotAge := replayStale(t, trace, nil, kept, t2)
 		keptStale := 0
 		for _, l := range rep.Leaks {

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // refFrame is one line pair of addr2line -i -f -C (or llvm-symbolizer).
@@ -112,8 +114,8 @@ func symBuilds(t *testing.T) []symBuild {
 
 func compileTo(t *testing.T, cc, out string, args ...string) {
 	t.Helper()
-	if b, err := exec.Command(cc, append([]string{"-o", out}, args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", cc, args, err, b)
+	if err := testfixture.Compile(cc, out, args...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -382,8 +384,13 @@ func buildID(t *testing.T, path string) string {
 	if err != nil || len(d) < 16 {
 		t.Fatalf("build id note: %v", err)
 	}
-	// namesz, descsz, type, "GNU\0", desc
-	return hex.EncodeToString(bytes.TrimRight(d[16:], "\x00"))
+	// namesz, descsz, type, "GNU\0", desc: descsz bytes, which may end in
+	// zeros (1 build in 256 does).
+	n := int(binary.LittleEndian.Uint32(d[4:8]))
+	if binary.LittleEndian.Uint32(d[0:4]) != 4 || 16+n > len(d) || n == 0 {
+		t.Fatalf("build id note %x", d)
+	}
+	return hex.EncodeToString(d[16 : 16+n])
 }
 
 // TestDWARFCacheRuns: a debug file with compressed sections is inflated by

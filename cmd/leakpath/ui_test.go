@@ -66,7 +66,7 @@ func newUIServer(t *testing.T, printed string, cmd *exec.Cmd, stderr *syncBuilde
 func startUI(t *testing.T, trace string) *uiServer {
 	t.Helper()
 	s := startUIAsync(t, trace)
-	for deadline := time.Now().Add(120 * time.Second); ; {
+	for deadline := time.Now().Add(hangGuard); ; {
 		var st struct{ State, Error string }
 		s.get(t, "/api/status", &st)
 		if st.State == "ready" {
@@ -116,7 +116,7 @@ func startUIAsync(t *testing.T, trace string) *uiServer {
 			if err != nil {
 				t.Errorf("leakpath ui after SIGINT: %v\n%s", err, stderr.String())
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(hangGuard):
 			cmd.Process.Kill()
 			t.Errorf("leakpath ui did not stop on SIGINT")
 		}
@@ -398,12 +398,15 @@ func TestUIBadInput(t *testing.T) {
 // TestRunUI: `leakpath run --ui` serves the running program's chart and
 // flame graphs, then the finished run's whole page (its numbers those of
 // the run's JSON report) until SIGINT, and exits with the program's code;
-// the program's output is its own.
+// the program's output is its own. The program runs until the live view
+// has shown an allocation, however long that takes on a busy machine (2
+// minutes at most: a hang guard).
 func TestRunUI(t *testing.T) {
 	bin := fixture(t, "busy.c")
 	dir := t.TempDir()
 	js := filepath.Join(dir, "r.json")
-	cmd := exec.Command(lpBin, "run", "--ui", "--json", js, "--", bin, "3000")
+	stop := filepath.Join(dir, "stop")
+	cmd := exec.Command(lpBin, "run", "--ui", "--json", js, "--", bin, "120000", stop)
 	cmd.Env = testEnv()
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
@@ -415,6 +418,7 @@ func TestRunUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
+	defer os.WriteFile(stop, nil, 0o644) // a failed test's program ends too
 	lines := bufio.NewScanner(errp)
 	var s *uiServer
 	for lines.Scan() {
@@ -450,7 +454,7 @@ func TestRunUI(t *testing.T) {
 	}
 	// The chart grows.
 	var seen uint64
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	for deadline := time.Now().Add(hangGuard); ; {
 		var st struct{ State string }
 		s.get(t, "/api/status", &st)
 		if st.State != "running" {
@@ -471,8 +475,13 @@ func TestRunUI(t *testing.T) {
 			t.Errorf("%d allocations so far, an empty flame graph", allocs)
 		}
 		seen = allocs
+		if allocs > 0 {
+			if err := os.WriteFile(stop, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("still running after 60 s")
+			t.Fatalf("still running after %v", hangGuard)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -481,7 +490,7 @@ func TestRunUI(t *testing.T) {
 	}
 	select {
 	case <-ended:
-	case <-time.After(60 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("no word that the run is over")
 	}
 	// The end: the page of the finished run.
@@ -526,7 +535,7 @@ func TestRunUI(t *testing.T) {
 		if code := exitCode(err, cmd.ProcessState); code != 0 {
 			t.Errorf("leakpath run --ui exited %d after SIGINT, the program 0", code)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("leakpath run --ui did not stop on SIGINT")
 	}
 	if stdout.Len() != 0 {

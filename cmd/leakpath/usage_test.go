@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // The heap-use fixture (testdata/fixtures/usage_*.c): an executable
@@ -233,13 +234,16 @@ func usageFixture(t *testing.T) string {
 		dir := filepath.Join(fixtures, "usage")
 		os.MkdirAll(dir, 0o755)
 		src := filepath.Join(root, "testdata", "fixtures")
-		for _, args := range [][]string{
-			{"-shared", "-fPIC", "-o", filepath.Join(dir, "libusageb.so"), filepath.Join(src, "usage_libb.c")},
-			{"-shared", "-fPIC", "-o", filepath.Join(dir, "libusagea.so"), filepath.Join(src, "usage_liba.c"), "-L" + dir, "-lusageb", "-Wl,-rpath," + dir},
-			{"-o", filepath.Join(dir, "usage_app"), filepath.Join(src, "usage_app.c"), "-L" + dir, "-lusagea", "-lusageb", "-Wl,-rpath," + dir},
+		for _, b := range []struct {
+			out  string
+			args []string
+		}{
+			{filepath.Join(dir, "libusageb.so"), []string{"-shared", "-fPIC", filepath.Join(src, "usage_libb.c")}},
+			{filepath.Join(dir, "libusagea.so"), []string{"-shared", "-fPIC", filepath.Join(src, "usage_liba.c"), "-L" + dir, "-lusageb", "-Wl,-rpath," + dir}},
+			{filepath.Join(dir, "usage_app"), []string{filepath.Join(src, "usage_app.c"), "-L" + dir, "-lusagea", "-lusageb", "-Wl,-rpath," + dir}},
 		} {
-			if b, err := exec.Command("cc", append(append([]string{"-g", "-O0"}, args...), "-pthread")...).CombinedOutput(); err != nil {
-				usageAppErr = fmt.Sprintf("cc %v: %v\n%s", args, err, b)
+			if err := testfixture.Compile("cc", b.out, append(append([]string{"-g", "-O0"}, b.args...), "-pthread")...); err != nil {
+				usageAppErr = err.Error()
 				return
 			}
 		}

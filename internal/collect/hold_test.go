@@ -22,7 +22,7 @@ func TestHeldAlone(t *testing.T) {
 	defer cmd.Process.Kill()
 	pid := int32(cmd.Process.Pid)
 	var stack uint64
-	for range 100 { // until sleep has exec'd
+	for deadline := time.Now().Add(hangGuard); time.Now().Before(deadline); { // until sleep has exec'd
 		b, err := procmaps.Read(int(pid))
 		if err != nil {
 			t.Fatal(err)

@@ -37,12 +37,13 @@ func takeAsync(r *room, n int) <-chan struct{} {
 	return done
 }
 
-// waitFor fails the test with failure unless done closes within 10 s.
+// waitFor fails the test with failure unless done closes within the hang
+// guard.
 func waitFor(t *testing.T, done <-chan struct{}, failure string) {
 	t.Helper()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal(failure)
 	}
 }

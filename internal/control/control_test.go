@@ -45,7 +45,7 @@ func TestAsk(t *testing.T) {
 			c.Close()
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
 	defer cancel()
 	resp, err := Ask(ctx, Endpoint{Dir: dir}, Request{Op: "snapshot", PID: 1})
 	if err != nil || string(resp.Report) != `{"pid":1}` || resp.Text != "hello" {

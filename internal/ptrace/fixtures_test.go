@@ -18,21 +18,19 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/procmaps"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // Fixtures are C programs under testdata/ptrace, compiled on demand once
 // per test binary run.
 
-var (
-	fixtureRoot string // set by TestMain
-	fixtureMu   sync.Mutex
-	fixtureDone = map[string]fixtureResult{}
-)
+// hangGuard bounds every wait of these tests: long enough that a machine
+// whose cores are all busy never reaches it, so it fails only a test that
+// would otherwise hang. Nothing here measures speed against it.
+const hangGuard = 3 * time.Minute
 
-type fixtureResult struct {
-	path string
-	err  error
-}
+// fixtures builds testdata/ptrace (set by TestMain).
+var fixtures *testfixture.Cache
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "leakpath-ptrace-")
@@ -40,7 +38,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	fixtureRoot = dir
+	if fixtures, err = testfixture.NewCache(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -50,26 +51,11 @@ func TestMain(m *testing.M) {
 // program's path. It skips the test when there is no C compiler.
 func fixture(t testing.TB, name string) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
+	src, err := filepath.Abs(filepath.Join("..", "..", "testdata", "ptrace", name+".c"))
 	if err != nil {
-		t.Skip("no C compiler (cc) on PATH: cannot build the fixtures")
+		t.Fatal(err)
 	}
-	fixtureMu.Lock()
-	defer fixtureMu.Unlock()
-	r, ok := fixtureDone[name]
-	if !ok {
-		src, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "ptrace", name+".c"))
-		r.path = filepath.Join(fixtureRoot, name)
-		out, err := exec.Command(cc, "-O2", "-g", "-Wall", "-pthread", "-o", r.path, src).CombinedOutput()
-		if err != nil {
-			r.err = fmt.Errorf("cc %s: %v\n%s", src, err, out)
-		}
-		fixtureDone[name] = r
-	}
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.path
+	return fixtures.Build(t, src, "-O2", "-g", "-Wall", "-pthread")
 }
 
 // proc is a running fixture: stdin is a pipe the test closes to let it
@@ -130,8 +116,8 @@ func start(t *testing.T, name string, args ...string) *proc {
 		go func() { errc <- p.cmd.Wait() }()
 		select {
 		case <-errc:
-		case <-time.After(30 * time.Second):
-			t.Errorf("pid %d: not reaped 30 s after SIGKILL\n%s", p.pid(), procState(p.pid()))
+		case <-time.After(hangGuard):
+			t.Errorf("pid %d: not reaped %v after SIGKILL\n%s", p.pid(), hangGuard, procState(p.pid()))
 		}
 	})
 	return p
@@ -145,8 +131,8 @@ func (p *proc) line(t *testing.T) string {
 	select {
 	case l := <-p.lines:
 		return l
-	case <-time.After(20 * time.Second):
-		t.Fatalf("pid %d: no output line in 20 s", p.pid())
+	case <-time.After(hangGuard):
+		t.Fatalf("pid %d: no output line in %v", p.pid(), hangGuard)
 		return ""
 	}
 }
@@ -181,7 +167,7 @@ func runPlain(t *testing.T, name string, args ...string) string {
 	cmd := exec.Command(fixture(t, name), args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	timer := time.AfterFunc(hangGuard, func() { cmd.Process.Kill() })
 	defer timer.Stop()
 	out, err := cmd.Output()
 	if err != nil {
@@ -214,8 +200,8 @@ func seize(t *testing.T, pid int) *Tracer {
 		}()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("Close still blocked after 30 s\n%s", procState(pid))
+		case <-time.After(hangGuard):
+			t.Errorf("Close still blocked after %v\n%s", hangGuard, procState(pid))
 		}
 	})
 	return tr

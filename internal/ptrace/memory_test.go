@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 // TestReadRanges reads many small ranges, close together (read through
@@ -17,7 +16,7 @@ func TestReadRanges(t *testing.T) {
 	guard, hole := hexField(t, f, "guard"), hexField(t, f, "hole")
 	pg := uint64(4096)
 	tr := seize(t, p.pid())
-	if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+	if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 		t.Fatal(err)
 	}
 	// want returns what the fixture holds at addr, and whether it is

@@ -63,8 +63,9 @@ func durations(ds []time.Duration) (median, max time.Duration) {
 // TestStopResumeThreads stops and resumes a program whose 8 threads spin
 // and create and join short-lived threads, 500 times; each time every
 // thread's registers must look like a real stopped thread's, a known global
-// must read back, and no counter may move while stopped. The program must
-// print what it prints untraced.
+// must read back, no counter may move while stopped, and the counters must
+// move once resumed (waited for: a busy machine may run them late). The
+// program must print what it prints untraced.
 func TestStopResumeThreads(t *testing.T) {
 	want := runPlain(t, "threads")
 	p := start(t, "threads")
@@ -75,12 +76,10 @@ func TestStopResumeThreads(t *testing.T) {
 
 	const rounds = 500
 	var pauses, stops []time.Duration
-	progressed := 0
-	var prev uint64
 	maxThreads := 0
 	for round := 0; round < rounds; round++ {
 		t0 := time.Now()
-		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+		if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 			t.Fatalf("round %d: StopAll: %v\n%s", round, err, diagnose(tr))
 		}
 		t1 := time.Now()
@@ -119,10 +118,6 @@ func TestStopResumeThreads(t *testing.T) {
 		if !slices.Equal(before, after) {
 			t.Fatalf("round %d: counters moved while stopped: %v -> %v", round, before, after)
 		}
-		if s := sum(after); s > prev {
-			progressed++
-			prev = s
-		}
 		t2 := time.Now()
 		if err := tr.ResumeAll(); err != nil {
 			t.Fatalf("round %d: ResumeAll: %v", round, err)
@@ -130,20 +125,21 @@ func TestStopResumeThreads(t *testing.T) {
 		t3 := time.Now()
 		pauses = append(pauses, t1.Sub(t0)+t3.Sub(t2))
 		stops = append(stops, t3.Sub(t0))
-		time.Sleep(time.Millisecond)
+		stopped := sum(after)
+		for deadline := time.Now().Add(hangGuard); sum(readCounters(t, tr, countersAddr, workers)) == stopped; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no counter moved in %v after ResumeAll\n%s", round, hangGuard, diagnose(tr))
+			}
+		}
 	}
 	med, mx := durations(pauses)
 	smed, smx := durations(stops)
 	t.Logf("StopAll+ResumeAll round trip over %d rounds (up to %d threads): median %v, max %v; with the inspection of every thread: median %v, max %v",
 		rounds, maxThreads, med, mx, smed, smx)
-	t.Logf("counters moved between %d of %d rounds", progressed, rounds)
-	if progressed < rounds/4 {
-		t.Errorf("threads ran between only %d of %d rounds", progressed, rounds)
-	}
 	if err := tr.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	got, st := p.finish(t, 60*time.Second)
+	got, st := p.finish(t, hangGuard)
 	if !st.Success() {
 		t.Fatalf("traced run: %v", st)
 	}
@@ -174,7 +170,7 @@ func TestSignals(t *testing.T) {
 	}
 	tr := seize(t, p.pid())
 	for i := 0; i < 200; i++ {
-		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+		if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 			t.Fatalf("round %d: StopAll: %v\n%s", i, err, diagnose(tr))
 		}
 		if err := tr.ResumeAll(); err != nil {
@@ -185,13 +181,13 @@ func TestSignals(t *testing.T) {
 	// Keep tracing to the end: every signal goes through the Tracer.
 	select {
 	case <-tr.Exited():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the program did not exit within 60 s while traced")
+	case <-time.After(hangGuard):
+		t.Fatalf("the program did not exit within %v while traced", hangGuard)
 	}
 	if ws, ok := tr.ExitStatus(); !ok || !ws.Exited() || ws.ExitStatus() != 0 {
 		t.Errorf("ExitStatus = %v, %v; want exit code 0", ws, ok)
 	}
-	got, st := p.finish(t, 10*time.Second)
+	got, st := p.finish(t, hangGuard)
 	if !st.Success() {
 		t.Fatalf("traced run: %v", st)
 	}
@@ -214,12 +210,12 @@ func TestExitDuringStopLoop(t *testing.T) {
 			p := start(t, "exiter", args...)
 			p.line(t)
 			tr := seize(t, p.pid())
-			deadline := time.Now().Add(20 * time.Second)
+			deadline := time.Now().Add(hangGuard)
 			var err error
 			rounds := 0
-			within(t, 30*time.Second, "StopAll loop", func() {
+			within(t, hangGuard+time.Minute, "StopAll loop", func() {
 				for time.Now().Before(deadline) {
-					if err = tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+					if err = tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 						break
 					}
 					for _, tid := range tr.Threads() {
@@ -244,18 +240,18 @@ func TestExitDuringStopLoop(t *testing.T) {
 				t.Errorf("error %q does not say the exit code", err)
 			}
 			t.Logf("%d rounds, then: %v", rounds, err)
-			within(t, 5*time.Second, "calls after the exit", func() {
+			within(t, hangGuard, "calls after the exit", func() {
 				checkExited(t, tr, p.pid())
 			})
 			if ws, ok := tr.ExitStatus(); !ok || ws.ExitStatus() != 7 {
 				t.Errorf("ExitStatus = %v, %v; want exit code 7", ws, ok)
 			}
-			within(t, 5*time.Second, "Close", func() {
+			within(t, hangGuard, "Close", func() {
 				if err := tr.Close(); err != nil {
 					t.Errorf("Close: %v", err)
 				}
 			})
-			_, st := p.finish(t, 10*time.Second)
+			_, st := p.finish(t, hangGuard)
 			if st.ExitCode() != 7 {
 				t.Fatalf("the parent's Wait got %v, want exit code 7", st)
 			}
@@ -268,17 +264,18 @@ func TestExitDuringStopLoop(t *testing.T) {
 // after that, the leader is untraced; seized during it, past its
 // PTRACE_EVENT_EXIT stop, it is traced but will never stop (a race the
 // test forces by marking the leader running again). Either way StopAll
-// must stop the other threads at once, and the exit must be seen.
+// must stop the other threads without waiting for the leader, and the
+// exit, which the test lets come only after that, must be seen.
 func TestZombieLeader(t *testing.T) {
 	for _, mode := range []string{"seized-after-exit", "seized-during-exit"} {
 		t.Run(mode, func(t *testing.T) {
-			p := start(t, "exiter", "1500", "7", "leaderexit")
+			p := start(t, "exiter", "-", "7", "leaderexit") // exits at end of file on stdin
 			p.line(t)
 			waitZombie := func() {
-				deadline := time.Now().Add(10 * time.Second)
+				deadline := time.Now().Add(hangGuard)
 				for taskState(p.pid(), p.pid()) != 'Z' {
 					if time.Now().After(deadline) {
-						t.Fatalf("the leader is not a zombie 10 s after pthread_exit\n%s", procState(p.pid()))
+						t.Fatalf("the leader is not a zombie %v after pthread_exit\n%s", hangGuard, procState(p.pid()))
 					}
 					time.Sleep(time.Millisecond)
 				}
@@ -294,12 +291,11 @@ func TestZombieLeader(t *testing.T) {
 					return nil
 				})
 			}
-			t0 := time.Now()
-			if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+			// The program cannot exit before its stdin is closed: a
+			// StopAll that waited for the zombie leader to stop would
+			// wait until the hang guard and fail.
+			if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 				t.Fatalf("StopAll: %v\n%s", err, diagnose(tr))
-			}
-			if d := time.Since(t0); d > 2*time.Second {
-				t.Errorf("StopAll took %v", d)
 			}
 			if tids := tr.Threads(); slices.Contains(tids, p.pid()) || len(tids) < 4 {
 				t.Errorf("Threads() = %v, want the 4 workers at least and not the zombie leader %d", tids, p.pid())
@@ -307,10 +303,11 @@ func TestZombieLeader(t *testing.T) {
 			if err := tr.ResumeAll(); err != nil {
 				t.Fatal(err)
 			}
+			p.stdin.Close()
 			select {
 			case <-tr.Exited():
-			case <-time.After(20 * time.Second):
-				t.Fatalf("exit not seen in 20 s\n%s", diagnose(tr))
+			case <-time.After(hangGuard):
+				t.Fatalf("exit not seen in %v\n%s", hangGuard, diagnose(tr))
 			}
 			if ws, ok := tr.ExitStatus(); !ok || ws.ExitStatus() != 7 {
 				t.Errorf("ExitStatus = %v, %v; want exit code 7", ws, ok)
@@ -318,7 +315,7 @@ func TestZombieLeader(t *testing.T) {
 			if err := tr.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
-			if _, st := p.finish(t, 10*time.Second); st.ExitCode() != 7 {
+			if _, st := p.finish(t, hangGuard); st.ExitCode() != 7 {
 				t.Fatalf("the parent's Wait got %v, want exit code 7", st)
 			}
 		})
@@ -361,7 +358,7 @@ func TestKilled(t *testing.T) {
 		p := start(t, "threads")
 		p.line(t)
 		tr := seize(t, p.pid())
-		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+		if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 			t.Fatal(err)
 		}
 		tids := tr.Threads()
@@ -369,8 +366,8 @@ func TestKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		var err error
-		within(t, 10*time.Second, "calls after SIGKILL", func() {
-			deadline := time.Now().Add(5 * time.Second)
+		within(t, hangGuard+time.Minute, "calls after SIGKILL", func() {
+			deadline := time.Now().Add(hangGuard)
 			for time.Now().Before(deadline) {
 				for _, tid := range tids {
 					if _, err = tr.Regs(tid); errors.Is(err, ErrExited) {
@@ -380,7 +377,7 @@ func TestKilled(t *testing.T) {
 				if err = tr.ResumeAll(); errors.Is(err, ErrExited) {
 					return
 				}
-				if err = tr.StopAll(ctxTimeout(t, 5*time.Second)); errors.Is(err, ErrExited) {
+				if err = tr.StopAll(ctxTimeout(t, hangGuard)); errors.Is(err, ErrExited) {
 					return
 				}
 			}
@@ -388,11 +385,11 @@ func TestKilled(t *testing.T) {
 		if !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "SIGKILL") {
 			t.Fatalf("err = %v, want ErrExited by SIGKILL\n%s", err, diagnose(tr))
 		}
-		within(t, 5*time.Second, "calls after the exit", func() { checkExited(t, tr, p.pid()) })
+		within(t, hangGuard, "calls after the exit", func() { checkExited(t, tr, p.pid()) })
 		if err := tr.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		_, st := p.finish(t, 10*time.Second)
+		_, st := p.finish(t, hangGuard)
 		if ws := st.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 			t.Fatalf("the parent's Wait got %v, want killed by SIGKILL", st)
 		}
@@ -403,9 +400,9 @@ func TestKilled(t *testing.T) {
 		tr := seize(t, p.pid())
 		time.AfterFunc(300*time.Millisecond, func() { unix.Kill(p.pid(), unix.SIGKILL) })
 		var err error
-		within(t, 30*time.Second, "StopAll loop", func() {
+		within(t, hangGuard, "StopAll loop", func() {
 			for err == nil {
-				if err = tr.StopAll(ctxTimeout(t, 10*time.Second)); err == nil {
+				if err = tr.StopAll(ctxTimeout(t, hangGuard)); err == nil {
 					err = tr.ResumeAll()
 				}
 			}
@@ -414,7 +411,7 @@ func TestKilled(t *testing.T) {
 			t.Fatalf("err = %v, want ErrExited by SIGKILL\n%s", err, diagnose(tr))
 		}
 		tr.Close()
-		p.finish(t, 10*time.Second)
+		p.finish(t, hangGuard)
 	})
 }
 
@@ -430,7 +427,7 @@ func TestDetach(t *testing.T) {
 			countersAddr := hexField(t, hdr, "counters")
 			tr := seize(t, p.pid())
 			for i := 0; i < 20; i++ {
-				if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+				if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 					t.Fatal(err)
 				}
 				if err := tr.ResumeAll(); err != nil {
@@ -438,7 +435,7 @@ func TestDetach(t *testing.T) {
 				}
 			}
 			if stopped {
-				if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+				if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -452,10 +449,10 @@ func TestDetach(t *testing.T) {
 				}
 			}
 			// The Tracer is closed, but memory reads need no tracer.
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(hangGuard)
 			for sum(readCounters(t, tr, countersAddr, 8)) == c0 {
 				if time.Now().After(deadline) {
-					t.Fatal("counters did not move in 5 s after Detach")
+					t.Fatalf("counters did not move in %v after Detach", hangGuard)
 				}
 				time.Sleep(time.Millisecond)
 			}
@@ -465,7 +462,7 @@ func TestDetach(t *testing.T) {
 			if err := tr.Close(); err != nil {
 				t.Errorf("Close after Detach: %v", err)
 			}
-			got, st := p.finish(t, 60*time.Second)
+			got, st := p.finish(t, hangGuard)
 			if !st.Success() || lastLine(got) != want {
 				t.Fatalf("after Detach: %v, printed %q, want %q", st, lastLine(got), want)
 			}
@@ -477,7 +474,7 @@ func TestDetach(t *testing.T) {
 		p.line(t)
 		tr := seize(t, p.pid())
 		for i := 0; i < 50; i++ {
-			if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+			if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 				t.Fatal(err)
 			}
 			if err := tr.ResumeAll(); err != nil {
@@ -485,13 +482,13 @@ func TestDetach(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+		if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 			t.Fatal(err)
 		}
 		if err := tr.Detach(); err != nil {
 			t.Fatal(err)
 		}
-		got, st := p.finish(t, 60*time.Second)
+		got, st := p.finish(t, hangGuard)
 		if !st.Success() || lastLine(got) != wantLine {
 			t.Fatalf("after Detach: %v, printed %q, want %q", st, lastLine(got), wantLine)
 		}
@@ -504,10 +501,10 @@ func TestDetach(t *testing.T) {
 func TestPrewarm(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		Prewarm()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(hangGuard)
 		for len(spare) == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("round %d: no spare thread 10 s after Prewarm", round)
+				t.Fatalf("round %d: no spare thread %v after Prewarm", round, hangGuard)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -525,7 +522,7 @@ func TestPrewarm(t *testing.T) {
 		if len(spare) != 0 {
 			t.Errorf("round %d: the spare is still there after Seize", round)
 		}
-		if err := tr.StopAll(ctxTimeout(t, 10*time.Second)); err != nil {
+		if err := tr.StopAll(ctxTimeout(t, hangGuard)); err != nil {
 			t.Fatal(err)
 		}
 		if got := readU64(t, tr, magicAddr); got != leakpathMagic {

@@ -44,7 +44,7 @@ func TestStepper(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A breakpoint that never fires must not hang the test.
-	watchdog := time.AfterFunc(20*time.Second, s.Interrupt)
+	watchdog := time.AfterFunc(hangGuard, s.Interrupt)
 	defer watchdog.Stop()
 	for i := 0; i < 100; i++ {
 		st, err := s.Cont()
@@ -55,11 +55,16 @@ func TestStepper(t *testing.T) {
 			t.Fatalf("Cont %d: %+v at %#x, want breakpoint 1 at target %#x", i, st, st.Regs.Rip, target)
 		}
 	}
-	// The worker is stopped: its count stands still; the spinner's runs.
+	// The worker is stopped: its count stands still while the spinner's
+	// runs on (waited for: a busy machine may not run it for a while).
 	c0, s0 := peekU64(t, pid, calls), peekU64(t, pid, spins)
-	time.Sleep(20 * time.Millisecond)
-	if c1, s1 := peekU64(t, pid, calls), peekU64(t, pid, spins); c1 != c0 || s1 == s0 {
-		t.Errorf("while stepped: calls %d -> %d (want no change), spins %d -> %d (want more)", c0, c1, s0, s1)
+	for deadline := time.Now().Add(hangGuard); peekU64(t, pid, spins) == s0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spinner did not run in %v", hangGuard)
+		}
+	}
+	if c1 := peekU64(t, pid, calls); c1 != c0 {
+		t.Errorf("while stepped: calls %d -> %d, want no change", c0, c1)
 	}
 	// Steps move through target and out of it.
 	rip := target
@@ -88,14 +93,14 @@ func TestStepper(t *testing.T) {
 		t.Fatal(err)
 	}
 	c0 = peekU64(t, pid, calls)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for peekU64(t, pid, calls) == c0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker did not run on after Detach")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	out, st := p.finish(t, 30*time.Second)
+	out, st := p.finish(t, hangGuard)
 	if !st.Success() || lastLine(out) != "done" {
 		t.Fatalf("program ended %v, printed %q", st, out)
 	}
@@ -118,7 +123,7 @@ func TestStepperInterrupt(t *testing.T) {
 	if err := s.Detach(); err != nil {
 		t.Fatal(err)
 	}
-	out, ps := p.finish(t, 30*time.Second)
+	out, ps := p.finish(t, hangGuard)
 	if !ps.Success() || lastLine(out) != "done" {
 		t.Fatalf("program ended %v, printed %q", ps, out)
 	}
@@ -158,7 +163,7 @@ func TestStepperInterruptedStep(t *testing.T) {
 			t.Fatalf("round %d: detach: %v", round, err)
 		}
 	}
-	out, st := p.finish(t, 30*time.Second)
+	out, st := p.finish(t, hangGuard)
 	if !st.Success() || lastLine(out) != "done" {
 		t.Fatalf("after %d interrupted rounds the program ended %v, printed %q", interrupted, st, out)
 	}

@@ -37,8 +37,9 @@
 // in a thread only at its next entry into the kernel or timer tick, so an
 // access in the first moments after a clear can be missed (on some days
 // of this machine, accesses 10-100 ms after a clear, a program's and the
-// kernel's, were missed in about one try in five: TestAccessedBits tries
-// three times): one epoch's access, not T2 epochs of them. Limits: the kernel clears accessed
+// kernel's, were missed in about one try in five, and on a loaded machine
+// in bursts of a few tenths of a second: TestAccessedBits tries again for
+// up to 30 s): one epoch's access, not T2 epochs of them. Limits: the kernel clears accessed
 // bits itself when it ages pages under memory pressure (reclaim, MGLRU
 // walks), which may hide an access (a block reported stale that was
 // touched); clear_refs takes the program's page-table lock for a moment,

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // Fixtures are C/C++ programs under testdata/symbolize compiled on demand
@@ -109,7 +111,7 @@ func build(t testing.TB, fx fixture) string {
 			out += ".so"
 		}
 		args := append([]string{}, fx.flags...)
-		args = append(args, "-Wl,--build-id", "-o", out, src)
+		args = append(args, "-Wl,--build-id", src)
 		for _, e := range fx.extra {
 			p, err := filepath.Abs(srcPath(e))
 			if err != nil {
@@ -120,7 +122,7 @@ func build(t testing.TB, fx fixture) string {
 		if fx.shared {
 			args = append([]string{"-shared", "-fPIC"}, args...)
 		}
-		if err := run(cc, args...); err != nil {
+		if err := testfixture.Compile(cc, out, args...); err != nil {
 			return "", err
 		}
 		if fx.post != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // TestLayoutMatchesHeader compiles a program against agent/lp_wire.h that
@@ -91,8 +93,8 @@ return 0; }
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "l")
-	if out, err := exec.Command(cc, "-I", inc, "-o", bin, filepath.Join(dir, "l.c")).CombinedOutput(); err != nil {
-		t.Fatalf("compiling against lp_wire.h: %v\n%s", err, out)
+	if err := testfixture.Compile(cc, bin, "-I", inc, filepath.Join(dir, "l.c")); err != nil {
+		t.Fatalf("compiling against lp_wire.h: %v", err)
 	}
 	out, err := exec.Command(bin).Output()
 	if err != nil {

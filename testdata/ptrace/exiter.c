@@ -1,9 +1,12 @@
 /* exiter: 4 threads spin and create short-lived threads; after MS
- * milliseconds one of them calls exit(CODE). With a third argument "main",
- * the main thread returns CODE instead while the others still run; with
- * "leaderexit", the main thread calls pthread_exit at once (the process
- * lives on without its leader until the exit). Prints "ready" first.
- * Usage: exiter MS CODE [main|leaderexit] */
+ * milliseconds one of them calls exit(CODE). With MS "-", that thread
+ * instead waits for end of file on stdin and then calls exit(CODE): the
+ * test decides when, however slow the machine. With a third argument
+ * "main", the main thread returns CODE instead while the others still
+ * run; with "leaderexit", the main thread calls pthread_exit at once (the
+ * process lives on without its leader until the exit). Prints "ready"
+ * first.
+ * Usage: exiter MS|- CODE [main|leaderexit] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,12 @@ static double now(void) {
 
 static void *worker(void *arg) {
 	long w = (long)arg;
+	if (w == 1 && ms < 0) {
+		char buf[64];
+		while (read(0, buf, sizeof buf) > 0) {
+		}
+		exit(code);
+	}
 	double end = now() + ms / 1000.0;
 	for (;;) {
 		counts[w]++;
@@ -39,7 +48,7 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
 	if (argc < 3) return 2;
-	ms = atol(argv[1]);
+	ms = strcmp(argv[1], "-") == 0 ? -1 : atol(argv[1]);
 	code = atoi(argv[2]);
 	from_main = argc > 3 && strcmp(argv[3], "main") == 0;
 	leaderexit = argc > 3 && strcmp(argv[3], "leaderexit") == 0;
