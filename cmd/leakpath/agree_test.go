@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // TestNewArrayCookieReachable: an array made by new[] of a type with a
@@ -35,7 +37,7 @@ func TestNewArrayCookieReachable(t *testing.T) {
 	compareLeakSummary(t, k, argv...)
 	lost := k.Totals.ByKind["definite"]
 	ind := k.Totals.ByKind["indirect"]
-	compareLSanOn(t, "agree.cc", []string{"newarray"}, lost.Bytes+ind.Bytes, lost.Blocks+ind.Blocks)
+	compareLSanOn(t, "agree.cc", nil, []string{"newarray"}, lost.Bytes+ind.Bytes, lost.Blocks+ind.Blocks)
 }
 
 // TestNewArrayOfNoneReachable: new[] of no element of a type with a
@@ -64,7 +66,7 @@ func TestNewArrayOfNoneReachable(t *testing.T) {
 	}
 	lost := k.Totals.ByKind["definite"]
 	ind := k.Totals.ByKind["indirect"]
-	compareLSanOn(t, "agree.cc", []string{"newarray0"}, lost.Bytes+ind.Bytes, lost.Blocks+ind.Blocks)
+	compareLSanOn(t, "agree.cc", nil, []string{"newarray0"}, lost.Bytes+ind.Bytes, lost.Blocks+ind.Blocks)
 }
 
 var vgMismatched = regexp.MustCompile(`(?m)^==\d+== Mismatched free\(\) / delete / delete \[\]$`)
@@ -154,10 +156,11 @@ func memcheckLog(t *testing.T, argv ...string) []byte {
 	return log
 }
 
-// compareLSanOn builds fixture src with LeakSanitizer, runs it with args
-// and compares what it calls leaked with bytes in blocks. Without a
-// LeakSanitizer build (no liblsan) it says so and compares nothing.
-func compareLSanOn(t *testing.T, src string, args []string, bytes, blocks uint64) {
+// compareLSanOn builds fixture src with LeakSanitizer (and flags), runs
+// it with args and compares what it calls leaked with bytes in blocks.
+// Without a LeakSanitizer build (no liblsan) it says so and compares
+// nothing.
+func compareLSanOn(t *testing.T, src string, flags, args []string, bytes, blocks uint64) {
 	t.Helper()
 	path := filepath.Join(root, "testdata", "fixtures", src)
 	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, filepath.Ext(src))+"-lsan")
@@ -165,8 +168,8 @@ func compareLSanOn(t *testing.T, src string, args []string, bytes, blocks uint64
 	if strings.HasSuffix(src, ".cc") {
 		cc = "c++"
 	}
-	if out, err := exec.Command(cc, "-g", "-O0", "-fsanitize=leak", "-pthread", "-o", bin, path).CombinedOutput(); err != nil {
-		t.Logf("no LeakSanitizer build (%v): not compared\n%s", err, out)
+	if err := testfixture.Compile(cc, bin, append(append([]string{"-g", "-O0", "-fsanitize=leak", "-pthread"}, flags...), path)...); err != nil {
+		t.Logf("no LeakSanitizer build (%v): not compared", err)
 		return
 	}
 	cmd := exec.Command(bin, args...)
@@ -176,9 +179,9 @@ func compareLSanOn(t *testing.T, src string, args []string, bytes, blocks uint64
 	if m := lsanSummary.FindSubmatch(out); m != nil {
 		lb, ln = atoi(string(m[1])), atoi(string(m[2]))
 	}
-	t.Logf("LeakSanitizer: %d bytes leaked in %d allocations; leakpath definite and indirect %d in %d", lb, ln, bytes, blocks)
+	t.Logf("LeakSanitizer: %d bytes leaked in %d allocations; leakpath %d in %d", lb, ln, bytes, blocks)
 	if lb != bytes || ln != blocks {
-		t.Errorf("LeakSanitizer: %d bytes leaked in %d allocations, leakpath definite and indirect %d in %d\n%s", lb, ln, bytes, blocks, out)
+		t.Errorf("LeakSanitizer: %d bytes leaked in %d allocations, leakpath %d in %d\n%s", lb, ln, bytes, blocks, out)
 	}
 }
 

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // TestRootsLikeMemcheck checks what counts as a root on programs where a
@@ -84,23 +82,7 @@ var lsanSummary = regexp.MustCompile(`SUMMARY: LeakSanitizer: (\d+) byte\(s\) le
 // what it calls leaked in mode with bytes in blocks.
 func compareLSan(t *testing.T, mode string, bytes, blocks uint64) {
 	t.Helper()
-	src := filepath.Join(root, "testdata", "fixtures", "roots.c")
-	bin := filepath.Join(t.TempDir(), "roots-lsan")
-	if err := testfixture.Compile("cc", bin, "-g", "-O0", "-fsanitize=leak", includeFlag(), "-pthread", src); err != nil {
-		t.Logf("no LeakSanitizer build (%v): not compared", err)
-		return
-	}
-	cmd := exec.Command(bin, mode)
-	cmd.Env = testEnv()
-	out, _ := cmd.CombinedOutput()
-	var lb, ln uint64
-	if m := lsanSummary.FindSubmatch(out); m != nil {
-		lb, ln = atoi(string(m[1])), atoi(string(m[2]))
-	}
-	t.Logf("LeakSanitizer: %d bytes leaked in %d allocations; leakpath definite %d in %d", lb, ln, bytes, blocks)
-	if lb != bytes || ln != blocks {
-		t.Errorf("LeakSanitizer: %d bytes leaked in %d allocations, leakpath definite %d in %d\n%s", lb, ln, bytes, blocks, out)
-	}
+	compareLSanOn(t, "roots.c", []string{includeFlag()}, []string{mode}, bytes, blocks)
 }
 
 // TestLeakCheckFromCaller: leakpath_leak_check scans the asking thread
