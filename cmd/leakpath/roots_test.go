@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
 )
 
 // TestRootsLikeMemcheck checks what counts as a root on programs where a
