@@ -555,14 +555,6 @@ static void lp_dynmods_read(void)
 	dl_iterate_phdr(lp_dynmods_cb, (void *)(uintptr_t)lp_families_start);
 }
 
-static uint32_t lp_gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-	for (; *s; s++)
-		h = h * 33 + (uint8_t)*s;
-	return h;
-}
-
 /* lp_dynmod_find returns name's definition in module m, or NULL. */
 static const ElfW(Sym) *lp_dynmod_find(const struct lp_dynmod *m, const char *name, uint32_t h)
 {

@@ -195,14 +195,6 @@ static uintptr_t lp_dyn_addr(const struct dl_phdr_info *info, uintptr_t v)
 	return 0;
 }
 
-static uint32_t lp_gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-	for (; *s; s++)
-		h = h * 33 + (unsigned char)*s;
-	return h;
-}
-
 static uint32_t lp_elf_hash(const char *s)
 {
 	uint32_t h = 0;
