@@ -68,24 +68,6 @@ func TestAttachNotBlockedByOtherUser(t *testing.T) {
 	}
 }
 
-// forgedServer is a collector impostor: it answers every connection with
-// a report of its own and an escape sequence in the text.
-const forgedServer = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1])
-s.listen(4)
-print("listening", flush=True)
-while True:
-    c, _ = s.accept()
-    try:
-        c.recv(65536)
-        c.sendall(b'{"version":1,"report":{"forged":true},"text":"\\u001b[31mFORGED\\n"}\n')
-    except OSError:
-        pass
-    c.close()
-`
-
 // TestSnapshotRefusesOtherUsersCollector: a process whose LD_PRELOAD
 // names a directory of another user's, where that user serves a socket,
 // gets no snapshot from root: the forged answer is neither printed nor
@@ -106,7 +88,7 @@ func TestSnapshotRefusesOtherUsersCollector(t *testing.T) {
 	if err := os.Chown(dir, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	srv := exec.Command(py, "-c", forgedServer, filepath.Join(dir, "ctl.sock"))
+	srv := exec.Command(py, filepath.Join(root, "testdata", "fixtures", "forged_server.py"), filepath.Join(dir, "ctl.sock"))
 	srv.Dir = "/"
 	srv.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := srv.StdoutPipe()

@@ -16,23 +16,15 @@ import (
 	"time"
 )
 
-// forgedServer is a collector impostor: it answers every connection with
-// a report of its own and an escape sequence in the text.
-const forgedServer = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1])
-s.listen(4)
-print("listening", flush=True)
-while True:
-    c, _ = s.accept()
-    try:
-        c.recv(65536)
-        c.sendall(b'{"version":1,"report":{"forged":true},"text":"\\u001b[31mFORGED\\n"}\n')
-    except OSError:
-        pass
-    c.close()
-`
+// forgedServer is the collector impostor of testdata/fixtures/forged_server.py.
+func forgedServer(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "fixtures", "forged_server.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // startAs runs python3 code with args as uid (when not ours: needs root)
 // and waits for its first line; it is killed at the end of the test.
@@ -89,7 +81,7 @@ func TestAskRefusesOtherUser(t *testing.T) {
 	if err := os.Chown(theirs, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	startAs(t, 65534, forgedServer, filepath.Join(theirs, "s.sock"))
+	startAs(t, 65534, forgedServer(t), filepath.Join(theirs, "s.sock"))
 	// The impostor's socket put where a collector of ours would be: only
 	// its credentials tell it apart.
 	ours := privateTemp(t)
