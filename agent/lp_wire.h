@@ -1,7 +1,7 @@
 /*
  * lp_wire.h - the layout shared by the agent (C, in the target) and the
- * collector (Go, internal/wire). Any change here is a change of the wire
- * version: bump LP_WIRE_VERSION and mirror it in internal/wire/layout.go
+ * collector (Go, internal/target/wire). Any change here is a change of the wire
+ * version: bump LP_WIRE_VERSION and mirror it in internal/target/wire/layout.go
  * (a Go test compiles this header and compares every constant and offset).
  *
  * One region (a memfd created by the collector) per recorded process image:

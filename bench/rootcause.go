@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
 
 // rootCauseBench measures --root-cause on the fixtures of

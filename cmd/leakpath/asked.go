@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/control"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/termsafe"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/target/control"
 )
 
 // askedLog keeps the snapshots and leak checks the program asked for

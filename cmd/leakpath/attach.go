@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/clock"
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/control"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/inject"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/termsafe"
-	"github.com/leakpath/leakpath/internal/tracefile"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/clock"
+	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/target/inject"
 )
 
 type attachOptions struct {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/model/event"
 )
 
 // lineProc is a program the test talks to line by line: what it prints

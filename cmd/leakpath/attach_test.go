@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/control"
+	"github.com/leakpath/leakpath/internal/target/control"
 )
 
 // server is the attach fixture running with its stdin held open.

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/inject"
-	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/target/inject"
 )
 
 // attachBuild is what attachProgram makes of its flags before it attaches,

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
-	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/render/report"
 )
 
 // browser is a headless Chromium driven over the DevTools protocol: one
@@ -472,7 +472,7 @@ func TestFlamegraphBrowser(t *testing.T) {
 }
 
 // TestUIBigTrace measures `leakpath ui` on the trace $LEAKPATH_BIG_TRACE
-// (write one with TestWriteSyntheticTrace in internal/tracefile): the time
+// (write one with TestWriteSyntheticTrace in internal/model/tracefile): the time
 // from its start to the page's first paint and to the chart of the loaded
 // trace, and the collector's peak resident set (VmHWM). It logs the
 // figures; it asserts only that the page shows the report's totals.

@@ -17,7 +17,7 @@ import (
 	pprofile "github.com/google/pprof/profile"
 	"golang.org/x/net/html"
 
-	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/render/report"
 )
 
 // exportTrace runs the export fixture with its trace kept and returns the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/model/event"
 )
 
 // TestFoldingKeepsEveryCount: folding short-lived pairs in the agent

@@ -8,10 +8,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/suppress"
-	"github.com/leakpath/leakpath/internal/termsafe"
+	"github.com/leakpath/leakpath/internal/analysis/suppress"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/render/termsafe"
 )
 
 // leakOptions are the flags about leak kinds and suppressions, shared by

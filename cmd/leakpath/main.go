@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/termsafe"
+	"github.com/leakpath/leakpath/internal/render/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -3,8 +3,8 @@ package main
 import (
 	"strings"
 
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/procmaps"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/sys/procmaps"
 )
 
 // resolveModulePaths names the modules the dynamic loader knows by a

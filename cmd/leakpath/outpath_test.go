@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leakpath/leakpath/internal/model/tracefile"
 	"github.com/leakpath/leakpath/internal/testfixture"
-	"github.com/leakpath/leakpath/internal/tracefile"
 )
 
 func TestPathPatterns(t *testing.T) {

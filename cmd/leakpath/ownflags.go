@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/symbolize"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
 // ownOptions are the flags that tell the user's code from libraries

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/tracefile"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
 )
 
 // writeLoopTrace writes a trace of n allocations, each freed 50 later

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/progress"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/tracefile"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/render/progress"
+	"github.com/leakpath/leakpath/internal/render/report"
 )
 
 type reportOptions struct {

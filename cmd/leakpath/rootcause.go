@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/control"
-	"github.com/leakpath/leakpath/internal/termsafe"
+	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/target/control"
 )
 
 // rootCauseAfter is --root-cause-after: a duration, or "request".

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
 
 // rootCauseFixture is a program of testdata/rootcause whose leak's cause

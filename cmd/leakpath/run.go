@@ -11,15 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/clock"
+	"github.com/leakpath/leakpath/internal/analysis/suppress"
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/control"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/launch"
-	"github.com/leakpath/leakpath/internal/region"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/suppress"
-	"github.com/leakpath/leakpath/internal/tracefile"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/sys/clock"
+	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/target/launch"
+	"github.com/leakpath/leakpath/internal/target/region"
 )
 
 // defaultTimeRes is how finely a trace keeps times unless told: 4 ms, a

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/model/event"
 )
 
 // scopeJSON is an entry of the report's "scopes" as the tests read it.

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/tracefile"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/render/report"
 )
 
 // staleReport is what the stale tests read of a JSON report.
@@ -61,7 +61,7 @@ func parseAddr(t *testing.T, s string) uint64 {
 // iteration 200 reports the stale entries so far, and its scan (which
 // reads every block) resets no age. The trace replayed epoch by epoch
 // gives the detection latency. The accessed bits miss a read at times
-// (see internal/stale), more often on a loaded machine: with T2 = 8 a hot
+// (see internal/analysis/stale), more often on a loaded machine: with T2 = 8 a hot
 // block went 8-9 epochs unseen in 2 of 6 runs beside two busy loops, and
 // with T2 = 10, 10 epochs in 1 of 6; a config block was reported stale in
 // another such run. A run where that happens is tried again, up to three

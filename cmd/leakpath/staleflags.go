@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/render/report"
 )
 
 // staleOptions are the flags of the stale watch (--stale).

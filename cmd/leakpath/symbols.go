@@ -9,13 +9,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/symbolize"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
-// symbolizer adapts internal/symbolize to the report's Symbolizer.
+// symbolizer adapts internal/symbols/symbolize to the report's Symbolizer.
 type symbolizer struct {
 	s    *symbolize.Symbolizer
 	warm chan event.Module

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/symbolize"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
 // TestSymbolizeWholeRun symbolizes every distinct frame of every stack of

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
 )
 
 // TestThreadNames: names set with prctl in the thread, with

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/clock"
-	"github.com/leakpath/leakpath/internal/tracefile"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/sys/clock"
 )
 
 // TestTimeResolution: by default a trace keeps times to ~1 ms, and is

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/tracefile"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
 )
 
 // reportJSON runs `leakpath report --format json TRACE`.

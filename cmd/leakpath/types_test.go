@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/symbolize"
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
 // jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.

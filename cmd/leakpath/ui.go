@@ -15,13 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/progress"
-	"github.com/leakpath/leakpath/internal/report"
-	"github.com/leakpath/leakpath/internal/suppress"
-	"github.com/leakpath/leakpath/internal/tracefile"
-	"github.com/leakpath/leakpath/internal/webui"
+	"github.com/leakpath/leakpath/internal/analysis/suppress"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/render/progress"
+	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/render/webui"
 )
 
 type uiOptions struct {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/symbolize"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
 // exitUnmeasured is the default code of --check when nothing or not all

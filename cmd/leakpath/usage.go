@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/report"
-	heapuse "github.com/leakpath/leakpath/internal/usage"
+	heapuse "github.com/leakpath/leakpath/internal/analysis/usage"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/render/report"
 )
 
 // usageOptions are the flags of heap use per unit: `report --by` and
-// `run --by` (see internal/usage).
+// `run --by` (see internal/analysis/usage).
 type usageOptions struct {
 	by          string
 	attribution string

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/report"
+	"github.com/leakpath/leakpath/internal/render/report"
 	"github.com/leakpath/leakpath/internal/testfixture"
 )
 

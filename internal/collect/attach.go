@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakpath/leakpath/internal/control"
-	"github.com/leakpath/leakpath/internal/inject"
-	"github.com/leakpath/leakpath/internal/launch"
-	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/target/inject"
+	"github.com/leakpath/leakpath/internal/target/launch"
 )
 
 // opDetachScan is the pipeline's own request: scan the image before the

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakpath/leakpath/internal/region"
-	"github.com/leakpath/leakpath/internal/wire"
+	"github.com/leakpath/leakpath/internal/target/region"
+	"github.com/leakpath/leakpath/internal/target/wire"
 )
 
 // TestTickClock: a region added to the collector's clock gets the time in

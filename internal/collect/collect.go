@@ -21,14 +21,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakpath/leakpath/internal/clock"
-	"github.com/leakpath/leakpath/internal/control"
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/inject"
-	"github.com/leakpath/leakpath/internal/launch"
-	"github.com/leakpath/leakpath/internal/ptrace"
-	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/sys/clock"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/target/inject"
+	"github.com/leakpath/leakpath/internal/target/launch"
+	"github.com/leakpath/leakpath/internal/target/region"
 )
 
 // TraceWriter receives every event the model receives, in the same order.

@@ -12,14 +12,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakpath/leakpath/internal/control"
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/leak"
-	"github.com/leakpath/leakpath/internal/ptrace"
-	"github.com/leakpath/leakpath/internal/region"
-	"github.com/leakpath/leakpath/internal/scan"
-	"github.com/leakpath/leakpath/internal/wire"
+	"github.com/leakpath/leakpath/internal/analysis/leak"
+	"github.com/leakpath/leakpath/internal/analysis/scan"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/target/region"
+	"github.com/leakpath/leakpath/internal/target/wire"
 )
 
 // maxSuppressions bounds the text read from __lsan_default_suppressions.

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/leakpath/leakpath/internal/procmaps"
+	"github.com/leakpath/leakpath/internal/sys/procmaps"
 )
 
 // TestHeldAlone checks when an exit scan may skip ptrace: a process of one

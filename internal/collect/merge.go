@@ -1,6 +1,6 @@
 package collect
 
-import "github.com/leakpath/leakpath/internal/event"
+import "github.com/leakpath/leakpath/internal/model/event"
 
 // merger orders the events of one process image's rings by time. Each ring
 // is already in time order, except for records written by a signal handler

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/event"
+	"github.com/leakpath/leakpath/internal/model/event"
 )
 
 // TestMergerOrders feeds rings of increasing times in random drains and

@@ -9,13 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/procmaps"
-	"github.com/leakpath/leakpath/internal/ptrace"
-	"github.com/leakpath/leakpath/internal/region"
-	"github.com/leakpath/leakpath/internal/rootcause"
-	"github.com/leakpath/leakpath/internal/steptrace"
+	"github.com/leakpath/leakpath/internal/analysis/rootcause"
+	"github.com/leakpath/leakpath/internal/analysis/steptrace"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/sys/procmaps"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/target/region"
 )
 
 // Root cause, the recording half (JP2009-217617 steps 310-335): the sink

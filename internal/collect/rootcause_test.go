@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/steptrace"
+	"github.com/leakpath/leakpath/internal/analysis/steptrace"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
 )
 
 // TestEndDepth: the end point is the innermost function the allocation

@@ -3,7 +3,7 @@ package collect
 import (
 	"sync"
 
-	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/target/region"
 )
 
 // spareRegion keeps a region made ahead of the next registration

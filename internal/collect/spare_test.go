@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/region"
+	"github.com/leakpath/leakpath/internal/target/region"
 )
 
 func openFDs(t *testing.T) int {

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/stale"
+	"github.com/leakpath/leakpath/internal/analysis/stale"
+	"github.com/leakpath/leakpath/internal/model/event"
 )
 
 // staleWatch is an image's stale epochs (Options.StaleEpoch).

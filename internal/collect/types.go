@@ -6,15 +6,15 @@ import (
 	"sort"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/ctorsite"
-	"github.com/leakpath/leakpath/internal/event"
-	"github.com/leakpath/leakpath/internal/heap"
-	"github.com/leakpath/leakpath/internal/heaptype"
-	"github.com/leakpath/leakpath/internal/leak"
-	"github.com/leakpath/leakpath/internal/ptrace"
-	"github.com/leakpath/leakpath/internal/refgraph"
-	"github.com/leakpath/leakpath/internal/scan"
-	"github.com/leakpath/leakpath/internal/symbolize"
+	"github.com/leakpath/leakpath/internal/analysis/heaptype"
+	"github.com/leakpath/leakpath/internal/analysis/leak"
+	"github.com/leakpath/leakpath/internal/analysis/refgraph"
+	"github.com/leakpath/leakpath/internal/analysis/scan"
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/symbols/ctorsite"
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
 
 // TypeOptions turn on typing the blocks at every scan (run --types):

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakpath/leakpath/internal/ptrace"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
 
 // hangGuard bounds the waits of these tests: long enough that a machine

@@ -1,4 +1,4 @@
-/* basic.c: fixture for internal/symbolize. Plain C with out-of-line
+/* basic.c: fixture for internal/symbols/symbolize. Plain C with out-of-line
  * functions, a static always_inline helper chain and a static function. */
 #include <stdio.h>
 #include <stdlib.h>

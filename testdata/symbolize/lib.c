@@ -1,4 +1,4 @@
-/* lib.c: shared-library fixture for internal/symbolize. */
+/* lib.c: shared-library fixture for internal/symbols/symbolize. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-// shop.cpp: C++ fixture for internal/symbolize: namespaces, member functions,
+// shop.cpp: C++ fixture for internal/symbols/symbolize: namespaces, member functions,
 // a template, a lambda, operator new, and inlined small functions.
 #include <algorithm>
 #include <cstdio>

@@ -1,0 +1,518 @@
+package heap
+
+import (
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/leakpath/leakpath/internal/model/event"
+)
+
+// TestBlockTableAgainstMap runs random operations on the table and on a Go
+// map side by side (addresses drawn from a small range so that probe runs
+// collide, wrap and shift) and compares every answer.
+func TestBlockTableAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	tab := newBlockTable()
+	live := map[uint64]Block{}
+	for step := 0; step < 300000; step++ {
+		addr := uint64(1 + rng.Intn(5000))
+		if rng.Intn(3) < 2 {
+			b := Block{Size: uint64(step), Site: StackID(step % 7)}
+			old, rep := tab.put(addr, b)
+			want, had := live[addr]
+			if rep != had || rep && old != want {
+				t.Fatalf("step %d put %d: replaced %v %+v, want %v %+v", step, addr, rep, old, had, want)
+			}
+			live[addr] = b
+		} else {
+			got, ok := tab.take(addr)
+			want, had := live[addr]
+			if ok != had || ok && got != want {
+				t.Fatalf("step %d take %d: %v %+v, want %v %+v", step, addr, ok, got, had, want)
+			}
+			delete(live, addr)
+		}
+		if step%997 == 0 {
+			for a := uint64(1); a <= 5000; a++ {
+				b, ok := tab.get(a)
+				w, had := live[a]
+				if ok != had || ok && b != w {
+					t.Fatalf("step %d get %d: %v %+v, want %v %+v", step, a, ok, b, had, w)
+				}
+			}
+			checkBlockTable(t, tab, live)
+		}
+	}
+}
+
+// putBlocks puts blocks of size i at i*stride, for i in [from, to], in
+// tab and in live, the test's own account of what tab holds.
+func putBlocks(tab *blockTable, live map[uint64]Block, from, to, stride uint64) {
+	for i := from; i <= to; i++ {
+		tab.put(i*stride, Block{Size: i})
+		live[i*stride] = Block{Size: i}
+	}
+}
+
+// checkBlockTable compares tab with live: its count, a lookup of every
+// live block, each (every live block once), and its insides: every slot
+// names a live entry whose hash it keeps, no entry is named twice, and
+// every entry is live or free, once.
+func checkBlockTable(t *testing.T, tab *blockTable, live map[uint64]Block) {
+	t.Helper()
+	if tab.n != len(live) {
+		t.Fatalf("%d live, want %d", tab.n, len(live))
+	}
+	for a, want := range live {
+		if b, ok := tab.get(a); !ok || b != want {
+			t.Fatalf("get %#x: %+v %v, want %+v", a, b, ok, want)
+		}
+	}
+	seen := map[uint64]bool{}
+	tab.each(func(a uint64, b Block) {
+		if seen[a] {
+			t.Fatalf("each visits %#x twice", a)
+		}
+		seen[a] = true
+		if want, ok := live[a]; !ok || b != want {
+			t.Fatalf("each visits %#x with %+v, want %+v (live %v)", a, b, want, ok)
+		}
+	})
+	if len(seen) != len(live) {
+		t.Fatalf("each visits %d blocks, want %d", len(seen), len(live))
+	}
+	named := map[uint32]bool{}
+	slots := 0
+	for _, v := range tab.slots {
+		if v == 0 {
+			continue
+		}
+		slots++
+		n := uint32(v) - 1
+		if n >= tab.used || named[n] {
+			t.Fatalf("slot %#x names entry %d (of %d) out of range or twice", v, n, tab.used)
+		}
+		named[n] = true
+		e := tab.ent(n)
+		if e.addr == 0 || tagOf(e.addr) != uint32(v>>32) {
+			t.Fatalf("slot %#x names entry %d of %#x", v, n, e.addr)
+		}
+	}
+	if slots != tab.n {
+		t.Fatalf("%d slots taken, %d live", slots, tab.n)
+	}
+	for _, n := range tab.free {
+		if named[n] || tab.ent(n).addr != 0 {
+			t.Fatalf("free entry %d is live", n)
+		}
+		named[n] = true
+	}
+	if len(named) != int(tab.used) {
+		t.Fatalf("%d entries live or free, %d handed out", len(named), tab.used)
+	}
+}
+
+// sameHome returns n addresses whose probes start at the same slot of a
+// new table, its last: their run wraps around to the first slots.
+func sameHome(n int) []uint64 {
+	tab := newBlockTable()
+	var out []uint64
+	for a := uint64(0x1000); len(out) < n; a += 16 {
+		if uint64(tagOf(a))&tab.mask == tab.mask {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestBlockTableCollisions: blocks sharing a home, their run wrapping
+// around the table's end, are found as blocks are taken from the run's
+// start, middle and end and put back (the backward shift moves the right
+// ones, across the wrap).
+func TestBlockTableCollisions(t *testing.T) {
+	addrs := sameHome(12)
+	for _, order := range [][]int{
+		{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
+		{11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+		{5, 0, 11, 6, 1, 10, 2, 9, 3, 8, 4, 7},
+	} {
+		tab := newBlockTable()
+		live := map[uint64]Block{}
+		// Blocks homed just after the run, displaced by it.
+		for a := uint64(0x900000); len(live) < 4; a += 16 {
+			if h := uint64(tagOf(a)) & tab.mask; h < 3 {
+				tab.put(a, Block{Size: a})
+				live[a] = Block{Size: a}
+			}
+		}
+		for i, a := range addrs {
+			tab.put(a, Block{Size: uint64(i + 1), Site: StackID(i)})
+			live[a] = Block{Size: uint64(i + 1), Site: StackID(i)}
+		}
+		checkBlockTable(t, tab, live)
+		for _, k := range order {
+			b, ok := tab.take(addrs[k])
+			if want := live[addrs[k]]; !ok || b != want {
+				t.Fatalf("take %#x: %+v %v, want %+v", addrs[k], b, ok, want)
+			}
+			delete(live, addrs[k])
+			checkBlockTable(t, tab, live)
+			if _, ok := tab.take(addrs[k]); ok {
+				t.Fatalf("%#x taken twice", addrs[k])
+			}
+		}
+		for i, a := range addrs[:6] {
+			tab.put(a, Block{Size: uint64(100 + i)})
+			live[a] = Block{Size: uint64(100 + i)}
+		}
+		checkBlockTable(t, tab, live)
+	}
+}
+
+// TestBlockTableSameTag: two addresses whose slots keep the same hash
+// bits are told apart by their entries.
+func TestBlockTableSameTag(t *testing.T) {
+	byTag := map[uint32]uint64{}
+	var a, b uint64
+	for x := uint64(0x7f0000000010); b == 0; x += 16 {
+		if y, ok := byTag[tagOf(x)]; ok {
+			a, b = y, x
+		}
+		byTag[tagOf(x)] = x
+	}
+	tab := newBlockTable()
+	live := map[uint64]Block{a: {Size: 1}, b: {Size: 2}}
+	tab.put(a, live[a])
+	tab.put(b, live[b])
+	checkBlockTable(t, tab, live)
+	if old, rep := tab.put(b, Block{Size: 3}); !rep || old.Size != 2 {
+		t.Fatalf("put again at %#x replaced %+v %v, want size 2", b, old, rep)
+	}
+	live[b] = Block{Size: 3}
+	checkBlockTable(t, tab, live)
+	// b's slot is after a's: a lookup of b meets a's first.
+	if got, ok := tab.take(b); !ok || got.Size != 3 {
+		t.Fatalf("take %#x: %+v %v, want size 3", b, got, ok)
+	}
+	delete(live, b)
+	checkBlockTable(t, tab, live)
+	if _, ok := tab.take(b); ok {
+		t.Fatalf("%#x taken twice", b)
+	}
+	if got, ok := tab.take(a); !ok || got.Size != 1 {
+		t.Fatalf("take %#x: %+v %v, want size 1", a, got, ok)
+	}
+	delete(live, a)
+	checkBlockTable(t, tab, live)
+}
+
+// TestBlockTableGrow: a table grown from its first size to 2^19 slots,
+// across many chunks of entries, keeps every block; taking half and
+// putting as many back reuses the freed entries.
+func TestBlockTableGrow(t *testing.T) {
+	tab := newBlockTable()
+	live := map[uint64]Block{}
+	const n = 200000
+	for i := uint64(0); i < n; i++ {
+		a := 0x55a000000000 + i*48
+		tab.put(a, Block{Size: i, Time: i * 3})
+		live[a] = Block{Size: i, Time: i * 3}
+	}
+	if len(tab.slots) != 1<<19 {
+		t.Errorf("%d blocks in %d slots, want %d", n, len(tab.slots), 1<<19)
+	}
+	checkBlockTable(t, tab, live)
+	for i := uint64(0); i < n; i += 2 {
+		a := 0x55a000000000 + i*48
+		if b, ok := tab.take(a); !ok || b.Size != i {
+			t.Fatalf("take %#x: %+v %v", a, b, ok)
+		}
+		delete(live, a)
+	}
+	checkBlockTable(t, tab, live)
+	for i := uint64(0); i < n/2; i++ {
+		a := 0x7f0000000000 + i*4096
+		tab.put(a, Block{Size: i + 7})
+		live[a] = Block{Size: i + 7}
+	}
+	if tab.used != n {
+		t.Errorf("%d entries handed out for at most %d live blocks", tab.used, n)
+	}
+	checkBlockTable(t, tab, live)
+}
+
+// TestBlockTableReusesEntries: a program allocating and freeing at a few
+// blocks live keeps as many entries, however long it runs.
+func TestBlockTableReusesEntries(t *testing.T) {
+	tab := newBlockTable()
+	var window [64]uint64
+	for i := 0; i < 100000; i++ {
+		if a := window[i%64]; a != 0 {
+			if _, ok := tab.take(a); !ok {
+				t.Fatalf("take %#x: not found", a)
+			}
+		}
+		a := 0x10000 + uint64(i)*32
+		tab.put(a, Block{Size: 32})
+		window[i%64] = a
+	}
+	if tab.used > 64 {
+		t.Errorf("%d entries handed out for 64 blocks live", tab.used)
+	}
+}
+
+// TestBlockTableKeepsEveryField: put, get, take and a replacing put give
+// back the block with every field as it was put (the table copies a
+// Block a field at a time).
+func TestBlockTableKeepsEveryField(t *testing.T) {
+	var b Block
+	v := reflect.ValueOf(&b).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			f.SetUint(uint64(0xf0 + i))
+		case reflect.Int32, reflect.Int64:
+			f.SetInt(int64(0xf0 + i))
+		default:
+			t.Fatalf("Block.%s: a field of kind %s this test cannot fill", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	tab := newBlockTable()
+	tab.put(0x1000, b)
+	if got, ok := tab.get(0x1000); !ok || got != b {
+		t.Errorf("get: %+v, want %+v", got, b)
+	}
+	if old, rep := tab.put(0x1000, b); !rep || old != b {
+		t.Errorf("put again replaced %+v, want %+v", old, b)
+	}
+	if got, ok := tab.get(0x1000); !ok || got != b {
+		t.Errorf("get after replacing: %+v, want %+v", got, b)
+	}
+	if got, ok := tab.take(0x1000); !ok || got != b {
+		t.Errorf("take: %+v, want %+v", got, b)
+	}
+}
+
+// TestBlockTableKinds: setKind marks only a live block of the size
+// given; clearKinds unmarks every one; a grown table keeps the kinds.
+func TestBlockTableKinds(t *testing.T) {
+	tab := newBlockTable()
+	live := map[uint64]Block{}
+	putBlocks(tab, live, 1, 3000, 64)
+	if tab.setKind(64, 2, event.Definite) {
+		t.Error("setKind with the wrong size marked a block")
+	}
+	if tab.setKind(1<<40, 1, event.Definite) {
+		t.Error("setKind marked a block never put")
+	}
+	for i := uint64(1); i <= 3000; i += 3 {
+		if !tab.setKind(i*64, i, event.Indirect) {
+			t.Fatalf("setKind %#x: not found", i*64)
+		}
+		live[i*64] = Block{Size: i, Kind: event.Indirect}
+	}
+	putBlocks(tab, live, 3001, 6000, 64) // grows, into a second chunk
+	checkBlockTable(t, tab, live)
+	for i := uint64(5000); i <= 6000; i += 2 {
+		if !tab.setKind(i*64, i, event.Reachable) {
+			t.Fatalf("setKind %#x: not found", i*64)
+		}
+		live[i*64] = Block{Size: i, Kind: event.Reachable}
+	}
+	checkBlockTable(t, tab, live)
+	tab.clearKinds()
+	for a, b := range live {
+		b.Kind = event.Unclassified
+		live[a] = b
+	}
+	checkBlockTable(t, tab, live)
+}
+
+// TestBlockTableClone: a clone and its table change apart, in the first
+// chunk of entries and in later ones, their free entries too.
+func TestBlockTableClone(t *testing.T) {
+	tab := newBlockTable()
+	live := map[uint64]Block{}
+	putBlocks(tab, live, 1, 10000, 32)
+	for i := uint64(1); i <= 10000; i += 5 {
+		tab.take(i * 32)
+		delete(live, i*32)
+	}
+	c := tab.clone()
+	cLive := map[uint64]Block{}
+	for a, b := range live {
+		cLive[a] = b
+	}
+	// The parent allocates and frees; the child changes the same blocks
+	// otherwise.
+	for _, i := range []uint64{2, 3, 9000, 9001} {
+		tab.put(i*32+8, Block{Size: 1})
+		live[i*32+8] = Block{Size: 1}
+		tab.take(i * 32)
+		delete(live, i*32)
+		c.put(i*32, Block{Size: 77})
+		cLive[i*32] = Block{Size: 77}
+		c.setKind(i*32+32, i+1, event.Definite)
+		b := cLive[i*32+32]
+		b.Kind = event.Definite
+		cLive[i*32+32] = b
+	}
+	c.put(1<<40, Block{Size: 5})
+	cLive[1<<40] = Block{Size: 5}
+	checkBlockTable(t, tab, live)
+	checkBlockTable(t, c, cLive)
+	tab.clearKinds()
+	checkBlockTable(t, c, cLive)
+}
+
+func TestFreeLogFindsTheLatestFree(t *testing.T) {
+	l := newFreeLog(4)
+	l.add(freeEntry{addr: 1, stack: 10})
+	l.add(freeEntry{addr: 2, stack: 20})
+	l.add(freeEntry{addr: 1, stack: 11})
+	if e, ok := l.last(1); !ok || e.stack != 11 {
+		t.Errorf("last(1) = %+v %v, want the free at stack 11", e, ok)
+	}
+	l.add(freeEntry{addr: 3})
+	l.add(freeEntry{addr: 4}) // wraps: the oldest (1 at 10) goes
+	l.add(freeEntry{addr: 5}) // 2 goes
+	if _, ok := l.last(2); ok {
+		t.Error("an aged-out free is still found")
+	}
+	if e, ok := l.last(1); !ok || e.stack != 11 {
+		t.Errorf("after wrapping, last(1) = %+v %v", e, ok)
+	}
+}
+
+// TestFreeLogGrows: a log starts small, grows as frees come, keeps every
+// one of its last max frees, then forgets the oldest.
+func TestFreeLogGrows(t *testing.T) {
+	const max = 5000 // not a multiple of the start
+	l := newFreeLog(max)
+	if len(l.ents) >= max {
+		t.Fatalf("a new log holds %d entries already", len(l.ents))
+	}
+	for i := uint64(1); i <= max; i++ {
+		l.add(freeEntry{addr: i, stack: StackID(i)})
+	}
+	if len(l.ents) != max {
+		t.Fatalf("%d entries after %d frees, want %d", len(l.ents), max, max)
+	}
+	for i := uint64(1); i <= max; i++ {
+		if e, ok := l.last(i); !ok || e.stack != StackID(i) {
+			t.Fatalf("free %d of %d: %+v %v", i, max, e, ok)
+		}
+	}
+	for i := uint64(max + 1); i <= max+10; i++ {
+		l.add(freeEntry{addr: i, stack: StackID(i)})
+	}
+	if len(l.ents) != max {
+		t.Errorf("the log grew past its %d entries: %d", max, len(l.ents))
+	}
+	for i := uint64(1); i <= 10; i++ {
+		if _, ok := l.last(i); ok {
+			t.Errorf("free %d, 10 past the last %d, is still found", i, max)
+		}
+	}
+	for i := uint64(11); i <= max+10; i++ {
+		if e, ok := l.last(i); !ok || e.stack != StackID(i) {
+			t.Fatalf("free %d after wrapping: %+v %v", i, e, ok)
+		}
+	}
+	// Round and round (a long run's frees).
+	for i := uint64(max + 11); i <= 4*max+3; i++ {
+		l.add(freeEntry{addr: i, stack: StackID(i)})
+	}
+	if len(l.ents) != max {
+		t.Errorf("%d entries after wrapping three times more, want %d", len(l.ents), max)
+	}
+	for i := uint64(3*max + 4); i <= 4*max+3; i++ {
+		if e, ok := l.last(i); !ok || e.stack != StackID(i) {
+			t.Fatalf("free %d after wrapping three times more: %+v %v", i, e, ok)
+		}
+	}
+	if _, ok := l.last(3*max + 3); ok {
+		t.Errorf("free %d, %d back, is still found", 3*max+3, max+1)
+	}
+}
+
+// TestBlockTableProbes: heap-like addresses, blocks packed in pages and
+// blocks one per page or at larger powers of two apart, find their slot
+// within a few probes on average: strides must not pile up on a few homes.
+// (Linear probing with random homes at the table's load, at most 1/2,
+// expects (1 + 1/(1-load))/2 <= 1.5 probes a successful lookup; 4 leaves
+// room for the strides' luck, and fails well short of a pile-up.)
+// (A home keeping a page's blocks near each other, for the cache, made
+// 32-byte blocks take 14-29 probes.)
+func TestBlockTableProbes(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		base, stride uint64
+		n            int
+	}{
+		{"112-byte blocks", 0x55a000000000, 112, 200000},
+		{"32-byte blocks", 0x55a000000000, 32, 200000},
+		{"a block a page", 0x7f0000000000, 4096, 100000},
+		{"16 KiB apart", 0x7f0000000000, 16 << 10, 100000},
+		{"1 MiB apart", 0x7f0000000000, 1 << 20, 50000},
+		{"64 MiB apart (arenas)", 0x7f0000000000, 64 << 20, 20000},
+	} {
+		tab := newBlockTable()
+		for i := 0; i < c.n; i++ {
+			tab.put(c.base+uint64(i)*c.stride, Block{Size: 1})
+		}
+		probes := 0
+		for i := 0; i < c.n; i++ {
+			addr := c.base + uint64(i)*c.stride
+			probes += tab.probes(addr)
+		}
+		if avg := float64(probes) / float64(c.n); avg > 4 {
+			t.Errorf("%s: %.1f probes a lookup on average, want at most 4", c.name, avg)
+		} else {
+			t.Logf("%s: %.2f probes a lookup", c.name, avg)
+		}
+	}
+}
+
+// probes returns the slots a lookup of addr reads, or -1 if it finds no
+// block there.
+func (t *blockTable) probes(addr uint64) int {
+	tag := tagOf(addr)
+	n := 0
+	for i := uint64(tag) & t.mask; ; i = (i + 1) & t.mask {
+		n++
+		v := t.slots[i]
+		if v == 0 {
+			return -1
+		}
+		if uint32(v>>32) == tag && t.ent(uint32(v)-1).addr == addr {
+			return n
+		}
+	}
+}
+
+// BenchmarkBlockTableLoop: an allocation and a free a loop, 64 blocks
+// live (the common case: the table in cache).
+func BenchmarkBlockTableLoop(b *testing.B) {
+	tab := newBlockTable()
+	var live [64]uint64
+	for i := 0; i < b.N; i++ {
+		addr := 0x10000 + uint64(i%1024)*64 + uint64(i/1024%16)*0x100000
+		if old := live[i%64]; old != 0 {
+			tab.take(old)
+		}
+		tab.put(addr, Block{Size: uint64(16 + i%500), Time: uint64(i)})
+		live[i%64] = addr
+	}
+}
+
+// BenchmarkBlockTableBig: blocks 112 bytes apart put and never freed, as
+// by bench/workloads/bigheap.c (the table out of cache, growing).
+func BenchmarkBlockTableBig(b *testing.B) {
+	tab := newBlockTable()
+	for i := 0; i < b.N; i++ {
+		tab.put(0x55a000000000+uint64(i)*112, Block{Size: 100, Time: uint64(i)})
+	}
+}

@@ -1,0 +1,1206 @@
+package tracefile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/leakpath/leakpath/internal/model/event"
+)
+
+// A chunk's payload (what its zstd frame decompresses to) is a set of
+// byte streams, each holding one kind of value, so that zstd sees
+// homogeneous data:
+//
+//	flags byte (bit 0: timeEMA; the others are 0)
+//	uvarint len(stream 0) ... uvarint len(stream numStreams-2)
+//	stream 0 | stream 1 | ... | stream numStreams-1 (the rest)
+const (
+	sOps    = iota // op bytes: one per event, plus pseudo-ops
+	sTime          // time residuals
+	sAddr          // addresses: deltas, back-references
+	sSize          // sizes: the low byte
+	sSizeHi        // sizes: uvarint of the rest (size >> 8)
+	sStack         // stack ids
+	sFn            // Fn bytes that were not predicted
+	sFrames        // frame counts and frame deltas
+	sMisc          // everything else
+	numStreams
+)
+
+var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "stack", "fn", "frames", "misc"}
+
+// Op bytes: the low 5 bits are the code, the high 3 bits flags. Codes 1-5
+// are the compact encodings of the event kinds of the same value, code 6
+// that of scope markers.
+const (
+	opScope     = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
+	opAgg       = 0x07 // an Agg (format version 7): see encoder.addAgg
+	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2 (both >> shift)
+	opSetProc   = 0x1d // misc: uvarint Proc
+	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
+	opGeneric   = 0x1f // ops: kind byte; misc: uvarint field mask; fields
+	codeMask    = 0x1f
+	f0          = 0x20
+	f1          = 0x40
+	f2          = 0x80
+)
+
+// Payload flags.
+const (
+	// timeEMA: the time stream holds residuals from an exponential
+	// average of the deltas, not the deltas themselves. Plain deltas win
+	// when the deltas repeat exactly (loops, coarse clocks: zstd finds
+	// the repeats), residuals when they jitter at random.
+	timeEMA    = 1
+	flagsKnown = timeEMA
+	emaShift   = 3
+)
+
+// Fields of a generic event, as bits of its mask.
+const (
+	gFn = 1 << iota
+	gStack
+	gTime
+	gAddr
+	gAddr2
+	gSize
+	gAux
+	gFrames
+	gModule
+	gText
+	gProcess
+	gClock
+	gScan      // since format version 2; with flags since 3
+	gRootCause // since format version 4
+	gStale     // since format version 6
+	gAll       = 1<<iota - 1
+)
+
+// Sizes of the prediction tables. The tables of the encoder are direct
+// mapped caches (a collision loses a prediction, never correctness); the
+// decoder keeps rings of the last allocWindow allocated and freeWindow
+// freed addresses of the chunk.
+const (
+	allocWindow = 1 << 16
+	freeWindow  = 1 << 12
+	allocTab    = 1 << 14
+	freeTab     = 1 << 12
+	stackTab    = 1 << 14
+	numThreads  = 8
+)
+
+// The entries of the tables are kept to 16 bytes: the tables are hit at
+// random for every event, and their cache misses are most of the cost.
+type stackEntry struct {
+	size  uint64
+	id    uint32
+	epoch uint16
+	fn    event.Fn
+}
+
+type addrEntry struct {
+	addr uint64
+	seq  uint32 // the entry is valid if seq >= the chunk's first seq
+	cls  uint16 // classOf the size
+	fn   event.Fn
+}
+
+type ringEntry struct {
+	addr uint64
+	cls  uint16
+	fn   event.Fn
+}
+
+// classEntry is a LIFO of the addresses of blocks of one size class
+// freed by one thread: what a malloc of that class in that thread (with
+// glibc's tcache and fastbins) most likely returns next.
+type classEntry struct {
+	key   uint64
+	epoch uint16
+	n     uint16 // addresses held
+	top   uint16 // index of the latest in addrs, a ring
+	addrs [classDepth]uint64
+}
+
+// pop removes and returns the latest address; c.n must be > 0.
+func (c *classEntry) pop() uint64 {
+	a := c.addrs[c.top%classDepth]
+	c.top--
+	c.n--
+	return a
+}
+
+// peek returns the latest address; c.n must be > 0.
+func (c *classEntry) peek() uint64 { return c.addrs[c.top%classDepth] }
+
+const (
+	classTab   = 1 << 11
+	classDepth = 4
+)
+
+// classOf is the size class of a block of size bytes (glibc's chunk size
+// / 16), or 0 for none.
+func classOf(size uint64) uint16 {
+	if size >= 1<<20-32 {
+		return 0
+	}
+	return uint16(max(32, (size+23)&^15) >> 4)
+}
+
+func classKey(cls uint16, t int32) uint64 { return uint64(cls) | uint64(uint32(t))<<16 }
+
+func classHash(k uint64) uint64 { return (k ^ (k>>16)*0x9e37) & (classTab - 1) }
+
+func addrHash(a uint64) uint64 { return a>>4 ^ a>>19 }
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// freeFnFor is the Fn that normally frees memory allocated by f.
+func freeFnFor(f event.Fn) event.Fn {
+	switch f {
+	case event.New:
+		return event.Delete
+	case event.NewArray:
+		return event.DeleteArray
+	}
+	return event.FreeFn
+}
+
+// model is the state that encoder and decoder share; it is reset at each
+// chunk start.
+type model struct {
+	proc     uint32
+	threads  [numThreads]int32 // MRU list; threads[0] is the current thread
+	prevTime uint64
+	pred     int64 // exponential average of the time deltas
+	timeMode byte  // timeEMA or 0: how the time stream is coded
+	shift    uint8 // times are stored >> shift (Options.TimeShift)
+	prevAddr uint64
+	// bump: where the allocator would put the next block if it carved it
+	// right after the previous allocation (glibc's top chunk): what an
+	// allocation's address delta is from (format version 6).
+	bump      uint64
+	prevFrame uint64 // first frame of the previous stack
+	lastStack uint32 // id of the previous StackDef
+	freeFn    event.Fn
+	epoch     uint16
+	stacks    []stackEntry
+	classes   []classEntry
+	names     []string // the scope names of the chunk, in the order first coded
+}
+
+// maxChunkNames bounds the scope names a chunk's table holds; later ones
+// are coded in full each time.
+const maxChunkNames = 1024
+
+// classPush records that thread t freed addr, a block of class cls.
+func (m *model) classPush(addr uint64, cls uint16, t int32) {
+	if cls == 0 {
+		return
+	}
+	k := classKey(cls, t)
+	c := &m.classes[classHash(k)]
+	if c.epoch != m.epoch || c.key != k {
+		c.epoch, c.key, c.n = m.epoch, k, 0
+	}
+	c.top++
+	c.addrs[c.top%classDepth] = addr
+	if c.n < classDepth {
+		c.n++
+	}
+}
+
+// classTop returns the class list for an allocation of size bytes by
+// thread t, or nil if it is empty.
+func (m *model) classTop(cls uint16, t int32) *classEntry {
+	if cls == 0 {
+		return nil
+	}
+	k := classKey(cls, t)
+	c := &m.classes[classHash(k)]
+	if c.epoch != m.epoch || c.key != k || c.n == 0 {
+		return nil
+	}
+	return c
+}
+
+func (m *model) reset() {
+	m.proc = 0
+	m.threads = [numThreads]int32{}
+	m.prevTime, m.pred, m.prevAddr, m.prevFrame, m.bump = 0, 0, 0, 0, 0
+	m.lastStack = 0
+	m.freeFn = event.FreeFn
+	clear(m.names)
+	m.names = m.names[:0]
+	if m.stacks == nil {
+		m.stacks = make([]stackEntry, stackTab)
+		m.classes = make([]classEntry, classTab)
+	}
+	m.epoch++
+	if m.epoch == 0 {
+		clear(m.stacks)
+		clear(m.classes)
+		m.epoch = 1
+	}
+}
+
+// timeFrom decodes a time delta or residual.
+func (m *model) timeFrom(u uint64) uint64 {
+	d := unzigzag(u)
+	if m.timeMode == timeEMA {
+		d += m.pred
+	}
+	m.prevTime += uint64(d)
+	m.pred += (d - m.pred) >> emaShift
+	return m.prevTime << m.shift
+}
+
+// encoder appends the events of one chunk to its streams.
+type encoder struct {
+	model
+	s     [numStreams][]byte
+	alt   []byte // with dual, the time stream coded the other way
+	dual  bool   // code times both ways, so the writer can compare them
+	n     int    // events in the chunk
+	big   bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
+	alloc []addrEntry
+	free  []addrEntry
+	// nameIdx: the index of each name in model.names.
+	nameIdx map[string]int
+	callers callerTrie
+	// defFrames holds copies of the frames of the chunk's stack
+	// definitions, back to back (the caller may reuse an event's slices
+	// once Write returns); defEnd[i] is where the i-th one ends.
+	defFrames []uint64
+	defEnd    []int
+	// Sequence numbers of allocations and frees since the encoder was
+	// made, and of the first ones in this chunk.
+	allocSeq, allocStart uint32
+	freeSeq, freeStart   uint32
+	// lastFreed is the sequence number of the allocation the chunk's last
+	// back-referenced free released (0: none yet): see putFreed.
+	lastFreed uint32
+	// before7 codes as format versions before 7 did: frees only as
+	// distances back, aggregates the generic way.
+	before7 bool
+	// before8 codes stack ids plain, not from the latest StackDef's.
+	before8 bool
+}
+
+func newEncoder() *encoder {
+	// Sequence numbers start at 1 so that a zero entry is never valid.
+	e := &encoder{alloc: make([]addrEntry, allocTab), free: make([]addrEntry, freeTab), allocSeq: 1, freeSeq: 1,
+		nameIdx: map[string]int{}}
+	e.reset()
+	return e
+}
+
+// reset starts a new chunk.
+func (e *encoder) reset() {
+	e.model.reset()
+	clear(e.nameIdx)
+	e.callers.reset()
+	e.defFrames, e.defEnd = e.defFrames[:0], e.defEnd[:0]
+	for i := range e.s {
+		e.s[i] = e.s[i][:0]
+	}
+	e.alt = e.alt[:0]
+	e.n, e.big = 0, false
+	if e.allocSeq > 1<<31 || e.freeSeq > 1<<31 {
+		// Restart the sequence numbers before they wrap.
+		clear(e.alloc)
+		clear(e.free)
+		e.allocSeq, e.freeSeq = 1, 1
+	}
+	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
+	e.lastFreed = 0
+}
+
+// putStack codes the stack id of a heap event (format version 8): as a
+// zigzag delta from the chunk's latest StackDef's, which the agent writes
+// just before the first event of a stack (python3: 30 % of the events'
+// stacks; the stack stream a third smaller).
+func (e *encoder) putStack(id uint32) {
+	if e.before8 {
+		e.s[sStack] = uv(e.s[sStack], uint64(id))
+		return
+	}
+	e.s[sStack] = uv(e.s[sStack], zigzag(int64(id)-int64(e.lastStack)))
+}
+
+// putFreed codes the allocation a free releases, dist allocations back
+// (format version 7): 2*dist-1, or, counted from the allocation after the
+// one the previous free released, 2+2*zigzag(delta), whichever is smaller.
+// Programs free blocks in the order they allocated them at least as often
+// as the newest first (sqlite3 closing its database: 94 % of its frees):
+// then every free codes as 2. dist 0 (none known) codes as 0.
+func (e *encoder) putFreed(dist uint64) {
+	if e.before7 || dist == 0 {
+		e.s[sAddr] = uv(e.s[sAddr], dist)
+		return
+	}
+	target := e.allocSeq - uint32(dist)
+	v := 2*dist - 1
+	if e.lastFreed != 0 {
+		if b := 2 + 2*zigzag(int64(target)-int64(e.lastFreed)-1); b < v {
+			v = b
+		}
+	}
+	e.lastFreed = target
+	e.s[sAddr] = uv(e.s[sAddr], v)
+}
+
+// full reports whether the chunk has reached size bytes. It looks at the
+// size only every 16 events unless a variable-sized event came, so a chunk
+// may exceed size by 16 heap events.
+func (e *encoder) full(size int) bool {
+	if e.n&15 != 0 && !e.big {
+		return false
+	}
+	e.big = false
+	return e.size() >= size
+}
+
+// size is the length of the payload so far, less the stream lengths.
+func (e *encoder) size() int {
+	n := 0
+	for i := range e.s {
+		n += len(e.s[i])
+	}
+	return n
+}
+
+// payload appends the chunk's payload to b.
+func (e *encoder) payload(b []byte) []byte {
+	return appendPayload(b, &e.s, e.alt, e.timeMode, e.timeMode)
+}
+
+// appendPayload appends a payload of streams s, whose time stream is coded
+// as primary says, to b. If flags asks for the other time coding, alt
+// replaces the time stream.
+func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, primary, flags byte) []byte {
+	b = append(b, flags)
+	for i := range numStreams {
+		st := s[i]
+		if i == sTime && flags&timeEMA != primary {
+			st = alt
+		}
+		if i < numStreams-1 {
+			b = binary.AppendUvarint(b, uint64(len(st)))
+		}
+	}
+	for i := range numStreams {
+		st := s[i]
+		if i == sTime && flags&timeEMA != primary {
+			st = alt
+		}
+		b = append(b, st...)
+	}
+	return b
+}
+
+// ownTime is ev.Addr2, as coarse as times when it is a late allocation's
+// own time (and not 0 so: 0 would say it is not late).
+func (e *encoder) ownTime(ev *event.Event) uint64 {
+	if ev.Kind == event.Alloc && ev.Addr2 <= ev.Time && ev.Addr2>>e.shift != 0 {
+		return ev.Addr2 >> e.shift << e.shift
+	}
+	return ev.Addr2
+}
+
+// allocBase is what an allocation's address is coded as a delta from: the
+// end of the previous allocation's chunk, if the chunk had one, else the
+// previous address.
+func (m *model) allocBase() uint64 {
+	if m.bump != 0 {
+		return m.bump
+	}
+	return m.prevAddr
+}
+
+// chunkSize is the size of the glibc chunk that holds a block of size
+// bytes (its 8-byte header, 16-byte alignment, 32 bytes at least): blocks
+// carved one after another from the top of the heap lie that far apart.
+func chunkSize(size uint64) uint64 {
+	return max(32, (size+8+15)&^15)
+}
+
+// putSize codes a size as its low byte and the uvarint of the rest: one
+// byte-wide column and one mostly of zeros entropy-code better than
+// varints whose first and second bytes share one distribution.
+func (e *encoder) putSize(n uint64) {
+	e.s[sSize] = append(e.s[sSize], byte(n))
+	e.s[sSizeHi] = uv(e.s[sSizeHi], n>>8)
+}
+
+// putTime codes time t in the time stream as timeMode says, and with dual
+// the other way in alt.
+func (e *encoder) putTime(t uint64) {
+	t >>= e.shift
+	d := int64(t - e.prevTime)
+	p, a := zigzag(d), zigzag(d-e.pred)
+	if e.timeMode == timeEMA {
+		p, a = a, p
+	}
+	e.s[sTime] = uv(e.s[sTime], p)
+	if e.dual {
+		e.alt = uv(e.alt, a)
+	}
+	e.prevTime = t
+	e.pred += (d - e.pred) >> emaShift
+}
+
+func uv(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func (e *encoder) pushAlloc(addr uint64, cls uint16, fn event.Fn) {
+	e.alloc[addrHash(addr)&(allocTab-1)] = addrEntry{addr, e.allocSeq, cls, fn}
+	e.allocSeq++
+}
+
+func (e *encoder) pushFree(addr uint64) {
+	e.free[addrHash(addr)&(freeTab-1)] = addrEntry{addr: addr, seq: e.freeSeq}
+	e.freeSeq++
+}
+
+// findAlloc returns the distance (1: the latest) to the allocation of addr
+// in the chunk's window, or 0, and that allocation.
+func (e *encoder) findAlloc(addr uint64) (uint64, *addrEntry) {
+	a := &e.alloc[addrHash(addr)&(allocTab-1)]
+	if a.addr == addr && a.seq >= e.allocStart && e.allocSeq-a.seq <= allocWindow {
+		return uint64(e.allocSeq - a.seq), a
+	}
+	return 0, nil
+}
+
+// checkEvent reports why ev cannot be stored, or nil.
+func checkEvent(ev *event.Event) error {
+	if ev.Kind == event.StackDef && ev.Stack >= event.MaxStackID {
+		return fmt.Errorf("stack id %d (limit %d)", ev.Stack, event.MaxStackID)
+	}
+	if len(ev.Frames()) > MaxFrames {
+		return fmt.Errorf("%v event with %d frames (limit %d)", ev.Kind, len(ev.Frames()), MaxFrames)
+	}
+	if len(ev.Text()) > MaxString {
+		return fmt.Errorf("%v event with %d bytes of text (limit %d)", ev.Kind, len(ev.Text()), MaxString)
+	}
+	if m := ev.ModuleInfo(); m != nil {
+		if len(m.Path) > MaxString || len(m.BuildID) > MaxString || len(m.Segments) > MaxSegments {
+			return fmt.Errorf("module %q exceeds the limits (path %d bytes, build id %d bytes, %d segments)",
+				m.Path, len(m.Path), len(m.BuildID), len(m.Segments))
+		}
+	}
+	if p := ev.ProcessInfo(); p != nil {
+		n := 0
+		for _, a := range p.Argv {
+			if len(a) > MaxString {
+				return fmt.Errorf("process argument of %d bytes (limit %d)", len(a), MaxString)
+			}
+			n += len(a)
+		}
+		if len(p.Argv) > MaxArgs || n > 4*MaxString || len(p.Exe) > MaxString {
+			return fmt.Errorf("process arguments exceed the limits (%d arguments, %d bytes)", len(p.Argv), n)
+		}
+	}
+	return nil
+}
+
+// needsCheck reports whether ev has variable parts that checkEvent must
+// look at.
+func needsCheck(ev *event.Event) bool {
+	return ev.Frames() != nil || ev.Text() != "" || ev.ModuleInfo() != nil || ev.ProcessInfo() != nil
+}
+
+// add appends one event to the chunk. It returns an error, and adds
+// nothing, for an event beyond the format's limits.
+func (e *encoder) add(ev *event.Event) error {
+	plain := ev.Frames() == nil && ev.ModuleInfo() == nil && ev.Text() == "" && ev.ProcessInfo() == nil &&
+		ev.ClockInfo() == nil && ev.Aux == 0
+	if !plain && needsCheck(ev) {
+		if err := checkEvent(ev); err != nil {
+			return err
+		}
+	}
+	if ev.Proc != e.proc {
+		if ev.Proc >= event.MaxImages {
+			return fmt.Errorf("%v event of process image %d (limit %d)", ev.Kind, ev.Proc, event.MaxImages)
+		}
+		e.s[sOps] = append(e.s[sOps], opSetProc)
+		e.s[sMisc] = uv(e.s[sMisc], uint64(ev.Proc))
+		e.proc = ev.Proc
+	}
+	if ev.Thread != e.threads[0] {
+		e.setThread(ev.Thread)
+	}
+	e.n++
+	if plain {
+		switch ev.Kind {
+		case event.Alloc:
+			if ev.Addr2 == 0 {
+				e.addAlloc(ev)
+				return nil
+			}
+			if ev.Addr2 <= ev.Time && ev.Addr2>>e.shift != 0 {
+				// A late allocation: its own time is close before Time,
+				// and as coarse (version 6: before, it was exact).
+				e.addAlloc(ev)
+				ops := e.s[sOps]
+				ops[len(ops)-1] = ops[len(ops)-1]&^codeMask | opLateAlloc
+				late := ev.Time>>e.shift - ev.Addr2>>e.shift
+				e.s[sTime] = uv(e.s[sTime], late)
+				if e.dual {
+					e.alt = uv(e.alt, late)
+				}
+				return nil
+			}
+		case event.Free, event.ReallocBegin:
+			if ev.Addr2 == 0 && ev.Size == 0 {
+				e.addFree(ev)
+				return nil
+			}
+		case event.Realloc:
+			if ev.Fn < 32 {
+				e.addRealloc(ev)
+				return nil
+			}
+		}
+	} else if scopeMarker(ev) {
+		e.addScope(ev)
+		return nil
+	} else if compactAgg(ev) && !e.before7 {
+		e.addAgg(ev)
+		return nil
+	} else if ev.Kind == event.StackDef && len(ev.Frames()) != 0 && ev.Aux == 0 && ev.ModuleInfo() == nil && ev.Text() == "" &&
+		ev.ProcessInfo() == nil && ev.ClockInfo() == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
+		e.addStackDef(ev)
+		e.big = true
+		return nil
+	}
+	e.addGeneric(ev)
+	e.big = true
+	return nil
+}
+
+func (e *encoder) setThread(t int32) {
+	for i := 1; i < numThreads; i++ {
+		if e.threads[i] == t {
+			copy(e.threads[1:i+1], e.threads[:i])
+			e.threads[0] = t
+			e.s[sOps] = append(e.s[sOps], opSetThread|byte(i)<<5)
+			return
+		}
+	}
+	e.s[sOps] = append(e.s[sOps], opSetThread)
+	e.s[sMisc] = uv(e.s[sMisc], zigzag(int64(t)-int64(e.threads[0])))
+	copy(e.threads[1:], e.threads[:numThreads-1])
+	e.threads[0] = t
+}
+
+func (e *encoder) addAlloc(ev *event.Event) {
+	op := byte(event.Alloc)
+	e.putTime(ev.Time)
+	e.putStack(ev.Stack)
+	se := &e.stacks[ev.Stack&(stackTab-1)]
+	if se.epoch == e.epoch && se.id == ev.Stack && se.size == ev.Size && se.fn == ev.Fn {
+		op |= f0
+	} else {
+		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.putSize(ev.Size)
+		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: e.epoch, fn: ev.Fn}
+	}
+	addr := ev.Addr
+	f := &e.free[addrHash(addr)&(freeTab-1)]
+	cls := classOf(ev.Size)
+	if c := e.classTop(cls, e.threads[0]); c != nil && c.peek() == addr {
+		op |= 1 << 6
+		c.pop()
+	} else if f.addr == addr && f.seq >= e.freeStart && e.freeSeq-f.seq <= freeWindow {
+		op |= 3 << 6
+		e.s[sAddr] = uv(e.s[sAddr], uint64(e.freeSeq-f.seq-1))
+	} else if d := zigzag(int64(addr - e.allocBase())); d <= addr {
+		e.s[sAddr] = uv(e.s[sAddr], d)
+	} else {
+		op |= 2 << 6
+		e.s[sAddr] = uv(e.s[sAddr], addr)
+	}
+	e.prevAddr = addr
+	e.bump = addr + chunkSize(ev.Size)
+	e.pushAlloc(addr, cls, ev.Fn)
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// addFree codes a Free or a ReallocBegin.
+func (e *encoder) addFree(ev *event.Event) {
+	op := byte(ev.Kind)
+	e.putTime(ev.Time)
+	if ev.Stack != 0 {
+		op |= f0
+		e.putStack(ev.Stack)
+	}
+	addr := ev.Addr
+	dist, a := e.findAlloc(addr)
+	if addr == 0 || dist != 0 {
+		op |= f2
+		e.putFreed(dist)
+	} else {
+		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+	}
+	want := event.ReallocFn
+	if ev.Kind == event.Free {
+		want = e.freeFn
+		if dist != 0 {
+			want = freeFnFor(a.fn)
+			e.classPush(addr, a.cls, e.threads[0])
+		}
+		e.freeFn = ev.Fn
+		e.pushFree(addr)
+	}
+	if ev.Fn == want {
+		op |= f1
+	} else {
+		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+	}
+	e.prevAddr = addr
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+func (e *encoder) addRealloc(ev *event.Event) {
+	op := byte(event.Realloc)
+	e.putTime(ev.Time)
+	if ev.Stack != 0 {
+		op |= f0
+		e.putStack(ev.Stack)
+	}
+	addr, addr2 := ev.Addr, ev.Addr2
+	dist, a := e.findAlloc(addr)
+	var oldCls uint16
+	if addr == 0 || dist != 0 {
+		op |= f2
+		e.putFreed(dist)
+		if a != nil {
+			oldCls = a.cls // before pushAlloc may reuse the entry
+		}
+	} else {
+		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+	}
+	fb := byte(ev.Fn)
+	switch {
+	case addr2 == addr:
+	case addr2 == 0:
+		fb |= 1 << 5
+	default:
+		fb |= 2 << 5
+		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr2-addr)))
+	}
+	e.s[sFn] = append(e.s[sFn], fb)
+	e.putSize(ev.Size)
+	if addr2 != 0 {
+		e.pushAlloc(addr2, classOf(ev.Size), event.Malloc)
+		e.prevAddr = addr2
+	} else {
+		e.prevAddr = addr
+	}
+	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
+		e.pushFree(addr)
+		if dist != 0 {
+			e.classPush(addr, oldCls, e.threads[0])
+		}
+	}
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// scopeMarker reports whether ev is a scope marker as the collector makes
+// them, which opScope codes: a ScopeBegin with a name or a ScopeEnd
+// without, a time and a depth and nothing else.
+func scopeMarker(ev *event.Event) bool {
+	if ev.Fn != 0 || ev.Stack != 0 || ev.Addr != 0 || ev.Addr2 != 0 || ev.Size != 0 {
+		return false
+	}
+	x := ev.X
+	if x != nil && (x.Frames != nil || x.Module != nil || x.Process != nil || x.Clock != nil || x.Scan != nil || x.RootCause != nil) {
+		return false
+	}
+	switch ev.Kind {
+	case event.ScopeBegin:
+		return ev.Text() != ""
+	case event.ScopeEnd:
+		return ev.Text() == ""
+	}
+	return false
+}
+
+// addScope codes a scope marker: op opScope, f0 for an end; time; misc:
+// uvarint depth (Aux); for a begin, with f1 misc: uvarint k, the name is
+// the k-th of the chunk's names, else misc: the name as a string, which
+// becomes the next of them (while the table has room).
+func (e *encoder) addScope(ev *event.Event) {
+	op := byte(opScope)
+	e.putTime(ev.Time)
+	b := e.s[sMisc]
+	if e.shift != 0 {
+		// A scope's duration is its markers' difference: they keep
+		// their exact times (version 6).
+		b = uv(b, ev.Time&(1<<e.shift-1))
+	}
+	b = uv(b, ev.Aux)
+	if ev.Kind == event.ScopeEnd {
+		op |= f0
+	} else if k, ok := e.nameIdx[ev.Text()]; ok {
+		op |= f1
+		b = uv(b, uint64(k))
+	} else {
+		b = putString(b, ev.Text())
+		if len(e.names) < maxChunkNames {
+			e.nameIdx[ev.Text()] = len(e.names)
+			e.names = append(e.names, ev.Text())
+		}
+		e.big = true
+	}
+	e.s[sMisc] = b
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// compactAgg reports whether addAgg can code ev.
+func compactAgg(ev *event.Event) bool {
+	ffn := ev.Aux >> 32
+	return ev.Kind == event.Agg && ev.X == nil && ev.Fn != 0 && ffn != 0 && ffn < 256
+}
+
+// addAgg codes an aggregate of folded pairs (version 7; before, the
+// generic way, its free's function shifted into a 5-byte Aux): time; fn:
+// the allocating function, then the free's unless f1 (the one that frees
+// what it allocates); stack: uvarint allocation stack, then with f0 the
+// free's; misc: uvarint pairs (Addr); size: bytes (Size); with f2 misc:
+// uvarint temporaries (Addr2).
+func (e *encoder) addAgg(ev *event.Event) {
+	op := byte(opAgg)
+	e.putTime(ev.Time)
+	e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+	ffn := event.Fn(ev.Aux >> 32)
+	if ffn == freeFnFor(ev.Fn) {
+		op |= f1
+	} else {
+		e.s[sFn] = append(e.s[sFn], byte(ffn))
+	}
+	e.putStack(ev.Stack)
+	if fstack := uint32(ev.Aux); fstack != 0 {
+		op |= f0
+		e.putStack(fstack)
+	}
+	e.s[sMisc] = uv(e.s[sMisc], ev.Addr)
+	e.putSize(ev.Size)
+	if ev.Addr2 != 0 {
+		op |= f2
+		e.s[sMisc] = uv(e.s[sMisc], ev.Addr2)
+	}
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+func (e *encoder) addStackDef(ev *event.Event) {
+	op := byte(event.StackDef)
+	if ev.Time>>e.shift != 0 {
+		op |= f0
+		e.putTime(ev.Time)
+	}
+	if ev.Stack == e.lastStack+1 {
+		op |= f1
+	} else {
+		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+	}
+	e.lastStack = ev.Stack
+	fr := ev.Frames()
+	if ref, k := e.callers.add(fr); k >= minSharedCallers {
+		// Only the frames below the callers it shares are coded.
+		op |= f2
+		e.s[sFrames] = uv(e.s[sFrames], uint64(ref))
+		e.s[sFrames] = uv(e.s[sFrames], uint64(k))
+		e.putInner(fr, len(fr)-k, e.defined(len(e.defEnd)-ref))
+	} else {
+		e.putFrames(fr)
+	}
+	e.defFrames = append(e.defFrames, fr...)
+	e.defEnd = append(e.defEnd, len(e.defFrames))
+	e.s[sOps] = append(e.s[sOps], op)
+}
+
+// defined returns the frames of the chunk's i-th stack definition.
+func (e *encoder) defined(i int) []uint64 {
+	from := 0
+	if i > 0 {
+		from = e.defEnd[i-1]
+	}
+	return e.defFrames[from:e.defEnd[i]]
+}
+
+// minSharedCallers: a stack shares at least so many outermost frames with
+// an earlier one of the chunk before it is coded as a reference to it.
+const minSharedCallers = 2
+
+// putInner codes the first n frames of fr, those below the callers it
+// shares with the earlier stack from: their count, then from the outermost
+// in, each as a delta from the one above it; the outermost from the frame
+// at its depth in from if there is one (a return address in the same
+// function, called from the same shared caller), else from the innermost
+// shared frame. The first frame of fr becomes the previous first frame.
+func (e *encoder) putInner(fr []uint64, n int, from []uint64) {
+	b := uv(e.s[sFrames], uint64(n))
+	if n > 0 {
+		b = uv(b, zigzag(int64(fr[n-1]-innerAnchor(fr, n, from))))
+		for i := n - 2; i >= 0; i-- {
+			b = uv(b, zigzag(int64(fr[i]-fr[i+1])))
+		}
+	}
+	e.prevFrame = fr[0]
+	e.s[sFrames] = b
+}
+
+// innerAnchor is what the outermost of the n inner frames of fr is coded
+// from (see putInner); fr[n:] are the frames shared with from.
+func innerAnchor(fr []uint64, n int, from []uint64) uint64 {
+	if k := len(fr) - n; len(from) > k {
+		return from[len(from)-k-1]
+	}
+	return fr[n]
+}
+
+// callerTrie holds the stacks defined in a chunk, outermost frame first,
+// to find the earlier stack that shares the most callers with a new one.
+type callerTrie struct {
+	nodes map[trieKey]trieNode
+	defs  int32 // stacks defined in the chunk
+}
+
+type trieKey struct {
+	parent int32 // 0: the root
+	frame  uint64
+}
+
+type trieNode struct {
+	id   int32
+	last int32 // the latest stack (its index in the chunk) through this node
+}
+
+// maxTrieNodes bounds a chunk's trie; past it, stacks share with those
+// already in it only.
+const maxTrieNodes = 1 << 16
+
+// add enters the stack fr as the chunk's next one and returns how many
+// stacks back (1: the latest) the earlier stack sharing the most
+// outermost frames with it is, and how many it shares (0: none).
+func (c *callerTrie) add(fr []uint64) (ref, shared int) {
+	if c.nodes == nil {
+		c.nodes = map[trieKey]trieNode{}
+	}
+	idx := c.defs
+	c.defs++
+	var parent int32
+	var from int32 = -1
+	matching := true
+	for i := len(fr) - 1; i >= 0; i-- {
+		k := trieKey{parent, fr[i]}
+		nd, ok := c.nodes[k]
+		if !ok {
+			if len(c.nodes) >= maxTrieNodes {
+				break
+			}
+			matching = false
+			nd.id = int32(len(c.nodes)) + 1
+		} else if matching {
+			from = nd.last
+			shared++
+		}
+		nd.last = idx
+		c.nodes[k] = nd
+		parent = nd.id
+	}
+	if shared == 0 {
+		return 0, 0
+	}
+	return int(idx - from), shared
+}
+
+func (c *callerTrie) reset() {
+	clear(c.nodes)
+	c.defs = 0
+}
+
+// putFrames codes a stack: the count, the first frame as a delta from the
+// previous stack's first frame, each next one as a delta from the one
+// before it (so that shared callers give the same bytes).
+func (e *encoder) putFrames(fr []uint64) {
+	b := uv(e.s[sFrames], uint64(len(fr)))
+	if len(fr) > 0 {
+		b = uv(b, zigzag(int64(fr[0]-e.prevFrame)))
+		e.prevFrame = fr[0]
+		for i := 1; i < len(fr); i++ {
+			b = uv(b, zigzag(int64(fr[i]-fr[i-1])))
+		}
+	}
+	e.s[sFrames] = b
+}
+
+func putString(b []byte, s string) []byte {
+	b = uv(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func (e *encoder) addGeneric(ev *event.Event) {
+	var mask uint64
+	if ev.Fn != 0 {
+		mask |= gFn
+	}
+	if ev.Stack != 0 {
+		mask |= gStack
+	}
+	if ev.Time>>e.shift != 0 {
+		mask |= gTime
+	}
+	if ev.Addr != 0 {
+		mask |= gAddr
+	}
+	if ev.Addr2 != 0 {
+		mask |= gAddr2
+	}
+	if ev.Size != 0 {
+		mask |= gSize
+	}
+	if ev.Aux != 0 {
+		mask |= gAux
+	}
+	if len(ev.Frames()) != 0 {
+		mask |= gFrames
+	}
+	if ev.ModuleInfo() != nil {
+		mask |= gModule
+	}
+	if ev.Text() != "" {
+		mask |= gText
+	}
+	if ev.ProcessInfo() != nil {
+		mask |= gProcess
+	}
+	if ev.ClockInfo() != nil {
+		mask |= gClock
+	}
+	if ev.ScanInfo() != nil {
+		mask |= gScan
+	}
+	if ev.RootCauseInfo() != nil {
+		mask |= gRootCause
+	}
+	if ev.StaleInfo() != nil {
+		mask |= gStale
+	}
+	e.s[sOps] = append(e.s[sOps], opGeneric, byte(ev.Kind))
+	b := uv(e.s[sMisc], mask)
+	if mask&gFn != 0 {
+		b = append(b, byte(ev.Fn))
+	}
+	if mask&gStack != 0 {
+		b = uv(b, uint64(ev.Stack))
+	}
+	if mask&gTime != 0 {
+		e.putTime(ev.Time)
+	}
+	if mask&gAddr != 0 {
+		b = uv(b, ev.Addr)
+	}
+	if mask&gAddr2 != 0 {
+		b = uv(b, e.ownTime(ev))
+	}
+	if mask&gSize != 0 {
+		b = uv(b, ev.Size)
+	}
+	if mask&gAux != 0 {
+		b = uv(b, ev.Aux)
+	}
+	if mask&gFrames != 0 {
+		e.putFrames(ev.Frames())
+	}
+	if m := ev.ModuleInfo(); m != nil {
+		b = uv(b, uint64(m.ID))
+		b = putString(b, m.Path)
+		b = uv(b, uint64(len(m.BuildID)))
+		b = append(b, m.BuildID...)
+		b = uv(b, m.Bias)
+		b = uv(b, uint64(len(m.Segments)))
+		for _, s := range m.Segments {
+			b = uv(b, s.Vaddr)
+			b = uv(b, s.Memsz)
+			b = uv(b, uint64(s.Flags))
+			b = uv(b, s.Offset)
+		}
+	}
+	if mask&gText != 0 {
+		b = putString(b, ev.Text())
+	}
+	if p := ev.ProcessInfo(); p != nil {
+		b = uv(b, uint64(p.Index))
+		b = uv(b, zigzag(int64(p.PID)))
+		b = uv(b, zigzag(int64(p.PPID)))
+		b = uv(b, zigzag(int64(p.ParentProc)))
+		b = uv(b, p.ForkID)
+		b = uv(b, zigzag(int64(p.ExecOf)))
+		b = uv(b, uint64(len(p.Argv)))
+		for _, a := range p.Argv {
+			b = putString(b, a)
+		}
+		b = putString(b, p.Exe)
+		var fl byte
+		if p.Exited {
+			fl |= 1
+		}
+		if p.ExecdOut {
+			fl |= 2
+		}
+		if p.Attached {
+			fl |= 4
+		}
+		if p.Detached {
+			fl |= 8
+		}
+		b = append(b, fl)
+		b = uv(b, zigzag(int64(p.Code)))
+		b = uv(b, zigzag(int64(p.Signal)))
+	}
+	if c := ev.ClockInfo(); c != nil {
+		b = uv(b, c.Ticks)
+		b = uv(b, c.Mono)
+		b = uv(b, c.Real)
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(c.TicksPerSec))
+	}
+	if sc := ev.ScanInfo(); sc != nil {
+		b = putScan(b, sc)
+	}
+	if rc := ev.RootCauseInfo(); rc != nil {
+		b = putRootCause(b, rc)
+	}
+	if st := ev.StaleInfo(); st != nil {
+		b = putStale(b, st)
+	}
+	e.s[sMisc] = b
+}
+
+// putStale appends a stale epoch's reading: the pool, then the bitset of
+// the pages touched (at most MaxStaleWords words).
+func putStale(b []byte, st *event.StaleInfo) []byte {
+	b = uv(b, st.Base)
+	b = uv(b, uint64(st.Page))
+	b = uv(b, uint64(st.Count))
+	b = uv(b, uint64(st.Watched))
+	return putList(b, st.Referenced, MaxStaleWords)
+}
+
+// putList appends the count of vs (at most max of them), then each.
+func putList(b []byte, vs []uint64, max int) []byte {
+	n := min(len(vs), max)
+	b = uv(b, uint64(n))
+	for _, v := range vs[:n] {
+		b = uv(b, v)
+	}
+	return b
+}
+
+// putRootCause appends a root cause: its status and counts, the
+// functions, the branches (address, target, direction), the note, the
+// cost.
+func putRootCause(b []byte, rc *event.RootCauseInfo) []byte {
+	b = append(b, byte(rc.Status))
+	b = uv(b, uint64(rc.Traced))
+	b = uv(b, uint64(rc.Freed))
+	b = uv(b, uint64(rc.Leaked))
+	b = putList(b, rc.Functions, MaxRootCauseItems)
+	n := min(len(rc.Branches), MaxRootCauseItems)
+	b = uv(b, uint64(n))
+	for _, br := range rc.Branches[:n] {
+		b = uv(b, br.Addr)
+		b = uv(b, br.To)
+		var taken byte
+		if br.LeaksWhenTaken {
+			taken = 1
+		}
+		b = append(b, taken)
+	}
+	b = putString(b, truncate(rc.Note, MaxString))
+	b = uv(b, rc.WindowNs)
+	b = uv(b, rc.Stops)
+	return uv(b, rc.FoundAfterNs)
+}
+
+// Flags of a scan (since format version 3; scanTyped since 6).
+const (
+	scanLive  = 1
+	scanTyped = 2
+)
+
+// putScan appends a scan: its figures, texts, then its blocks by address,
+// each address and owner as a delta from the previous block's address.
+func putScan(b []byte, sc *event.ScanInfo) []byte {
+	b = uv(b, uint64(sc.Part))
+	b = uv(b, sc.PauseNs)
+	b = uv(b, sc.RootBytes)
+	b = uv(b, sc.HeapBytes)
+	var flags uint64
+	if sc.Live {
+		flags |= scanLive
+	}
+	if sc.Typed {
+		flags |= scanTyped
+	}
+	b = uv(b, flags)
+	b = putString(b, truncate(sc.Suppressions, MaxString))
+	b = putString(b, truncate(sc.Error, MaxString))
+	if sc.Typed {
+		b = uv(b, uint64(len(sc.Types)))
+		for _, t := range sc.Types {
+			b = putString(b, truncate(t.Name, MaxString))
+			b = putString(b, truncate(t.File, MaxString))
+			b = uv(b, uint64(t.Line))
+			b = uv(b, t.Size)
+		}
+		b = uv(b, uint64(len(sc.Names)))
+		for _, n := range sc.Names {
+			b = putString(b, truncate(n, MaxString))
+		}
+		b = uv(b, sc.TypeNs)
+	}
+	b = uv(b, uint64(len(sc.Blocks)))
+	var prev uint64
+	for _, blk := range sc.Blocks {
+		b = uv(b, zigzag(int64(blk.Addr-prev)))
+		b = uv(b, blk.Size)
+		b = append(b, byte(blk.Kind))
+		if blk.Owner == 0 {
+			b = uv(b, 0)
+		} else {
+			b = uv(b, 1+zigzag(int64(blk.Owner-blk.Addr)))
+		}
+		if sc.Typed {
+			b = uv(b, uint64(blk.Type))
+			b = append(b, blk.Evidence)
+			if blk.Holder == 0 {
+				b = uv(b, 0)
+			} else {
+				b = uv(b, 1+zigzag(int64(blk.Holder-blk.Addr)))
+			}
+			b = uv(b, uint64(blk.Via))
+			b = uv(b, blk.Retained)
+		}
+		prev = blk.Addr
+	}
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

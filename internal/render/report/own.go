@@ -1,0 +1,384 @@
+package report
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/render/termsafe"
+)
+
+// OwnCode tells the code the user builds from the system's libraries, so
+// that a report lists the user's leaks first and sums up the libraries'
+// one-time allocations (docs/own-code.md).
+type OwnCode struct {
+	// Patterns are --own globs: a module whose path (or, for a pattern
+	// without a '/', whose base name) matches one is own code.
+	Patterns []string
+	// Dirs: modules under these directories (the working directory) are
+	// own code.
+	Dirs []string
+	// DebugInfo reports whether the module at path carries DWARF in its
+	// own file, as what the user compiles with -g does (a system library's
+	// debug information comes from a separate file). nil: none does.
+	DebugInfo func(path string) bool
+}
+
+// runtimeLibs are the base-name prefixes of the C and C++ runtimes and of
+// the agent: a leak allocated there (strdup, fopen, std::string) belongs
+// to the code that called them, so attribution looks past their frames.
+var runtimeLibs = []string{"libc.so", "libc-", "ld-linux", "ld64.so", "ld.so", "libstdc++.so", "libgcc_s.so",
+	"libc++.so", "libc++abi.so", "libpthread.so", "libdl.so", "libm.so", "librt.so", "libleakpath"}
+
+// systemDirs hold programs the user did not build: an executable there
+// (orted, started by MPI_Init) is not own code by being the executable.
+var systemDirs = []string{"/usr/bin/", "/usr/sbin/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/", "/usr/share/",
+	"/bin/", "/sbin/", "/lib/", "/lib64/", "/opt/", "/snap/", "/nix/store/"}
+
+type ownKey struct {
+	p    *heap.Process
+	path string
+}
+
+// module classes for attribution.
+const (
+	modUnknown = iota // no file: look past it
+	modRuntime        // the C/C++ runtime or the agent: look past it
+	modOwn
+	modLibrary
+)
+
+// moduleClass classifies the module at path in process p.
+func (r *Report) moduleClass(p *heap.Process, path string) int {
+	if path == "" || path[0] != '/' {
+		return modUnknown
+	}
+	k := ownKey{p, path}
+	if c, ok := r.ownCache[k]; ok {
+		return c
+	}
+	c := r.classifyModule(p, path)
+	if r.ownCache == nil {
+		r.ownCache = map[ownKey]int{}
+	}
+	r.ownCache[k] = c
+	return c
+}
+
+func (r *Report) classifyModule(p *heap.Process, path string) int {
+	o := r.opts.Own
+	base := filepath.Base(path)
+	if o != nil {
+		for _, pat := range o.Patterns {
+			name := path
+			if !strings.Contains(pat, "/") {
+				name = base
+			}
+			if ok, _ := filepath.Match(pat, name); ok {
+				return modOwn
+			}
+		}
+	}
+	for _, pre := range runtimeLibs {
+		if strings.HasPrefix(base, pre) {
+			return modRuntime
+		}
+	}
+	if o == nil {
+		return modOwn // no way to tell: everything is the user's
+	}
+	if isMainExe(p, path) && !inDirs(path, systemDirs) {
+		return modOwn
+	}
+	if inDirs(path, o.Dirs) {
+		return modOwn
+	}
+	if o.DebugInfo != nil && o.DebugInfo(path) {
+		return modOwn
+	}
+	return modLibrary
+}
+
+// libraryOnly reports whether module path is a library (not own code,
+// not the runtime) in every image where it was classified, and the text
+// does not list the libraries' leaks in full.
+func (r *Report) libraryOnly(path string) bool {
+	if r.opts.ShowLibraryLeaks || r.opts.Own == nil {
+		return false
+	}
+	seen := false
+	for k, c := range r.ownCache {
+		if k.path == path {
+			if c != modLibrary {
+				return false
+			}
+			seen = true
+		}
+	}
+	return seen
+}
+
+// isMainExe reports whether path is p's executable.
+func isMainExe(p *heap.Process, path string) bool {
+	if p.Info.Exe != "" && path == p.Info.Exe {
+		return true
+	}
+	return len(p.Modules) > 0 && p.Modules[0].Path == path
+}
+
+// inDirs reports whether path lies under one of dirs.
+func inDirs(path string, dirs []string) bool {
+	for _, d := range dirs {
+		d = strings.TrimSuffix(d, "/") + "/"
+		if d == "/" {
+			continue // run from /: that says nothing of whose code it is
+		}
+		if strings.HasPrefix(path, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// attribute says whose a leak allocated at frames is: the user's when the
+// innermost frame outside the runtime (see runtimeLibs) is own code, else
+// that frame's library. during is the function own code called to get
+// there (MPI_Init), "" when no own code is on the stack (a library's
+// thread).
+func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during string) {
+	j := -1
+	innermost := ""
+	for i, f := range fs {
+		c := r.moduleClass(p, f.Module)
+		if innermost == "" && c != modUnknown {
+			innermost = f.Module
+		}
+		if c == modOwn || c == modLibrary {
+			j = i
+			break
+		}
+	}
+	if j < 0 {
+		// Runtime frames only (the dynamic linker at start-up), or no
+		// module known: without a library to blame, an unknown stack
+		// stays the user's.
+		return innermost == "", innermost, ""
+	}
+	if r.moduleClass(p, fs[j].Module) == modOwn {
+		return true, "", ""
+	}
+	lib = fs[j].Module
+	for k := j + 1; k < len(fs); k++ {
+		if r.moduleClass(p, fs[k].Module) == modOwn {
+			f := fs[k-1]
+			during = f.Function
+			if during == "" {
+				during = filepath.Base(f.Module)
+			}
+			break
+		}
+	}
+	return false, lib, during
+}
+
+// unreachable returns p's leak groups but the still reachable ones, which
+// it keeps aside: most reports never show them, and symbolizing their
+// stacks to fold them is most of a report's time.
+func (r *Report) unreachable(p *heap.Process) []heap.LeakGroup {
+	gs := p.Leaks()
+	var out, reach []heap.LeakGroup
+	for _, g := range gs {
+		if g.Kind == event.Reachable {
+			reach = append(reach, g)
+		} else {
+			out = append(out, g)
+		}
+	}
+	if r.reachable == nil {
+		r.reachable = map[*heap.Process][]heap.LeakGroup{}
+	}
+	r.reachable[p] = reach
+	return out
+}
+
+// allLeaks is leaks with the still reachable groups, after the others.
+func (r *Report) allLeaks(p *heap.Process) []leak {
+	ls := r.leaks(p)
+	if execd(p) || len(r.reachable[p]) == 0 {
+		return ls
+	}
+	reach, ok := r.allReach[p]
+	if !ok {
+		reach = r.fold(p, r.reachable[p])
+		if r.allReach == nil {
+			r.allReach = map[*heap.Process][]leak{}
+		}
+		r.allReach[p] = reach
+	}
+	return append(ls[:len(ls):len(ls)], reach...)
+}
+
+// foldKey is what makes two groups one: their kind, allocation function
+// and stack as stackKey compares it (a frame without a source line by
+// function and module, not by return address).
+func foldKey(kind event.LeakKind, fn event.Fn, fs []Frame) string {
+	return kind.String() + "\x02" + fn.String() + "\x02" + stackKey(fs)
+}
+
+// fold makes p's leak groups into the report's: groups whose stacks
+// differ only in return addresses inside functions without debug
+// information become one (a library's 14 copies of one allocation), the
+// biggest one's stack standing for all, and each is attributed (own, lib,
+// during). The order is heap's: the most important kind, then biggest.
+func (r *Report) fold(p *heap.Process, gs []heap.LeakGroup) []leak {
+	out := make([]leak, 0, len(gs))
+	idx := map[string]int{}
+	canon := map[heap.StackID]heap.StackID{} // a definite group's stack -> its group's
+	for _, g := range gs {
+		var fn event.Fn
+		var allocs uint64
+		if s := p.Site(g.Stack); s != nil {
+			fn, allocs = s.Fn, s.Allocs
+		}
+		fs := r.Stack(p, g.Stack)
+		k := foldKey(g.Kind, fn, fs)
+		if i, ok := idx[k]; ok && len(fs) > 0 {
+			l := &out[i]
+			l.Bytes += g.Bytes
+			l.Blocks += g.Blocks
+			l.IndirectBytes += g.IndirectBytes
+			l.IndirectBlocks += g.IndirectBlocks
+			if l.Owner == 0 {
+				l.Owner = g.Owner
+			}
+			l.allocs += allocs
+			l.stacks++
+			if g.Kind == event.Definite {
+				canon[g.Stack] = l.Stack
+			}
+			continue
+		}
+		idx[k] = len(out)
+		l := leak{LeakGroup: g, fn: fn, allocs: allocs, stacks: 1}
+		l.own, l.lib, l.during = r.attribute(p, fs)
+		out = append(out, l)
+	}
+	for i := range out {
+		if c, ok := canon[out[i].Owner]; ok && out[i].Kind == event.Indirect {
+			out[i].Owner = c
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Kind != b.Kind {
+			return heap.KindMoreImportant(a.Kind, b.Kind)
+		}
+		if a.Bytes != b.Bytes {
+			return a.Bytes > b.Bytes
+		}
+		return a.Blocks > b.Blocks
+	})
+	return out
+}
+
+// libSummary is one line of a report's library leaks: the groups
+// attributed to one library.
+type libSummary struct {
+	lib           string
+	groups        int
+	bytes, blocks uint64
+	during        []string // the own code's calls into it, most bytes first
+}
+
+// maxDuring bounds the calls a library line names.
+const maxDuring = 3
+
+// libItem is one library group as librarySummaries sums it.
+type libItem struct {
+	lib, during   string
+	bytes, blocks uint64 // indirect ones included
+}
+
+func libItems(ls []leak) []libItem {
+	out := make([]libItem, len(ls))
+	for i, l := range ls {
+		out[i] = libItem{l.lib, l.during, l.Bytes + l.IndirectBytes, l.Blocks + l.IndirectBlocks}
+	}
+	return out
+}
+
+// librarySummaries sums library groups per library, most bytes first.
+func librarySummaries(ls []libItem) []libSummary {
+	byLib := map[string]*libSummary{}
+	dur := map[string]map[string]uint64{}
+	for _, l := range ls {
+		s := byLib[l.lib]
+		if s == nil {
+			s = &libSummary{lib: l.lib}
+			byLib[l.lib] = s
+			dur[l.lib] = map[string]uint64{}
+		}
+		s.groups++
+		s.bytes += l.bytes
+		s.blocks += l.blocks
+		if l.during != "" {
+			dur[l.lib][l.during] += l.bytes
+		}
+	}
+	out := make([]libSummary, 0, len(byLib))
+	for lib, s := range byLib {
+		for d := range dur[lib] {
+			s.during = append(s.during, d)
+		}
+		sort.Slice(s.during, func(i, j int) bool {
+			a, b := dur[lib][s.during[i]], dur[lib][s.during[j]]
+			if a != b {
+				return a > b
+			}
+			return s.during[i] < s.during[j]
+		})
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].bytes != out[j].bytes {
+			return out[i].bytes > out[j].bytes
+		}
+		return out[i].lib < out[j].lib
+	})
+	return out
+}
+
+// text is the summary line's words after the library's name.
+func (s libSummary) text() string {
+	var b strings.Builder
+	b.WriteString(plural(s.groups, "group"))
+	b.WriteString(", ")
+	b.WriteString(bytes(s.bytes))
+	b.WriteString(" in ")
+	b.WriteString(plural64(s.blocks, "block"))
+	if len(s.during) > 0 {
+		b.WriteString(", during ")
+		n := min(len(s.during), maxDuring)
+		for i, d := range s.during[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(termsafe.String(d)) // the target's names: one line
+		}
+		if len(s.during) > n {
+			b.WriteString(", ...")
+		}
+	}
+	return b.String()
+}
+
+// libName names a library in a summary line ("" for a stack with no
+// module known).
+func libName(path string) string {
+	if path == "" {
+		return "(unknown module)"
+	}
+	return termsafe.String(filepath.Base(path))
+}
