@@ -714,7 +714,7 @@ LP_EXPORT void *malloc(size_t n)
 	void *p = lp_slot_try(t, n, __builtin_return_address(0), 0); /* stale slots */
 	if (LP_LIKELY(!p)) {
 		p = real_malloc(n);
-		lp_fresh(p);
+		lp_fresh(p, n);
 	}
 	if (t)
 		lp_rec_alloc(t, LP_FN_MALLOC, p, n, LP_FP());
@@ -793,7 +793,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	}
 	void *p = real_realloc(old, n);
 	if (!old)
-		lp_fresh(p);
+		lp_fresh(p, n);
 	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;
@@ -824,7 +824,7 @@ LP_EXPORT void *memalign(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_memalign))
 		return NULL;
 	void *p = real_memalign(align, n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_MEMALIGN, p, n, LP_FP());
 	return p;
@@ -837,7 +837,7 @@ LP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 		return ENOMEM;
 	int rc = real_posix_memalign(out, align, n);
 	if (rc == 0)
-		lp_fresh(*out);
+		lp_fresh(*out, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_POSIX_MEMALIGN, rc == 0 ? *out : NULL, n, LP_FP());
 	return rc;
@@ -849,7 +849,7 @@ LP_EXPORT void *aligned_alloc(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_aligned_alloc))
 		return NULL;
 	void *p = real_aligned_alloc(align, n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_ALIGNED_ALLOC, p, n, LP_FP());
 	return p;
@@ -861,7 +861,7 @@ LP_EXPORT void *valloc(size_t n)
 	if (LP_UNLIKELY(!real_valloc))
 		return NULL;
 	void *p = real_valloc(n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_VALLOC, p, n, LP_FP());
 	return p;
@@ -873,7 +873,7 @@ LP_EXPORT void *pvalloc(size_t n)
 	if (LP_UNLIKELY(!real_pvalloc))
 		return NULL;
 	void *p = real_pvalloc(n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_PVALLOC, p, n, LP_FP());
 	return p;
@@ -963,7 +963,7 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			if (t)                                                         \
 				lp_leave(&t->busy);                                    \
 		}                                                                      \
-		lp_fresh(p);                                                           \
+		lp_fresh(p, n);                                                           \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
 		return p;                                                              \

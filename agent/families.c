@@ -67,6 +67,8 @@ void lp_families_init(void *real_malloc)
 	const char *base = mi.dli_fname ? strrchr(mi.dli_fname, '/') : NULL;
 	base = base ? base + 1 : mi.dli_fname;
 	lp_real_libc = !base || strncmp(base, "libc.so", 7) == 0 || strncmp(base, "libc-", 5) == 0;
+	if (lp_real_libc)
+		lp_fresh_link = LP_FRESH_CHUNK;
 	lp_dynmods_read();
 	/* The executable's own malloc: known before any operator new the
 	 * agent serves (lp_cxx_mode), which must then call through. */
@@ -78,7 +80,7 @@ void lp_families_init(void *real_malloc)
 	for (unsigned i = 0; i < sizeof lp_link_markers / sizeof lp_link_markers[0]; i++) {
 		struct lp_found x;
 		if (lp_find_exported(lp_link_markers[i], &x) && x.base == lp_real_base) {
-			lp_fresh_link = 1;
+			lp_fresh_link = LP_FRESH_LINK;
 			break;
 		}
 	}
