@@ -45,6 +45,7 @@ static void *(*real_valloc)(size_t);
 static void *(*real_pvalloc)(size_t);
 static pid_t (*real_fork)(void);
 static int (*real_dlclose)(void *);
+static void *(*real_dlopen)(const char *, int);
 static int (*real_prctl)(int, ...);
 static long (*real_syscall)(long, ...);
 static void (*real__exit)(int) __attribute__((noreturn));
@@ -61,6 +62,7 @@ int lp_attach_mode; /* also read by modules.c */
 
 /* attach.c */
 LP_HIDDEN void *lp_attach_real(const char *name);
+LP_HIDDEN int lp_dlopen_as_caller(const char *file, const void *caller);
 
 /* lp_next is the function name the hook of the same name calls: the next
  * definition after the agent's when preloaded; attached, the process's own
@@ -238,6 +240,7 @@ static void lp_init(void)
 	real_pvalloc = lp_next("pvalloc");
 	real_fork = lp_next("fork");
 	real_dlclose = lp_next("dlclose");
+	real_dlopen = lp_next("dlopen");
 	real__exit = lp_next("_exit");
 	real__Exit = lp_next("_Exit");
 	real_prctl = lp_next("prctl"); /* not at _exit: a fork child may not dlsym */
@@ -509,6 +512,7 @@ static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int
 	if (t && !lp_vfork_child()) {
 		if (name)
 			lp_note_own_name(t);
+		lp_families_exit(t); /* modules no dlopen of the agent's brought */
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
 		lp_enter(&t->busy);
@@ -1126,11 +1130,40 @@ LP_EXPORT long syscall(long nr, ...)
 	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
+/* lp_dlopen_traced is dlopen called by the agent, for the allocators of
+ * the modules it brings to be patched before the program has them
+ * (families.c). */
+__attribute__((noinline)) static void *lp_dlopen_traced(const char *file, int mode)
+{
+	struct lp_dlsnap before;
+	lp_families_dlopen_begin(&before);
+	void *h = real_dlopen(file, mode);
+	int saved = errno;
+	lp_families_dlopen_end(&before, h != NULL);
+	errno = saved;
+	return h;
+}
+
+/* dlopen, preloaded (attached, attach.c redirects the program's calls to
+ * its own): the real one finds the file on behalf of its caller (its
+ * RUNPATH, $ORIGIN), so where that may matter it is called as a tail
+ * call, the caller's return address intact, and the modules it brings
+ * are not looked at. */
+LP_EXPORT void *dlopen(const char *file, int mode)
+{
+	if (LP_UNLIKELY(!real_dlopen))
+		real_dlopen = lp_sym("dlopen");
+	if (!lp_hdr || lp_dlopen_as_caller(file, __builtin_return_address(0)))
+		return real_dlopen(file, mode); /* a tail call at -O2 */
+	return lp_dlopen_traced(file, mode);
+}
+
 LP_EXPORT int dlclose(void *h)
 {
 	if (LP_UNLIKELY(!real_dlclose))
 		real_dlclose = lp_sym("dlclose");
 	int rc = real_dlclose(h);
+	lp_families_dlclose();
 	struct lp_thread *t = lp_rec_thread();
 	if (t)
 		lp_modules_refresh(t, 0);

@@ -507,19 +507,30 @@ static int lp_relro_cb(struct dl_phdr_info *info, size_t size, void *arg)
 /* lp_dlopen is dlopen for modules bound before the attach: the new module
  * and its dependencies get their slots redirected before their code runs
  * further. dlopen looks the file up on behalf of its caller (its RUNPATH,
- * $ORIGIN): when that can matter, the call goes to the real dlopen as a
- * tail call, the caller's return address intact, and the new modules are
- * redirected at the next attach-mode refresh instead. */
-static int lp_caller_paths(const void *caller)
+ * $ORIGIN): when that can matter (lp_dlopen_as_caller), the call goes to
+ * the real dlopen as a tail call, the caller's return address intact, and
+ * the new modules are redirected at the next attach-mode refresh instead. */
+
+/* lp_dlopen_as_caller reports whether dlopen of file may find another
+ * module when called from the agent than from caller: a name with $
+ * ($ORIGIN), or a bare name that the caller's RPATH or RUNPATH may
+ * resolve (an executable's RPATH applies to any caller, the agent too,
+ * but not its RUNPATH, which ld's --enable-new-dtags writes). */
+int lp_dlopen_as_caller(const char *file, const void *caller)
 {
+	if (!file)
+		return 1;
+	if (strchr(file, '$'))
+		return 1;
+	if (strchr(file, '/'))
+		return 0;
 	Dl_info info;
 	struct link_map *lm = NULL;
 	if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
 		return 1;
-	if (lm->l_name == NULL || lm->l_name[0] == 0)
-		return 0; /* the executable: its RPATH applies to any caller */
+	int exe = lm->l_name == NULL || lm->l_name[0] == 0;
 	for (const ElfW(Dyn) *d = lm->l_ld; d && d->d_tag != DT_NULL; d++)
-		if (d->d_tag == DT_RPATH || d->d_tag == DT_RUNPATH)
+		if (d->d_tag == DT_RUNPATH || (d->d_tag == DT_RPATH && !exe))
 			return 1;
 	return 0;
 }
@@ -537,7 +548,7 @@ static void *lp_dlopen(const char *file, int mode)
 {
 	if (!real_dlopen)
 		return NULL;
-	if (file && (strchr(file, '$') || (!strchr(file, '/') && lp_caller_paths(__builtin_return_address(0)))))
+	if (file && lp_dlopen_as_caller(file, __builtin_return_address(0)))
 		return real_dlopen(file, mode); /* a tail call at -O2 */
 	return lp_dlopen_as_agent(file, mode);
 }

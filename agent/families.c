@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -149,6 +150,8 @@ static const char *const lp_fam_prefixes[] = {"je_", "_rjem_", "mi_", "rp", "tc_
 #define LP_FAM_PREFIX_MAX 32
 
 struct lp_fam {
+	int live;          /* the slot is taken */
+	uintptr_t dl_base; /* its module's, if a dlopen brought it (0: at start) */
 	char prefix[LP_FAM_PREFIX_MAX];
 	void *tramp[F_N];  /* the original, through the trampoline; NULL: not patched */
 	unsigned fn[F_N];  /* LP_FN_* each records */
@@ -501,6 +504,8 @@ static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n)
  */
 struct lp_dynmod {
 	uintptr_t bias;
+	const ElfW(Phdr) *phdr; /* its program headers (in memory) */
+	int phnum;
 	const ElfW(Sym) *sym;
 	const char *str;
 	size_t strsz;
@@ -511,12 +516,12 @@ struct lp_dynmod {
 static struct lp_dynmod lp_dynmods[LP_DYNMODS];
 static int lp_ndynmods;
 
-static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* lp_dynmod_of reads module info's dynamic symbol table into *m: 0 when
+ * it has none to read (no GNU hash table), or is the agent (whose own
+ * definitions are its hooks) or the vdso. */
+static int lp_dynmod_of(const struct dl_phdr_info *info, struct lp_dynmod *m)
 {
-	(void)size;
-	uintptr_t self = (uintptr_t)arg;
-	if (lp_ndynmods >= LP_DYNMODS)
-		return 1;
+	uintptr_t self = (uintptr_t)lp_families_start;
 	const ElfW(Dyn) *dyn = NULL;
 	int mine = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -527,25 +532,35 @@ static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 			mine = 1;
 	}
 	if (!dyn || mine || !info->dlpi_name || strncmp(info->dlpi_name, "linux-vdso", 10) == 0)
-		return 0; /* the agent's own definitions are its hooks */
-	struct lp_dynmod m = {.bias = info->dlpi_addr};
+		return 0;
+	*m = (struct lp_dynmod){.bias = info->dlpi_addr, .phdr = info->dlpi_phdr, .phnum = info->dlpi_phnum};
 	uintptr_t b = info->dlpi_addr;
 	for (int i = 0; i < 64 && dyn[i].d_tag != DT_NULL; i++) {
 		uintptr_t v = dyn[i].d_un.d_ptr;
 		if (dyn[i].d_tag == DT_STRSZ) {
-			m.strsz = dyn[i].d_un.d_val;
+			m->strsz = dyn[i].d_un.d_val;
 			continue;
 		}
 		if (v < b)
 			v += b; /* not relocated by the loader */
 		if (dyn[i].d_tag == DT_SYMTAB)
-			m.sym = (const ElfW(Sym) *)v;
+			m->sym = (const ElfW(Sym) *)v;
 		else if (dyn[i].d_tag == DT_STRTAB)
-			m.str = (const char *)v;
+			m->str = (const char *)v;
 		else if (dyn[i].d_tag == DT_GNU_HASH)
-			m.gnu = (const uint32_t *)v;
+			m->gnu = (const uint32_t *)v;
 	}
-	if (m.sym && m.str && m.gnu && m.strsz)
+	return m->sym && m->str && m->gnu && m->strsz;
+}
+
+static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	if (lp_ndynmods >= LP_DYNMODS)
+		return 1;
+	struct lp_dynmod m;
+	if (lp_dynmod_of(info, &m))
 		lp_dynmods[lp_ndynmods++] = m;
 	return 0;
 }
@@ -554,7 +569,7 @@ static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static void lp_dynmods_read(void)
 {
 	lp_ndynmods = 0;
-	dl_iterate_phdr(lp_dynmods_cb, (void *)(uintptr_t)lp_families_start);
+	dl_iterate_phdr(lp_dynmods_cb, NULL);
 }
 
 /* lp_dynmod_find returns name's definition in module m, or NULL. */
@@ -588,21 +603,30 @@ static const ElfW(Sym) *lp_dynmod_find(const struct lp_dynmod *m, const char *na
 	return NULL;
 }
 
+/* lp_find_in finds name's definition in module m: 1 found (*out), 0
+ * not defined there, -1 defined but not as a function's code. */
+static int lp_find_in(const struct lp_dynmod *m, const char *name, uint32_t h, struct lp_found *out)
+{
+	const ElfW(Sym) *s = lp_dynmod_find(m, name, h);
+	if (!s)
+		return 0;
+	if (ELF64_ST_TYPE(s->st_info) != STT_FUNC)
+		return -1; /* an IFUNC's address is its resolver's choice, not its code */
+	out->addr = m->bias + (uintptr_t)s->st_value;
+	out->size = s->st_size;
+	out->base = m->bias;
+	return 1;
+}
+
 /* lp_find_exported finds name's first exported definition (as the
  * program's calls bind), the agent's aside. */
 static int lp_find_exported(const char *name, struct lp_found *out)
 {
 	uint32_t h = lp_gnu_hash(name);
 	for (int i = 0; i < lp_ndynmods; i++) {
-		const ElfW(Sym) *s = lp_dynmod_find(&lp_dynmods[i], name, h);
-		if (!s)
-			continue;
-		if (ELF64_ST_TYPE(s->st_info) != STT_FUNC)
-			return 0; /* an IFUNC's address is its resolver's choice, not its code */
-		out->addr = lp_dynmods[i].bias + (uintptr_t)s->st_value;
-		out->size = s->st_size;
-		out->base = lp_dynmods[i].bias;
-		return 1;
+		int rc = lp_find_in(&lp_dynmods[i], name, h, out);
+		if (rc)
+			return rc > 0;
 	}
 	return 0;
 }
@@ -689,7 +713,41 @@ static int lp_fam_names(const char *prefix, int cxx, char names[F_N][LP_FAM_PREF
 	return n;
 }
 
-static int lp_fam_used;
+/* lp_fam_slot takes a free slot for a family under a prefix, or one a
+ * dlopen brought: -1 when all are taken. */
+static int lp_fam_slot(void)
+{
+	for (int s = 1; s < LP_FAM_SLOTS; s++) {
+		if (!lp_fams[s].live) {
+			lp_fams[s].live = 1;
+			return s;
+		}
+	}
+	return -1;
+}
+
+#define LP_FAM_PREFIXES (LP_FAM_SLOTS + 8)
+
+/* lp_fam_prefix_list lists the prefixes to look for in prefixes
+ * (LP_FAM_PREFIXES of them at most): the built-in ones (*nbuiltin), then
+ * those of --alloc-family, copied into user (LP_FAMILIES_MAX bytes). */
+static int lp_fam_prefix_list(char *user, const char **prefixes, int *nbuiltin)
+{
+	memcpy(user, lp_hdr->alloc_families, LP_FAMILIES_MAX);
+	user[LP_FAMILIES_MAX - 1] = 0;
+	int np = 0;
+	*nbuiltin = (int)(sizeof lp_fam_prefixes / sizeof lp_fam_prefixes[0]);
+	for (int i = 0; i < *nbuiltin; i++)
+		prefixes[np++] = lp_fam_prefixes[i];
+	for (char *p = user, *q; *p && np < LP_FAM_PREFIXES; p = q) {
+		q = p + strcspn(p, ",");
+		if (*q)
+			*q++ = 0;
+		if (*p && strlen(p) < LP_FAM_PREFIX_MAX)
+			prefixes[np++] = p;
+	}
+	return np;
+}
 
 /*
  * lp_family_patch patches the functions of one family found (found[f].addr
@@ -697,7 +755,7 @@ static int lp_fam_used;
  * function under two names), and records each outcome.
  */
 static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char names[F_N][LP_FAM_PREFIX_MAX + 16],
-			    struct lp_found *found, int nf, int threads, uintptr_t *done, int *ndone, struct lp_near *near)
+			    struct lp_found *found, int nf, int veto, uintptr_t *done, int *ndone, struct lp_near *near)
 {
 	struct lp_fam *fam = &lp_fams[s];
 	size_t pl = strnlen(prefix, LP_FAM_PREFIX_MAX - 1);
@@ -709,7 +767,6 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 	int same = nf > F_DELETE && found[F_DELETE].addr && found[F_DELETE].addr == found[F_FREE].addr;
 	/* All or nothing: the blocks of an allocating function left out
 	 * would be freed unknown, the frees of one left out leaked. */
-	int veto = threads ? LP_FAMILY_THREADS : 0;
 	for (int f = 0; f < nf && !veto; f++)
 		if (found[f].addr)
 			veto = lp_patchable((const uint8_t *)found[f].addr, found[f].size) ? LP_FAMILY_REFUSED : 0;
@@ -741,15 +798,18 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 	}
 }
 
+static int lp_fam_started; /* lp_families_start ran */
+static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg);
+
 void lp_families_start(void)
 {
-	static int started;
-	if (started)
+	if (lp_fam_started)
 		return;
-	started = 1;
+	lp_fam_started = 1;
 	struct lp_thread *t = lp_rec_thread();
 	if (!t || !lp_hdr)
 		return; /* not recording: nothing to trace them for */
+	dl_iterate_phdr(lp_examined_cb, NULL);
 	int saved = errno;
 	lp_enter(&t->busy);
 	/* No signal handler may call into an entry half written. */
@@ -787,28 +847,17 @@ void lp_families_start(void)
 		lp_exe_symtab(&exe, markers, 2, mk);
 		lp_fams[0].fresh_link = mk[0].addr || mk[1].addr;
 		threads = !lp_one_thread();
-		lp_family_patch(t, 0, "", names, found, nf, threads, done, &ndone, &near);
-		lp_fam_used = 1;
+		lp_fams[0].live = 1;
+		lp_family_patch(t, 0, "", names, found, nf, threads ? LP_FAMILY_THREADS : 0, done, &ndone, &near);
 	}
 	/* Families under a prefix: the built-in ones, then the user's. A
 	 * family counts when its malloc and free are there: exported, or,
 	 * for the user's, in the executable's static symbols (read only
 	 * then: the file is opened and mapped). */
 	char user[LP_FAMILIES_MAX];
-	memcpy(user, lp_hdr->alloc_families, sizeof user);
-	user[sizeof user - 1] = 0;
-	const char *prefixes[LP_FAM_SLOTS + 8];
-	int np = 0, nbuiltin = (int)(sizeof lp_fam_prefixes / sizeof lp_fam_prefixes[0]);
-	for (int i = 0; i < nbuiltin; i++)
-		prefixes[np++] = lp_fam_prefixes[i];
-	for (char *p = user, *q; *p && np < (int)(sizeof prefixes / sizeof prefixes[0]); p = q) {
-		q = p + strcspn(p, ",");
-		if (*q)
-			*q++ = 0;
-		if (*p && strlen(p) < LP_FAM_PREFIX_MAX)
-			prefixes[np++] = p;
-	}
-	for (int i = 0; i < np && lp_fam_used < LP_FAM_SLOTS; i++) {
+	const char *prefixes[LP_FAM_PREFIXES];
+	int nbuiltin, np = lp_fam_prefix_list(user, prefixes, &nbuiltin);
+	for (int i = 0; i < np; i++) {
 		nf = lp_fam_names(prefixes[i], 0, names);
 		if (!nf)
 			continue;
@@ -846,13 +895,233 @@ void lp_families_start(void)
 		}
 		if (!found[F_MALLOC].addr || !found[F_FREE].addr)
 			continue;
-		int s = lp_fam_used ? lp_fam_used : 1;
+		int s = lp_fam_slot();
+		if (s < 0)
+			break;
 		if (threads < 0)
 			threads = !lp_one_thread();
-		lp_family_patch(t, s, prefixes[i], names, found, nf, threads, done, &ndone, &near);
-		lp_fam_used = s + 1;
+		lp_family_patch(t, s, prefixes[i], names, found, nf, threads ? LP_FAMILY_THREADS : 0, done, &ndone, &near);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
+}
+
+/* ==== Modules that arrive through dlopen ====
+ *
+ * The agent's dlopen (agent.c) notes the modules loaded before it calls
+ * the real one (lp_families_dlopen_begin); after it, the modules that
+ * came with the call get their families patched as at the start
+ * (lp_families_dlopen_end): the standard names defined by the module
+ * itself (a malloc of its own that the program reaches through dlsym, or
+ * the module's own calls, bound to it by -Bsymbolic or a protected
+ * symbol), and the families under a prefix that it exports. Patching
+ * code is safe then even with threads: the module's code has been in no
+ * thread's hands but the loading thread's, inside dlopen (its
+ * constructors), which is the thread patching now. Not so for a module
+ * that came while another thread's dlopen ran (it may be that one's, and
+ * in use), nor for one a dlopen the agent did not follow brought (see
+ * agent.c): their families are reported as not traced, when the next
+ * dlopen or the exit finds them.
+ */
+
+static int lp_dl_active;           /* hooked dlopens running */
+static unsigned long lp_dl_starts; /* hooked dlopens started */
+static int lp_fam_lock;
+
+/* The modules looked at (their load biases): at the start, or since. */
+#define LP_EXAMINED_MAX 1024
+static uintptr_t lp_examined[LP_EXAMINED_MAX];
+static int lp_nexamined;
+
+static int lp_dlsnap_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct lp_dlsnap *s = arg;
+	if (s->n >= LP_DLSNAP_MAX) {
+		s->overflow = 1;
+		return 1;
+	}
+	s->bias[s->n++] = info->dlpi_addr;
+	return 0;
+}
+
+static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	if (lp_nexamined < LP_EXAMINED_MAX)
+		lp_examined[lp_nexamined++] = info->dlpi_addr;
+	return 0;
+}
+
+void lp_families_dlopen_begin(struct lp_dlsnap *s)
+{
+	s->n = 0;
+	s->overflow = 0;
+	s->others = __atomic_fetch_add(&lp_dl_active, 1, __ATOMIC_ACQ_REL);
+	s->start = __atomic_add_fetch(&lp_dl_starts, 1, __ATOMIC_ACQ_REL);
+	dl_iterate_phdr(lp_dlsnap_cb, s);
+}
+
+/* The modules not looked at yet, and whether each was loaded before the
+ * dlopen being followed. Guarded by lp_fam_lock. */
+#define LP_NEWMODS 128
+struct lp_newmod {
+	struct lp_dynmod m;
+	int before;
+};
+static struct lp_newmod lp_newmods[LP_NEWMODS];
+static int lp_nnewmods;
+
+static int lp_newmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	const struct lp_dlsnap *s = arg;
+	for (int i = 0; i < lp_nexamined; i++)
+		if (lp_examined[i] == info->dlpi_addr)
+			return 0;
+	if (lp_nexamined >= LP_EXAMINED_MAX || lp_nnewmods >= LP_NEWMODS)
+		return 1; /* too many to tell: none looked at */
+	lp_examined[lp_nexamined++] = info->dlpi_addr;
+	struct lp_newmod *n = &lp_newmods[lp_nnewmods];
+	if (!lp_dynmod_of(info, &n->m))
+		return 0;
+	n->before = 1;
+	for (int i = 0; s && i < s->n; i++)
+		if (s->bias[i] == info->dlpi_addr)
+			goto listed;
+	n->before = !s;
+listed:
+	lp_nnewmods++;
+	return 0;
+}
+
+/* lp_module_families finds the families module m defines and patches
+ * them (veto 0) or records them as not traced (veto, an LP_FAMILY_*). */
+static void lp_module_families(struct lp_thread *t, const struct lp_dynmod *m, int veto)
+{
+	struct lp_exe code = {m->bias, m->phdr, m->phnum};
+	char names[F_N][LP_FAM_PREFIX_MAX + 16];
+	struct lp_found found[F_N];
+	uintptr_t done[LP_FAM_SLOTS * F_N];
+	int ndone = 0, own = 0;
+	struct lp_near near = {0};
+	char user[LP_FAMILIES_MAX];
+	const char *prefixes[LP_FAM_PREFIXES + 1];
+	int nbuiltin;
+	prefixes[0] = "";
+	int np = 1 + lp_fam_prefix_list(user, prefixes + 1, &nbuiltin);
+	for (int i = 0; i < np; i++) {
+		int nf = lp_fam_names(prefixes[i], i == 0, names);
+		if (!nf || (i > 0 && own))
+			continue; /* a module's own malloc family: its prefixed names are its internals */
+		memset(found, 0, sizeof found);
+		for (int f = 0; f < nf; f++) {
+			struct lp_found x;
+			if (lp_find_in(m, names[f], lp_gnu_hash(names[f]), &x) > 0 && lp_exe_code(&code, x.addr, x.size))
+				found[f] = x;
+			else if (f == F_MALLOC)
+				break; /* the common case: no such family */
+		}
+		if (!found[F_MALLOC].addr || !found[F_FREE].addr)
+			continue;
+		own |= i == 0;
+		int s = lp_fam_slot();
+		if (s < 0)
+			return;
+		struct lp_fam *fam = &lp_fams[s];
+		memset(fam->tramp, 0, sizeof fam->tramp);
+		fam->dl_base = m->bias;
+		fam->fresh_link = 0;
+		static const char *const markers[] = {"tc_malloc", "mi_malloc"};
+		for (int k = 0; k < 2; k++) {
+			struct lp_found x;
+			if (lp_find_in(m, markers[k], lp_gnu_hash(markers[k]), &x) > 0)
+				fam->fresh_link = 1;
+		}
+		lp_family_patch(t, s, prefixes[i], names, found, nf, veto, done, &ndone, &near);
+		if (veto)
+			fam->live = 0; /* nothing patched: the slot is free again */
+	}
+}
+
+/* lp_families_new looks at the modules loaded since the last look: those
+ * that came with the dlopen followed (not in s; s NULL: none) are
+ * patched when alone, the others reported. */
+static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int alone)
+{
+	int saved = errno;
+	lp_enter(&t->busy);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	lp_nnewmods = 0;
+	dl_iterate_phdr(lp_newmods_cb, (void *)s);
+	for (int i = 0; i < lp_nnewmods; i++)
+		lp_module_families(t, &lp_newmods[i].m,
+				   lp_newmods[i].before || !alone ? LP_FAMILY_UNFOLLOWED : 0);
+	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	lp_leave(&t->busy);
+	errno = saved;
+}
+
+void lp_families_dlopen_end(const struct lp_dlsnap *s, int loaded)
+{
+	int alone = s->others == 0 && __atomic_load_n(&lp_dl_starts, __ATOMIC_ACQUIRE) == s->start;
+	__atomic_sub_fetch(&lp_dl_active, 1, __ATOMIC_ACQ_REL);
+	if (!loaded || s->overflow || !lp_fam_started)
+		return;
+	struct lp_thread *t = lp_rec_thread();
+	if (!t || !lp_hdr)
+		return;
+	/* The collector learns of the modules first: the report names the
+	 * allocator after its module. */
+	lp_modules_refresh(t, 0);
+	lp_families_new(t, s, alone);
+}
+
+void lp_families_exit(struct lp_thread *t)
+{
+	if (!lp_fam_started || !lp_hdr)
+		return;
+	lp_modules_refresh(t, 0);
+	lp_families_new(t, NULL, 0);
+}
+
+struct lp_dlgone {
+	uintptr_t base;
+	int found;
+};
+
+static int lp_dlgone_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct lp_dlgone *q = arg;
+	if (info->dlpi_addr == q->base) {
+		q->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+void lp_families_dlclose(void)
+{
+	if (!lp_fam_started)
+		return;
+	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	/* The slots of families whose module is gone: their code with it. */
+	for (int s = 1; s < LP_FAM_SLOTS; s++) {
+		if (!lp_fams[s].live || !lp_fams[s].dl_base)
+			continue;
+		struct lp_dlgone q = {lp_fams[s].dl_base, 0};
+		dl_iterate_phdr(lp_dlgone_cb, &q);
+		if (!q.found)
+			lp_fams[s].live = 0;
+	}
+	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
 }

@@ -21,6 +21,18 @@ extern int lp_fresh_link __attribute__((visibility("hidden")));
 LP_HIDDEN void lp_families_init(void *real_malloc);
 LP_HIDDEN void lp_families_start(void);
 
+/* The modules loaded before a dlopen, for telling those it brought. */
+#define LP_DLSNAP_MAX 512
+struct lp_dlsnap {
+	int n, overflow, others;
+	unsigned long start;
+	uintptr_t bias[LP_DLSNAP_MAX];
+};
+LP_HIDDEN void lp_families_dlopen_begin(struct lp_dlsnap *s);
+LP_HIDDEN void lp_families_dlopen_end(const struct lp_dlsnap *s, int loaded);
+LP_HIDDEN void lp_families_dlclose(void);
+LP_HIDDEN void lp_families_exit(struct lp_thread *t);
+
 /* lp_exe_malloc: the executable defines malloc itself (an allocator
  * linked statically): the agent's malloc is not the program's. */
 extern int lp_exe_malloc __attribute__((visibility("hidden")));
