@@ -890,7 +890,8 @@ LP_EXPORT void *pvalloc(size_t n)
  * that it records once and with its own kind. The throw passes through
  * this frame by its unwind tables; no state needs restoring. Any other
  * operator new (a replacement in a library) is called through with
- * recording suspended, so its own malloc calls are not counted twice.
+ * recording suspended, so its own malloc calls are not counted twice
+ * (LP_BUSY_CALL: resumed when it throws, too).
  * The nothrow forms are not interposed: libstdc++ implements them by
  * calling the plain forms inside a try block.
  */
@@ -961,17 +962,36 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 		} else {                                                               \
 			if (!real)                                                     \
 				abort();                                               \
-			if (t)                                                         \
-				lp_enter(&t->busy);                                    \
-			p = real args;                                                 \
-			if (t)                                                         \
-				lp_leave(&t->busy);                                    \
+			LP_BUSY_CALL(t, p = real args);                                \
 		}                                                                      \
 		lp_fresh(p, n);                                                           \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
 		return p;                                                              \
 	}
+
+/* The object of an exception the program's operator new throws inside
+ * LP_BUSY_CALL is a block of the program's like any (the catch's end
+ * frees it): its allocation is recorded, the thread's recording resumed
+ * for it, or its free would read as an invalid one. */
+LP_EXPORT void *__cxa_allocate_exception(size_t n)
+{
+	static void *(*real)(size_t);
+	if (LP_UNLIKELY(!real))
+		real = (void *(*)(size_t))lp_sym("__cxa_allocate_exception");
+	if (!real)
+		abort();
+	struct lp_thread *t = &lp_tls;
+	int busy = t->busy;
+	if (!busy || busy != t->through)
+		return real(n); /* not inside the program's allocator alone */
+	t->busy = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	void *p = real(n);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy = busy;
+	return p;
+}
 
 #define LP_DELETE(name, fn, decl, args)                                                \
 	LP_EXPORT void name decl                                                       \

@@ -210,10 +210,9 @@ static inline __attribute__((always_inline)) void lp_fam_fresh(int s, void *p)
 	}                                                                                     \
 	static void *lp_d_new_##s(size_t n)                                                   \
 	{                                                                                     \
-		LP_FAM_ENTER(s, F_NEW, lp_f_size_t, real);                              \
-		LP_FAM_BUSY();                                                                \
-		void *p = real(n);                                                            \
-		LP_FAM_LEAVE();                                                               \
+		LP_FAM_ENTER(s, F_NEW, lp_f_size_t, real);                        \
+		void *p;                                                                      \
+		LP_BUSY_CALL(t, p = real(n)); /* it may throw */                              \
 		if (record) {                                                                 \
 			lp_fam_fresh(s, p);                                                   \
 			lp_note_alloc(lp_fams[s].fn[F_NEW], p, n, __builtin_frame_address(0)); \
@@ -223,9 +222,8 @@ static inline __attribute__((always_inline)) void lp_fam_fresh(int s, void *p)
 	static void *lp_d_new_array_##s(size_t n)                                             \
 	{                                                                                     \
 		LP_FAM_ENTER(s, F_NEW_ARRAY, lp_f_size_t, real);                        \
-		LP_FAM_BUSY();                                                                \
-		void *p = real(n);                                                            \
-		LP_FAM_LEAVE();                                                               \
+		void *p;                                                                      \
+		LP_BUSY_CALL(t, p = real(n)); /* it may throw */                              \
 		if (record) {                                                                 \
 			lp_fam_fresh(s, p);                                                   \
 			lp_note_alloc(lp_fams[s].fn[F_NEW_ARRAY], p, n, __builtin_frame_address(0)); \
@@ -1124,4 +1122,57 @@ void lp_families_dlclose(void)
 			lp_fams[s].live = 0;
 	}
 	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* ==== The unwinder, for LP_BUSY_CALL's cleanups ====
+ *
+ * Built with -fexceptions, the agent's cleanups (LP_BUSY_CALL) are
+ * landing pads: C's personality routine and _Unwind_Resume are the
+ * unwinder's, libgcc_s's. Linked to it, the agent would load libgcc_s into
+ * every program; these forward to the one the process has loaded instead,
+ * found when an exception first passes through a cleanup (an exception
+ * being thrown, an unwinder is there). Without one exported (a program
+ * with its unwinder linked in), the cleanup is passed over as before.
+ */
+
+typedef int (*lp_personality_t)(int, int, uint64_t, void *, void *);
+typedef void (*lp_resume_t)(void *);
+static lp_personality_t lp_real_personality;
+static lp_resume_t lp_real_resume;
+
+static int lp_unwinder_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	struct lp_dynmod m;
+	struct lp_found pers, resume;
+	static const char pn[] = "__gcc_personality_v0", rn[] = "_Unwind_Resume";
+	if (!lp_dynmod_of(info, &m) || lp_find_in(&m, pn, lp_gnu_hash(pn), &pers) <= 0 ||
+	    lp_find_in(&m, rn, lp_gnu_hash(rn), &resume) <= 0)
+		return 0;
+	__atomic_store_n(&lp_real_resume, (lp_resume_t)resume.addr, __ATOMIC_RELEASE);
+	__atomic_store_n(&lp_real_personality, (lp_personality_t)pers.addr, __ATOMIC_RELEASE);
+	return 1;
+}
+
+#define LP_URC_CONTINUE_UNWIND 8
+
+__attribute__((used)) int __gcc_personality_v0(int version, int actions, uint64_t cls, void *ue, void *ctx)
+{
+	lp_personality_t real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
+	if (!real) {
+		dl_iterate_phdr(lp_unwinder_cb, NULL);
+		real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
+		if (!real)
+			return LP_URC_CONTINUE_UNWIND;
+	}
+	return real(version, actions, cls, ue, ctx);
+}
+
+/* Reached only from a landing pad the personality above chose, after it
+ * found both. */
+__attribute__((used, noreturn)) void _Unwind_Resume(void *ue)
+{
+	__atomic_load_n(&lp_real_resume, __ATOMIC_ACQUIRE)(ue);
+	__builtin_unreachable();
 }

@@ -246,3 +246,69 @@ func TestAllocatorDlopenUnfollowed(t *testing.T) {
 		t.Errorf("no warning names the functions not traced:\n%s", r.stderr)
 	}
 }
+
+// TestThrowingNew: an operator new that is not libstdc++'s, which the
+// agent calls through (a library's replacement, jemalloc's) or patched
+// (a tcmalloc linked into the program), runs with the thread's recording
+// suspended; when it throws (bad_alloc, or an exception of its own) and
+// the program catches it, recording resumes: the thread's 1,000 new[]
+// after three catches are recorded and its 10 leaks found, definite as
+// memcheck calls them, and the exceptions' objects, freed at the end of
+// each catch, are no invalid frees. Before, the thread recorded nothing
+// more.
+func TestThrowingNew(t *testing.T) {
+	lib := fixture(t, "thrownew_lib.cc", "-shared", "-fPIC")
+	builds := []struct {
+		name  string
+		flags []string
+		link  []string // what must link here (else skipped)
+	}{
+		{name: "libstdc++"},
+		{name: "replacement-library", flags: []string{lib, "-Wl,-rpath," + filepath.Dir(lib)}},
+		{name: "jemalloc", link: []string{"-ljemalloc"}},
+		{name: "tcmalloc-static", link: staticTcmalloc},
+	}
+	var want map[string][2]uint64
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			if b.link != nil && !linkable(t, b.link...) {
+				t.Skipf("%v does not link here (the allocator is not installed)", b.link)
+			}
+			bin := fixture(t, "thrownew.cc", append(b.flags, b.link...)...)
+			args := []string{bin, "1000", "10"}
+			plain := native(t, nil, args...)
+			if !bytes.Equal(plain.stdout, []byte("caught 3 news 1000 leaked 10\n")) {
+				t.Fatalf("the fixture said %q natively", plain.stdout)
+			}
+			if b.name == "libstdc++" {
+				want = memcheckKinds(t, bin, "1000", "10", "nothrow") // memcheck's new cannot throw
+			}
+			r := leakpath(t, nil, nil, args...)
+			sameBehaviour(t, r, plain)
+			img := r.image(t, "thrownew")
+			calls := img.Totals.Calls["new_array"] + img.Totals.Calls["malloc"]
+			if calls < 1000 || calls > 1030 {
+				t.Errorf("%d allocations recorded (new[] and malloc), want the program's 1000 (and the runtime's few): %v", calls, img.Totals.Calls)
+			}
+			got := map[string][2]uint64{}
+			for _, l := range img.Leaks {
+				for _, f := range l.Stack {
+					if strings.HasPrefix(f.Function, "churn(") {
+						s := got[l.Kind]
+						got[l.Kind] = [2]uint64{s[0] + l.Bytes, s[1] + l.Blocks}
+						break
+					}
+				}
+			}
+			if d := got["definite"]; d != [2]uint64{640, 10} || len(got) != 1 {
+				t.Errorf("the program's leaks by kind %v, want 10 definite blocks of 64 B", got)
+			}
+			if want != nil && want["definite"] != got["definite"] {
+				t.Errorf("definite %v, memcheck %v", got["definite"], want["definite"])
+			}
+			for _, e := range img.Errors {
+				t.Errorf("improper use %s at %v", e.Kind, e.Stack)
+			}
+		})
+	}
+}
