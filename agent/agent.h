@@ -128,7 +128,7 @@ LP_HIDDEN void lp_sandbox_later(void);
 LP_HIDDEN int lp_read_small(const char *path, char *buf, size_t size);
 LP_HIDDEN void lp_exe_funcs(void (*each)(void *arg, const char *name, size_t room, uintptr_t value, size_t size),
 			    void *arg); /* exesyms.c */
-LP_HIDDEN uint32_t lp_gnu_hash(const char *s); /* exesyms.c */
+LP_HIDDEN uint32_t lp_gnu_hash(const char *s); /* dynsyms.c */
 
 /* The session directory of `leakpath run` is named by this variable; the
  * agent registers on LP_CTL_SOCK in it, and a process of another user,

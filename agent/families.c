@@ -15,6 +15,7 @@
  * blocks: nothing to do for them.
  */
 #include "agent.h"
+#include "dynsyms.h"
 #include "families.h"
 #include "x86.h"
 
@@ -48,13 +49,6 @@ static const char *const lp_link_markers[] = {"tc_malloc", "mi_malloc"};
 
 static int lp_find_exported(const char *name, struct lp_found *out);
 static void lp_dynmods_read(void);
-struct lp_exe {
-	uintptr_t bias;
-	const ElfW(Phdr) *phdr;
-	int phnum;
-};
-static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg);
-static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n);
 
 /* lp_families_init notes the habits of the allocator whose malloc is
  * real_malloc: the module that defines it also defines a marker. */
@@ -73,9 +67,9 @@ void lp_families_init(void *real_malloc)
 	lp_dynmods_read();
 	/* The executable's own malloc: known before any operator new the
 	 * agent serves (lp_cxx_mode), which must then call through. */
-	struct lp_exe exe = {0};
+	struct lp_exe exe;
 	struct lp_found x;
-	dl_iterate_phdr(lp_exe_cb, &exe);
+	lp_exe_module(&exe);
 	if (lp_find_exported("malloc", &x) && lp_exe_code(&exe, x.addr, x.size))
 		lp_exe_malloc = 1;
 	for (unsigned i = 0; i < sizeof lp_link_markers / sizeof lp_link_markers[0]; i++) {
@@ -469,87 +463,15 @@ static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *det
 /* ---- finding the entries ---- */
 
 
-static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	struct lp_exe *m = arg;
-	(void)size;
-	m->bias = info->dlpi_addr; /* the first object is the executable */
-	m->phdr = info->dlpi_phdr;
-	m->phnum = info->dlpi_phnum;
-	return 1;
-}
-
-/* lp_exe_code reports whether [a, a+n) lies in an executable segment of
- * the executable m. */
-static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n)
-{
-	for (int i = 0; m->phdr && i < m->phnum; i++) {
-		const ElfW(Phdr) *ph = &m->phdr[i];
-		uintptr_t lo = m->bias + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && a >= lo && a - lo <= ph->p_memsz &&
-		    n <= ph->p_memsz - (a - lo))
-			return 1;
-	}
-	return 0;
-}
-
-
 /*
- * The modules' exported symbols, read in memory through their GNU hash
- * tables. Not dlsym: a name it does not find costs an error message the
- * loader allocates, and frees, through the program's allocator, which
- * hands that memory, pointers and all, to the program's next blocks.
+ * The modules' exported symbols, read in memory (dynsyms.c), not with
+ * dlsym: a name it does not find costs an error message the loader
+ * allocates, and frees, through the program's allocator, which hands that
+ * memory, pointers and all, to the program's next blocks.
  */
-struct lp_dynmod {
-	uintptr_t bias;
-	const ElfW(Phdr) *phdr; /* its program headers (in memory) */
-	int phnum;
-	const ElfW(Sym) *sym;
-	const char *str;
-	size_t strsz;
-	const uint32_t *gnu;
-};
-
 #define LP_DYNMODS 256
-static struct lp_dynmod lp_dynmods[LP_DYNMODS];
+static struct lp_dynsyms lp_dynmods[LP_DYNMODS];
 static int lp_ndynmods;
-
-/* lp_dynmod_of reads module info's dynamic symbol table into *m: 0 when
- * it has none to read (no GNU hash table), or is the agent (whose own
- * definitions are its hooks) or the vdso. */
-static int lp_dynmod_of(const struct dl_phdr_info *info, struct lp_dynmod *m)
-{
-	uintptr_t self = (uintptr_t)lp_families_start;
-	const ElfW(Dyn) *dyn = NULL;
-	int mine = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_DYNAMIC)
-			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
-		if (ph->p_type == PT_LOAD && self - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
-			mine = 1;
-	}
-	if (!dyn || mine || !info->dlpi_name || strncmp(info->dlpi_name, "linux-vdso", 10) == 0)
-		return 0;
-	*m = (struct lp_dynmod){.bias = info->dlpi_addr, .phdr = info->dlpi_phdr, .phnum = info->dlpi_phnum};
-	uintptr_t b = info->dlpi_addr;
-	for (int i = 0; i < 64 && dyn[i].d_tag != DT_NULL; i++) {
-		uintptr_t v = dyn[i].d_un.d_ptr;
-		if (dyn[i].d_tag == DT_STRSZ) {
-			m->strsz = dyn[i].d_un.d_val;
-			continue;
-		}
-		if (v < b)
-			v += b; /* not relocated by the loader */
-		if (dyn[i].d_tag == DT_SYMTAB)
-			m->sym = (const ElfW(Sym) *)v;
-		else if (dyn[i].d_tag == DT_STRTAB)
-			m->str = (const char *)v;
-		else if (dyn[i].d_tag == DT_GNU_HASH)
-			m->gnu = (const uint32_t *)v;
-	}
-	return m->sym && m->str && m->gnu && m->strsz;
-}
 
 static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -557,9 +479,8 @@ static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)arg;
 	if (lp_ndynmods >= LP_DYNMODS)
 		return 1;
-	struct lp_dynmod m;
-	if (lp_dynmod_of(info, &m))
-		lp_dynmods[lp_ndynmods++] = m;
+	if (lp_dynsyms_read(info, &lp_dynmods[lp_ndynmods]) == 0)
+		lp_ndynmods++;
 	return 0;
 }
 
@@ -570,43 +491,12 @@ static void lp_dynmods_read(void)
 	dl_iterate_phdr(lp_dynmods_cb, NULL);
 }
 
-/* lp_dynmod_find returns name's definition in module m, or NULL. */
-static const ElfW(Sym) *lp_dynmod_find(const struct lp_dynmod *m, const char *name, uint32_t h)
-{
-	const uint32_t *g = m->gnu;
-	uint32_t nbuckets = g[0], symoffset = g[1], bloom_size = g[2], shift = g[3];
-	if (!nbuckets || !bloom_size || (bloom_size & (bloom_size - 1)) || nbuckets > (1u << 24) || bloom_size > (1u << 24))
-		return NULL;
-	const ElfW(Addr) *bloom = (const ElfW(Addr) *)&g[4];
-	const uint32_t *buckets = (const uint32_t *)&bloom[bloom_size];
-	const uint32_t *chain = &buckets[nbuckets];
-	ElfW(Addr) word = bloom[(h / (8 * sizeof(ElfW(Addr)))) & (bloom_size - 1)];
-	ElfW(Addr) mask = (ElfW(Addr))1 << (h % (8 * sizeof(ElfW(Addr)))) |
-			  (ElfW(Addr))1 << ((h >> shift) % (8 * sizeof(ElfW(Addr))));
-	if ((word & mask) != mask)
-		return NULL;
-	uint32_t idx = buckets[h % nbuckets];
-	if (idx < symoffset)
-		return NULL;
-	size_t len = strlen(name);
-	for (int n = 0; n < (1 << 20); n++, idx++) {
-		uint32_t h2 = chain[idx - symoffset];
-		const ElfW(Sym) *s = &m->sym[idx];
-		if ((h | 1) == (h2 | 1) && s->st_name < m->strsz && m->strsz - s->st_name > len &&
-		    memcmp(m->str + s->st_name, name, len + 1) == 0 && s->st_shndx != SHN_UNDEF && s->st_value != 0)
-			return s;
-		if (h2 & 1)
-			break;
-	}
-	return NULL;
-}
-
 /* lp_find_in finds name's definition in module m: 1 found (*out), 0
  * not defined there, -1 defined but not as a function's code. */
-static int lp_find_in(const struct lp_dynmod *m, const char *name, uint32_t h, struct lp_found *out)
+static int lp_find_in(const struct lp_dynsyms *m, const char *name, struct lp_found *out)
 {
-	const ElfW(Sym) *s = lp_dynmod_find(m, name, h);
-	if (!s)
+	const ElfW(Sym) *s = lp_dynsym(m, name);
+	if (!s || s->st_shndx == SHN_UNDEF || s->st_value == 0)
 		return 0;
 	if (ELF64_ST_TYPE(s->st_info) != STT_FUNC)
 		return -1; /* an IFUNC's address is its resolver's choice, not its code */
@@ -620,9 +510,8 @@ static int lp_find_in(const struct lp_dynmod *m, const char *name, uint32_t h, s
  * program's calls bind), the agent's aside. */
 static int lp_find_exported(const char *name, struct lp_found *out)
 {
-	uint32_t h = lp_gnu_hash(name);
 	for (int i = 0; i < lp_ndynmods; i++) {
-		int rc = lp_find_in(&lp_dynmods[i], name, h, out);
+		int rc = lp_find_in(&lp_dynmods[i], name, out);
 		if (rc)
 			return rc > 0;
 	}
@@ -816,8 +705,8 @@ void lp_families_start(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (lp_real_malloc && !lp_real_libc && !lp_exe_malloc)
 		lp_family_record(t, LP_FN_MALLOC, (uintptr_t)lp_real_malloc, LP_FAMILY_HOOKED, "malloc");
-	struct lp_exe exe = {0};
-	dl_iterate_phdr(lp_exe_cb, &exe);
+	struct lp_exe exe;
+	lp_exe_module(&exe);
 	uintptr_t real_base = lp_real_base;
 	char names[F_N][LP_FAM_PREFIX_MAX + 16];
 	struct lp_found found[F_N];
@@ -966,7 +855,7 @@ void lp_families_dlopen_begin(struct lp_dlsnap *s)
  * dlopen being followed. Guarded by lp_fam_lock. */
 #define LP_NEWMODS 128
 struct lp_newmod {
-	struct lp_dynmod m;
+	struct lp_dynsyms m;
 	int before;
 };
 static struct lp_newmod lp_newmods[LP_NEWMODS];
@@ -983,7 +872,7 @@ static int lp_newmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return 1; /* too many to tell: none looked at */
 	lp_examined[lp_nexamined++] = info->dlpi_addr;
 	struct lp_newmod *n = &lp_newmods[lp_nnewmods];
-	if (!lp_dynmod_of(info, &n->m))
+	if (!lp_dynsyms_read(info, &n->m) == 0)
 		return 0;
 	n->before = 1;
 	for (int i = 0; s && i < s->n; i++)
@@ -997,7 +886,7 @@ listed:
 
 /* lp_module_families finds the families module m defines and patches
  * them (veto 0) or records them as not traced (veto, an LP_FAMILY_*). */
-static void lp_module_families(struct lp_thread *t, const struct lp_dynmod *m, int veto)
+static void lp_module_families(struct lp_thread *t, const struct lp_dynsyms *m, int veto)
 {
 	struct lp_exe code = {m->bias, m->phdr, m->phnum};
 	char names[F_N][LP_FAM_PREFIX_MAX + 16];
@@ -1017,7 +906,7 @@ static void lp_module_families(struct lp_thread *t, const struct lp_dynmod *m, i
 		memset(found, 0, sizeof found);
 		for (int f = 0; f < nf; f++) {
 			struct lp_found x;
-			if (lp_find_in(m, names[f], lp_gnu_hash(names[f]), &x) > 0 && lp_exe_code(&code, x.addr, x.size))
+			if (lp_find_in(m, names[f], &x) > 0 && lp_exe_code(&code, x.addr, x.size))
 				found[f] = x;
 			else if (f == F_MALLOC)
 				break; /* the common case: no such family */
@@ -1035,7 +924,7 @@ static void lp_module_families(struct lp_thread *t, const struct lp_dynmod *m, i
 		static const char *const markers[] = {"tc_malloc", "mi_malloc"};
 		for (int k = 0; k < 2; k++) {
 			struct lp_found x;
-			if (lp_find_in(m, markers[k], lp_gnu_hash(markers[k]), &x) > 0)
+			if (lp_find_in(m, markers[k], &x) > 0)
 				fam->fresh_link = 1;
 		}
 		lp_family_patch(t, s, prefixes[i], names, found, nf, veto, done, &ndone, &near);
@@ -1144,11 +1033,11 @@ static int lp_unwinder_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	(void)arg;
-	struct lp_dynmod m;
+	struct lp_dynsyms m;
 	struct lp_found pers, resume;
 	static const char pn[] = "__gcc_personality_v0", rn[] = "_Unwind_Resume";
-	if (!lp_dynmod_of(info, &m) || lp_find_in(&m, pn, lp_gnu_hash(pn), &pers) <= 0 ||
-	    lp_find_in(&m, rn, lp_gnu_hash(rn), &resume) <= 0)
+	if (lp_dynsyms_read(info, &m) != 0 || lp_find_in(&m, pn, &pers) <= 0 ||
+	    lp_find_in(&m, rn, &resume) <= 0)
 		return 0;
 	__atomic_store_n(&lp_real_resume, (lp_resume_t)resume.addr, __ATOMIC_RELEASE);
 	__atomic_store_n(&lp_real_personality, (lp_personality_t)pers.addr, __ATOMIC_RELEASE);
