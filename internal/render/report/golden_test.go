@@ -4,9 +4,7 @@ import (
 	stdbytes "bytes"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/flamegraph"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // update rewrites the golden files from what the code writes now (go test
@@ -257,42 +256,7 @@ func goldenOptions() Options {
 // with -update.
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/render/report -update to create it)", err)
-	}
-	if !stdbytes.Equal(got, want) {
-		t.Errorf("%s differs from the output (go test ./internal/render/report -run TestGolden -update rewrites it; review with git diff):\n%s",
-			path, firstDiff(string(want), string(got)))
-	}
-}
-
-// firstDiff shows the first line where want and got part.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return "line " + strconv.Itoa(i+1) + ":\nwant: " + wl + "\ngot:  " + gl
-		}
-	}
-	return "(same lines: a difference in the last newline)"
+	testfixture.Golden(t, filepath.Join("testdata", "golden", name), got, *update)
 }
 
 // generate writes the golden session's report in format, with opts
@@ -408,7 +372,7 @@ func TestGoldenDeterministic(t *testing.T) {
 		a := generate(t, exited, format, nil)
 		for range 3 {
 			if b := generate(t, exited, format, nil); !stdbytes.Equal(a, b) {
-				t.Errorf("%s: two reports of one session differ:\n%s", format, firstDiff(string(a), string(b)))
+				t.Errorf("%s: two reports of one session differ:\n%s", format, testfixture.FirstDiff(string(a), string(b)))
 				break
 			}
 		}
