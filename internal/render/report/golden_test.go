@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/leakpath/leakpath/internal/analysis/suppress"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/flamegraph"
@@ -290,6 +291,8 @@ func TestGolden(t *testing.T) {
 		{"report.sarif", exited, "sarif", nil},
 		{"leaked-bytes.collapsed", exited, "collapsed", nil},
 		{"allocated-blocks.collapsed", exited, "collapsed", func(o *Options) { o.CollapsedValue = "allocated-blocks" }},
+		{"suppressed.txt", exited, "text", suppressWidget(t)},
+		{"suppressed.sarif", exited, "sarif", suppressWidget(t)},
 		{"snapshot.txt", running, "text", snapshot},
 		{"snapshot.json", running, "json", snapshot},
 	}
@@ -297,6 +300,28 @@ func TestGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			checkGolden(t, c.name, generate(t, c.v, c.format, c.edit))
 		})
+	}
+}
+
+// suppressWidget hides the library's leak with a suppression.
+func suppressWidget(t *testing.T) func(*Options) {
+	set, err := suppress.Parse([]byte("# the widget library's one-time allocations\nleak:widget_new\n"), "golden.supp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(o *Options) { o.Suppressions = set }
+}
+
+// TestGoldenGenSuppressions compares the suppressions generated for the
+// definite leaks (and the child's unclassified ones), in both formats.
+func TestGoldenGenSuppressions(t *testing.T) {
+	for _, format := range []string{suppress.FormatLSan, suppress.FormatValgrind} {
+		var out stdbytes.Buffer
+		r := New(goldenSession(exited), 0, goldenOptions())
+		if _, _, _, err := r.GenSuppressions(&out, format, []event.LeakKind{event.Definite}, "generated for the golden session"); err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, "generated."+format+".supp", out.Bytes())
 	}
 }
 
