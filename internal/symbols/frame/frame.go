@@ -1,5 +1,5 @@
 // Package frame is one shown frame of a symbolized stack: what the leak
-// report (internal/render/report) and the usage tables (internal/analysis/usage) share,
+// report (internal/render/report) and the usage tables (internal/render/usagetable) share,
 // below both so that neither needs the other for it.
 package frame
 
