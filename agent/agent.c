@@ -392,12 +392,14 @@ static void lp_atfork_prepare(void)
 	lp_tls.forking = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_mod_lock_acquire();
+	lp_families_fork(1, 0);
 	lp_pool_lock_fork(1);
 }
 
 static void lp_atfork_parent(void)
 {
 	lp_pool_lock_fork(0);
+	lp_families_fork(0, 0);
 	lp_mod_lock_release();
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_tls.forking = 0;
@@ -406,6 +408,7 @@ static void lp_atfork_parent(void)
 static void lp_atfork_child(void)
 {
 	lp_pool_lock_fork(0);
+	lp_families_fork(0, 1);
 	lp_mod_lock_release();
 	if (lp_tls.forking)
 		lp_child_reinit();

@@ -995,10 +995,29 @@ static int lp_dlgone_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* lp_families_fork holds the families' lock over a fork (prepare 1),
+ * for the child to have a whole slot table, and lets it go after
+ * (prepare 0); the child's count of dlopens running starts again. */
+void lp_families_fork(int prepare, int child)
+{
+	if (prepare) {
+		while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+			sched_yield();
+		return;
+	}
+	if (child)
+		lp_dl_active = 0;
+	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+}
+
 void lp_families_dlclose(void)
 {
 	if (!lp_fam_started)
 		return;
+	/* No signal handler may fork while the lock is held (see above). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	/* The slots of families whose module is gone: their code with it. */
@@ -1011,6 +1030,7 @@ void lp_families_dlclose(void)
 			lp_fams[s].live = 0;
 	}
 	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ==== The unwinder, for LP_BUSY_CALL's cleanups ====

@@ -31,6 +31,7 @@ struct lp_dlsnap {
 LP_HIDDEN void lp_families_dlopen_begin(struct lp_dlsnap *s);
 LP_HIDDEN void lp_families_dlopen_end(const struct lp_dlsnap *s, int loaded);
 LP_HIDDEN void lp_families_dlclose(void);
+LP_HIDDEN void lp_families_fork(int prepare, int child);
 LP_HIDDEN void lp_families_exit(struct lp_thread *t);
 
 /* lp_exe_malloc: the executable defines malloc itself (an allocator
