@@ -1014,7 +1014,7 @@ static void *lp_cxx_bare_new(size_t n, size_t align, const void *caller)
 		p = real_aligned_alloc(align, (n + align - 1) & ~(align - 1));
 	if (LP_LIKELY(p != NULL))
 		return p;
-	lp_thrower_t thr = (lp_thrower_t)lp_cxx_local(LP_CXX__ZSt17__throw_bad_allocv, caller, NULL);
+	lp_thrower_t thr = (lp_thrower_t)lp_cxx_local(LP_CXX__ZSt17__throw_bad_allocv, caller, NULL, NULL);
 	if (thr)
 		thr();
 	abort(); /* std::terminate, with no bad_alloc to throw */
@@ -1029,19 +1029,14 @@ static void *lp_cxx_new_local(enum lp_cxx_name k, unsigned fn, size_t n, size_t 
 			      void *fp)
 {
 	int rt = 0;
-	void *f = lp_cxx_local(k, caller, &rt);
+	void *own[2] = {NULL, NULL};
+	void *f = lp_cxx_local(k, caller, &rt, own);
 	struct lp_thread *t = lp_rec_thread();
 	void *p;
-	lp_handler_t (*gh)(void) = NULL;
-	lp_thrower_t thr = NULL;
-	if (f && rt && !lp_exe_malloc) {
-		gh = (lp_handler_t (*)(void))lp_cxx_local(LP_CXX__ZSt15get_new_handlerv, caller, NULL);
-		thr = (lp_thrower_t)lp_cxx_local(LP_CXX__ZSt17__throw_bad_allocv, caller, NULL);
-	}
 	if (!f)
 		p = lp_cxx_bare_new(n, align, caller);
-	else if (gh && thr)
-		p = lp_cxx_alloc_with(n, align, gh, thr);
+	else if (rt && own[0] && own[1] && !lp_exe_malloc)
+		p = lp_cxx_alloc_with(n, align, (lp_handler_t (*)(void))own[0], (lp_thrower_t)own[1]);
 	else
 		p = lp_cxx_through(t, f, LP_CXX_ALIGNED(k), n, align);
 	lp_fresh(p, n);
@@ -1054,8 +1049,12 @@ static void *lp_cxx_new_local(enum lp_cxx_name k, unsigned fn, size_t n, size_t 
 	LP_EXPORT void *name decl                                                      \
 	{                                                                              \
 		static void *(*real) decl;                                             \
+		static int local; /* no definition in the global scope */              \
 		if (LP_UNLIKELY(!real)) {                                              \
-			real = (void *(*) decl)lp_cxx_next(LP_CXX_##name);             \
+			if (!local) {                                                  \
+				real = (void *(*) decl)lp_cxx_next(LP_CXX_##name);     \
+				local = !real && !lp_attach_mode;                      \
+			}                                                              \
 			if (!real)                                                     \
 				return lp_cxx_new_local(LP_CXX_##name, fn, n, align,   \
 							__builtin_return_address(0), LP_FP()); \
@@ -1103,7 +1102,7 @@ LP_EXPORT void *__cxa_allocate_exception(size_t n)
 		f = real = (void *(*)(size_t))lp_cxx_next(LP_CXX___cxa_allocate_exception);
 		if (!f)
 			f = (void *(*)(size_t))lp_cxx_local(LP_CXX___cxa_allocate_exception,
-							   __builtin_return_address(0), NULL);
+							   __builtin_return_address(0), NULL, NULL);
 		if (!f)
 			lp_cxx_missing(LP_CXX___cxa_allocate_exception);
 	}
@@ -1123,8 +1122,11 @@ LP_EXPORT void *__cxa_allocate_exception(size_t n)
 	LP_EXPORT void name decl                                                       \
 	{                                                                              \
 		static void (*real) decl;                                              \
-		if (LP_UNLIKELY(!real))                                                \
+		static int local; /* no definition in the global scope */              \
+		if (LP_UNLIKELY(!real) && !local) {                                    \
 			real = (void (*) decl)lp_cxx_next(LP_CXX_##name);              \
+			local = !real && !lp_attach_mode;                              \
+		}                                                                      \
 		if (!p || LP_UNLIKELY(lp_is_boot(p)))                                  \
 			return;                                                        \
 		lp_watch_freed(p);                                                     \
@@ -1138,10 +1140,11 @@ LP_EXPORT void *__cxa_allocate_exception(size_t n)
 		else if (real)                                                         \
 			real args;                                                     \
 		else {                                                                 \
-			/* the caller's, or free as the runtime's own is */            \
+			/* the caller's; a runtime's (or none) is free */              \
+			int rt = 0;                                                    \
 			void (*f) decl = (void (*) decl)lp_cxx_local(                  \
-				LP_CXX_##name, __builtin_return_address(0), NULL);     \
-			if (f)                                                         \
+				LP_CXX_##name, __builtin_return_address(0), &rt, NULL); \
+			if (f && (!rt || lp_exe_malloc))                               \
 				f args;                                                \
 			else                                                           \
 				real_free(p);                                          \

@@ -310,7 +310,7 @@ static void lp_cxx_keep(uintptr_t lo, uintptr_t hi, void *const *fn, unsigned rt
 /* The thread's last caller of lp_cxx_local from outside the agent. */
 static __thread uintptr_t lp_cxx_outer __attribute__((tls_model("initial-exec")));
 
-void *lp_cxx_local(enum lp_cxx_name k, const void *caller, int *rt)
+void *lp_cxx_local(enum lp_cxx_name k, const void *caller, int *rt, void *own[2])
 {
 	uintptr_t pc = (uintptr_t)caller;
 	if (pc - lp_agent_lo < lp_agent_hi - lp_agent_lo)
@@ -327,11 +327,17 @@ void *lp_cxx_local(enum lp_cxx_name k, const void *caller, int *rt)
 			continue;
 		void *f = __atomic_load_n(&e->fn[k], __ATOMIC_RELAXED);
 		unsigned bits = __atomic_load_n(&e->rt, __ATOMIC_RELAXED);
+		void *gh = __atomic_load_n(&e->fn[LP_CXX__ZSt15get_new_handlerv], __ATOMIC_RELAXED);
+		void *thr = __atomic_load_n(&e->fn[LP_CXX__ZSt17__throw_bad_allocv], __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s)
 			continue;
 		if (rt)
 			*rt = (bits >> k) & 1;
+		if (own) {
+			own[0] = gh;
+			own[1] = thr;
+		}
 		return f;
 	}
 	struct lp_thread *t = &lp_tls;
@@ -348,6 +354,10 @@ void *lp_cxx_local(enum lp_cxx_name k, const void *caller, int *rt)
 	lp_leave(&t->busy);
 	if (rt)
 		*rt = (s.rt >> k) & 1;
+	if (own) {
+		own[0] = s.fn[LP_CXX__ZSt15get_new_handlerv];
+		own[1] = s.fn[LP_CXX__ZSt17__throw_bad_allocv];
+	}
 	return s.fn[k];
 }
 

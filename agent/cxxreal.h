@@ -46,11 +46,12 @@ LP_HIDDEN int lp_cxx_global(enum lp_cxx_name k);
  * dependencies have (those of a C++ plugin dlopen'ed RTLD_LOCAL with its
  * runtime), else the first loaded module's that defines it; NULL if no
  * loaded module but the agent does. *rt (if rt) says whether that module
- * is a C++ runtime's (libstdc++, libc++, libc++abi). A caller inside the
- * agent (a runtime's operator new[] that tail-calls operator new, called
- * by a hook) stands for the thread's last caller from outside. Never
- * dlsym, never malloc. */
-LP_HIDDEN void *lp_cxx_local(enum lp_cxx_name k, const void *caller, int *rt);
+ * is a C++ runtime's (libstdc++, libc++, libc++abi); own (if own) gets
+ * the same caller's std::get_new_handler and std::__throw_bad_alloc. A
+ * caller inside the agent (a runtime's operator new[] that tail-calls
+ * operator new, called by a hook) stands for the thread's last caller
+ * from outside. Never dlsym, never malloc. */
+LP_HIDDEN void *lp_cxx_local(enum lp_cxx_name k, const void *caller, int *rt, void *own[2]);
 
 /* lp_cxx_forget drops what lp_cxx_local found: a module was unloaded, and
  * another may come at its addresses. */
