@@ -895,9 +895,11 @@ LP_EXPORT void *pvalloc(size_t n)
  * this frame by its unwind tables; no state needs restoring. Any other
  * operator new (a replacement in a library) is called through with
  * recording suspended, so its own malloc calls are not counted twice
- * (LP_BUSY_CALL: resumed when it throws, too).
- * The nothrow forms are not interposed: libstdc++ implements them by
- * calling the plain forms inside a try block.
+ * (LP_BUSY_CALL in lp_cxx_through: resumed when it throws, too).
+ * The nothrow forms are not interposed: libstdc++ and libc++ implement
+ * them by calling the plain forms inside a try block. With no operator
+ * new in the global scope (a C++ plugin dlopen'ed RTLD_LOCAL), each call
+ * finds its caller's (below, and cxxreal.c).
  */
 
 typedef void (*lp_handler_t)(void);
