@@ -141,7 +141,8 @@ int lp_cxx_global(enum lp_cxx_name k)
 /* One loaded module, as the lookup sees it. */
 struct lp_cxx_mod {
 	struct lp_dynsyms d;
-	int ok; /* d was read (not the agent, not the vDSO) */
+	int ok;    /* d was read (not the agent, not the vDSO) */
+	int agent; /* the agent's own */
 	uintptr_t lo, hi;
 	const char *name, *soname;
 };
@@ -179,6 +180,7 @@ static int lp_cxx_fill_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	memset(m, 0, sizeof *m);
 	m->name = info->dlpi_name ? info->dlpi_name : "";
 	lp_cxx_span(info, &m->lo, &m->hi);
+	m->agent = lp_is_agent(info);
 	m->ok = lp_dynsyms_read(info, &m->d) == 0;
 	for (int i = 0; m->ok && i < 4096 && m->d.dyn[i].d_tag != DT_NULL; i++)
 		if (m->d.dyn[i].d_tag == DT_SONAME && m->d.dyn[i].d_un.d_val < m->d.strsz)
@@ -260,6 +262,8 @@ static int lp_cxx_resolve_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	for (int i = 0; i < s->n && c < 0; i++)
 		if (s->m[i].hi && s->pc - s->m[i].lo < s->m[i].hi - s->m[i].lo)
 			c = i;
+	if (c >= 0 && s->m[c].agent) /* no outside caller known yet */
+		c = -1;
 	int scope[LP_CXX_SCOPE], ns = c >= 0 ? lp_cxx_scope(s, c, scope) : 0;
 	for (int k = 0; k < LP_CXX_N; k++) {
 		int at = -1;
