@@ -13,21 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/render/report"
-	"github.com/leakpath/leakpath/internal/target/inject"
+	"github.com/leakpath/leakpath/internal/session"
 )
 
-// attachBuild is what attachProgram makes of its flags before it attaches,
-// built by the same functions.
+// attachBuild is what session.Prepare makes of attach's flags before it
+// attaches: the recording whose options attach records with.
 type attachBuild struct {
-	o     attachOptions
-	copts collect.Options
+	o     session.Options
+	rec   *session.Recording
 	ropts report.Options
-	inj   inject.Options
-	kinds []event.LeakKind
-	outs  *outputs
 }
 
 func buildAttach(t *testing.T, args []string) *attachBuild {
@@ -37,35 +32,21 @@ func buildAttach(t *testing.T, args []string) *attachBuild {
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
-	r := &b.o.run
-	agent, err := r.checkRecording()
+	// Prepared only: nothing attaches to the test before Record.
+	rec, err := session.Prepare(&b.o, os.Getpid(), io.Discard)
 	if err != nil {
 		t.Fatalf("%v: %v", args, err)
 	}
-	supp, err := r.leaks.suppressionSet()
-	if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	if b.kinds, err = r.leaks.kinds(); err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	if b.outs, err = newOutputs(r, io.Discard); err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	t.Cleanup(b.outs.close)
-	sym := newSymbolizer(r.debugDirs, func(string) {})
-	t.Cleanup(sym.close)
-	b.copts = attachCollectOptions(r, agent, sym, io.Discard)
-	b.ropts = r.reportOptions(sym, supp)
-	b.inj = b.o.injectOptions()
+	t.Cleanup(rec.Close)
+	b.rec, b.ropts = rec, rec.ReportOptions()
 	return b
 }
 
 // TestAttachUsesEveryFlag sets each of attach's flags to a value other
-// than its default and checks that what attach builds from its flags (the
-// collector's, the report's and the injection's options, the outputs)
-// changes accordingly: a flag attach accepts and ignores fails here, as
-// --path-to-root did.
+// than its default and checks that what the session prepares from them
+// (the collector's, the report's and the injection's options, the
+// outputs) changes accordingly: a flag attach accepts and ignores fails
+// here, as --path-to-root did.
 func TestAttachUsesEveryFlag(t *testing.T) {
 	dir := t.TempDir()
 	agent := filepath.Join(dir, "agent.so")
@@ -83,44 +64,56 @@ func TestAttachUsesEveryFlag(t *testing.T) {
 	def := buildAttach(t, base)
 
 	type effect func(d, b *attachBuild) bool
-	// field is the check of a flag consumed outside the options built
-	// here (by cmdAttach or attachProgram directly): at least its field
-	// must change.
-	field := func(get func(o *attachOptions) any) effect {
+	// field is the check of a flag consumed outside what Prepare builds
+	// (by the symbolizer, or by Attach and Record directly): at least its
+	// field must change.
+	field := func(get func(o *session.Options) any) effect {
 		return func(d, b *attachBuild) bool { return !reflect.DeepEqual(get(&d.o), get(&b.o)) }
+	}
+	file := func(which int) effect {
+		return func(d, b *attachBuild) bool {
+			df, bf := [3]string{}, [3]string{}
+			df[0], df[1], df[2] = d.rec.Files()
+			bf[0], bf[1], bf[2] = b.rec.Files()
+			return df[which] != bf[which]
+		}
 	}
 	flags := map[string]struct {
 		value string
 		used  effect
 	}{
-		"o":               {filepath.Join(dir, "t.lpt"), func(d, b *attachBuild) bool { return d.outs.trace.s != b.outs.trace.s }},
-		"json":            {filepath.Join(dir, "r.json"), func(d, b *attachBuild) bool { return d.outs.json.s != b.outs.json.s }},
-		"report":          {filepath.Join(dir, "r.txt"), func(d, b *attachBuild) bool { return d.outs.report.s != b.outs.report.s }},
-		"free-stacks":     {"false", func(d, b *attachBuild) bool { return d.copts.Region.FreeStacks != b.copts.Region.FreeStacks }},
-		"fold":            {"false", func(d, b *attachBuild) bool { return d.copts.Region.Fold != b.copts.Region.Fold }},
-		"time-resolution": {"0", field(func(o *attachOptions) any { return o.run.timeRes })}, // the trace's clock.ShiftAfter
-		"max-depth":       {"7", func(d, b *attachBuild) bool { return d.copts.Region.MaxDepth != b.copts.Region.MaxDepth }},
-		"agent":           {other, func(d, b *attachBuild) bool { return d.copts.Agent != b.copts.Agent }},
-		"debug-dir":       {dir, field(func(o *attachOptions) any { return len(o.run.debugDirs) })}, // newSymbolizer
-		"ring-size":       {"64", func(d, b *attachBuild) bool { return d.copts.Region.RingSize != b.copts.Region.RingSize }},
-		"max-memory":      {"100", func(d, b *attachBuild) bool { return d.copts.MemoryLimit != b.copts.MemoryLimit }},
-		"quiet":           {"true", field(func(o *attachOptions) any { return o.run.quiet })}, // writeReports
-		"scan":            {"false", func(d, b *attachBuild) bool { return d.copts.Region.HoldExit != b.copts.Region.HoldExit }},
-		"types":           {"true", func(d, b *attachBuild) bool { return (d.copts.Types == nil) != (b.copts.Types == nil) }},
-		"suppressions":    {supp, func(d, b *attachBuild) bool { return (d.ropts.Suppressions == nil) != (b.ropts.Suppressions == nil) }},
-		"show-reachable":  {"true", func(d, b *attachBuild) bool { return d.ropts.ShowReachable != b.ropts.ShowReachable }},
-		"path-to-root":    {"shop::Widget", func(d, b *attachBuild) bool { return d.ropts.PathToRoot != b.ropts.PathToRoot }},
-		"own":             {"*.so", func(d, b *attachBuild) bool { return len(d.ropts.Own.Patterns) != len(b.ropts.Own.Patterns) }},
+		"o":      {filepath.Join(dir, "t.lpt"), file(0)},
+		"json":   {filepath.Join(dir, "r.json"), file(1)},
+		"report": {filepath.Join(dir, "r.txt"), file(2)},
+		"free-stacks": {"false", func(d, b *attachBuild) bool {
+			return d.rec.Collect.Region.FreeStacks != b.rec.Collect.Region.FreeStacks
+		}},
+		"fold": {"false", func(d, b *attachBuild) bool { return d.rec.Collect.Region.Fold != b.rec.Collect.Region.Fold }},
+		"time-resolution": {"0", func(d, b *attachBuild) bool {
+			return d.rec.Collect.Region.ExactTimes != b.rec.Collect.Region.ExactTimes
+		}},
+		"max-depth":      {"7", func(d, b *attachBuild) bool { return d.rec.Collect.Region.MaxDepth != b.rec.Collect.Region.MaxDepth }},
+		"agent":          {other, func(d, b *attachBuild) bool { return d.rec.Collect.Agent != b.rec.Collect.Agent }},
+		"debug-dir":      {dir, field(func(o *session.Options) any { return len(o.DebugDirs) })}, // the symbolizer's
+		"ring-size":      {"64", func(d, b *attachBuild) bool { return d.rec.Collect.Region.RingSize != b.rec.Collect.Region.RingSize }},
+		"max-memory":     {"100", func(d, b *attachBuild) bool { return d.rec.Collect.MemoryLimit != b.rec.Collect.MemoryLimit }},
+		"quiet":          {"true", field(func(o *session.Options) any { return o.Quiet })}, // Record's
+		"scan":           {"false", func(d, b *attachBuild) bool { return d.rec.Collect.Region.HoldExit != b.rec.Collect.Region.HoldExit }},
+		"types":          {"true", func(d, b *attachBuild) bool { return (d.rec.Collect.Types == nil) != (b.rec.Collect.Types == nil) }},
+		"suppressions":   {supp, func(d, b *attachBuild) bool { return (d.ropts.Suppressions == nil) != (b.ropts.Suppressions == nil) }},
+		"show-reachable": {"true", func(d, b *attachBuild) bool { return d.ropts.ShowReachable != b.ropts.ShowReachable }},
+		"path-to-root":   {"shop::Widget", func(d, b *attachBuild) bool { return d.ropts.PathToRoot != b.ropts.PathToRoot }},
+		"own":            {"*.so", func(d, b *attachBuild) bool { return len(d.ropts.Own.Patterns) != len(b.ropts.Own.Patterns) }},
 		"show-library-leaks": {"true", func(d, b *attachBuild) bool {
 			return d.ropts.ShowLibraryLeaks != b.ropts.ShowLibraryLeaks
 		}},
 		"check-scope": {"own", func(d, b *attachBuild) bool { return d.ropts.CheckOwnOnly != b.ropts.CheckOwnOnly }},
-		"check-kinds": {"reachable", func(d, b *attachBuild) bool { return !reflect.DeepEqual(d.kinds, b.kinds) }},
-		"for":         {"1s", field(func(o *attachOptions) any { return o.duration })}, // cmdAttach's deadline
-		"patience":    {"1s", func(d, b *attachBuild) bool { return d.inj.Patience != b.inj.Patience }},
+		"check-kinds": {"reachable", func(d, b *attachBuild) bool { return !reflect.DeepEqual(d.rec.CheckKinds, b.rec.CheckKinds) }},
+		"for":         {"1s", field(func(o *session.Options) any { return o.For })}, // Attach's deadline
+		"patience":    {"1s", func(d, b *attachBuild) bool { return d.rec.Inject.Patience != b.rec.Inject.Patience }},
 	}
 	var names []string
-	attachFlags(&attachOptions{}, io.Discard).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	attachFlags(&session.Options{}, io.Discard).VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	if len(names) < 20 {
 		t.Fatalf("attach defines only %d flags: %v", len(names), names)
 	}
@@ -136,7 +129,7 @@ func TestAttachUsesEveryFlag(t *testing.T) {
 		}
 	}
 	for name := range flags {
-		if fs := attachFlags(&attachOptions{}, io.Discard); fs.Lookup(name) == nil {
+		if fs := attachFlags(&session.Options{}, io.Discard); fs.Lookup(name) == nil {
 			t.Errorf("the table checks --%s, which attach does not define", name)
 		}
 	}
