@@ -11,10 +11,11 @@ import (
 	heapuse "github.com/leakpath/leakpath/internal/analysis/usage"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/render/usagetable"
 )
 
 // UsageOptions are those of heap use per unit: `report --by` and `run
-// --by` (see internal/analysis/usage).
+// --by` (see internal/analysis/usage, internal/render/usagetable).
 type UsageOptions struct {
 	By          string
 	Attribution string
@@ -100,8 +101,8 @@ func StartUsage(o *UsageOptions, sym *Symbolizer) (*Usage, error) {
 }
 
 // Report builds the tables, rep giving the images and times.
-func (u *Usage) Report(rep *report.Report, warnings []string) *heapuse.Report {
-	r := u.engine.Report(rep)
+func (u *Usage) Report(rep *report.Report, warnings []string) *usagetable.Report {
+	r := usagetable.New(u.engine, rep)
 	r.Warnings = append(warnings, r.Warnings...)
 	// The note on modules without debug information, from the report
 	// that symbolized the units' frames.
