@@ -179,8 +179,8 @@ func Prepare(o *Options, pid int, stderr io.Writer) (r *Recording, err error) {
 		return r, err
 	}
 	var obs Observers
-	if r.use != nil && r.use.engine.Observes() {
-		obs = append(obs, r.use.engine)
+	if r.use != nil && r.use.Observer() != nil {
+		obs = append(obs, r.use.Observer())
 	}
 	if o.UI {
 		if r.ui, err = startLiveUI(o.UIListen, filepath.Base(o.Argv[0]), r.sym, stderr); err != nil {
