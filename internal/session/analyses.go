@@ -5,6 +5,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 )
 
 // The analyses a recording runs besides the recording itself: the scan
@@ -28,7 +29,9 @@ func checkAnalyses(o *Options, attach bool) error {
 // wireAnalyses sets the collector's options for the analyses o asks for;
 // with --types it makes sym read types too.
 func wireAnalyses(copts *collect.Options, o *Options, sym *Symbolizer) {
-	sym.types = o.Types // before the warm-up reads it
+	if o.Types {
+		sym.types = dwarftypes.NewReader(sym.s) // before the warm-up reads it
+	}
 	// The scan holds the program at its exit.
 	copts.Region.HoldExit = o.Scan
 	// Root causes need the stacks of every free, and compare pending
@@ -41,7 +44,7 @@ func wireAnalyses(copts *collect.Options, o *Options, sym *Symbolizer) {
 		copts.Region.StaleSlots, copts.Region.StaleSample = o.Stale.Slots, o.Stale.Sample
 	}
 	if o.Types {
-		copts.Types = &collect.TypeOptions{Symbols: sym.s}
+		copts.Types = &collect.TypeOptions{Symbols: sym.s, DWARF: sym.types}
 	}
 }
 
