@@ -2,7 +2,9 @@
 // process images record into the heap model (and, optionally, a trace):
 // one pipeline per image drains its rings and merges them in time order;
 // one sink applies the merged events to the model and the trace, keeping a
-// fork child after its parent's fork.
+// fork child after its parent's fork. It runs no analysis: analyses
+// register with it and get each image stopped, with the model synced
+// (hook.go).
 package collect
 
 import (
