@@ -178,7 +178,8 @@ type Stopped struct {
 	// Caller, if not nil, is where the program called the agent (a
 	// snapshot it asked for, the exit hold).
 	Caller *Caller
-	// Process is the image in the model, up to date.
+	// Process is the image in the model, up to date (during Stopped
+	// only: the model belongs to the goroutine that applies events).
 	Process *heap.Process
 	// Pending are the allocations the threads keep pending, which the
 	// model learns of only later.
