@@ -18,6 +18,7 @@ import (
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 	"github.com/leakpath/leakpath/internal/target/region"
 	"github.com/leakpath/leakpath/internal/target/wire"
@@ -30,6 +31,7 @@ type Options struct {
 	// and retained sizes, read from the stopped process with the modules'
 	// symbols and DWARF.
 	Types *symbolize.Symbolizer
+	DWARF *dwarftypes.Reader // of Types' modules
 }
 
 // Analysis scans every stopped image.
@@ -63,7 +65,7 @@ const scanBatch = 1 << 20
 // BeforeStop reads the types of the image's modules before the stop, so
 // that the pause holds the scan and the typing only (collect.BeforeStopper).
 func (s *imageScan) BeforeStop(collect.StopKind) func() {
-	if s.a.opts.Types != nil {
+	if s.a.opts.Types != nil && s.a.opts.DWARF != nil {
 		s.prefetchTypes()
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/symbols/ctorsite"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
@@ -181,7 +182,7 @@ func ctorType(frames []uint64, mods []heaptype.Module, mem leak.Memory, syms *sy
 		if !ok {
 			return heaptype.SiteType{}, false
 		}
-		st := heaptype.SiteType{Mod: -1, Type: symbolize.NoType, Name: class, Ev: heaptype.Ctor}
+		st := heaptype.SiteType{Mod: -1, Type: dwarftypes.None, Name: class, Ev: heaptype.Ctor}
 		return st, true
 	}
 	return heaptype.SiteType{}, false
@@ -250,7 +251,7 @@ func (s *imageScan) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]i
 			hm.Hi = max(hm.Hi, m.Bias+s.Vaddr+s.Memsz)
 		}
 		if m.Path != "" && m.Path[0] == '/' { // not the vdso
-			if mt, err := s.a.opts.Types.Types(m.Path, m.BuildID); err == nil {
+			if mt, err := s.a.opts.DWARF.Types(m.Path, m.BuildID); err == nil {
 				hm.Types = mt
 			}
 		}
@@ -313,7 +314,7 @@ func (s *imageScan) prefetchTypes() {
 	select {
 	case ms := <-got:
 		for _, m := range ms {
-			s.a.opts.Types.Types(m.path, m.id)
+			s.a.opts.DWARF.Types(m.path, m.id)
 		}
 	case <-t.C:
 	}

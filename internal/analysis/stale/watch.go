@@ -118,7 +118,7 @@ func (w *imageWatch) read(clear bool) *event.Event {
 	w.watched = st.Watched
 	ev := &event.Event{Kind: event.StaleEpoch, Proc: w.im.Proc, Time: w.im.Now(), X: &event.Extra{Stale: st}}
 	if !clear {
-		ev.Aux = 1
+		ev.SetBetweenEpochs()
 	}
 	return ev
 }
