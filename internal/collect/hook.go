@@ -38,7 +38,8 @@ type ImageAnalysis interface {
 	// goroutine that applies events, in the order the analyses were
 	// registered. It must not change the model but through s.Emit. An
 	// error ends the stop: the later analyses are not called, and a
-	// snapshot gets the error.
+	// snapshot gets the error; at the exit, nobody does (what the
+	// analysis emitted says why).
 	Stopped(s *Stopped) error
 }
 
