@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/analysis/kinds"
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/render/report"
@@ -28,6 +29,16 @@ type attachBuild struct {
 	inj   inject.Options
 	kinds []event.LeakKind
 	outs  *outputs
+}
+
+// typed reports whether the collector's scan types the blocks.
+func typed(copts collect.Options) bool {
+	for _, a := range copts.Analyses {
+		if k, ok := a.(*kinds.Analysis); ok && k.Typed() {
+			return true
+		}
+	}
+	return false
 }
 
 func buildAttach(t *testing.T, args []string) *attachBuild {
@@ -106,7 +117,7 @@ func TestAttachUsesEveryFlag(t *testing.T) {
 		"max-memory":      {"100", func(d, b *attachBuild) bool { return d.copts.MemoryLimit != b.copts.MemoryLimit }},
 		"quiet":           {"true", field(func(o *attachOptions) any { return o.run.quiet })}, // writeReports
 		"scan":            {"false", func(d, b *attachBuild) bool { return d.copts.Region.HoldExit != b.copts.Region.HoldExit }},
-		"types":           {"true", func(d, b *attachBuild) bool { return (d.copts.Types == nil) != (b.copts.Types == nil) }},
+		"types":           {"true", func(d, b *attachBuild) bool { return typed(d.copts) != typed(b.copts) }},
 		"suppressions":    {supp, func(d, b *attachBuild) bool { return (d.ropts.Suppressions == nil) != (b.ropts.Suppressions == nil) }},
 		"show-reachable":  {"true", func(d, b *attachBuild) bool { return d.ropts.ShowReachable != b.ropts.ShowReachable }},
 		"path-to-root":    {"shop::Widget", func(d, b *attachBuild) bool { return d.ropts.PathToRoot != b.ropts.PathToRoot }},

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/analysis/kinds"
+	"github.com/leakpath/leakpath/internal/analysis/rootcause"
+	"github.com/leakpath/leakpath/internal/analysis/stale"
 	"github.com/leakpath/leakpath/internal/analysis/suppress"
 	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/model/heap"
@@ -55,7 +58,7 @@ type runOptions struct {
 	timeRes    time.Duration
 	scan       bool
 	types      bool
-	rootCause  collect.RootCauseOptions
+	rootCause  rootcause.Options
 	stale      staleOptions
 	leaks      leakOptions
 	genSupp    genSuppOptions
@@ -232,17 +235,6 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 	// From now on SIGINT and SIGTERM end leakpath at once, as they would
 	// any program: the run is over, what is left is the report.
 	sigs.Stop()
-	if res != nil && len(res.RootCause) > 0 {
-		// The root causes go into the model and the trace like the
-		// rest, for `leakpath report` too.
-		evs := collect.RootCauseEvents(res)
-		res.Session.Apply(evs)
-		if tw != nil {
-			if werr := tw.Write(evs); werr != nil && err == nil {
-				err = werr
-			}
-		}
-	}
 	tracePath := ""
 	if tw != nil {
 		pid := 0
@@ -340,8 +332,6 @@ func (o *runOptions) collectOptions(agent string, sym *symbolizer, stderr io.Wri
 			ExactTimes:    o.rootCause.Enabled || clock.ExactPending(o.timeRes),
 			AllocFamilies: strings.Join(o.allocFamilies, ","),
 		},
-		StaleEpoch:  staleEpoch(&o.stale),
-		RootCause:   o.rootCause,
 		MemoryLimit: uint64(o.maxMemMiB) << 20,
 		Logf:        logTo(stderr),
 		Warm:        sym.warmUp(),
@@ -349,10 +339,28 @@ func (o *runOptions) collectOptions(agent string, sym *symbolizer, stderr io.Wri
 	if o.stale.on {
 		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
 	}
-	if o.types {
-		copts.Types = &collect.TypeOptions{Symbols: sym.s, DWARF: sym.types}
-	}
+	copts.Analyses = o.analyses(sym)
 	return copts
+}
+
+// analyses are the analyses the collector runs, in the order they see a
+// stopped process: the stale reading first (before the scan touches the
+// blocks), then the scan (kinds, and types with --types), then the root
+// causes (a snapshot shows them if the scan succeeded).
+func (o *runOptions) analyses(sym *symbolizer) []collect.Analysis {
+	var as []collect.Analysis
+	if e := staleEpoch(&o.stale); e > 0 {
+		as = append(as, stale.NewWatch(e))
+	}
+	ko := kinds.Options{}
+	if o.types {
+		ko.Types, ko.DWARF = sym.s, sym.types
+	}
+	as = append(as, kinds.New(ko))
+	if o.rootCause.Enabled {
+		as = append(as, rootcause.NewRecorder(o.rootCause))
+	}
+	return as
 }
 
 // reportOptions are the report options that the flags of run and attach
