@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/analysis/kinds"
+	"github.com/leakpath/leakpath/internal/analysis/rootcause"
+	"github.com/leakpath/leakpath/internal/analysis/stale"
+	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/render/report"
 	"github.com/leakpath/leakpath/internal/session"
 	"github.com/leakpath/leakpath/internal/target/region"
@@ -46,6 +50,17 @@ func prepare(t *testing.T, command string, args []string) *prepared {
 	t.Cleanup(rec.Close)
 	b.rec, b.ropts = rec, rec.ReportOptions()
 	return b
+}
+
+// analyses are the analyses of type T registered with p's collector.
+func analyses[T collect.Analysis](p *prepared) []T {
+	var out []T
+	for _, a := range p.rec.Collect.Analyses {
+		if t, ok := a.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // flagEffect is a flag's check: a value other than its default, flags it
@@ -88,7 +103,16 @@ func flagEffects(t *testing.T, dir string) map[string]flagEffect {
 			return !reflect.DeepEqual(get(&d.rec.Collect.Region), get(&b.rec.Collect.Region))
 		}
 	}
-	rootCause := func(d, b *prepared) bool { return d.rec.Collect.RootCause != b.rec.Collect.RootCause }
+	// analysis is the check of a flag that changes the analyses
+	// registered with the collector, or one of them.
+	analysis := func(d, b *prepared) bool {
+		return !reflect.DeepEqual(analyses[*rootcause.Recorder](d), analyses[*rootcause.Recorder](b)) ||
+			!reflect.DeepEqual(analyses[*stale.Watch](d), analyses[*stale.Watch](b))
+	}
+	typed := func(p *prepared) bool {
+		k := analyses[*kinds.Analysis](p)
+		return len(k) == 1 && k[0].Typed()
+	}
 	return map[string]flagEffect{
 		// run's and attach's
 		"o":               {value: filepath.Join(dir, "t.lpt"), used: file(0)},
@@ -104,7 +128,7 @@ func flagEffects(t *testing.T, dir string) map[string]flagEffect {
 		"max-memory":      {value: "100", used: func(d, b *prepared) bool { return d.rec.Collect.MemoryLimit != b.rec.Collect.MemoryLimit }},
 		"quiet":           {value: "true", used: field(func(o *runOptions) any { return o.s.Quiet })}, // Record's
 		"scan":            {value: "false", used: inRegion(func(r *region.Options) any { return r.HoldExit })},
-		"types":           {value: "true", used: func(d, b *prepared) bool { return (d.rec.Collect.Types == nil) != (b.rec.Collect.Types == nil) }},
+		"types":           {value: "true", used: func(d, b *prepared) bool { return typed(d) != typed(b) }},
 		"suppressions":    {value: supp, used: func(d, b *prepared) bool { return (d.ropts.Suppressions == nil) != (b.ropts.Suppressions == nil) }},
 		"show-reachable":  {value: "true", used: func(d, b *prepared) bool { return d.ropts.ShowReachable != b.ropts.ShowReachable }},
 		"path-to-root":    {value: "shop::Widget", used: func(d, b *prepared) bool { return d.ropts.PathToRoot != b.ropts.PathToRoot }},
@@ -121,13 +145,13 @@ func flagEffects(t *testing.T, dir string) map[string]flagEffect {
 		"check":                      {value: "true", used: field(func(o *runOptions) any { return o.s.Check })}, // cmdRun's exit code
 		"check-exit-code":            {value: "3", used: field(func(o *runOptions) any { return o.checkCode })},
 		"check-unmeasured-exit-code": {value: "3", used: field(func(o *runOptions) any { return o.checkUnmeasured })},
-		"root-cause":                 {value: "true", used: rootCause},
-		"root-cause-after":           {value: "5s", used: rootCause},
-		"root-cause-sites":           {value: "2", used: rootCause},
-		"root-cause-budget":          {value: "5s", used: rootCause},
-		"root-cause-slowdown":        {value: "2", used: rootCause},
-		"stale":                      {value: "true", used: func(d, b *prepared) bool { return d.rec.Collect.StaleEpoch != b.rec.Collect.StaleEpoch }},
-		"stale-epoch":                {value: "2s", with: []string{"--stale"}, used: func(d, b *prepared) bool { return d.rec.Collect.StaleEpoch != b.rec.Collect.StaleEpoch }},
+		"root-cause":                 {value: "true", used: analysis},
+		"root-cause-after":           {value: "5s", with: []string{"--root-cause"}, used: analysis},
+		"root-cause-sites":           {value: "2", with: []string{"--root-cause"}, used: analysis},
+		"root-cause-budget":          {value: "5s", with: []string{"--root-cause"}, used: analysis},
+		"root-cause-slowdown":        {value: "2", with: []string{"--root-cause"}, used: analysis},
+		"stale":                      {value: "true", used: analysis},
+		"stale-epoch":                {value: "2s", with: []string{"--stale"}, used: analysis},
 		"stale-sample":               {value: "3", with: []string{"--stale"}, used: inRegion(func(r *region.Options) any { return r.StaleSample })},
 		"stale-slots":                {value: "3", with: []string{"--stale"}, used: inRegion(func(r *region.Options) any { return r.StaleSlots })},
 		"stale-t1":                   {value: "3", used: func(d, b *prepared) bool { return d.ropts.StaleT1 != b.ropts.StaleT1 }},

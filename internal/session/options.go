@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/analysis/rootcause"
 	"github.com/leakpath/leakpath/internal/analysis/suppress"
-	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/render/report"
 	"github.com/leakpath/leakpath/internal/render/termsafe"
@@ -54,7 +54,7 @@ type Options struct {
 	// The analyses (see analyses.go).
 	Scan      bool
 	Types     bool
-	RootCause collect.RootCauseOptions
+	RootCause rootcause.Options
 	Stale     StaleOptions
 	Usage     UsageOptions
 

@@ -319,8 +319,7 @@ func (r *Recording) Record(ctx context.Context) (*Result, error) {
 	return r.report(res, info, pid, tracePath)
 }
 
-// record runs the collector, and adds what the analyses found to the
-// model and the trace.
+// record runs the collector.
 func (r *Recording) record(ctx context.Context) (*collect.Result, *collect.AttachInfo, error) {
 	r.recorded = true
 	var res *collect.Result
@@ -333,18 +332,6 @@ func (r *Recording) record(ctx context.Context) (*collect.Result, *collect.Attac
 		r.sigs.Stop()
 	} else {
 		res, info, err = collect.Attach(ctx, r.pid, r.Collect, r.Inject)
-	}
-	if res != nil {
-		// The analyses' findings go into the model and the trace like the
-		// rest, for `leakpath report` too.
-		if evs := analysisEvents(res); len(evs) > 0 {
-			res.Session.Apply(evs)
-			if r.tw != nil {
-				if werr := r.tw.Write(evs); werr != nil && err == nil {
-					err = werr
-				}
-			}
-		}
 	}
 	return res, info, err
 }
