@@ -907,7 +907,7 @@ static lp_handler_t (*lp_get_new_handler)(void);
 typedef void (*lp_thrower_t)(void) __attribute__((noreturn));
 static lp_thrower_t lp_throw_bad_alloc;
 
-/* lp_cxx_mode: 0 unknown, 1 libstdc++ (own loop), 2 call through. */
+/* lp_cxx_mode: 0 unknown, 1 a C++ runtime's (own loop), 2 call through. */
 static int lp_cxx_mode(void *real)
 {
 	static int mode;
@@ -918,8 +918,11 @@ static int lp_cxx_mode(void *real)
 	lp_enter(&t->busy);
 	int m = 2;
 	/* An executable with an allocator of its own: libstdc++'s operator
-	 * new calls it, not the one the agent would (families.c). */
-	if (!lp_exe_malloc && real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
+	 * new calls it, not the one the agent would (families.c). libc++'s
+	 * too is done here: its bad_alloc, thrown by LLVM's libunwind, must
+	 * not pass a hook frame the agent's personality routine runs for
+	 * (lp_cxx_through). */
+	if (!lp_exe_malloc && real && dladdr(real, &info) && info.dli_fname && lp_cxx_runtime_file(info.dli_fname)) {
 		lp_get_new_handler = (lp_handler_t (*)(void))lp_next("_ZSt15get_new_handlerv");
 		lp_throw_bad_alloc = (lp_thrower_t)lp_next("_ZSt17__throw_bad_allocv");
 		if (lp_get_new_handler && lp_throw_bad_alloc)

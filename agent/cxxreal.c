@@ -200,13 +200,11 @@ static int lp_cxx_needs(const char *want, const struct lp_cxx_mod *m)
 	return strcmp(want, base ? base + 1 : m->name) == 0;
 }
 
-/* lp_cxx_runtime reports whether m is a C++ runtime's library, whose
- * operator new is malloc's loop with its new-handler. */
-static int lp_cxx_runtime(const struct lp_cxx_mod *m)
+int lp_cxx_runtime_file(const char *path)
 {
 	static const char *const libs[] = {"libstdc++.so", "libc++.so", "libc++abi.so"};
-	const char *base = strrchr(m->name, '/');
-	base = base ? base + 1 : m->name;
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
 	for (unsigned i = 0; i < sizeof libs / sizeof libs[0]; i++)
 		if (strncmp(base, libs[i], strlen(libs[i])) == 0)
 			return 1;
@@ -274,7 +272,7 @@ static int lp_cxx_resolve_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		for (int j = 0; j < s->n && !s->fn[k]; j++)
 			if (s->m[j].ok && (s->fn[k] = lp_cxx_def(&s->m[j].d, lp_cxx_names[k])))
 				at = j;
-		if (at >= 0 && lp_cxx_runtime(&s->m[at]))
+		if (at >= 0 && lp_cxx_runtime_file(s->m[at].name))
 			s->rt |= 1u << k;
 	}
 	if (c >= 0) {

@@ -53,6 +53,11 @@ LP_HIDDEN int lp_cxx_global(enum lp_cxx_name k);
  * from outside. Never dlsym, never malloc. */
 LP_HIDDEN void *lp_cxx_local(enum lp_cxx_name k, const void *caller, int *rt, void *own[2]);
 
+/* lp_cxx_runtime_file reports whether the module at path is a C++
+ * runtime's library (libstdc++, libc++, libc++abi), whose operator new is
+ * malloc's loop with its new-handler, and delete free. */
+LP_HIDDEN int lp_cxx_runtime_file(const char *path);
+
 /* lp_cxx_forget drops what lp_cxx_local found: a module was unloaded, and
  * another may come at its addresses. */
 LP_HIDDEN void lp_cxx_forget(void);

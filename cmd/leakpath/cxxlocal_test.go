@@ -3,8 +3,6 @@ package main
 import (
 	"debug/elf"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -26,40 +24,33 @@ func TestCxxPluginLocal(t *testing.T) {
 	if libs := imported(t, bin); strings.Contains(libs, "c++") {
 		t.Fatalf("the program imports %s: the C++ runtime would be in its global scope", libs)
 	}
-	gnu := fixture(t, "cxxlocal_plugin.cc", "-shared", "-fPIC")
-	llvm := ""
-	if _, err := exec.LookPath("clang++-19"); err == nil {
-		llvm = filepath.Join(t.TempDir(), "cxxlocal_plugin-libc++.so")
-		src := filepath.Join(root, "testdata", "fixtures", "cxxlocal_plugin.cc")
-		if out, err := exec.Command("clang++-19", "-stdlib=libc++", "-g", "-O0", "-shared", "-fPIC", "-o", llvm, src).CombinedOutput(); err != nil {
-			t.Logf("clang++-19 -stdlib=libc++ cannot build the plugin (libc++-19-dev not installed?): %v\n%s", err, out)
-			llvm = ""
-		}
-	}
 	cases := []struct {
-		name    string
-		plugins []string
+		name     string
+		runtimes []string // each plugin's: libstdc++ or libc++
 	}{
-		{"libstdc++", []string{gnu}},
-		{"libc++", []string{llvm}},
+		{"libstdc++", []string{"libstdc++"}},
+		{"libc++", []string{"libc++"}},
 		// Two runtimes at once, each call to its own caller's. In this
 		// order only: natively, libstdc++'s unwinder loaded after LLVM's
 		// libunwind binds some of its calls to libunwind and crashes.
-		{"libstdc++-then-libc++", []string{gnu, llvm}},
+		{"libstdc++-then-libc++", []string{"libstdc++", "libc++"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, p := range c.plugins {
-				if p == "" {
-					t.Skip("clang++-19 with libc++ is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
+			var plugins []string
+			for _, rt := range c.runtimes {
+				if rt == "libc++" {
+					plugins = append(plugins, clangLibcxx(t, "cxxlocal_plugin.cc", "-shared", "-fPIC"))
+				} else {
+					plugins = append(plugins, fixture(t, "cxxlocal_plugin.cc", "-shared", "-fPIC"))
 				}
 			}
 			for _, huge := range []string{"0", "1"} {
-				args := append([]string{bin, fmt.Sprint(rounds), fmt.Sprint(leaks), huge}, c.plugins...)
+				args := append([]string{bin, fmt.Sprint(rounds), fmt.Sprint(leaks), huge}, plugins...)
 				plain := native(t, nil, args...)
 				var want strings.Builder
 				for pass := 0; pass < 2; pass++ {
-					for i := range c.plugins {
+					for i := range plugins {
 						sum := 725 // the plugin's arithmetic for 10 rounds
 						if huge == "1" {
 							sum += 1000
@@ -78,7 +69,7 @@ func TestCxxPluginLocal(t *testing.T) {
 				}
 				// Per plugin, 10 rounds of two passes: an object, an int[],
 				// a nothrow int[4] and an aligned object at least.
-				n := uint64(len(c.plugins))
+				n := uint64(len(plugins))
 				if got := img.Totals.Calls["new"] + img.Totals.Calls["new_array"]; got < n*2*rounds*4 {
 					t.Errorf("HUGE %s: %d operator new calls recorded, want %d or more: %v", huge, got, n*2*rounds*4, img.Totals.Calls)
 				}
