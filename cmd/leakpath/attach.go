@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/render/termsafe"
 	"github.com/leakpath/leakpath/internal/session"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 	"github.com/leakpath/leakpath/internal/target/control"
 )
 

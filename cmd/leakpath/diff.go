@@ -11,7 +11,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/tracefile"
 	"github.com/leakpath/leakpath/internal/render/report"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 
 	"github.com/leakpath/leakpath/internal/session"
 )

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
 	"github.com/leakpath/leakpath/internal/session"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

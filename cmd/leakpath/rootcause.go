@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/analysis/rootcause"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 	"github.com/leakpath/leakpath/internal/target/control"
 )
 
