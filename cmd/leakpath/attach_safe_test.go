@@ -298,9 +298,7 @@ func TestAttachRefuses(t *testing.T) {
 		}
 	}
 	t.Run("seccomp", func(t *testing.T) {
-		src := filepath.Join(t.TempDir(), "filtered.c")
-		bin := strings.TrimSuffix(src, ".c")
-		os.WriteFile(src, []byte(`#include <linux/filter.h>
+		bin := fixtureCache.BuildSource(t, "filtered.c", `#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdio.h>
 #include <sys/prctl.h>
@@ -316,10 +314,7 @@ int main(void) {
 	printf("done\n");
 	return 0;
 }
-`), 0o644)
-		if b, err := exec.Command("cc", "-o", bin, src).CombinedOutput(); err != nil {
-			t.Fatalf("compile: %v\n%s", err, b)
-		}
+`)
 		p := startLineProc(t, bin)
 		p.expect(t, "filtered")
 		refused(t, p.cmd.Process.Pid, "seccomp filter")
@@ -363,9 +358,7 @@ int main(void) {
 // filter's installation and makes neither call: the program ends normally
 // (before: killed by SIGSYS, exit 159), and the attach ends with it.
 func TestAttachThenSandbox(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "sandboxed.c")
-	bin := strings.TrimSuffix(src, ".c")
-	os.WriteFile(src, []byte(`#include <linux/audit.h>
+	bin := fixtureCache.BuildSource(t, "sandboxed.c", `#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -400,10 +393,7 @@ int main(void) {
 	printf("done\n");
 	return 0;
 }
-`), 0o644)
-	if b, err := exec.Command("cc", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compile: %v\n%s", err, b)
-	}
+`, "-pthread")
 	p := startLineProc(t, bin)
 	p.expect(t, "ready")
 	a := startAttach(t, p.cmd.Process.Pid, "--scan=false")

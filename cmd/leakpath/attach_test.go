@@ -299,9 +299,8 @@ func TestAttachErrors(t *testing.T) {
 		want(t, code, out, "no such process")
 	})
 	t.Run("static", func(t *testing.T) {
-		// Without libc.a, cc prints the bare name.
-		if out, _ := exec.Command("cc", "-print-file-name=libc.a").Output(); !filepath.IsAbs(strings.TrimSpace(string(out))) {
-			t.Skip("no static libc to link with (libc.a not installed)")
+		if !testfixture.StaticLibc() {
+			t.Skip("no static C library (libc.a) to link a static program with: apt-get install libc6-dev")
 		}
 		p := startReady(t, fixture(t, "idle.c", "-static"))
 		code, out := attach(t, "attach", strconv.Itoa(p.pid()))

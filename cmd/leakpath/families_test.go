@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // linkable reports whether a program links with flags here (an allocator
@@ -19,7 +21,7 @@ func linkable(t *testing.T, flags ...string) bool {
 	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return exec.Command("cc", append([]string{"-o", filepath.Join(dir, "m"), src}, flags...)...).Run() == nil
+	return testfixture.Compile("cc", filepath.Join(dir, "m"), append([]string{src}, flags...)...) == nil
 }
 
 // familyLeaks sums, by kind, the leaks a report lists whose stack is the
@@ -86,9 +88,9 @@ func pfxLib(t *testing.T, pfx string) []string {
 	t.Helper()
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libpfx"+strings.TrimSuffix(pfx, "_")+".so")
-	if b, err := exec.Command("cc", "-g", "-O2", "-shared", "-fPIC", "-DPFX="+pfx, "-o", lib,
-		filepath.Join(root, "testdata", "fixtures", "pfxalloc.c")).CombinedOutput(); err != nil {
-		t.Fatalf("compiling pfxalloc.c: %v\n%s", err, b)
+	if err := testfixture.Compile("cc", lib, "-g", "-O2", "-shared", "-fPIC", "-DPFX="+pfx,
+		filepath.Join(root, "testdata", "fixtures", "pfxalloc.c")); err != nil {
+		t.Fatal(err)
 	}
 	return []string{"-DPREFIX=" + pfx, "-L" + dir, "-lpfx" + strings.TrimSuffix(pfx, "_"), "-Wl,-rpath," + dir}
 }

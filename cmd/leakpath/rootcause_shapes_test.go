@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -72,16 +71,8 @@ func TestRootCauseShapes(t *testing.T) {
 		for _, opt := range []string{"-O1", "-O2"} {
 			t.Run(sh.name+opt, func(t *testing.T) {
 				t.Parallel()
-				dir := t.TempDir()
 				src := filepath.Join(root, "testdata", "rootcause", "shapes", sh.name)
-				cc := "cc"
-				if strings.HasSuffix(sh.name, ".cc") {
-					cc = "c++"
-				}
-				bin := filepath.Join(dir, strings.TrimSuffix(strings.TrimSuffix(sh.name, ".c"), ".cc"))
-				if b, err := exec.Command(cc, "-g", opt, "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-					t.Fatalf("%s %s: %v\n%s", cc, sh.name, err, b)
-				}
+				bin := fixtureCache.Build(t, src, "-g", opt, "-pthread")
 				start := time.Now()
 				want := native(t, nil, bin)
 				nat := time.Since(start)

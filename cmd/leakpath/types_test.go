@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.
@@ -370,8 +371,8 @@ func TestTypesContainers(t *testing.T) {
 		}
 		exe := filepath.Join(t.TempDir(), "containers-libc++")
 		src := filepath.Join(root, "testdata", "fixtures", "containers.cc")
-		if out, err := exec.Command("clang++-19", "-stdlib=libc++", "-g", "-O2", "-o", exe, src).CombinedOutput(); err != nil {
-			t.Skipf("clang++-19 -stdlib=libc++ cannot build the fixture (libc++-19-dev not installed?): %v\n%s", err, out)
+		if err := testfixture.Compile("clang++-19", exe, "-stdlib=libc++", "-g", "-O2", src); err != nil {
+			t.Skipf("clang++-19 -stdlib=libc++ cannot build the fixture (libc++-19-dev not installed?): %v", err)
 		}
 		testTypesContainers(t, exe, "-O2", libcxxNames)
 	})

@@ -128,3 +128,10 @@ func (c *Cache) BuildSource(tb testing.TB, name, code string, flags ...string) s
 	}
 	return c.Build(tb, src, flags...)
 }
+
+// StaticLibc reports whether cc can link static programs: without libc.a
+// it prints the bare name instead of a path.
+func StaticLibc() bool {
+	out, err := exec.Command("cc", "-print-file-name=libc.a").Output()
+	return err == nil && filepath.IsAbs(strings.TrimSpace(string(out)))
+}

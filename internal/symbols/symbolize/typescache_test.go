@@ -7,10 +7,11 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // typesDump describes what a ModuleTypes says of its globals: their
@@ -56,8 +57,8 @@ func TestTypesCache(t *testing.T) {
 	// containers, laid out through their template arguments.
 	path := filepath.Join(t.TempDir(), "containers")
 	src := filepath.Join("..", "..", "..", "testdata", "fixtures", "containers.cc")
-	if out, err := exec.Command("g++", "-g", "-O2", "-o", path, src).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
+	if err := testfixture.Compile("g++", path, "-g", "-O2", src); err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	t.Cleanup(forgetDWARFCacheMaps)
