@@ -89,14 +89,15 @@ func startPaths(t *testing.T) *fixture {
 }
 
 // seize attaches to the fixture's main thread, detached at the test's
-// end; a step that never stops is interrupted after 30 s.
+// end; a step that never stops is interrupted after testfixture's hang
+// guard (no step of the fixture takes seconds, even on a loaded machine).
 func (f *fixture) seize(t *testing.T) *ptrace.Stepper {
 	t.Helper()
 	s, err := ptrace.SeizeThread(f.cmd.Process.Pid, f.tid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchdog := time.AfterFunc(30*time.Second, s.Interrupt)
+	watchdog := time.AfterFunc(testfixture.HangGuard, s.Interrupt)
 	t.Cleanup(func() {
 		watchdog.Stop()
 		s.Detach()
