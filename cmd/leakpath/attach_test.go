@@ -314,11 +314,15 @@ func TestAttachErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		startWatched(t, cmd)
-		defer stdin.Close()
+		w := startWatched(t, cmd)
 		pid := programUnder(t, cmd.Process.Pid, bin)
 		code, out := attach(t, "attach", strconv.Itoa(pid))
 		want(t, code, out, "already runs under leakpath run")
+		// The run goes on undisturbed, and ends with its program.
+		stdin.Close()
+		if code := w.wait(t); code != 0 {
+			t.Errorf("leakpath run exited %d after the refused attach:\n%s", code, w.stderr)
+		}
 	})
 	t.Run("detach-not-attached", func(t *testing.T) {
 		p := startReady(t, fixture(t, "idle.c"))
