@@ -124,6 +124,7 @@ var pauseRE = regexp.MustCompile(`paused ([0-9.e+-]+) ms at attach, ([0-9.e+-]+)
 // attach are found where they are made, and the blocks from before the
 // attach are neither leaks nor errors.
 func TestAttachServer(t *testing.T) {
+	t.Parallel()
 	bin := fixture(t, "attach_server.c")
 
 	// Without leakpath: the reference output and loop gap.
@@ -266,6 +267,7 @@ func firstLine(s, with string) string {
 // TestAttachErrors: each way an attach cannot work gives a clear message
 // and exit code 1, never a hang or a panic.
 func TestAttachErrors(t *testing.T) {
+	t.Parallel()
 	attach := func(t *testing.T, args ...string) (int, string) {
 		t.Helper()
 		cmd := exec.Command(lpBin, args...)
@@ -439,6 +441,7 @@ func startReady(t *testing.T, argv ...string) *readyProgram {
 // programs' operator new and delete pair up (no mismatched free from
 // blocks that new made before the attach or after it).
 func TestAttachLaterModulesAndCxx(t *testing.T) {
+	t.Parallel()
 	t.Run("dlopen", func(t *testing.T) {
 		lib := fixture(t, "plugin.c", "-shared", "-fPIC")
 		bin := fixtureCache.BuildSource(t, "later.c", `#include <dlfcn.h>
@@ -526,6 +529,7 @@ int main() {
 // slots the sleep's frames reuse; it is at a safe point all the same (a
 // blocked thread is judged by its system call, not by stale words).
 func TestAttachSingleThreadAfterMalloc(t *testing.T) {
+	t.Parallel()
 	bin := fixtureCache.BuildSource(t, "sleeper.c", `#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

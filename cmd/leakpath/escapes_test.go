@@ -15,6 +15,7 @@ import (
 // visible escapes, never as raw control characters a terminal would obey;
 // the JSON report keeps them exactly.
 func TestEscapesInReport(t *testing.T) {
+	t.Parallel()
 	bin := fixture(t, "escapes.c")
 	dir := t.TempDir()
 	link := filepath.Join(dir, "run\x1b[35mlink")
@@ -78,6 +79,7 @@ func hasFrame(im jsonImage, fn, file string) bool {
 // TestEscapesInSnapshot: `leakpath snapshot` prints the report it gets
 // with the program's escape sequences made visible.
 func TestEscapesInSnapshot(t *testing.T) {
+	t.Parallel()
 	bin := fixture(t, "escapes.c")
 	cmd := exec.Command(lpBin, "run", "--quiet", "--", bin, "wait")
 	cmd.Env = testEnv()

@@ -70,6 +70,7 @@ func create(t *testing.T, path, want string) error {
 // (in a private directory, or our own in a sticky one), relative or
 // absolute; a loop of links is an error, not a hang.
 func TestOutputThroughTrustedLinks(t *testing.T) {
+	t.Parallel()
 	base := outTree(t)
 	secret := filepath.Join(base, "secret")
 	symlink(t, "../secret", filepath.Join(base, "priv", "rel"), -1)
@@ -98,6 +99,7 @@ func TestOutputThroughTrustedLinks(t *testing.T) {
 // theirs or one with another name; it does write in a real directory of
 // theirs, and `run` stops before the program starts.
 func TestOutputRefusesOtherUsersLinks(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make files as another user (uid 65534)")
 	}

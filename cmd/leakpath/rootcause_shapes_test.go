@@ -64,9 +64,7 @@ type shapeDoc struct {
 // root cause is claimed. Each subtest logs what was found, after how
 // long, and the run's time beside the program's own.
 func TestRootCauseShapes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 20 programs for seconds each")
-	}
+	exhaustive(t, "20 programs for seconds each; TestRootCause covers each kind of culprit")
 	for _, sh := range rootCauseShapes {
 		for _, opt := range []string{"-O1", "-O2"} {
 			t.Run(sh.name+opt, func(t *testing.T) {

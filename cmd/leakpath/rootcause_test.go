@@ -110,6 +110,9 @@ const testSlowdown = "4"
 func TestRootCause(t *testing.T) {
 	for _, fx := range rootCauseFixtures {
 		t.Run(fx.name, func(t *testing.T) {
+			if fx.name != "seed.c" && fx.name != "noleak.c" {
+				exhaustive(t, "seed.c and noleak.c stand for the root-cause fixtures")
+			}
 			if hw, why := ptrace.HardwareBreakpoints(); fx.needsBreakpoints && !hw {
 				t.Skip("needs hardware breakpoints: " + why)
 			}
@@ -272,6 +275,7 @@ func stackHasFunc(st []jsonFrame, fn string) bool {
 // succeed, a snapshot shows the root cause once it is found, the
 // program's output stays its own, the root cause is in the report.
 func TestRootCauseWithSnapshot(t *testing.T) {
+	t.Parallel()
 	fx := rootCauseFixtures[0] // seed.c
 	run := startSeed(t, "--root-cause")
 	// A window traces the program's thread: its TracerPid is set. A
@@ -391,6 +395,7 @@ func (r *seedRun) foundIn(t *testing.T, fn string) {
 // until `leakpath root-cause PID` asks; then the root cause is found. A
 // run without --root-cause refuses the request.
 func TestRootCauseOnRequest(t *testing.T) {
+	t.Parallel()
 	fx := rootCauseFixtures[0] // seed.c
 	run := startSeed(t, "--root-cause", "--root-cause-after=request")
 	// No window for a while: a loaded machine makes this check weaker

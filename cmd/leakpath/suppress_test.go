@@ -361,6 +361,7 @@ func TestBaseline(t *testing.T) {
 // names included; and leakpath's --gen-suppressions file hides every leak
 // under valgrind.
 func TestValgrindGeneratedSuppressions(t *testing.T) {
+	exhaustive(t, "runs valgrind on each fixture; leakpath's own suppressions are checked without it")
 	haveValgrind(t)
 	for _, fx := range []struct {
 		name  string

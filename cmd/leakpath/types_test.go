@@ -362,10 +362,16 @@ func testTypesC(t *testing.T, exe string) {
 func TestTypesContainers(t *testing.T) {
 	for _, opt := range []string{"-O0", "-O1", "-O2"} {
 		t.Run("libstdc++"+opt, func(t *testing.T) {
+			t.Parallel()
+			if opt != "-O2" {
+				exhaustive(t, "libstdc++ at -O2 stands for the other levels")
+			}
 			testTypesContainers(t, fixture(t, "containers.cc", opt), opt, libstdcxxNames)
 		})
 	}
 	t.Run("libc++-O2", func(t *testing.T) {
+		t.Parallel()
+		exhaustive(t, "libstdc++ stands for libc++")
 		if _, err := exec.LookPath("clang++-19"); err != nil {
 			t.Skip("clang++-19 is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
 		}
