@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // lineProc is a program the test talks to line by line: what it prints
@@ -331,16 +332,11 @@ int main(void) {
 		p.expect(t, "before")
 		syscall.Kill(pid, syscall.SIGSTOP)
 		// Stopped once /proc says so (the signal is asynchronous).
-		for deadline := time.Now().Add(2 * time.Minute); ; {
+		testfixture.Poll(t, "cat stopped", func() bool {
 			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if i := strings.LastIndexByte(string(st), ')'); i > 0 && strings.HasPrefix(string(st[i+1:]), " T") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("cat did not stop")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			i := strings.LastIndexByte(string(st), ')')
+			return i > 0 && strings.HasPrefix(string(st[i+1:]), " T")
+		})
 		refused(t, pid, "is stopped")
 		syscall.Kill(pid, syscall.SIGCONT)
 		p.send(t, "after")

@@ -90,7 +90,7 @@ func (o *Output) Await(tb testing.TB, mark string, count int) {
 func Poll(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
 	deadline := time.Now().Add(HangGuard)
-	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 100*time.Millisecond) {
 		if time.Now().After(deadline) {
 			tb.Fatalf("%s: not so after %v", what, HangGuard)
 		}
