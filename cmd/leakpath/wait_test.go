@@ -53,16 +53,6 @@ func (w *watched) wait(t *testing.T) int {
 	return exitCode(err, w.cmd.ProcessState)
 }
 
-// exhaustive skips t under -short: it repeats what a quicker test (or
-// the first case of this one) checks, over more programs, builds or
-// tools. `make test` runs everything; -short is for a quick loop.
-func exhaustive(t *testing.T, what string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skipf("-short: %s (make test runs it)", what)
-	}
-}
-
 // programUnder returns the pid of prog once leakpath (pid lp) has started
 // it: a child whose command line starts with prog, after its exec, so
 // its environment (the agent preloaded) is its own. Any of leakpath's
