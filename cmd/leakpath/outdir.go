@@ -89,15 +89,15 @@ func openOutputDir(dir string) (int, *unix.Stat_t, error) {
 		}
 		todo = append(strings.Split(target, "/"), todo...)
 		if filepath.IsAbs(target) {
-			root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err == nil {
-				err = unix.Fstat(root, &curSt)
-			}
 			unix.Close(cur)
-			if err != nil {
+			if cur, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 				return -1, nil, &fs.PathError{Op: "open", Path: "/", Err: err}
 			}
-			cur, shown = root, "/"
+			if err := unix.Fstat(cur, &curSt); err != nil {
+				unix.Close(cur)
+				return -1, nil, &fs.PathError{Op: "stat", Path: "/", Err: err}
+			}
+			shown = "/"
 		}
 	}
 	return cur, &curSt, nil
