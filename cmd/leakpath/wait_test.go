@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leakpath/leakpath/internal/testfixture"
 )
@@ -48,9 +49,14 @@ func startWatched(t *testing.T, cmd *exec.Cmd) *watched {
 // wait waits for the program to end and returns its exit code.
 func (w *watched) wait(t *testing.T) int {
 	t.Helper()
-	err := <-w.done
-	w.done <- err // for the cleanup, or another wait
-	return exitCode(err, w.cmd.ProcessState)
+	select {
+	case err := <-w.done:
+		w.done <- err // for the cleanup, or another wait
+		return exitCode(err, w.cmd.ProcessState)
+	case <-time.After(testfixture.HangGuard):
+		t.Fatalf("%s still runs after %v:\n%s", w.cmd.Path, testfixture.HangGuard, w.stderr)
+		return 0
+	}
 }
 
 // programUnder returns the pid of prog once leakpath (pid lp) has started
