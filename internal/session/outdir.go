@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // directory, once opened, is the one the next step starts from. A
 // symbolic link on the way is followed only when nobody but root or
 // leakpath's user could have put it there or could replace it (see
-// trustedLink); otherwise the output is refused. leakpath often runs as
+// untrustedLink); otherwise the output is refused. leakpath often runs as
 // root, and without this a user could point root's `-o
 // /home/alice/out/report.json` anywhere by making `out` a link
 // (fs.protected_symlinks covers only sticky directories).
