@@ -332,11 +332,9 @@ func clangLibcxx(t *testing.T, src string, flags ...string) string {
 		t.Skip("clang++-19 is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
 	}
 	out := filepath.Join(t.TempDir(), strings.TrimSuffix(src, filepath.Ext(src))+"-libc++")
-	args := append([]string{"-stdlib=libc++", "-g", "-O0", "-pthread", "-o", out,
-		filepath.Join(root, "testdata", "fixtures", src)}, flags...)
-	cmd := exec.Command("clang++-19", args...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("clang++-19 -stdlib=libc++ cannot build %s (libc++-19-dev not installed?): %v\n%s", src, err, b)
+	args := append([]string{"-stdlib=libc++", "-g", "-O0", "-pthread", filepath.Join(root, "testdata", "fixtures", src)}, flags...)
+	if err := testfixture.Compile("clang++-19", out, args...); err != nil {
+		t.Skipf("clang++-19 -stdlib=libc++ cannot build %s (libc++-19-dev not installed?): %v", src, err)
 	}
 	return out
 }
