@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // linkable reports whether a program links with flags here (an allocator
@@ -19,7 +21,7 @@ func linkable(t *testing.T, flags ...string) bool {
 	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return exec.Command("cc", append([]string{"-o", filepath.Join(dir, "m"), src}, flags...)...).Run() == nil
+	return testfixture.Compile("cc", filepath.Join(dir, "m"), append([]string{src}, flags...)...) == nil
 }
 
 // familyLeaks sums, by kind, the leaks a report lists whose stack is the
@@ -87,9 +89,9 @@ func pfxBuild(t *testing.T, pfx string) (dir, lib string) {
 	t.Helper()
 	dir = t.TempDir()
 	lib = filepath.Join(dir, "libpfx"+strings.TrimSuffix(pfx, "_")+".so")
-	if b, err := exec.Command("cc", "-g", "-O2", "-shared", "-fPIC", "-fno-builtin", "-Wl,-Bsymbolic", "-DPFX="+pfx, "-o", lib,
-		filepath.Join(root, "testdata", "fixtures", "pfxalloc.c")).CombinedOutput(); err != nil {
-		t.Fatalf("compiling pfxalloc.c: %v\n%s", err, b)
+	if err := testfixture.Compile("cc", lib, "-g", "-O2", "-shared", "-fPIC", "-fno-builtin", "-Wl,-Bsymbolic", "-DPFX="+pfx,
+		filepath.Join(root, "testdata", "fixtures", "pfxalloc.c")); err != nil {
+		t.Fatal(err)
 	}
 	return dir, lib
 }
@@ -330,11 +332,9 @@ func clangLibcxx(t *testing.T, src string, flags ...string) string {
 		t.Skip("clang++-19 is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
 	}
 	out := filepath.Join(t.TempDir(), strings.TrimSuffix(src, filepath.Ext(src))+"-libc++")
-	args := append([]string{"-stdlib=libc++", "-g", "-O0", "-pthread", "-o", out,
-		filepath.Join(root, "testdata", "fixtures", src)}, flags...)
-	cmd := exec.Command("clang++-19", args...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("clang++-19 -stdlib=libc++ cannot build %s (libc++-19-dev not installed?): %v\n%s", src, err, b)
+	args := append([]string{"-stdlib=libc++", "-g", "-O0", "-pthread", filepath.Join(root, "testdata", "fixtures", src)}, flags...)
+	if err := testfixture.Compile("clang++-19", out, args...); err != nil {
+		t.Skipf("clang++-19 -stdlib=libc++ cannot build %s (libc++-19-dev not installed?): %v", src, err)
 	}
 	return out
 }

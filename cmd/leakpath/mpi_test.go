@@ -574,13 +574,8 @@ func TestSIGTERMForwarded(t *testing.T) {
 	}
 	defer os.WriteFile(stop, nil, 0o644) // a failed test's program ends too
 	// busy leaks a block every 1,001 allocations.
-	for deadline := time.Now().Add(hangGuard); traceAllocations(t, trace) < 100*1001; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the trace holds no 100 leaks after %v", hangGuard)
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testfixture.Poll(t, "the trace holds 100 leaks", func() bool { return traceAllocations(t, trace) >= 100*1001 })
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
