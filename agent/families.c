@@ -1037,51 +1037,233 @@ void lp_families_dlclose(void)
  *
  * Built with -fexceptions, the agent's cleanups (LP_BUSY_CALL) are
  * landing pads: C's personality routine and _Unwind_Resume are the
- * unwinder's, libgcc_s's. Linked to it, the agent would load libgcc_s into
- * every program; these forward to the one the process has loaded instead,
- * found when an exception first passes through a cleanup (an exception
- * being thrown, an unwinder is there). Without one exported (a program
- * with its unwinder linked in), the cleanup is passed over as before.
+ * unwinder's. Linked to one, the agent would load it into every program;
+ * these forward to the unwinder that calls them instead: the module
+ * holding the personality's return address (the unwinder's phase loop).
+ * libgcc_s exports its C personality, which gets the call; LLVM's
+ * libunwind (libc++'s) exports the _Unwind_* accessors only, with which
+ * lp_c_personality does what libgcc's does. An unwinder that exports
+ * neither (one linked into the program) has the cleanup passed over.
  */
 
 typedef int (*lp_personality_t)(int, int, uint64_t, void *, void *);
 typedef void (*lp_resume_t)(void *);
-static lp_personality_t lp_real_personality;
-static lp_resume_t lp_real_resume;
+
+struct lp_unwinder {
+	uintptr_t lo, hi;             /* its module's code */
+	lp_personality_t personality; /* its C personality, if exported */
+	lp_resume_t resume;
+	void *(*lsda)(void *);
+	uintptr_t (*ip_info)(void *, int *);
+	uintptr_t (*region_start)(void *);
+	void (*set_gr)(void *, int, uintptr_t);
+	void (*set_ip)(void *, uintptr_t);
+};
+
+#define LP_UNWINDERS 4
+static struct lp_unwinder lp_unwinders[LP_UNWINDERS];
+static int lp_nunwinders;
+static int lp_unwinder_lock;
+/* The unwinder whose personality chose this thread's landing pad. */
+static __thread lp_resume_t lp_resume_next;
+static __thread struct lp_unwinder lp_unwinder_spare; /* the table is full */
+
+struct lp_unwinder_q {
+	uintptr_t pc;
+	struct lp_unwinder u;
+	int found;
+};
 
 static int lp_unwinder_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	(void)arg;
-	struct lp_dynsyms m;
-	struct lp_found pers, resume;
-	static const char pn[] = "__gcc_personality_v0", rn[] = "_Unwind_Resume";
-	if (lp_dynsyms_read(info, &m) != 0 || lp_find_in(&m, pn, &pers) <= 0 ||
-	    lp_find_in(&m, rn, &resume) <= 0)
+	struct lp_unwinder_q *q = arg;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int in = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
+		in |= q->pc >= a && q->pc < b;
+		lo = a < lo ? a : lo;
+		hi = b > hi ? b : hi;
+	}
+	if (!in)
 		return 0;
-	__atomic_store_n(&lp_real_resume, (lp_resume_t)resume.addr, __ATOMIC_RELEASE);
-	__atomic_store_n(&lp_real_personality, (lp_personality_t)pers.addr, __ATOMIC_RELEASE);
+	struct lp_dynsyms m;
+	if (lp_dynsyms_read(info, &m) != 0)
+		return 1;
+	q->u.lo = lo;
+	q->u.hi = hi;
+	q->u.personality = (lp_personality_t)lp_dynsym_func(&m, "__gcc_personality_v0", NULL);
+	q->u.resume = (lp_resume_t)lp_dynsym_func(&m, "_Unwind_Resume", NULL);
+	q->u.lsda = (void *(*)(void *))lp_dynsym_func(&m, "_Unwind_GetLanguageSpecificData", NULL);
+	q->u.ip_info = (uintptr_t(*)(void *, int *))lp_dynsym_func(&m, "_Unwind_GetIPInfo", NULL);
+	q->u.region_start = (uintptr_t(*)(void *))lp_dynsym_func(&m, "_Unwind_GetRegionStart", NULL);
+	q->u.set_gr = (void (*)(void *, int, uintptr_t))lp_dynsym_func(&m, "_Unwind_SetGR", NULL);
+	q->u.set_ip = (void (*)(void *, uintptr_t))lp_dynsym_func(&m, "_Unwind_SetIP", NULL);
+	q->found = q->u.resume &&
+		   (q->u.personality || (q->u.lsda && q->u.ip_info && q->u.region_start && q->u.set_gr && q->u.set_ip));
 	return 1;
 }
 
-#define LP_URC_CONTINUE_UNWIND 8
-
-__attribute__((used)) int __gcc_personality_v0(int version, int actions, uint64_t cls, void *ue, void *ctx)
+/* lp_unwinder_at returns the unwinder whose code holds pc, or NULL. */
+static const struct lp_unwinder *lp_unwinder_at(uintptr_t pc)
 {
-	lp_personality_t real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
-	if (!real) {
-		dl_iterate_phdr(lp_unwinder_cb, NULL);
-		real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
-		if (!real)
-			return LP_URC_CONTINUE_UNWIND;
+	int n = __atomic_load_n(&lp_nunwinders, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++)
+		if (pc >= lp_unwinders[i].lo && pc < lp_unwinders[i].hi)
+			return &lp_unwinders[i];
+	struct lp_unwinder_q q = {.pc = pc};
+	dl_iterate_phdr(lp_unwinder_cb, &q);
+	if (!q.found)
+		return NULL;
+	while (__atomic_exchange_n(&lp_unwinder_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	n = lp_nunwinders;
+	int i;
+	for (i = 0; i < n; i++)
+		if (lp_unwinders[i].lo == q.u.lo)
+			break;
+	if (i == n && n < LP_UNWINDERS) {
+		lp_unwinders[n] = q.u;
+		__atomic_store_n(&lp_nunwinders, n + 1, __ATOMIC_RELEASE);
 	}
-	return real(version, actions, cls, ue, ctx);
+	__atomic_store_n(&lp_unwinder_lock, 0, __ATOMIC_RELEASE);
+	if (i < LP_UNWINDERS)
+		return &lp_unwinders[i];
+	lp_unwinder_spare = q.u;
+	return &lp_unwinder_spare;
 }
 
-/* Reached only from a landing pad the personality above chose, after it
- * found both. */
+/* lp_leb reads a LEB128 number at p (signed: sign-extended). */
+static const uint8_t *lp_leb(const uint8_t *p, int sign, uint64_t *v)
+{
+	uint64_t r = 0;
+	unsigned sh = 0;
+	uint8_t b;
+	do {
+		b = *p++;
+		if (sh < 64)
+			r |= (uint64_t)(b & 0x7f) << sh;
+		sh += 7;
+	} while (b & 0x80);
+	if (sign && sh < 64 && (b & 0x40))
+		r |= ~(uint64_t)0 << sh;
+	*v = r;
+	return p;
+}
+
+/* lp_encoded reads a value of DWARF pointer encoding enc (DW_EH_PE_*) at
+ * p into *v: NULL for an encoding a C cleanup's table does not use. */
+static const uint8_t *lp_encoded(const uint8_t *p, uint8_t enc, uintptr_t *v)
+{
+	const uint8_t *at = p;
+	uint64_t u = 0;
+	uint32_t u4;
+	uint16_t u2;
+	switch (enc & 0x0f) {
+	case 0x00: /* absptr */
+	case 0x04: /* udata8 */
+	case 0x0c: /* sdata8 */
+		memcpy(&u, p, 8);
+		p += 8;
+		break;
+	case 0x01: /* uleb128 */
+	case 0x09: /* sleb128 */
+		p = lp_leb(p, enc & 0x08, &u);
+		break;
+	case 0x02: /* udata2 */
+	case 0x0a: /* sdata2 */
+		memcpy(&u2, p, 2);
+		u = enc & 0x08 ? (uint64_t)(int64_t)(int16_t)u2 : u2;
+		p += 2;
+		break;
+	case 0x03: /* udata4 */
+	case 0x0b: /* sdata4 */
+		memcpy(&u4, p, 4);
+		u = enc & 0x08 ? (uint64_t)(int64_t)(int32_t)u4 : u4;
+		p += 4;
+		break;
+	default:
+		return NULL;
+	}
+	if ((enc & 0x70) == 0x10 && u) /* pcrel */
+		u += (uintptr_t)at;
+	else if (enc & 0x70)
+		return NULL;
+	if ((enc & 0x80) && u) /* indirect */
+		memcpy(&u, (const void *)(uintptr_t)u, 8);
+	*v = (uintptr_t)u;
+	return p;
+}
+
+#define LP_URC_FATAL_PHASE1_ERROR 3
+#define LP_URC_INSTALL_CONTEXT 7
+#define LP_URC_CONTINUE_UNWIND 8
+#define LP_UA_CLEANUP_PHASE 2
+
+/* lp_c_personality is C's personality routine (GCC's unwind-c.c) through
+ * unwinder u's accessors: a frame's cleanup runs in the second phase. */
+static int lp_c_personality(const struct lp_unwinder *u, int version, int actions, void *ue, void *ctx)
+{
+	if (version != 1)
+		return LP_URC_FATAL_PHASE1_ERROR;
+	if (!(actions & LP_UA_CLEANUP_PHASE))
+		return LP_URC_CONTINUE_UNWIND;
+	const uint8_t *p = u->lsda(ctx);
+	if (!p)
+		return LP_URC_CONTINUE_UNWIND;
+	uintptr_t start = u->region_start(ctx), lpstart = start;
+	uint64_t skip, len;
+	uint8_t enc = *p++;
+	if (enc != 0xff && !(p = lp_encoded(p, enc, &lpstart)))
+		return LP_URC_CONTINUE_UNWIND;
+	if (*p++ != 0xff) /* a type table's offset: none in C */
+		p = lp_leb(p, 0, &skip);
+	uint8_t cs = *p++;
+	p = lp_leb(p, 0, &len);
+	const uint8_t *end = p + len;
+	int before = 0;
+	uintptr_t ip = u->ip_info(ctx, &before);
+	if (!before)
+		ip--;
+	while (p < end) {
+		uintptr_t cs_start, cs_len, cs_lp;
+		if (!(p = lp_encoded(p, cs, &cs_start)) || !(p = lp_encoded(p, cs, &cs_len)) ||
+		    !(p = lp_encoded(p, cs, &cs_lp)))
+			return LP_URC_CONTINUE_UNWIND;
+		p = lp_leb(p, 0, &skip); /* its action */
+		if (ip < start + cs_start)
+			break; /* the table is sorted: not there */
+		if (ip >= start + cs_start + cs_len)
+			continue;
+		if (!cs_lp)
+			break;
+		u->set_gr(ctx, __builtin_eh_return_data_regno(0), (uintptr_t)ue);
+		u->set_gr(ctx, __builtin_eh_return_data_regno(1), 0);
+		u->set_ip(ctx, lpstart + cs_lp);
+		return LP_URC_INSTALL_CONTEXT;
+	}
+	return LP_URC_CONTINUE_UNWIND;
+}
+
+__attribute__((used, noinline)) int __gcc_personality_v0(int version, int actions, uint64_t cls, void *ue, void *ctx)
+{
+	const struct lp_unwinder *u = lp_unwinder_at((uintptr_t)__builtin_return_address(0));
+	if (!u)
+		return LP_URC_CONTINUE_UNWIND;
+	lp_resume_next = u->resume;
+	if (u->personality)
+		return u->personality(version, actions, cls, ue, ctx);
+	return lp_c_personality(u, version, actions, ue, ctx);
+}
+
+/* Reached only from a landing pad the personality above chose, on the
+ * same thread, with the unwinder that called it. */
 __attribute__((used, noreturn)) void _Unwind_Resume(void *ue)
 {
-	__atomic_load_n(&lp_real_resume, __ATOMIC_ACQUIRE)(ue);
+	lp_resume_next(ue);
 	__builtin_unreachable();
 }
