@@ -687,6 +687,7 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 
 static int lp_fam_started; /* lp_families_start ran */
 static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg);
+static void lp_dbg_install(void);
 
 void lp_families_start(void)
 {
@@ -789,6 +790,10 @@ void lp_families_start(void)
 			threads = !lp_one_thread();
 		lp_family_patch(t, s, prefixes[i], names, found, nf, threads ? LP_FAMILY_THREADS : 0, done, &ndone, &near);
 	}
+	if (threads < 0)
+		threads = !lp_one_thread();
+	if (!threads)
+		lp_dbg_install();
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
@@ -861,18 +866,38 @@ struct lp_newmod {
 static struct lp_newmod lp_newmods[LP_NEWMODS];
 static int lp_nnewmods;
 
+/* lp_textrel reports whether module m has relocations in its code: the
+ * loader, relocating it after the debugger's hook (lp_dbg_hit), could
+ * write over an entry patched there. */
+static int lp_textrel(const struct lp_dynsyms *m)
+{
+	for (const ElfW(Dyn) *d = m->dyn; d && d->d_tag != DT_NULL; d++)
+		if (d->d_tag == DT_TEXTREL || (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_TEXTREL)))
+			return 1;
+	return 0;
+}
+
+struct lp_newmods_q {
+	const struct lp_dlsnap *s;
+	int fresh; /* lp_dbg_hit's look: modules not relocated yet */
+};
+
 static int lp_newmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	const struct lp_dlsnap *s = arg;
+	const struct lp_newmods_q *q = arg;
+	const struct lp_dlsnap *s = q->s;
 	for (int i = 0; i < lp_nexamined; i++)
 		if (lp_examined[i] == info->dlpi_addr)
 			return 0;
 	if (lp_nexamined >= LP_EXAMINED_MAX || lp_nnewmods >= LP_NEWMODS)
 		return 1; /* too many to tell: none looked at */
-	lp_examined[lp_nexamined++] = info->dlpi_addr;
 	struct lp_newmod *n = &lp_newmods[lp_nnewmods];
-	if (!lp_dynsyms_read(info, &n->m) == 0)
+	int rc = lp_dynsyms_read(info, &n->m);
+	if (rc == 0 && q->fresh && lp_textrel(&n->m))
+		return 0; /* looked at once relocated, after dlopen */
+	lp_examined[lp_nexamined++] = info->dlpi_addr;
+	if (rc != 0)
 		return 0;
 	n->before = 1;
 	for (int i = 0; s && i < s->n; i++)
@@ -935,8 +960,9 @@ static void lp_module_families(struct lp_thread *t, const struct lp_dynsyms *m, 
 
 /* lp_families_new looks at the modules loaded since the last look: those
  * that came with the dlopen followed (not in s; s NULL: none) are
- * patched when alone, the others reported. */
-static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int alone)
+ * patched when alone, the others reported; fresh: s is the modules of
+ * the loader's last stop (lp_dbg_hit). */
+static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int alone, int fresh)
 {
 	int saved = errno;
 	lp_enter(&t->busy);
@@ -946,7 +972,8 @@ static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int 
 	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	lp_nnewmods = 0;
-	dl_iterate_phdr(lp_newmods_cb, (void *)s);
+	struct lp_newmods_q q = {s, fresh};
+	dl_iterate_phdr(lp_newmods_cb, &q);
 	for (int i = 0; i < lp_nnewmods; i++)
 		lp_module_families(t, &lp_newmods[i].m,
 				   lp_newmods[i].before || !alone ? LP_FAMILY_UNFOLLOWED : 0);
@@ -968,7 +995,7 @@ void lp_families_dlopen_end(const struct lp_dlsnap *s, int loaded)
 	/* The collector learns of the modules first: the report names the
 	 * allocator after its module. */
 	lp_modules_refresh(t, 0);
-	lp_families_new(t, s, alone);
+	lp_families_new(t, s, alone, 0);
 }
 
 void lp_families_exit(struct lp_thread *t)
@@ -976,7 +1003,7 @@ void lp_families_exit(struct lp_thread *t)
 	if (!lp_fam_started || !lp_hdr)
 		return;
 	lp_modules_refresh(t, 0);
-	lp_families_new(t, NULL, 0);
+	lp_families_new(t, NULL, 0, 0);
 }
 
 struct lp_dlgone {
@@ -1266,4 +1293,140 @@ __attribute__((used, noreturn)) void _Unwind_Resume(void *ue)
 {
 	lp_resume_next(ue);
 	__builtin_unreachable();
+}
+
+/* ==== The loader's stop for debuggers ====
+ *
+ * The dynamic linker calls _dl_debug_state (r_debug's r_brk, where
+ * debuggers break) once a load has mapped its modules, before it
+ * relocates them and runs their constructors. The agent patches that
+ * empty function to stop there too (lp_dbg_hit): a module mapped since
+ * the last stop has run no code yet, in any thread, so its families are
+ * patched then, whichever dlopen brought it (the program's, one the
+ * agent could not follow, the C library's own), and the blocks its
+ * constructors allocate through them are seen. Installed only at the
+ * start while the process has one thread, and only over the function
+ * glibc has there (a ret, or endbr64; ret, then padding); otherwise
+ * the agent's dlopen looks once dlopen returns, as before.
+ */
+
+static struct lp_dlsnap lp_dbg_prev; /* the modules at the last stop */
+static int lp_dbg_on;
+
+/* The patched entry jumps here, in place of _dl_debug_state's ret: the
+ * loader's registers are kept whole, caller-saved ones included. */
+__asm__(".text\n"
+	".p2align 4\n"
+	".globl lp_dbg_stub\n"
+	".hidden lp_dbg_stub\n"
+	".type lp_dbg_stub, @function\n"
+	"lp_dbg_stub:\n"
+	"\t.cfi_startproc\n"
+	"\tpush %rax\n\tpush %rcx\n\tpush %rdx\n\tpush %rsi\n\tpush %rdi\n"
+	"\tpush %r8\n\tpush %r9\n\tpush %r10\n\tpush %r11\n"
+	"\t.cfi_adjust_cfa_offset 72\n"
+	"\tsub $512, %rsp\n"
+	"\t.cfi_adjust_cfa_offset 512\n"
+	"\tfxsave64 (%rsp)\n"
+	"\tcall lp_dbg_hit\n"
+	"\tfxrstor64 (%rsp)\n"
+	"\tadd $512, %rsp\n"
+	"\t.cfi_adjust_cfa_offset -512\n"
+	"\tpop %r11\n\tpop %r10\n\tpop %r9\n\tpop %r8\n"
+	"\tpop %rdi\n\tpop %rsi\n\tpop %rdx\n\tpop %rcx\n\tpop %rax\n"
+	"\t.cfi_adjust_cfa_offset -72\n"
+	"\tret\n"
+	"\t.cfi_endproc\n"
+	".size lp_dbg_stub, .-lp_dbg_stub\n");
+void lp_dbg_stub(void);
+
+static void lp_dbg_snap(void)
+{
+	lp_dbg_prev.n = 0;
+	lp_dbg_prev.overflow = 0;
+	dl_iterate_phdr(lp_dlsnap_cb, &lp_dbg_prev);
+}
+
+__attribute__((used)) void lp_dbg_hit(void)
+{
+	/* Under the loader's lock: one stop at a time. RT_ADD: nothing
+	 * mapped yet. */
+	if (!__atomic_load_n(&lp_dbg_on, __ATOMIC_ACQUIRE) || _r_debug.r_state == RT_ADD)
+		return;
+	int saved = errno;
+	struct lp_thread *t = lp_hdr ? lp_rec_thread() : NULL;
+	if (t && !lp_dbg_prev.overflow) {
+		lp_modules_refresh(t, 0);
+		lp_families_new(t, &lp_dbg_prev, 1, 1);
+	}
+	lp_dbg_snap();
+	/* A module unloaded: the next one at its address is another. */
+	if (!lp_dbg_prev.overflow) {
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+			sched_yield();
+		int k = 0;
+		for (int i = 0; i < lp_nexamined; i++)
+			for (int j = 0; j < lp_dbg_prev.n; j++)
+				if (lp_examined[i] == lp_dbg_prev.bias[j]) {
+					lp_examined[k++] = lp_examined[i];
+					break;
+				}
+		lp_nexamined = k;
+		__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	errno = saved;
+}
+
+/* lp_dbg_install patches _dl_debug_state to jump to lp_dbg_stub, through
+ * an absolute jump on a page near it. */
+static void lp_dbg_install(void)
+{
+	uint8_t *e = (uint8_t *)_r_debug.r_brk;
+	if (!e)
+		return;
+	/* The function and the padding after it, up to the next 16 bytes:
+	 * ret, or endbr64; ret, then no-operation bytes. */
+	static const uint8_t endbr[] = {0xf3, 0x0f, 0x1e, 0xfa, 0xc3};
+	int ok = memcmp(e, endbr, sizeof endbr) == 0;
+	if (!ok && e[0] == 0xc3 && ((uintptr_t)e & 15) <= 16 - LP_JMP_LEN) {
+		ok = 1;
+		for (int i = 1; i < LP_JMP_LEN; i++)
+			ok &= e[i] == 0x90 || e[i] == 0x66 || e[i] == 0x2e || e[i] == 0x0f || e[i] == 0x1f ||
+			      e[i] == 0xcc;
+	}
+	if (!ok)
+		return;
+	long pg = sysconf(_SC_PAGESIZE);
+	if (pg <= 0)
+		pg = 4096;
+	uint8_t *page = lp_near_page((uintptr_t)e);
+	if (!page)
+		return;
+	uint64_t stub = (uint64_t)(uintptr_t)lp_dbg_stub;
+	page[0] = 0xff;
+	page[1] = 0x25;
+	memset(page + 2, 0, 4);
+	memcpy(page + 6, &stub, 8);
+	int32_t rel;
+	if (mprotect(page, (size_t)pg, PROT_READ | PROT_EXEC) != 0 ||
+	    lp_rel32((uintptr_t)e + LP_JMP_LEN, (uintptr_t)page, &rel) != 0) {
+		munmap(page, (size_t)pg);
+		return;
+	}
+	lp_dbg_snap();
+	__atomic_store_n(&lp_dbg_on, 1, __ATOMIC_RELEASE);
+	uintptr_t lo = (uintptr_t)e & ~((uintptr_t)pg - 1);
+	uintptr_t hi = ((uintptr_t)e + LP_JMP_LEN + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+		lp_dbg_on = 0;
+		return;
+	}
+	uint8_t code[LP_JMP_LEN] = {0xe9};
+	memcpy(code + 1, &rel, 4);
+	memcpy(e, code, LP_JMP_LEN);
+	mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC);
 }
