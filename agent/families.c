@@ -685,6 +685,16 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 	}
 }
 
+/* lp_family_noslot reports the functions of a family found when every
+ * slot is taken: not traced, and said so. */
+static void lp_family_noslot(struct lp_thread *t, char names[F_N][LP_FAM_PREFIX_MAX + 16], const struct lp_found *found,
+			     int nf)
+{
+	for (int f = 0; f < nf; f++)
+		if (found[f].addr)
+			lp_family_record(t, lp_fam_wire_fn[f], found[f].addr, LP_FAMILY_NOSLOT, names[f]);
+}
+
 static int lp_fam_started; /* lp_families_start ran */
 static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg);
 static void lp_dbg_install(void);
@@ -784,8 +794,10 @@ void lp_families_start(void)
 		if (!found[F_MALLOC].addr || !found[F_FREE].addr)
 			continue;
 		int s = lp_fam_slot();
-		if (s < 0)
-			break;
+		if (s < 0) {
+			lp_family_noslot(t, names, found, nf);
+			continue;
+		}
 		if (threads < 0)
 			threads = !lp_one_thread();
 		lp_family_patch(t, s, prefixes[i], names, found, nf, threads ? LP_FAMILY_THREADS : 0, done, &ndone, &near);
@@ -940,8 +952,10 @@ static void lp_module_families(struct lp_thread *t, const struct lp_dynsyms *m, 
 			continue;
 		own |= i == 0;
 		int s = lp_fam_slot();
-		if (s < 0)
-			return;
+		if (s < 0) {
+			lp_family_noslot(t, names, found, nf);
+			continue;
+		}
 		struct lp_fam *fam = &lp_fams[s];
 		memset(fam->tramp, 0, sizeof fam->tramp);
 		fam->dl_base = m->bias;

@@ -294,6 +294,52 @@ func TestAllocatorDlopenConstructor(t *testing.T) {
 	}
 }
 
+// TestAllocatorFamilySlots: the agent has room for eight families, the
+// executable's own included (seven under a prefix). A program linked
+// with eight libraries, each with a family under a prefix --alloc-family
+// names, gets the first seven traced (the program's calls, through the
+// first, counted) and the eighth reported: its functions NOT traced, a
+// warning, and --check's exit 24 on a run with no leak, not a silent
+// drop.
+func TestAllocatorFamilySlots(t *testing.T) {
+	pfxs := []string{"pa_", "pb_", "pc_", "pd_", "pe_", "pf_", "pg_", "ph_"}
+	flags := []string{"-DPREFIX=pa_", "-Wl,--no-as-needed"} // the program calls the first family
+	run := []string{"--check"}
+	for _, p := range pfxs {
+		dir, _ := pfxBuild(t, p)
+		flags = append(flags, "-L"+dir, "-lpfx"+strings.TrimSuffix(p, "_"), "-Wl,-rpath,"+dir)
+		run = append(run, "--alloc-family", p)
+	}
+	bin := fixture(t, "allocs.c", flags...)
+	args := []string{bin, "1000", "0", "64", "first"}
+	plain := native(t, nil, args...)
+	if plain.code != 0 {
+		t.Fatalf("the fixture failed natively (%d): %s", plain.code, plain.stderr)
+	}
+	r := leakpath(t, run, nil, args...)
+	if !bytes.Equal(r.stdout, plain.stdout) {
+		t.Errorf("stdout %q under leakpath, %q without", r.stdout, plain.stdout)
+	}
+	if r.code != 24 {
+		t.Errorf("--check exited %d, want 24 (an allocator not traced)", r.code)
+	}
+	for _, p := range pfxs[:7] {
+		lib := "libpfx" + strings.TrimSuffix(p, "_") + ".so"
+		if want := "allocator: " + lib + ", traced by patching the entries of " + p + "malloc"; !strings.Contains(r.text, want) {
+			t.Errorf("the report does not say %q:\n%s", want, r.text)
+		}
+	}
+	if want := "allocator: libpfxph.so; NOT traced: ph_malloc (more allocator families than leakpath has room for: eight)"; !strings.Contains(r.text, want) {
+		t.Errorf("the report does not say %q:\n%s", want, r.text)
+	}
+	if !warned(r, "could not trace its allocator's ph_malloc, ph_calloc, ph_realloc, ph_free") {
+		t.Errorf("no warning names the functions not traced:\n%s", r.stderr)
+	}
+	if c := r.image(t, "allocs").Totals.Calls["malloc"]; c < 1000 || c > 1100 {
+		t.Errorf("%d mallocs recorded, want the program's 1000 (and the runtime's few)", c)
+	}
+}
+
 // TestThrowingNew: an operator new that is not libstdc++'s, which the
 // agent calls through (a library's replacement, jemalloc's) or patched
 // (a tcmalloc linked into the program), runs with the thread's recording

@@ -83,6 +83,9 @@ const (
 	// FamilyUnfollowed: its module came through a dlopen the agent
 	// could not follow (see docs/allocators.md): not patched.
 	FamilyUnfollowed = 6
+	// FamilyNoSlot: more families than the agent has room for (eight,
+	// the executable's included): not patched.
+	FamilyNoSlot = 7
 
 	FamilyNameMax = 63  // bytes of a RecFamily's name
 	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
