@@ -826,7 +826,9 @@ void lp_families_start(void)
  * that came while another thread's dlopen ran (it may be that one's, and
  * in use), nor for one a dlopen the agent did not follow brought (see
  * agent.c): their families are reported as not traced, when the next
- * dlopen or the exit finds them.
+ * dlopen or the exit finds them. All this is the fallback: where the
+ * loader's stop for debuggers is patched (lp_dbg_hit, below), each
+ * module is looked at there first, before its constructors run.
  */
 
 static int lp_dl_active;           /* hooked dlopens running */
