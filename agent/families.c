@@ -861,6 +861,21 @@ static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* lp_examined_prune forgets the modules looked at that are not in now
+ * (unloaded): the next one at the same address is another. Under
+ * lp_fam_lock. */
+static void lp_examined_prune(const struct lp_dlsnap *now)
+{
+	int k = 0;
+	for (int i = 0; i < lp_nexamined; i++)
+		for (int j = 0; j < now->n; j++)
+			if (lp_examined[i] == now->bias[j]) {
+				lp_examined[k++] = lp_examined[i];
+				break;
+			}
+	lp_nexamined = k;
+}
+
 void lp_families_dlopen_begin(struct lp_dlsnap *s)
 {
 	s->n = 0;
@@ -977,7 +992,9 @@ static void lp_module_families(struct lp_thread *t, const struct lp_dynsyms *m, 
 /* lp_families_new looks at the modules loaded since the last look: those
  * that came with the dlopen followed (not in s; s NULL: none) are
  * patched when alone, the others reported; fresh: s is the modules of
- * the loader's last stop (lp_dbg_hit). */
+ * the loader's last stop (lp_dbg_hit), whose caller holds the loader's
+ * lock: a fork's or another thread's holding lp_fam_lock could wait for
+ * it (the modules are then left to the look after dlopen). */
 static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int alone, int fresh)
 {
 	int saved = errno;
@@ -985,8 +1002,11 @@ static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int 
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE)) {
+		if (fresh)
+			goto out;
 		sched_yield();
+	}
 	lp_nnewmods = 0;
 	struct lp_newmods_q q = {s, fresh};
 	dl_iterate_phdr(lp_newmods_cb, &q);
@@ -994,6 +1014,7 @@ static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int 
 		lp_module_families(t, &lp_newmods[i].m,
 				   lp_newmods[i].before || !alone ? LP_FAMILY_UNFOLLOWED : 0);
 	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+out:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
@@ -1063,6 +1084,10 @@ void lp_families_dlclose(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
+	struct lp_dlsnap now = {0};
+	dl_iterate_phdr(lp_dlsnap_cb, &now);
+	if (!now.overflow)
+		lp_examined_prune(&now);
 	/* The slots of families whose module is gone: their code with it. */
 	for (int s = 1; s < LP_FAM_SLOTS; s++) {
 		if (!lp_fams[s].live || !lp_fams[s].dl_base)
@@ -1376,21 +1401,18 @@ __attribute__((used)) void lp_dbg_hit(void)
 		lp_families_new(t, &lp_dbg_prev, 1, 1);
 	}
 	lp_dbg_snap();
-	/* A module unloaded: the next one at its address is another. */
+	/* A module unloaded: the next one at its address is another (also
+	 * done after dlclose, which another dlopen may follow first). */
 	if (!lp_dbg_prev.overflow) {
 		sigset_t all, old;
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
-			sched_yield();
-		int k = 0;
-		for (int i = 0; i < lp_nexamined; i++)
-			for (int j = 0; j < lp_dbg_prev.n; j++)
-				if (lp_examined[i] == lp_dbg_prev.bias[j]) {
-					lp_examined[k++] = lp_examined[i];
-					break;
-				}
-		lp_nexamined = k;
+		if (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE)) {
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			errno = saved;
+			return; /* as above: pruned at the next stop */
+		}
+		lp_examined_prune(&lp_dbg_prev);
 		__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
