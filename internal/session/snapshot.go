@@ -14,7 +14,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 	"github.com/leakpath/leakpath/internal/target/control"
 )
 
