@@ -94,7 +94,7 @@ int lp_collector_alive(void)
 
 /* A collector's clock in the region (now_ts, renewed every 10 ms while it
  * runs) that stood still this long, across one wait, is a collector gone. */
-#define LP_BEAT_GONE_NS 1000000000ull
+#define LP_BEAT_GONE_NS 5000000000ull
 
 /* lp_beat_stopped follows the collector's clock across one wait (b zeroed
  * before it): 1 once it stood still for LP_BEAT_GONE_NS. */
