@@ -846,13 +846,27 @@ func (p *Process) free(ev *event.Event) {
 	p.checkFamily(ev.Addr, b, ev, stack)
 }
 
-// checkFamily reports a block released by the wrong kind of call.
+// checkFamily reports a block released by the wrong kind of call. It runs
+// at every free: small enough to inline, with the families from tables.
 func (p *Process) checkFamily(addr uint64, b Block, ev *event.Event, stack StackID) {
-	if af, ff := b.Fn.AllocFamily(), ev.Fn.FreeFamily(); af != ff {
-		p.addError(Error{Kind: MismatchedFree, Addr: addr, Stack: stack, AllocStack: b.Site,
-			Fn: ev.Fn, AllocFn: b.Fn, Thread: ev.Thread, Time: ev.Time})
+	if allocFamily[b.Fn] != freeFamily[ev.Fn] {
+		p.mismatchedFree(addr, b, ev, stack)
 	}
 }
+
+func (p *Process) mismatchedFree(addr uint64, b Block, ev *event.Event, stack StackID) {
+	p.addError(Error{Kind: MismatchedFree, Addr: addr, Stack: stack, AllocStack: b.Site,
+		Fn: ev.Fn, AllocFn: b.Fn, Thread: ev.Thread, Time: ev.Time})
+}
+
+// allocFamily and freeFamily are Fn.AllocFamily and Fn.FreeFamily of
+// every Fn.
+var allocFamily, freeFamily = func() (a, f [256]event.Family) {
+	for i := range a {
+		a[i], f[i] = event.Fn(i).AllocFamily(), event.Fn(i).FreeFamily()
+	}
+	return a, f
+}()
 
 // invalidFree reports a free that matched no allocation.
 func (p *Process) invalidFree(ev *event.Event) {
