@@ -45,6 +45,7 @@ static void *(*real_valloc)(size_t);
 static void *(*real_pvalloc)(size_t);
 static pid_t (*real_fork)(void);
 static int (*real_dlclose)(void *);
+static void *(*real_dlopen)(const char *, int);
 static int (*real_prctl)(int, ...);
 static long (*real_syscall)(long, ...);
 static void (*real__exit)(int) __attribute__((noreturn));
@@ -61,6 +62,7 @@ int lp_attach_mode; /* also read by modules.c */
 
 /* attach.c */
 LP_HIDDEN void *lp_attach_real(const char *name);
+LP_HIDDEN int lp_dlopen_as_caller(const char *file, const void *caller);
 
 /* lp_next is the function name the hook of the same name calls: the next
  * definition after the agent's when preloaded; attached, the process's own
@@ -238,6 +240,7 @@ static void lp_init(void)
 	real_pvalloc = lp_next("pvalloc");
 	real_fork = lp_next("fork");
 	real_dlclose = lp_next("dlclose");
+	real_dlopen = lp_next("dlopen");
 	real__exit = lp_next("_exit");
 	real__Exit = lp_next("_Exit");
 	real_prctl = lp_next("prctl"); /* not at _exit: a fork child may not dlsym */
@@ -389,12 +392,14 @@ static void lp_atfork_prepare(void)
 	lp_tls.forking = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_mod_lock_acquire();
+	lp_families_fork(1, 0);
 	lp_pool_lock_fork(1);
 }
 
 static void lp_atfork_parent(void)
 {
 	lp_pool_lock_fork(0);
+	lp_families_fork(0, 0);
 	lp_mod_lock_release();
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_tls.forking = 0;
@@ -403,6 +408,7 @@ static void lp_atfork_parent(void)
 static void lp_atfork_child(void)
 {
 	lp_pool_lock_fork(0);
+	lp_families_fork(0, 1);
 	lp_mod_lock_release();
 	if (lp_tls.forking)
 		lp_child_reinit();
@@ -509,6 +515,7 @@ static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int
 	if (t && !lp_vfork_child()) {
 		if (name)
 			lp_note_own_name(t);
+		lp_families_exit(t); /* modules no dlopen of the agent's brought */
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
 		lp_enter(&t->busy);
@@ -714,7 +721,7 @@ LP_EXPORT void *malloc(size_t n)
 	void *p = lp_slot_try(t, n, __builtin_return_address(0), 0); /* stale slots */
 	if (LP_LIKELY(!p)) {
 		p = real_malloc(n);
-		lp_fresh(p);
+		lp_fresh(p, n);
 	}
 	if (t)
 		lp_rec_alloc(t, LP_FN_MALLOC, p, n, LP_FP());
@@ -793,7 +800,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	}
 	void *p = real_realloc(old, n);
 	if (!old)
-		lp_fresh(p);
+		lp_fresh(p, n);
 	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;
@@ -824,7 +831,7 @@ LP_EXPORT void *memalign(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_memalign))
 		return NULL;
 	void *p = real_memalign(align, n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_MEMALIGN, p, n, LP_FP());
 	return p;
@@ -837,7 +844,7 @@ LP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 		return ENOMEM;
 	int rc = real_posix_memalign(out, align, n);
 	if (rc == 0)
-		lp_fresh(*out);
+		lp_fresh(*out, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_POSIX_MEMALIGN, rc == 0 ? *out : NULL, n, LP_FP());
 	return rc;
@@ -849,7 +856,7 @@ LP_EXPORT void *aligned_alloc(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_aligned_alloc))
 		return NULL;
 	void *p = real_aligned_alloc(align, n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_ALIGNED_ALLOC, p, n, LP_FP());
 	return p;
@@ -861,7 +868,7 @@ LP_EXPORT void *valloc(size_t n)
 	if (LP_UNLIKELY(!real_valloc))
 		return NULL;
 	void *p = real_valloc(n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_VALLOC, p, n, LP_FP());
 	return p;
@@ -873,7 +880,7 @@ LP_EXPORT void *pvalloc(size_t n)
 	if (LP_UNLIKELY(!real_pvalloc))
 		return NULL;
 	void *p = real_pvalloc(n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_PVALLOC, p, n, LP_FP());
 	return p;
@@ -886,7 +893,8 @@ LP_EXPORT void *pvalloc(size_t n)
  * that it records once and with its own kind. The throw passes through
  * this frame by its unwind tables; no state needs restoring. Any other
  * operator new (a replacement in a library) is called through with
- * recording suspended, so its own malloc calls are not counted twice.
+ * recording suspended, so its own malloc calls are not counted twice
+ * (LP_BUSY_CALL: resumed when it throws, too).
  * The nothrow forms are not interposed: libstdc++ implements them by
  * calling the plain forms inside a try block.
  */
@@ -957,17 +965,36 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 		} else {                                                               \
 			if (!real)                                                     \
 				abort();                                               \
-			if (t)                                                         \
-				lp_enter(&t->busy);                                    \
-			p = real args;                                                 \
-			if (t)                                                         \
-				lp_leave(&t->busy);                                    \
+			LP_BUSY_CALL(t, p = real args);                                \
 		}                                                                      \
-		lp_fresh(p);                                                           \
+		lp_fresh(p, n);                                                           \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
 		return p;                                                              \
 	}
+
+/* The object of an exception the program's operator new throws inside
+ * LP_BUSY_CALL is a block of the program's like any (the catch's end
+ * frees it): its allocation is recorded, the thread's recording resumed
+ * for it, or its free would read as an invalid one. */
+LP_EXPORT void *__cxa_allocate_exception(size_t n)
+{
+	static void *(*real)(size_t);
+	if (LP_UNLIKELY(!real))
+		real = (void *(*)(size_t))lp_sym("__cxa_allocate_exception");
+	if (!real)
+		abort();
+	struct lp_thread *t = &lp_tls;
+	int busy = t->busy;
+	if (!busy || busy != t->through)
+		return real(n); /* not inside the program's allocator alone */
+	t->busy = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	void *p = real(n);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy = busy;
+	return p;
+}
 
 #define LP_DELETE(name, fn, decl, args)                                                \
 	LP_EXPORT void name decl                                                       \
@@ -1126,11 +1153,40 @@ LP_EXPORT long syscall(long nr, ...)
 	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
+/* lp_dlopen_traced is dlopen called by the agent, for the allocators of
+ * the modules it brings to be patched before the program has them
+ * (families.c). */
+__attribute__((noinline)) static void *lp_dlopen_traced(const char *file, int mode)
+{
+	struct lp_dlsnap before;
+	lp_families_dlopen_begin(&before);
+	void *h = real_dlopen(file, mode);
+	int saved = errno;
+	lp_families_dlopen_end(&before, h != NULL);
+	errno = saved;
+	return h;
+}
+
+/* dlopen, preloaded (attached, attach.c redirects the program's calls to
+ * its own): the real one finds the file on behalf of its caller (its
+ * RUNPATH, $ORIGIN), so where that may matter it is called as a tail
+ * call, the caller's return address intact, and the modules it brings
+ * are not looked at. */
+LP_EXPORT void *dlopen(const char *file, int mode)
+{
+	if (LP_UNLIKELY(!real_dlopen))
+		real_dlopen = lp_sym("dlopen");
+	if (!lp_hdr || lp_dlopen_as_caller(file, __builtin_return_address(0)))
+		return real_dlopen(file, mode); /* a tail call at -O2 */
+	return lp_dlopen_traced(file, mode);
+}
+
 LP_EXPORT int dlclose(void *h)
 {
 	if (LP_UNLIKELY(!real_dlclose))
 		real_dlclose = lp_sym("dlclose");
 	int rc = real_dlclose(h);
+	lp_families_dlclose();
 	struct lp_thread *t = lp_rec_thread();
 	if (t)
 		lp_modules_refresh(t, 0);

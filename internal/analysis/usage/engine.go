@@ -420,8 +420,8 @@ func (e *Engine) Pending(p *heap.Process, bytes, t uint64) {}
 func (e *Engine) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
 	im := e.image(p)
 	e.folded++
-	n, bytes := ev.Addr, ev.Size
-	ffn := event.Fn(ev.Aux >> 32)
+	n, bytes := ev.AggPairs(), ev.Size
+	_, ffn := ev.AggFree()
 	b := heap.Block{Site: site, Thread: ev.Thread, Time: ev.Time}
 	for _, i := range e.blockUnits(im, &b) {
 		u := im.units[i]

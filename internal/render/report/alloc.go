@@ -128,6 +128,8 @@ func (r *Report) Allocators(p *heap.Process) []Allocator {
 			a.Untraced = append(a.Untraced, f.Name+" (its first instructions could not be moved)")
 		case wire.FamilyThreads:
 			a.Untraced = append(a.Untraced, f.Name+" (the program had threads at the start)")
+		case wire.FamilyUnfollowed:
+			a.Untraced = append(a.Untraced, f.Name+" (its module came through a dlopen leakpath could not follow)")
 		default:
 			a.Untraced = append(a.Untraced, f.Name+" (its code could not be written)")
 		}

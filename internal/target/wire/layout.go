@@ -80,6 +80,9 @@ const (
 	FamilyThreads = 3 // the process had threads already: not patched
 	FamilyFailed  = 4 // the code could not be written, or no room near it
 	FamilyHooked  = 5 // another library's malloc, which the hooks call: traced as glibc's
+	// FamilyUnfollowed: its module came through a dlopen the agent
+	// could not follow (see docs/allocators.md): not patched.
+	FamilyUnfollowed = 6
 
 	FamilyNameMax = 63  // bytes of a RecFamily's name
 	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
