@@ -106,3 +106,28 @@ func BenchmarkSinkStages(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMerge is the pipeline's merge of two rings' events (a thread
+// that records nearly everything, another nearly nothing) in drains of
+// 1,024, taken in order.
+func BenchmarkMerge(b *testing.B) {
+	const drain = 1024
+	evs := make([]event.Event, 64*drain)
+	for i := range evs {
+		evs[i] = event.Event{Kind: event.Alloc, Time: uint64(10 + 3*i), Addr: uint64(i)}
+	}
+	out := make([]event.Event, 0, 2*drain)
+	var m merger
+	for b.Loop() {
+		for i := 0; i < len(evs); i += drain {
+			q := m.Buffer(0)
+			from := len(*q)
+			*q = append(*q, evs[i:i+drain]...)
+			m.Filled(0, from)
+			m.Buffer(1)
+			out = m.take(evs[i].Time, false, out[:0])
+		}
+		out = m.take(0, true, out[:0])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
+}
