@@ -112,8 +112,8 @@ func (t *blockTable) get(addr uint64) (Block, bool) {
 
 // put makes *b the live block at addr. If addr had a live block, put
 // copies it to *old and reports true. (Blocks go by pointer here and in
-// take: as values, each call moved 40 bytes in and out through registers
-// and the stack, ~20 instructions an allocation and a free.)
+// take: as values, every call moved 40 bytes in and out through registers
+// and the stack.)
 func (t *blockTable) put(addr uint64, b, old *Block) (replaced bool) {
 	if (t.n+1)*2 > len(t.slots) {
 		t.grow()
