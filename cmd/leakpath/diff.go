@@ -12,6 +12,8 @@ import (
 	"github.com/leakpath/leakpath/internal/model/tracefile"
 	"github.com/leakpath/leakpath/internal/render/report"
 	"github.com/leakpath/leakpath/internal/render/termsafe"
+
+	"github.com/leakpath/leakpath/internal/session"
 )
 
 type diffOptions struct {
@@ -67,8 +69,8 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 			opts.Kinds[kind] = true
 		}
 	}
-	sym := newSymbolizer(o.debugDirs, func(msg string) { fmt.Fprintf(stderr, "leakpath: warning: %s\n", termsafe.Text(msg)) })
-	defer sym.close()
+	sym := session.NewSymbolizer(o.debugDirs, func(msg string) { fmt.Fprintf(stderr, "leakpath: warning: %s\n", termsafe.Text(msg)) })
+	defer sym.Close()
 	var docs [2]*report.Doc
 	for i, path := range fs.Args() {
 		d, err := readDoc(path, sym)
@@ -79,7 +81,7 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 		docs[i] = d
 	}
 	d := report.NewDiff(docs[0], docs[1], opts)
-	if err := writeOutput(o.output, stdout, func(w io.Writer) error { return d.Generate(w, o.format) }); err != nil {
+	if err := session.WriteOutput(o.output, stdout, func(w io.Writer) error { return d.Generate(w, o.format) }); err != nil {
 		fail(stderr, err)
 		return 1
 	}
@@ -87,7 +89,7 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 }
 
 // readDoc reads a snapshot or JSON report, or replays a trace into one.
-func readDoc(path string, sym *symbolizer) (*report.Doc, error) {
+func readDoc(path string, sym *session.Symbolizer) (*report.Doc, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -100,7 +102,7 @@ func readDoc(path string, sym *symbolizer) (*report.Doc, error) {
 		if err != nil {
 			return nil, err
 		}
-		rep := report.New(t.model, t.main, report.Options{Symbolize: sym.lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path})
+		rep := report.New(t.model, t.main, report.Options{Symbolize: sym.Lookup, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path})
 		return rep.Doc(path), nil
 	}
 	first, err := firstNonSpace(br)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/session"
 	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
@@ -127,7 +128,7 @@ func mpiFixture(t *testing.T) (mpiexec, bin string) {
 func mpiEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range testEnv() {
-		if slices.ContainsFunc(rankVars, func(v string) bool { return strings.HasPrefix(kv, v+"=") }) {
+		if slices.ContainsFunc(session.RankVars, func(v string) bool { return strings.HasPrefix(kv, v+"=") }) {
 			continue
 		}
 		env = append(env, kv)

@@ -16,6 +16,8 @@ import (
 	"github.com/leakpath/leakpath/internal/model/tracefile"
 	"github.com/leakpath/leakpath/internal/render/progress"
 	"github.com/leakpath/leakpath/internal/render/report"
+
+	"github.com/leakpath/leakpath/internal/session"
 )
 
 type reportOptions struct {
@@ -23,10 +25,10 @@ type reportOptions struct {
 	value     string // what --format collapsed and flamegraph count; "": leaked-bytes
 	output    string
 	debugDirs commaList
-	leaks     leakOptions
-	genSupp   genSuppOptions
-	usage     usageOptions
-	stale     staleOptions
+	leaks     session.LeakOptions
+	genSupp   session.GenSuppOptions
+	usage     session.UsageOptions
+	stale     session.StaleOptions
 }
 
 func reportFlags(o *reportOptions, out io.Writer) *flag.FlagSet {
@@ -76,21 +78,21 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 	if err := o.checkFormat(); err != nil {
 		return err
 	}
-	if err := o.stale.check(); err != nil {
+	if err := o.stale.Check(); err != nil {
 		return err
 	}
-	supp, err := o.leaks.suppressionSet()
+	supp, err := o.leaks.SuppressionSet()
 	if err != nil {
 		return err
 	}
-	if err := o.leaks.own.check(); err != nil {
+	if err := o.leaks.Own.Check(); err != nil {
 		return err
 	}
-	checkKinds, err := o.leaks.kinds()
+	checkKinds, err := o.leaks.Kinds()
 	if err != nil {
 		return err
 	}
-	genFormat, err := o.genSupp.check(false)
+	genFormat, err := o.genSupp.Check(false)
 	if err != nil {
 		return err
 	}
@@ -101,37 +103,20 @@ func reportTrace(path string, o *reportOptions, stdout, stderr io.Writer) error 
 		return err
 	}
 	var rep *report.Report
-	sym := newSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
-	defer sym.close()
-	rep = report.New(t.model, t.main, o.leaks.own.with(report.Options{
-		Symbolize: sym.lookup, SymbolName: sym.symbolName, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
-		Suppressions: supp, ShowReachable: o.leaks.showReachable, CollapsedValue: o.value, PathToRoot: o.leaks.pathToRoot,
-		StaleT1: uint32(o.stale.t1), StaleT2: uint32(o.stale.t2),
+	sym := session.NewSymbolizer(o.debugDirs, func(msg string) { rep.Warn(msg) })
+	defer sym.Close()
+	rep = report.New(t.model, t.main, o.leaks.Own.With(report.Options{
+		Symbolize: sym.Lookup, SymbolName: sym.SymbolName, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
+		Suppressions: supp, ShowReachable: o.leaks.ShowReachable, CollapsedValue: o.value, PathToRoot: o.leaks.PathToRoot,
+		StaleT1: uint32(o.stale.T1), StaleT2: uint32(o.stale.T2),
 	}))
-	if err := writeOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) }); err != nil {
+	if err := session.WriteOutput(o.output, stdout, func(w io.Writer) error { return rep.Generate(w, o.format) }); err != nil {
 		return err
 	}
 	if genFormat != "" {
-		return o.genSupp.write(rep, o.genSupp.path, genFormat, checkKinds, t.meta.Command, stderr)
+		return o.genSupp.Write(rep, o.genSupp.Path, genFormat, checkKinds, t.meta.Command, "leakpath "+version, stderr)
 	}
 	return nil
-}
-
-// writeOutput runs write on path (created) or, when path is "", on
-// stdout; a file that cannot be written completely is an error.
-func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
-	if path == "" {
-		return write(stdout)
-	}
-	f, err := createOutput(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // loadedTrace is a trace replayed into the model.
@@ -297,7 +282,7 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 		fail(stderr, fmt.Errorf("--format %q: several traces are reported as text or json only", o.format))
 		return exitUsage
 	}
-	if err := o.leaks.own.check(); err != nil {
+	if err := o.leaks.Own.Check(); err != nil {
 		fail(stderr, err)
 		return exitUsage
 	}
@@ -307,8 +292,8 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	// One symbolizer for all: the ranks of a job share their modules.
-	sym := newSymbolizer(o.debugDirs, multi.Warn)
-	defer sym.close()
+	sym := session.NewSymbolizer(o.debugDirs, multi.Warn)
+	defer sym.Close()
 	code, added := 0, 0
 	for _, path := range paths {
 		t, err := loadTrace(path)
@@ -321,8 +306,8 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 		if t.cut != nil {
 			multi.Warn(fmt.Sprintf("%s ends early or is damaged: counted up to there", path))
 		}
-		rep := report.New(t.model, t.main, o.leaks.own.with(report.Options{
-			Symbolize: sym.lookup, SymbolName: sym.symbolName, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
+		rep := report.New(t.model, t.main, o.leaks.Own.With(report.Options{
+			Symbolize: sym.Lookup, SymbolName: sym.SymbolName, TicksPerSec: t.tps, Warnings: t.warnings, TracePath: path, Rank: t.meta.Rank,
 		}))
 		if err := multi.Add(rep); err != nil {
 			fail(stderr, fmt.Errorf("%s: %w", path, err))
@@ -333,7 +318,7 @@ func reportTraces(paths []string, o *reportOptions, stdout, stderr io.Writer) in
 	if added == 0 {
 		return 1
 	}
-	if err := writeOutput(o.output, stdout, multi.Generate); err != nil {
+	if err := session.WriteOutput(o.output, stdout, multi.Generate); err != nil {
 		fail(stderr, err)
 		return 1
 	}

@@ -7,13 +7,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/collect"
+	"github.com/leakpath/leakpath/internal/analysis/rootcause"
 	"github.com/leakpath/leakpath/internal/render/termsafe"
 	"github.com/leakpath/leakpath/internal/target/control"
 )
 
 // rootCauseAfter is --root-cause-after: a duration, or "request".
-type rootCauseAfter collect.RootCauseOptions
+type rootCauseAfter rootcause.Options
 
 func (r *rootCauseAfter) String() string {
 	if r == nil {

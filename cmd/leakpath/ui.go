@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -16,18 +15,18 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/analysis/suppress"
-	"github.com/leakpath/leakpath/internal/model/event"
-	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/model/tracefile"
 	"github.com/leakpath/leakpath/internal/render/progress"
 	"github.com/leakpath/leakpath/internal/render/report"
 	"github.com/leakpath/leakpath/internal/render/webui"
+
+	"github.com/leakpath/leakpath/internal/session"
 )
 
 type uiOptions struct {
 	listen    string
 	debugDirs commaList
-	leaks     leakOptions
+	leaks     session.LeakOptions
 }
 
 func uiFlags(o *uiOptions, out io.Writer) *flag.FlagSet {
@@ -75,11 +74,11 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	r.Close()
-	supp, err := o.leaks.suppressionSet()
+	supp, err := o.leaks.SuppressionSet()
 	if err != nil {
 		return err
 	}
-	if err := o.leaks.own.check(); err != nil {
+	if err := o.leaks.Own.Check(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", o.listen)
@@ -101,14 +100,14 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 	go func() { served <- hs.Serve(ln) }()
 
 	load := &uiLoad{}
-	load.sym = newSymbolizer(o.debugDirs, load.warn)
+	load.sym = session.NewSymbolizer(o.debugDirs, load.warn)
 	loaded := make(chan struct{})
 	defer func() {
 		// Interrupted while loading: the loader still uses the symbolizer,
 		// and the process is about to exit anyway.
 		select {
 		case <-loaded:
-			load.sym.close()
+			load.sym.Close()
 		default:
 		}
 	}()
@@ -141,7 +140,7 @@ func serveUI(path string, o *uiOptions, stdout, stderr io.Writer) error {
 
 // uiLoad is the loading of a trace for the UI.
 type uiLoad struct {
-	sym   *symbolizer // goes on resolving the UI's stacks after loading
+	sym   *session.Symbolizer // goes on resolving the UI's stacks after loading
 	rep   *report.Report
 	early []string // the symbolizer's warnings before rep was made
 }
@@ -159,103 +158,18 @@ func (l *uiLoad) warn(msg string) {
 func (l *uiLoad) run(path string, supp *suppress.Set, o *uiOptions, prog func(done, total int64)) (*webui.Data, error) {
 	sym := l.sym
 	ix := webui.NewIndex()
-	usage, err := startUIUsage(sym)
+	usage, err := session.StartUIUsage(sym)
 	if err != nil {
 		return nil, err
 	}
-	t, err := loadTraceProgress(path, append(observers{ix}, usage.observers()...), prog)
+	t, err := loadTraceProgress(path, append(session.Observers{ix}, usage.Observers()...), prog)
 	if err != nil {
 		return nil, err
 	}
 	ix.Finish()
 	ix.Leaked()
-	r := report.New(t.model, t.main, o.leaks.own.with(report.Options{Symbolize: sym.lookup, SymbolName: sym.symbolName, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
-		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.showReachable}))
+	r := report.New(t.model, t.main, o.leaks.Own.With(report.Options{Symbolize: sym.Lookup, SymbolName: sym.SymbolName, TicksPerSec: t.tps, Warnings: append(t.warnings, l.early...),
+		TracePath: path, Rank: t.meta.Rank, Suppressions: supp, ShowReachable: o.leaks.ShowReachable}))
 	l.rep = r
-	return uiData(filepath.Base(path), ix, t.tps, r, usage)
-}
-
-// uiUsage is the heap use accounting of the UI's tables, by unit.
-type uiUsage map[string]*usageRun
-
-// startUIUsage starts accounting heap use by each of webui.UsageUnits.
-func startUIUsage(sym *symbolizer) (uiUsage, error) {
-	usage := uiUsage{}
-	for _, by := range webui.UsageUnits {
-		u, err := startUsage(&usageOptions{by: by}, sym)
-		if err != nil {
-			return nil, err
-		}
-		usage[by] = u
-	}
-	return usage, nil
-}
-
-// observers are the engines that follow the model (units by scope are
-// counted by the model itself).
-func (usage uiUsage) observers() observers {
-	var obs observers
-	for _, u := range usage {
-		if u.engine.Observes() {
-			obs = append(obs, u.engine)
-		}
-	}
-	return obs
-}
-
-// uiData is what the UI shows of a finished model: the index (finished),
-// rep and its JSON, and the usage tables.
-func uiData(title string, ix *webui.Index, tps float64, rep *report.Report, usage uiUsage) (*webui.Data, error) {
-	var js bytes.Buffer
-	if err := rep.Generate(&js, "json"); err != nil {
-		return nil, err
-	}
-	d := &webui.Data{Title: title, Index: ix, TicksPerSec: tps, Report: rep, ReportJSON: js.Bytes(), Usage: map[string][]byte{}}
-	for by, u := range usage {
-		var b bytes.Buffer
-		if err := u.report(rep, nil).Generate(&b, "json"); err != nil {
-			return nil, fmt.Errorf("usage by %s: %w", by, err)
-		}
-		d.Usage[by] = b.Bytes()
-	}
-	return d, nil
-}
-
-// observers tells each of its observers of every heap change.
-type observers []heap.Observer
-
-func (obs observers) Call(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
-	for _, o := range obs {
-		o.Call(p, b, fn, t)
-	}
-}
-
-func (obs observers) Allocated(p *heap.Process, b heap.Block) {
-	for _, o := range obs {
-		o.Allocated(p, b)
-	}
-}
-
-func (obs observers) Freed(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
-	for _, o := range obs {
-		o.Freed(p, b, fn, t)
-	}
-}
-
-func (obs observers) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
-	for _, o := range obs {
-		o.Folded(p, site, ev)
-	}
-}
-
-func (obs observers) Pending(p *heap.Process, bytes, t uint64) {
-	for _, o := range obs {
-		o.Pending(p, bytes, t)
-	}
-}
-
-func (obs observers) Forked(p *heap.Process) {
-	for _, o := range obs {
-		o.Forked(p)
-	}
+	return session.UIData(filepath.Base(path), ix, t.tps, r, usage)
 }

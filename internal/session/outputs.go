@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ import (
 // (`mpiexec -n 4 leakpath run -o out.%r.lpt -- ./app`) writes its own:
 //
 //	%p  the program's pid (the pid its report shows)
-//	%r  its MPI rank, from the environment (rankVars); without one, the
+//	%r  its MPI rank, from the environment (RankVars); without one, the
 //	    pid, and a note says so
 //	%%  a percent sign
 //
@@ -34,12 +34,12 @@ import (
 // rankVars are the environment variables that give a process its MPI rank,
 // in the order they are looked up: Open MPI, MPICH and Intel MPI (PMI),
 // PMIx launchers, MVAPICH2, Slurm's srun.
-var rankVars = []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"}
+var RankVars = []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"}
 
 // mpiRank returns the rank the first of rankVars set to a number gives;
 // nil if none is.
 func mpiRank(getenv func(string) string) *int {
-	for _, v := range rankVars {
+	for _, v := range RankVars {
 		s := strings.TrimSpace(getenv(v))
 		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
 			return &n
@@ -113,9 +113,9 @@ func (p pathPattern) expand(pid int, rank *int) string {
 	return b.String()
 }
 
-// checkOutputNames checks the % directives of o's output paths.
-func checkOutputNames(o *runOptions) error {
-	for _, f := range []struct{ flag, path string }{{"-o", o.trace}, {"--json", o.jsonOut}, {"--report", o.reportOut}} {
+// CheckOutputNames checks the % directives of o's output paths.
+func CheckOutputNames(o *Options) error {
+	for _, f := range []struct{ flag, path string }{{"-o", o.Trace}, {"--json", o.JSON}, {"--report", o.Report}} {
 		if _, err := parsePattern(f.flag, f.path); err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func checkOutputNames(o *runOptions) error {
 	return nil
 }
 
-// outputs are the files of one `leakpath run`.
+// outputs are the files of one `leakpath run` or `leakpath attach`.
 type outputs struct {
 	rank                *int
 	trace, json, report pathPattern
@@ -134,21 +134,21 @@ type outputs struct {
 
 // newOutputs checks o's output paths and creates the files whose names do
 // not depend on the pid. It prints the note about a missing rank.
-func newOutputs(o *runOptions, stderr io.Writer) (*outputs, error) {
+func newOutputs(o *Options, stderr io.Writer) (*outputs, error) {
 	out := &outputs{}
 	var err error
-	if out.trace, err = parsePattern("-o", o.trace); err != nil {
+	if out.trace, err = parsePattern("-o", o.Trace); err != nil {
 		return nil, err
 	}
-	if out.json, err = parsePattern("--json", o.jsonOut); err != nil {
+	if out.json, err = parsePattern("--json", o.JSON); err != nil {
 		return nil, err
 	}
-	if out.report, err = parsePattern("--report", o.reportOut); err != nil {
+	if out.report, err = parsePattern("--report", o.Report); err != nil {
 		return nil, err
 	}
 	out.rank = mpiRank(os.Getenv)
 	if out.rank == nil && (out.trace.rank || out.json.rank || out.report.rank) {
-		fmt.Fprintf(stderr, "leakpath: no MPI rank in the environment (%s): %%r is the program's pid\n", strings.Join(rankVars, ", "))
+		fmt.Fprintf(stderr, "leakpath: no MPI rank in the environment (%s): %%r is the program's pid\n", strings.Join(RankVars, ", "))
 	}
 	for _, f := range []struct {
 		what string
@@ -165,7 +165,7 @@ func newOutputs(o *runOptions, stderr io.Writer) (*outputs, error) {
 			}
 			continue
 		}
-		if *f.file, err = createOutput(f.p.expand(0, out.rank)); err != nil {
+		if *f.file, err = CreateOutput(f.p.expand(0, out.rank)); err != nil {
 			out.close()
 			return nil, fmt.Errorf("%s: %w", f.what, err)
 		}
@@ -221,12 +221,12 @@ func (out *outputs) files(pid int) (text, json *os.File, err error) {
 		out.pid = pid
 	}
 	if out.report.s != "" && out.textFile == nil {
-		if out.textFile, err = createOutput(out.report.expand(out.pid, out.rank)); err != nil {
+		if out.textFile, err = CreateOutput(out.report.expand(out.pid, out.rank)); err != nil {
 			return nil, nil, fmt.Errorf("report file: %w", err)
 		}
 	}
 	if out.json.s != "" && out.jsonFile == nil {
-		if out.jsonFile, err = createOutput(out.json.expand(out.pid, out.rank)); err != nil {
+		if out.jsonFile, err = CreateOutput(out.json.expand(out.pid, out.rank)); err != nil {
 			return nil, nil, fmt.Errorf("JSON report file: %w", err)
 		}
 	}
@@ -241,7 +241,7 @@ func (out *outputs) close() {
 	}
 }
 
-// traceOut is the trace of a run (collect.TraceWriter). One named by the
+// traceOut is the trace of a recording (collect.TraceWriter). One named by the
 // pid is created at the first events, which start with the first image's
 // ProcessStart: the program's own unless it records nothing (a static
 // binary) and a descendant does.
@@ -320,7 +320,7 @@ func sizeString(n int64) string {
 // create creates the file, named with pid.
 func (t *traceOut) create(pid int) error {
 	t.path = t.out.trace.expand(pid, t.out.rank)
-	f, err := createOutput(t.path)
+	f, err := CreateOutput(t.path)
 	if err != nil {
 		return err
 	}
@@ -418,7 +418,7 @@ func (t *traceOut) finish(ok bool, pid int) error {
 	return nil
 }
 
-// createOutput creates the output file path (or truncates the one there)
+// CreateOutput creates the output file path (or truncates the one there)
 // for leakpath to write, never through something another user planted
 // there: leakpath often runs as root, and a name in /tmp (out.%p.lpt) is
 // easy to guess.
@@ -430,7 +430,7 @@ func (t *traceOut) finish(ok bool, pid int) error {
 //   - An existing file is reused (truncated) when it is a regular file of
 //     ours, or anything at all in a private directory (/dev/null); the file
 //     opened must be the one looked at.
-func createOutput(path string) (*os.File, error) {
+func CreateOutput(path string) (*os.File, error) {
 	st, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
@@ -480,4 +480,21 @@ func privateDir(dir string) bool {
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	return ok && (sys.Uid == 0 || sys.Uid == uint32(os.Geteuid())) && st.Mode().Perm()&0o022 == 0
+}
+
+// WriteOutput runs write on path (created) or, when path is "", on
+// stdout; a file that cannot be written completely is an error.
+func WriteOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
+	if path == "" {
+		return write(stdout)
+	}
+	f, err := CreateOutput(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"fmt"
@@ -13,9 +13,9 @@ import (
 // (its LP_FAM_PREFIX_MAX, less the NUL).
 const maxFamilyPrefix = 31
 
-// checkAllocFamilies validates the prefixes of --alloc-family: the start
+// CheckAllocFamilies validates the prefixes of --alloc-family: the start
 // of C names, short enough, all of them within the region's field.
-func checkAllocFamilies(prefixes []string) error {
+func CheckAllocFamilies(prefixes []string) error {
 	total := 0
 	for _, p := range prefixes {
 		if p == "" || len(p) > maxFamilyPrefix {
