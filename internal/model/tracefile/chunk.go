@@ -437,11 +437,22 @@ func (e *encoder) putSize(n uint64) {
 }
 
 // putTime codes time t in the time stream as timeMode says, and with dual
-// the other way in alt. (Small enough to inline: it runs for every heap
-// event.)
+// the other way in alt. A one-byte plain delta in a chunk that is not
+// probed needs no average: that case, nearly every event's, is small
+// enough to inline.
 func (e *encoder) putTime(t uint64) {
 	t >>= e.shift
 	d := int64(t - e.prevTime)
+	e.prevTime = t
+	if v := zigzag(d); v < 0x80 && e.timeMode != timeEMA && !e.dual {
+		e.s[sTime] = append(e.s[sTime], byte(v))
+		return
+	}
+	e.putDelta(d)
+}
+
+// putDelta is putTime's coding of delta d in every other case.
+func (e *encoder) putDelta(d int64) {
 	p, a := zigzag(d), zigzag(d-e.pred)
 	if e.timeMode == timeEMA {
 		p, a = a, p
@@ -450,7 +461,6 @@ func (e *encoder) putTime(t uint64) {
 	if e.dual {
 		e.putAlt(a)
 	}
-	e.prevTime = t
 	e.pred += (d - e.pred) >> emaShift
 }
 
