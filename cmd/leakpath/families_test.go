@@ -255,7 +255,10 @@ func TestAllocatorDlopenUnfollowed(t *testing.T) {
 // after three catches are recorded and its 10 leaks found, definite as
 // memcheck calls them, and the exceptions' objects, freed at the end of
 // each catch, are no invalid frees. Before, the thread recorded nothing
-// more.
+// more. libc++'s operator new (clang++-19 -stdlib=libc++, where
+// installed) is done by the hook as libstdc++'s: its bad_alloc, thrown by
+// LLVM's libunwind, passed a hook frame whose personality routine
+// forwarded to libgcc_s's, and the program crashed.
 func TestThrowingNew(t *testing.T) {
 	lib := fixture(t, "thrownew_lib.cc", "-shared", "-fPIC")
 	builds := []struct {
@@ -264,6 +267,7 @@ func TestThrowingNew(t *testing.T) {
 		link  []string // what must link here (else skipped)
 	}{
 		{name: "libstdc++"},
+		{name: "libc++"},
 		{name: "replacement-library", flags: []string{lib, "-Wl,-rpath," + filepath.Dir(lib)}},
 		{name: "jemalloc", link: []string{"-ljemalloc"}},
 		{name: "tcmalloc-static", link: staticTcmalloc},
@@ -274,7 +278,12 @@ func TestThrowingNew(t *testing.T) {
 			if b.link != nil && !linkable(t, b.link...) {
 				t.Skipf("%v does not link here (the allocator is not installed)", b.link)
 			}
-			bin := fixture(t, "thrownew.cc", append(b.flags, b.link...)...)
+			var bin string
+			if b.name == "libc++" {
+				bin = clangLibcxx(t, "thrownew.cc")
+			} else {
+				bin = fixture(t, "thrownew.cc", append(b.flags, b.link...)...)
+			}
 			args := []string{bin, "1000", "10"}
 			plain := native(t, nil, args...)
 			if !bytes.Equal(plain.stdout, []byte("caught 3 news 1000 leaked 10\n")) {
@@ -311,4 +320,21 @@ func TestThrowingNew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clangLibcxx builds fixture src with clang++-19 and libc++ (-g -O0, then
+// flags), or skips the test, saying why, where they are not installed.
+func clangLibcxx(t *testing.T, src string, flags ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("clang++-19"); err != nil {
+		t.Skip("clang++-19 is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
+	}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(src, filepath.Ext(src))+"-libc++")
+	args := append([]string{"-stdlib=libc++", "-g", "-O0", "-pthread", "-o", out,
+		filepath.Join(root, "testdata", "fixtures", src)}, flags...)
+	cmd := exec.Command("clang++-19", args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("clang++-19 -stdlib=libc++ cannot build %s (libc++-19-dev not installed?): %v\n%s", src, err, b)
+	}
+	return out
 }
