@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,23 +64,13 @@ type shapeDoc struct {
 // root cause is claimed. Each subtest logs what was found, after how
 // long, and the run's time beside the program's own.
 func TestRootCauseShapes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 20 programs for seconds each")
-	}
+	exhaustive(t, "20 programs for seconds each; TestRootCause covers each kind of culprit")
 	for _, sh := range rootCauseShapes {
 		for _, opt := range []string{"-O1", "-O2"} {
 			t.Run(sh.name+opt, func(t *testing.T) {
 				t.Parallel()
-				dir := t.TempDir()
 				src := filepath.Join(root, "testdata", "rootcause", "shapes", sh.name)
-				cc := "cc"
-				if strings.HasSuffix(sh.name, ".cc") {
-					cc = "c++"
-				}
-				bin := filepath.Join(dir, strings.TrimSuffix(strings.TrimSuffix(sh.name, ".c"), ".cc"))
-				if b, err := exec.Command(cc, "-g", opt, "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-					t.Fatalf("%s %s: %v\n%s", cc, sh.name, err, b)
-				}
+				bin := fixtureCache.Build(t, src, "-g", opt, "-pthread")
 				start := time.Now()
 				want := native(t, nil, bin)
 				nat := time.Since(start)

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // reportJSON runs `leakpath report --format json TRACE`.
@@ -145,30 +145,17 @@ func TestCollectorKilled(t *testing.T) {
 	}
 	// Killed once the trace holds a thousand allocations (the collector
 	// flushes it every second), however long that takes on a busy machine.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if traceAllocations(t, trace) >= 1000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the trace holds no thousand allocations after 2 minutes")
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); os.WriteFile(stop, nil, 0o644) })
+	testfixture.Poll(t, "the trace holds a thousand allocations", func() bool { return traceAllocations(t, trace) >= 1000 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the program did not finish after leakpath was killed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testfixture.Poll(t, "the program finished after leakpath was killed", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
 	r, stderr, code := reportJSON(t, trace)
 	if code != 0 {
 		t.Fatalf("report of the killed run's trace: exit %d: %s", code, stderr)
@@ -191,19 +178,15 @@ func TestCollectorKilled(t *testing.T) {
 	}
 	// The shell may outlive the marker by a moment: while it runs, its
 	// LD_PRELOAD names the directory, which then stays.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	testfixture.Poll(t, "a next run removed "+left[0], func() bool {
 		next := exec.Command(lpBin, "run", "--report", os.DevNull, "--", "true")
 		next.Env = testEnv("TMPDIR=" + sessions)
 		if out, err := next.CombinedOutput(); err != nil {
 			t.Fatalf("the next run: %v\n%s", err, out)
 		}
-		if _, err := os.Stat(left[0]); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is still there 2 minutes after the program ended", left[0])
-		}
-	}
+		_, err := os.Stat(left[0])
+		return os.IsNotExist(err)
+	})
 	if ents, _ := os.ReadDir(sessions); len(ents) != 0 {
 		t.Errorf("left in TMPDIR after the next runs: %v", ents)
 	}

@@ -68,10 +68,15 @@ type sink struct {
 	// process in the model, and its exit went unscanned).
 	waiting map[uint32][]func(*heap.Session) []event.Event
 	once    sync.Once
-	// judge, when set, looks at the model every judgeEvery (root causes).
-	judge      func(*heap.Session)
-	judgeEvery time.Duration
-	judged     time.Time
+	// tickers look at the model now and then (Ticker).
+	tickers []*ticker
+}
+
+// ticker is a Ticker with when it last looked.
+type ticker struct {
+	Ticker
+	every time.Duration
+	last  time.Time
 }
 
 func newSink(model *heap.Session, trace TraceWriter) *sink {
@@ -173,9 +178,11 @@ func (s *sink) run() {
 			if time.Since(s.flushed) >= traceFlushEvery {
 				s.flush()
 			}
-			if s.judge != nil && time.Since(s.judged) >= s.judgeEvery {
-				s.judged = time.Now()
-				s.judge(s.model)
+			for _, t := range s.tickers {
+				if time.Since(t.last) >= t.every {
+					t.last = time.Now()
+					t.Tick(s.model)
+				}
 			}
 		}
 	}
@@ -232,7 +239,7 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 				continue
 			}
 		case event.Fork:
-			k := forkKey{proc, ev.Aux}
+			k := forkKey{proc, ev.ForkID()}
 			s.apply(evs[:i+1])
 			rest := evs[i+1:]
 			if ch := s.children[k]; ch != nil {
@@ -287,7 +294,7 @@ func (s *sink) runWaiting() {
 // checkForkFailed resumes a paused parent whose fork failed.
 func (s *sink) checkForkFailed(proc uint32, h *held) {
 	for _, ev := range h.evs {
-		if ev.Kind == event.ForkDone && ev.Aux == h.fork.id && int64(ev.Addr) <= 0 ||
+		if ev.Kind == event.ForkDone && ev.ForkID() == h.fork.id && ev.ForkResult() <= 0 ||
 			ev.Kind == event.ProcessEnd {
 			s.resume(proc)
 			return

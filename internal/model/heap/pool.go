@@ -90,17 +90,17 @@ func (p *Process) poolOf(handle uint64, create bool) *pool {
 	return pl
 }
 
-// poolCreate starts pool handle; a pool already there keeps its objects
-// (valgrind too refuses a second CREATE_MEMPOOL of a pool).
+// poolCreate starts the event's pool; a pool already there keeps its
+// objects (valgrind too refuses a second CREATE_MEMPOOL of a pool).
 func (p *Process) poolCreate(ev *event.Event) {
-	if p.pools != nil && p.pools.byHandle[ev.Addr] != nil {
+	if p.pools != nil && p.pools.byHandle[ev.Pool()] != nil {
 		p.Anomalies++
 		return
 	}
-	p.poolOf(ev.Addr, true)
+	p.poolOf(ev.Pool(), true)
 }
 
-// poolAlloc adds an object of pool Aux. A pool never created is created
+// poolAlloc adds an object of the event's pool. A pool never created is created
 // here: its creation may predate the recording (an attach).
 func (p *Process) poolAlloc(ev *event.Event) {
 	p.Totals.Calls[event.PoolAllocFn]++
@@ -108,7 +108,7 @@ func (p *Process) poolAlloc(ev *event.Event) {
 		p.Anomalies++
 		return
 	}
-	pl := p.poolOf(ev.Aux, true)
+	pl := p.poolOf(ev.Pool(), true)
 	if pl == nil {
 		return
 	}
@@ -145,7 +145,7 @@ func (p *Process) poolReleased(b Block) {
 	s.FreeBytes += b.Size
 }
 
-// poolFree releases an object of pool Aux; one the pool does not have is
+// poolFree releases an object of the event's pool; one the pool does not have is
 // an invalid free of the pool's.
 func (p *Process) poolFree(ev *event.Event) {
 	p.Totals.Calls[event.PoolFreeFn]++
@@ -153,7 +153,7 @@ func (p *Process) poolFree(ev *event.Event) {
 	if stack != 0 {
 		p.FreeStacksSeen = true
 	}
-	pl := p.poolOf(ev.Aux, false)
+	pl := p.poolOf(ev.Pool(), false)
 	var key uint64
 	if pl != nil && ev.Addr <= addrMask {
 		key = ev.Addr | pl.num<<poolShift
@@ -174,10 +174,10 @@ func (p *Process) poolFree(ev *event.Event) {
 	}
 }
 
-// poolDestroy ends pool Addr: the objects it still has go with it, each
+// poolDestroy ends the event's pool: the objects it still has go with it, each
 // reported (PoolDestroyedLive, by allocation site).
 func (p *Process) poolDestroy(ev *event.Event) {
-	pl := p.poolOf(ev.Addr, false)
+	pl := p.poolOf(ev.Pool(), false)
 	if pl == nil {
 		p.Anomalies++
 		return
@@ -224,6 +224,33 @@ type SpanBlock struct {
 // in it (the program's annotations disagree with each other: the later
 // one is left out). Both are nil when nothing nests.
 func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
+	bs, parent := nesting(blocks)
+	if bs == nil {
+		return nil, nil
+	}
+	holders, overlapping = map[uint64]bool{}, map[uint64]bool{}
+	for i, b := range bs {
+		switch parent[i] {
+		case noParent:
+		case overlaps:
+			overlapping[b.Key] = true
+		default:
+			holders[bs[parent[i]].Key] = true
+		}
+	}
+	return holders, overlapping
+}
+
+const (
+	noParent = -1 // a block in no other
+	overlaps = -2 // a block overlapping another without nesting
+)
+
+// nesting sorts a copy of blocks by address and tells, for each, the
+// index of the block it lies directly in (a pool's object in the pool's
+// memory), noParent or overlaps. bs is nil when no block is a pool's
+// object: then nothing nests.
+func nesting(blocks []SpanBlock) (bs []SpanBlock, parent []int) {
 	hasPool := false
 	for _, b := range blocks {
 		if IsPoolObject(b.Key) {
@@ -234,7 +261,7 @@ func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
 	if !hasPool {
 		return nil, nil
 	}
-	bs := append([]SpanBlock(nil), blocks...)
+	bs = append([]SpanBlock(nil), blocks...)
 	// By address; at one address the bigger first (the holder before
 	// what it holds); of the same extent, the pool's object (the inner
 	// one, by its key) last.
@@ -248,10 +275,14 @@ func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
 		}
 		return bs[i].Key < bs[j].Key
 	})
-	holders, overlapping = map[uint64]bool{}, map[uint64]bool{}
-	type open struct{ key, end uint64 }
+	parent = make([]int, len(bs))
+	type open struct {
+		i   int
+		end uint64
+	}
 	var stack []open // the enclosing blocks of the one at hand, outermost first
-	for _, b := range bs {
+	for i, b := range bs {
+		parent[i] = noParent
 		a := BlockAddr(b.Key)
 		end := a + b.Size
 		if end < a {
@@ -262,21 +293,56 @@ func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
 		}
 		if n := len(stack); n > 0 {
 			top := stack[n-1]
-			if end > top.end {
-				overlapping[b.Key] = true
+			// Past its end, or two of the allocator's blocks (not
+			// nested by anyone's word): overlapping.
+			if end > top.end || !IsPoolObject(b.Key) && !IsPoolObject(bs[top.i].Key) {
+				parent[i] = overlaps
 				continue
 			}
-			if !IsPoolObject(b.Key) && !IsPoolObject(top.key) {
-				// Two of the allocator's blocks: not nested by anyone's
-				// word.
-				overlapping[b.Key] = true
-				continue
-			}
-			holders[top.key] = true
+			parent[i] = top.i
 		}
-		stack = append(stack, open{b.Key, end})
+		stack = append(stack, open{i, end})
 	}
-	return holders, overlapping
+	return bs, parent
+}
+
+// LiveOwn calls fn for each live block (as Live does) with its own
+// bytes: its size less the sizes of the blocks directly in it (a pool's
+// memory less its objects, an outer pool's object less an inner pool's
+// memory). Their sum is what the totals count, the pools' memory once,
+// and each object counts at its own site, where the report lists it; a
+// block overlapping another without nesting (annotations that disagree)
+// counts whole.
+func (p *Process) LiveOwn(fn func(key uint64, b Block, own uint64)) {
+	if p.PoolObjects() == 0 {
+		p.Live(func(key uint64, b Block) { fn(key, b, b.Size) })
+		return
+	}
+	var spans []SpanBlock
+	byKey := map[uint64]Block{}
+	p.Live(func(key uint64, b Block) {
+		spans = append(spans, SpanBlock{key, b.Size})
+		byKey[key] = b
+	})
+	bs, parent := nesting(spans)
+	if bs == nil {
+		bs, parent = spans, make([]int, len(spans))
+		for i := range parent {
+			parent[i] = noParent
+		}
+	}
+	own := make([]uint64, len(bs))
+	for i, b := range bs {
+		own[i] = b.Size
+	}
+	for i, b := range bs {
+		if k := parent[i]; k >= 0 {
+			own[k] -= min(own[k], b.Size)
+		}
+	}
+	for i, b := range bs {
+		fn(b.Key, byKey[b.Key], own[i])
+	}
 }
 
 // poolHolders returns the live blocks (Pending included) that hold pool

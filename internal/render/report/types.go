@@ -9,7 +9,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // evidenceNames name event.Type* (the JSON keys and the text's words).
@@ -72,6 +72,8 @@ func (r *Report) siteText(p *heap.Process, site heap.StackID) string {
 		return fmt.Sprintf("from %s (no debug info)", lib)
 	case f.Function != "":
 		return "from " + f.Function
+	case f.Module == "":
+		return fmt.Sprintf("from %#x", f.Address) // code in no module (JIT)
 	}
 	return fmt.Sprintf("from %s+%#x", filepath.Base(f.Module), f.Offset)
 }

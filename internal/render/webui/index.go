@@ -294,8 +294,8 @@ func (ix *Index) Freed(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
 // Folded implements heap.Observer: pairs allocated and freed soon after,
 // never live.
 func (ix *Index) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
-	ix.settle(ev.Addr2)
-	n, bytes, temp := ev.Addr, ev.Size, ev.Addr2
+	n, bytes, temp := ev.AggPairs(), ev.Size, ev.AggTemporary()
+	ix.settle(temp)
 	bk := &ix.Buckets[ix.bucket(ev.Time)]
 	bk.AllocBytes += bytes
 	bk.Allocs += n
@@ -330,7 +330,10 @@ func (ix *Index) Forked(p *heap.Process) {
 	}
 	img := ix.image(p)
 	bk := &ix.Buckets[ix.bucket(ix.Last)]
-	p.Live(func(_ uint64, b heap.Block) {
+	p.Live(func(key uint64, b heap.Block) {
+		if heap.IsPoolObject(key) {
+			return // in its pool's memory, counted already (the model tells no observer of objects)
+		}
 		bk.site(SiteKey{img, b.Site}).NetBytes += int64(b.Size)
 		ix.changeHeap(bk, int64(b.Size))
 	})
