@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,6 +122,70 @@ func TestTruncatedAndCorruptTraces(t *testing.T) {
 	// A missing file.
 	if _, stderr, code := reportJSON(t, filepath.Join(dir, "missing.lpt")); code != 1 || !strings.Contains(stderr, "missing.lpt") {
 		t.Errorf("missing: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestOutlivesKilledCollector: a program whose collector was SIGKILLed
+// and not yet reaped (a zombie, which kill(2) still finds) goes on
+// without waiting for it: its next allocations fill its ring many times
+// over, it asks for a snapshot and exits, with its output and exit code.
+// Through sh, which the collector started (it sees its parent change) and
+// which starts the program (it sees the collector's clock stand still).
+// Before the agent looked for a dead collector at each wait, the full
+// ring waited for ever: the hang guard fails this test then.
+func TestOutlivesKilledCollector(t *testing.T) {
+	bin := fixture(t, "outlive.c", includeFlag())
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	stop := filepath.Join(dir, "stop")
+	code := filepath.Join(dir, "code")
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	// 2,000,000 blocks: about 50 MB of records, 200 times a 256 KiB ring.
+	const blocks = 2000000
+	cmd := exec.Command(lpBin, "run", "-o", filepath.Join(dir, "t.lpt"), "--report", filepath.Join(dir, "r.txt"), "--",
+		"sh", "-c", fmt.Sprintf("%s %s %s %d; echo \"exit $?\" > %s", bin, stop, ready, blocks, code))
+	cmd.Env = testEnv("TMPDIR=" + dir)
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(ready); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL) // hung: not to outlive the test
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	testfixture.Poll(t, "the program is recorded", func() bool {
+		b, err := os.ReadFile(ready)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped (no cmd.Wait) until the program is done.
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testfixture.Poll(t, "the program ended after leakpath was killed", func() bool {
+		b, err := os.ReadFile(code)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	cmd.Wait()
+	if b, _ := os.ReadFile(code); string(b) != "exit 3\n" {
+		t.Errorf("the program's exit: %q, want exit 3", b)
+	}
+	got, _ := os.ReadFile(out.Name())
+	// -1: leakpath no longer answers (the agent knows its collector is gone).
+	want := fmt.Sprintf("kept %d blocks\nsnapshot -1\n", blocks)
+	if string(got) != want {
+		t.Errorf("the program's output: %q, want %q", got, want)
 	}
 }
 
