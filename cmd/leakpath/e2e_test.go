@@ -4,8 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 
+	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/testfixture"
 	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
@@ -122,3 +124,91 @@ func (r result) image(t testing.TB, name string) jsonImage {
 }
 
 func stackHas(st []jsonFrame, fn string) bool { return e2e.StackHas(st, fn) }
+
+func sameBehaviour(t *testing.T, with, without result) {
+	t.Helper()
+	e2e.SameBehaviour(t, with.toE2E(), without.toE2E())
+}
+
+func atoi(s string) uint64 { return e2e.Atoi(s) }
+
+func includeFlag() string { return e2e.IncludeFlag() }
+
+type kindsImage = e2e.KindsImage
+
+func runKinds(t *testing.T, flags []string, argv ...string) (result, kindsImage) {
+	t.Helper()
+	r, k := e2e.RunKinds(t, flags, argv...)
+	return fromE2E(r), k
+}
+
+func compareLeakSummary(t *testing.T, k kindsImage, argv ...string) {
+	t.Helper()
+	e2e.CompareLeakSummary(t, k, argv...)
+}
+
+func compileTo(t *testing.T, cc, out string, args ...string) {
+	t.Helper()
+	e2e.CompileTo(t, cc, out, args...)
+}
+
+func memcheckLog(t *testing.T, argv ...string) []byte {
+	t.Helper()
+	return e2e.MemcheckLog(t, argv...)
+}
+
+func eachTraceEvent(t testing.TB, path string, each func(ev *event.Event)) {
+	t.Helper()
+	e2e.EachTraceEvent(t, path, each)
+}
+
+type jsonTypesT = e2e.Types
+
+func typesOf(t *testing.T, reportJSON []byte) *jsonTypesT {
+	t.Helper()
+	return e2e.TypesOf(t, reportJSON)
+}
+
+// uiServer is e2e.UIServer with this package's names.
+type uiServer struct {
+	*e2e.UIServer
+	printed string
+	cmd     *exec.Cmd
+}
+
+func wrapUI(s *e2e.UIServer) *uiServer { return &uiServer{s, s.Printed, s.Cmd} }
+
+func startUI(t *testing.T, trace string) *uiServer {
+	t.Helper()
+	return wrapUI(e2e.StartUI(t, trace))
+}
+
+func startUIAsync(t *testing.T, trace string) *uiServer {
+	t.Helper()
+	return wrapUI(e2e.StartUIAsync(t, trace))
+}
+
+func (s *uiServer) get(t *testing.T, path string, v any) {
+	t.Helper()
+	s.Get(t, path, v)
+}
+
+func exportTrace(t *testing.T) (string, *jsonReport) {
+	t.Helper()
+	trace, r := e2e.ExportTrace(t)
+	return trace, fromE2E(e2e.Result{Report: r}).report
+}
+
+func exportReport(t *testing.T, dir string, args ...string) []byte {
+	t.Helper()
+	return e2e.LeakpathReport(t, dir, args...)
+}
+
+func lp(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return e2e.Run(t, args...)
+}
+
+type uiTimeline = e2e.UITimeline
+
+var vgKind, vgPossible = e2e.VGKind, e2e.VGPossible

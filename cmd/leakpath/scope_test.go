@@ -106,8 +106,6 @@ func checkScopeCounts(t *testing.T, what string, got map[string]*scopeJSON, want
 	}
 }
 
-func includeFlag() string { return "-I" + filepath.Join(root, "agent", "include") }
-
 // scopesC is what testdata/fixtures/scopes.c says of its scopes.
 var scopesC = map[string]scopeCounts{
 	"frees_all": {entered: 1, allocBytes: 600, allocBlocks: 3, freedBytes: 600, freedBlocks: 3},

@@ -58,20 +58,6 @@ func readSnapDoc(t *testing.T, path string) *snapDoc {
 	return d
 }
 
-// lp runs the leakpath binary with args and returns its stdout, stderr
-// and exit code.
-func lp(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.Command(lpBin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil && cmd.ProcessState == nil {
-		t.Fatalf("leakpath %v: %v", args, err)
-	}
-	return out.String(), errb.String(), exitCode(err, cmd.ProcessState)
-}
-
 // TestSnapshotUnderLoad: snapshots of a program whose three threads
 // allocate and free without pause complete while it runs; its output and
 // exit code stay its own; each snapshot counts exactly the blocks main

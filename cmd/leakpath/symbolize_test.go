@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // refFrame is one line pair of addr2line -i -f -C (or llvm-symbolizer).
@@ -110,13 +108,6 @@ func symBuilds(t *testing.T) []symBuild {
 		}
 	}
 	return out
-}
-
-func compileTo(t *testing.T, cc, out string, args ...string) {
-	t.Helper()
-	if err := testfixture.Compile(cc, out, args...); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestStacksMatchAddr2line: for every frame of every leak of the

@@ -409,3 +409,36 @@ func StackHas(st []Frame, fn string) bool {
 	}
 	return false
 }
+
+// SameBehaviour fails unless the program behaved identically with and
+// without leakpath: stdout, stderr and exit code.
+func SameBehaviour(t testing.TB, with, without Result) {
+	t.Helper()
+	if with.Code != without.Code {
+		t.Errorf("exit code %d under leakpath, %d without", with.Code, without.Code)
+	}
+	if !bytes.Equal(with.Stdout, without.Stdout) {
+		t.Errorf("stdout differs under leakpath:\n%q\nwithout:\n%q", with.Stdout, without.Stdout)
+	}
+	if !bytes.Equal(with.Stderr, without.Stderr) {
+		t.Errorf("stderr differs under leakpath:\n%q\nwithout:\n%q", with.Stderr, without.Stderr)
+	}
+}
+
+// IncludeFlag is the compiler flag that finds the agent's public header
+// (<leakpath.h>), for fixtures that mark scopes or pools.
+func IncludeFlag() string { return "-I" + filepath.Join(Root, "agent", "include") }
+
+// The exit codes of leakpath that tests check (docs/run.md).
+const (
+	ExitUsage = 2  // a bad command line
+	ExitLeaks = 23 // --check found leaks
+)
+
+// CompileTo compiles out with cc from args, or fails the test.
+func CompileTo(t testing.TB, cc, out string, args ...string) {
+	t.Helper()
+	if err := testfixture.Compile(cc, out, args...); err != nil {
+		t.Fatal(err)
+	}
+}
