@@ -212,3 +212,5 @@ func lp(t *testing.T, args ...string) (stdout, stderr string, code int) {
 type uiTimeline = e2e.UITimeline
 
 var vgKind, vgPossible = e2e.VGKind, e2e.VGPossible
+
+func funcs(st []jsonFrame) string { return e2e.Funcs(st) }

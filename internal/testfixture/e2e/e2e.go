@@ -399,6 +399,16 @@ func (r Result) Image(t testing.TB, name string) Image {
 	return Image{}
 }
 
+// Funcs is a stack's function names, innermost first, separated by
+// spaces.
+func Funcs(st []Frame) string {
+	var n []string
+	for _, f := range st {
+		n = append(n, f.Function)
+	}
+	return strings.Join(n, " ")
+}
+
 // StackHas reports whether a stack names function fn (or, unsymbolized,
 // lies in a module ending in fn).
 func StackHas(st []Frame, fn string) bool {
