@@ -143,7 +143,8 @@ func buildShared() (string, error) {
 }
 
 // sourceKey hashes the repository's path and every Go source leakpath
-// could be built from (tests aside), with go.mod and go.sum.
+// could be built from (tests and the test support aside), with go.mod
+// and go.sum.
 func sourceKey() (string, error) {
 	h := sha256.New()
 	io.WriteString(h, Root+"\x00"+runtime.Version()+"\x00")
@@ -156,8 +157,14 @@ func sourceKey() (string, error) {
 	}
 	for _, top := range []string{"cmd", "internal"} {
 		err := filepath.WalkDir(filepath.Join(Root, top), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			if err != nil {
 				return err
+			}
+			if d.IsDir() && (d.Name() == "testdata" || d.Name() == "testfixture") {
+				return filepath.SkipDir // not built into leakpath
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
 			}
 			b, err := os.ReadFile(path)
 			if err != nil {
