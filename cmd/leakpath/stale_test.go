@@ -291,9 +291,10 @@ func replayStale(t *testing.T, trace string, cache []uint64, kept map[uint64]str
 // read(2) into them, write(2) from them, memcpy, another thread, realloc
 // in and out, calloc after reuse, malloc_usable_size, a fork child. The
 // program's output and exit code are the same as without leakpath, with
-// an epoch (a clear of the accessed bits) every 20 ms.
+// an epoch (a clear of the accessed bits) every 20 ms; the program waits
+// 2 epochs (leakpath_stale_epoch) at each of its 6 naps.
 func TestStaleTouch(t *testing.T) {
-	bin := fixture(t, "staletouch.c")
+	bin := fixture(t, "staletouch.c", includeFlag())
 	want := native(t, nil, bin)
 	got := leakpath(t, []string{"--stale", "--stale-epoch", "20ms", "--stale-sample", "1"}, nil, bin)
 	if !bytes.Equal(got.stdout, want.stdout) || !bytes.Equal(got.stderr, want.stderr) || got.code != want.code {
@@ -305,7 +306,7 @@ func TestStaleTouch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The blocks still live at exit (in, shared) were served from the pool.
-	if rep.StaleWatch == nil || rep.StaleWatch.Watched < 2 || rep.StaleWatch.Epochs < 5 {
+	if rep.StaleWatch == nil || rep.StaleWatch.Watched < 2 || rep.StaleWatch.Epochs < 12 {
 		t.Fatalf("stale_watch %+v: the pool served too little for the test to mean anything\n%s", rep.StaleWatch, got.text)
 	}
 }
