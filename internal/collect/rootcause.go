@@ -84,7 +84,7 @@ func (o *RootCauseOptions) defaults() {
 	}
 	if o.Budget <= 0 {
 		o.Budget = 10 * time.Second
-		if hw, _ := ptrace.HardwareBreakpoints(); !hw {
+		if hw, _ := ptrace.HardwareBreakpoints(); !hw && !ptrace.SoftBreakpoints() {
 			o.Budget = 30 * time.Second // stepping every instruction
 		}
 	}
@@ -287,7 +287,7 @@ func (rc *rootCauses) judge(p *heap.Process) {
 			sus.done, changed = true, true
 			if sus.Note == "" && len(sus.windows) < windows {
 				sus.Note = "time budget spent"
-				if hw, _ := ptrace.HardwareBreakpoints(); !hw {
+				if hw, _ := ptrace.HardwareBreakpoints(); !hw && !ptrace.SoftBreakpoints() {
 					sus.Note += " (hardware breakpoints do not fire on this machine: every instruction was stepped, signal handlers too)"
 				}
 			}
@@ -528,7 +528,8 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		rc.code, rc.boring = steptrace.NewCode(), boringCode(pid)
 	}
 	hw, _ := ptrace.HardwareBreakpoints()
-	if !hw && rc.vdso == nil {
+	soft := !hw && ptrace.SoftBreakpoints()
+	if !hw && !soft && rc.vdso == nil {
 		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) })
 	}
 	opts := steptrace.Options{
@@ -539,7 +540,8 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		Freed:    reg.WatchFreed,
 		MaxStops: o.WindowStopsLimit,
 		Deadline: time.Now().Add(o.WindowBudget),
-		StepOnly: !hw,
+		StepOnly: !hw && !soft,
+		Soft:     soft,
 		Caught:   func(sig int) bool { return ptrace.Caught(pid, sig) },
 		Vdso:     rc.vdso,
 		StopAt:   sus.ret,

@@ -97,6 +97,18 @@ type Thread interface {
 	SetRegs(unix.PtraceRegs) error
 }
 
+// SoftThread is a Thread that can write software breakpoints into its
+// code (a ptrace.LockedStepper): the thread's other threads are held
+// rather than harmed if they meet one, and all of them go when it is
+// detached.
+type SoftThread interface {
+	Thread
+	Insert(addr uint64) error
+	// Original overwrites the breakpoints in b, read at addr, with
+	// the code's own bytes.
+	Original(addr uint64, b []byte)
+}
+
 // Options say what to record and when to stop.
 type Options struct {
 	// Read reads the process's memory (its code, and the GOT of a PLT
@@ -130,6 +142,10 @@ type Options struct {
 	// Vdso, with StepOnly, makes the vDSO's calls as system calls: a
 	// clock read stepped an instruction at a time can retry forever.
 	Vdso *Vdso
+	// Soft: hardware breakpoints do not fire here, and the thread is a
+	// SoftThread: the path is recorded on software breakpoints (int3
+	// written into the code) instead of a step at a time.
+	Soft bool
 	// StopAt (not 0): the path ends (Next) when the thread returns from
 	// a call it ran through to StopAt, the return address of the
 	// allocation the path began at, or reaches it while running a call
@@ -161,7 +177,8 @@ func Record(t Thread, opts Options) *Path {
 	if opts.Code == nil {
 		opts.Code = NewCode()
 	}
-	r := &recorder{t: t, opts: opts, code: opts.Code.blocks}
+	r := newRecorder(t, opts)
+	r.code = opts.Code.blocks
 	p := &Path{}
 	p.Outcome, p.Err = r.run(p)
 	p.Ended = p.Outcome == EndReached
@@ -177,14 +194,23 @@ func Record(t Thread, opts Options) *Path {
 // on a hardware breakpoint or, with opts.StepOnly, a step at a time,
 // within opts' budget; signals on the way run their handlers.
 func RunTo(t Thread, addr, rsp uint64, opts Options) (ptrace.Stop, error) {
-	r := &recorder{t: t, opts: opts}
+	r := newRecorder(t, opts)
 	st, err := r.runTo(addr, rsp)
 	t.SetBreakpoint(0, 0)
 	return st, err
 }
 
+func newRecorder(t Thread, opts Options) *recorder {
+	r := &recorder{t: t, opts: opts}
+	if st, ok := t.(SoftThread); ok && opts.Soft && !opts.StepOnly {
+		r.soft = st
+	}
+	return r
+}
+
 type recorder struct {
 	t     Thread
+	soft  SoftThread // with Options.Soft
 	opts  Options
 	code  map[uint64]*block // decoded blocks by start address
 	stops int
@@ -290,6 +316,13 @@ func (r *recorder) runThrough(fall, rsp uint64) (ptrace.Stop, error) {
 	if stop == 0 || stop == fall || r.opts.StepOnly {
 		return r.runTo(fall, rsp)
 	}
+	if r.soft != nil {
+		// Left in: the thread is caught wherever it comes back.
+		if err := r.soft.Insert(stop); err != nil {
+			return ptrace.Stop{}, err
+		}
+		return r.runTo(fall, rsp)
+	}
 	if err := r.t.SetBreakpoint(1, stop); err != nil {
 		return ptrace.Stop{}, err
 	}
@@ -343,7 +376,12 @@ func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error))
 	if r.opts.StepOnly {
 		return r.stepTo(addr, rsp)
 	}
-	if err := r.t.SetBreakpoint(0, addr); err != nil {
+	if r.soft != nil {
+		// Left in for the window: a block's end is met again.
+		if err := r.soft.Insert(addr); err != nil {
+			return ptrace.Stop{}, err
+		}
+	} else if err := r.t.SetBreakpoint(0, addr); err != nil {
 		return ptrace.Stop{}, err
 	}
 	for {
@@ -358,7 +396,7 @@ func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error))
 		if st.Breakpoint && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
 			return st, nil
 		}
-		if st.Breakpoint && st.Slot == 1 && r.opts.StopAt != 0 && st.Regs.Rip == r.opts.StopAt {
+		if st.Breakpoint && (st.Slot == 1 || st.Slot == -1) && r.opts.StopAt != 0 && st.Regs.Rip == r.opts.StopAt {
 			return st, errNext
 		}
 		resume = r.t.Cont
@@ -449,6 +487,9 @@ func (r *recorder) decode(addr uint64) (*block, error) {
 	pc := addr
 	for guard := 0; guard < 4096; guard++ {
 		n, err := r.opts.Read(pc, buf[:])
+		if r.soft != nil && n > 0 {
+			r.soft.Original(pc, buf[:n])
+		}
 		if n < 16 {
 			if err == nil {
 				err = errors.New("short read")
