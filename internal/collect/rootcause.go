@@ -119,7 +119,8 @@ type SiteTrace struct {
 	Paths *rootcause.Paths
 	Note  string // why recording stopped early, if it did
 	// Cost: the time the windows took in all, and their ptrace stops;
-	// Last: when the last path ended, since the run started.
+	// Last: when the last path ended, since the site became a suspect
+	// (how long its answer took).
 	WindowTime time.Duration
 	Stops      int
 	Last       time.Duration
@@ -129,9 +130,10 @@ type SiteTrace struct {
 type suspect struct {
 	SiteTrace
 	agentIDs []uint32
-	ret      uint64   // the allocation's return address
-	frames   int      // user frames of the allocation stack
-	windows  []window // the paths recorded, in order
+	ret      uint64    // the allocation's return address
+	frames   int       // user frames of the allocation stack
+	since    time.Time // when the site became a suspect
+	windows  []window  // the paths recorded, in order
 	done     bool
 }
 
@@ -349,7 +351,7 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 		frees = append(frees, userFrames(p, fs))
 	}
 	sus := &suspect{SiteTrace: SiteTrace{Site: site, Frames: alloc, EndDepth: min(endDepth(alloc, frees), maxEndDepth)},
-		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc)}
+		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), since: time.Now()}
 	if sus.EndDepth < 0 {
 		// Freed by other threads: a path ends when the allocating
 		// function returns.
@@ -582,7 +584,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		stored = steptrace.Freed
 	}
 	sus.windows = append(sus.windows, window{sus.Paths.Add(evs, stored), path.Outcome, blk})
-	sus.Last = time.Since(rc.c.started)
+	sus.Last = time.Since(sus.since)
 	if len(sus.windows) >= 3*o.Windows {
 		sus.done = true
 		rc.arm()
