@@ -1,15 +1,17 @@
 /* stepme: a thread to step while another runs. The worker thread calls
  * target() in a loop and counts its calls; the spinner thread counts
- * without end. Prints "tid TID target ADDR spin ADDR calls ADDR", then, at
- * end of file on stdin, stops both and prints "done". */
+ * without end; the checker calls target() too and counts the results
+ * that are wrong. Prints "tid TID target ADDR spin ADDR calls ADDR tid2
+ * TID", then, at end of file on stdin, stops them, prints "wrong N" and
+ * "done". */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 
-volatile unsigned long calls, spins, sum;
+volatile unsigned long calls, spins, sum, wrong;
 static volatile int stop;
-static volatile pid_t worker_tid;
+static volatile pid_t worker_tid, checker_tid;
 
 __attribute__((noinline)) int target(int x)
 {
@@ -29,6 +31,15 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static void *checker(void *arg)
+{
+	(void)arg;
+	checker_tid = gettid();
+	for (int i = 0; !stop; i++)
+		wrong += target(i) != (i & 1 ? i * 3 : i + 7);
+	return NULL;
+}
+
 static void *spinner(void *arg)
 {
 	(void)arg;
@@ -39,12 +50,14 @@ static void *spinner(void *arg)
 
 int main(void)
 {
-	pthread_t w, s;
+	pthread_t w, s, c;
 	pthread_create(&w, NULL, worker, NULL);
 	pthread_create(&s, NULL, spinner, NULL);
-	while (!worker_tid)
+	pthread_create(&c, NULL, checker, NULL);
+	while (!worker_tid || !checker_tid)
 		usleep(1000);
-	printf("tid %d target %p spins %p calls %p\n", (int)worker_tid, (void *)target, (void *)&spins, (void *)&calls);
+	printf("tid %d target %p spins %p calls %p tid2 %d\n", (int)worker_tid, (void *)target, (void *)&spins, (void *)&calls,
+	       (int)checker_tid);
 	fflush(stdout);
 	char buf[64];
 	while (read(0, buf, sizeof buf) > 0) {
@@ -52,6 +65,7 @@ int main(void)
 	stop = 1;
 	pthread_join(w, NULL);
 	pthread_join(s, NULL);
-	printf("done\n");
+	pthread_join(c, NULL);
+	printf("wrong %lu\ndone\n", wrong);
 	return 0;
 }

@@ -241,7 +241,7 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 		if r.spent() {
 			return Budget, nil
 		}
-		b, err := r.decode(cur.Rip)
+		b, err := r.decodeOn(cur.Rip)
 		if err != nil {
 			return Gone, err
 		}
@@ -257,12 +257,21 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 			}
 		}
 		at := cur
-		st, err := r.step()
-		if err != nil {
-			return outcomeOf(err), err
-		}
-		cur = st.Regs
 		fall := b.end + uint64(b.length)
+		if to, ok := r.emulate(b, cur); ok {
+			// A conditional branch decided by the flags: the thread
+			// is put where it goes, without a step.
+			cur.Rip = to
+			if err := r.t.SetRegs(cur); err != nil {
+				return Gone, err
+			}
+		} else {
+			st, err := r.step()
+			if err != nil {
+				return outcomeOf(err), err
+			}
+			cur = st.Regs
+		}
 		switch op := b.inst.Op; {
 		case isCond(op):
 			if r.opts.Branches == nil || r.opts.Branches(b.end) {
@@ -530,4 +539,80 @@ func isCond(op x86asm.Op) bool {
 		return true
 	}
 	return false
+}
+
+// decodeOn is decode; on software breakpoints, direct jumps are
+// followed: the thread takes them by itself, and a breakpoint is set
+// only where the way on is not known from the code.
+func (r *recorder) decodeOn(addr uint64) (*block, error) {
+	b, err := r.decode(addr)
+	for hops := 0; err == nil && r.soft != nil && hops < 16; hops++ {
+		rel, ok := b.inst.Args[0].(x86asm.Rel)
+		if b.inst.Op != x86asm.JMP || !ok {
+			break
+		}
+		b, err = r.decode(b.end + uint64(b.length) + uint64(int64(rel)))
+	}
+	return b, err
+}
+
+// emulate returns where the conditional branch ending b goes from regs
+// (the thread standing on it), on software breakpoints; ok false: it is
+// to be stepped.
+func (r *recorder) emulate(b *block, regs unix.PtraceRegs) (uint64, bool) {
+	rel, ok := b.inst.Args[0].(x86asm.Rel)
+	if r.soft == nil || !ok || b.inst.Op == x86asm.JMP {
+		return 0, false
+	}
+	taken, ok := condTaken(b.inst.Op, regs.Eflags)
+	if !ok {
+		return 0, false
+	}
+	fall := b.end + uint64(b.length)
+	if taken {
+		return fall + uint64(int64(rel)), true
+	}
+	return fall, true
+}
+
+// condTaken evaluates a conditional jump's condition on the flags; ok
+// false for the jumps that test a register (jrcxz, loop), stepped.
+func condTaken(op x86asm.Op, flags uint64) (taken, ok bool) {
+	cf, pf, zf := flags&1 != 0, flags&(1<<2) != 0, flags&(1<<6) != 0
+	sf, of := flags&(1<<7) != 0, flags&(1<<11) != 0
+	switch op {
+	case x86asm.JO:
+		return of, true
+	case x86asm.JNO:
+		return !of, true
+	case x86asm.JB:
+		return cf, true
+	case x86asm.JAE:
+		return !cf, true
+	case x86asm.JE:
+		return zf, true
+	case x86asm.JNE:
+		return !zf, true
+	case x86asm.JBE:
+		return cf || zf, true
+	case x86asm.JA:
+		return !cf && !zf, true
+	case x86asm.JS:
+		return sf, true
+	case x86asm.JNS:
+		return !sf, true
+	case x86asm.JP:
+		return pf, true
+	case x86asm.JNP:
+		return !pf, true
+	case x86asm.JL:
+		return sf != of, true
+	case x86asm.JGE:
+		return sf == of, true
+	case x86asm.JLE:
+		return zf || sf != of, true
+	case x86asm.JG:
+		return !zf && sf == of, true
+	}
+	return false, false
 }

@@ -139,13 +139,32 @@ func (f *fixture) name(e Event) string {
 // TestRecordPaths steps begin(7) and begin(3) from their entry to their
 // return: the calls, the runs through the C library, and begin's first
 // branch, which goes one way for 7 and the other for 3.
-func TestRecordPaths(t *testing.T) {
+func TestRecordPaths(t *testing.T) { recordPaths(t, false) }
+
+// TestRecordPathsSoft is TestRecordPaths on software breakpoints: the
+// same calls and branches, and every int3 gone from the code after.
+func TestRecordPathsSoft(t *testing.T) { recordPaths(t, true) }
+
+// modeOptions are the options of a test's paths: on software
+// breakpoints, or as this machine's debug registers allow.
+func modeOptions(t *testing.T, f *fixture, soft bool) Options {
+	if soft {
+		return Options{Read: f.read, Boring: f.boring, Soft: true}
+	}
+	return Options{Read: f.read, Boring: f.boring, StepOnly: stepOnly(t)}
+}
+
+func recordPaths(t *testing.T, soft bool) {
 	f := startPaths(t)
 	s := f.seize(t)
+	var code [64]byte
+	if _, err := f.read(f.addr["begin"], code[:]); err != nil {
+		t.Fatal(err)
+	}
 	var branch [2]bool
 	for i, x := range []int{7, 3} {
 		fmt.Fprintf(f.stdin, "%d\n", x)
-		opts := Options{Read: f.read, Boring: f.boring, StepOnly: stepOnly(t)}
+		opts := modeOptions(t, f, soft)
 		st, err := RunTo(s, f.addr["begin"], 0, opts)
 		if err != nil || st.Regs.Rip != f.addr["begin"] {
 			t.Fatalf("run to begin: %+v, %v", st, err)
@@ -178,8 +197,15 @@ func TestRecordPaths(t *testing.T) {
 	if branch[0] == branch[1] {
 		t.Errorf("begin's first branch went the same way for 7 and 3 (taken %v)", branch[0])
 	}
+	if soft && s.Breakpoints() == 0 {
+		t.Error("no software breakpoint was used")
+	}
 	if err := s.Detach(); err != nil {
 		t.Fatal(err)
+	}
+	var after [64]byte
+	if _, err := f.read(f.addr["begin"], after[:]); err != nil || after != code {
+		t.Errorf("begin's code after the detach: %x (%v), want %x", after, err, code)
 	}
 	f.stdin.Close()
 	rest, _ := io.ReadAll(f.out)
@@ -252,7 +278,12 @@ func TestStepOutOfSyscall(t *testing.T) {
 // end only far up the stack ends instead when the thread is back at that
 // allocation, in the loop's next iteration (Next), having entered begin
 // again.
-func TestRecordStopAt(t *testing.T) {
+func TestRecordStopAt(t *testing.T) { recordStopAt(t, false) }
+
+// TestRecordStopAtSoft is TestRecordStopAt on software breakpoints.
+func TestRecordStopAtSoft(t *testing.T) { recordStopAt(t, true) }
+
+func recordStopAt(t *testing.T, soft bool) {
 	f := startPaths(t)
 	// The return address of begin's call to malloc, its fourth call.
 	var code [256]byte
@@ -277,7 +308,8 @@ func TestRecordStopAt(t *testing.T) {
 	}
 	s := f.seize(t)
 	fmt.Fprintf(f.stdin, "7\n3\n")
-	opts := Options{Read: f.read, Boring: f.boring, StepOnly: stepOnly(t), EndDepth: 5, StopAt: ret}
+	opts := modeOptions(t, f, soft)
+	opts.EndDepth, opts.StopAt = 5, ret
 	if st, err := RunTo(s, ret, 0, opts); err != nil || st.Regs.Rip != ret {
 		t.Fatalf("run to begin's allocation: %+v, %v", st, err)
 	}

@@ -57,6 +57,10 @@ func (s *Stepper) Original(addr uint64, b []byte) {
 	})
 }
 
+// Rewound returns how many times another thread that trapped on a
+// software breakpoint was put back onto its instruction and let go.
+func (s *Stepper) Rewound() int { return int(s.rewound.Load()) }
+
 // Breakpoints returns how many software breakpoints are in the code now.
 func (s *Stepper) Breakpoints() (n int) {
 	s.do(func() error {
@@ -334,6 +338,7 @@ func (s *Stepper) releaseOne(o *other, si childInfo) []int {
 		if _, ours := s.orig[r.Rip-1]; ours {
 			r.Rip--
 			unix.PtraceSetRegs(o.tid, &r)
+			s.rewound.Add(1)
 			sig = 0
 		}
 	}

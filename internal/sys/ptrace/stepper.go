@@ -48,6 +48,7 @@ type Stepper struct {
 	once   sync.Once
 	// interrupt asks a waiting Cont to stop the thread (Interrupt).
 	interrupt atomic.Bool
+	rewound   atomic.Int32 // see Rewound
 }
 
 // Stop is why a stepped thread stopped.

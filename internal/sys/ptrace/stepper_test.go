@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +169,70 @@ func TestStepperInterruptedStep(t *testing.T) {
 		t.Fatalf("after %d interrupted rounds the program ended %v, printed %q", interrupted, st, out)
 	}
 	t.Logf("%d of 150 rounds ended by an interrupt", interrupted)
+}
+
+// TestStepperSoftBreakpoints: with an int3 at target, the stepped worker
+// stops there at each Cont; the checker thread, which calls target too,
+// is held when it meets the int3 and goes on once the stepper detaches,
+// rewound onto target's first instruction: none of its results is
+// wrong, the code is as it was, and the program ends as untraced.
+func TestStepperSoftBreakpoints(t *testing.T) {
+	p := start(t, "stepme")
+	f := parseFields(t, p.line(t))
+	tid, err := strconv.Atoi(f["tid"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := strconv.Atoi(f["tid2"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, pid := hexField(t, f, "target"), p.pid()
+	before := peekU64(t, pid, target)
+	s, err := SeizeThread(pid, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Detach()
+	watchdog := time.AfterFunc(hangGuard, s.Interrupt)
+	defer watchdog.Stop()
+	if err := s.Insert(target); err != nil {
+		t.Fatal(err)
+	}
+	if got := peekU64(t, pid, target); got&0xff != 0xcc || got>>8 != before>>8 {
+		t.Fatalf("code at target %#x with the breakpoint in, want %#x with an int3 first", got, before)
+	}
+	var code [8]byte
+	binary.LittleEndian.PutUint64(code[:], peekU64(t, pid, target))
+	if s.Original(target, code[:]); binary.LittleEndian.Uint64(code[:]) != before {
+		t.Errorf("Original gave %x, want the code's own bytes %#x", code, before)
+	}
+	// Until the checker is held at the int3 (a ptrace-stop: 't').
+	for i := 0; i < 100 || taskState(pid, checker) != 't'; i++ {
+		st, err := s.Cont()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Breakpoint || st.Slot != -1 || st.Regs.Rip != target {
+			t.Fatalf("Cont %d: %+v at %#x, want the software breakpoint at target %#x", i, st, st.Regs.Rip, target)
+		}
+	}
+	// A step from the breakpoint runs target's own first instruction.
+	st, err := s.Step()
+	if err != nil || !st.Step || st.Regs.Rip <= target+1 || st.Regs.Rip > target+15 {
+		t.Fatalf("step from the breakpoint: %+v at %#x, %v; want past target's first instruction", st, st.Regs.Rip, err)
+	}
+	if err := s.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Rewound() < 1 {
+		t.Errorf("the checker was held at the breakpoint but never rewound")
+	}
+	if after := peekU64(t, pid, target); after != before {
+		t.Errorf("code at target %#x after Detach, want %#x", after, before)
+	}
+	out, ps := p.finish(t, hangGuard)
+	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "wrong 0\n") {
+		t.Fatalf("program ended %v, printed %q; want wrong 0 and done", ps, out)
+	}
 }
