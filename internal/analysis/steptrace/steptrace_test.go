@@ -6,6 +6,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -325,5 +326,33 @@ func recordStopAt(t *testing.T, soft bool) {
 	}
 	if got, want := fmt.Sprint(calls), "[+plt -plt -begin +plt -plt +begin +b -b +c -c +plt -plt]"; got != want {
 		t.Errorf("calls %s, want %s", got, want)
+	}
+}
+
+// TestCondTaken: the conditions of the jumps decided from the flags, on
+// flags from compares whose outcome is known (cmp a, b sets them as a-b).
+func TestCondTaken(t *testing.T) {
+	const cf, zf, sf, of = 1, 1 << 6, 1 << 7, 1 << 11
+	for _, c := range []struct {
+		what  string
+		flags uint64
+		taken []x86asm.Op
+	}{
+		{"1 cmp 1", zf, []x86asm.Op{x86asm.JE, x86asm.JBE, x86asm.JGE, x86asm.JLE, x86asm.JAE, x86asm.JNS, x86asm.JNO}},
+		{"1 cmp 2", cf | sf, []x86asm.Op{x86asm.JNE, x86asm.JB, x86asm.JBE, x86asm.JL, x86asm.JLE, x86asm.JS, x86asm.JNO}},
+		{"2 cmp 1", 0, []x86asm.Op{x86asm.JNE, x86asm.JA, x86asm.JAE, x86asm.JG, x86asm.JGE, x86asm.JNS, x86asm.JNO}},
+		{"-1 cmp 1", sf, []x86asm.Op{x86asm.JNE, x86asm.JA, x86asm.JAE, x86asm.JL, x86asm.JLE, x86asm.JS, x86asm.JNO}},
+		{"min cmp 1", of, []x86asm.Op{x86asm.JNE, x86asm.JA, x86asm.JAE, x86asm.JL, x86asm.JLE, x86asm.JNS, x86asm.JO}},
+	} {
+		for _, op := range []x86asm.Op{x86asm.JE, x86asm.JNE, x86asm.JB, x86asm.JAE, x86asm.JBE, x86asm.JA,
+			x86asm.JL, x86asm.JGE, x86asm.JLE, x86asm.JG, x86asm.JS, x86asm.JNS, x86asm.JO, x86asm.JNO} {
+			got, ok := condTaken(op, c.flags)
+			if want := slices.Contains(c.taken, op); !ok || got != want {
+				t.Errorf("%s: %v taken %v (%v), want %v", c.what, op, got, ok, want)
+			}
+		}
+	}
+	if _, ok := condTaken(x86asm.JRCXZ, 0); ok {
+		t.Error("jrcxz decided from the flags: it tests rcx")
 	}
 }

@@ -146,8 +146,9 @@ func (s *Stepper) seizeOthers() error {
 	if err := ptraceReq(unix.PTRACE_SETOPTIONS, s.tid, 0, otherOptions); err != nil {
 		return s.err("seize the other threads", err)
 	}
-	s.others = map[int]*other{}
-	s.orig = map[uint64]byte{}
+	if s.others == nil {
+		s.others, s.orig = map[int]*other{}, map[uint64]byte{}
+	}
 	for round := 0; ; round++ {
 		if round == 100 {
 			return s.err("seize the other threads", errors.New("the thread list never settled"))
@@ -167,6 +168,10 @@ func (s *Stepper) seizeOthers() error {
 				added++
 			case errors.Is(err, unix.ESRCH):
 				// Gone since the listing.
+			case errors.Is(err, unix.EPERM) && s.tracedHere(tid):
+				// Made by a thread seized meanwhile: traced already.
+				s.adopt(tid)
+				added++
 			default:
 				// Another tracer, or a thread on its way out: no int3
 				// may be written while a thread runs untraced.
@@ -365,4 +370,10 @@ func (s *Stepper) stepOver(addr uint64) (Stop, error) {
 func (s *Stepper) isSoft(addr uint64) bool {
 	_, ok := s.soft[addr]
 	return ok
+}
+
+// tracedHere reports whether thread tid is traced by this OS thread.
+func (s *Stepper) tracedHere(tid int) bool {
+	st, err := procStatus(s.pid, tid)
+	return err == nil && statusInt(st, "TracerPid") == unix.Gettid()
 }
