@@ -13,6 +13,16 @@
 // whatever its length. Calls into code that cannot matter (the C runtime,
 // the dynamic loader, leakpath's agent: Options.Boring) are run through
 // at full speed with a breakpoint on the return address.
+//
+// Where the debug registers do not fire (some hypervisors accept them and
+// never trap), Options.Soft does the same on software breakpoints: an
+// int3 written at each block end the thread meets, left in for the
+// window (ptrace.Stepper.Insert: the process's other threads are seized
+// so that one meeting an int3 is held, not killed, and all go when the
+// window's thread is detached). There a conditional branch is decided
+// from the flags the thread stopped with and a direct jump is followed
+// in the code, so a window stops about once per conditional branch,
+// call and return of the code it runs, not once per instruction.
 package steptrace
 
 import (
