@@ -236,3 +236,45 @@ func TestStepperSoftBreakpoints(t *testing.T) {
 		t.Fatalf("program ended %v, printed %q; want wrong 0 and done", ps, out)
 	}
 }
+
+// TestStepperSoftBreakpointsFork: a thread that forks while an int3 is
+// in the code is held at its fork, and its child, whose copy of the code
+// has the int3 too, gets the original bytes back before it runs: no
+// child dies of a SIGTRAP or computes a wrong result.
+func TestStepperSoftBreakpointsFork(t *testing.T) {
+	p := start(t, "forkme")
+	f := parseFields(t, p.line(t))
+	tid, err := strconv.Atoi(f["tid"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	forker, err := strconv.Atoi(f["tid2"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, pid := hexField(t, f, "target"), p.pid()
+	for round := 0; round < 5; round++ {
+		s, err := SeizeThread(pid, tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watchdog := time.AfterFunc(hangGuard, s.Interrupt)
+		if err := s.Insert(target); err != nil {
+			t.Fatal(err)
+		}
+		// Until the forker is held at a fork (a ptrace-stop: 't').
+		for i := 0; taskState(pid, forker) != 't'; i++ {
+			if st, err := s.Cont(); err != nil || !st.Breakpoint || st.Regs.Rip != target {
+				t.Fatalf("round %d, Cont %d: %+v, %v; want the breakpoint at target", round, i, st, err)
+			}
+		}
+		if err := s.Detach(); err != nil {
+			t.Fatal(err)
+		}
+		watchdog.Stop()
+	}
+	out, ps := p.finish(t, hangGuard)
+	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "bad 0\n") {
+		t.Fatalf("program ended %v, printed %q; want bad 0 and done", ps, out)
+	}
+}
