@@ -16,6 +16,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/model/tracefile"
 	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 	"github.com/leakpath/leakpath/internal/sys/clock"
 	"github.com/leakpath/leakpath/internal/target/control"
 	"github.com/leakpath/leakpath/internal/target/launch"
@@ -321,7 +322,9 @@ func runProgram(ctx context.Context, o *runOptions, stderr io.Writer) (*collect.
 // run and attach stand for; the caller adds the program, its signals and
 // what only it has. With --types it makes sym read types too.
 func (o *runOptions) collectOptions(agent string, sym *symbolizer, stderr io.Writer) collect.Options {
-	sym.types = o.types // before the warm-up reads it
+	if o.types {
+		sym.types = dwarftypes.NewReader(sym.s) // before the warm-up reads it
+	}
 	copts := collect.Options{
 		Agent: agent,
 		Region: region.Options{
@@ -347,7 +350,7 @@ func (o *runOptions) collectOptions(agent string, sym *symbolizer, stderr io.Wri
 		copts.Region.StaleSlots, copts.Region.StaleSample = o.stale.slots, o.stale.sample
 	}
 	if o.types {
-		copts.Types = &collect.TypeOptions{Symbols: sym.s}
+		copts.Types = &collect.TypeOptions{Symbols: sym.s, DWARF: sym.types}
 	}
 	return copts
 }

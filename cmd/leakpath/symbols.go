@@ -12,6 +12,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
@@ -28,9 +29,10 @@ type symbolizer struct {
 	// passed on the goroutine that looks up (the warm-up's wait there).
 	mu    sync.Mutex
 	noted []string
-	// types: warm up the modules' types too (run --types), so that the
-	// scan at exit does not wait for them.
-	types bool
+	// types, when not nil, reads the modules' types (run --types): the
+	// warm-up reads them too, so that the scan at exit does not wait for
+	// them.
+	types *dwarftypes.Reader
 }
 
 func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
@@ -146,8 +148,8 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 			}
 			if len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' {
 				y.s.Lookup(m.Path, m.BuildID, m.Segments[0].Vaddr)
-				if y.types {
-					y.s.Types(m.Path, m.BuildID)
+				if y.types != nil {
+					y.types.Types(m.Path, m.BuildID)
 				}
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/symbols/symbolize"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 )
 
 // jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.
@@ -441,7 +441,7 @@ func testTypesContainers(t *testing.T, exe, opt string, names containerNames) {
 	}
 	rows := map[string]int{}
 	for i, row := range ty.Types {
-		if symbolize.IsNodeBase(row.Name) {
+		if dwarftypes.IsNodeBase(row.Name) {
 			t.Errorf("%d blocks typed as the base class %s", row.Blocks, row.Name)
 		}
 		// libstdc++'s emergency exception pool: from the library, not

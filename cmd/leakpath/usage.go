@@ -12,10 +12,11 @@ import (
 	heapuse "github.com/leakpath/leakpath/internal/analysis/usage"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/render/usagetable"
 )
 
 // usageOptions are the flags of heap use per unit: `report --by` and
-// `run --by` (see internal/analysis/usage).
+// `run --by` (see internal/analysis/usage, internal/render/usagetable).
 type usageOptions struct {
 	by          string
 	attribution string
@@ -120,8 +121,8 @@ func startUsage(o *usageOptions, sym *symbolizer) (*usageRun, error) {
 }
 
 // report builds the tables, rep giving the images and times.
-func (u *usageRun) report(rep *report.Report, warnings []string) *heapuse.Report {
-	r := u.engine.Report(rep)
+func (u *usageRun) report(rep *report.Report, warnings []string) *usagetable.Report {
+	r := usagetable.New(u.engine, rep)
 	r.Warnings = append(warnings, r.Warnings...)
 	// The note on modules without debug information, from the report
 	// that symbolized the units' frames.

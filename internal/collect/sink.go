@@ -232,7 +232,7 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 				continue
 			}
 		case event.Fork:
-			k := forkKey{proc, ev.Aux}
+			k := forkKey{proc, ev.ForkID()}
 			s.apply(evs[:i+1])
 			rest := evs[i+1:]
 			if ch := s.children[k]; ch != nil {
@@ -287,7 +287,7 @@ func (s *sink) runWaiting() {
 // checkForkFailed resumes a paused parent whose fork failed.
 func (s *sink) checkForkFailed(proc uint32, h *held) {
 	for _, ev := range h.evs {
-		if ev.Kind == event.ForkDone && ev.Aux == h.fork.id && int64(ev.Addr) <= 0 ||
+		if ev.Kind == event.ForkDone && ev.ForkID() == h.fork.id && ev.ForkResult() <= 0 ||
 			ev.Kind == event.ProcessEnd {
 			s.resume(proc)
 			return

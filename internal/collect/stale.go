@@ -58,7 +58,7 @@ func (c *collector) staleEpoch(im *image, w *staleWatch, clear bool) *event.Even
 	w.watched = st.Watched
 	ev := &event.Event{Kind: event.StaleEpoch, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Stale: st}}
 	if !clear {
-		ev.Aux = 1
+		ev.SetBetweenEpochs()
 	}
 	return ev
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/symbols/ctorsite"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
@@ -23,6 +24,7 @@ import (
 // symbols and DWARF.
 type TypeOptions struct {
 	Symbols *symbolize.Symbolizer
+	DWARF   *dwarftypes.Reader // of Symbols' modules
 }
 
 // typeBlocks types blocks (sorted by address, as the scan took them) of
@@ -189,7 +191,7 @@ func ctorType(frames []uint64, mods []heaptype.Module, mem leak.Memory, syms *sy
 		if !ok {
 			return heaptype.SiteType{}, false
 		}
-		st := heaptype.SiteType{Mod: -1, Type: symbolize.NoType, Name: class, Ev: heaptype.Ctor}
+		st := heaptype.SiteType{Mod: -1, Type: dwarftypes.None, Name: class, Ev: heaptype.Ctor}
 		return st, true
 	}
 	return heaptype.SiteType{}, false
@@ -258,7 +260,7 @@ func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]i
 			hm.Hi = max(hm.Hi, m.Bias+s.Vaddr+s.Memsz)
 		}
 		if m.Path != "" && m.Path[0] == '/' { // not the vdso
-			if mt, err := c.opts.Types.Symbols.Types(m.Path, m.BuildID); err == nil {
+			if mt, err := c.opts.Types.DWARF.Types(m.Path, m.BuildID); err == nil {
 				hm.Types = mt
 			}
 		}
@@ -300,7 +302,7 @@ const prefetchWait = 2 * time.Second
 // pause holds the scan and the typing of the blocks only, not a reading
 // of DWARF that the warm-up had not done yet.
 func (c *collector) prefetchTypes(im *image) {
-	if c.opts.Types == nil || c.opts.Types.Symbols == nil {
+	if c.opts.Types == nil || c.opts.Types.DWARF == nil {
 		return
 	}
 	type mod struct {
@@ -325,7 +327,7 @@ func (c *collector) prefetchTypes(im *image) {
 	select {
 	case ms := <-got:
 		for _, m := range ms {
-			c.opts.Types.Symbols.Types(m.path, m.id)
+			c.opts.Types.DWARF.Types(m.path, m.id)
 		}
 	case <-t.C:
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
 
 	"github.com/leakpath/leakpath/internal/analysis/refgraph"
-	"github.com/leakpath/leakpath/internal/symbols/symbolize"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 )
 
 // Evidence is what typed a block.
@@ -63,7 +63,7 @@ type Module struct {
 	BuildID []byte // as the process loaded it
 	Bias    uint64 // runtime address = Bias + ELF virtual address
 	Lo, Hi  uint64 // runtime range of its segments
-	Types   *symbolize.ModuleTypes
+	Types   *dwarftypes.Module
 }
 
 // TypeInfo is a type of the result.
@@ -79,7 +79,7 @@ type TypeInfo struct {
 // layout, with evidence Ev (AllocSite or Ctor).
 type SiteType struct {
 	Mod  int
-	Type symbolize.TypeID
+	Type dwarftypes.ID
 	Name string
 	Ev   Evidence
 }
@@ -103,7 +103,7 @@ type Result struct {
 // layout is a block's DWARF type: module and type, or mod -1.
 type layout struct {
 	mod int32
-	tid symbolize.TypeID
+	tid dwarftypes.ID
 }
 
 type analyzer struct {
@@ -134,7 +134,7 @@ func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i 
 	// code), then the fields.
 	if site != nil {
 		for i := range n {
-			if st, ok := site(int32(i), AllocSite); ok && st.Mod >= 0 && st.Type != symbolize.NoType {
+			if st, ok := site(int32(i), AllocSite); ok && st.Mod >= 0 && st.Type != dwarftypes.None {
 				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", AllocSite)
 			}
 		}
@@ -148,7 +148,7 @@ func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i 
 			st, ok := site(int32(i), Ctor)
 			switch {
 			case !ok:
-			case st.Mod >= 0 && st.Type != symbolize.NoType:
+			case st.Mod >= 0 && st.Type != dwarftypes.None:
 				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", Ctor)
 			default:
 				a.set(int32(i), a.classLayout(st.Name, 0), st.Name, Ctor)
@@ -162,7 +162,7 @@ func Analyze(g *refgraph.Graph, mods []Module, mem refgraph.Memory, site func(i 
 			if a.Type[i] >= 0 {
 				continue
 			}
-			if st, ok := site(int32(i), SiteFrames); ok && st.Mod >= 0 && st.Type != symbolize.NoType {
+			if st, ok := site(int32(i), SiteFrames); ok && st.Mod >= 0 && st.Type != dwarftypes.None {
 				a.set(int32(i), layout{int32(st.Mod), st.Type}, "", AllocSite)
 			}
 		}
@@ -200,12 +200,12 @@ func (a *analyzer) set(i int32, l layout, name string, ev Evidence) {
 	info := TypeInfo{Name: name}
 	if l.mod >= 0 {
 		t := a.mods[l.mod].Types.Type(l.tid)
-		if ev == Field && symbolize.IsNodeBase(t.Name) {
+		if ev == Field && dwarftypes.IsNodeBase(t.Name) {
 			// A container's node, of a type the pointer does not say
 			// (the container's layout would have): unknown, not its base.
 			return
 		}
-		if ev == Field && t.Size != a.g.Blocks[i].Size && symbolize.IsNode(t.Name) {
+		if ev == Field && t.Size != a.g.Blocks[i].Size && dwarftypes.IsNode(t.Name) {
 			// A node's links also point at the container's own head
 			// node (a list's is the list's first word): a block of
 			// another size is not a node.
@@ -435,7 +435,7 @@ func (a *analyzer) global(w uint64) (int, int) {
 	mt := a.mods[m].Types
 	e := w - a.mods[m].Bias
 	k := sort.Search(len(mt.Globals), func(k int) bool { return mt.Globals[k].Addr > e }) - 1
-	if k < 0 || mt.Globals[k].Type == symbolize.NoType {
+	if k < 0 || mt.Globals[k].Type == dwarftypes.None {
 		return -1, -1
 	}
 	gl := mt.Globals[k]
@@ -447,14 +447,14 @@ func (a *analyzer) global(w uint64) (int, int) {
 
 // field returns the pointer field of type l at offset off of a block of
 // size n holding an array of it, and the element's index.
-func (a *analyzer) field(l layout, off, n uint64) (symbolize.Field, uint64, bool) {
+func (a *analyzer) field(l layout, off, n uint64) (dwarftypes.Field, uint64, bool) {
 	mt := a.mods[l.mod].Types
 	size := mt.Type(l.tid).Size
 	if size == 0 {
 		size = 8 // a pointer, or unknown: one word
 	}
 	if n != 0 && off >= n/size*size {
-		return symbolize.Field{}, 0, false
+		return dwarftypes.Field{}, 0, false
 	}
 	k, o := off/size, off%size
 	fs := mt.Fields(l.tid)
@@ -462,7 +462,7 @@ func (a *analyzer) field(l layout, off, n uint64) (symbolize.Field, uint64, bool
 	if j < len(fs) && fs[j].Off == o {
 		return fs[j], k, true
 	}
-	return symbolize.Field{}, k, false
+	return dwarftypes.Field{}, k, false
 }
 
 // globals types the blocks global variables point at, and returns the
@@ -490,7 +490,7 @@ func (a *analyzer) globals() [][]int32 {
 			continue // DWARF says the word is not a pointer
 		}
 		typed = append(typed, int32(k))
-		if f.Target != symbolize.NoType && !re.Interior {
+		if f.Target != dwarftypes.None && !re.Interior {
 			a.set(re.To, layout{int32(m), f.Target}, "", Field)
 		}
 	}
@@ -506,7 +506,7 @@ func (a *analyzer) propagate(i int32) {
 			continue
 		}
 		f, _, ok := a.field(l, uint64(offs[k]), a.g.Blocks[i].Size)
-		if ok && f.Target != symbolize.NoType {
+		if ok && f.Target != dwarftypes.None {
 			a.set(t, layout{l.mod, f.Target}, "", Field)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/analysis/refgraph"
-	"github.com/leakpath/leakpath/internal/symbols/symbolize"
+	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
 
@@ -106,7 +106,7 @@ func (m words) ReadRanges(rs []ptrace.Range) (int, error) {
 // it is held, and the word of the id field is not an edge even when it
 // looks like a pointer.
 func TestAllocSiteType(t *testing.T) {
-	mt, err := symbolize.TypesFromDWARF(handMadeDWARF(t))
+	mt, err := dwarftypes.FromDWARF(handMadeDWARF(t))
 	if err != nil {
 		t.Fatal(err)
 	}

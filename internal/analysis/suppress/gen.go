@@ -95,7 +95,10 @@ func describe(l GenLeak) string {
 
 func frameName(f Frame) string {
 	s := f.Function
-	if s == "" {
+	switch {
+	case s == "" && f.Module == "":
+		s = "?? in " + UnknownModule // path.Base would say "."
+	case s == "":
 		s = "?? in " + path.Base(f.Module)
 	}
 	if f.File != "" && f.Line > 0 {

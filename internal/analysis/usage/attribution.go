@@ -25,7 +25,7 @@ const (
 // attribute returns the units of site (see the package documentation).
 func (e *Engine) attribute(im *image, site heap.StackID) []int32 {
 	if e.opts.By == BySite {
-		// Named at the end (Report): nothing to resolve meanwhile.
+		// Named at the end (by the tables): nothing to resolve meanwhile.
 		return []int32{im.add(&unit{key: fmt.Sprint(site), site: site, name: noStack})}
 	}
 	var frames []frame.Frame

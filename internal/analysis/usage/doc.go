@@ -1,15 +1,15 @@
 // Package usage accounts heap use per unit of a program: per library,
 // function, thread or allocation site, over the whole run and per time
-// interval (leakpath report --by, leakpath run --by), and writes it as a
-// table or as leakpath.usage/v1 JSON (docs/json.md).
+// interval (leakpath report --by, leakpath run --by). It counts;
+// internal/render/usagetable writes the counts as tables or as
+// leakpath.usage/v1 JSON (docs/json.md).
 //
 // An Engine is a heap.Observer: set it as the model's Session.Observer and
 // it follows every allocation, free and folded pair as the model applies
 // them, live or from a trace. It attributes each allocation site (stack
 // id) to its units once, on the site's first event, and caches that; the
 // work per event is then proportional to the number of units of its site.
-// After the last event, Engine.Report builds the tables and
-// Report.Generate writes them.
+// After the last event, Engine.Units has what each unit of an image did.
 //
 // # Units
 //
@@ -26,7 +26,8 @@
 //   - thread: the thread that allocated the block (its tid; its name and
 //     its creation and exit times come from the model's threads).
 //   - site: the allocation stack; the row is named by its first frame, the
-//     JSON row has the whole stack (both resolved by Report, at the end).
+//     JSON row has the whole stack (both resolved by the tables, at the
+//     end).
 //
 // A stack without frames (not recorded) is the unit "(no stack)".
 //

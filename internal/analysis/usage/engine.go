@@ -109,7 +109,8 @@ type Options struct {
 }
 
 // Engine accounts heap use per unit. It is a heap.Observer: set it as
-// the model's Session.Observer before the first event, then call Report.
+// the model's Session.Observer before the first event, then read its
+// Units.
 // It is not safe for concurrent use (the model calls it from the one
 // goroutine that applies events).
 type Engine struct {
@@ -179,11 +180,10 @@ type image struct {
 type unit struct {
 	key    string
 	name   string
-	kind   string        // library units: executable, runtime, library, unknown
-	module string        // function units: the module's path
-	tid    int32         // thread units
-	frames []frame.Frame // site units: the stack
-	site   heap.StackID  // site units
+	kind   string       // library units: executable, runtime, library, unknown
+	module string       // function units: the module's path
+	tid    int32        // thread units
+	site   heap.StackID // site units
 
 	cur, curBlocks             int64 // net size now
 	inherited, inheritedBlocks int64 // what a fork child started with
@@ -420,8 +420,8 @@ func (e *Engine) Pending(p *heap.Process, bytes, t uint64) {}
 func (e *Engine) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
 	im := e.image(p)
 	e.folded++
-	n, bytes := ev.Addr, ev.Size
-	ffn := event.Fn(ev.Aux >> 32)
+	n, bytes := ev.AggPairs(), ev.Size
+	_, ffn := ev.AggFree()
 	b := heap.Block{Site: site, Thread: ev.Thread, Time: ev.Time}
 	for _, i := range e.blockUnits(im, &b) {
 		u := im.units[i]

@@ -9,23 +9,26 @@ import "fmt"
 // Kind says what an Event records.
 type Kind uint8
 
-// The kinds of events. Fields not named for a kind are zero.
+// The kinds of events. Fields not named for a kind are zero. Where a
+// kind gives a field its own meaning, an accessor of kinds.go names it
+// (AllocTime, AggFree, ForkID, ...).
 const (
 	// Alloc: an allocating call returned Addr (0: it failed) for Size
 	// bytes, called from Stack. Addr2, when not 0, is the time of the
 	// allocation, which then came later than Time says (the agent kept
-	// it pending; Time orders the event among the others).
+	// it pending; Time orders the event among the others): AllocTime.
 	Alloc Kind = iota + 1
 	// Free: Addr is about to be released (recorded before the real free).
 	// Stack is the free's stack when free stacks are recorded, else 0.
 	// Aux is 1 when the block was its thread's latest allocation (a
-	// temporary one), else 0.
+	// temporary one), else 0: Temporary.
 	Free
 	// ReallocBegin: realloc of Addr is about to run, called from Stack
 	// (0: unknown); from here on the address may be handed out again.
 	ReallocBegin
-	// Realloc: realloc(Addr, Size) returned Addr2. Addr2 == 0 means it
-	// failed (Size > 0: Addr is still live) or freed Addr (Size == 0).
+	// Realloc: realloc(Addr, Size) returned Addr2 (NewAddr). Addr2 == 0
+	// means it failed (Size > 0: Addr is still live) or freed Addr (Size
+	// == 0).
 	Realloc
 	// StackDef defines stack id Stack as Frames (return addresses,
 	// innermost first).
@@ -34,21 +37,23 @@ const (
 	ModuleLoad
 	// ModuleUnload: module Module.ID went away (only ID is set).
 	ModuleUnload
-	// ThreadStart: thread Thread began recording; Addr is its pthread_t.
+	// ThreadStart: thread Thread began recording; Addr is its pthread_t
+	// (Pthread).
 	ThreadStart
 	// ThreadExit: thread Thread is exiting (it may still free a little).
 	ThreadExit
 	// ThreadName: the thread Thread (when 0: the one whose pthread_t, as
 	// ThreadStart's Addr gave it, is Addr) is now called Text.
 	ThreadName
-	// Fork: the process is about to fork; Aux is the fork id.
+	// Fork: the process is about to fork; Aux is the fork id (ForkID).
 	Fork
-	// ForkDone: fork Aux returned Addr (the child's pid, or -errno).
+	// ForkDone: fork Aux returned Addr (the child's pid, or -errno):
+	// ForkID, ForkResult.
 	ForkDone
 	// Exec: the process image is about to exec Text.
 	Exec
 	// Exit: the process called exit (Size 1) or _exit (Size 2) with
-	// status Aux.
+	// status Aux: ExitCall, ExitStatus.
 	Exit
 	// ProcessStart: the collector registered a process image (Process).
 	ProcessStart
@@ -59,7 +64,8 @@ const (
 	// Agg: Addr pairs of an allocation at Stack by Fn and a free by the
 	// same thread at stack uint32(Aux) by Fn(Aux>>32), folded by the agent
 	// instead of recorded one by one: Size bytes, Addr2 of them
-	// temporary (freed with no other allocation in between).
+	// temporary (freed with no other allocation in between). AggPairs,
+	// AggFree and AggTemporary read them; SetAgg packs them.
 	Agg
 	// Scan: the collector stopped the process and classified its live
 	// blocks by reachability (Scan).
@@ -70,7 +76,8 @@ const (
 	RootCause
 	// ScopeBegin: thread Thread entered the scope named Text (a
 	// LEAKPATH_SCOPE or leakpath_scope_begin of agent/include/leakpath.h)
-	// at depth Aux (1: none other open on the thread; 0: unknown).
+	// at depth Aux (1: none other open on the thread; 0: unknown):
+	// ScopeDepth.
 	ScopeBegin
 	// ScopeEnd: thread Thread left its innermost scope, at depth Aux
 	// (0: unknown).
@@ -78,7 +85,8 @@ const (
 	// StaleEpoch: the collector read which pages of the agent's slot pool
 	// were touched since the previous epoch (Stale), and cleared the
 	// accessed bits again. Aux 1: a reading between epochs (before a scan
-	// touches the memory), which takes the accesses and ages nothing.
+	// touches the memory), which takes the accesses and ages nothing
+	// (BetweenEpochs).
 	StaleEpoch
 	// Pending: the agent's threads held Size bytes of allocations pending
 	// at Time (allocated, not recorded yet: see Agg), as thread Thread
@@ -88,7 +96,8 @@ const (
 	Pending
 	// Refree: the thread's next Free or Realloc is of Addr, where the
 	// agent folded a block (Size: 0, not kept) allocated at Stack by Fn and
-	// freed by Fn(Aux) returning to Addr2 (the pair left no records).
+	// freed by Fn(Aux) returning to Addr2 (the pair left no records:
+	// RefreeOf).
 	// Unless a block is live at Addr by then, that release frees the
 	// folded block a second time.
 	Refree
@@ -98,7 +107,7 @@ const (
 	Ignore
 	// RootRegion: the program registered (Aux 1) or unregistered (Aux 0)
 	// [Addr, Addr+Size) as a root region of leak scans
-	// (__lsan_register_root_region).
+	// (__lsan_register_root_region): Registered.
 	RootRegion
 	// LeakCheckOff: the program's __lsan_is_turned_off returned nonzero
 	// at its exit: no leak check for its image.
@@ -110,8 +119,9 @@ const (
 	// PoolDestroy: the pool Addr ended at Stack, and with it the objects
 	// it still had.
 	PoolDestroy
-	// PoolAlloc: the program handed out Size bytes at Addr from pool Aux,
-	// at Stack (Fn PoolAllocFn): a block of its own.
+	// PoolAlloc: the program handed out Size bytes at Addr from pool Aux
+	// (Pool, as for every pool event), at Stack (Fn PoolAllocFn): a block
+	// of its own.
 	PoolAlloc
 	// PoolFree: the object at Addr of pool Aux is gone; Stack is the
 	// call's when free stacks are recorded, else 0 (Fn PoolFreeFn).
@@ -122,7 +132,8 @@ const (
 	// entry (Aux 1) or could not (Aux 2: its first instructions could
 	// not be moved; 3: the process had threads; 4: the code could not be
 	// written), or (Aux 5) that the malloc its hooks call is another
-	// library's than the C library's (traced as the C library's).
+	// library's than the C library's (traced as the C library's):
+	// FamilyOutcome.
 	AllocFamilyFn
 )
 

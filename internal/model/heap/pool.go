@@ -90,17 +90,17 @@ func (p *Process) poolOf(handle uint64, create bool) *pool {
 	return pl
 }
 
-// poolCreate starts pool handle; a pool already there keeps its objects
-// (valgrind too refuses a second CREATE_MEMPOOL of a pool).
+// poolCreate starts the event's pool; a pool already there keeps its
+// objects (valgrind too refuses a second CREATE_MEMPOOL of a pool).
 func (p *Process) poolCreate(ev *event.Event) {
-	if p.pools != nil && p.pools.byHandle[ev.Addr] != nil {
+	if p.pools != nil && p.pools.byHandle[ev.Pool()] != nil {
 		p.Anomalies++
 		return
 	}
-	p.poolOf(ev.Addr, true)
+	p.poolOf(ev.Pool(), true)
 }
 
-// poolAlloc adds an object of pool Aux. A pool never created is created
+// poolAlloc adds an object of the event's pool. A pool never created is created
 // here: its creation may predate the recording (an attach).
 func (p *Process) poolAlloc(ev *event.Event) {
 	p.Totals.Calls[event.PoolAllocFn]++
@@ -108,7 +108,7 @@ func (p *Process) poolAlloc(ev *event.Event) {
 		p.Anomalies++
 		return
 	}
-	pl := p.poolOf(ev.Aux, true)
+	pl := p.poolOf(ev.Pool(), true)
 	if pl == nil {
 		return
 	}
@@ -145,7 +145,7 @@ func (p *Process) poolReleased(b Block) {
 	s.FreeBytes += b.Size
 }
 
-// poolFree releases an object of pool Aux; one the pool does not have is
+// poolFree releases an object of the event's pool; one the pool does not have is
 // an invalid free of the pool's.
 func (p *Process) poolFree(ev *event.Event) {
 	p.Totals.Calls[event.PoolFreeFn]++
@@ -153,7 +153,7 @@ func (p *Process) poolFree(ev *event.Event) {
 	if stack != 0 {
 		p.FreeStacksSeen = true
 	}
-	pl := p.poolOf(ev.Aux, false)
+	pl := p.poolOf(ev.Pool(), false)
 	var key uint64
 	if pl != nil && ev.Addr <= addrMask {
 		key = ev.Addr | pl.num<<poolShift
@@ -174,10 +174,10 @@ func (p *Process) poolFree(ev *event.Event) {
 	}
 }
 
-// poolDestroy ends pool Addr: the objects it still has go with it, each
+// poolDestroy ends the event's pool: the objects it still has go with it, each
 // reported (PoolDestroyedLive, by allocation site).
 func (p *Process) poolDestroy(ev *event.Event) {
-	pl := p.poolOf(ev.Addr, false)
+	pl := p.poolOf(ev.Pool(), false)
 	if pl == nil {
 		p.Anomalies++
 		return

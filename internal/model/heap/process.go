@@ -494,8 +494,9 @@ func (p *Process) apply(ev *event.Event) {
 	switch ev.Kind {
 	case event.Alloc:
 		p.Totals.Calls[ev.Fn]++
+		at, late := ev.AllocTime()
 		var in *scopeFrame
-		if p.scopes != nil && ev.Addr2 == 0 {
+		if p.scopes != nil && !late {
 			// (A block kept pending was allocated outside any scope.)
 			in = p.scopes.call(ev.Thread, ev.Fn)
 		}
@@ -504,9 +505,8 @@ func (p *Process) apply(ev *event.Event) {
 			p.calledAt(ev)
 			return
 		}
-		b := Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: ev.Fn}
-		if ev.Addr2 != 0 {
-			b.Time = ev.Addr2 // kept pending by the agent: it happened earlier
+		b := Block{Size: ev.Size, Time: at, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: ev.Fn}
+		if late { // kept pending by the agent: it happened earlier
 			if ev.Time > b.Time {
 				b.Late = uint32(min(ev.Time-b.Time, math.MaxUint32))
 			}
@@ -527,7 +527,7 @@ func (p *Process) apply(ev *event.Event) {
 	case event.Ignore:
 		p.ignore(ev.Addr)
 	case event.RootRegion:
-		p.rootRegion(ev.Addr, ev.Size, ev.Aux == 1)
+		p.rootRegion(ev.Addr, ev.Size, ev.Registered())
 	case event.LeakCheckOff:
 		p.LeakCheckOff = true
 	case event.PoolCreate:
@@ -540,7 +540,7 @@ func (p *Process) apply(ev *event.Event) {
 		p.poolFree(ev)
 	case event.AllocFamilyFn:
 		if len(p.Families) < maxFamilyFns {
-			p.Families = append(p.Families, FamilyFn{Name: ev.Text(), Addr: ev.Addr, Fn: ev.Fn, Outcome: uint8(min(ev.Aux, 255))})
+			p.Families = append(p.Families, FamilyFn{Name: ev.Text(), Addr: ev.Addr, Fn: ev.Fn, Outcome: uint8(min(ev.FamilyOutcome(), 255))})
 		}
 	case event.Scan:
 		p.scanned(ev.ScanInfo())
@@ -595,13 +595,13 @@ func (p *Process) apply(ev *event.Event) {
 		if t.Start == 0 {
 			t.Start = ev.Time
 		}
-		t.Self = ev.Addr
+		t.Self = ev.Pthread()
 	case event.ThreadExit:
 		p.thread(ev.Thread).Exit = ev.Time
 	case event.ThreadName:
 		if ev.Thread == 0 {
 			for _, t := range p.Threads {
-				if t.Self == ev.Addr && ev.Addr != 0 && t.Exit == 0 {
+				if self := ev.Pthread(); t.Self == self && self != 0 && t.Exit == 0 {
 					t.Name = ev.Text()
 				}
 			}
@@ -609,7 +609,7 @@ func (p *Process) apply(ev *event.Event) {
 		}
 		p.thread(ev.Thread).Name = ev.Text()
 	case event.Exit:
-		st := int32(ev.Aux)
+		st := ev.ExitStatus()
 		p.ExitStatus = &st
 	case event.Clock:
 		if ev.ClockInfo() != nil {
@@ -728,8 +728,8 @@ func (p *Process) pendingHigh(ev *event.Event) {
 // agg accounts pairs the agent folded: allocated and freed by one thread
 // soon after, counted, never live here.
 func (p *Process) agg(ev *event.Event) {
-	n, bytes, temp := ev.Addr, ev.Size, ev.Addr2
-	ffn := event.Fn(ev.Aux >> 32)
+	n, bytes, temp := ev.AggPairs(), ev.Size, ev.AggTemporary()
+	fstack, ffn := ev.AggFree()
 	if ffn >= event.NumFn {
 		p.Anomalies++
 		return
@@ -756,7 +756,7 @@ func (p *Process) agg(ev *event.Event) {
 	if ev.Time > s.Last {
 		s.Last = ev.Time
 	}
-	if fs := p.stackOf(uint32(ev.Aux)); fs != 0 {
+	if fs := p.stackOf(fstack); fs != 0 {
 		p.FreeStacksSeen = true
 		s.addFreeStacks(fs, n)
 	}
@@ -774,11 +774,12 @@ func (p *Process) refree(ev *event.Event) {
 	if _, live := p.blocks.get(ev.Addr); live {
 		return
 	}
+	ffn, ret := ev.RefreeOf()
 	var stack StackID
-	if ev.Addr2 != 0 {
-		stack = p.Stacks.intern([]uint64{ev.Addr2}, p.ModuleOf)
+	if ret != 0 {
+		stack = p.Stacks.intern([]uint64{ret}, p.ModuleOf)
 	}
-	p.frees.add(freeEntry{addr: ev.Addr, site: p.stackOf(ev.Stack), stack: stack, fn: event.Fn(ev.Aux), afn: ev.Fn, site1: true})
+	p.frees.add(freeEntry{addr: ev.Addr, site: p.stackOf(ev.Stack), stack: stack, fn: ffn, afn: ev.Fn, site1: true})
 }
 
 // released accounts a block taken out of the live set (free or realloc).
@@ -838,7 +839,7 @@ func (p *Process) free(ev *event.Event) {
 	p.released(b)
 	p.unignore(ev.Addr)
 	p.freedBlock(ev.Addr, b, stack, ev.Fn, ev.Thread)
-	if ev.Kind == event.Free && ev.Aux&1 != 0 {
+	if ev.Kind == event.Free && ev.Temporary() {
 		// The agent saw no allocation on the thread in between.
 		p.Totals.Temporary++
 		p.site(b.Site).Temporary++
@@ -906,8 +907,8 @@ func (p *Process) realloc(ev *event.Event) {
 		}
 		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored}
 	}
-	stack := p.stackOf(ev.Stack)
-	if ev.Addr2 == 0 {
+	stack, to := p.stackOf(ev.Stack), ev.NewAddr()
+	if to == 0 {
 		if ev.Size == 0 && ev.Addr != 0 {
 			// realloc(p, 0) freed p.
 			if pr.known {
@@ -945,9 +946,9 @@ func (p *Process) realloc(ev *event.Event) {
 	}
 	b := Block{Size: ev.Size, Time: ev.Time, Site: stack, Thread: ev.Thread, Fn: ev.Fn}
 	if in != nil {
-		p.scopes.allocated(in, ev.Addr2, b)
+		p.scopes.allocated(in, to, b)
 	}
-	p.alloc(ev.Addr2, b)
+	p.alloc(to, b)
 }
 
 // restore puts back a block that a failed realloc did not release.

@@ -17,10 +17,10 @@ import (
 // stack at that moment: an inner scope's numbers count in its parents, as
 // the blog post's guards merge into their parent when they close, and a name
 // open twice on a stack (recursion) counts once. Scopes of different
-// threads are independent. A block the agent kept pending (Alloc with
-// Addr2) or folded (Agg) was allocated with no scope open on its thread:
-// the agent folds nothing while a scope is open, and writes out what is
-// pending when the first one begins.
+// threads are independent. A block the agent kept pending (a late Alloc:
+// see AllocTime) or folded (Agg) was allocated with no scope open on its
+// thread: the agent folds nothing while a scope is open, and writes out
+// what is pending when the first one begins.
 //
 // When an instance closes, the blocks allocated inside it (its inner
 // scopes included) that are still live are what it held: counted per
@@ -252,7 +252,7 @@ func (s *scopeState) scope(name string) *Scope {
 func (p *Process) scopeBegin(ev *event.Event) {
 	s := p.scopeState()
 	ts := s.thread(ev.Thread)
-	if d := ev.Aux; d > 0 {
+	if d := ev.ScopeDepth(); d > 0 {
 		for uint64(len(ts.frames)) >= d {
 			p.ScopeAnomalies++
 			s.close(ts, ev.Time, true)
@@ -298,7 +298,7 @@ func (p *Process) scopeEnd(ev *event.Event) {
 		return
 	}
 	ts := s.thread(ev.Thread)
-	d := ev.Aux
+	d := ev.ScopeDepth()
 	if len(ts.frames) == 0 || (d > 0 && uint64(len(ts.frames)) < d) {
 		p.ScopeAnomalies++
 		return

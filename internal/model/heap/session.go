@@ -116,7 +116,7 @@ func (s *Session) prefetch(ev *event.Event, entry bool) {
 	case event.Free, event.ReallocBegin:
 		addr, taking = ev.Addr, true
 	case event.Realloc:
-		addr = ev.Addr2
+		addr = ev.NewAddr()
 	default:
 		return
 	}

@@ -43,7 +43,7 @@ func (p *Process) staleEpoch(ev *event.Event) {
 		s = &StaleState{Slots: map[uint64]*SlotAge{}}
 		p.Stale = s
 	}
-	between := ev.Aux == 1 // accesses only: no epoch passed
+	between := ev.BetweenEpochs() // accesses only: no epoch passed
 	if !between {
 		s.Epochs++
 		s.LastEpoch = ev.Time

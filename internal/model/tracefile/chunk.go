@@ -543,20 +543,21 @@ func (e *encoder) add(ev *event.Event) error {
 	if plain {
 		switch ev.Kind {
 		case event.Alloc:
-			if ev.Addr2 == 0 {
+			at, late := ev.AllocTime()
+			if !late {
 				e.addAlloc(ev)
 				return nil
 			}
-			if ev.Addr2 <= ev.Time && ev.Addr2>>e.shift != 0 {
+			if at <= ev.Time && at>>e.shift != 0 {
 				// A late allocation: its own time is close before Time,
 				// and as coarse (version 6: before, it was exact).
 				e.addAlloc(ev)
 				ops := e.s[sOps]
 				ops[len(ops)-1] = ops[len(ops)-1]&^codeMask | opLateAlloc
-				late := ev.Time>>e.shift - ev.Addr2>>e.shift
-				e.s[sTime] = uv(e.s[sTime], late)
+				before := ev.Time>>e.shift - at>>e.shift
+				e.s[sTime] = uv(e.s[sTime], before)
 				if e.dual {
-					e.alt = uv(e.alt, late)
+					e.alt = uv(e.alt, before)
 				}
 				return nil
 			}
@@ -678,7 +679,7 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		op |= f0
 		e.putStack(ev.Stack)
 	}
-	addr, addr2 := ev.Addr, ev.Addr2
+	addr, addr2 := ev.Addr, ev.NewAddr()
 	dist, a := e.findAlloc(addr)
 	var oldCls uint16
 	if addr == 0 || dist != 0 {
@@ -749,7 +750,7 @@ func (e *encoder) addScope(ev *event.Event) {
 		// their exact times (version 6).
 		b = uv(b, ev.Time&(1<<e.shift-1))
 	}
-	b = uv(b, ev.Aux)
+	b = uv(b, ev.ScopeDepth())
 	if ev.Kind == event.ScopeEnd {
 		op |= f0
 	} else if k, ok := e.nameIdx[ev.Text()]; ok {
@@ -767,7 +768,8 @@ func (e *encoder) addScope(ev *event.Event) {
 	e.s[sOps] = append(e.s[sOps], op)
 }
 
-// compactAgg reports whether addAgg can code ev.
+// compactAgg reports whether addAgg can code ev: its free's function
+// (AggFree) is one byte as packed, not only once truncated.
 func compactAgg(ev *event.Event) bool {
 	ffn := ev.Aux >> 32
 	return ev.Kind == event.Agg && ev.X == nil && ev.Fn != 0 && ffn != 0 && ffn < 256
@@ -783,22 +785,22 @@ func (e *encoder) addAgg(ev *event.Event) {
 	op := byte(opAgg)
 	e.putTime(ev.Time)
 	e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
-	ffn := event.Fn(ev.Aux >> 32)
+	fstack, ffn := ev.AggFree()
 	if ffn == freeFnFor(ev.Fn) {
 		op |= f1
 	} else {
 		e.s[sFn] = append(e.s[sFn], byte(ffn))
 	}
 	e.putStack(ev.Stack)
-	if fstack := uint32(ev.Aux); fstack != 0 {
+	if fstack != 0 {
 		op |= f0
 		e.putStack(fstack)
 	}
-	e.s[sMisc] = uv(e.s[sMisc], ev.Addr)
+	e.s[sMisc] = uv(e.s[sMisc], ev.AggPairs())
 	e.putSize(ev.Size)
-	if ev.Addr2 != 0 {
+	if temp := ev.AggTemporary(); temp != 0 {
 		op |= f2
-		e.s[sMisc] = uv(e.s[sMisc], ev.Addr2)
+		e.s[sMisc] = uv(e.s[sMisc], temp)
 	}
 	e.s[sOps] = append(e.s[sOps], op)
 }

@@ -305,7 +305,7 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 				late <<= d.shift // coarse like Time (see chunk.go)
 			}
 			if late < ev.Time {
-				ev.Addr2 = ev.Time - late
+				ev.SetLate(ev.Time - late)
 			} else {
 				d.failf("late allocation %d ticks before time %d", late, ev.Time)
 			}
@@ -618,14 +618,15 @@ func (d *decoder) decAgg(ev *event.Event, op byte) {
 			return
 		}
 	}
-	ev.Aux = uint64(fstack) | uint64(ffn)<<32
-	ev.Addr = d.uv(sMisc)
-	ev.Size = d.size()
+	pairs := d.uv(sMisc)
+	bytes := d.size()
+	var temp uint64
 	if op&f2 != 0 {
-		if ev.Addr2 = d.uv(sMisc); ev.Addr2 == 0 {
+		if temp = d.uv(sMisc); temp == 0 {
 			d.failf("explicit 0 temporaries")
 		}
 	}
+	ev.SetAgg(pairs, bytes, temp, fstack, ffn)
 }
 
 // decScope decodes what encoder.addScope coded.
@@ -647,12 +648,12 @@ func (d *decoder) decScope(ev *event.Event, op byte) {
 		}
 		ev.Time |= low
 	}
-	ev.Aux = d.uv(sMisc)
+	depth := d.uv(sMisc)
 	if op&f0 != 0 {
-		ev.Kind = event.ScopeEnd
+		ev.SetScope(event.ScopeEnd, depth)
 		return
 	}
-	ev.Kind = event.ScopeBegin
+	ev.SetScope(event.ScopeBegin, depth)
 	var name string
 	if op&f1 != 0 {
 		k := d.uv(sMisc)

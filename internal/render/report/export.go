@@ -2,7 +2,7 @@ package report
 
 import "github.com/leakpath/leakpath/internal/model/heap"
 
-// What other reports over the same model (internal/analysis/usage) share with this
+// What other reports over the same model (internal/render/usagetable) share with this
 // one, so that they read alike: number formats, frames, names, times.
 
 // Bytes formats a byte count as the report does: exact below 10 kB, else

@@ -72,6 +72,8 @@ func (r *Report) siteText(p *heap.Process, site heap.StackID) string {
 		return fmt.Sprintf("from %s (no debug info)", lib)
 	case f.Function != "":
 		return "from " + f.Function
+	case f.Module == "":
+		return fmt.Sprintf("from %#x", f.Address) // code in no module (JIT)
 	}
 	return fmt.Sprintf("from %s+%#x", filepath.Base(f.Module), f.Offset)
 }

@@ -294,8 +294,8 @@ func (ix *Index) Freed(p *heap.Process, b heap.Block, fn event.Fn, t uint64) {
 // Folded implements heap.Observer: pairs allocated and freed soon after,
 // never live.
 func (ix *Index) Folded(p *heap.Process, site heap.StackID, ev *event.Event) {
-	ix.settle(ev.Addr2)
-	n, bytes, temp := ev.Addr, ev.Size, ev.Addr2
+	n, bytes, temp := ev.AggPairs(), ev.Size, ev.AggTemporary()
+	ix.settle(temp)
 	bk := &ix.Buckets[ix.bucket(ev.Time)]
 	bk.AllocBytes += bytes
 	bk.Allocs += n

@@ -1,6 +1,7 @@
 // Package frame is one shown frame of a symbolized stack: what the leak
-// report (internal/render/report) and the usage tables (internal/analysis/usage) share,
-// below both so that neither needs the other for it.
+// report (internal/render/report) resolves and the usage engine
+// (internal/analysis/usage) attributes, below both so that the analysis
+// needs no renderer for it.
 package frame
 
 import (

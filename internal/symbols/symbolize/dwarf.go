@@ -13,7 +13,7 @@ import (
 // units. Units are parsed on demand into cuData.
 type dwarfInfo struct {
 	d     *dwarf.Data
-	addr  []byte // .debug_addr, for DW_OP_addrx (types.go)
+	addr  []byte // .debug_addr, for DW_OP_addrx (Debug)
 	cus   []cuInfo
 	index spanIndex // idx is an index into cus
 }

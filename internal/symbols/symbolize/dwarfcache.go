@@ -11,11 +11,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/symbols/symcache"
 )
 
 // The DWARF cache keeps the inflated DWARF sections of debug files whose
@@ -40,13 +41,7 @@ const (
 	dwarfCacheMagic   = "LPDWARF\x00"
 	dwarfCacheVersion = 1
 	dwarfAbsent       = ^uint64(0)
-	// dwarfCacheMaxBytes bounds the cache directory: past it, the least
-	// recently used files go. Sections of more than half of it are not
-	// kept (they would push out the rest).
-	dwarfCacheMaxBytes = 1 << 30
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // dwarfKey is what a cache file must match: the debug file's identity and
 // the sizes of its sections once inflated (dwarfAbsent for a missing one).
@@ -165,7 +160,7 @@ func parseDWARFCache(b []byte, k dwarfKey) ([][]byte, error) {
 		return nil, fmt.Errorf("%d bytes of data, not %d", uint64(len(b))-off, total)
 	}
 	data := b[off:]
-	if crc32.Checksum(data, castagnoli) != sum {
+	if crc32.Checksum(data, symcache.Castagnoli) != sum {
 		return nil, errors.New("checksum mismatch")
 	}
 	out := make([][]byte, len(k.lens))
@@ -223,14 +218,14 @@ func readDWARFCache(dir string, k dwarfKey) [][]byte {
 }
 
 // writeDWARFCache writes secs as the cache file of k in dir, atomically,
-// then trims the directory to dwarfCacheMaxBytes. The cache only saves
+// then trims the directory to symcache.MaxBytes. The cache only saves
 // time: failures are ignored.
 func writeDWARFCache(dir string, k dwarfKey, secs [][]byte) {
-	h := crc32.New(castagnoli)
+	h := crc32.New(symcache.Castagnoli)
 	for _, s := range secs {
 		h.Write(s)
 	}
-	err := writeCacheFile(dwarfCachePath(dir, k.id), func(w io.Writer) error {
+	err := symcache.Write(dwarfCachePath(dir, k.id), func(w io.Writer) error {
 		if _, err := w.Write(appendDWARFCacheHeader(nil, k, h.Sum32())); err != nil {
 			return err
 		}
@@ -242,100 +237,6 @@ func writeDWARFCache(dir string, k dwarfKey, secs [][]byte) {
 		return nil
 	})
 	if err == nil {
-		trimDWARFCache(dir, dwarfCacheMaxBytes)
-	}
-}
-
-// privateCacheDir makes the cache directory dir (mode 0700) if missing and
-// checks that it is a directory of ours, not a symbolic link, in which
-// nobody else may create, remove or rename a file. leakpath often runs as
-// root: a cache another user could plant files in would have it print
-// their names for the program's frames, or open what they link to.
-func privateCacheDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return &os.PathError{Op: "lstat", Path: dir, Err: err}
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("%s is not a directory", dir)
-	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%s belongs to uid %d, not to leakpath's uid %d", dir, st.Uid, os.Geteuid())
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s has mode %#o: others may write in it", dir, st.Mode&0o7777)
-	}
-	return nil
-}
-
-// writeCacheFile writes path (a file of the cache directory, made if
-// missing) with write, through a temporary file renamed over it: readers
-// see the old file or the new one whole, and a file they map is never
-// truncated under them.
-func writeCacheFile(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*"+filepath.Ext(path))
-	if err != nil {
-		return err
-	}
-	err = write(tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
-
-// trimDWARFCache removes the least recently used cache files of dir (and
-// temporary files a killed writer left over an hour ago) until the rest
-// take at most max bytes.
-func trimDWARFCache(dir string, max int64) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	type file struct {
-		path string
-		size int64
-		used time.Time
-	}
-	var files []file
-	var total int64
-	for _, e := range ents {
-		info, err := e.Info()
-		if err != nil || !info.Mode().IsRegular() {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		if ext := filepath.Ext(p); ext != ".dwarf" && ext != ".frames" && ext != ".types" {
-			continue
-		}
-		if e.Name()[0] == '.' {
-			if time.Since(info.ModTime()) > time.Hour {
-				os.Remove(p)
-			}
-			continue
-		}
-		files = append(files, file{p, info.Size(), info.ModTime()})
-		total += info.Size()
-	}
-	slices.SortFunc(files, func(a, b file) int { return a.used.Compare(b.used) })
-	for _, f := range files {
-		if total <= max {
-			break
-		}
-		if os.Remove(f.path) == nil {
-			total -= f.size
-		}
+		symcache.Trim(dir, symcache.MaxBytes)
 	}
 }

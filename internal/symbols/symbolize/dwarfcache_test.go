@@ -8,7 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/leakpath/leakpath/internal/symbols/symcache"
 )
 
 // forgetDWARFCacheMaps drops the process's mapped cache files, so that the
@@ -191,47 +192,6 @@ func TestDWARFCacheSymbolizer(t *testing.T) {
 	}
 }
 
-// TestTrimDWARFCache: the least recently used files (DWARF and frame
-// caches) go first, down to the limit; temporary files go when older than
-// an hour; other files stay.
-func TestTrimDWARFCache(t *testing.T) {
-	dir := t.TempDir()
-	now := time.Now()
-	files := []struct {
-		name string
-		size int
-		age  time.Duration
-	}{
-		{"a.dwarf", 100, 3 * time.Hour},
-		{"b.dwarf", 100, 1 * time.Hour},
-		{"c.dwarf", 100, 2 * time.Hour},
-		{"d.dwarf", 100, 0},
-		{"e.frames", 100, 4 * time.Hour}, // frame caches count too
-		{".tmp-1.dwarf", 10, 2 * time.Hour},
-		{".tmp-2.dwarf", 10, time.Minute},
-		{"other", 1000, 5 * time.Hour},
-	}
-	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := os.WriteFile(p, make([]byte, f.size), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, now.Add(-f.age), now.Add(-f.age)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	trimDWARFCache(dir, 250)
-	var left []string
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		left = append(left, e.Name())
-	}
-	want := []string{".tmp-2.dwarf", "b.dwarf", "d.dwarf", "other"}
-	if !reflect.DeepEqual(left, want) {
-		t.Errorf("left %v, want %v", left, want)
-	}
-}
-
 // FuzzDWARFCache: parseDWARFCache reads files from disk; whatever they
 // hold, it returns sections inside the file or an error.
 func FuzzDWARFCache(f *testing.F) {
@@ -245,7 +205,7 @@ func FuzzDWARFCache(f *testing.F) {
 		}
 		data = append(data, bytes.Repeat([]byte{byte(i)}, i)...)
 	}
-	good := append(appendDWARFCacheHeader(nil, k, crc32.Checksum(data, castagnoli)), data...)
+	good := append(appendDWARFCacheHeader(nil, k, crc32.Checksum(data, symcache.Castagnoli)), data...)
 	if _, err := parseDWARFCache(good, k); err != nil {
 		f.Fatalf("the seed does not parse: %v", err)
 	}

@@ -16,6 +16,8 @@ import (
 	// Its inflater is about 40 % faster than compress/zlib's on libc's
 	// .debug_info (BenchmarkLoadDWARF).
 	"github.com/klauspost/compress/zlib"
+
+	"github.com/leakpath/leakpath/internal/symbols/symcache"
 )
 
 // fastDWARFLoad selects loadDWARF's own section reader; tests turn it off to
@@ -87,7 +89,7 @@ func loadDWARF(f *elfFile, cache string) (*dwarf.Data, []byte, error) {
 		return nil, nil, err
 	}
 	d, addr, err := dwarfFromSections(data)
-	if err == nil && keep && key.total() <= dwarfCacheMaxBytes/2 {
+	if err == nil && keep && key.total() <= symcache.MaxBytes/2 {
 		writeDWARFCache(cache, key, data)
 	}
 	return d, addr, err

@@ -19,11 +19,10 @@ import (
 // module is one ELF file (plus its debug file) as loaded for a build id.
 type module struct {
 	path    string
-	err     error        // permanent: every lookup returns it
-	syms    *symtab      // never nil once loaded
-	dw      *dwarfInfo   // nil without usable DWARF
-	types   *ModuleTypes // once asked for
-	warning string       // what it warned about, once ("": nothing)
+	err     error      // permanent: every lookup returns it
+	syms    *symtab    // never nil once loaded
+	dw      *dwarfInfo // nil without usable DWARF
+	warning string     // what it warned about, once ("": nothing)
 }
 
 // ntGNUBuildID is the note type of a GNU build id (NT_GNU_BUILD_ID).

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/symbols/symcache"
 )
 
 // The frame cache keeps, beside the DWARF cache (Options.DWARFCache), the
@@ -167,89 +168,28 @@ func decodeFrameCache(b []byte) (*frameCacheFile, error) {
 	if !ok {
 		return nil, errBadFrameCache
 	}
-	d := frameDecoder{b: rest}
-	c := &frameCacheFile{Key: d.str(), Warning: d.str()}
-	n := d.count(2) // an address and its count of frames: 2 bytes at least
+	d := symcache.Decoder{B: rest}
+	c := &frameCacheFile{Key: d.Str(), Warning: d.Str()}
+	n := d.Count(2) // an address and its count of frames: 2 bytes at least
 	c.Frames = make(map[uint64][]Frame, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		addr := d.uv()
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		addr := d.Uvarint()
 		var fr []Frame
-		if k := d.count(5); k > 0 {
+		if k := d.Count(5); k > 0 {
 			fr = make([]Frame, k)
 			for j := range fr {
-				fr[j] = Frame{Function: d.str(), File: d.str(), Line: d.int(), Column: d.int(), Inlined: d.flag()}
+				fr[j] = Frame{Function: d.Str(), File: d.Str(), Line: d.Int(), Column: d.Int(), Inlined: d.Flag()}
 			}
 		}
 		c.Frames[addr] = fr
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = errBadFrameCache
+	if d.Err == nil && len(d.B) != 0 {
+		d.Err = errBadFrameCache
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return c, nil
-}
-
-// frameDecoder reads the values of a frame cache file; the first that
-// does not decode sets err, and the rest read as zero.
-type frameDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *frameDecoder) uv() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a count of items of at least min bytes each: no more than
-// the bytes left could hold.
-func (d *frameDecoder) count(min int) uint64 {
-	n := d.uv()
-	if n > uint64(len(d.b)/min) {
-		d.fail()
-		return 0
-	}
-	return n
-}
-
-func (d *frameDecoder) int() int {
-	v := d.uv()
-	if v > math.MaxInt32 {
-		d.fail()
-		return 0
-	}
-	return int(v)
-}
-
-func (d *frameDecoder) str() string {
-	n := d.count(1)
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *frameDecoder) flag() bool {
-	if len(d.b) == 0 || d.b[0] > 1 {
-		d.fail()
-		return false
-	}
-	v := d.b[0] == 1
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *frameDecoder) fail() {
-	if d.err == nil {
-		d.err = errBadFrameCache
-	}
-	d.b = nil
 }
 
 // encodeFrameCache writes c as a frame cache file to w.
@@ -299,7 +239,7 @@ func (s *Symbolizer) saveFrames() {
 				}
 			}
 		}
-		writeCacheFile(ff.path, func(w io.Writer) error {
+		symcache.Write(ff.path, func(w io.Writer) error {
 			return encodeFrameCache(w, &frameCacheFile{Key: ff.key, Frames: frames, Warning: ff.warning})
 		})
 	}

@@ -40,35 +40,6 @@ func FuzzLookup(f *testing.F) {
 	})
 }
 
-// FuzzTypes feeds mutated ELF files to Types and lays out every global's
-// type and every vtable's class: errors, never a panic or a hang.
-func FuzzTypes(f *testing.F) {
-	for _, b := range seedELFs(f, "c-gcc-O2", "c-gcc-O2-dwarf4", "lib-gcc-O2-stripped") {
-		f.Add(b)
-	}
-	f.Add([]byte("\x7fELF\x02\x01\x01"))
-	dir := f.TempDir()
-	f.Fuzz(func(t *testing.T, data []byte) {
-		path := fuzzFile(t, dir, data)
-		s := New(Options{DebugDirs: []string{dir}, Warn: func(string) {}})
-		defer s.Close()
-		mt, err := s.Types(path, nil)
-		if err != nil {
-			return
-		}
-		for _, g := range mt.Globals {
-			if g.Type != NoType {
-				mt.Fields(g.Type)
-			}
-		}
-		for _, v := range mt.Vtables {
-			if id, ok := mt.ByName(v.Class); ok {
-				mt.Fields(id)
-			}
-		}
-	})
-}
-
 // fuzzFile writes data to dir/fuzz.elf for one fuzz input and turns panic
 // recovery off until the input is done, so that a panic in this package or
 // in debug/elf and debug/dwarf is reported rather than turned into an error.

@@ -13,7 +13,10 @@
 // per-compilation-unit indexes are built lazily on first use and kept in a
 // bounded cache.
 //
-// The package imports no other leakpath package.
+// Debug hands a module's DWARF and vtables to the readers of its data
+// types (internal/symbols/dwarftypes), which share its loading and its
+// cache directory (internal/symbols/symcache). Beside symcache, the
+// package imports no other leakpath package.
 package symbolize
 
 import (
@@ -23,6 +26,8 @@ import (
 	"io/fs"
 	"runtime/debug"
 	"sync"
+
+	"github.com/leakpath/leakpath/internal/symbols/symcache"
 )
 
 // Frame is one source-level frame at an address. Inlined frames come first
@@ -120,7 +125,7 @@ func New(opts Options) *Symbolizer {
 		opts.CacheBytes = 512 << 20
 	}
 	if opts.DWARFCache != "" {
-		if err := privateCacheDir(opts.DWARFCache); err != nil {
+		if err := symcache.PrivateDir(opts.DWARFCache); err != nil {
 			if opts.Warn != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
 				opts.Warn(fmt.Sprintf("not using the symbol cache: %v", err))
 			}
@@ -212,12 +217,7 @@ func (s *Symbolizer) lookupPlain(path string, wantBuildID []byte, addr uint64, p
 func (s *Symbolizer) Symbol(path string, wantBuildID []byte, addr uint64) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := moduleKey{path, string(wantBuildID)}
-	m := s.modules[key]
-	if m == nil {
-		m = s.loadModule(path, wantBuildID)
-		s.modules[key] = m
-	}
+	m := s.module(path, wantBuildID)
 	if m.err != nil {
 		return "", m.err
 	}

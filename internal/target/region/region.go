@@ -485,12 +485,10 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 		if addr == 0 || fn == 0 || fn >= event.NumFn || !r.takePending(off, addr) {
 			continue
 		}
-		at := le.Uint64(e[wire.OffPendTS:])
-		if at == 0 {
-			at = 1
-		}
-		out = append(out, event.Event{Kind: event.Alloc, Fn: fn, Proc: r.proc, Thread: tid, Time: now,
-			Stack: le.Uint32(e[wire.OffPendStack:]), Addr: addr, Size: le.Uint64(e[wire.OffPendSize:]), Addr2: at})
+		ev := event.Event{Kind: event.Alloc, Fn: fn, Proc: r.proc, Thread: tid, Time: now,
+			Stack: le.Uint32(e[wire.OffPendStack:]), Addr: addr, Size: le.Uint64(e[wire.OffPendSize:])}
+		ev.SetLate(le.Uint64(e[wire.OffPendTS:]))
+		out = append(out, ev)
 	}
 	for k := 0; k < wire.Agg; k++ {
 		a := f[wire.OffFoldAgg+k*wire.AggSize:]
@@ -499,9 +497,10 @@ func (r *Region) Leftovers(i int, now uint64, out []event.Event) []event.Event {
 		if a[wire.OffAggUsed] == 0 || afn == 0 || afn >= event.NumFn || ffn == 0 || ffn >= event.NumFn {
 			continue
 		}
-		out = append(out, event.Event{Kind: event.Agg, Fn: afn, Proc: r.proc, Thread: tid, Time: now,
-			Stack: le.Uint32(a[wire.OffAggAStack:]), Aux: uint64(le.Uint32(a[wire.OffAggFStack:])) | uint64(ffn)<<32,
-			Addr: le.Uint64(a[wire.OffAggPairs:]), Size: le.Uint64(a[wire.OffAggBytes:]), Addr2: le.Uint64(a[wire.OffAggTemp:])})
+		ev := event.Event{Kind: event.Agg, Fn: afn, Proc: r.proc, Thread: tid, Time: now, Stack: le.Uint32(a[wire.OffAggAStack:])}
+		ev.SetAgg(le.Uint64(a[wire.OffAggPairs:]), le.Uint64(a[wire.OffAggBytes:]), le.Uint64(a[wire.OffAggTemp:]),
+			le.Uint32(a[wire.OffAggFStack:]), ffn)
+		out = append(out, ev)
 		a[wire.OffAggUsed] = 0
 	}
 	le.PutUint32(f[wire.OffFoldCount:], 0)

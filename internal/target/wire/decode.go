@@ -94,23 +94,21 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			if fn == 0 || fn >= event.NumFn || w(2) == 0 {
 				return out, &DecodeError{off, fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
 			}
-			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size, ev.Addr2 = event.Alloc, fn, aux, w(2), w(3), w(4)
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
+			ev.SetLate(w(4))
 			if tid := w(5); tid != 0 {
 				if tid > MaxTID {
 					return out, &DecodeError{off, fmt.Sprintf("late alloc of thread %d", tid)}
 				}
 				ev.Thread = int32(tid) // the thread that allocated it: this may be another's record
 			}
-			if ev.Addr2 == 0 {
-				ev.Addr2 = 1 // a late allocation at time 0 would read as an ordinary one
-			}
 		case RecAgg:
 			ffn := event.Fn(w(2) >> 32)
 			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn {
 				return out, &DecodeError{off, fmt.Sprintf("aggregate of functions %d and %d", fn, ffn)}
 			}
-			ev.Kind, ev.Fn, ev.Stack, ev.Aux = event.Agg, fn, aux, w(2)
-			ev.Addr, ev.Size, ev.Addr2 = w(3), w(4), w(5)
+			ev.Kind, ev.Fn, ev.Stack = event.Agg, fn, aux
+			ev.SetAgg(w(3), w(4), w(5), uint32(w(2)), ffn)
 		case RecFree:
 			temporary := fn&FnTemporary != 0
 			fn &^= FnTemporary
@@ -119,7 +117,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.Free, fn, aux, w(2)
 			if temporary {
-				ev.Aux = 1
+				ev.SetTemporary()
 			}
 		case RecReallocBegin:
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.ReallocBegin, event.ReallocFn, aux, w(2)
@@ -158,9 +156,9 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 		case RecThreadExit:
 			ev.Kind = event.ThreadExit
 		case RecFork:
-			ev.Kind, ev.Aux = event.Fork, w(2)
+			ev.SetFork(w(2))
 		case RecForkDone:
-			ev.Kind, ev.Aux, ev.Addr = event.ForkDone, w(2), w(3)
+			ev.SetForkDone(w(2), w(3))
 		case RecExec:
 			s, err := text(rec[16:], int(aux))
 			if err != nil {
@@ -172,7 +170,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			off += words * 8
 			continue
 		case RecExit:
-			ev.Kind, ev.Aux, ev.Size = event.Exit, uint64(aux), w(2)
+			ev.SetExit(aux, w(2))
 		case RecClock:
 			ev.Kind = event.Clock
 			ev.Ext().Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
@@ -197,7 +195,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
-			ev.Kind, ev.Aux = event.ScopeBegin, uint64(aux)
+			ev.SetScope(event.ScopeBegin, uint64(aux))
 			if len(name) > 0 {
 				if r.scopeX == nil || !bytes.Equal(name, r.scopeName) {
 					r.scopeName = append(r.scopeName[:0], name...)
@@ -206,7 +204,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				ev.X = r.scopeX
 			}
 		case RecScopeEnd:
-			ev.Kind, ev.Aux = event.ScopeEnd, uint64(aux)
+			ev.SetScope(event.ScopeEnd, uint64(aux))
 		case RecPending:
 			ev.Kind, ev.Size = event.Pending, w(2)
 		case RecRefree:
@@ -215,14 +213,14 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 				return out, &DecodeError{off, fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Refree, fn, aux, w(2), w(3)
-			ev.Addr2, ev.Aux = w(4), uint64(ffn)
+			ev.SetRefreeOf(ffn, w(4))
 		case RecIgnore:
 			ev.Kind, ev.Addr = event.Ignore, w(2)
 		case RecRootRegion:
 			if aux > 1 {
 				return out, &DecodeError{off, fmt.Sprintf("root region record %d", aux)}
 			}
-			ev.Kind, ev.Addr, ev.Size, ev.Aux = event.RootRegion, w(2), w(3), uint64(aux)
+			ev.SetRootRegion(w(2), w(3), aux)
 		case RecPool:
 			switch w(3) {
 			case PoolCreate:
@@ -237,12 +235,14 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			if w(2) == 0 {
 				return out, &DecodeError{off, "pool object at address 0"}
 			}
-			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size, ev.Aux = event.PoolAlloc, event.PoolAllocFn, aux, w(2), w(3), w(4)
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.PoolAlloc, event.PoolAllocFn, aux, w(2), w(3)
+			ev.SetPool(w(4))
 		case RecPoolFree:
 			if w(2) == 0 {
 				return out, &DecodeError{off, "pool free of address 0"}
 			}
-			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Aux = event.PoolFree, event.PoolFreeFn, aux, w(2), w(3)
+			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.PoolFree, event.PoolFreeFn, aux, w(2)
+			ev.SetPool(w(3))
 		case RecFamily:
 			if aux == 0 || aux >= uint32(event.PoolAllocFn) || w(3) < FamilyTraced || w(3) > FamilyHooked ||
 				words-4 > (FamilyNameMax+8)/8 {
@@ -252,7 +252,8 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			if err != nil {
 				return out, &DecodeError{off, "allocator family: " + err.Error()}
 			}
-			ev.Kind, ev.Fn, ev.Addr, ev.Aux, ev.Ext().Text = event.AllocFamilyFn, event.Fn(aux), w(2), w(3), s
+			ev.Kind, ev.Fn, ev.Addr, ev.Ext().Text = event.AllocFamilyFn, event.Fn(aux), w(2), s
+			ev.SetFamilyOutcome(w(3))
 		}
 		out = append(out, ev)
 		off += words * 8

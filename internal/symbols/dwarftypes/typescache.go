@@ -1,9 +1,8 @@
-package symbolize
+package dwarftypes
 
 import (
 	"debug/dwarf"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -17,6 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
+	"github.com/leakpath/leakpath/internal/symbols/symcache"
 )
 
 // The types cache keeps, beside the DWARF and frame caches, what reading
@@ -65,15 +67,15 @@ func (l *lazyNodes) find(off dwarf.Offset) []byte {
 
 // node returns the type entry at off: read from DWARF, or decoded from
 // the types cache file on first use; nil if there is none.
-func (mt *ModuleTypes) node(off dwarf.Offset) *dnode {
+func (mt *Module) node(off dwarf.Offset) *dnode {
 	if n, ok := mt.nodes[off]; ok || mt.lazy == nil {
 		return n
 	}
 	var n *dnode
 	if rec := mt.lazy.find(off); rec != nil {
-		d := frameDecoder{b: rec}
+		d := symcache.Decoder{B: rec}
 		n = decodeNode(&d)
-		if d.err != nil {
+		if d.Err != nil {
 			n = nil // a bad record: no entry
 		}
 	}
@@ -81,22 +83,9 @@ func (mt *ModuleTypes) node(off dwarf.Offset) *dnode {
 	return n
 }
 
-// typesCachePath returns the types cache file of module k and the key it
-// must match ("" when the module's types are not cached).
-func (s *Symbolizer) typesCachePath(k moduleKey) (string, string) {
-	if s.opts.DWARFCache == "" {
-		return "", ""
-	}
-	id, key := s.frameKey(k.path, []byte(k.buildID))
-	if key == "" {
-		return "", ""
-	}
-	return filepath.Join(s.opts.DWARFCache, hex.EncodeToString(id)+".types"), key
-}
-
 // encodeTypes returns the types cache file of mt (read from DWARF,
 // finished) under key.
-func encodeTypes(mt *ModuleTypes, key string) []byte {
+func encodeTypes(mt *Module, key string) []byte {
 	if l := mt.lazy; l != nil {
 		for i := 0; i < len(l.index)/8; i++ {
 			mt.node(dwarf.Offset(binary.LittleEndian.Uint32(l.index[8*i:])))
@@ -147,7 +136,7 @@ func encodeTypes(mt *ModuleTypes, key string) []byte {
 		rec = appendNode(rec, mt.nodes[off])
 	}
 	b = append(b, rec...)
-	out := append([]byte(typesCacheMagic), binary.LittleEndian.AppendUint32(nil, crc32.Checksum(b, castagnoli))...)
+	out := append([]byte(typesCacheMagic), binary.LittleEndian.AppendUint32(nil, crc32.Checksum(b, symcache.Castagnoli))...)
 	return append(out, b...)
 }
 
@@ -191,37 +180,37 @@ func appendNode(b []byte, n *dnode) []byte {
 }
 
 // offsetOf reads a DWARF offset of a types cache file.
-func offsetOf(d *frameDecoder) dwarf.Offset {
-	v := d.uv()
+func offsetOf(d *symcache.Decoder) dwarf.Offset {
+	v := d.Uvarint()
 	if v > math.MaxUint32 {
-		d.fail()
+		d.Fail()
 		return 0
 	}
 	return dwarf.Offset(v)
 }
 
-func signedOf(d *frameDecoder) int64 {
-	v := d.uv()
+func signedOf(d *symcache.Decoder) int64 {
+	v := d.Uvarint()
 	if v > math.MaxInt64 {
-		d.fail()
+		d.Fail()
 		return 0
 	}
 	return int64(v) - 1
 }
 
 // decodeNode decodes a type entry's record.
-func decodeNode(d *frameDecoder) *dnode {
-	n := &dnode{tag: dwarf.Tag(d.uv()), name: d.str(), size: signedOf(d), typ: offsetOf(d)}
-	flags := d.uv()
+func decodeNode(d *symcache.Decoder) *dnode {
+	n := &dnode{tag: dwarf.Tag(d.Uvarint()), name: d.Str(), size: signedOf(d), typ: offsetOf(d)}
+	flags := d.Uvarint()
 	n.hasTyp, n.decl = flags&1 != 0, flags&2 != 0
-	n.count, n.file, n.line = signedOf(d), d.str(), d.int()
-	if k := d.count(3); k > 0 || flags&4 != 0 {
+	n.count, n.file, n.line = signedOf(d), d.Str(), d.Int()
+	if k := d.Count(3); k > 0 || flags&4 != 0 {
 		n.members = make([]dmember, k)
 		for j := range n.members {
-			n.members[j] = dmember{name: d.str(), off: signedOf(d), typ: offsetOf(d)}
+			n.members[j] = dmember{name: d.Str(), off: signedOf(d), typ: offsetOf(d)}
 		}
 	}
-	if k := d.count(1); k > 0 {
+	if k := d.Count(1); k > 0 {
 		n.tparams = make([]dwarf.Offset, k)
 		for j := range n.tparams {
 			n.tparams[j] = offsetOf(d)
@@ -232,43 +221,43 @@ func decodeNode(d *frameDecoder) *dnode {
 
 // decodeTypes fills mt (with its vtables only) from types cache file b of
 // key; the type entries stay in b, decoded on use.
-func decodeTypes(mt *ModuleTypes, b []byte, key string) error {
+func decodeTypes(mt *Module, b []byte, key string) error {
 	le := binary.LittleEndian
 	if len(b) < len(typesCacheMagic)+4 || string(b[:len(typesCacheMagic)]) != typesCacheMagic {
 		return errBadTypesCache
 	}
 	sum, rest := le.Uint32(b[len(typesCacheMagic):]), b[len(typesCacheMagic)+4:]
-	if crc32.Checksum(rest, castagnoli) != sum {
+	if crc32.Checksum(rest, symcache.Castagnoli) != sum {
 		return errBadTypesCache
 	}
-	d := frameDecoder{b: rest}
-	if d.str() != key || d.err != nil {
+	d := symcache.Decoder{B: rest}
+	if d.Str() != key || d.Err != nil {
 		return errBadTypesCache
 	}
-	n := d.count(2)
+	n := d.Count(2)
 	mt.byName = make(map[string]dwarf.Offset, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		name := d.str()
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		name := d.Str()
 		mt.byName[name] = offsetOf(&d)
 	}
-	n = d.count(3)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		mt.Globals = append(mt.Globals, Global{Name: d.str(), Addr: d.uv()})
+	n = d.Count(3)
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		mt.Globals = append(mt.Globals, Global{Name: d.Str(), Addr: d.Uvarint()})
 		mt.globalOffs = append(mt.globalOffs, offsetOf(&d))
 	}
-	n = d.count(2)
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		mt.alloc = append(mt.alloc, allocSite{pc: d.uv(), off: offsetOf(&d)})
+	n = d.Count(2)
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		mt.alloc = append(mt.alloc, allocSite{pc: d.Uvarint(), off: offsetOf(&d)})
 	}
-	if d.err != nil || len(d.b) < 4 {
+	if d.Err != nil || len(d.B) < 4 {
 		return errBadTypesCache
 	}
-	nodes := uint64(le.Uint32(d.b))
-	d.b = d.b[4:]
-	if nodes > maxCachedNodes || nodes*8 > uint64(len(d.b)) {
+	nodes := uint64(le.Uint32(d.B))
+	d.B = d.B[4:]
+	if nodes > maxCachedNodes || nodes*8 > uint64(len(d.B)) {
 		return errBadTypesCache
 	}
-	l := &lazyNodes{index: d.b[:8*nodes], records: d.b[8*nodes:]}
+	l := &lazyNodes{index: d.B[:8*nodes], records: d.B[8*nodes:]}
 	for i := uint64(0); i < nodes; i++ {
 		off, pos := le.Uint32(l.index[8*i:]), le.Uint32(l.index[8*i+4:])
 		if (i > 0 && off <= le.Uint32(l.index[8*(i-1):])) || uint64(pos) >= uint64(len(l.records)) {
@@ -277,7 +266,7 @@ func decodeTypes(mt *ModuleTypes, b []byte, key string) error {
 	}
 	mt.lazy = l
 	mt.nodes = map[dwarf.Offset]*dnode{}
-	mt.byOff = map[dwarf.Offset]TypeID{}
+	mt.byOff = map[dwarf.Offset]ID{}
 	mt.finish()
 	return nil
 }
@@ -292,13 +281,13 @@ var typesCacheMaps = struct {
 
 // mapTypesCache returns the bytes of the file at path, mapped.
 func mapTypesCache(path string) []byte {
-	f, err := os.Open(path)
+	f, err := symbolize.OpenRegular(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() <= 0 || st.Size() > maxTypesCacheFile {
+	if err != nil || st.Size() <= 0 || st.Size() > maxTypesCacheFile {
 		return nil
 	}
 	memo := fmt.Sprintf("%s|%d|%d", path, st.Size(), st.ModTime().UnixNano())
@@ -322,7 +311,7 @@ const maxTypesCacheFile = 1 << 30
 
 // readTypesCache fills mt from the types cache file at path of key;
 // false when there is none that matches (mt is then as it was).
-func readTypesCache(mt *ModuleTypes, path, key string) (ok bool) {
+func readTypesCache(mt *Module, path, key string) (ok bool) {
 	defer func() {
 		// A file that decodes into nonsense is a miss, like one that
 		// does not decode.
@@ -334,7 +323,7 @@ func readTypesCache(mt *ModuleTypes, path, key string) (ok bool) {
 	if b == nil {
 		return false
 	}
-	c := &ModuleTypes{Vtables: mt.Vtables}
+	c := &Module{Vtables: mt.Vtables}
 	if decodeTypes(c, b, key) != nil {
 		return false
 	}
@@ -344,12 +333,12 @@ func readTypesCache(mt *ModuleTypes, path, key string) (ok bool) {
 
 // writeTypesCache writes mt's types cache file; failures are ignored
 // (the cache only saves time).
-func writeTypesCache(mt *ModuleTypes, path, key string) {
+func writeTypesCache(mt *Module, path, key string) {
 	b := encodeTypes(mt, key)
-	if writeCacheFile(path, func(w io.Writer) error {
+	if symcache.Write(path, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}) == nil {
-		trimDWARFCache(filepath.Dir(path), dwarfCacheMaxBytes)
+		symcache.Trim(filepath.Dir(path), symcache.MaxBytes)
 	}
 }

@@ -1,4 +1,4 @@
-package usage
+package usagetable
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/leakpath/leakpath/internal/analysis/usage"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/render/report"
 	"github.com/leakpath/leakpath/internal/render/termsafe"
@@ -15,35 +16,35 @@ import (
 // explain says in words what a unit is under an attribution.
 func (r *Report) explain() string {
 	switch r.By {
-	case ByThread:
+	case usage.ByThread:
 		return "by thread (the thread that allocated the block)"
-	case BySite:
+	case usage.BySite:
 		return "by allocation site (stack)"
-	case ByScope:
+	case usage.ByScope:
 		return "by scope (LEAKPATH_SCOPE, leakpath_scope_begin/end; nested scopes count in their parents)"
-	case ByType:
+	case usage.ByType:
 		return "by type (the live blocks of the last typed scan, run --types)"
-	case ByTypeModule:
+	case usage.ByTypeModule:
 		return "by the module that allocated the live blocks of the last typed scan (run --types)"
-	case ByTypeFile:
+	case usage.ByTypeFile:
 		return "by the source file that allocated the live blocks of the last typed scan (run --types)"
-	case ByNamespace:
+	case usage.ByNamespace:
 		return "by the namespace of the types of the live blocks of the last typed scan (run --types)"
 	}
-	what := map[By]string{ByLibrary: "library", ByFunction: "function"}[r.By]
+	what := map[usage.By]string{usage.ByLibrary: "library", usage.ByFunction: "function"}[r.By]
 	switch r.Attribution {
-	case Entry:
-		if r.PerCall && r.By == ByFunction {
+	case usage.Entry:
+		if r.PerCall && r.By == usage.ByFunction {
 			return "by function call, entry attribution (each invocation of the function main, or the thread's start routine, called on the way to the allocator)"
 		}
 		if r.PerCall {
 			return "by library call, entry attribution (each invocation of the first library called on the way from main, or the thread's start routine, to the allocator)"
 		}
-		if r.By == ByFunction {
+		if r.By == usage.ByFunction {
 			return "by function, entry attribution (the function main, or the thread's start routine, called on the way to the allocator)"
 		}
 		return "by library, entry attribution (the first library called on the way from main, or the thread's start routine, to the allocator)"
-	case Inclusive:
+	case usage.Inclusive:
 		return fmt.Sprintf("by %s, inclusive attribution (every %s on the stack counts the block; rows overlap)", what, what)
 	}
 	return fmt.Sprintf("by %s, caller attribution (the %s that called the allocator)", what, what)
@@ -68,11 +69,11 @@ func (r *Report) writeText(out io.Writer) error {
 		}
 		fmt.Fprintf(w, "leakpath: heap use %s\n", r.explain())
 		unit := "unit"
-		if r.By == ByScope {
+		if r.By == usage.ByScope {
 			unit = "scope"
 		}
 		fmt.Fprintf(w, "%s (pid %d) %s: %s\n", termsafe.String(img.Name), img.PID, img.Outcome, plural(len(img.Units), unit))
-		if r.By == ByScope {
+		if r.By == usage.ByScope {
 			rows := make([]report.ScopeRow, len(img.Units))
 			for j := range img.Units {
 				rows[j] = *img.Units[j].Scope
@@ -88,7 +89,7 @@ func (r *Report) writeText(out io.Writer) error {
 		if len(img.Units) == 0 {
 			continue
 		}
-		if r.By.typed() {
+		if r.By.Typed() {
 			rows := [][]string{{"bytes", "blocks", r.By.String()}}
 			for j := range img.Units[:min(max, len(img.Units))] {
 				u := &img.Units[j]
@@ -187,13 +188,13 @@ func (r *Report) unitName(u *Unit) string {
 		return fmt.Sprintf("%s (tid %d, %.6f to %.6f s)", r.unitName(&c), u.CallTID, u.CallFirst, u.CallLast)
 	}
 	switch {
-	case u.Kind == KindExecutable:
+	case u.Kind == usage.KindExecutable:
 		return u.Name + " (executable)"
-	case u.Kind == KindRuntime:
+	case u.Kind == usage.KindRuntime:
 		return u.Name + " (C runtime)"
-	case r.By == ByFunction && u.Module != "" && !strings.Contains(u.Name, "+0x"):
+	case r.By == usage.ByFunction && u.Module != "" && !strings.Contains(u.Name, "+0x"):
 		return u.Name + " in " + filepath.Base(u.Module)
-	case r.By == BySite && len(u.Stack) > 1:
+	case r.By == usage.BySite && len(u.Stack) > 1:
 		// The first frame names the site; its caller tells apart the
 		// sites that share one.
 		caller := u.Stack[1].Function
@@ -201,7 +202,7 @@ func (r *Report) unitName(u *Unit) string {
 			caller = u.Stack[1].String()
 		}
 		return u.Name + ", from " + caller
-	case r.By == ByThread:
+	case r.By == usage.ByThread:
 		s := u.Name
 		if u.ThreadStart != nil {
 			s += fmt.Sprintf(", from %.3f s", *u.ThreadStart)

@@ -1,4 +1,4 @@
-package symbolize
+package dwarftypes
 
 import (
 	"debug/dwarf"
@@ -19,28 +19,28 @@ import (
 // rule is what laying out one struct changes: pointers to from point at
 // to instead, or the struct is raw storage of type storage.
 type rule struct {
-	from    []TypeID
-	to      TypeID
-	storage TypeID
+	from    []ID
+	to      ID
+	storage ID
 }
 
-var noRule = rule{to: NoType, storage: NoType}
+var noRule = rule{to: None, storage: None}
 
 // retarget is the chain of rules in force while laying out a struct's
 // parts (the innermost first).
 type retarget struct {
-	from, to TypeID
+	from, to ID
 	next     *retarget
 }
 
-// containers is what ModuleTypes knows of the containers' types.
+// containers is what Module knows of the containers' types.
 type containers struct {
-	rules map[TypeID]rule
+	rules map[ID]rule
 	// nodes: node class template ("std::_Rb_tree_node") and first type
 	// argument's name → the node types (two for a hash node: with and
 	// without the cached hash code); built on first use.
-	nodes map[string][]TypeID
-	ptrTo map[TypeID]TypeID // synthesized pointer types
+	nodes map[string][]ID
+	ptrTo map[ID]ID // synthesized pointer types
 }
 
 // nodeKinds: per container class template, its node class template and
@@ -98,39 +98,39 @@ func IsNode(name string) bool {
 }
 
 // rule returns how laying out struct id changes its parts' types.
-func (mt *ModuleTypes) rule(id TypeID) rule {
+func (mt *Module) rule(id ID) rule {
 	if r, ok := mt.cont.rules[id]; ok {
 		return r
 	}
 	if mt.cont.rules == nil {
-		mt.cont.rules = map[TypeID]rule{}
+		mt.cont.rules = map[ID]rule{}
 	}
 	r := mt.findRule(id)
 	mt.cont.rules[id] = r
 	return r
 }
 
-func (mt *ModuleTypes) findRule(id TypeID) rule {
+func (mt *Module) findRule(id ID) rule {
 	t := mt.types[id] // a copy: arg adds types
 	n := mt.node(t.off)
 	if n == nil || !strings.Contains(t.Name, "<") {
 		return noRule
 	}
-	arg := func(k int) TypeID {
+	arg := func(k int) ID {
 		if k >= len(n.tparams) {
-			return NoType
+			return None
 		}
 		return mt.id(n.tparams[k], 0)
 	}
 	name := t.Name
 	if strings.HasPrefix(name, "__gnu_cxx::__aligned_membuf<") || strings.HasPrefix(name, "__gnu_cxx::__aligned_buffer<") {
-		if v := arg(0); v != NoType && mt.types[v].Size <= t.Size {
-			return rule{to: NoType, storage: v}
+		if v := arg(0); v != None && mt.types[v].Size <= t.Size {
+			return rule{to: None, storage: v}
 		}
 		return noRule
 	}
 	for _, k := range nodeKinds {
-		node := NoType
+		node := None
 		switch {
 		case strings.HasPrefix(name, k.node):
 			node = id
@@ -139,17 +139,17 @@ func (mt *ModuleTypes) findRule(id TypeID) rule {
 		default:
 			continue
 		}
-		if node == NoType {
+		if node == None {
 			return noRule
 		}
 		// The node's links point at its base classes.
-		return rule{from: mt.baseClasses(node, nil, 0), to: node, storage: NoType}
+		return rule{from: mt.baseClasses(node, nil, 0), to: node, storage: None}
 	}
 	return noRule
 }
 
 // baseClasses appends to out the base classes of struct id, and theirs.
-func (mt *ModuleTypes) baseClasses(id TypeID, out []TypeID, depth int) []TypeID {
+func (mt *Module) baseClasses(id ID, out []ID, depth int) []ID {
 	n := mt.node(mt.types[id].off)
 	if n == nil || depth > maxLayoutDepth {
 		return out
@@ -158,7 +158,7 @@ func (mt *ModuleTypes) baseClasses(id TypeID, out []TypeID, depth int) []TypeID 
 		if m.name != "" {
 			continue // a member, not a base (nor an anonymous union)
 		}
-		if b := mt.id(m.typ, 0); b != NoType && mt.types[b].Kind == KindStruct && !slices.Contains(out, b) {
+		if b := mt.id(m.typ, 0); b != None && mt.types[b].Kind == KindStruct && !slices.Contains(out, b) {
 			out = mt.baseClasses(b, append(out, b), depth+1)
 		}
 	}
@@ -166,14 +166,14 @@ func (mt *ModuleTypes) baseClasses(id TypeID, out []TypeID, depth int) []TypeID 
 }
 
 // nodeType returns the node type of template node whose value is v,
-// for the container c: NoType when there is none, or more than one and
+// for the container c: None when there is none, or more than one and
 // the container's traits do not choose.
-func (mt *ModuleTypes) nodeType(node string, v TypeID, c *dnode) TypeID {
-	if v == NoType {
-		return NoType
+func (mt *Module) nodeType(node string, v ID, c *dnode) ID {
+	if v == None {
+		return None
 	}
 	if mt.cont.nodes == nil {
-		mt.cont.nodes = map[string][]TypeID{}
+		mt.cont.nodes = map[string][]ID{}
 		for name, off := range mt.byName {
 			for _, k := range nodeKinds {
 				if !strings.HasPrefix(name, k.node) {
@@ -181,7 +181,7 @@ func (mt *ModuleTypes) nodeType(node string, v TypeID, c *dnode) TypeID {
 				}
 				if dn := mt.node(off); dn != nil && len(dn.tparams) > 0 {
 					id := mt.id(off, 0)
-					if a := mt.id(dn.tparams[0], 0); a != NoType && id != NoType {
+					if a := mt.id(dn.tparams[0], 0); a != None && id != None {
 						key := k.node + "\x00" + mt.types[a].Name
 						mt.cont.nodes[key] = append(mt.cont.nodes[key], id)
 					}
@@ -195,11 +195,11 @@ func (mt *ModuleTypes) nodeType(node string, v TypeID, c *dnode) TypeID {
 		// A hash table's node caches the hash code or not, as its
 		// traits (the last type argument) say.
 		traits := mt.id(c.tparams[len(c.tparams)-1], 0)
-		if traits != NoType {
+		if traits != None {
 			tn := mt.types[traits].Name
 			for _, cache := range []string{"true", "false"} {
 				if strings.Contains(tn, "_Hashtable_traits<"+cache+",") {
-					var match []TypeID
+					var match []ID
 					for _, id := range ids {
 						if strings.HasSuffix(mt.types[id].Name, ", "+cache+">") {
 							match = append(match, id)
@@ -211,7 +211,7 @@ func (mt *ModuleTypes) nodeType(node string, v TypeID, c *dnode) TypeID {
 		}
 	}
 	if len(ids) != 1 {
-		return NoType
+		return None
 	}
 	return ids[0]
 }
@@ -219,8 +219,8 @@ func (mt *ModuleTypes) nodeType(node string, v TypeID, c *dnode) TypeID {
 // retargeted returns the type a pointer to target points at under the
 // rules rt: a container's node for its base, and for a pointer to the
 // base (a hash table's buckets), a pointer to the node.
-func (mt *ModuleTypes) retargeted(rt *retarget, target TypeID) TypeID {
-	if rt == nil || target == NoType {
+func (mt *Module) retargeted(rt *retarget, target ID) ID {
+	if rt == nil || target == None {
 		return target
 	}
 	for r := rt; r != nil; r = r.next {
@@ -228,7 +228,7 @@ func (mt *ModuleTypes) retargeted(rt *retarget, target TypeID) TypeID {
 			return r.to
 		}
 	}
-	if t := mt.types[target]; t.Kind == KindPointer && t.Elem != NoType {
+	if t := mt.types[target]; t.Kind == KindPointer && t.Elem != None {
 		for r := rt; r != nil; r = r.next {
 			if r.from == t.Elem {
 				return mt.pointerTo(r.to)
@@ -239,14 +239,14 @@ func (mt *ModuleTypes) retargeted(rt *retarget, target TypeID) TypeID {
 }
 
 // pointerTo returns a pointer type to id, made up if need be.
-func (mt *ModuleTypes) pointerTo(id TypeID) TypeID {
+func (mt *Module) pointerTo(id ID) ID {
 	if p, ok := mt.cont.ptrTo[id]; ok {
 		return p
 	}
 	if mt.cont.ptrTo == nil {
-		mt.cont.ptrTo = map[TypeID]TypeID{}
+		mt.cont.ptrTo = map[ID]ID{}
 	}
-	p := TypeID(len(mt.types))
+	p := ID(len(mt.types))
 	mt.types = append(mt.types, Type{Name: mt.types[id].Name + "*", Size: 8, Kind: KindPointer, Elem: id})
 	mt.cont.ptrTo[id] = p
 	return p
@@ -255,7 +255,7 @@ func (mt *ModuleTypes) pointerTo(id TypeID) TypeID {
 // ByDemangledName returns the complete struct or class a demangled name
 // (as c++filt spells it: "std::pair<int const, long>") names, whose
 // DWARF name gcc spells its own way ("std::pair<int const, long int>").
-func (mt *ModuleTypes) ByDemangledName(name string) (TypeID, bool) {
+func (mt *Module) ByDemangledName(name string) (ID, bool) {
 	if mt.byCanon == nil {
 		mt.byCanon = make(map[string]dwarf.Offset, len(mt.byName))
 		for n, off := range mt.byName {
@@ -264,7 +264,7 @@ func (mt *ModuleTypes) ByDemangledName(name string) (TypeID, bool) {
 	}
 	off, ok := mt.byCanon[canonName(name)]
 	if !ok {
-		return NoType, false
+		return None, false
 	}
 	return mt.id(off, 0), true
 }

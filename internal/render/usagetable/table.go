@@ -1,4 +1,10 @@
-package usage
+// Package usagetable writes the heap use per unit that the engine of
+// internal/analysis/usage counted: a table per image (leakpath report
+// --by, leakpath run --by), or leakpath.usage/v1 JSON (docs/json.md). New
+// builds the tables from an engine and the leak report of the same
+// model, which names the images, converts times and resolves stacks;
+// Report.Generate writes them.
+package usagetable
 
 import (
 	"encoding/json"
@@ -8,6 +14,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/analysis/usage"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
@@ -19,8 +26,8 @@ const Schema = "leakpath.usage/v1"
 
 // Report is the heap use of a run per unit, ready to be written.
 type Report struct {
-	By          By
-	Attribution Attribution // 0 for units by thread and site
+	By          usage.By
+	Attribution usage.Attribution // 0 for units by thread and site
 	Interval    time.Duration
 	PerCall     bool    // rows are invocations of entry units
 	Images      []Image // the main program's first, as the leak report lists them
@@ -45,8 +52,8 @@ type Image struct {
 // asked for.
 type Unit struct {
 	Name string
-	// Kind of a library unit: KindExecutable, KindRuntime, KindLibrary or
-	// KindUnknown; "" for others.
+	// Kind of a library unit: usage.KindExecutable, KindRuntime,
+	// KindLibrary or KindUnknown; "" for others.
 	Kind   string
 	Module string // function units: the module's path
 	// Thread units: the thread, its name ("" if unknown), and when it
@@ -97,71 +104,74 @@ type IntervalUnit struct {
 	Calls                           [event.NumFn]uint64
 }
 
-// Report builds the tables of the images rep reports (rep resolves
-// times and the stacks of units by site; it may be a report of the same
-// model made after the run).
-func (e *Engine) Report(rep *report.Report) *Report {
-	out := &Report{By: e.opts.By, Interval: e.opts.Interval, PerCall: e.opts.PerCall}
-	if e.opts.By == ByLibrary || e.opts.By == ByFunction {
-		out.Attribution = e.opts.Attribution
+// New builds the tables of the units e counted in the images rep
+// reports (rep resolves times and the stacks of units by site; it may be
+// a report of the same model made after the run).
+func New(e *usage.Engine, rep *report.Report) *Report {
+	opts := e.Options()
+	out := &Report{By: opts.By, Interval: opts.Interval, PerCall: opts.PerCall}
+	if opts.By == usage.ByLibrary || opts.By == usage.ByFunction {
+		out.Attribution = opts.Attribution
 	}
 	typed := false
 	for _, p := range rep.Images() {
-		out.Images = append(out.Images, e.imageReport(rep, p))
+		out.Images = append(out.Images, imageReport(e, rep, p))
 		typed = typed || (p.Scan != nil && p.Scan.Typed)
 	}
-	if e.opts.By.typed() && !typed {
+	if opts.By.Typed() && !typed {
 		out.Warnings = append(out.Warnings, "no scan typed the blocks: record with 'leakpath run --types'")
 	}
-	if e.opts.PerCall && e.folded > 0 {
+	if opts.PerCall && e.FoldedAggregates() > 0 {
 		out.Warnings = append(out.Warnings, "the trace has short-lived blocks folded by the agent: each aggregate counts in the invocation its thread was in when the agent wrote it, which may be a later one (record with --fold=false for exact rows per call)")
 	}
 	return out
 }
 
-func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
+func imageReport(e *usage.Engine, rep *report.Report, p *heap.Process) Image {
+	opts := e.Options()
 	img := Image{Command: p.Info.Argv, PID: p.Info.PID, Name: report.CommandName(p), Outcome: rep.Outcome(p), Units: []Unit{}}
-	if e.opts.By == ByScope {
+	if opts.By == usage.ByScope {
 		return scopeImage(rep, p, img)
 	}
-	if e.opts.By.typed() {
-		return typeImage(rep, p, img, e.opts.By)
+	if opts.By.Typed() {
+		return typeImage(rep, p, img, opts.By)
 	}
-	im := e.images[p]
-	if im == nil {
+	units := e.Units(p)
+	if units == nil {
 		return img
 	}
 	secs := func(t uint64) float64 { return rep.Seconds(p, t) }
-	var from []int // of each row: its index in im.units
-	for k, u := range im.units {
-		if e.opts.PerCall && u.call == 0 && u.allocBlocks == 0 && u.inheritedBlocks == 0 && u.calls == ([event.NumFn]uint64{}) {
+	var from []int // of each row: its index in units
+	for k := range units {
+		u := &units[k]
+		if opts.PerCall && u.Call == 0 && u.AllocatedBlocks == 0 && u.InheritedBlocks == 0 && u.Calls == ([event.NumFn]uint64{}) {
 			continue // an entry unit only named by its invocations
 		}
-		if e.opts.By == BySite && u.site != 0 && u.frames == nil {
-			u.frames = rep.Stack(p, u.site)
-			if len(u.frames) > 0 {
-				u.name = u.frames[0].String()
+		r := Unit{
+			Name: u.Name, Kind: u.Kind, Module: u.Module, Site: uint32(u.Site),
+			CurrentBytes: u.CurrentBytes, CurrentBlocks: u.CurrentBlocks,
+			InheritedBytes: u.InheritedBytes, InheritedBlocks: u.InheritedBlocks,
+			MinBytes: u.MinBytes, MaxBytes: u.MaxBytes, MinSeconds: secs(u.MinTime), MaxSeconds: secs(u.MaxTime),
+			AllocatedBytes: u.AllocatedBytes, AllocatedBlocks: u.AllocatedBlocks,
+			FreedBytes: u.FreedBytes, FreedBlocks: u.FreedBlocks, Calls: u.Calls,
+		}
+		if opts.By == usage.BySite && u.Site != 0 {
+			r.Stack = rep.Stack(p, u.Site)
+			if len(r.Stack) > 0 {
+				r.Name = r.Stack[0].String()
 			}
 		}
-		r := Unit{
-			Name: u.name, Kind: u.kind, Module: u.module, Stack: u.frames, Site: uint32(u.site),
-			CurrentBytes: u.cur, CurrentBlocks: u.curBlocks,
-			InheritedBytes: u.inherited, InheritedBlocks: u.inheritedBlocks,
-			MinBytes: u.min, MaxBytes: u.max, MinSeconds: secs(u.minT), MaxSeconds: secs(u.maxT),
-			AllocatedBytes: u.allocBytes, AllocatedBlocks: u.allocBlocks,
-			FreedBytes: u.freedBytes, FreedBlocks: u.freedBlocks, Calls: u.calls,
+		if u.Call > 0 {
+			r.Name = fmt.Sprintf("%s call %d", u.Name, u.Call)
+			r.Call, r.CallTID, r.CallFirst, r.CallLast = u.Call, u.CallTID, secs(u.CallFirst), secs(u.CallLast)
 		}
-		if u.call > 0 {
-			r.Name = fmt.Sprintf("%s call %d", u.name, u.call)
-			r.Call, r.CallTID, r.CallFirst, r.CallLast = u.call, u.callTID, secs(u.first), secs(u.last)
-		}
-		if e.opts.By == ByThread {
-			r.TID = u.tid
-			r.Name = fmt.Sprintf("tid %d", u.tid)
-			if t := p.Threads[u.tid]; t != nil {
+		if opts.By == usage.ByThread {
+			r.TID = u.TID
+			r.Name = fmt.Sprintf("tid %d", u.TID)
+			if t := p.Threads[u.TID]; t != nil {
 				r.ThreadName = t.Name
 				if t.Name != "" {
-					r.Name = fmt.Sprintf("%s (tid %d)", t.Name, u.tid)
+					r.Name = fmt.Sprintf("%s (tid %d)", t.Name, u.TID)
 				}
 				if t.Start != 0 {
 					s := secs(t.Start)
@@ -176,20 +186,20 @@ func (e *Engine) imageReport(rep *report.Report, p *heap.Process) Image {
 		img.Units = append(img.Units, r)
 		from = append(from, k)
 	}
-	names := make([]string, len(im.units))
+	names := make([]string, len(units))
 	for i := range img.Units {
 		names[from[i]] = img.Units[i].Name
 	}
 	less := unitLess
-	if e.opts.PerCall {
+	if opts.PerCall {
 		less = callLess
 	}
 	order := sortUnits(img.Units, less)
 	for i, k := range order {
 		order[i] = from[k]
 	}
-	if e.opts.Interval > 0 {
-		img.Intervals = e.intervals(im, order, names)
+	if opts.Interval > 0 {
+		img.Intervals = intervals(opts.Interval, units, order, names)
 	}
 	return img
 }
@@ -236,17 +246,17 @@ func callLess(a, b *Unit) bool {
 	return a.Name < b.Name
 }
 
-// intervals lists the slices in which something happened; units within
-// in the order of the whole-run table (order), named as there (names, by
-// index in im.units).
-func (e *Engine) intervals(im *image, order []int, names []string) []Interval {
+// intervals lists the slices of length interval in which something
+// happened; units within in the order of the whole-run table (order:
+// indexes in units), named as there (names, by index in units).
+func intervals(interval time.Duration, units []usage.UnitCounts, order []int, names []string) []Interval {
 	var idxs []uint64
 	seen := map[uint64]int{}
-	for _, u := range im.units {
-		for _, s := range u.slices {
-			if _, ok := seen[s.idx]; !ok {
-				seen[s.idx] = 0
-				idxs = append(idxs, s.idx)
+	for _, u := range units {
+		for _, s := range u.Slices {
+			if _, ok := seen[s.Index]; !ok {
+				seen[s.Index] = 0
+				idxs = append(idxs, s.Index)
 			}
 		}
 	}
@@ -254,25 +264,17 @@ func (e *Engine) intervals(im *image, order []int, names []string) []Interval {
 	out := make([]Interval, len(idxs))
 	for i, idx := range idxs {
 		seen[idx] = i
-		out[i] = Interval{Start: time.Duration(idx) * e.opts.Interval, End: time.Duration(idx+1) * e.opts.Interval}
+		out[i] = Interval{Start: time.Duration(idx) * interval, End: time.Duration(idx+1) * interval}
 	}
 	for _, k := range order {
-		u := im.units[k]
-		cur, curBlocks := u.inherited, u.inheritedBlocks
-		for _, s := range u.slices {
-			start := cur
-			cur += s.net
-			curBlocks += s.netBlocks
-			lo, hi := min(start, cur), max(start, cur)
-			if s.seen {
-				lo, hi = min(lo, s.lo), max(hi, s.hi)
-			}
-			iv := &out[seen[s.idx]]
+		u := &units[k]
+		for _, s := range u.Slices {
+			iv := &out[seen[s.Index]]
 			iv.Units = append(iv.Units, IntervalUnit{
-				Name: names[k], Site: uint32(u.site), NetBytes: s.net, NetBlocks: s.netBlocks,
-				CurrentBytes: cur, CurrentBlocks: curBlocks, MinBytes: lo, MaxBytes: hi,
-				AllocatedBytes: s.allocBytes, AllocatedBlocks: s.allocBlocks,
-				FreedBytes: s.freedBytes, FreedBlocks: s.freedBlocks, Calls: s.calls,
+				Name: names[k], Site: uint32(u.Site), NetBytes: s.NetBytes, NetBlocks: s.NetBlocks,
+				CurrentBytes: s.CurrentBytes, CurrentBlocks: s.CurrentBlocks, MinBytes: s.MinBytes, MaxBytes: s.MaxBytes,
+				AllocatedBytes: s.AllocatedBytes, AllocatedBlocks: s.AllocatedBlocks,
+				FreedBytes: s.FreedBytes, FreedBlocks: s.FreedBlocks, Calls: s.Calls,
 			})
 		}
 	}
@@ -455,7 +457,7 @@ func scopeImage(rep *report.Report, p *heap.Process, img Image) Image {
 // typeImage fills img with the live blocks of p's last typed scan, by
 // type, the module or source file that allocated them, or namespace:
 // current bytes and blocks are those at the scan.
-func typeImage(rep *report.Report, p *heap.Process, img Image, by By) Image {
+func typeImage(rep *report.Report, p *heap.Process, img Image, by usage.By) Image {
 	units := map[string]*Unit{}
 	add := func(name string, bytes, blocks uint64) *Unit {
 		u := units[name]
@@ -469,17 +471,17 @@ func typeImage(rep *report.Report, p *heap.Process, img Image, by By) Image {
 	}
 	for _, row := range rep.TypeTable(p) {
 		switch by {
-		case ByType:
+		case usage.ByType:
 			u := add(row.Name, row.Bytes, row.Blocks)
 			u.TypeFile, u.TypeLine = row.File, row.Line
-		case ByNamespace:
+		case usage.ByNamespace:
 			add(namespace(row), row.Bytes, row.Blocks)
 		default:
 			for _, s := range row.Sites {
 				name := "(no stack)"
 				if fs := rep.Stack(p, s.Stack); len(fs) > 0 {
 					name = fs[0].Module
-					if by == ByTypeFile {
+					if by == usage.ByTypeFile {
 						name = fs[0].File
 						if name == "" {
 							name = "(no file: " + filepath.Base(fs[0].Module) + ")"

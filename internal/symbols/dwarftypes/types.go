@@ -1,37 +1,44 @@
-package symbolize
+// Package dwarftypes reads what a module's DWARF says about its data:
+// the layouts of its types (their pointer fields, flattened, with the
+// standard containers' nodes typed through their template arguments),
+// its global variables, and the types its call sites allocate; with the
+// vtables of its symbol table. The --types analysis
+// (internal/analysis/heaptype) types heap blocks with it.
+//
+// Modules are loaded by internal/symbols/symbolize (Symbolizer.Debug),
+// once for frames and types, and what reading the types of one found is
+// kept in the symbol cache (internal/symbols/symcache) for the next
+// process. DWARF and cache files are untrusted: bad ones give errors or
+// fewer types, never a panic.
+package dwarftypes
 
 import (
 	"debug/dwarf"
-	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"io"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
-// Vtable is a C++ virtual table of a module (a _ZTV symbol): its ELF
-// virtual addresses [Lo, Hi) and the class it belongs to, demangled.
-type Vtable struct {
-	Lo, Hi uint64
-	Class  string
-}
+// ID names a type of one Module; None is none (void, unknown).
+type ID int32
 
-// TypeID names a type of one ModuleTypes; NoType is none (void, unknown).
-type TypeID int32
+// None is the ID of an unknown or void type.
+const None ID = -1
 
-// NoType is the TypeID of an unknown or void type.
-const NoType TypeID = -1
-
-// TypeKind is what a Type is.
-type TypeKind uint8
+// Kind is what a Type is.
+type Kind uint8
 
 // Kinds of types.
 const (
-	KindOther   TypeKind = iota // enum, base type: no pointers
-	KindStruct                  // struct, class, union
-	KindPointer                 // pointer or reference to data
+	KindOther   Kind = iota // enum, base type: no pointers
+	KindStruct              // struct, class, union
+	KindPointer             // pointer or reference to data
 	KindArray
 	KindFunc // function, or pointer to one: never points into the heap
 )
@@ -41,11 +48,11 @@ const (
 type Type struct {
 	Name string // qualified (shop::Widget), "Node*", "char", "int[4]"
 	Size uint64
-	Kind TypeKind
+	Kind Kind
 	File string // where it is defined, if DWARF says
 	Line int
 	// Elem is the pointee of a pointer, the element of an array.
-	Elem TypeID
+	Elem ID
 	// Count is an array's length (0: unknown).
 	Count uint64
 
@@ -58,7 +65,7 @@ type Type struct {
 // its offset, the type it points at and its name path ("items._M_start").
 type Field struct {
 	Off    uint64
-	Target TypeID
+	Target ID
 	Name   string
 }
 
@@ -66,17 +73,17 @@ type Field struct {
 type Global struct {
 	Name string // qualified
 	Addr uint64 // ELF virtual address
-	Type TypeID
+	Type ID
 }
 
-// ModuleTypes is what a module's symbols and DWARF say about its data:
+// Module is what a module's symbols and DWARF say about its data:
 // vtables, global variables and type layouts. It lays types out lazily
 // and is not safe for concurrent use.
-type ModuleTypes struct {
-	Vtables []Vtable // sorted by Lo
-	Globals []Global // sorted by Addr
+type Module struct {
+	Vtables []symbolize.Vtable // sorted by Lo
+	Globals []Global           // sorted by Addr
 	types   []Type
-	byOff   map[dwarf.Offset]TypeID
+	byOff   map[dwarf.Offset]ID
 	nodes   map[dwarf.Offset]*dnode
 	byName  map[string]dwarf.Offset // complete structs by qualified name
 	byCanon map[string]dwarf.Offset // the same by canonName, once asked
@@ -93,7 +100,7 @@ type ModuleTypes struct {
 // (DW_AT_LLVM_alloc_type): its return address, and the type.
 type allocSite struct {
 	pc  uint64
-	typ TypeID
+	typ ID
 	off dwarf.Offset // until laid out
 }
 
@@ -104,17 +111,17 @@ const (
 )
 
 // HasAllocTypes reports whether any call site says what it allocates.
-func (mt *ModuleTypes) HasAllocTypes() bool { return len(mt.alloc) > 0 }
+func (mt *Module) HasAllocTypes() bool { return len(mt.alloc) > 0 }
 
 // AllocType returns the type the call returning to pc (an ELF virtual
 // address) allocates, when DWARF says (DW_AT_LLVM_alloc_type on its
 // DW_TAG_call_site: clang 20 and later, for new).
-func (mt *ModuleTypes) AllocType(pc uint64) (TypeID, bool) {
+func (mt *Module) AllocType(pc uint64) (ID, bool) {
 	k := sort.Search(len(mt.alloc), func(k int) bool { return mt.alloc[k].pc >= pc })
-	if k < len(mt.alloc) && mt.alloc[k].pc == pc && mt.alloc[k].typ != NoType {
+	if k < len(mt.alloc) && mt.alloc[k].pc == pc && mt.alloc[k].typ != None {
 		return mt.alloc[k].typ, true
 	}
-	return NoType, false
+	return None, false
 }
 
 // dnode is a DWARF type entry, as much of it as typing needs.
@@ -148,79 +155,113 @@ const (
 	maxModuleWork  = 1 << 22 // and all the types of a module
 )
 
-// Types returns what the module at path (loaded with wantBuildID, as for
-// Lookup) says about data types. Without DWARF it holds the vtables only.
-func (s *Symbolizer) Types(path string, wantBuildID []byte) (mt *ModuleTypes, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// Reader reads the types of the modules a Symbolizer loads, once per
+// module (path and build id) and from the module's DWARF as the
+// Symbolizer loaded it for frames. It is safe for concurrent use; reads
+// are serialized.
+type Reader struct {
+	syms *symbolize.Symbolizer
+	mu   sync.Mutex
+	mods map[moduleKey]*moduleTypes
+}
+
+type moduleKey struct {
+	path    string
+	buildID string
+}
+
+// moduleTypes is what Types returned for a module.
+type moduleTypes struct {
+	mt  *Module
+	err error
+}
+
+// NewReader returns a Reader of the modules of s.
+func NewReader(s *symbolize.Symbolizer) *Reader {
+	return &Reader{syms: s, mods: map[moduleKey]*moduleTypes{}}
+}
+
+// Types returns what the module at path (loaded with wantBuildID, as
+// for symbolize's Lookup) says about data types. Without DWARF it holds
+// the vtables only. Its error is the module's (unreadable, build id
+// mismatch); DWARF that does not describe types well is warned about
+// through the Symbolizer, once per module, and typed without.
+func (r *Reader) Types(path string, wantBuildID []byte) (*Module, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	key := moduleKey{path, string(wantBuildID)}
-	m := s.modules[key]
-	if m == nil {
-		m = s.loadModule(path, wantBuildID)
-		s.modules[key] = m
+	if m, ok := r.mods[key]; ok {
+		return m.mt, m.err
 	}
-	if m.err != nil {
-		return nil, m.err
+	mt, err := r.read(path, wantBuildID)
+	r.mods[key] = &moduleTypes{mt, err}
+	return mt, err
+}
+
+// read reads the types of a module, from the types cache if it has them.
+func (r *Reader) read(path string, wantBuildID []byte) (mt *Module, err error) {
+	dbg, err := r.syms.Debug(path, wantBuildID)
+	if err != nil {
+		return nil, err
 	}
-	if m.types != nil {
-		return m.types, nil
+	mt = &Module{Vtables: dbg.Vtables}
+	if dbg.DWARF == nil {
+		return mt, nil
 	}
-	mt = &ModuleTypes{Vtables: m.syms.vtables}
-	if m.dw != nil {
-		cache, ckey := s.typesCachePath(key)
-		if cache != "" && readTypesCache(mt, cache, ckey) {
-			m.types = mt
-			return mt, nil
-		}
-		func() {
-			defer guard(&err, "symbolize: DWARF types of "+path)
-			err = mt.read(m.dw.d, m.dw.addr)
-		}()
-		if err != nil {
-			s.warn(m, err.Error())
-			err = nil
-		} else if cache != "" {
-			writeTypesCache(mt, cache, ckey)
-		}
+	cache, ckey := r.syms.CacheFile(path, wantBuildID, ".types")
+	if cache != "" && readTypesCache(mt, cache, ckey) {
+		return mt, nil
 	}
-	m.types = mt
+	func() {
+		defer guard(&err, "dwarftypes: DWARF types of "+path)
+		err = mt.read(dbg.DWARF, dbg.DebugAddr)
+	}()
+	if err != nil {
+		r.syms.Warn(path, wantBuildID, err.Error())
+		return mt, nil
+	}
+	if cache != "" {
+		writeTypesCache(mt, cache, ckey)
+	}
 	return mt, nil
 }
 
-// TypesFromDWARF reads the types of DWARF data d (for tests of hand-made
+// FromDWARF reads the types of DWARF data d (for tests of hand-made
 // DWARF and fuzzing).
-func TypesFromDWARF(d *dwarf.Data) (mt *ModuleTypes, err error) {
-	mt = &ModuleTypes{}
-	defer guard(&err, "symbolize: DWARF types")
+func FromDWARF(d *dwarf.Data) (mt *Module, err error) {
+	mt = &Module{}
+	defer guard(&err, "dwarftypes: DWARF types")
 	err = mt.read(d, nil)
 	return mt, err
 }
 
-// debugAddr returns f's .debug_addr section (DWARF 5's table of the
-// addresses DW_OP_addrx and DW_FORM_addrx index), or nil.
-func debugAddr(f *elf.File) []byte {
-	sec := f.Section(".debug_addr")
-	if sec == nil || sec.Type == elf.SHT_NOBITS {
-		return nil
+// recoverPanics turns panics while reading types (the DWARF and the
+// types cache are untrusted) into errors; the fuzz tests turn it off so
+// that such bugs are found, not masked.
+var recoverPanics = true
+
+// guard converts a panic into *err when recoverPanics is set. Use as
+// `defer guard(&err, ctx)`.
+func guard(err *error, ctx string) {
+	if !recoverPanics {
+		return
 	}
-	r := sec.Open()
-	b, err := io.ReadAll(io.LimitReader(r, maxDebugAddr))
-	if err != nil {
-		return nil
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%s: malformed input: internal panic: %v\n%s", ctx, r, debug.Stack())
 	}
-	return b
 }
 
-// maxDebugAddr bounds the .debug_addr read.
-const maxDebugAddr = 256 << 20
+// maxNullRun bounds the null entries tolerated in a row (debug/dwarf
+// returns them without consuming input at an unterminated LEB128).
+const maxNullRun = 4096
 
 // read walks every entry of d once, keeping type entries and variables
 // with a fixed address (addrs: the .debug_addr section, nil if none).
-func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
+func (mt *Module) read(d *dwarf.Data, addrs []byte) error {
 	mt.work = maxModuleWork
 	mt.nodes = map[dwarf.Offset]*dnode{}
 	mt.byName = map[string]dwarf.Offset{}
-	mt.byOff = map[dwarf.Offset]TypeID{}
+	mt.byOff = map[dwarf.Offset]ID{}
 	type varDecl struct {
 		name string
 		typ  dwarf.Offset
@@ -249,7 +290,7 @@ func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 		}
 		if e.Tag == 0 {
 			// debug/dwarf returns null entries without consuming input
-			// at an unterminated LEB128 (see newDWARFInfo).
+			// at an unterminated LEB128 (see maxNullRun).
 			if nulls++; nulls > maxNullRun {
 				return fmt.Errorf("DWARF types: run of %d null entries", nulls)
 			}
@@ -422,7 +463,7 @@ func (mt *ModuleTypes) read(d *dwarf.Data, addrs []byte) error {
 
 // finish resolves what read (or a types cache file) found: the types of
 // the globals and of the allocation sites, and their order.
-func (mt *ModuleTypes) finish() {
+func (mt *Module) finish() {
 	mt.work = maxModuleWork
 	for i := range mt.Globals {
 		mt.Globals[i].Type = mt.id(mt.globalOffs[i], 0)
@@ -463,38 +504,38 @@ func staticAddr(loc, addrs []byte, base int64) (uint64, bool) {
 	return 0, false
 }
 
-// Type returns type id (id must be a TypeID of mt other than NoType).
-func (mt *ModuleTypes) Type(id TypeID) *Type { return &mt.types[id] }
+// Type returns type id (id must be a ID of mt other than None).
+func (mt *Module) Type(id ID) *Type { return &mt.types[id] }
 
 // ByName returns the complete struct or class of qualified name.
-func (mt *ModuleTypes) ByName(name string) (TypeID, bool) {
+func (mt *Module) ByName(name string) (ID, bool) {
 	off, ok := mt.byName[name]
 	if !ok {
-		return NoType, false
+		return None, false
 	}
 	return mt.id(off, 0), true
 }
 
-// id returns the TypeID of the type at off, typedefs and qualifiers
+// id returns the ID of the type at off, typedefs and qualifiers
 // stripped, declarations resolved to their definition.
-func (mt *ModuleTypes) id(off dwarf.Offset, depth int) TypeID {
+func (mt *Module) id(off dwarf.Offset, depth int) ID {
 	if id, ok := mt.byOff[off]; ok {
 		return id
 	}
 	n := mt.node(off)
 	if n == nil || depth > maxLayoutDepth {
-		return NoType
+		return None
 	}
 	switch n.tag {
 	case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType:
 		if !n.hasTyp {
-			return NoType
+			return None
 		}
 		id := mt.id(n.typ, depth+1)
 		mt.byOff[off] = id
 		return id
 	case dwarf.TagUnspecifiedType:
-		return NoType
+		return None
 	}
 	if n.decl && n.name != "" {
 		if def, ok := mt.byName[n.name]; ok && def != off {
@@ -503,8 +544,8 @@ func (mt *ModuleTypes) id(off dwarf.Offset, depth int) TypeID {
 			return id
 		}
 	}
-	id := TypeID(len(mt.types))
-	t := Type{Name: n.name, Kind: KindOther, Elem: NoType, File: n.file, Line: n.line, off: off}
+	id := ID(len(mt.types))
+	t := Type{Name: n.name, Kind: KindOther, Elem: None, File: n.file, Line: n.line, off: off}
 	mt.types = append(mt.types, t) // before its parts, which may point back at it
 	mt.byOff[off] = id
 	if n.size > 0 {
@@ -522,7 +563,7 @@ func (mt *ModuleTypes) id(off dwarf.Offset, depth int) TypeID {
 			t.Elem = mt.id(n.typ, depth+1)
 		}
 		elem := "void"
-		if t.Elem != NoType {
+		if t.Elem != None {
 			elem = mt.types[t.Elem].Name
 			if mt.types[t.Elem].Kind == KindFunc {
 				t.Kind = KindFunc
@@ -535,13 +576,13 @@ func (mt *ModuleTypes) id(off dwarf.Offset, depth int) TypeID {
 			t.Elem = mt.id(n.typ, depth+1)
 		}
 		elem := "void"
-		if t.Elem != NoType {
+		if t.Elem != None {
 			elem = mt.types[t.Elem].Name
 		}
 		if n.count > 0 {
 			t.Count = uint64(n.count)
 			t.Name = elem + "[" + strconv.FormatInt(n.count, 10) + "]"
-			if t.Elem != NoType {
+			if t.Elem != None {
 				t.Size = t.Count * mt.types[t.Elem].Size
 			}
 		} else {
@@ -560,7 +601,7 @@ func (mt *ModuleTypes) id(off dwarf.Offset, depth int) TypeID {
 // Fields returns the pointer fields of one value of type id, flattened
 // through nested structs, base classes and arrays, by offset. A struct's
 // other words are not pointers.
-func (mt *ModuleTypes) Fields(id TypeID) []Field {
+func (mt *Module) Fields(id ID) []Field {
 	t := &mt.types[id]
 	if !t.laid {
 		t.laid = true
@@ -574,8 +615,8 @@ func (mt *ModuleTypes) Fields(id TypeID) []Field {
 	return mt.types[id].fields
 }
 
-func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, path string, depth int, rt *retarget) {
-	if id == NoType || depth > maxLayoutDepth || len(*out) >= maxFields || *work <= 0 {
+func (mt *Module) flatten(out *[]Field, work *int, id ID, base uint64, path string, depth int, rt *retarget) {
+	if id == None || depth > maxLayoutDepth || len(*out) >= maxFields || *work <= 0 {
 		return
 	}
 	*work--
@@ -584,7 +625,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 	case KindPointer:
 		*out = append(*out, Field{Off: base, Target: mt.retargeted(rt, t.Elem), Name: path})
 	case KindArray:
-		if t.Elem == NoType {
+		if t.Elem == None {
 			return
 		}
 		es := mt.types[t.Elem].Size
@@ -600,7 +641,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 			return
 		}
 		r := mt.rule(id)
-		if r.storage != NoType {
+		if r.storage != None {
 			// A container's raw storage for a value: the value's layout.
 			mt.flatten(out, work, r.storage, base, path, depth+1, rt)
 			return
@@ -625,7 +666,7 @@ func (mt *ModuleTypes) flatten(out *[]Field, work *int, id TypeID, base uint64, 
 }
 
 // Vtable returns the class whose vtable holds ELF virtual address a.
-func (mt *ModuleTypes) Vtable(a uint64) (string, bool) {
+func (mt *Module) Vtable(a uint64) (string, bool) {
 	k := sort.Search(len(mt.Vtables), func(k int) bool { return mt.Vtables[k].Hi > a })
 	if k < len(mt.Vtables) && a >= mt.Vtables[k].Lo {
 		return mt.Vtables[k].Class, true

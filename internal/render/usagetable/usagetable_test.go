@@ -1,4 +1,4 @@
-package usage
+package usagetable
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/analysis/usage"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
@@ -123,20 +124,41 @@ func program() []event.Event {
 	)
 }
 
+// typedProgram: thread 1 enters the scope "load", allocates 100 B (kept)
+// and 30 B (freed) in it; after it, 48 B; a typed scan finds a
+// ns::inner::Widget<a::b> in the 48 B. The units by scope and by type.
+func typedProgram() []event.Event {
+	return append(setup(),
+		event.Event{Kind: event.ThreadStart, Time: t0, Thread: 1, Addr: 0xa},
+		event.Event{Kind: event.ScopeBegin, Time: 2000, Thread: 1, Aux: 1, X: &event.Extra{Text: "load"}},
+		event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: 2500, Thread: 1, Stack: 1, Addr: 0x1000, Size: 100},
+		event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: 2600, Thread: 1, Stack: 2, Addr: 0x2000, Size: 30},
+		event.Event{Kind: event.Free, Fn: event.FreeFn, Time: 2700, Thread: 1, Stack: 5, Addr: 0x2000},
+		event.Event{Kind: event.ScopeEnd, Time: 4000, Thread: 1, Aux: 1},
+		event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: 5000, Thread: 1, Stack: 3, Addr: 0x3000, Size: 48},
+		event.Event{Kind: event.Scan, Time: 12000, X: &event.Extra{Scan: &event.ScanInfo{Typed: true,
+			Types: []event.TypeDef{{Name: "ns::inner::Widget<a::b>", File: "/src/w.h", Line: 3, Size: 48}},
+			Names: []string{"g_root"},
+			Blocks: []event.ScannedBlock{{Addr: 0x1000, Size: 100, Kind: event.Reachable, Via: 1},
+				{Addr: 0x3000, Size: 48, Kind: event.Definite, Type: 1}}}}},
+		event.Event{Kind: event.ProcessEnd, Time: 13000, X: &event.Extra{Process: &event.ProcessInfo{Exited: true}}},
+	)
+}
+
 // run applies evs with an engine of opts and returns its report.
-func run(t *testing.T, opts Options, evs []event.Event) (*Report, *heap.Session) {
+func run(t *testing.T, opts usage.Options, evs []event.Event) (*Report, *heap.Session) {
 	t.Helper()
 	s := heap.NewSession()
 	rep := report.New(s, 0, report.Options{Symbolize: symbolize})
 	opts.Stack = rep.Stack
-	e, err := New(opts)
+	e, err := usage.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Observer = e
 	s.Apply(evs)
 	s.Finish()
-	return e.Report(rep), s
+	return New(e, rep), s
 }
 
 // want is a unit's expected row; calls lists the non-zero counts.
@@ -197,12 +219,12 @@ var (
 
 func TestLibraryAttributions(t *testing.T) {
 	for _, c := range []struct {
-		attr  Attribution
+		attr  usage.Attribution
 		wants map[string]want
 	}{
-		{Caller, map[string]want{exe: rowMain, libb: rowLibbAlloc, libc: rowStrdup}},
-		{Entry, map[string]want{exe: rowMain, liba: rowLibbAlloc, libb: rowStrdup}},
-		{Inclusive, map[string]want{
+		{usage.Caller, map[string]want{exe: rowMain, libb: rowLibbAlloc, libc: rowStrdup}},
+		{usage.Entry, map[string]want{exe: rowMain, liba: rowLibbAlloc, libb: rowStrdup}},
+		{usage.Inclusive, map[string]want{
 			// stacks 1, 2, 3 and 5
 			exe: {cur: 1300, curBlocks: 2, max: 1400, maxAt: 8000, alloc: 1650, allocBlocks: 9,
 				calls: map[event.Fn]uint64{event.Malloc: 8, event.Calloc: 1, event.FreeFn: 8}},
@@ -213,15 +235,15 @@ func TestLibraryAttributions(t *testing.T) {
 			libc: rowStrdup,
 		}},
 	} {
-		r, _ := run(t, Options{By: ByLibrary, Attribution: c.attr}, program())
+		r, _ := run(t, usage.Options{By: usage.ByLibrary, Attribution: c.attr}, program())
 		if len(r.Images) != 1 {
 			t.Fatalf("%d images", len(r.Images))
 		}
 		check(t, c.attr.String(), r.Images[0].Units, c.wants)
 		for _, u := range r.Images[0].Units {
-			wantKind := map[string]string{exe: KindExecutable, libc: KindRuntime}[u.Name]
+			wantKind := map[string]string{exe: usage.KindExecutable, libc: usage.KindRuntime}[u.Name]
 			if wantKind == "" {
-				wantKind = KindLibrary
+				wantKind = usage.KindLibrary
 			}
 			if u.Kind != wantKind {
 				t.Errorf("%s: unit %s is %q, want %q", c.attr, u.Name, u.Kind, wantKind)
@@ -232,18 +254,18 @@ func TestLibraryAttributions(t *testing.T) {
 
 func TestFunctionAttributions(t *testing.T) {
 	for _, c := range []struct {
-		attr  Attribution
+		attr  usage.Attribution
 		wants map[string]want
 	}{
-		{Caller, map[string]want{"main": rowMain, "libb_alloc": rowLibbAlloc, "strdup": rowStrdup}},
+		{usage.Caller, map[string]want{"main": rowMain, "libb_alloc": rowLibbAlloc, "strdup": rowStrdup}},
 		// main allocates itself at 1; main calls liba_work at 2, helper at
 		// 3; liba_thread (a root) calls libb_alloc at 4.
-		{Entry, map[string]want{"main": rowMain, "liba_work": {cur: 0, max: 200, maxAt: 3000, alloc: 200, allocBlocks: 1,
+		{usage.Entry, map[string]want{"main": rowMain, "liba_work": {cur: 0, max: 200, maxAt: 3000, alloc: 200, allocBlocks: 1,
 			calls: map[event.Fn]uint64{event.Malloc: 2, event.FreeFn: 1}},
 			"helper": rowStrdup, "libb_alloc": {cur: 0, max: 400, maxAt: 6000, alloc: 400, allocBlocks: 1,
 				calls: map[event.Fn]uint64{event.Malloc: 1, event.ReallocFn: 1}}}},
 	} {
-		r, _ := run(t, Options{By: ByFunction, Attribution: c.attr}, program())
+		r, _ := run(t, usage.Options{By: usage.ByFunction, Attribution: c.attr}, program())
 		check(t, c.attr.String(), r.Images[0].Units, c.wants)
 		for _, u := range r.Images[0].Units {
 			if u.Module == "" {
@@ -251,7 +273,7 @@ func TestFunctionAttributions(t *testing.T) {
 			}
 		}
 	}
-	r, _ := run(t, Options{By: ByFunction, Attribution: Inclusive}, program())
+	r, _ := run(t, usage.Options{By: usage.ByFunction, Attribution: usage.Inclusive}, program())
 	names := map[string]bool{}
 	for _, u := range r.Images[0].Units {
 		names[u.Name] = true
@@ -269,7 +291,7 @@ func TestFunctionAttributions(t *testing.T) {
 }
 
 func TestThreads(t *testing.T) {
-	r, _ := run(t, Options{By: ByThread}, program())
+	r, _ := run(t, usage.Options{By: usage.ByThread}, program())
 	check(t, "thread", r.Images[0].Units, map[string]want{
 		// the 100, 200, 300, the realloc's 1000, the failed malloc, the
 		// invalid free
@@ -288,7 +310,7 @@ func TestThreads(t *testing.T) {
 }
 
 func TestSites(t *testing.T) {
-	r, _ := run(t, Options{By: BySite}, program())
+	r, _ := run(t, usage.Options{By: usage.BySite}, program())
 	units := r.Images[0].Units
 	if len(units) != 5 {
 		t.Errorf("%d sites, want 5 (the stack of the invalid free is one)", len(units))
@@ -311,8 +333,8 @@ func TestSites(t *testing.T) {
 
 // TestIntervals: per slice of 3 µs; a unit's slices sum to its totals.
 func TestIntervals(t *testing.T) {
-	for _, by := range []By{ByLibrary, ByThread} {
-		r, _ := run(t, Options{By: by, Attribution: Inclusive, Interval: 3 * time.Microsecond}, program())
+	for _, by := range []usage.By{usage.ByLibrary, usage.ByThread} {
+		r, _ := run(t, usage.Options{By: by, Attribution: usage.Inclusive, Interval: 3 * time.Microsecond}, program())
 		img := r.Images[0]
 		if len(img.Intervals) != 4 {
 			t.Errorf("%s: %d intervals, want 4 (events from 1 µs to 11 µs after the start)", by, len(img.Intervals))
@@ -359,7 +381,7 @@ func TestIntervals(t *testing.T) {
 	// The exe, inclusive: +100 at 2000, +200 at 3000 (slice 0: 1000 to
 	// 3999); +300 at 4000 (slice 1); -200 at 7000, +1000 at 8000, the
 	// folded pairs at 9000 (slice 2); -100 at 12000 (slice 3).
-	r, _ := run(t, Options{By: ByLibrary, Attribution: Inclusive, Interval: 3 * time.Microsecond}, program())
+	r, _ := run(t, usage.Options{By: usage.ByLibrary, Attribution: usage.Inclusive, Interval: 3 * time.Microsecond}, program())
 	var nets, maxes, mins []int64
 	for _, iv := range r.Images[0].Intervals {
 		for _, u := range iv.Units {
@@ -400,7 +422,7 @@ func TestFork(t *testing.T) {
 		}
 	}
 	evs = append(evs, event.Event{Kind: event.Alloc, Proc: 1, Fn: event.Malloc, Time: 7000, Thread: 43, Stack: 2, Addr: 0x3000, Size: 50})
-	r, _ := run(t, Options{By: ByLibrary, Attribution: Caller}, evs)
+	r, _ := run(t, usage.Options{By: usage.ByLibrary, Attribution: usage.Caller}, evs)
 	if len(r.Images) != 2 {
 		t.Fatalf("%d images, want the parent and the child", len(r.Images))
 	}
@@ -418,7 +440,7 @@ func TestFork(t *testing.T) {
 }
 
 func TestJSONAndText(t *testing.T) {
-	r, _ := run(t, Options{By: ByLibrary, Attribution: Entry, Interval: 3 * time.Microsecond}, program())
+	r, _ := run(t, usage.Options{By: usage.ByLibrary, Attribution: usage.Entry, Interval: 3 * time.Microsecond}, program())
 	var b bytes.Buffer
 	if err := r.Generate(&b, "json"); err != nil {
 		t.Fatal(err)
@@ -471,19 +493,10 @@ func TestJSONAndText(t *testing.T) {
 // TestScopes: units by scope are the model's scopes; their JSON has the
 // usage fields and the scope's own, side by side.
 func TestScopes(t *testing.T) {
-	if _, err := New(Options{By: ByScope, Interval: time.Second}); err == nil {
+	if _, err := usage.New(usage.Options{By: usage.ByScope, Interval: time.Second}); err == nil {
 		t.Error("intervals by scope accepted")
 	}
-	evs := append(setup(),
-		event.Event{Kind: event.ThreadStart, Time: t0, Thread: 1, Addr: 0xa},
-		event.Event{Kind: event.ScopeBegin, Time: 2000, Thread: 1, Aux: 1, X: &event.Extra{Text: "load"}},
-		event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: 2500, Thread: 1, Stack: 1, Addr: 0x1000, Size: 100},
-		event.Event{Kind: event.Alloc, Fn: event.Malloc, Time: 2600, Thread: 1, Stack: 2, Addr: 0x2000, Size: 30},
-		event.Event{Kind: event.Free, Fn: event.FreeFn, Time: 2700, Thread: 1, Stack: 5, Addr: 0x2000},
-		event.Event{Kind: event.ScopeEnd, Time: 4000, Thread: 1, Aux: 1},
-		event.Event{Kind: event.ProcessEnd, Time: 13000, X: &event.Extra{Process: &event.ProcessInfo{Exited: true}}},
-	)
-	r, _ := run(t, Options{By: ByScope}, evs)
+	r, _ := run(t, usage.Options{By: usage.ByScope}, typedProgram())
 	var b bytes.Buffer
 	if err := r.Generate(&b, "json"); err != nil {
 		t.Fatal(err)
