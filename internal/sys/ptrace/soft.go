@@ -14,13 +14,16 @@ import (
 // is shared by every thread of the process, so the first one inserted
 // seizes the process's other threads too (from the Stepper's own OS
 // thread, without stopping them): one that meets a breakpoint then stops
-// in the kernel instead of dying of the SIGTRAP, and is held there until
-// Detach has written every original byte back; it is then rewound onto
-// the instruction it trapped on and let go, as if nothing had happened.
-// The stepped thread itself is stepped over a breakpoint it stands on
-// (original byte back, one step, int3 again) whenever it resumes. Forks
-// made meanwhile are seized too: a child's copy of the code gets its
-// original bytes back before it runs.
+// in the kernel instead of dying of the SIGTRAP. Whenever the stepped
+// thread stands still (before each resume, or interrupted when it runs
+// long while another waits), the threads stopped at a breakpoint are
+// stepped over it (put back onto the instruction, original byte back,
+// one step, int3 again) and let go: the stepped thread cannot pass the
+// byte meanwhile. A stop that cannot be served so (a vfork, a group-stop)
+// is held until Detach has written every original byte back. The
+// stepped thread itself is stepped over a breakpoint it stands on
+// whenever it resumes. Forks made meanwhile are seized too: a child's
+// copy of the code gets its original bytes back before it runs.
 
 // otherOptions are the options the other threads are seized with: their
 // new threads and children are traced, so none runs into an int3 untraced.
@@ -187,9 +190,8 @@ func (s *Stepper) seizeOthers() error {
 // other is a thread of the process traced while breakpoints are in.
 type other struct {
 	tid int
-	// child: a process forked meanwhile (its own copy of the code);
-	// vfork: made by vfork (it shares the code).
-	child, vfork bool
+	// held: a stop of it consumed and not served, for releaseOthers.
+	held *childInfo
 }
 
 func (s *Stepper) adopt(tid int) {
@@ -296,6 +298,9 @@ func (s *Stepper) releaseOthers() {
 		queue = queue[1:]
 		o := s.others[tid]
 		si, ok := s.waitOther(tid, 0)
+		if o.held != nil {
+			si, ok = *o.held, true
+		}
 		if !ok && si.Pid == 0 {
 			// Running: stop it. ESRCH: it is dying.
 			if ptraceInterrupt(tid) == nil {
@@ -317,7 +322,7 @@ func (s *Stepper) releaseOne(o *other, si childInfo) []int {
 	ws := waitStatus(si)
 	sig := int(ws.StopSignal())
 	var more []int
-	switch ev := ws.TrapCause(); {
+	switch ev := eventOf(ws); {
 	case ev == unix.PTRACE_EVENT_CLONE:
 		if msg, err := unix.PtraceGetEventMsg(o.tid); err == nil {
 			s.adopt(int(msg))
@@ -377,3 +382,132 @@ func (s *Stepper) tracedHere(tid int) bool {
 	st, err := procStatus(s.pid, tid)
 	return err == nil && statusInt(st, "TracerPid") == unix.Gettid()
 }
+
+// othersWaiting interrupts the stepped thread, running, when another is
+// stopped (peeked at, not consumed): the stepped one may be waiting for
+// it (a lock it holds), and it can be served only while the stepped one
+// stands still. Not while stepping: a step ends by itself.
+func (s *Stepper) othersWaiting() {
+	if len(s.others) == 0 || s.selfInt || s.stepping {
+		return
+	}
+	for tid, o := range s.others {
+		if o.held != nil {
+			continue
+		}
+		si, err := waitid(tid, unix.WSTOPPED|unix.WNOHANG|unix.WNOWAIT|unix.WALL)
+		if err == nil && si.Pid != 0 {
+			if ptraceInterrupt(s.tid) == nil {
+				s.selfInt = true
+			}
+			return
+		}
+	}
+}
+
+// serveOthers, with the stepped thread stopped, lets the other threads
+// stopped meanwhile go on: one at a breakpoint is stepped over it, one
+// stopped for a signal gets it, one that made a thread or a child goes on
+// once it is seen to. Other stops are held until releaseOthers.
+func (s *Stepper) serveOthers() {
+	for tid, o := range s.others {
+		if o.held != nil {
+			continue
+		}
+		si, ok := s.waitOther(tid, 0)
+		switch {
+		case si.Pid == 0:
+			continue // running
+		case !ok:
+			registerStepper(tid, false)
+			delete(s.others, tid)
+			continue
+		}
+		if !s.serveOne(o, si) {
+			held := si
+			o.held = &held
+		}
+	}
+}
+
+// serveOne lets other thread o, stopped with si, go on if it can: false
+// if it is to be held.
+func (s *Stepper) serveOne(o *other, si childInfo) bool {
+	ws := waitStatus(si)
+	sig := int(ws.StopSignal())
+	switch ev := eventOf(ws); {
+	case ev == unix.PTRACE_EVENT_CLONE:
+		msg, err := unix.PtraceGetEventMsg(o.tid)
+		if err != nil {
+			return false
+		}
+		s.adopt(int(msg))
+		return ptraceCont(o.tid, 0) == nil
+	case ev == unix.PTRACE_EVENT_FORK:
+		msg, err := unix.PtraceGetEventMsg(o.tid)
+		if err != nil {
+			return false
+		}
+		s.releaseChild(int(msg), false)
+		return ptraceCont(o.tid, 0) == nil
+	case ev == unix.PTRACE_EVENT_STOP:
+		if isStopSignal(sig) {
+			return false // a group-stop: it stays stopped until the end
+		}
+		return ptraceCont(o.tid, 0) == nil // a new thread's first stop
+	case ev != 0:
+		return false // a vfork: the child shares the code
+	case sig != int(unix.SIGTRAP):
+		return ptraceCont(o.tid, sig) == nil
+	}
+	info, err := ptraceGetSiginfo(o.tid)
+	var r unix.PtraceRegs
+	if err != nil || unix.PtraceGetRegs(o.tid, &r) != nil {
+		return false
+	}
+	if _, ours := s.orig[r.Rip-1]; info.Code != siKernel || !ours {
+		return ptraceCont(o.tid, sig) == nil // the program's own SIGTRAP
+	}
+	r.Rip--
+	if unix.PtraceSetRegs(o.tid, &r) != nil {
+		return false
+	}
+	s.rewound.Add(1)
+	orig, in := s.soft[r.Rip]
+	if !in {
+		return ptraceCont(o.tid, 0) == nil // its byte is back already
+	}
+	if _, err := s.memAt(true, r.Rip, []byte{orig}); err != nil {
+		return false
+	}
+	stepped := ptraceReq(unix.PTRACE_SINGLESTEP, o.tid, 0, 0) == nil
+	var after childInfo
+	ok := false
+	if stepped {
+		// A step ends at once, unless its instruction blocks in the
+		// kernel (a system call): then it is interrupted, and goes
+		// on from there.
+		after, ok = s.waitOther(o.tid, 100*time.Millisecond)
+		if !ok && after.Pid == 0 && ptraceInterrupt(o.tid) == nil {
+			after, ok = s.waitOther(o.tid, 2*time.Second)
+		}
+	}
+	s.memAt(true, r.Rip, []byte{0xcc})
+	if !ok {
+		return after.Pid != 0 // exited: nothing to hold
+	}
+	aws := waitStatus(after)
+	if eventOf(aws) != 0 || aws.StopSignal() != unix.SIGTRAP {
+		// Not the step's own trap: served as any stop.
+		return s.serveOne(o, after)
+	}
+	if ai, err := ptraceGetSiginfo(o.tid); err == nil && ai.Code != trapTrace && ai.Code != trapBrkpt && ai.Code != trapHWBkpt {
+		return s.serveOne(o, after) // a SIGTRAP of the program's
+	}
+	return ptraceCont(o.tid, 0) == nil
+}
+
+// eventOf returns the PTRACE_EVENT_* of a ptrace-stop's status, 0 for a
+// signal-delivery-stop (TrapCause sees events of SIGTRAP stops only; a
+// group-stop's PTRACE_EVENT_STOP comes with the stopping signal).
+func eventOf(ws unix.WaitStatus) int { return int(ws>>16) & 0xff }

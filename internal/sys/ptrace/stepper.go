@@ -45,7 +45,9 @@ type Stepper struct {
 	orig   map[uint64]byte
 	others map[int]*other
 	mem    *os.File
-	once   sync.Once
+	// selfInt: an interrupt of ours is on its way (othersWaiting).
+	selfInt bool
+	once    sync.Once
 	// interrupt asks a waiting Cont to stop the thread (Interrupt).
 	interrupt atomic.Bool
 	rewound   atomic.Int32 // see Rewound
@@ -297,6 +299,7 @@ func (s *Stepper) resume1(req int, rf bool) (st Stop, err error) {
 		}
 		sig := s.sig
 		s.sig = 0
+		s.serveOthers()
 		if _, on := s.soft[r.Rip]; on && sig == 0 {
 			// Standing on a software breakpoint: run its instruction
 			// first (with a signal to deliver, the handler runs first
@@ -323,6 +326,17 @@ func (s *Stepper) issue(req, sig int) (st Stop, err error) {
 		st, err = s.wait()
 		if st.Interrupted {
 			s.interrupt.Store(false)
+		}
+		if err == nil && st.Interrupted && s.selfInt && !s.interrupt.Load() {
+			// Our own interrupt (othersWaiting): the held threads go
+			// on while this one stands still, then it resumes.
+			s.selfInt = false
+			s.serveOthers()
+			sig = 0
+			continue
+		}
+		if st.Interrupted {
+			s.selfInt = false
 		}
 		if err != nil || st.event == 0 {
 			return st, err
@@ -437,6 +451,7 @@ func (s *Stepper) waitStop() (childInfo, error) {
 			return statusInfo(s.tid, ws), nil
 		}
 		if i > 300 {
+			s.othersWaiting()
 			time.Sleep(min(time.Duration(i-300)*10*time.Microsecond, time.Millisecond))
 		}
 	}
