@@ -244,13 +244,13 @@ func TestStepperSoftBreakpoints(t *testing.T) {
 // has the int3 too, gets the original bytes back before it runs: no
 // child dies of a SIGTRAP or computes a wrong result.
 func TestStepperSoftBreakpointsFork(t *testing.T) {
-	p := start(t, "forkme")
+	p := start(t, "stepme", "fork")
 	f := parseFields(t, p.line(t))
 	tid, err := strconv.Atoi(f["tid"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	forker, err := strconv.Atoi(f["tid2"])
+	forker, err := strconv.Atoi(f["tid3"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestStepperSoftBreakpointsFork(t *testing.T) {
 		watchdog.Stop()
 	}
 	out, ps := p.finish(t, hangGuard)
-	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "bad 0\n") {
-		t.Fatalf("program ended %v, printed %q; want bad 0 and done", ps, out)
+	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "bad 0\n") || !strings.Contains(out, "wrong 0\n") {
+		t.Fatalf("program ended %v, printed %q; want wrong 0, bad 0 and done", ps, out)
 	}
 }
