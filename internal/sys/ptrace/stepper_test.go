@@ -180,14 +180,7 @@ func TestStepperInterruptedStep(t *testing.T) {
 func TestStepperSoftBreakpoints(t *testing.T) {
 	p := start(t, "stepme")
 	f := parseFields(t, p.line(t))
-	tid, err := strconv.Atoi(f["tid"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	checker, err := strconv.Atoi(f["tid2"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	tid, checker := tidField(t, f, "tid"), tidField(t, f, "tid2")
 	target, pid := hexField(t, f, "target"), p.pid()
 	before := peekU64(t, pid, target)
 	s, err := SeizeThread(pid, tid)
@@ -246,14 +239,7 @@ func TestStepperSoftBreakpoints(t *testing.T) {
 func TestStepperSoftBreakpointsFork(t *testing.T) {
 	p := start(t, "stepme", "fork")
 	f := parseFields(t, p.line(t))
-	tid, err := strconv.Atoi(f["tid"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	forker, err := strconv.Atoi(f["tid3"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	tid, forker := tidField(t, f, "tid"), tidField(t, f, "tid3")
 	target, pid := hexField(t, f, "target"), p.pid()
 	for round := 0; round < 5; round++ {
 		s, err := SeizeThread(pid, tid)
@@ -284,4 +270,14 @@ func TestStepperSoftBreakpointsFork(t *testing.T) {
 	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "bad 0\n") || !strings.Contains(out, "wrong 0\n") {
 		t.Fatalf("program ended %v, printed %q; want wrong 0, bad 0 and done", ps, out)
 	}
+}
+
+// tidField returns the thread id a fixture printed as key.
+func tidField(t *testing.T, m map[string]string, key string) int {
+	t.Helper()
+	tid, err := strconv.Atoi(m[key])
+	if err != nil || tid <= 0 {
+		t.Fatalf("field %q: %v (%v)", key, err, m)
+	}
+	return tid
 }
