@@ -6,13 +6,15 @@ AGENT_SRC := $(wildcard agent/*.c)
 AGENT_HDR := $(wildcard agent/*.h)
 # The agent runs inside every target: no frame-pointer omission (the hooks'
 # frames start each stack walk), unwind tables (C++ exceptions pass through
-# the operator new hooks), initial-exec TLS (no allocation on first touch),
+# the operator new hooks) with cleanups (LP_BUSY_CALL: -fexceptions; the
+# unwinder is the program's, see families.c), initial-exec TLS (no
+# allocation on first touch),
 # and no builtin knowledge of the allocator functions it defines. Link-time
 # optimisation inlines across its files: the hooks' path runs through four
 # of them (-2.5 ns an allocation and free on the allocation loop).
 AGENT_CFLAGS ?= -O2 -flto -g -std=gnu11 -fPIC -Wall -Wextra -Wno-unused-parameter \
 	-fvisibility=hidden -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
-	-fasynchronous-unwind-tables -ftls-model=initial-exec \
+	-fasynchronous-unwind-tables -fexceptions -ftls-model=initial-exec \
 	-fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free
 
 .PHONY: all agent leakpath test demo bench clean fmt vet

@@ -8,6 +8,7 @@
  * another thread before the collector sees it freed).
  */
 #include "agent.h"
+#include "cxxreal.h"
 #include "families.h"
 
 #include <dlfcn.h>
@@ -45,6 +46,7 @@ static void *(*real_valloc)(size_t);
 static void *(*real_pvalloc)(size_t);
 static pid_t (*real_fork)(void);
 static int (*real_dlclose)(void *);
+static void *(*real_dlopen)(const char *, int);
 static int (*real_prctl)(int, ...);
 static long (*real_syscall)(long, ...);
 static void (*real__exit)(int) __attribute__((noreturn));
@@ -61,6 +63,7 @@ int lp_attach_mode; /* also read by modules.c */
 
 /* attach.c */
 LP_HIDDEN void *lp_attach_real(const char *name);
+LP_HIDDEN int lp_dlopen_as_caller(const char *file, const void *caller);
 
 /* lp_next is the function name the hook of the same name calls: the next
  * definition after the agent's when preloaded; attached, the process's own
@@ -238,6 +241,7 @@ static void lp_init(void)
 	real_pvalloc = lp_next("pvalloc");
 	real_fork = lp_next("fork");
 	real_dlclose = lp_next("dlclose");
+	real_dlopen = lp_next("dlopen");
 	real__exit = lp_next("_exit");
 	real__Exit = lp_next("_Exit");
 	real_prctl = lp_next("prctl"); /* not at _exit: a fork child may not dlsym */
@@ -389,12 +393,14 @@ static void lp_atfork_prepare(void)
 	lp_tls.forking = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_mod_lock_acquire();
+	lp_families_fork(1, 0);
 	lp_pool_lock_fork(1);
 }
 
 static void lp_atfork_parent(void)
 {
 	lp_pool_lock_fork(0);
+	lp_families_fork(0, 0);
 	lp_mod_lock_release();
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	lp_tls.forking = 0;
@@ -403,6 +409,7 @@ static void lp_atfork_parent(void)
 static void lp_atfork_child(void)
 {
 	lp_pool_lock_fork(0);
+	lp_families_fork(0, 1);
 	lp_mod_lock_release();
 	if (lp_tls.forking)
 		lp_child_reinit();
@@ -509,6 +516,7 @@ static __attribute__((noinline)) void lp_note_exit(int status, unsigned how, int
 	if (t && !lp_vfork_child()) {
 		if (name)
 			lp_note_own_name(t);
+		lp_families_exit(t); /* modules no dlopen of the agent's brought */
 		uint64_t w[3] = {LP_HDR(LP_REC_EXIT, 0, 3, (uint32_t)status), 0, how};
 		lp_put(t, w, 3);
 		lp_enter(&t->busy);
@@ -714,7 +722,7 @@ LP_EXPORT void *malloc(size_t n)
 	void *p = lp_slot_try(t, n, __builtin_return_address(0), 0); /* stale slots */
 	if (LP_LIKELY(!p)) {
 		p = real_malloc(n);
-		lp_fresh(p);
+		lp_fresh(p, n);
 	}
 	if (t)
 		lp_rec_alloc(t, LP_FN_MALLOC, p, n, LP_FP());
@@ -793,7 +801,7 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 	}
 	void *p = real_realloc(old, n);
 	if (!old)
-		lp_fresh(p);
+		lp_fresh(p, n);
 	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;
@@ -824,7 +832,7 @@ LP_EXPORT void *memalign(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_memalign))
 		return NULL;
 	void *p = real_memalign(align, n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_MEMALIGN, p, n, LP_FP());
 	return p;
@@ -837,7 +845,7 @@ LP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 		return ENOMEM;
 	int rc = real_posix_memalign(out, align, n);
 	if (rc == 0)
-		lp_fresh(*out);
+		lp_fresh(*out, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_POSIX_MEMALIGN, rc == 0 ? *out : NULL, n, LP_FP());
 	return rc;
@@ -849,7 +857,7 @@ LP_EXPORT void *aligned_alloc(size_t align, size_t n)
 	if (LP_UNLIKELY(!real_aligned_alloc))
 		return NULL;
 	void *p = real_aligned_alloc(align, n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_ALIGNED_ALLOC, p, n, LP_FP());
 	return p;
@@ -861,7 +869,7 @@ LP_EXPORT void *valloc(size_t n)
 	if (LP_UNLIKELY(!real_valloc))
 		return NULL;
 	void *p = real_valloc(n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_VALLOC, p, n, LP_FP());
 	return p;
@@ -873,7 +881,7 @@ LP_EXPORT void *pvalloc(size_t n)
 	if (LP_UNLIKELY(!real_pvalloc))
 		return NULL;
 	void *p = real_pvalloc(n);
-	lp_fresh(p);
+	lp_fresh(p, n);
 	if (t)
 		lp_rec_alloc(t, LP_FN_PVALLOC, p, n, LP_FP());
 	return p;
@@ -886,9 +894,12 @@ LP_EXPORT void *pvalloc(size_t n)
  * that it records once and with its own kind. The throw passes through
  * this frame by its unwind tables; no state needs restoring. Any other
  * operator new (a replacement in a library) is called through with
- * recording suspended, so its own malloc calls are not counted twice.
- * The nothrow forms are not interposed: libstdc++ implements them by
- * calling the plain forms inside a try block.
+ * recording suspended, so its own malloc calls are not counted twice
+ * (LP_BUSY_CALL in lp_cxx_through: resumed when it throws, too).
+ * The nothrow forms are not interposed: libstdc++ and libc++ implement
+ * them by calling the plain forms inside a try block. With no operator
+ * new in the global scope (a C++ plugin dlopen'ed RTLD_LOCAL), each call
+ * finds its caller's (below, and cxxreal.c).
  */
 
 typedef void (*lp_handler_t)(void);
@@ -896,7 +907,7 @@ static lp_handler_t (*lp_get_new_handler)(void);
 typedef void (*lp_thrower_t)(void) __attribute__((noreturn));
 static lp_thrower_t lp_throw_bad_alloc;
 
-/* lp_cxx_mode: 0 unknown, 1 libstdc++ (own loop), 2 call through. */
+/* lp_cxx_mode: 0 unknown, 1 a C++ runtime's (own loop), 2 call through. */
 static int lp_cxx_mode(void *real)
 {
 	static int mode;
@@ -907,8 +918,11 @@ static int lp_cxx_mode(void *real)
 	lp_enter(&t->busy);
 	int m = 2;
 	/* An executable with an allocator of its own: libstdc++'s operator
-	 * new calls it, not the one the agent would (families.c). */
-	if (!lp_exe_malloc && real && dladdr(real, &info) && info.dli_fname && strstr(info.dli_fname, "libstdc++")) {
+	 * new calls it, not the one the agent would (families.c). libc++'s
+	 * too is done here: its bad_alloc, thrown by LLVM's libunwind, must
+	 * not pass a hook frame the agent's personality routine runs for
+	 * (lp_cxx_through). */
+	if (!lp_exe_malloc && real && dladdr(real, &info) && info.dli_fname && lp_cxx_runtime_file(info.dli_fname)) {
 		lp_get_new_handler = (lp_handler_t (*)(void))lp_next("_ZSt15get_new_handlerv");
 		lp_throw_bad_alloc = (lp_thrower_t)lp_next("_ZSt17__throw_bad_allocv");
 		if (lp_get_new_handler && lp_throw_bad_alloc)
@@ -919,34 +933,137 @@ static int lp_cxx_mode(void *real)
 	return m;
 }
 
-/* lp_cxx_alloc allocates like libstdc++'s operator new (align 0) or its
- * aligned form. */
-static void *lp_cxx_alloc(size_t n, size_t align)
+/* lp_cxx_alloc_with allocates like the operator new (align 0) or its
+ * aligned form of the runtime whose new-handler getter and bad_alloc
+ * thrower are gh and thr (libstdc++'s and libc++'s do the same). */
+static inline __attribute__((always_inline)) void *lp_cxx_alloc_with(size_t n, size_t align,
+								   lp_handler_t (*gh)(void), lp_thrower_t thr)
 {
 	if (n == 0)
 		n = 1;
 	if (align) {
 		if (align & (align - 1))
-			lp_throw_bad_alloc();
+			thr();
 		n = (n + align - 1) & ~(align - 1);
 	}
 	for (;;) {
 		void *p = align ? real_aligned_alloc(align, n) : real_malloc(n);
 		if (LP_LIKELY(p != NULL))
 			return p;
-		lp_handler_t h = lp_get_new_handler();
+		lp_handler_t h = gh();
 		if (!h)
-			lp_throw_bad_alloc();
+			thr();
 		h();
 	}
+}
+
+/* lp_cxx_alloc allocates like libstdc++'s operator new (align 0) or its
+ * aligned form. */
+static void *lp_cxx_alloc(size_t n, size_t align)
+{
+	return lp_cxx_alloc_with(n, align, lp_get_new_handler, lp_throw_bad_alloc);
+}
+
+/* lp_cxx_through calls operator new f (aligned: with al) with the
+ * thread's recording suspended. It is the only C++ hook frame with a
+ * cleanup, hence the only one the agent's personality routine runs for
+ * (families.c: it knows one unwinder, libgcc_s's; libc++'s comes with
+ * LLVM's libunwind): the runtime's own bad_alloc thrown from a hook's
+ * loop passes the hooks' frames with no personality at all. */
+static __attribute__((noinline)) void *lp_cxx_through(struct lp_thread *t, void *f, int aligned, size_t n,
+						      size_t al)
+{
+	void *p;
+	if (aligned)
+		LP_BUSY_CALL(t, p = ((void *(*)(size_t, lp_align_t))f)(n, al));
+	else
+		LP_BUSY_CALL(t, p = ((void *(*)(size_t))f)(n));
+	return p;
+}
+
+#define LP_CXX_ALIGNED(k) ((k) == LP_CXX__ZnwmSt11align_val_t || (k) == LP_CXX__ZnamSt11align_val_t)
+
+/* ---- the global scope without a C++ runtime ----
+ *
+ * A C program that dlopens a C++ plugin RTLD_LOCAL has no operator new in
+ * its global scope: the plugin's calls reach the hooks, whose next
+ * definition is none. Each call then goes to the definition the caller's
+ * own scope has (cxxreal.c), the one the loader binds without the agent;
+ * with none loaded at all (a module loaded lazily without its runtime),
+ * the hooks serve malloc and free as the runtime would, and abort only
+ * where it would terminate (no memory, and no bad_alloc to throw). */
+
+/* lp_cxx_next is the definition C++ name k has for every caller: the next
+ * one in the global scope. NULL: none there, each call looks its
+ * caller's up (lp_cxx_local). */
+static void *lp_cxx_next(enum lp_cxx_name k)
+{
+	if (lp_attach_mode) /* any module's, the agent's slots redirected there (attach.c) */
+		return lp_sym(lp_cxx_names[k]);
+	struct lp_thread *t = &lp_tls;
+	lp_enter(&t->busy);
+	int global = lp_cxx_global(k);
+	lp_leave(&t->busy);
+	return global ? lp_sym(lp_cxx_names[k]) : NULL;
+}
+
+/* lp_cxx_bare_new is operator new with no C++ runtime loaded. */
+static void *lp_cxx_bare_new(size_t n, size_t align, const void *caller)
+{
+	if (n == 0)
+		n = 1;
+	void *p = NULL;
+	if (!align)
+		p = real_malloc ? real_malloc(n) : lp_boot_alloc(n);
+	else if (!(align & (align - 1)) && real_aligned_alloc && n + align - 1 >= n)
+		p = real_aligned_alloc(align, (n + align - 1) & ~(align - 1));
+	if (LP_LIKELY(p != NULL))
+		return p;
+	lp_thrower_t thr = (lp_thrower_t)lp_cxx_local(LP_CXX__ZSt17__throw_bad_allocv, caller, NULL, NULL);
+	if (thr)
+		thr();
+	abort(); /* std::terminate, with no bad_alloc to throw */
+}
+
+/* lp_cxx_new_local is operator new k for a call from caller when the
+ * global scope has none; fp: the hook's frame. A C++ runtime's (libstdc++,
+ * libc++) is done here, as lp_cxx_alloc does, with that runtime's
+ * new-handler and bad_alloc; any other (a plugin's own operator new) is
+ * called through. */
+static void *lp_cxx_new_local(enum lp_cxx_name k, unsigned fn, size_t n, size_t align, const void *caller,
+			      void *fp)
+{
+	int rt = 0;
+	void *own[2] = {NULL, NULL};
+	void *f = lp_cxx_local(k, caller, &rt, own);
+	struct lp_thread *t = lp_rec_thread();
+	void *p;
+	if (!f)
+		p = lp_cxx_bare_new(n, align, caller);
+	else if (rt && own[0] && own[1] && !lp_exe_malloc)
+		p = lp_cxx_alloc_with(n, align, (lp_handler_t (*)(void))own[0], (lp_thrower_t)own[1]);
+	else
+		p = lp_cxx_through(t, f, LP_CXX_ALIGNED(k), n, align);
+	lp_fresh(p, n);
+	if (t)
+		lp_rec_alloc(t, fn, p, n, fp);
+	return p;
 }
 
 #define LP_NEW(name, fn, decl, args, align)                                            \
 	LP_EXPORT void *name decl                                                      \
 	{                                                                              \
 		static void *(*real) decl;                                             \
-		if (LP_UNLIKELY(!real))                                                \
-			real = (void *(*) decl)lp_sym(#name);                          \
+		static int local; /* no definition in the global scope */              \
+		if (LP_UNLIKELY(!real)) {                                              \
+			if (!local) {                                                  \
+				real = (void *(*) decl)lp_cxx_next(LP_CXX_##name);     \
+				local = !real && !lp_attach_mode;                      \
+			}                                                              \
+			if (!real)                                                     \
+				return lp_cxx_new_local(LP_CXX_##name, fn, n, align,   \
+							__builtin_return_address(0), LP_FP()); \
+		}                                                                      \
 		struct lp_thread *t = lp_rec_thread();                                 \
 		void *p;                                                               \
 		if (LP_LIKELY(lp_cxx_mode((void *)real) == 1)) {                       \
@@ -955,26 +1072,66 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			if (LP_LIKELY(!p))                                             \
 				p = lp_cxx_alloc(n, align);                            \
 		} else {                                                               \
-			if (!real)                                                     \
-				abort();                                               \
-			if (t)                                                         \
-				lp_enter(&t->busy);                                    \
-			p = real args;                                                 \
-			if (t)                                                         \
-				lp_leave(&t->busy);                                    \
+			p = lp_cxx_through(t, (void *)real, LP_CXX_ALIGNED(LP_CXX_##name), \
+					   n, align);                                  \
 		}                                                                      \
-		lp_fresh(p);                                                           \
+		lp_fresh(p, n);                                                           \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
 		return p;                                                              \
 	}
 
+/* lp_cxx_missing ends the process as the dynamic linker does at a call
+ * to a function no module defines (bound lazily). */
+__attribute__((noreturn)) static void lp_cxx_missing(enum lp_cxx_name k)
+{
+	static const char pre[] = ": symbol lookup error: undefined symbol: ";
+	extern char *program_invocation_name;
+	const char *prog = program_invocation_name ? program_invocation_name : "?";
+	(void)!write(2, prog, strlen(prog));
+	(void)!write(2, pre, sizeof pre - 1);
+	(void)!write(2, lp_cxx_names[k], strlen(lp_cxx_names[k]));
+	(void)!write(2, "\n", 1);
+	_exit(127);
+}
+
+/* The object of an exception the program's operator new throws inside
+ * LP_BUSY_CALL is a block of the program's like any (the catch's end
+ * frees it): its allocation is recorded, the thread's recording resumed
+ * for it, or its free would read as an invalid one. */
+LP_EXPORT void *__cxa_allocate_exception(size_t n)
+{
+	static void *(*real)(size_t);
+	void *(*f)(size_t) = real;
+	if (LP_UNLIKELY(!f)) {
+		f = real = (void *(*)(size_t))lp_cxx_next(LP_CXX___cxa_allocate_exception);
+		if (!f)
+			f = (void *(*)(size_t))lp_cxx_local(LP_CXX___cxa_allocate_exception,
+							   __builtin_return_address(0), NULL, NULL);
+		if (!f)
+			lp_cxx_missing(LP_CXX___cxa_allocate_exception);
+	}
+	struct lp_thread *t = &lp_tls;
+	int busy = t->busy;
+	if (!busy || busy != t->through)
+		return f(n); /* not inside the program's allocator alone */
+	t->busy = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	void *p = f(n);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->busy = busy;
+	return p;
+}
+
 #define LP_DELETE(name, fn, decl, args)                                                \
 	LP_EXPORT void name decl                                                       \
 	{                                                                              \
 		static void (*real) decl;                                              \
-		if (LP_UNLIKELY(!real))                                                \
-			real = (void (*) decl)lp_sym(#name);                           \
+		static int local; /* no definition in the global scope */              \
+		if (LP_UNLIKELY(!real) && !local) {                                    \
+			real = (void (*) decl)lp_cxx_next(LP_CXX_##name);              \
+			local = !real && !lp_attach_mode;                              \
+		}                                                                      \
 		if (!p || LP_UNLIKELY(lp_is_boot(p)))                                  \
 			return;                                                        \
 		lp_watch_freed(p);                                                     \
@@ -987,8 +1144,16 @@ static void *lp_cxx_alloc(size_t n, size_t align)
 			lp_slot_free(p); /* stale slots */                             \
 		else if (real)                                                         \
 			real args;                                                     \
-		else                                                                   \
-			real_free(p);                                                  \
+		else {                                                                 \
+			/* the caller's; a runtime's (or none) is free */              \
+			int rt = 0;                                                    \
+			void (*f) decl = (void (*) decl)lp_cxx_local(                  \
+				LP_CXX_##name, __builtin_return_address(0), &rt, NULL); \
+			if (f && (!rt || lp_exe_malloc))                               \
+				f args;                                                \
+			else                                                           \
+				real_free(p);                                          \
+		}                                                                      \
 		if (t)                                                                 \
 			lp_leave(&t->busy);                                            \
 	}
@@ -1126,11 +1291,41 @@ LP_EXPORT long syscall(long nr, ...)
 	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
+/* lp_dlopen_traced is dlopen called by the agent, for the allocators of
+ * the modules it brings to be patched before the program has them
+ * (families.c). */
+__attribute__((noinline)) static void *lp_dlopen_traced(const char *file, int mode)
+{
+	struct lp_dlsnap before;
+	lp_families_dlopen_begin(&before);
+	void *h = real_dlopen(file, mode);
+	int saved = errno;
+	lp_families_dlopen_end(&before, h != NULL);
+	errno = saved;
+	return h;
+}
+
+/* dlopen, preloaded (attached, attach.c redirects the program's calls to
+ * its own): the real one finds the file on behalf of its caller (its
+ * RUNPATH, $ORIGIN), so where that may matter it is called as a tail
+ * call, the caller's return address intact, and the modules it brings
+ * are not looked at. */
+LP_EXPORT void *dlopen(const char *file, int mode)
+{
+	if (LP_UNLIKELY(!real_dlopen))
+		real_dlopen = lp_sym("dlopen");
+	if (!lp_hdr || lp_dlopen_as_caller(file, __builtin_return_address(0)))
+		return real_dlopen(file, mode); /* a tail call at -O2 */
+	return lp_dlopen_traced(file, mode);
+}
+
 LP_EXPORT int dlclose(void *h)
 {
 	if (LP_UNLIKELY(!real_dlclose))
 		real_dlclose = lp_sym("dlclose");
 	int rc = real_dlclose(h);
+	lp_families_dlclose();
+	lp_cxx_forget();
 	struct lp_thread *t = lp_rec_thread();
 	if (t)
 		lp_modules_refresh(t, 0);

@@ -34,6 +34,7 @@ struct timespec;
 struct lp_thread {
 	int state;        /* 0 new, 1 recording, 2 pass-through (no slot) */
 	int busy;         /* >0 while agent code that may allocate runs */
+	int through;      /* of which LP_BUSY_CALLs: the program's allocator called through */
 	int depth;        /* record writers active on this thread (signals nest) */
 	int in_stack;     /* inside lp_stack_id: a signal handler must not touch the tables */
 	int in_fold;      /* inside fold.c: the same for the fold area */
@@ -84,6 +85,31 @@ static inline void lp_leave(int *count)
 	(*count)--;
 }
 
+static inline void lp_busy_unwind(struct lp_thread **t)
+{
+	if (*t) {
+		lp_leave(&(*t)->busy);
+		(*t)->through--;
+	}
+}
+
+/* LP_BUSY_CALL runs call with thread t's (NULL: none) recording suspended,
+ * for a call that may throw (an operator new of the program's allocator,
+ * its bad_alloc or its own exception): the count comes down when the
+ * call returns and when an exception unwinds through the caller's frame
+ * (the agent is built with -fexceptions: the cleanup is a landing pad;
+ * families.c forwards its personality routine to the unwinder's). Left
+ * raised, the thread's allocations after a catch went unrecorded. */
+#define LP_BUSY_CALL(t, call)                                                                  \
+	do {                                                                                   \
+		struct lp_thread *lp_bg_ __attribute__((cleanup(lp_busy_unwind))) = (t);       \
+		if (lp_bg_) {                                                                  \
+			lp_bg_->through++;                                                     \
+			lp_enter(&lp_bg_->busy);                                               \
+		}                                                                              \
+		call;                                                                          \
+	} while (0)
+
 /* Process-wide recording state. */
 extern struct lp_header *lp_hdr;   /* NULL: not recording */
 extern unsigned char *lp_folds;    /* the region's fold areas; NULL: no folding */
@@ -102,7 +128,7 @@ LP_HIDDEN void lp_sandbox_later(void);
 LP_HIDDEN int lp_read_small(const char *path, char *buf, size_t size);
 LP_HIDDEN void lp_exe_funcs(void (*each)(void *arg, const char *name, size_t room, uintptr_t value, size_t size),
 			    void *arg); /* exesyms.c */
-LP_HIDDEN uint32_t lp_gnu_hash(const char *s); /* exesyms.c */
+LP_HIDDEN uint32_t lp_gnu_hash(const char *s); /* dynsyms.c */
 
 /* The session directory of `leakpath run` is named by this variable; the
  * agent registers on LP_CTL_SOCK in it, and a process of another user,
@@ -156,6 +182,11 @@ LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
+/* The collector's clock as one wait last saw it change (lp_collector_lost). */
+struct lp_beat {
+	uint64_t ts, since;
+};
+LP_HIDDEN int lp_collector_lost(struct lp_beat *b);
 struct lp_ctx;
 LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);

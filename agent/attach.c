@@ -17,6 +17,7 @@
  * knows that the image started by attach.
  */
 #include "agent.h"
+#include "dynsyms.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -85,7 +86,7 @@ static int lp_patching;          /* slots are redirected now */
 static void *(*real_dlopen)(const char *, int);
 static char lp_why[256];         /* why the last attach was refused */
 
-/* _DYNAMIC (<link.h>) is the agent's own: its module is never patched nor searched. */
+/* The agent's own module is never patched nor searched (lp_dynsyms_read). */
 
 /* ---- the process's own definitions ----
  *
@@ -97,93 +98,8 @@ static char lp_why[256];         /* why the last attach was refused */
  * with a value, its PLT entry (a canonical PLT entry), which dlsym returns;
  * that entry jumps through the executable's GOT slot, which attach
  * redirects to the hook: the hook would call itself for ever. The modules'
- * own symbol tables are read instead (their GNU or SysV hash tables).
+ * own symbol tables are read instead (dynsyms.c).
  */
-
-struct lp_dynsyms {
-	const ElfW(Sym) *sym;
-	const char *str;
-	size_t strsz;
-	const uint32_t *gnu, *sysv;
-	const ElfW(Half) *versym;
-};
-
-/* lp_ptr turns a d_ptr of the dynamic section into an address: glibc
- * relocates most in place, not those of a read-only dynamic section. */
-static uintptr_t lp_ptr(uintptr_t bias, uintptr_t v)
-{
-	return v < bias ? bias + v : v;
-}
-
-static int lp_dynsyms_of(uintptr_t bias, const ElfW(Dyn) *dyn, struct lp_dynsyms *d)
-{
-	memset(d, 0, sizeof *d);
-	for (int i = 0; dyn[i].d_tag != DT_NULL && i < 4096; i++) {
-		uintptr_t v = dyn[i].d_un.d_ptr;
-		switch (dyn[i].d_tag) {
-		case DT_SYMTAB: d->sym = (const ElfW(Sym) *)lp_ptr(bias, v); break;
-		case DT_STRTAB: d->str = (const char *)lp_ptr(bias, v); break;
-		case DT_STRSZ: d->strsz = dyn[i].d_un.d_val; break;
-		case DT_GNU_HASH: d->gnu = (const uint32_t *)lp_ptr(bias, v); break;
-		case DT_HASH: d->sysv = (const uint32_t *)lp_ptr(bias, v); break;
-		case DT_VERSYM: d->versym = (const ElfW(Half) *)lp_ptr(bias, v); break;
-		}
-	}
-	return d->sym && d->str && (d->gnu || d->sysv) ? 0 : -1;
-}
-
-static int lp_sym_is(const struct lp_dynsyms *d, uint32_t i, const char *name)
-{
-	if (d->sym[i].st_name >= d->strsz || strcmp(d->str + d->sym[i].st_name, name) != 0)
-		return 0;
-	/* A hidden version (an old one beside the default) is not bound by
-	 * name alone. */
-	return !d->versym || !(d->versym[i] & 0x8000);
-}
-
-/* lp_find_sym looks name up in a module's dynamic symbols: its defined
- * ones, and in an executable the undefined ones with a value (both are in
- * the GNU hash table; the SysV one has every symbol). */
-static const ElfW(Sym) *lp_find_sym(const struct lp_dynsyms *d, const char *name)
-{
-	if (d->gnu) {
-		uint32_t nb = d->gnu[0], symoff = d->gnu[1], bloom = d->gnu[2];
-		if (nb == 0)
-			return NULL;
-		const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(d->gnu + 4) + bloom);
-		const uint32_t *chain = buckets + nb;
-		uint32_t h = 5381;
-		for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-			h = h * 33 + *c;
-		uint32_t i = buckets[h % nb];
-		if (i < symoff)
-			return NULL;
-		for (uint32_t n = 0; n < (1u << 22); n++, i++) {
-			uint32_t ch = chain[i - symoff];
-			if ((ch | 1) == (h | 1) && lp_sym_is(d, i, name))
-				return &d->sym[i];
-			if (ch & 1)
-				break;
-		}
-		return NULL;
-	}
-	uint32_t nb = d->sysv[0], nc = d->sysv[1];
-	if (nb == 0)
-		return NULL;
-	const uint32_t *b = d->sysv + 2, *c = b + nb;
-	uint32_t h = 0;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-		h = (h << 4) + *p;
-		uint32_t g = h & 0xf0000000u;
-		if (g)
-			h ^= g >> 24;
-		h &= ~g;
-	}
-	for (uint32_t i = b[h % nb], n = 0; i != 0 && i < nc && n < nc; i = c[i], n++)
-		if (lp_sym_is(d, i, name))
-			return &d->sym[i];
-	return NULL;
-}
 
 /* lp_def is one name looked up: its definition (NULL: none) and, when the
  * executable has a canonical PLT entry for it, that entry's address. */
@@ -199,30 +115,20 @@ struct lp_defs_q {
 	int first; /* the next module is the first one: the executable */
 };
 
-static const ElfW(Dyn) *lp_dynamic_of(const struct dl_phdr_info *info)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			return (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-	return NULL;
-}
-
 static int lp_defs_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct lp_defs_q *q = arg;
 	int exe = q->first;
 	q->first = 0;
-	const ElfW(Dyn) *dyn = lp_dynamic_of(info);
 	struct lp_dynsyms d;
-	if (!dyn || dyn == _DYNAMIC || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")) ||
-	    lp_dynsyms_of(info->dlpi_addr, dyn, &d) != 0)
+	if (lp_dynsyms_read(info, &d) != 0)
 		return 0;
 	for (size_t i = 0; i < q->n; i++) {
 		struct lp_def *e = &q->q[i];
 		if (e->def)
 			continue;
-		const ElfW(Sym) *s = lp_find_sym(&d, e->name);
+		const ElfW(Sym) *s = lp_dynsym(&d, e->name);
 		if (!s || s->st_value == 0)
 			continue;
 		if (s->st_shndx == SHN_UNDEF) {
@@ -358,7 +264,7 @@ static int lp_slot_ours(size_t k, void *old, const struct lp_dynsyms *d, uintptr
 		return 1;
 	if ((uintptr_t)old < lo || (uintptr_t)old >= hi)
 		return 0;
-	const ElfW(Sym) *own = lp_find_sym(d, lp_hooks[k].name);
+	const ElfW(Sym) *own = lp_dynsym(d, lp_hooks[k].name);
 	return !(own && own->st_shndx != SHN_UNDEF && (void *)(bias + own->st_value) == old);
 }
 
@@ -413,18 +319,16 @@ static int lp_patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 			relro_hi = relro_lo + ph->p_memsz;
 		}
 	}
-	const ElfW(Dyn) *dyn = lp_dynamic_of(info);
 	struct lp_dynsyms d;
-	if (!dyn || dyn == _DYNAMIC || (info->dlpi_name && strstr(info->dlpi_name, "linux-vdso")) ||
-	    lp_dynsyms_of(bias, dyn, &d) != 0)
+	if (lp_dynsyms_read(info, &d) != 0)
 		return 0;
 	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
 	size_t jmpsz = 0, relasz = 0;
-	for (const ElfW(Dyn) *e = dyn; e->d_tag != DT_NULL; e++) {
+	for (const ElfW(Dyn) *e = d.dyn; e->d_tag != DT_NULL; e++) {
 		switch (e->d_tag) {
-		case DT_JMPREL: jmprel = (const ElfW(Rela) *)lp_ptr(bias, e->d_un.d_ptr); break;
+		case DT_JMPREL: jmprel = (const ElfW(Rela) *)lp_dyn_ptr(&d, e->d_un.d_ptr); break;
 		case DT_PLTRELSZ: jmpsz = e->d_un.d_val; break;
-		case DT_RELA: rela = (const ElfW(Rela) *)lp_ptr(bias, e->d_un.d_ptr); break;
+		case DT_RELA: rela = (const ElfW(Rela) *)lp_dyn_ptr(&d, e->d_un.d_ptr); break;
 		case DT_RELASZ: relasz = e->d_un.d_val; break;
 		}
 	}
@@ -507,19 +411,30 @@ static int lp_relro_cb(struct dl_phdr_info *info, size_t size, void *arg)
 /* lp_dlopen is dlopen for modules bound before the attach: the new module
  * and its dependencies get their slots redirected before their code runs
  * further. dlopen looks the file up on behalf of its caller (its RUNPATH,
- * $ORIGIN): when that can matter, the call goes to the real dlopen as a
- * tail call, the caller's return address intact, and the new modules are
- * redirected at the next attach-mode refresh instead. */
-static int lp_caller_paths(const void *caller)
+ * $ORIGIN): when that can matter (lp_dlopen_as_caller), the call goes to
+ * the real dlopen as a tail call, the caller's return address intact, and
+ * the new modules are redirected at the next attach-mode refresh instead. */
+
+/* lp_dlopen_as_caller reports whether dlopen of file may find another
+ * module when called from the agent than from caller: a name with $
+ * ($ORIGIN), or a bare name that the caller's RPATH or RUNPATH may
+ * resolve (an executable's RPATH applies to any caller, the agent too,
+ * but not its RUNPATH, which ld's --enable-new-dtags writes). */
+int lp_dlopen_as_caller(const char *file, const void *caller)
 {
+	if (!file)
+		return 1;
+	if (strchr(file, '$'))
+		return 1;
+	if (strchr(file, '/'))
+		return 0;
 	Dl_info info;
 	struct link_map *lm = NULL;
 	if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
 		return 1;
-	if (lm->l_name == NULL || lm->l_name[0] == 0)
-		return 0; /* the executable: its RPATH applies to any caller */
+	int exe = lm->l_name == NULL || lm->l_name[0] == 0;
 	for (const ElfW(Dyn) *d = lm->l_ld; d && d->d_tag != DT_NULL; d++)
-		if (d->d_tag == DT_RPATH || d->d_tag == DT_RUNPATH)
+		if (d->d_tag == DT_RUNPATH || (d->d_tag == DT_RPATH && !exe))
 			return 1;
 	return 0;
 }
@@ -537,7 +452,7 @@ static void *lp_dlopen(const char *file, int mode)
 {
 	if (!real_dlopen)
 		return NULL;
-	if (file && (strchr(file, '$') || (!strchr(file, '/') && lp_caller_paths(__builtin_return_address(0)))))
+	if (file && lp_dlopen_as_caller(file, __builtin_return_address(0)))
 		return real_dlopen(file, mode); /* a tail call at -O2 */
 	return lp_dlopen_as_agent(file, mode);
 }

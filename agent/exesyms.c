@@ -1,8 +1,7 @@
 /*
  * exesyms.c - the executable's static symbol table (.symtab), for the
  * functions it defines without exporting them: LeakSanitizer's hooks
- * (lsan.c) and an allocator linked into the executable (families.c);
- * and the hash of the loader's DT_GNU_HASH tables, which both look up.
+ * (lsan.c) and an allocator linked into the executable (families.c).
  */
 #include "agent.h"
 
@@ -64,13 +63,4 @@ LP_HIDDEN void lp_exe_funcs(void (*each)(void *arg, const char *name, size_t roo
 	}
 out:
 	munmap((void *)f, size);
-}
-
-/* lp_gnu_hash is the hash a DT_GNU_HASH table is keyed by (the loader's). */
-LP_HIDDEN uint32_t lp_gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-	for (; *s; s++)
-		h = h * 33 + (unsigned char)*s;
-	return h;
 }

@@ -15,6 +15,7 @@
  * blocks: nothing to do for them.
  */
 #include "agent.h"
+#include "dynsyms.h"
 #include "families.h"
 #include "x86.h"
 
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -47,13 +49,6 @@ static const char *const lp_link_markers[] = {"tc_malloc", "mi_malloc"};
 
 static int lp_find_exported(const char *name, struct lp_found *out);
 static void lp_dynmods_read(void);
-struct lp_exe {
-	uintptr_t bias;
-	const ElfW(Phdr) *phdr;
-	int phnum;
-};
-static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg);
-static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n);
 
 /* lp_families_init notes the habits of the allocator whose malloc is
  * real_malloc: the module that defines it also defines a marker. */
@@ -67,18 +62,20 @@ void lp_families_init(void *real_malloc)
 	const char *base = mi.dli_fname ? strrchr(mi.dli_fname, '/') : NULL;
 	base = base ? base + 1 : mi.dli_fname;
 	lp_real_libc = !base || strncmp(base, "libc.so", 7) == 0 || strncmp(base, "libc-", 5) == 0;
+	if (lp_real_libc)
+		lp_fresh_link = LP_FRESH_CHUNK;
 	lp_dynmods_read();
 	/* The executable's own malloc: known before any operator new the
 	 * agent serves (lp_cxx_mode), which must then call through. */
-	struct lp_exe exe = {0};
+	struct lp_exe exe;
 	struct lp_found x;
-	dl_iterate_phdr(lp_exe_cb, &exe);
+	lp_exe_module(&exe);
 	if (lp_find_exported("malloc", &x) && lp_exe_code(&exe, x.addr, x.size))
 		lp_exe_malloc = 1;
 	for (unsigned i = 0; i < sizeof lp_link_markers / sizeof lp_link_markers[0]; i++) {
 		struct lp_found x;
 		if (lp_find_exported(lp_link_markers[i], &x) && x.base == lp_real_base) {
-			lp_fresh_link = 1;
+			lp_fresh_link = LP_FRESH_LINK;
 			break;
 		}
 	}
@@ -147,6 +144,8 @@ static const char *const lp_fam_prefixes[] = {"je_", "_rjem_", "mi_", "rp", "tc_
 #define LP_FAM_PREFIX_MAX 32
 
 struct lp_fam {
+	int live;          /* the slot is taken */
+	uintptr_t dl_base; /* its module's, if a dlopen brought it (0: at start) */
 	char prefix[LP_FAM_PREFIX_MAX];
 	void *tramp[F_N];  /* the original, through the trampoline; NULL: not patched */
 	unsigned fn[F_N];  /* LP_FN_* each records */
@@ -205,10 +204,9 @@ static inline __attribute__((always_inline)) void lp_fam_fresh(int s, void *p)
 	}                                                                                     \
 	static void *lp_d_new_##s(size_t n)                                                   \
 	{                                                                                     \
-		LP_FAM_ENTER(s, F_NEW, lp_f_size_t, real);                              \
-		LP_FAM_BUSY();                                                                \
-		void *p = real(n);                                                            \
-		LP_FAM_LEAVE();                                                               \
+		LP_FAM_ENTER(s, F_NEW, lp_f_size_t, real);                        \
+		void *p;                                                                      \
+		LP_BUSY_CALL(t, p = real(n)); /* it may throw */                              \
 		if (record) {                                                                 \
 			lp_fam_fresh(s, p);                                                   \
 			lp_note_alloc(lp_fams[s].fn[F_NEW], p, n, __builtin_frame_address(0)); \
@@ -218,9 +216,8 @@ static inline __attribute__((always_inline)) void lp_fam_fresh(int s, void *p)
 	static void *lp_d_new_array_##s(size_t n)                                             \
 	{                                                                                     \
 		LP_FAM_ENTER(s, F_NEW_ARRAY, lp_f_size_t, real);                        \
-		LP_FAM_BUSY();                                                                \
-		void *p = real(n);                                                            \
-		LP_FAM_LEAVE();                                                               \
+		void *p;                                                                      \
+		LP_BUSY_CALL(t, p = real(n)); /* it may throw */                              \
 		if (record) {                                                                 \
 			lp_fam_fresh(s, p);                                                   \
 			lp_note_alloc(lp_fams[s].fn[F_NEW_ARRAY], p, n, __builtin_frame_address(0)); \
@@ -466,85 +463,24 @@ static int lp_patch(struct lp_near *near, uint8_t *entry, size_t size, void *det
 /* ---- finding the entries ---- */
 
 
-static int lp_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	struct lp_exe *m = arg;
-	(void)size;
-	m->bias = info->dlpi_addr; /* the first object is the executable */
-	m->phdr = info->dlpi_phdr;
-	m->phnum = info->dlpi_phnum;
-	return 1;
-}
-
-/* lp_exe_code reports whether [a, a+n) lies in an executable segment of
- * the executable m. */
-static int lp_exe_code(const struct lp_exe *m, uintptr_t a, size_t n)
-{
-	for (int i = 0; m->phdr && i < m->phnum; i++) {
-		const ElfW(Phdr) *ph = &m->phdr[i];
-		uintptr_t lo = m->bias + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && a >= lo && a - lo <= ph->p_memsz &&
-		    n <= ph->p_memsz - (a - lo))
-			return 1;
-	}
-	return 0;
-}
-
-
 /*
- * The modules' exported symbols, read in memory through their GNU hash
- * tables. Not dlsym: a name it does not find costs an error message the
- * loader allocates, and frees, through the program's allocator, which
- * hands that memory, pointers and all, to the program's next blocks.
+ * The modules' exported symbols, read in memory (dynsyms.c), not with
+ * dlsym: a name it does not find costs an error message the loader
+ * allocates, and frees, through the program's allocator, which hands that
+ * memory, pointers and all, to the program's next blocks.
  */
-struct lp_dynmod {
-	uintptr_t bias;
-	const ElfW(Sym) *sym;
-	const char *str;
-	size_t strsz;
-	const uint32_t *gnu;
-};
-
 #define LP_DYNMODS 256
-static struct lp_dynmod lp_dynmods[LP_DYNMODS];
+static struct lp_dynsyms lp_dynmods[LP_DYNMODS];
 static int lp_ndynmods;
 
 static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	uintptr_t self = (uintptr_t)arg;
+	(void)arg;
 	if (lp_ndynmods >= LP_DYNMODS)
 		return 1;
-	const ElfW(Dyn) *dyn = NULL;
-	int mine = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_DYNAMIC)
-			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
-		if (ph->p_type == PT_LOAD && self - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
-			mine = 1;
-	}
-	if (!dyn || mine || !info->dlpi_name || strncmp(info->dlpi_name, "linux-vdso", 10) == 0)
-		return 0; /* the agent's own definitions are its hooks */
-	struct lp_dynmod m = {.bias = info->dlpi_addr};
-	uintptr_t b = info->dlpi_addr;
-	for (int i = 0; i < 64 && dyn[i].d_tag != DT_NULL; i++) {
-		uintptr_t v = dyn[i].d_un.d_ptr;
-		if (dyn[i].d_tag == DT_STRSZ) {
-			m.strsz = dyn[i].d_un.d_val;
-			continue;
-		}
-		if (v < b)
-			v += b; /* not relocated by the loader */
-		if (dyn[i].d_tag == DT_SYMTAB)
-			m.sym = (const ElfW(Sym) *)v;
-		else if (dyn[i].d_tag == DT_STRTAB)
-			m.str = (const char *)v;
-		else if (dyn[i].d_tag == DT_GNU_HASH)
-			m.gnu = (const uint32_t *)v;
-	}
-	if (m.sym && m.str && m.gnu && m.strsz)
-		lp_dynmods[lp_ndynmods++] = m;
+	if (lp_dynsyms_read(info, &lp_dynmods[lp_ndynmods]) == 0)
+		lp_ndynmods++;
 	return 0;
 }
 
@@ -552,55 +488,32 @@ static int lp_dynmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static void lp_dynmods_read(void)
 {
 	lp_ndynmods = 0;
-	dl_iterate_phdr(lp_dynmods_cb, (void *)(uintptr_t)lp_families_start);
+	dl_iterate_phdr(lp_dynmods_cb, NULL);
 }
 
-/* lp_dynmod_find returns name's definition in module m, or NULL. */
-static const ElfW(Sym) *lp_dynmod_find(const struct lp_dynmod *m, const char *name, uint32_t h)
+/* lp_find_in finds name's definition in module m: 1 found (*out), 0
+ * not defined there, -1 defined but not as a function's code. */
+static int lp_find_in(const struct lp_dynsyms *m, const char *name, struct lp_found *out)
 {
-	const uint32_t *g = m->gnu;
-	uint32_t nbuckets = g[0], symoffset = g[1], bloom_size = g[2], shift = g[3];
-	if (!nbuckets || !bloom_size || (bloom_size & (bloom_size - 1)) || nbuckets > (1u << 24) || bloom_size > (1u << 24))
-		return NULL;
-	const ElfW(Addr) *bloom = (const ElfW(Addr) *)&g[4];
-	const uint32_t *buckets = (const uint32_t *)&bloom[bloom_size];
-	const uint32_t *chain = &buckets[nbuckets];
-	ElfW(Addr) word = bloom[(h / (8 * sizeof(ElfW(Addr)))) & (bloom_size - 1)];
-	ElfW(Addr) mask = (ElfW(Addr))1 << (h % (8 * sizeof(ElfW(Addr)))) |
-			  (ElfW(Addr))1 << ((h >> shift) % (8 * sizeof(ElfW(Addr))));
-	if ((word & mask) != mask)
-		return NULL;
-	uint32_t idx = buckets[h % nbuckets];
-	if (idx < symoffset)
-		return NULL;
-	size_t len = strlen(name);
-	for (int n = 0; n < (1 << 20); n++, idx++) {
-		uint32_t h2 = chain[idx - symoffset];
-		const ElfW(Sym) *s = &m->sym[idx];
-		if ((h | 1) == (h2 | 1) && s->st_name < m->strsz && m->strsz - s->st_name > len &&
-		    memcmp(m->str + s->st_name, name, len + 1) == 0 && s->st_shndx != SHN_UNDEF && s->st_value != 0)
-			return s;
-		if (h2 & 1)
-			break;
-	}
-	return NULL;
+	const ElfW(Sym) *s = lp_dynsym(m, name);
+	if (!s || s->st_shndx == SHN_UNDEF || s->st_value == 0)
+		return 0;
+	if (ELF64_ST_TYPE(s->st_info) != STT_FUNC)
+		return -1; /* an IFUNC's address is its resolver's choice, not its code */
+	out->addr = m->bias + (uintptr_t)s->st_value;
+	out->size = s->st_size;
+	out->base = m->bias;
+	return 1;
 }
 
 /* lp_find_exported finds name's first exported definition (as the
  * program's calls bind), the agent's aside. */
 static int lp_find_exported(const char *name, struct lp_found *out)
 {
-	uint32_t h = lp_gnu_hash(name);
 	for (int i = 0; i < lp_ndynmods; i++) {
-		const ElfW(Sym) *s = lp_dynmod_find(&lp_dynmods[i], name, h);
-		if (!s)
-			continue;
-		if (ELF64_ST_TYPE(s->st_info) != STT_FUNC)
-			return 0; /* an IFUNC's address is its resolver's choice, not its code */
-		out->addr = lp_dynmods[i].bias + (uintptr_t)s->st_value;
-		out->size = s->st_size;
-		out->base = lp_dynmods[i].bias;
-		return 1;
+		int rc = lp_find_in(&lp_dynmods[i], name, out);
+		if (rc)
+			return rc > 0;
 	}
 	return 0;
 }
@@ -687,7 +600,41 @@ static int lp_fam_names(const char *prefix, int cxx, char names[F_N][LP_FAM_PREF
 	return n;
 }
 
-static int lp_fam_used;
+/* lp_fam_slot takes a free slot for a family under a prefix, or one a
+ * dlopen brought: -1 when all are taken. */
+static int lp_fam_slot(void)
+{
+	for (int s = 1; s < LP_FAM_SLOTS; s++) {
+		if (!lp_fams[s].live) {
+			lp_fams[s].live = 1;
+			return s;
+		}
+	}
+	return -1;
+}
+
+#define LP_FAM_PREFIXES (LP_FAM_SLOTS + 8)
+
+/* lp_fam_prefix_list lists the prefixes to look for in prefixes
+ * (LP_FAM_PREFIXES of them at most): the built-in ones (*nbuiltin), then
+ * those of --alloc-family, copied into user (LP_FAMILIES_MAX bytes). */
+static int lp_fam_prefix_list(char *user, const char **prefixes, int *nbuiltin)
+{
+	memcpy(user, lp_hdr->alloc_families, LP_FAMILIES_MAX);
+	user[LP_FAMILIES_MAX - 1] = 0;
+	int np = 0;
+	*nbuiltin = (int)(sizeof lp_fam_prefixes / sizeof lp_fam_prefixes[0]);
+	for (int i = 0; i < *nbuiltin; i++)
+		prefixes[np++] = lp_fam_prefixes[i];
+	for (char *p = user, *q; *p && np < LP_FAM_PREFIXES; p = q) {
+		q = p + strcspn(p, ",");
+		if (*q)
+			*q++ = 0;
+		if (*p && strlen(p) < LP_FAM_PREFIX_MAX)
+			prefixes[np++] = p;
+	}
+	return np;
+}
 
 /*
  * lp_family_patch patches the functions of one family found (found[f].addr
@@ -695,7 +642,7 @@ static int lp_fam_used;
  * function under two names), and records each outcome.
  */
 static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char names[F_N][LP_FAM_PREFIX_MAX + 16],
-			    struct lp_found *found, int nf, int threads, uintptr_t *done, int *ndone, struct lp_near *near)
+			    struct lp_found *found, int nf, int veto, uintptr_t *done, int *ndone, struct lp_near *near)
 {
 	struct lp_fam *fam = &lp_fams[s];
 	size_t pl = strnlen(prefix, LP_FAM_PREFIX_MAX - 1);
@@ -707,7 +654,6 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 	int same = nf > F_DELETE && found[F_DELETE].addr && found[F_DELETE].addr == found[F_FREE].addr;
 	/* All or nothing: the blocks of an allocating function left out
 	 * would be freed unknown, the frees of one left out leaked. */
-	int veto = threads ? LP_FAMILY_THREADS : 0;
 	for (int f = 0; f < nf && !veto; f++)
 		if (found[f].addr)
 			veto = lp_patchable((const uint8_t *)found[f].addr, found[f].size) ? LP_FAMILY_REFUSED : 0;
@@ -739,15 +685,18 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 	}
 }
 
+static int lp_fam_started; /* lp_families_start ran */
+static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg);
+
 void lp_families_start(void)
 {
-	static int started;
-	if (started)
+	if (lp_fam_started)
 		return;
-	started = 1;
+	lp_fam_started = 1;
 	struct lp_thread *t = lp_rec_thread();
 	if (!t || !lp_hdr)
 		return; /* not recording: nothing to trace them for */
+	dl_iterate_phdr(lp_examined_cb, NULL);
 	int saved = errno;
 	lp_enter(&t->busy);
 	/* No signal handler may call into an entry half written. */
@@ -756,8 +705,8 @@ void lp_families_start(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (lp_real_malloc && !lp_real_libc && !lp_exe_malloc)
 		lp_family_record(t, LP_FN_MALLOC, (uintptr_t)lp_real_malloc, LP_FAMILY_HOOKED, "malloc");
-	struct lp_exe exe = {0};
-	dl_iterate_phdr(lp_exe_cb, &exe);
+	struct lp_exe exe;
+	lp_exe_module(&exe);
 	uintptr_t real_base = lp_real_base;
 	char names[F_N][LP_FAM_PREFIX_MAX + 16];
 	struct lp_found found[F_N];
@@ -785,28 +734,17 @@ void lp_families_start(void)
 		lp_exe_symtab(&exe, markers, 2, mk);
 		lp_fams[0].fresh_link = mk[0].addr || mk[1].addr;
 		threads = !lp_one_thread();
-		lp_family_patch(t, 0, "", names, found, nf, threads, done, &ndone, &near);
-		lp_fam_used = 1;
+		lp_fams[0].live = 1;
+		lp_family_patch(t, 0, "", names, found, nf, threads ? LP_FAMILY_THREADS : 0, done, &ndone, &near);
 	}
 	/* Families under a prefix: the built-in ones, then the user's. A
 	 * family counts when its malloc and free are there: exported, or,
 	 * for the user's, in the executable's static symbols (read only
 	 * then: the file is opened and mapped). */
 	char user[LP_FAMILIES_MAX];
-	memcpy(user, lp_hdr->alloc_families, sizeof user);
-	user[sizeof user - 1] = 0;
-	const char *prefixes[LP_FAM_SLOTS + 8];
-	int np = 0, nbuiltin = (int)(sizeof lp_fam_prefixes / sizeof lp_fam_prefixes[0]);
-	for (int i = 0; i < nbuiltin; i++)
-		prefixes[np++] = lp_fam_prefixes[i];
-	for (char *p = user, *q; *p && np < (int)(sizeof prefixes / sizeof prefixes[0]); p = q) {
-		q = p + strcspn(p, ",");
-		if (*q)
-			*q++ = 0;
-		if (*p && strlen(p) < LP_FAM_PREFIX_MAX)
-			prefixes[np++] = p;
-	}
-	for (int i = 0; i < np && lp_fam_used < LP_FAM_SLOTS; i++) {
+	const char *prefixes[LP_FAM_PREFIXES];
+	int nbuiltin, np = lp_fam_prefix_list(user, prefixes, &nbuiltin);
+	for (int i = 0; i < np; i++) {
 		nf = lp_fam_names(prefixes[i], 0, names);
 		if (!nf)
 			continue;
@@ -844,13 +782,306 @@ void lp_families_start(void)
 		}
 		if (!found[F_MALLOC].addr || !found[F_FREE].addr)
 			continue;
-		int s = lp_fam_used ? lp_fam_used : 1;
+		int s = lp_fam_slot();
+		if (s < 0)
+			break;
 		if (threads < 0)
 			threads = !lp_one_thread();
-		lp_family_patch(t, s, prefixes[i], names, found, nf, threads, done, &ndone, &near);
-		lp_fam_used = s + 1;
+		lp_family_patch(t, s, prefixes[i], names, found, nf, threads ? LP_FAMILY_THREADS : 0, done, &ndone, &near);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
+}
+
+/* ==== Modules that arrive through dlopen ====
+ *
+ * The agent's dlopen (agent.c) notes the modules loaded before it calls
+ * the real one (lp_families_dlopen_begin); after it, the modules that
+ * came with the call get their families patched as at the start
+ * (lp_families_dlopen_end): the standard names defined by the module
+ * itself (a malloc of its own that the program reaches through dlsym, or
+ * the module's own calls, bound to it by -Bsymbolic or a protected
+ * symbol), and the families under a prefix that it exports. Patching
+ * code is safe then even with threads: the module's code has been in no
+ * thread's hands but the loading thread's, inside dlopen (its
+ * constructors), which is the thread patching now. Not so for a module
+ * that came while another thread's dlopen ran (it may be that one's, and
+ * in use), nor for one a dlopen the agent did not follow brought (see
+ * agent.c): their families are reported as not traced, when the next
+ * dlopen or the exit finds them.
+ */
+
+static int lp_dl_active;           /* hooked dlopens running */
+static unsigned long lp_dl_starts; /* hooked dlopens started */
+static int lp_fam_lock;
+
+/* The modules looked at (their load biases): at the start, or since. */
+#define LP_EXAMINED_MAX 1024
+static uintptr_t lp_examined[LP_EXAMINED_MAX];
+static int lp_nexamined;
+
+static int lp_dlsnap_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct lp_dlsnap *s = arg;
+	if (s->n >= LP_DLSNAP_MAX) {
+		s->overflow = 1;
+		return 1;
+	}
+	s->bias[s->n++] = info->dlpi_addr;
+	return 0;
+}
+
+static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	if (lp_nexamined < LP_EXAMINED_MAX)
+		lp_examined[lp_nexamined++] = info->dlpi_addr;
+	return 0;
+}
+
+void lp_families_dlopen_begin(struct lp_dlsnap *s)
+{
+	s->n = 0;
+	s->overflow = 0;
+	s->others = __atomic_fetch_add(&lp_dl_active, 1, __ATOMIC_ACQ_REL);
+	s->start = __atomic_add_fetch(&lp_dl_starts, 1, __ATOMIC_ACQ_REL);
+	dl_iterate_phdr(lp_dlsnap_cb, s);
+}
+
+/* The modules not looked at yet, and whether each was loaded before the
+ * dlopen being followed. Guarded by lp_fam_lock. */
+#define LP_NEWMODS 128
+struct lp_newmod {
+	struct lp_dynsyms m;
+	int before;
+};
+static struct lp_newmod lp_newmods[LP_NEWMODS];
+static int lp_nnewmods;
+
+static int lp_newmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	const struct lp_dlsnap *s = arg;
+	for (int i = 0; i < lp_nexamined; i++)
+		if (lp_examined[i] == info->dlpi_addr)
+			return 0;
+	if (lp_nexamined >= LP_EXAMINED_MAX || lp_nnewmods >= LP_NEWMODS)
+		return 1; /* too many to tell: none looked at */
+	lp_examined[lp_nexamined++] = info->dlpi_addr;
+	struct lp_newmod *n = &lp_newmods[lp_nnewmods];
+	if (!lp_dynsyms_read(info, &n->m) == 0)
+		return 0;
+	n->before = 1;
+	for (int i = 0; s && i < s->n; i++)
+		if (s->bias[i] == info->dlpi_addr)
+			goto listed;
+	n->before = !s;
+listed:
+	lp_nnewmods++;
+	return 0;
+}
+
+/* lp_module_families finds the families module m defines and patches
+ * them (veto 0) or records them as not traced (veto, an LP_FAMILY_*). */
+static void lp_module_families(struct lp_thread *t, const struct lp_dynsyms *m, int veto)
+{
+	struct lp_exe code = {m->bias, m->phdr, m->phnum};
+	char names[F_N][LP_FAM_PREFIX_MAX + 16];
+	struct lp_found found[F_N];
+	uintptr_t done[LP_FAM_SLOTS * F_N];
+	int ndone = 0, own = 0;
+	struct lp_near near = {0};
+	char user[LP_FAMILIES_MAX];
+	const char *prefixes[LP_FAM_PREFIXES + 1];
+	int nbuiltin;
+	prefixes[0] = "";
+	int np = 1 + lp_fam_prefix_list(user, prefixes + 1, &nbuiltin);
+	for (int i = 0; i < np; i++) {
+		int nf = lp_fam_names(prefixes[i], i == 0, names);
+		if (!nf || (i > 0 && own))
+			continue; /* a module's own malloc family: its prefixed names are its internals */
+		memset(found, 0, sizeof found);
+		for (int f = 0; f < nf; f++) {
+			struct lp_found x;
+			if (lp_find_in(m, names[f], &x) > 0 && lp_exe_code(&code, x.addr, x.size))
+				found[f] = x;
+			else if (f == F_MALLOC)
+				break; /* the common case: no such family */
+		}
+		if (!found[F_MALLOC].addr || !found[F_FREE].addr)
+			continue;
+		own |= i == 0;
+		int s = lp_fam_slot();
+		if (s < 0)
+			return;
+		struct lp_fam *fam = &lp_fams[s];
+		memset(fam->tramp, 0, sizeof fam->tramp);
+		fam->dl_base = m->bias;
+		fam->fresh_link = 0;
+		static const char *const markers[] = {"tc_malloc", "mi_malloc"};
+		for (int k = 0; k < 2; k++) {
+			struct lp_found x;
+			if (lp_find_in(m, markers[k], &x) > 0)
+				fam->fresh_link = 1;
+		}
+		lp_family_patch(t, s, prefixes[i], names, found, nf, veto, done, &ndone, &near);
+		if (veto)
+			fam->live = 0; /* nothing patched: the slot is free again */
+	}
+}
+
+/* lp_families_new looks at the modules loaded since the last look: those
+ * that came with the dlopen followed (not in s; s NULL: none) are
+ * patched when alone, the others reported. */
+static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int alone)
+{
+	int saved = errno;
+	lp_enter(&t->busy);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	lp_nnewmods = 0;
+	dl_iterate_phdr(lp_newmods_cb, (void *)s);
+	for (int i = 0; i < lp_nnewmods; i++)
+		lp_module_families(t, &lp_newmods[i].m,
+				   lp_newmods[i].before || !alone ? LP_FAMILY_UNFOLLOWED : 0);
+	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	lp_leave(&t->busy);
+	errno = saved;
+}
+
+void lp_families_dlopen_end(const struct lp_dlsnap *s, int loaded)
+{
+	int alone = s->others == 0 && __atomic_load_n(&lp_dl_starts, __ATOMIC_ACQUIRE) == s->start;
+	__atomic_sub_fetch(&lp_dl_active, 1, __ATOMIC_ACQ_REL);
+	if (!loaded || s->overflow || !lp_fam_started)
+		return;
+	struct lp_thread *t = lp_rec_thread();
+	if (!t || !lp_hdr)
+		return;
+	/* The collector learns of the modules first: the report names the
+	 * allocator after its module. */
+	lp_modules_refresh(t, 0);
+	lp_families_new(t, s, alone);
+}
+
+void lp_families_exit(struct lp_thread *t)
+{
+	if (!lp_fam_started || !lp_hdr)
+		return;
+	lp_modules_refresh(t, 0);
+	lp_families_new(t, NULL, 0);
+}
+
+struct lp_dlgone {
+	uintptr_t base;
+	int found;
+};
+
+static int lp_dlgone_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct lp_dlgone *q = arg;
+	if (info->dlpi_addr == q->base) {
+		q->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* lp_families_fork holds the families' lock over a fork (prepare 1),
+ * for the child to have a whole slot table, and lets it go after
+ * (prepare 0); the child's count of dlopens running starts again. */
+void lp_families_fork(int prepare, int child)
+{
+	if (prepare) {
+		while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+			sched_yield();
+		return;
+	}
+	if (child)
+		lp_dl_active = 0;
+	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+}
+
+void lp_families_dlclose(void)
+{
+	if (!lp_fam_started)
+		return;
+	/* No signal handler may fork while the lock is held (see above). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	/* The slots of families whose module is gone: their code with it. */
+	for (int s = 1; s < LP_FAM_SLOTS; s++) {
+		if (!lp_fams[s].live || !lp_fams[s].dl_base)
+			continue;
+		struct lp_dlgone q = {lp_fams[s].dl_base, 0};
+		dl_iterate_phdr(lp_dlgone_cb, &q);
+		if (!q.found)
+			lp_fams[s].live = 0;
+	}
+	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ==== The unwinder, for LP_BUSY_CALL's cleanups ====
+ *
+ * Built with -fexceptions, the agent's cleanups (LP_BUSY_CALL) are
+ * landing pads: C's personality routine and _Unwind_Resume are the
+ * unwinder's, libgcc_s's. Linked to it, the agent would load libgcc_s into
+ * every program; these forward to the one the process has loaded instead,
+ * found when an exception first passes through a cleanup (an exception
+ * being thrown, an unwinder is there). Without one exported (a program
+ * with its unwinder linked in), the cleanup is passed over as before.
+ */
+
+typedef int (*lp_personality_t)(int, int, uint64_t, void *, void *);
+typedef void (*lp_resume_t)(void *);
+static lp_personality_t lp_real_personality;
+static lp_resume_t lp_real_resume;
+
+static int lp_unwinder_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	struct lp_dynsyms m;
+	struct lp_found pers, resume;
+	static const char pn[] = "__gcc_personality_v0", rn[] = "_Unwind_Resume";
+	if (lp_dynsyms_read(info, &m) != 0 || lp_find_in(&m, pn, &pers) <= 0 ||
+	    lp_find_in(&m, rn, &resume) <= 0)
+		return 0;
+	__atomic_store_n(&lp_real_resume, (lp_resume_t)resume.addr, __ATOMIC_RELEASE);
+	__atomic_store_n(&lp_real_personality, (lp_personality_t)pers.addr, __ATOMIC_RELEASE);
+	return 1;
+}
+
+#define LP_URC_CONTINUE_UNWIND 8
+
+__attribute__((used)) int __gcc_personality_v0(int version, int actions, uint64_t cls, void *ue, void *ctx)
+{
+	lp_personality_t real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
+	if (!real) {
+		dl_iterate_phdr(lp_unwinder_cb, NULL);
+		real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
+		if (!real)
+			return LP_URC_CONTINUE_UNWIND;
+	}
+	return real(version, actions, cls, ue, ctx);
+}
+
+/* Reached only from a landing pad the personality above chose, after it
+ * found both. */
+__attribute__((used, noreturn)) void _Unwind_Resume(void *ue)
+{
+	__atomic_load_n(&lp_real_resume, __ATOMIC_ACQUIRE)(ue);
+	__builtin_unreachable();
 }

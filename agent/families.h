@@ -8,13 +8,31 @@
 #include <stdint.h>
 #include <string.h>
 
-/* lp_fresh_link: the allocator hands out blocks whose first word still
- * holds its free list's link to another block, as is (gperftools'
- * tcmalloc, mimalloc; glibc mangles its own). */
+/* lp_fresh_link: what the allocator leaves of its own in a block it hands
+ * out, which the program never wrote: LP_FRESH_LINK, its free list's
+ * link to another block, as is, in the first word (gperftools' tcmalloc,
+ * mimalloc); LP_FRESH_CHUNK, glibc's free-chunk fields (fd, bk,
+ * fd_nextsize, bk_nextsize: the first 32 bytes; only a tcache or fastbin
+ * link is mangled); 0, nothing (jemalloc). */
 extern int lp_fresh_link __attribute__((visibility("hidden")));
+#define LP_FRESH_LINK 1
+#define LP_FRESH_CHUNK 2
 
 LP_HIDDEN void lp_families_init(void *real_malloc);
 LP_HIDDEN void lp_families_start(void);
+
+/* The modules loaded before a dlopen, for telling those it brought. */
+#define LP_DLSNAP_MAX 512
+struct lp_dlsnap {
+	int n, overflow, others;
+	unsigned long start;
+	uintptr_t bias[LP_DLSNAP_MAX];
+};
+LP_HIDDEN void lp_families_dlopen_begin(struct lp_dlsnap *s);
+LP_HIDDEN void lp_families_dlopen_end(const struct lp_dlsnap *s, int loaded);
+LP_HIDDEN void lp_families_dlclose(void);
+LP_HIDDEN void lp_families_fork(int prepare, int child);
+LP_HIDDEN void lp_families_exit(struct lp_thread *t);
 
 /* lp_exe_malloc: the executable defines malloc itself (an allocator
  * linked statically): the agent's malloc is not the program's. */
@@ -26,15 +44,23 @@ LP_HIDDEN void lp_note_free(unsigned fn, void *p, void *fp);
 LP_HIDDEN uint32_t lp_note_realloc_begin(void *old, void *fp);
 LP_HIDDEN void lp_note_realloc(void *old, void *p, size_t n, void *fp, uint32_t sid);
 
-/* lp_fresh clears the allocator's link in block p, just handed out and
- * not yet the program's: the scan would take it for the program's
- * pointer to another block (what the allocator hands out next, often).
- * Every such allocator's smallest block holds the link, 8 bytes. */
-static inline void lp_fresh(void *p)
+/* lp_fresh clears the allocator's words in block p of n bytes, just
+ * handed out and not yet the program's: the scan would take them for the
+ * program's pointers (to another block, or into one: a stale chunk
+ * pointer whose low byte the program overwrote). memcheck reads them as
+ * undefined and ignores them. Every such allocator's smallest block holds
+ * the link, 8 bytes; glibc's holds 24 (a block of 25 bytes or more, 40). A
+ * chunk glibc mapped for the block alone (IS_MMAPPED in its size word) is
+ * zero already. */
+static inline void lp_fresh(void *p, size_t n)
 {
-	if (LP_UNLIKELY(lp_fresh_link) && p) {
-		uint64_t zero = 0;
-		memcpy(p, &zero, sizeof zero);
+	if (lp_fresh_link && p) {
+		if (lp_fresh_link == LP_FRESH_LINK) {
+			uint64_t zero = 0;
+			memcpy(p, &zero, sizeof zero);
+		} else if (!(((const size_t *)p)[-1] & 2)) {
+			memset(p, 0, n > 24 ? 32 : 24);
+		}
 	}
 }
 

@@ -114,13 +114,15 @@ enum {
 	LP_POOL_DESTROY = 2,
 };
 /* LP_REC_FAMILY's outcomes: an allocator function no hook of the agent's
- * sees (defined in the executable, or under a prefix), found at start. */
+ * sees (defined in the executable, or under a prefix), found at start or
+ * in a module dlopen brought. */
 enum {
 	LP_FAMILY_TRACED = 1,   /* its entry patched: its calls are recorded */
 	LP_FAMILY_REFUSED = 2,  /* its first instructions could not be moved: not traced */
 	LP_FAMILY_THREADS = 3,  /* the process had threads already: not patched, not traced */
 	LP_FAMILY_FAILED = 4,   /* the code could not be written (mprotect), or no room near it */
 	LP_FAMILY_HOOKED = 5,   /* another library's malloc, which the hooks call: traced as glibc's */
+	LP_FAMILY_UNFOLLOWED = 6, /* its module came through a dlopen the agent could not follow: not traced */
 };
 #define LP_FAMILY_NAME_MAX 63u
 #define LP_FAMILIES_MAX 256u /* bytes of lp_header.alloc_families, NUL included */

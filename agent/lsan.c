@@ -20,6 +20,7 @@
  * built without -rdynamic), in the executable's static symbol table.
  */
 #include "agent.h"
+#include "dynsyms.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -91,39 +92,8 @@ LP_EXPORT void __lsan_unregister_root_region(const void *p, size_t n)
 
 /* ---- the program's hooks ---- */
 
-struct lp_main_obj {
-	uintptr_t bias;
-	const ElfW(Phdr) *phdr;
-	int phnum;
-	int found;
-};
-
-static int lp_main_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	struct lp_main_obj *m = arg;
-	(void)size;
-	/* The first object is the executable. */
-	m->bias = info->dlpi_addr;
-	m->phdr = info->dlpi_phdr;
-	m->phnum = info->dlpi_phnum;
-	m->found = 1;
-	return 1;
-}
-
-/* lp_in_text reports whether address a lies in an executable PT_LOAD
- * segment of the executable m describes. */
-static int lp_in_text(const struct lp_main_obj *m, uintptr_t a)
-{
-	for (int i = 0; i < m->phnum; i++) {
-		const ElfW(Phdr) *ph = &m->phdr[i];
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && a - (m->bias + ph->p_vaddr) < ph->p_memsz)
-			return 1;
-	}
-	return 0;
-}
-
 struct lp_static_query {
-	const struct lp_main_obj *m;
+	const struct lp_exe *m;
 	const char *const *names;
 	void **out;
 	int n;
@@ -139,7 +109,7 @@ static void lp_static_one(void *arg, const char *sn, size_t room, uintptr_t valu
 		if (q->out[j] || room <= len || memcmp(sn, q->names[j], len + 1) != 0)
 			continue;
 		uintptr_t a = q->m->bias + value;
-		if (lp_in_text(q->m, a))
+		if (lp_exe_code(q->m, a, size))
 			q->out[j] = (void *)a;
 	}
 }
@@ -156,9 +126,9 @@ static void lp_static_syms(const char *const *names, void **out, int n)
 {
 	if (__atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED) == LP_SANDBOX_LATER)
 		return;
-	struct lp_main_obj m = {0};
-	dl_iterate_phdr(lp_main_cb, &m);
-	if (!m.found || !m.phdr)
+	struct lp_exe m;
+	lp_exe_module(&m);
+	if (!m.phdr)
 		return;
 	struct lp_static_query q = {&m, names, out, n};
 	lp_exe_funcs(lp_static_one, &q);
@@ -170,8 +140,8 @@ static void lp_static_syms(const char *const *names, void **out, int n)
  * thread: glibc frees the message the program's last failed call left
  * for dlerror (the program's block, freed unrecorded behind its back)
  * and, failing, leaves one of its own. So the loaded modules' dynamic
- * symbol tables are read in place, in load order (the executable
- * first), by their hash tables as the loader reads them. */
+ * symbol tables are read in place (dynsyms.c), in load order (the
+ * executable first). */
 
 struct lp_dyn_query {
 	const char *const *names;
@@ -179,110 +149,19 @@ struct lp_dyn_query {
 	int n;
 };
 
-/* lp_dyn_addr turns a dynamic-section pointer into an address in the
- * module: glibc relocates most in place, not those of a read-only
- * dynamic section (the vDSO's). 0 when neither lies in a PT_LOAD. */
-static uintptr_t lp_dyn_addr(const struct dl_phdr_info *info, uintptr_t v)
-{
-	for (int pass = 0; pass < 2; pass++) {
-		uintptr_t a = pass ? v + info->dlpi_addr : v;
-		for (int i = 0; i < info->dlpi_phnum; i++) {
-			const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-			if (ph->p_type == PT_LOAD && a - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
-				return a;
-		}
-	}
-	return 0;
-}
-
-static uint32_t lp_elf_hash(const char *s)
-{
-	uint32_t h = 0;
-	for (; *s; s++) {
-		h = (h << 4) + (unsigned char)*s;
-		uint32_t g = h & 0xf0000000u;
-		h ^= g >> 24;
-		h &= ~g;
-	}
-	return h;
-}
-
-/* lp_dyn_match gives the address of symbol i when it is a defined
- * function named name, or NULL. */
-static void *lp_dyn_match(const struct dl_phdr_info *info, const ElfW(Sym) *sym, const char *str, size_t strsz,
-			  uint32_t i, const char *name)
-{
-	const ElfW(Sym) *s = &sym[i];
-	if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_UNDEF || s->st_value == 0 ||
-	    s->st_name >= strsz)
-		return NULL;
-	size_t len = strlen(name);
-	if (strsz - s->st_name <= len || memcmp(str + s->st_name, name, len + 1) != 0)
-		return NULL;
-	return (void *)(info->dlpi_addr + (uintptr_t)s->st_value);
-}
-
 static int lp_dyn_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct lp_dyn_query *q = arg;
 	(void)size;
-	const ElfW(Dyn) *dyn = NULL;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-	if (!dyn)
+	struct lp_dynsyms d;
+	if (lp_dynsyms_read(info, &d) != 0)
 		return 0;
-	uintptr_t symtab = 0, strtab = 0, gnu = 0, sysv = 0;
-	size_t strsz = 0;
-	for (int k = 0; k < 4096 && dyn[k].d_tag != DT_NULL; k++) {
-		switch (dyn[k].d_tag) {
-		case DT_SYMTAB: symtab = lp_dyn_addr(info, dyn[k].d_un.d_ptr); break;
-		case DT_STRTAB: strtab = lp_dyn_addr(info, dyn[k].d_un.d_ptr); break;
-		case DT_STRSZ: strsz = dyn[k].d_un.d_val; break;
-		case DT_GNU_HASH: gnu = lp_dyn_addr(info, dyn[k].d_un.d_ptr); break;
-		case DT_HASH: sysv = lp_dyn_addr(info, dyn[k].d_un.d_ptr); break;
-		}
-	}
-	if (!symtab || !strtab || !strsz || (!gnu && !sysv))
-		return 0;
-	const ElfW(Sym) *sym = (const ElfW(Sym) *)symtab;
-	const char *str = (const char *)strtab;
 	int left = 0;
 	for (int j = 0; j < q->n; j++) {
-		if (q->out[j])
-			continue;
-		const char *name = q->names[j];
-		if (gnu) {
-			const uint32_t *w = (const uint32_t *)gnu;
-			uint32_t nb = w[0], off = w[1], bloom = w[2];
-			if (nb == 0 || bloom > (1u << 24))
-				continue;
-			const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(w + 4) + bloom);
-			const uint32_t *chain = buckets + nb;
-			uint32_t h = lp_gnu_hash(name);
-			uint32_t i = buckets[h % nb];
-			/* A chain ends at an odd hash; a bound for a broken one. */
-			for (uint32_t steps = 0; i >= off && steps < (1u << 20); i++, steps++) {
-				uint32_t h2 = chain[i - off];
-				if ((h | 1) == (h2 | 1) && (q->out[j] = lp_dyn_match(info, sym, str, strsz, i, name)))
-					break;
-				if (h2 & 1)
-					break;
-			}
-		} else {
-			const uint32_t *w = (const uint32_t *)sysv;
-			uint32_t nb = w[0], nc = w[1];
-			if (nb == 0)
-				continue;
-			const uint32_t *chain = w + 2 + nb;
-			uint32_t i = w[2 + lp_elf_hash(name) % nb];
-			for (uint32_t steps = 0; i != 0 && i < nc && steps < nc; i = chain[i], steps++)
-				if ((q->out[j] = lp_dyn_match(info, sym, str, strsz, i, name)))
-					break;
-		}
-	}
-	for (int j = 0; j < q->n; j++)
+		if (!q->out[j])
+			q->out[j] = lp_dynsym_func(&d, q->names[j], NULL);
 		left |= !q->out[j];
+	}
 	return !left; /* all found: stop */
 }
 

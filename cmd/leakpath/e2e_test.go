@@ -97,6 +97,16 @@ func fixture(t testing.TB, name string, flags ...string) string {
 	return fixtureCache.Build(t, filepath.Join(root, "testdata", "fixtures", name), args...)
 }
 
+// exhaustive skips t under -short: it repeats what a quicker test (or
+// the first case of this one) checks, over more programs, builds or
+// tools. `make test` runs everything; -short is for a quick loop.
+func exhaustive(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s (make test runs it)", what)
+	}
+}
+
 // result is one run of a program, with or without leakpath.
 type result struct {
 	stdout, stderr []byte

@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/session"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -31,6 +32,10 @@ const (
 	// exitLeaks is the default code of --check when leaks remain, like
 	// LeakSanitizer's default exitcode=23.
 	exitLeaks = 23
+	// exitUnmeasured is the default code of --check when nothing or not
+	// all was measured (session.Result.Unmeasured): neither leakpath's
+	// other codes nor a usual program's.
+	exitUnmeasured = 24
 )
 
 const usage = `leakpath finds memory leaks in native Linux programs.
@@ -62,13 +67,13 @@ func main() {
 // profile starts the CPU profile named by $LEAKPATH_CPUPROFILE and arms the
 // heap profile named by $LEAKPATH_MEMPROFILE: for working on leakpath's own
 // speed (see bench/ and docs/security.md). The files are created as every
-// output is (createOutput: no symbolic link followed); one that cannot be
+// output is (session.CreateOutput: no symbolic link followed); one that cannot be
 // is said on stderr, and the command runs on.
 func profile() (stop func()) {
 	var f *os.File
 	if path := os.Getenv("LEAKPATH_CPUPROFILE"); path != "" {
 		var err error
-		if f, err = createOutput(path); err != nil {
+		if f, err = session.CreateOutput(path); err != nil {
 			fail(os.Stderr, fmt.Errorf("LEAKPATH_CPUPROFILE: %w", err))
 		} else if err := pprof.StartCPUProfile(f); err != nil {
 			fail(os.Stderr, fmt.Errorf("LEAKPATH_CPUPROFILE: %w", err))
@@ -80,7 +85,7 @@ func profile() (stop func()) {
 			f.Close()
 		}
 		if path := os.Getenv("LEAKPATH_MEMPROFILE"); path != "" {
-			m, err := createOutput(path)
+			m, err := session.CreateOutput(path)
 			if err == nil {
 				err = pprof.WriteHeapProfile(m)
 				if cerr := m.Close(); err == nil {
@@ -126,25 +131,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 				runFlags(new(runOptions), stdout).Usage()
 				return 0
 			case "report":
-				reportFlags(new(reportOptions), stdout).Usage()
+				reportFlags(new(session.ReplayOptions), stdout).Usage()
 				return 0
 			case "snapshot":
 				snapshotFlags(new(snapshotOptions), stdout).Usage()
 				return 0
 			case "attach":
-				attachFlags(new(attachOptions), stdout).Usage()
+				attachFlags(new(session.Options), stdout).Usage()
 				return 0
 			case "detach":
 				detachRequest.flags(new(time.Duration), stdout).Usage()
 				return 0
 			case "diff":
-				diffFlags(new(diffOptions), stdout).Usage()
+				diffFlags(new(session.ReplayOptions), stdout).Usage()
 				return 0
 			case "root-cause":
 				rootCauseRequest.flags(new(time.Duration), stdout).Usage()
 				return 0
 			case "ui":
-				uiFlags(new(uiOptions), stdout).Usage()
+				uiFlags(new(session.ReplayOptions), stdout).Usage()
 				return 0
 			}
 		}
@@ -161,46 +166,39 @@ func fail(stderr io.Writer, err error) {
 	fmt.Fprintf(stderr, "leakpath: %s\n", termsafe.Text(err.Error()))
 }
 
-// logTo is the collector's Logf: its lines may name the target's
-// programs and files.
-func logTo(w io.Writer) func(format string, args ...any) {
-	return func(format string, args ...any) {
-		io.WriteString(w, "leakpath: "+termsafe.Text(fmt.Sprintf(format, args...))+"\n")
-	}
-}
-
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var o runOptions
 	fs := runFlags(&o, stderr)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	o.argv = fs.Args()
-	if (o.usage.perCall || o.rootCause.Enabled) && !flagGiven(fs, "fold") {
+	s := &o.s
+	s.Argv, s.Tool = fs.Args(), "leakpath "+version
+	if (s.Usage.PerCall || s.RootCause.Enabled) && !flagGiven(fs, "fold") {
 		// Folded pairs carry no time of their own: counted one by one,
 		// each lands in its invocation.
-		o.fold = false
+		s.Fold = false
 	}
-	if o.usage.perCall && !flagGiven(fs, "time-resolution") {
-		o.timeRes = 0 // so that `leakpath report --per-call` tells calls apart too
+	if s.Usage.PerCall && !flagGiven(fs, "time-resolution") {
+		s.TimeRes = 0 // so that `leakpath report --per-call` tells calls apart too
 	}
-	if !(o.rootCause.MaxSlowdown > 1) || math.IsInf(o.rootCause.MaxSlowdown, 0) {
-		fmt.Fprintf(stderr, "leakpath run: --root-cause-slowdown %v: want a number above 1 (1.5: at most half again the time)\n", o.rootCause.MaxSlowdown)
+	if !(s.RootCause.MaxSlowdown > 1) || math.IsInf(s.RootCause.MaxSlowdown, 0) {
+		fmt.Fprintf(stderr, "leakpath run: --root-cause-slowdown %v: want a number above 1 (1.5: at most half again the time)\n", s.RootCause.MaxSlowdown)
 		return exitUsage
 	}
-	if len(o.argv) == 0 {
+	if len(s.Argv) == 0 {
 		fmt.Fprintln(stderr, "leakpath run: no program given (usage: leakpath run [flags] -- PROGRAM [ARGS...])")
 		return exitUsage
 	}
-	if err := checkOutputNames(&o); err != nil {
+	if err := session.CheckOutputNames(s); err != nil {
 		fmt.Fprintf(stderr, "leakpath run: %v\n", err)
 		return exitUsage
 	}
-	if err := checkAllocFamilies(o.allocFamilies); err != nil {
+	if err := session.CheckAllocFamilies(s.AllocFamilies); err != nil {
 		fmt.Fprintf(stderr, "leakpath run: %v\n", err)
 		return exitUsage
 	}
-	res, rep, err := runProgram(context.Background(), &o, stderr)
+	res, err := session.Run(context.Background(), s, stderr)
 	if err != nil {
 		fail(stderr, err)
 		var se *collect.StartError
@@ -215,53 +213,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	code := res.ExitCode()
 	switch {
-	case !o.check || !res.Exited:
+	case !s.Check || !res.Exited:
 		// A crash matters more than the leak count: 128+N.
-	case rep.failing > 0:
+	case res.Failing > 0:
 		code = o.checkCode
-	case rep.unmeasured:
+	case res.Unmeasured:
 		code = o.checkUnmeasured
 	}
 	return code
-}
-
-func cmdReport(args []string, stdout, stderr io.Writer) int {
-	var o reportOptions
-	fs := reportFlags(&o, stderr)
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "leakpath report: no trace file given (usage: leakpath report [flags] TRACE.lpt...)")
-		return exitUsage
-	}
-	if err := o.usage.check(); err != nil {
-		fail(stderr, err)
-		return exitUsage
-	}
-	if o.usage.by != "" {
-		if err := reportUsage(fs.Args(), &o, stdout); err != nil {
-			fail(stderr, err)
-			return 1
-		}
-		return 0
-	}
-	if err := o.checkFormat(); err != nil {
-		fail(stderr, err)
-		return exitUsage
-	}
-	if fs.NArg() > 1 {
-		if o.genSupp.path != "" {
-			fail(stderr, fmt.Errorf("--gen-suppressions takes one trace (got %d)", fs.NArg()))
-			return exitUsage
-		}
-		return reportTraces(fs.Args(), &o, stdout, stderr)
-	}
-	if err := reportTrace(fs.Arg(0), &o, stdout, stderr); err != nil {
-		fail(stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // parseFlags parses a command's flags; when it fails (or they asked for

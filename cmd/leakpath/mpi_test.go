@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leakpath/leakpath/internal/session"
 	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
@@ -127,7 +128,7 @@ func mpiFixture(t *testing.T) (mpiexec, bin string) {
 func mpiEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range testEnv() {
-		if slices.ContainsFunc(rankVars, func(v string) bool { return strings.HasPrefix(kv, v+"=") }) {
+		if slices.ContainsFunc(session.RankVars, func(v string) bool { return strings.HasPrefix(kv, v+"=") }) {
 			continue
 		}
 		env = append(env, kv)
@@ -573,13 +574,8 @@ func TestSIGTERMForwarded(t *testing.T) {
 	}
 	defer os.WriteFile(stop, nil, 0o644) // a failed test's program ends too
 	// busy leaks a block every 1,001 allocations.
-	for deadline := time.Now().Add(hangGuard); traceAllocations(t, trace) < 100*1001; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the trace holds no 100 leaks after %v", hangGuard)
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testfixture.Poll(t, "the trace holds 100 leaks", func() bool { return traceAllocations(t, trace) >= 100*1001 })
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()

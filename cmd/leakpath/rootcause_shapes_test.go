@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,9 +64,7 @@ type shapeDoc struct {
 // root cause is claimed. Each subtest logs what was found, after how
 // long, and the run's time beside the program's own.
 func TestRootCauseShapes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 20 programs for seconds each")
-	}
+	exhaustive(t, "20 programs for seconds each; TestRootCause covers each kind of culprit")
 	for _, sh := range rootCauseShapes {
 		for _, opt := range []string{"-O1", "-O2"} {
 			t.Run(sh.name+opt, func(t *testing.T) {
@@ -84,11 +81,25 @@ func TestRootCauseShapes(t *testing.T) {
 // programs' other threads run too. The same culprits, the same absence
 // of claims, and each program's output, exit code and signals unchanged.
 func TestRootCauseShapesSoft(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs 10 programs for seconds each")
-	}
+	exhaustive(t, "10 programs for seconds each; TestRootCauseSoft runs one on software breakpoints")
 	env := append(testEnv(), "LEAKPATH_HW_BREAKPOINTS=off")
 	for _, sh := range rootCauseShapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			checkShape(t, sh, "-O2", env)
+		})
+	}
+}
+
+// TestRootCauseSoft is TestRootCauseShapesSoft for two shapes, in every
+// test run: a culprit found, and no claim for a program whose other
+// thread runs the code the int3s are written into.
+func TestRootCauseSoft(t *testing.T) {
+	env := append(testEnv(), "LEAKPATH_HW_BREAKPOINTS=off")
+	for _, sh := range rootCauseShapes {
+		if sh.name != "validate.c" && sh.name != "randomdrop.c" {
+			continue
+		}
 		t.Run(sh.name, func(t *testing.T) {
 			t.Parallel()
 			checkShape(t, sh, "-O2", env)
@@ -99,16 +110,8 @@ func TestRootCauseShapesSoft(t *testing.T) {
 // checkShape builds shape sh at optimization opt, runs it natively and
 // with --root-cause in environment env, and judges the report.
 func checkShape(t *testing.T, sh rootCauseShape, opt string, env []string) {
-	dir := t.TempDir()
 	src := filepath.Join(root, "testdata", "rootcause", "shapes", sh.name)
-	cc := "cc"
-	if strings.HasSuffix(sh.name, ".cc") {
-		cc = "c++"
-	}
-	bin := filepath.Join(dir, strings.TrimSuffix(strings.TrimSuffix(sh.name, ".c"), ".cc"))
-	if b, err := exec.Command(cc, "-g", opt, "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, sh.name, err, b)
-	}
+	bin := fixtureCache.Build(t, src, "-g", opt, "-pthread")
 	start := time.Now()
 	want := native(t, nil, bin)
 	nat := time.Since(start)

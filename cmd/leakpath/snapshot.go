@@ -1,38 +1,29 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/model/event"
-	"github.com/leakpath/leakpath/internal/model/heap"
-	"github.com/leakpath/leakpath/internal/render/report"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
-	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/session"
 )
 
 type snapshotOptions struct {
-	out           string
-	showReachable bool
-	quiet         bool
-	timeout       time.Duration
+	s       session.Options // -o is its JSON
+	timeout time.Duration
 }
 
 func snapshotFlags(o *snapshotOptions, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&o.out, "o", "", "write the snapshot (leakpath.report/v1 JSON) to `FILE` (default: leakpath.snapshot.PID.N.json, N the first number free)")
-	fs.BoolVar(&o.showReachable, "show-reachable", false, "list still reachable blocks in the text too (the file always has them)")
-	fs.BoolVar(&o.quiet, "quiet", false, "print no report, only where the snapshot went")
+	fs.StringVar(&o.s.JSON, "o", "", "write the snapshot (leakpath.report/v1 JSON) to `FILE` (default: leakpath.snapshot.PID.N.json, N the first number free)")
+	fs.BoolVar(&o.s.Leaks.ShowReachable, "show-reachable", false, "list still reachable blocks in the text too (the file always has them)")
+	fs.BoolVar(&o.s.Quiet, "quiet", false, "print no report, only where the snapshot went")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after `DURATION`")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: leakpath snapshot [flags] PID\n\n"+
@@ -58,7 +49,7 @@ func cmdSnapshot(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, done := askContext(o.timeout)
 	defer done()
-	if err := takeSnapshot(ctx, pid, &o, stdout, stderr); err != nil {
+	if err := session.Snapshot(ctx, pid, &o.s, stdout, stderr); err != nil {
 		fail(stderr, err)
 		return 1
 	}
@@ -86,86 +77,4 @@ func askContext(timeout time.Duration) (context.Context, func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	return ctx, func() { stop(); cancel() }
-}
-
-// takeSnapshot asks the collector recording pid for a snapshot and writes
-// it out.
-func takeSnapshot(ctx context.Context, pid int, o *snapshotOptions, stdout, stderr io.Writer) error {
-	ep, err := control.Find(pid)
-	if err != nil {
-		return err
-	}
-	// Create the file first: a bad path fails before the program stops.
-	f, path, err := createSnapshotFile("", o.out, pid)
-	if err != nil {
-		return err
-	}
-	resp, err := control.Ask(ctx, ep, control.Request{Op: "snapshot", PID: pid, ShowReachable: o.showReachable})
-	if err == nil && len(resp.Report) == 0 {
-		err = errors.New("the collector sent no snapshot")
-	}
-	if err == nil {
-		_, err = f.Write(append(resp.Report, '\n'))
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return fmt.Errorf("snapshot of pid %d: %w", pid, err)
-	}
-	if !o.quiet {
-		// The text is the collector's, ours; escaped all the same, as
-		// every text that may carry the target's names.
-		io.WriteString(stdout, termsafe.Text(resp.Text))
-	}
-	fmt.Fprintf(stderr, "leakpath: snapshot of pid %d written to %s (the program was paused %.3g s)\n", pid, path, resp.PauseSeconds)
-	return nil
-}
-
-// createSnapshotFile creates the snapshot's file: name, or the first free
-// leakpath.snapshot.PID.N.json in dir.
-func createSnapshotFile(dir, name string, pid int) (*os.File, string, error) {
-	if name != "" {
-		f, err := createOutput(name)
-		if err != nil {
-			return nil, "", fmt.Errorf("-o: %w", err)
-		}
-		return f, name, nil
-	}
-	for n := 1; ; n++ {
-		path := filepath.Join(dir, fmt.Sprintf("leakpath.snapshot.%d.%d.json", pid, n))
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		return f, path, nil
-	}
-}
-
-// snapshotReport answers a snapshot request of `leakpath run`'s collector
-// (collect.Options.Snapshot): the report of image proc as it runs, in
-// text and JSON, with the run's report options, and the leaks of the
-// kinds check names.
-func snapshotReport(s *heap.Session, proc uint32, req control.Request, opts report.Options, check []event.LeakKind) control.Response {
-	opts.Snapshot = true
-	opts.ShowReachable = opts.ShowReachable || req.ShowReachable
-	opts.Label, opts.LeakCheck, opts.AskedBy = req.Label, req.Op == "leak-check", req.TID
-	rep := report.New(s, int32(proc), opts)
-	var text, js bytes.Buffer
-	if err := rep.Generate(&js, "json"); err != nil {
-		return control.Response{Error: err.Error()}
-	}
-	if err := rep.Generate(&text, "text"); err != nil {
-		return control.Response{Error: err.Error()}
-	}
-	resp := control.Response{Report: bytes.TrimSpace(js.Bytes()), Text: text.String()}
-	_, resp.LeakedBytes, resp.LeakedBlocks = rep.Failing(check)
-	if p := s.Process(proc); p != nil && p.Scan != nil {
-		resp.PauseSeconds = float64(p.Scan.PauseNs) / 1e9
-	}
-	return resp
 }

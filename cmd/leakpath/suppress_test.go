@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // The leak sites of suppleak.cc, by the function of their frame #0 as
@@ -359,6 +361,7 @@ func TestBaseline(t *testing.T) {
 // names included; and leakpath's --gen-suppressions file hides every leak
 // under valgrind.
 func TestValgrindGeneratedSuppressions(t *testing.T) {
+	exhaustive(t, "runs valgrind on each fixture; leakpath's own suppressions are checked without it")
 	haveValgrind(t)
 	for _, fx := range []struct {
 		name  string
@@ -459,8 +462,9 @@ func TestBaselineOtherCheckout(t *testing.T) {
 		os.MkdirAll(dir, 0o755)
 		os.WriteFile(filepath.Join(dir, "suppleak.cc"), src, 0o644)
 		bin := filepath.Join(dir, "suppleak")
-		if out, err := exec.Command("c++", "-g", "-O0", "-o", bin, filepath.Join(dir, "suppleak.cc")).CombinedOutput(); err != nil {
-			t.Fatalf("compiling: %v\n%s", err, out)
+		// Not the cache's: each checkout has its own copy of the source.
+		if err := testfixture.Compile("c++", bin, "-g", "-O0", filepath.Join(dir, "suppleak.cc")); err != nil {
+			t.Fatal(err)
 		}
 		bins = append(bins, bin)
 	}

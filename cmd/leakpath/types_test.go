@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.
@@ -361,17 +362,23 @@ func testTypesC(t *testing.T, exe string) {
 func TestTypesContainers(t *testing.T) {
 	for _, opt := range []string{"-O0", "-O1", "-O2"} {
 		t.Run("libstdc++"+opt, func(t *testing.T) {
+			t.Parallel()
+			if opt != "-O2" {
+				exhaustive(t, "libstdc++ at -O2 stands for the other levels")
+			}
 			testTypesContainers(t, fixture(t, "containers.cc", opt), opt, libstdcxxNames)
 		})
 	}
 	t.Run("libc++-O2", func(t *testing.T) {
+		t.Parallel()
+		exhaustive(t, "libstdc++ stands for libc++")
 		if _, err := exec.LookPath("clang++-19"); err != nil {
 			t.Skip("clang++-19 is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
 		}
 		exe := filepath.Join(t.TempDir(), "containers-libc++")
 		src := filepath.Join(root, "testdata", "fixtures", "containers.cc")
-		if out, err := exec.Command("clang++-19", "-stdlib=libc++", "-g", "-O2", "-o", exe, src).CombinedOutput(); err != nil {
-			t.Skipf("clang++-19 -stdlib=libc++ cannot build the fixture (libc++-19-dev not installed?): %v\n%s", err, out)
+		if err := testfixture.Compile("clang++-19", exe, "-stdlib=libc++", "-g", "-O2", src); err != nil {
+			t.Skipf("clang++-19 -stdlib=libc++ cannot build the fixture (libc++-19-dev not installed?): %v", err)
 		}
 		testTypesContainers(t, exe, "-O2", libcxxNames)
 	})

@@ -167,16 +167,17 @@ func (c *collector) askPipeline(pid int32, req control.Request) control.Response
 	}
 }
 
-// detachScan classifies the live blocks of im before a detach and, with
-// every thread still stopped, detaches (c.detached, c.detachErr).
+// detachScan stops im before a detach, for the analyses (the kinds of
+// the live blocks) and, with every thread still stopped, detaches
+// (c.detached, c.detachErr).
 func (c *collector) detachScan(im *image, m *merger, direct *directTarget) control.Response {
-	c.stoppedHook = func(tr *ptrace.Tracer) {
+	// Still stopped: a detach now leaves no block unscanned.
+	detach := func(tr *ptrace.Tracer) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c.detached, c.detachErr = inject.DetachStopped(ctx, tr, int(im.pid), c.detachOpts)
 	}
-	defer func() { c.stoppedHook = nil }()
-	if err := c.scan(im, m, direct, true, nil, nil); err != nil {
+	if err := c.stop(im, m, direct, StopDetach, nil, detach, nil); err != nil {
 		return control.Response{Error: err.Error()}
 	}
 	return control.Response{}

@@ -2,7 +2,9 @@
 // process images record into the heap model (and, optionally, a trace):
 // one pipeline per image drains its rings and merges them in time order;
 // one sink applies the merged events to the model and the trace, keeping a
-// fork child after its parent's fork.
+// fork child after its parent's fork. It runs no analysis: analyses
+// register with it and get each image stopped, with the model synced
+// (hook.go).
 package collect
 
 import (
@@ -70,15 +72,9 @@ type Options struct {
 	// image's pipeline after the asking thread got its answer. The
 	// requests are served (by Snapshot) whether or not Asked is set.
 	Asked func(pid int32, req control.Request, resp control.Response)
-	// RootCause records the paths that explain growing sites (root
-	// causes); see rootcause.go.
-	RootCause RootCauseOptions
-	// StaleEpoch, when > 0, reads the slot pool (Region.StaleSlots) of
-	// each image that has one this often, as StaleEpoch events (see
-	// stale.go).
-	StaleEpoch time.Duration
-	// Types, when not nil, types the blocks at every scan (types.go).
-	Types *TypeOptions
+	// Analyses follow each image and get it stopped at its exit, for
+	// snapshots and before a detach (hook.go), in this order.
+	Analyses []Analysis
 	// Signals, when not nil, are the signals caught for Run (from
 	// CatchSignals, called early); nil: Run catches them itself.
 	Signals *Signals
@@ -104,9 +100,6 @@ type Result struct {
 	// ChildUser and ChildSys are the CPU time the program itself used
 	// (the main process and the children it waited for).
 	ChildUser, ChildSys time.Duration
-	// RootCause: the paths recorded for suspect sites, by image index
-	// and site (Options.RootCause).
-	RootCause map[uint32]map[heap.StackID]*SiteTrace
 	// NoAgent: no image of the program ever registered (it did not load
 	// the agent: statically linked, setuid, LD_PRELOAD removed), so
 	// nothing was measured.
@@ -145,11 +138,12 @@ type image struct {
 	execd   chan struct{} // closed when a newer image of the same pid registered
 	snaps   chan snapRequest
 	gone    chan struct{} // closed when its pipeline ended
-	rc      *rootCauses   // root-cause recording; nil: none yet (under collector.mu)
 	once    sync.Once
 	outcome *event.ProcessInfo // set by the collector for the main pid
-	stale   staleWatch         // owned by its pipeline
 	scanned bool               // its exit hold was taken (owned by its pipeline)
+	img     *Image             // the analyses' view of it
+	as      []ImageAnalysis    // the analyses that follow it
+	pollers []Poller
 }
 
 type collector struct {
@@ -181,9 +175,6 @@ type collector struct {
 	// limit. Both under mu.
 	gaveUp, overBudget bool
 	budget             *budget
-	// stoppedHook, when set, runs once in the next scan with every thread
-	// still stopped (on the pipeline's goroutine; see detachScan).
-	stoppedHook func(tr *ptrace.Tracer)
 	// Of Attach's detach, set by detachScan.
 	detachOpts inject.Options
 	detached   *inject.Result
@@ -337,14 +328,6 @@ wait:
 		res.NoAgent = true
 		c.warn("%s did not load leakpath's agent (statically linked? setuid? LD_PRELOAD removed?); nothing was recorded", opts.Argv[0])
 	}
-	for _, im := range c.images {
-		if ts := im.rc.traces(c.sink.model.Process(im.idx), true); len(ts) > 0 {
-			if res.RootCause == nil {
-				res.RootCause = map[uint32]map[heap.StackID]*SiteTrace{}
-			}
-			res.RootCause[im.idx] = ts
-		}
-	}
 	res.TicksPerSec = c.src.TicksPerSecond()
 	res.Events = c.sink.events
 	res.Warnings = c.warns
@@ -415,6 +398,7 @@ func (c *collector) wrapUp(sess *launch.Session, res *Result, keepLink bool) int
 	for _, e := range sess.Errors() {
 		c.warn("%v", e)
 	}
+	c.finishAnalyses()
 	c.sink.close()
 	if err := c.sink.err; err != nil {
 		c.warn("trace: %v", err)
@@ -440,13 +424,36 @@ func newCollector(opts Options) *collector {
 	c.sink.budget = c.checkBudget
 	c.sink.warm = opts.Warm
 	c.sink.model.Observer = opts.Observer
-	if opts.RootCause.Enabled {
-		// Probes the breakpoints now, not with a thread of the program
-		// held.
-		c.opts.RootCause.defaults()
-		c.sink.judge, c.sink.judgeEvery = c.judge, c.opts.RootCause.Every
+	for _, a := range opts.Analyses {
+		if t, ok := a.(Ticker); ok {
+			c.sink.tickers = append(c.sink.tickers, &ticker{Ticker: t, every: t.Every()})
+		}
 	}
 	return c
+}
+
+// finishAnalyses records what the Finishers add once every pipeline
+// ended, after every other event.
+func (c *collector) finishAnalyses() {
+	for _, im := range c.images {
+		var fs []Finisher
+		for _, a := range im.as {
+			if f, ok := a.(Finisher); ok {
+				fs = append(fs, f)
+			}
+		}
+		if len(fs) == 0 {
+			continue
+		}
+		c.sink.sendAfter(im.idx, nil, func(s *heap.Session) []event.Event {
+			var out []event.Event
+			p := s.Process(im.idx)
+			for _, f := range fs {
+				out = append(out, f.Finish(p)...)
+			}
+			return out
+		})
+	}
 }
 
 func startError(argv []string, err error) error {
@@ -553,6 +560,15 @@ func (c *collector) register(h launch.Hello) (int, error) {
 	reg.SetNow(ticks)
 	im := &image{idx: idx, pid: h.PID, reg: reg, pidfd: pidfd, execd: make(chan struct{}),
 		snaps: make(chan snapRequest), gone: make(chan struct{})}
+	im.img = &Image{PID: h.PID, Proc: idx, c: c, im: im}
+	for _, a := range c.opts.Analyses {
+		if ia := a.Image(im.img); ia != nil {
+			im.as = append(im.as, ia)
+			if p, ok := ia.(Poller); ok {
+				im.pollers = append(im.pollers, p)
+			}
+		}
+	}
 	im.start = event.Event{Kind: event.ProcessStart, Proc: idx, Time: ticks, X: &event.Extra{Process: &info,
 		Clock: &event.ClockInfo{Ticks: ticks, Mono: clock.Mono(), Real: clock.Real(), TicksPerSec: c.src.TicksPerSecond()}}}
 	c.images = append(c.images, im)
@@ -668,9 +684,9 @@ func (c *collector) pipeline(im *image) {
 			c.abandon(im, &m, direct, bad)
 			return
 		}
-		if c.staleDue(&im.stale) {
-			if ev := c.staleEpoch(im, &im.stale, true); ev != nil {
-				c.sink.send(im.idx, []event.Event{*ev}, false)
+		for _, p := range im.pollers {
+			if evs := p.Poll(); len(evs) > 0 {
+				c.sink.send(im.idx, evs, false)
 			}
 		}
 		if time.Since(lastReclaim) > 100*time.Millisecond {
@@ -683,7 +699,7 @@ func (c *collector) pipeline(im *image) {
 			lastReclaim = time.Now()
 		}
 		if c.opts.Region.HoldExit && im.reg.HoldRequested() {
-			c.scanHeld(im, &m, direct)
+			c.holdExit(im, &m, direct)
 		}
 		if im.reg.AskRequested() {
 			c.serveAsk(im, &m, direct)
@@ -733,10 +749,6 @@ const finalDrains = 16
 // finish ends the pipeline of an image that ended: it drains what is left
 // in the rings and the fold areas, and sends the image's end.
 func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *event.ProcessInfo) {
-	c.mu.Lock()
-	rc := im.rc
-	c.mu.Unlock()
-	rc.quiesce()
 	// Gone: whatever it wrote is in the rings now.
 	for range finalDrains {
 		if n, _ := im.reg.Drain(m); n == 0 {
@@ -756,10 +768,10 @@ func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *ev
 		m.Filled(ring, from)
 	}
 	out := m.take(0, true, direct.out)
+	out = append(out, c.closeAnalyses(im)...)
 	if c.opts.Region.HoldExit && !im.scanned && !ended.ExecdOut && !ended.Detached {
-		// Every image that ends is scanned at its exit, or says why not.
-		info := &event.ScanInfo{Error: noExitScan(ended)}
-		out = append(out, scanEvents(im.idx, c.src.Now(), info, nil, nil, nil, nil)...)
+		// Every image that ends is stopped at its exit, or says why not.
+		out = append(out, c.exitMissed(im, noExitScan(ended))...)
 	}
 	if lost := im.reg.Lost(); lost > 0 {
 		c.warn("pid %d: the agent lost %d records", im.pid, lost)
@@ -787,12 +799,9 @@ func (c *collector) closeRegion(im *image) {
 // until then.
 func (c *collector) abandon(im *image, m *merger, direct *directTarget, bad *region.CorruptError) {
 	c.warn("pid %d: %v; recording of this image stopped at %.3f s", im.pid, bad, time.Since(c.started).Seconds())
-	c.mu.Lock()
-	rc := im.rc
-	c.mu.Unlock()
-	rc.quiesce()
+	closing := c.closeAnalyses(im)
 	im.reg.Detach()
-	if out := m.take(0, true, direct.out); len(out) > 0 {
+	if out := append(m.take(0, true, direct.out), closing...); len(out) > 0 {
 		c.sink.send(im.idx, out, false)
 	}
 	direct.out = nil
@@ -807,6 +816,17 @@ func (c *collector) abandon(im *image, m *merger, direct *directTarget, bad *reg
 	}
 	c.closeRegion(im)
 	c.sink.send(im.idx, []event.Event{{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}}}, true)
+}
+
+// closeAnalyses tells the Closers that the collector stops recording im.
+func (c *collector) closeAnalyses(im *image) []event.Event {
+	var out []event.Event
+	for _, a := range im.as {
+		if x, ok := a.(Closer); ok {
+			out = append(out, x.Close()...)
+		}
+	}
+	return out
 }
 
 // noExitScan says why an image that ended had no scan at its exit.
@@ -832,12 +852,21 @@ func (c *collector) control(req control.Request) control.Response {
 		}
 		c.stopAttach()
 		return control.Response{Text: fmt.Sprintf("leakpath: detaching from pid %d\n", req.PID)}
-	case req.Op != "snapshot" && req.Op != "root-cause":
+	case req.Op == "detach":
 		return control.Response{Error: fmt.Sprintf("unknown control request %q", req.Op)}
 	case req.Op == "snapshot" && c.opts.Snapshot == nil:
 		return control.Response{Error: "this leakpath run takes no snapshots"}
-	case req.Op == "root-cause" && !c.opts.RootCause.Enabled:
-		return control.Response{Error: "this leakpath run was started without --root-cause"}
+	}
+	var asked Requester
+	if req.Op != "snapshot" {
+		for _, a := range c.opts.Analyses {
+			if r, ok := a.(Requester); ok && r.Op() == req.Op {
+				asked = r
+			}
+		}
+		if asked == nil {
+			return control.Response{Error: fmt.Sprintf("this leakpath run was started without --%s", req.Op)}
+		}
 	}
 	c.mu.Lock()
 	im := c.current[int32(req.PID)]
@@ -845,8 +874,8 @@ func (c *collector) control(req control.Request) control.Response {
 	if im == nil {
 		return control.Response{Error: fmt.Sprintf("pid %d is not recorded by this leakpath run", req.PID)}
 	}
-	if req.Op == "root-cause" {
-		return control.Response{Text: c.rootCausesOf(im).request() + "\n"}
+	if asked != nil {
+		return asked.Request(im.img, req)
 	}
 	r := snapRequest{req: req, resp: make(chan control.Response, 1)}
 	select {

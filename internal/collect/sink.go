@@ -68,10 +68,15 @@ type sink struct {
 	// process in the model, and its exit went unscanned).
 	waiting map[uint32][]func(*heap.Session) []event.Event
 	once    sync.Once
-	// judge, when set, looks at the model every judgeEvery (root causes).
-	judge      func(*heap.Session)
-	judgeEvery time.Duration
-	judged     time.Time
+	// tickers look at the model now and then (Ticker).
+	tickers []*ticker
+}
+
+// ticker is a Ticker with when it last looked.
+type ticker struct {
+	Ticker
+	every time.Duration
+	last  time.Time
 }
 
 func newSink(model *heap.Session, trace TraceWriter) *sink {
@@ -173,9 +178,11 @@ func (s *sink) run() {
 			if time.Since(s.flushed) >= traceFlushEvery {
 				s.flush()
 			}
-			if s.judge != nil && time.Since(s.judged) >= s.judgeEvery {
-				s.judged = time.Now()
-				s.judge(s.model)
+			for _, t := range s.tickers {
+				if time.Since(t.last) >= t.every {
+					t.last = time.Now()
+					t.Tick(s.model)
+				}
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/sys/procmaps"
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // fixture is the paths program running, its stdin, and what it printed.
@@ -32,14 +33,13 @@ type fixture struct {
 
 func startPaths(t *testing.T) *fixture {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
+	if _, err := exec.LookPath("cc"); err != nil {
 		t.Skip("no C compiler (cc): cannot build the fixture")
 	}
 	exe := filepath.Join(t.TempDir(), "paths")
 	src, _ := filepath.Abs(filepath.Join("..", "..", "..", "testdata", "steptrace", "paths.c"))
-	if b, err := exec.Command(cc, "-O0", "-g", "-o", exe, src).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, b)
+	if err := testfixture.Compile("cc", exe, "-O0", "-g", src); err != nil {
+		t.Fatal(err)
 	}
 	f := &fixture{cmd: exec.Command(exe), exe: exe, addr: map[string]uint64{}}
 	f.stdin, _ = f.cmd.StdinPipe()
@@ -90,14 +90,15 @@ func startPaths(t *testing.T) *fixture {
 }
 
 // seize attaches to the fixture's main thread, detached at the test's
-// end; a step that never stops is interrupted after 30 s.
+// end; a step that never stops is interrupted after testfixture's hang
+// guard (no step of the fixture takes seconds, even on a loaded machine).
 func (f *fixture) seize(t *testing.T) *ptrace.Stepper {
 	t.Helper()
 	s, err := ptrace.SeizeThread(f.cmd.Process.Pid, f.tid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchdog := time.AfterFunc(30*time.Second, s.Interrupt)
+	watchdog := time.AfterFunc(testfixture.HangGuard, s.Interrupt)
 	t.Cleanup(func() {
 		watchdog.Stop()
 		s.Detach()

@@ -114,7 +114,8 @@ func (p *Process) poolAlloc(ev *event.Event) {
 	}
 	key := ev.Addr | pl.num<<poolShift
 	b := Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: event.PoolAllocFn}
-	if old, replaced := p.blocks.put(key, b); replaced {
+	var old Block
+	if p.blocks.put(key, &b, &old) {
 		// Handed out again without a free: the program's pool reused
 		// it (valgrind's memcheck reports the same).
 		p.poolReleased(old)
@@ -160,7 +161,7 @@ func (p *Process) poolFree(ev *event.Event) {
 	}
 	b, ok := Block{}, false
 	if key != 0 {
-		b, ok = p.blocks.take(key)
+		ok = p.blocks.take(key, &b)
 	}
 	if !ok {
 		p.addError(Error{Kind: InvalidFree, Addr: ev.Addr, Stack: stack, Fn: event.PoolFreeFn, Thread: ev.Thread, Time: ev.Time})
@@ -189,8 +190,8 @@ func (p *Process) poolDestroy(ev *event.Event) {
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	stack := p.stackOf(ev.Stack)
 	for _, k := range keys {
-		b, ok := p.blocks.take(k)
-		if !ok {
+		var b Block
+		if !p.blocks.take(k, &b) {
 			continue
 		}
 		p.poolReleased(b)
@@ -224,6 +225,33 @@ type SpanBlock struct {
 // in it (the program's annotations disagree with each other: the later
 // one is left out). Both are nil when nothing nests.
 func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
+	bs, parent := nesting(blocks)
+	if bs == nil {
+		return nil, nil
+	}
+	holders, overlapping = map[uint64]bool{}, map[uint64]bool{}
+	for i, b := range bs {
+		switch parent[i] {
+		case noParent:
+		case overlaps:
+			overlapping[b.Key] = true
+		default:
+			holders[bs[parent[i]].Key] = true
+		}
+	}
+	return holders, overlapping
+}
+
+const (
+	noParent = -1 // a block in no other
+	overlaps = -2 // a block overlapping another without nesting
+)
+
+// nesting sorts a copy of blocks by address and tells, for each, the
+// index of the block it lies directly in (a pool's object in the pool's
+// memory), noParent or overlaps. bs is nil when no block is a pool's
+// object: then nothing nests.
+func nesting(blocks []SpanBlock) (bs []SpanBlock, parent []int) {
 	hasPool := false
 	for _, b := range blocks {
 		if IsPoolObject(b.Key) {
@@ -234,7 +262,7 @@ func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
 	if !hasPool {
 		return nil, nil
 	}
-	bs := append([]SpanBlock(nil), blocks...)
+	bs = append([]SpanBlock(nil), blocks...)
 	// By address; at one address the bigger first (the holder before
 	// what it holds); of the same extent, the pool's object (the inner
 	// one, by its key) last.
@@ -248,10 +276,14 @@ func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
 		}
 		return bs[i].Key < bs[j].Key
 	})
-	holders, overlapping = map[uint64]bool{}, map[uint64]bool{}
-	type open struct{ key, end uint64 }
+	parent = make([]int, len(bs))
+	type open struct {
+		i   int
+		end uint64
+	}
 	var stack []open // the enclosing blocks of the one at hand, outermost first
-	for _, b := range bs {
+	for i, b := range bs {
+		parent[i] = noParent
 		a := BlockAddr(b.Key)
 		end := a + b.Size
 		if end < a {
@@ -262,21 +294,56 @@ func PoolLayout(blocks []SpanBlock) (holders, overlapping map[uint64]bool) {
 		}
 		if n := len(stack); n > 0 {
 			top := stack[n-1]
-			if end > top.end {
-				overlapping[b.Key] = true
+			// Past its end, or two of the allocator's blocks (not
+			// nested by anyone's word): overlapping.
+			if end > top.end || !IsPoolObject(b.Key) && !IsPoolObject(bs[top.i].Key) {
+				parent[i] = overlaps
 				continue
 			}
-			if !IsPoolObject(b.Key) && !IsPoolObject(top.key) {
-				// Two of the allocator's blocks: not nested by anyone's
-				// word.
-				overlapping[b.Key] = true
-				continue
-			}
-			holders[top.key] = true
+			parent[i] = top.i
 		}
-		stack = append(stack, open{b.Key, end})
+		stack = append(stack, open{i, end})
 	}
-	return holders, overlapping
+	return bs, parent
+}
+
+// LiveOwn calls fn for each live block (as Live does) with its own
+// bytes: its size less the sizes of the blocks directly in it (a pool's
+// memory less its objects, an outer pool's object less an inner pool's
+// memory). Their sum is what the totals count, the pools' memory once,
+// and each object counts at its own site, where the report lists it; a
+// block overlapping another without nesting (annotations that disagree)
+// counts whole.
+func (p *Process) LiveOwn(fn func(key uint64, b Block, own uint64)) {
+	if p.PoolObjects() == 0 {
+		p.Live(func(key uint64, b Block) { fn(key, b, b.Size) })
+		return
+	}
+	var spans []SpanBlock
+	byKey := map[uint64]Block{}
+	p.Live(func(key uint64, b Block) {
+		spans = append(spans, SpanBlock{key, b.Size})
+		byKey[key] = b
+	})
+	bs, parent := nesting(spans)
+	if bs == nil {
+		bs, parent = spans, make([]int, len(spans))
+		for i := range parent {
+			parent[i] = noParent
+		}
+	}
+	own := make([]uint64, len(bs))
+	for i, b := range bs {
+		own[i] = b.Size
+	}
+	for i, b := range bs {
+		if k := parent[i]; k >= 0 {
+			own[k] -= min(own[k], b.Size)
+		}
+	}
+	for i, b := range bs {
+		fn(b.Key, byKey[b.Key], own[i])
+	}
 }
 
 // poolHolders returns the live blocks (Pending included) that hold pool

@@ -17,20 +17,22 @@ var FlameKinds = []string{"allocated", "leaked", "peak", "temporary", "growth"}
 
 // Leaked records the blocks still live at the end (what the report calls
 // leaked, every kind), by the bucket of their allocation. Call it once the
-// model is finished.
+// model is finished. A pool's objects count at their own sites and its
+// memory, at its site, for what they leave of it (Process.LiveOwn): the
+// bytes count once, as in the totals, and where the report lists them.
 func (ix *Index) Leaked() {
 	for img, p := range ix.Images {
-		p.Live(func(_ uint64, b heap.Block) {
+		p.LiveOwn(func(_ uint64, b heap.Block, own uint64) {
 			i := ix.at(b.Time)
-			if i < 0 {
+			if i < 0 || own == 0 {
 				return
 			}
 			bk := &ix.Buckets[i]
 			if bk.leaked == nil {
 				bk.leaked = map[SiteKey]uint64{}
 			}
-			bk.leaked[SiteKey{int32(img), b.Site}] += b.Size
-			bk.LeakedBytes += b.Size
+			bk.leaked[SiteKey{int32(img), b.Site}] += own
+			bk.LeakedBytes += own
 		})
 	}
 }

@@ -330,7 +330,10 @@ func (ix *Index) Forked(p *heap.Process) {
 	}
 	img := ix.image(p)
 	bk := &ix.Buckets[ix.bucket(ix.Last)]
-	p.Live(func(_ uint64, b heap.Block) {
+	p.Live(func(key uint64, b heap.Block) {
+		if heap.IsPoolObject(key) {
+			return // in its pool's memory, counted already (the model tells no observer of objects)
+		}
 		bk.site(SiteKey{img, b.Site}).NetBytes += int64(b.Size)
 		ix.changeHeap(bk, int64(b.Size))
 	})

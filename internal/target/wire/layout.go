@@ -5,6 +5,8 @@
 // header.
 package wire
 
+import "github.com/leakpath/leakpath/internal/model/event"
+
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
 const Version = 12
 
@@ -73,13 +75,14 @@ const (
 	RecMax    = 29
 )
 
-// RecFamily's outcomes (LP_FAMILY_*).
+// RecFamily's outcomes (LP_FAMILY_*): the model's names for them.
 const (
-	FamilyTraced  = 1 // its entry patched: its calls are recorded
-	FamilyRefused = 2 // its first instructions could not be moved
-	FamilyThreads = 3 // the process had threads already: not patched
-	FamilyFailed  = 4 // the code could not be written, or no room near it
-	FamilyHooked  = 5 // another library's malloc, which the hooks call: traced as glibc's
+	FamilyTraced     = event.FamilyTraced
+	FamilyRefused    = event.FamilyRefused
+	FamilyThreads    = event.FamilyThreads
+	FamilyFailed     = event.FamilyFailed
+	FamilyHooked     = event.FamilyHooked
+	FamilyUnfollowed = event.FamilyUnfollowed
 
 	FamilyNameMax = 63  // bytes of a RecFamily's name
 	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included

@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"context"
@@ -28,9 +28,9 @@ type liveUI struct {
 	url    string
 	mu     sync.Mutex // the index and the engines, which the goroutine applying events changes
 	ix     *webui.Index
-	inner  observers
-	usage  uiUsage
-	sym    *symbolizer
+	inner  Observers
+	usage  UIUsage
+	sym    *Symbolizer
 	served chan error
 
 	stacksMu sync.Mutex
@@ -46,12 +46,12 @@ type rawStack struct {
 
 // startLiveUI listens on addr and serves the live view; the address goes
 // to stderr (the program's stdout is its own).
-func startLiveUI(addr, title string, sym *symbolizer, stderr io.Writer) (*liveUI, error) {
+func startLiveUI(addr, title string, sym *Symbolizer, stderr io.Writer) (*liveUI, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--ui-listen: %w", err)
 	}
-	usage, err := startUIUsage(sym)
+	usage, err := StartUIUsage(sym)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -63,7 +63,7 @@ func startLiveUI(addr, title string, sym *symbolizer, stderr io.Writer) (*liveUI
 	}
 	u := &liveUI{srv: webui.NewServer(), ix: webui.NewIndex(), sym: sym, usage: usage,
 		stacks: map[webui.SiteKey]rawStack{}, served: make(chan error, 1)}
-	u.inner = append(observers{u.ix}, usage.observers()...)
+	u.inner = append(Observers{u.ix}, usage.Observers()...)
 	u.srv.Live(&webui.Data{Title: title, Index: u.ix, Names: u.names}, &u.mu)
 	u.hs = &http.Server{Handler: u.srv.Handler(acc), ReadHeaderTimeout: 10 * time.Second}
 	u.url = acc.URL()
@@ -109,7 +109,7 @@ func (u *liveUI) names(k webui.SiteKey) []string {
 			top = false
 			continue
 		}
-		sfs := u.sym.lookup(m, a-m.Bias-1)
+		sfs := u.sym.Lookup(m, a-m.Bias-1)
 		if top && len(sfs) > 0 && sfs[len(sfs)-1].Allocator {
 			continue
 		}
@@ -179,7 +179,7 @@ func (u *liveUI) finish(rep *report.Report, tps float64, title string, stderr io
 	u.ix.Finish()
 	u.ix.Leaked()
 	u.mu.Unlock()
-	d, err := uiData(title, u.ix, tps, rep, u.usage)
+	d, err := UIData(title, u.ix, tps, rep, u.usage)
 	if err != nil {
 		return err
 	}
@@ -187,21 +187,8 @@ func (u *liveUI) finish(rep *report.Report, tps float64, title string, stderr io
 	fmt.Fprintf(stderr, "leakpath: the run is over; its view stays at %s until Ctrl-C\n", u.url)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	select {
-	case err := <-u.served:
-		return err
-	case <-ctx.Done():
-	}
-	return u.close()
+	return serveUntil(ctx, u.hs, u.served)
 }
 
 // close stops serving.
-func (u *liveUI) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := u.hs.Shutdown(ctx)
-	if err == context.DeadlineExceeded {
-		err = nil
-	}
-	return err
-}
+func (u *liveUI) close() error { return shutdown(u.hs) }

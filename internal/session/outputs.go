@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"errors"
@@ -6,10 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -22,7 +20,7 @@ import (
 // (`mpiexec -n 4 leakpath run -o out.%r.lpt -- ./app`) writes its own:
 //
 //	%p  the program's pid (the pid its report shows)
-//	%r  its MPI rank, from the environment (rankVars); without one, the
+//	%r  its MPI rank, from the environment (RankVars); without one, the
 //	    pid, and a note says so
 //	%%  a percent sign
 //
@@ -34,12 +32,12 @@ import (
 // rankVars are the environment variables that give a process its MPI rank,
 // in the order they are looked up: Open MPI, MPICH and Intel MPI (PMI),
 // PMIx launchers, MVAPICH2, Slurm's srun.
-var rankVars = []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"}
+var RankVars = []string{"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"}
 
 // mpiRank returns the rank the first of rankVars set to a number gives;
 // nil if none is.
 func mpiRank(getenv func(string) string) *int {
-	for _, v := range rankVars {
+	for _, v := range RankVars {
 		s := strings.TrimSpace(getenv(v))
 		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
 			return &n
@@ -113,9 +111,9 @@ func (p pathPattern) expand(pid int, rank *int) string {
 	return b.String()
 }
 
-// checkOutputNames checks the % directives of o's output paths.
-func checkOutputNames(o *runOptions) error {
-	for _, f := range []struct{ flag, path string }{{"-o", o.trace}, {"--json", o.jsonOut}, {"--report", o.reportOut}} {
+// CheckOutputNames checks the % directives of o's output paths.
+func CheckOutputNames(o *Options) error {
+	for _, f := range []struct{ flag, path string }{{"-o", o.Trace}, {"--json", o.JSON}, {"--report", o.Report}} {
 		if _, err := parsePattern(f.flag, f.path); err != nil {
 			return err
 		}
@@ -123,7 +121,7 @@ func checkOutputNames(o *runOptions) error {
 	return nil
 }
 
-// outputs are the files of one `leakpath run`.
+// outputs are the files of one `leakpath run` or `leakpath attach`.
 type outputs struct {
 	rank                *int
 	trace, json, report pathPattern
@@ -134,21 +132,21 @@ type outputs struct {
 
 // newOutputs checks o's output paths and creates the files whose names do
 // not depend on the pid. It prints the note about a missing rank.
-func newOutputs(o *runOptions, stderr io.Writer) (*outputs, error) {
+func newOutputs(o *Options, stderr io.Writer) (*outputs, error) {
 	out := &outputs{}
 	var err error
-	if out.trace, err = parsePattern("-o", o.trace); err != nil {
+	if out.trace, err = parsePattern("-o", o.Trace); err != nil {
 		return nil, err
 	}
-	if out.json, err = parsePattern("--json", o.jsonOut); err != nil {
+	if out.json, err = parsePattern("--json", o.JSON); err != nil {
 		return nil, err
 	}
-	if out.report, err = parsePattern("--report", o.reportOut); err != nil {
+	if out.report, err = parsePattern("--report", o.Report); err != nil {
 		return nil, err
 	}
 	out.rank = mpiRank(os.Getenv)
 	if out.rank == nil && (out.trace.rank || out.json.rank || out.report.rank) {
-		fmt.Fprintf(stderr, "leakpath: no MPI rank in the environment (%s): %%r is the program's pid\n", strings.Join(rankVars, ", "))
+		fmt.Fprintf(stderr, "leakpath: no MPI rank in the environment (%s): %%r is the program's pid\n", strings.Join(RankVars, ", "))
 	}
 	for _, f := range []struct {
 		what string
@@ -165,7 +163,7 @@ func newOutputs(o *runOptions, stderr io.Writer) (*outputs, error) {
 			}
 			continue
 		}
-		if *f.file, err = createOutput(f.p.expand(0, out.rank)); err != nil {
+		if *f.file, err = CreateOutput(f.p.expand(0, out.rank)); err != nil {
 			out.close()
 			return nil, fmt.Errorf("%s: %w", f.what, err)
 		}
@@ -180,11 +178,17 @@ func newOutputs(o *runOptions, stderr io.Writer) (*outputs, error) {
 }
 
 // checkDir checks that the directory of a file named by the pid is there
-// to create it in.
+// to create it in, and reached as CreateOutput will.
 func checkDir(p pathPattern) error {
-	if err := writableDir(filepath.Dir(p.expand(1, nil))); err != nil {
+	dir, _ := splitOutput(p.expand(1, nil))
+	if err := writableDir(dir); err != nil {
 		return fmt.Errorf("%s: %w", p.s, err)
 	}
+	fd, _, err := openOutputDir(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.s, err)
+	}
+	unix.Close(fd)
 	return nil
 }
 
@@ -221,12 +225,12 @@ func (out *outputs) files(pid int) (text, json *os.File, err error) {
 		out.pid = pid
 	}
 	if out.report.s != "" && out.textFile == nil {
-		if out.textFile, err = createOutput(out.report.expand(out.pid, out.rank)); err != nil {
+		if out.textFile, err = CreateOutput(out.report.expand(out.pid, out.rank)); err != nil {
 			return nil, nil, fmt.Errorf("report file: %w", err)
 		}
 	}
 	if out.json.s != "" && out.jsonFile == nil {
-		if out.jsonFile, err = createOutput(out.json.expand(out.pid, out.rank)); err != nil {
+		if out.jsonFile, err = CreateOutput(out.json.expand(out.pid, out.rank)); err != nil {
 			return nil, nil, fmt.Errorf("JSON report file: %w", err)
 		}
 	}
@@ -241,7 +245,7 @@ func (out *outputs) close() {
 	}
 }
 
-// traceOut is the trace of a run (collect.TraceWriter). One named by the
+// traceOut is the trace of a recording (collect.TraceWriter). One named by the
 // pid is created at the first events, which start with the first image's
 // ProcessStart: the program's own unless it records nothing (a static
 // binary) and a descendant does.
@@ -320,7 +324,7 @@ func sizeString(n int64) string {
 // create creates the file, named with pid.
 func (t *traceOut) create(pid int) error {
 	t.path = t.out.trace.expand(pid, t.out.rank)
-	f, err := createOutput(t.path)
+	f, err := CreateOutput(t.path)
 	if err != nil {
 		return err
 	}
@@ -418,51 +422,63 @@ func (t *traceOut) finish(ok bool, pid int) error {
 	return nil
 }
 
-// createOutput creates the output file path (or truncates the one there)
+// CreateOutput creates the output file path (or truncates the one there)
 // for leakpath to write, never through something another user planted
 // there: leakpath often runs as root, and a name in /tmp (out.%p.lpt) is
 // easy to guess.
 //
+//   - Its directory is reached without following a symbolic link that
+//     another user could have put on the way (openOutputDir).
 //   - A new file is created with O_EXCL and O_NOFOLLOW, readable and
 //     writable by its owner only (0600).
 //   - A symbolic link there is refused, unless its directory is private
 //     (only its owner, root or us, may write there: /dev/stdout is fine).
 //   - An existing file is reused (truncated) when it is a regular file of
-//     ours, or anything at all in a private directory (/dev/null); the file
-//     opened must be the one looked at.
-func createOutput(path string) (*os.File, error) {
-	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+//     ours with no other name, or anything at all in a private directory
+//     (/dev/null); the file opened must be the one looked at.
+func CreateOutput(path string) (*os.File, error) {
+	dirName, base := splitOutput(path)
+	if base == "" || base == "." || base == ".." {
+		return nil, fmt.Errorf("%s names a directory, not a file", path)
+	}
+	dir, dirSt, err := openOutputDir(dirName)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	err = unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		f, err := openAt(dir, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%s: appeared while leakpath was creating it: not overwritten", path)
 		}
 		return f, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	private := privateDir(filepath.Dir(path))
-	if st.Mode()&fs.ModeSymlink != 0 {
+	private := privateStat(dirSt)
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !private {
 			return nil, fmt.Errorf("%s is a symbolic link in a directory others may write to: leakpath does not write through it (remove it, or name its target)", path)
 		}
-		return os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o600)
+		return openAt(dir, path, unix.O_WRONLY|unix.O_TRUNC, 0o600)
 	}
-	sys, _ := st.Sys().(*syscall.Stat_t)
-	if !private && (!st.Mode().IsRegular() || sys == nil || sys.Uid != uint32(os.Geteuid())) {
+	regular := st.Mode&unix.S_IFMT == unix.S_IFREG
+	if !private && (!regular || st.Uid != uint32(os.Geteuid()) || st.Nlink > 1) {
 		return nil, fmt.Errorf("%s exists and is not a file of ours, in a directory others may write to: not overwritten (remove it)", path)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := openAt(dir, path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
-	fst, err := f.Stat()
-	if err != nil || !os.SameFile(st, fst) {
+	var fst unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &fst); err != nil || fst.Dev != st.Dev || fst.Ino != st.Ino {
 		f.Close()
 		return nil, fmt.Errorf("%s changed while leakpath was opening it: not overwritten", path)
 	}
-	if fst.Mode().IsRegular() {
+	if regular {
 		if err := f.Truncate(0); err != nil {
 			f.Close()
 			return nil, err
@@ -471,13 +487,43 @@ func createOutput(path string) (*os.File, error) {
 	return f, nil
 }
 
-// privateDir reports whether only dir's owner, root or us, may create or
-// replace files in it.
-func privateDir(dir string) bool {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return false
+// splitOutput splits path into its directory and last component as the
+// kernel reads it: without filepath.Clean, whose lexical ".." would
+// differ from the kernel's after a symbolic link.
+func splitOutput(path string) (dir, base string) {
+	i := strings.LastIndexByte(path, '/')
+	switch {
+	case i < 0:
+		return ".", path
+	case i == 0:
+		return "/", path[1:]
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	return ok && (sys.Uid == 0 || sys.Uid == uint32(os.Geteuid())) && st.Mode().Perm()&0o022 == 0
+	return path[:i], path[i+1:]
+}
+
+// openAt opens path's last component in the directory dir.
+func openAt(dir int, path string, flags int, mode uint32) (*os.File, error) {
+	_, base := splitOutput(path)
+	fd, err := unix.Openat(dir, base, flags|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// WriteOutput runs write on path (created) or, when path is "", on
+// stdout; a file that cannot be written completely is an error.
+func WriteOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
+	if path == "" {
+		return write(stdout)
+	}
+	f, err := CreateOutput(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

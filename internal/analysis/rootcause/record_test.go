@@ -1,4 +1,4 @@
-package collect
+package rootcause
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"os"
@@ -16,8 +16,9 @@ import (
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 )
 
-// symbolizer adapts internal/symbols/symbolize to the report's Symbolizer.
-type symbolizer struct {
+// Symbolizer adapts internal/symbols/symbolize to the report's
+// Symbolizer, for the recordings here and the commands that read traces.
+type Symbolizer struct {
 	s    *symbolize.Symbolizer
 	warm chan event.Module
 	done chan struct{}
@@ -35,8 +36,10 @@ type symbolizer struct {
 	types *dwarftypes.Reader
 }
 
-func newSymbolizer(dirs []string, warn func(string)) *symbolizer {
-	y := &symbolizer{warn: warn}
+// NewSymbolizer looks for separate debug files under dirs too; warn
+// takes its warnings (about broken debug files).
+func NewSymbolizer(dirs []string, warn func(string)) *Symbolizer {
+	y := &Symbolizer{warn: warn}
 	// The report names the modules without debug information itself, in
 	// one line; the symbolizer warns only about broken debug files.
 	opts := symbolize.Options{Warn: y.note, QuietMissing: true, DWARFCache: dwarfCacheDir()}
@@ -68,14 +71,14 @@ func dwarfCacheDir() string {
 }
 
 // note keeps a warning of the symbolizer, whichever goroutine loads.
-func (y *symbolizer) note(msg string) {
+func (y *Symbolizer) note(msg string) {
 	y.mu.Lock()
 	y.noted = append(y.noted, msg)
 	y.mu.Unlock()
 }
 
 // flush passes the warnings noted so far to warn.
-func (y *symbolizer) flush() {
+func (y *Symbolizer) flush() {
 	y.mu.Lock()
 	noted := y.noted
 	y.noted = nil
@@ -85,7 +88,8 @@ func (y *symbolizer) flush() {
 	}
 }
 
-func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
+// Lookup is a report.Symbolizer.
+func (y *Symbolizer) Lookup(m *heap.Module, addr uint64) []report.SourceFrame {
 	if m.Path == "" || m.Path[0] != '/' {
 		return nil // the vdso, or a module with no file
 	}
@@ -102,9 +106,9 @@ func (y *symbolizer) lookup(m *heap.Module, addr uint64) []report.SourceFrame {
 	return out
 }
 
-// symbolName returns the mangled name of the function at addr of m, for
+// SymbolName returns the mangled name of the function at addr of m, for
 // valgrind suppressions.
-func (y *symbolizer) symbolName(m *heap.Module, addr uint64) string {
+func (y *Symbolizer) SymbolName(m *heap.Module, addr uint64) string {
 	if m.Path == "" || m.Path[0] != '/' {
 		return ""
 	}
@@ -124,7 +128,7 @@ const warmDelay = time.Second
 // loading thread runs at the lowest priority (nice 19), so it takes what
 // the program and the collector leave of the machine. It never blocks the
 // caller.
-func (y *symbolizer) warmUp() func(*event.Module) {
+func (y *Symbolizer) warmUp() func(*event.Module) {
 	y.warm = make(chan event.Module, 1024)
 	y.done = make(chan struct{})
 	stopped := make(chan struct{})
@@ -162,12 +166,12 @@ func (y *symbolizer) warmUp() func(*event.Module) {
 	}
 }
 
-// ready ends the warm-up: the modules it has not loaded yet are loaded
+// Ready ends the warm-up: the modules it has not loaded yet are loaded
 // when a lookup needs them, not waited for (a module being loaded is:
 // lookups wait for it). So a report that needs few symbols does not wait
 // for those of every library (libc's separate debug file alone takes
 // ~0.2 s of CPU).
-func (y *symbolizer) ready() {
+func (y *Symbolizer) Ready() {
 	if y.warm != nil {
 		close(y.stopped)
 		close(y.warm)
@@ -176,11 +180,11 @@ func (y *symbolizer) ready() {
 	y.flush()
 }
 
-// close ends the warm-up and drops the symbols, unless a module is still
+// Close ends the warm-up and drops the symbols, unless a module is still
 // being loaded for the warm-up: then leakpath is about to exit, and
 // waiting for it would only delay that.
-func (y *symbolizer) close() {
-	y.ready()
+func (y *Symbolizer) Close() {
+	y.Ready()
 	y.s.SaveFrames()
 	if y.done != nil {
 		select {

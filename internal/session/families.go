@@ -1,10 +1,11 @@
-package main
+package session
 
 import (
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/target/wire"
 )
@@ -13,9 +14,9 @@ import (
 // (its LP_FAM_PREFIX_MAX, less the NUL).
 const maxFamilyPrefix = 31
 
-// checkAllocFamilies validates the prefixes of --alloc-family: the start
+// CheckAllocFamilies validates the prefixes of --alloc-family: the start
 // of C names, short enough, all of them within the region's field.
-func checkAllocFamilies(prefixes []string) error {
+func CheckAllocFamilies(prefixes []string) error {
 	total := 0
 	for _, p := range prefixes {
 		if p == "" || len(p) > maxFamilyPrefix {
@@ -47,7 +48,7 @@ func untracedFamilies(s *heap.Session) (warns []string) {
 		byMod := map[string][]string{}
 		var mods []string
 		for _, f := range p.Families {
-			if f.Outcome == wire.FamilyTraced || f.Outcome == wire.FamilyHooked {
+			if f.Outcome == event.FamilyTraced || f.Outcome == event.FamilyHooked {
 				continue
 			}
 			mod := "?"

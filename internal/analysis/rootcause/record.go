@@ -1,4 +1,4 @@
-package collect
+package rootcause
 
 import (
 	"fmt"
@@ -9,17 +9,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/analysis/rootcause"
 	"github.com/leakpath/leakpath/internal/analysis/steptrace"
+	"github.com/leakpath/leakpath/internal/collect"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/sys/procmaps"
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/target/control"
 	"github.com/leakpath/leakpath/internal/target/region"
 )
 
-// Root cause, the recording half (JP2009-217617 steps 310-335): the sink
-// judges the allocation sites now and then; a site some of whose blocks
+// Root cause, the recording half (JP2009-217617), an analysis of the
+// collector (Recorder, a collect.Analysis): it judges the allocation
+// sites in the model now and then; a site some of whose blocks
 // were freed but whose live blocks keep growing becomes a suspect, armed
 // in the agent. A thread that allocates at a suspect asks for a window: a
 // goroutine of the image attaches to that thread alone, runs it to the
@@ -31,11 +33,11 @@ import (
 // where it ended but by its block's fate, later: freed (F), or still live
 // when the program ends, or long after at a snapshot (E). So frees far
 // away or on other threads, a main that never returns and exceptions all
-// resolve. The paths go to Result.RootCause; their analysis is the
-// report's.
+// resolve. Once the program ended, the paths are analysed (Analyze) into a
+// RootCause event per site; a snapshot gets those with an answer so far.
 
-// RootCauseOptions configure the recording of root causes.
-type RootCauseOptions struct {
+// Options configure the recording of root causes.
+type Options struct {
 	Enabled bool
 	// After: judge sites only this long after the start.
 	After time.Duration
@@ -67,7 +69,7 @@ type RootCauseOptions struct {
 	WindowStopsLimit int           // per path (default 500,000)
 }
 
-func (o *RootCauseOptions) defaults() {
+func (o *Options) defaults() {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -116,7 +118,7 @@ type SiteTrace struct {
 	// Paths: the recorded paths, closed by F or E, as a grammar (each
 	// distinct path stored once). While recording, every path not freed
 	// in its window is stored as E; traces labels it by its block's fate.
-	Paths *rootcause.Paths
+	Paths *Paths
 	Note  string // why recording stopped early, if it did
 	// Cost: the time the windows took in all, and their ptrace stops;
 	// Last: when the last path ended, since the site became a suspect
@@ -189,10 +191,56 @@ type eBlock struct {
 	wall        time.Time
 }
 
+// Recorder records root causes in every image (collect.Analysis).
+type Recorder struct {
+	o    Options
+	mu   sync.Mutex
+	imgs map[*collect.Image]*rootCauses
+	all  []*rootCauses // in the order the images registered
+}
+
+// NewRecorder returns the recording, to register with the collector
+// (collect.Options.Analyses) after the scan: a snapshot shows the root
+// causes found so far if the scan succeeded. It probes the hardware
+// breakpoints now, not with a thread of the program held.
+func NewRecorder(o Options) *Recorder {
+	o.defaults()
+	return &Recorder{o: o, imgs: map[*collect.Image]*rootCauses{}}
+}
+
+// Image starts the recording of an image (collect.Analysis).
+func (r *Recorder) Image(im *collect.Image) collect.ImageAnalysis {
+	rc := &rootCauses{o: &r.o, im: im, sites: map[heap.StackID]*suspect{}, byAgent: map[uint32]*suspect{},
+		history: map[heap.StackID][]uint64{}, start: time.Now(), quit: make(chan struct{})}
+	r.mu.Lock()
+	r.imgs[im] = rc
+	r.all = append(r.all, rc)
+	r.mu.Unlock()
+	return rc
+}
+
+// Op is the control request Request answers (collect.Requester).
+func (r *Recorder) Op() string { return "root-cause" }
+
+// Request starts the judging of an image's sites (`leakpath root-cause
+// PID`, with OnRequest) and describes it (collect.Requester).
+func (r *Recorder) Request(im *collect.Image, _ control.Request) control.Response {
+	r.mu.Lock()
+	rc := r.imgs[im]
+	r.mu.Unlock()
+	if rc == nil {
+		return control.Response{Error: fmt.Sprintf("pid %d is not recorded by this leakpath run", im.PID)}
+	}
+	return control.Response{Text: rc.request() + "\n"}
+}
+
+// Every is how often the sites are judged (collect.Ticker).
+func (r *Recorder) Every() time.Duration { return r.o.Every }
+
 // rootCauses is one image's recording.
 type rootCauses struct {
-	c       *collector
-	im      *image
+	o       *Options
+	im      *collect.Image
 	mu      sync.Mutex
 	sites   map[heap.StackID]*suspect
 	byAgent map[uint32]*suspect
@@ -218,52 +266,39 @@ type rootCauses struct {
 	served           chan struct{} // closed when serve returns
 }
 
-func (c *collector) rootCausesOf(im *image) *rootCauses {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if im.rc == nil {
-		im.rc = &rootCauses{c: c, im: im, sites: map[heap.StackID]*suspect{}, byAgent: map[uint32]*suspect{},
-			history: map[heap.StackID][]uint64{}, start: time.Now(), quit: make(chan struct{})}
-	}
-	return im.rc
-}
-
 // request starts the judging of im's sites (OnRequest) and describes it.
 func (rc *rootCauses) request() string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.requested || !rc.c.opts.RootCause.OnRequest {
+	if rc.requested || !rc.o.OnRequest {
 		n := 0
 		for _, sus := range rc.sites {
 			if !sus.done {
 				n++
 			}
 		}
-		return fmt.Sprintf("root-cause tracing of pid %d was already on: %d sites traced so far, %d still recording", rc.im.pid, len(rc.sites), n)
+		return fmt.Sprintf("root-cause tracing of pid %d was already on: %d sites traced so far, %d still recording", rc.im.PID, len(rc.sites), n)
 	}
 	rc.requested, rc.start = true, time.Now()
-	return fmt.Sprintf("root-cause tracing of pid %d started: its growing sites are traced from now on, and their root causes reported when it ends", rc.im.pid)
+	return fmt.Sprintf("root-cause tracing of pid %d started: its growing sites are traced from now on, and their root causes reported when it ends", rc.im.PID)
 }
 
-// judge looks at every site of every running image (on the sink's
-// goroutine, with the model up to date as far as it goes).
-func (c *collector) judge(s *heap.Session) {
-	o := &c.opts.RootCause
-	c.mu.Lock()
-	ims := append([]*image(nil), c.images...)
-	c.mu.Unlock()
-	for _, im := range ims {
-		c.mu.Lock()
-		live := im.reg != nil
-		c.mu.Unlock()
-		if !live {
+// Tick judges every site of every running image (collect.Ticker: on the
+// goroutine that applies events, with the model up to date as far as it
+// goes).
+func (r *Recorder) Tick(s *heap.Session) {
+	o := &r.o
+	r.mu.Lock()
+	all := append([]*rootCauses(nil), r.all...)
+	r.mu.Unlock()
+	for _, rc := range all {
+		if rc.im.Region() == nil {
 			continue
 		}
-		p := s.Process(im.idx)
+		p := s.Process(rc.im.Proc)
 		if p == nil || p.End != nil {
 			continue
 		}
-		rc := c.rootCausesOf(im)
 		rc.mu.Lock()
 		wait := o.OnRequest && !rc.requested || time.Since(rc.start) < o.After
 		rc.mu.Unlock()
@@ -275,7 +310,7 @@ func (c *collector) judge(s *heap.Session) {
 }
 
 func (rc *rootCauses) judge(p *heap.Process) {
-	o := &rc.c.opts.RootCause
+	o := rc.o
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	changed := false
@@ -417,9 +452,7 @@ func (rc *rootCauses) arm() {
 		}
 	}
 	rc.armed = ids
-	rc.c.mu.Lock()
-	reg := rc.im.reg
-	rc.c.mu.Unlock()
+	reg := rc.im.Region()
 	if reg == nil {
 		return
 	}
@@ -467,7 +500,7 @@ func (rc *rootCauses) overBudget() bool {
 	if rc.paceFrom.IsZero() {
 		return false
 	}
-	share := rc.c.opts.RootCause.MaxSlowdown - 1
+	share := rc.o.MaxSlowdown - 1
 	return rc.spent > paceBurst+time.Duration(share*float64(time.Since(rc.paceFrom)))
 }
 
@@ -494,14 +527,14 @@ func (rc *rootCauses) pace(reg *region.Region) {
 
 // window records one path of sus on the thread that asked.
 func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceRequest) {
-	o := &rc.c.opts.RootCause
+	o := rc.o
 	t0 := time.Now()
 	defer func() {
 		rc.mu.Lock()
 		rc.spent += time.Since(t0)
 		rc.mu.Unlock()
 	}()
-	pid := int(rc.im.pid)
+	pid := int(rc.im.PID)
 	// The next window starts a few allocations later, at random: a
 	// site's blocks may differ by their place in a batch.
 	defer func() { reg.EndTrace(uint32(rand.IntN(16))) }()
@@ -569,9 +602,9 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	if path.Outcome == steptrace.Gone || len(path.Events) == 0 && path.Outcome != steptrace.Freed {
 		return // the thread went away, or nothing was recorded
 	}
-	blk := eBlock{addr: req.Addr, ticks: rc.c.src.Now(), wall: time.Now()}
+	blk := eBlock{addr: req.Addr, ticks: rc.im.Now(), wall: time.Now()}
 	if sus.Paths == nil {
-		sus.Paths = rootcause.NewPaths()
+		sus.Paths = NewPaths()
 	}
 	// The exit out of the end point closes an ended path: it says only
 	// where the window ended, not what became of the block.
@@ -598,36 +631,53 @@ func (rc *rootCauses) giveUp(sus *suspect, why string) {
 	rc.arm()
 }
 
-// quiesce ends root-cause recording in the image for good, before its
+// Close ends root-cause recording in the image for good, before its
 // region goes: the agent's table disarmed, the window in progress
-// interrupted, the serving goroutine gone.
-func (rc *rootCauses) quiesce() {
-	if rc == nil {
-		return
-	}
+// interrupted, the serving goroutine gone (collect.Closer).
+func (rc *rootCauses) Close() []event.Event {
 	rc.pause()
 	rc.mu.Lock()
 	rc.closed = true
 	rc.mu.Unlock()
+	return nil
+}
+
+// BeforeStop pauses the recording for a stop: a thread has one tracer at
+// a time, so no window during it; a snapshot's program goes on, and so
+// do its windows (collect.BeforeStopper).
+func (rc *rootCauses) BeforeStop(kind collect.StopKind) func() {
+	if rc.pause() && kind != collect.StopExit {
+		return rc.resume
+	}
+	return nil
+}
+
+// Stopped gives a snapshot the root causes found so far, those the end
+// replaces (collect.ImageAnalysis).
+func (rc *rootCauses) Stopped(st *collect.Stopped) error {
+	if st.Kind != collect.StopExit {
+		st.Emit(rootCauseEvents(st.Proc, rc.traces(st.Process, false), true)...)
+	}
+	return nil
+}
+
+// Finish analyses the paths recorded once the image's recording is over:
+// a RootCause event per site (collect.Finisher).
+func (rc *rootCauses) Finish(p *heap.Process) []event.Event {
+	return rootCauseEvents(rc.im.Proc, rc.traces(p, true), false)
 }
 
 // pause stops root-cause recording until resume (a thread has one tracer
 // at a time: a scan must not meet a window). It reports whether it
 // paused (false: paused already).
 func (rc *rootCauses) pause() bool {
-	if rc == nil {
-		return false
-	}
 	rc.mu.Lock()
 	if rc.paused {
 		rc.mu.Unlock()
 		return false
 	}
 	if rc.running {
-		rc.c.mu.Lock()
-		reg := rc.im.reg
-		rc.c.mu.Unlock()
-		if reg != nil {
+		if reg := rc.im.Region(); reg != nil {
 			reg.ArmSuspects(nil)
 		}
 	}
@@ -649,9 +699,6 @@ func (rc *rootCauses) pause() bool {
 
 // resume lets recording go on after pause, unless quiesce ended it.
 func (rc *rootCauses) resume() {
-	if rc == nil {
-		return
-	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.closed || !rc.paused {
@@ -667,18 +714,15 @@ func (rc *rootCauses) resume() {
 // is not known yet is left out. ended: the image ended (a site still
 // recording says it had too few paths).
 func (rc *rootCauses) traces(p *heap.Process, ended bool) map[heap.StackID]*SiteTrace {
-	if rc == nil {
-		return nil
-	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	out := map[heap.StackID]*SiteTrace{}
 	for id, sus := range rc.sites {
 		st := sus.SiteTrace
-		st.Paths = rootcause.NewPaths()
+		st.Paths = NewPaths()
 		if sus.Paths != nil {
 			for _, w := range sus.windows {
-				outcome := w.fate(p, ended, rc.c.opts.RootCause.Settle)
+				outcome := w.fate(p, ended, rc.o.Settle)
 				if outcome == 0 {
 					continue
 				}
@@ -689,20 +733,10 @@ func (rc *rootCauses) traces(p *heap.Process, ended bool) map[heap.StackID]*Site
 		if !sus.done && st.Note == "" && ended {
 			st.Note = "the program ended before enough paths were recorded"
 			if rc.pacedEver {
-				st.Note += fmt.Sprintf(" (windows were paced to keep the program within %.3gx its time)", rc.c.opts.RootCause.MaxSlowdown)
+				st.Note += fmt.Sprintf(" (windows were paced to keep the program within %.3gx its time)", rc.o.MaxSlowdown)
 			}
 		}
 		out[id] = &st
-	}
-	return out
-}
-
-// RootCauseEvents analyses the paths a run recorded: a RootCause event
-// per site, for the model and the trace.
-func RootCauseEvents(res *Result) []event.Event {
-	var out []event.Event
-	for idx, sites := range res.RootCause {
-		out = append(out, rootCauseEvents(idx, sites, false)...)
 	}
 	return out
 }
@@ -731,7 +765,7 @@ func rootCauseEvents(idx uint32, sites map[heap.StackID]*SiteTrace, foundOnly bo
 // analyze answers for one site from its recorded paths, with what the
 // recording cost.
 func analyze(st *SiteTrace) *event.RootCauseInfo {
-	rc := rootcause.Analyze(st.Paths, st.Frames)
+	rc := Analyze(st.Paths, st.Frames)
 	switch {
 	case st.Note == "":
 	case rc.Status == event.RootCauseFound && rc.Note != "":

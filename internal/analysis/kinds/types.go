@@ -1,4 +1,4 @@
-package collect
+package kinds
 
 import (
 	"path/filepath"
@@ -18,26 +18,17 @@ import (
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
 
-// TypeOptions turn on typing the blocks at every scan (run --types):
-// the reference graph of the live blocks, their types, paths to root
-// and retained sizes, read from the stopped process with the modules'
-// symbols and DWARF.
-type TypeOptions struct {
-	Symbols *symbolize.Symbolizer
-	DWARF   *dwarftypes.Reader // of Symbols' modules
-}
-
 // typeBlocks types blocks (sorted by address, as the scan took them) of
 // p, from what the scan read, into sbs (blocks' twins) and info. keys
 // are the blocks' keys in the model, when they are not their addresses
 // (see liveBlocks).
-func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, keys []uint64, hp *scan.Heap, sbs []event.ScannedBlock, info *event.ScanInfo) {
+func (s *imageScan) typeBlocks(p *heap.Process, blocks []leak.Block, keys []uint64, hp *scan.Heap, sbs []event.ScannedBlock, info *event.ScanInfo) {
 	start := time.Now()
 	defer func() {
 		// Typing reads what the target and its files hold: a bug there
 		// costs the types, not the run (the process is still held).
 		if r := recover(); r != nil {
-			c.warn("pid %d: no types: %v", p.Info.PID, r)
+			s.im.Warn("pid %d: no types: %v", p.Info.PID, r)
 			info.Typed, info.Types, info.Names = false, nil, nil
 			for i := range sbs {
 				sbs[i].Type, sbs[i].Evidence, sbs[i].Holder, sbs[i].Via, sbs[i].Retained = 0, 0, 0, 0, 0
@@ -54,11 +45,11 @@ func (c *collector) typeBlocks(p *heap.Process, blocks []leak.Block, keys []uint
 	}
 	g, err := refgraph.Build(gb, roots, hp.Words, hp.Mem)
 	if err != nil {
-		c.warn("pid %d: no types: %v", p.Info.PID, err)
+		s.im.Warn("pid %d: no types: %v", p.Info.PID, err)
 		return
 	}
-	mods, modOf := c.typeModules(p)
-	res := heaptype.Analyze(g, mods, hp.Mem, siteTypes(p, blocks, keys, mods, modOf, hp.Mem, c.opts.Types.Symbols))
+	mods, modOf := s.typeModules(p)
+	res := heaptype.Analyze(g, mods, hp.Mem, siteTypes(p, blocks, keys, mods, modOf, hp.Mem, s.a.opts.Types))
 	info.Typed = true
 	for _, t := range res.Types {
 		info.Types = append(info.Types, event.TypeDef{Name: t.Name, File: t.File, Line: uint32(max(t.Line, 0)), Size: t.Size})
@@ -247,7 +238,7 @@ const maxAllocFrames = 4
 
 // typeModules returns p's loaded modules with their types, by address,
 // and the index there of each index of p.Modules.
-func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]int) {
+func (s *imageScan) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]int) {
 	var mods []heaptype.Module
 	var from []int32 // index in p.Modules of each of mods
 	for mi, m := range p.Modules {
@@ -260,7 +251,7 @@ func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]i
 			hm.Hi = max(hm.Hi, m.Bias+s.Vaddr+s.Memsz)
 		}
 		if m.Path != "" && m.Path[0] == '/' { // not the vdso
-			if mt, err := c.opts.Types.DWARF.Types(m.Path, m.BuildID); err == nil {
+			if mt, err := s.a.opts.DWARF.Types(m.Path, m.BuildID); err == nil {
 				hm.Types = mt
 			}
 		}
@@ -297,22 +288,19 @@ func (c *collector) typeModules(p *heap.Process) ([]heaptype.Module, map[int32]i
 // scan: past it, the scan reads what it needs while the process waits.
 const prefetchWait = 2 * time.Second
 
-// prefetchTypes reads the types of im's modules (their DWARF, once per
-// module for the run) before the scan stops the process, so that the
-// pause holds the scan and the typing of the blocks only, not a reading
-// of DWARF that the warm-up had not done yet.
-func (c *collector) prefetchTypes(im *image) {
-	if c.opts.Types == nil || c.opts.Types.DWARF == nil {
-		return
-	}
+// prefetchTypes reads the types of the image's modules (their DWARF,
+// once per module for the run) before the stop, so that the pause holds
+// the scan and the typing of the blocks only, not a reading of DWARF that
+// the warm-up had not done yet.
+func (s *imageScan) prefetchTypes() {
 	type mod struct {
 		path string
 		id   []byte
 	}
 	got := make(chan []mod, 1)
-	c.sink.sendAfter(im.idx, nil, func(s *heap.Session) []event.Event {
+	s.im.WithModel(func(p *heap.Process) {
 		var ms []mod
-		if p := s.Process(im.idx); p != nil {
+		if p != nil {
 			for _, m := range p.Modules {
 				if m.Unloaded == 0 && len(m.Segments) > 0 && m.Path != "" && m.Path[0] == '/' && filepath.Base(m.Path) != "libleakpath.so" {
 					ms = append(ms, mod{m.Path, slices.Clone(m.BuildID)})
@@ -320,14 +308,13 @@ func (c *collector) prefetchTypes(im *image) {
 			}
 		}
 		got <- ms
-		return nil
 	})
 	t := time.NewTimer(prefetchWait)
 	defer t.Stop()
 	select {
 	case ms := <-got:
 		for _, m := range ms {
-			c.opts.Types.DWARF.Types(m.path, m.id)
+			s.a.opts.DWARF.Types(m.path, m.id)
 		}
 	case <-t.C:
 	}

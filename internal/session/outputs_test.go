@@ -1,0 +1,82 @@
+package session
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPathPatterns(t *testing.T) {
+	rank := func(n int) *int { return &n }
+	for _, c := range []struct {
+		in        string
+		rank      *int
+		want      string // with pid 4242
+		needsPID  bool
+		wantError string // a part of the error
+	}{
+		{in: "out.lpt", want: "out.lpt"},
+		{in: "", want: ""},
+		{in: "out.%p.lpt", want: "out.4242.lpt", needsPID: true},
+		{in: "out.%p.lpt", rank: rank(3), want: "out.4242.lpt", needsPID: true},
+		{in: "out.%r.lpt", rank: rank(3), want: "out.3.lpt"},
+		{in: "out.%r.lpt", rank: rank(0), want: "out.0.lpt"},
+		{in: "out.%r.lpt", want: "out.4242.lpt", needsPID: true}, // no rank: the pid
+		{in: "%r-%p/%%r%%p.%r", rank: rank(12), want: "12-4242/%r%p.12", needsPID: true},
+		{in: "100%%.txt", want: "100%.txt"},
+		{in: "%%%%", want: "%%"},
+		{in: "a%%b%r", rank: rank(7), want: "a%b7"},
+		{in: "out.%x.lpt", wantError: "unknown %x"},
+		{in: "out.%P.lpt", wantError: "unknown %P"},
+		{in: "out.%", wantError: "lone %"},
+		{in: "out.%%%", wantError: "lone %"},
+		{in: "é%ré", rank: rank(1), want: "é1é"},
+	} {
+		p, err := parsePattern("-o", c.in)
+		if c.wantError != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantError) || !strings.HasPrefix(err.Error(), "-o ") {
+				t.Errorf("%q: error %v, want one with %q", c.in, err, c.wantError)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+			continue
+		}
+		if got := p.expand(4242, c.rank); got != c.want {
+			t.Errorf("%q (rank %v): %q, want %q", c.in, c.rank, got, c.want)
+		}
+		if got := p.needsPID(c.rank); got != c.needsPID {
+			t.Errorf("%q (rank %v): needs the pid %v, want %v", c.in, c.rank, got, c.needsPID)
+		}
+	}
+}
+
+func TestMPIRankFromEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want int // -1: none
+	}{
+		{map[string]string{}, -1},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "3"}, 3},
+		{map[string]string{"PMI_RANK": "5"}, 5},
+		{map[string]string{"PMIX_RANK": "6"}, 6},
+		{map[string]string{"MV2_COMM_WORLD_RANK": "7"}, 7},
+		{map[string]string{"SLURM_PROCID": "8"}, 8},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "0", "PMI_RANK": "5"}, 0},       // Open MPI's first
+		{map[string]string{"PMIX_RANK": "2", "SLURM_PROCID": "9"}, 2},              // the launcher's before Slurm's
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "x", "PMI_RANK": "4"}, 4},       // not a number: skipped
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "-1"}, -1},                      // not a rank
+		{map[string]string{"OMPI_COMM_WORLD_RANK": " 11\n"}, 11},                   // spaces around
+		{map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "PMI_SIZE": "4"}, -1},      // sizes are no ranks
+		{map[string]string{"SLURM_PROCID": "", "MV2_COMM_WORLD_RANK": "1"}, 1},     // empty: unset
+		{map[string]string{"OMPI_COMM_WORLD_LOCAL_RANK": "1", "PMI_RANK": "2"}, 2}, // the world rank, not the local one
+	} {
+		got := mpiRank(func(k string) string { return c.env[k] })
+		switch {
+		case c.want < 0 && got != nil:
+			t.Errorf("%v: rank %d, want none", c.env, *got)
+		case c.want >= 0 && (got == nil || *got != c.want):
+			t.Errorf("%v: rank %v, want %d", c.env, got, c.want)
+		}
+	}
+}
