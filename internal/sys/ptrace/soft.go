@@ -337,17 +337,7 @@ func (s *Stepper) releaseOne(o *other, si childInfo) []int {
 	case ev != 0:
 		sig = 0 // an interrupt, a group-stop, a new thread's first stop
 	case sig == int(unix.SIGTRAP):
-		info, err := ptraceGetSiginfo(o.tid)
-		if err != nil || info.Code != siKernel {
-			break
-		}
-		var r unix.PtraceRegs
-		if unix.PtraceGetRegs(o.tid, &r) != nil {
-			break
-		}
-		if _, ours := s.orig[r.Rip-1]; ours {
-			r.Rip--
-			unix.PtraceSetRegs(o.tid, &r)
+		if info, err := ptraceGetSiginfo(o.tid); err == nil && info.Code == siKernel && s.rewind(o.tid) {
 			s.rewound.Add(1)
 			sig = 0
 		}
@@ -388,7 +378,7 @@ func (s *Stepper) tracedHere(tid int) bool {
 // it (a lock it holds), and it can be served only while the stepped one
 // stands still. Not while stepping: a step ends by itself.
 func (s *Stepper) othersWaiting() {
-	if len(s.others) == 0 || s.selfInt || s.stepping {
+	if len(s.others) == 0 || s.selfInt || s.stepping || s.detaching {
 		return
 	}
 	for tid, o := range s.others {
@@ -511,3 +501,17 @@ func (s *Stepper) serveOne(o *other, si childInfo) bool {
 // signal-delivery-stop (TrapCause sees events of SIGTRAP stops only; a
 // group-stop's PTRACE_EVENT_STOP comes with the stopping signal).
 func eventOf(ws unix.WaitStatus) int { return int(ws>>16) & 0xff }
+
+// rewind puts thread tid, stopped by the SIGTRAP of an int3, back onto
+// the instruction the int3 was written over, if it was one of ours.
+func (s *Stepper) rewind(tid int) bool {
+	var r unix.PtraceRegs
+	if unix.PtraceGetRegs(tid, &r) != nil {
+		return false
+	}
+	if _, ours := s.orig[r.Rip-1]; !ours {
+		return false
+	}
+	r.Rip--
+	return unix.PtraceSetRegs(tid, &r) == nil
+}

@@ -45,9 +45,10 @@ type Stepper struct {
 	orig   map[uint64]byte
 	others map[int]*other
 	mem    *os.File
-	// selfInt: an interrupt of ours is on its way (othersWaiting).
-	selfInt bool
-	once    sync.Once
+	// selfInt: an interrupt of ours is on its way (othersWaiting);
+	// detaching: Detach has begun (no more of them).
+	selfInt, detaching bool
+	once               sync.Once
 	// interrupt asks a waiting Cont to stop the thread (Interrupt).
 	interrupt atomic.Bool
 	rewound   atomic.Int32 // see Rewound
@@ -468,12 +469,17 @@ func (s *Stepper) Detach() error {
 	err := s.do(func() error {
 		// Every int3 out of the code before any thread goes, even if
 		// the stepped thread has ended (its mem file still reaches
-		// the others' memory).
-		s.releaseOthers()
-		if s.mem != nil {
-			s.mem.Close()
-			s.mem = nil
-		}
+		// the others' memory); the stepped thread first (the program
+		// may be waiting for it), then the others.
+		s.detaching = true
+		s.removeAll()
+		defer func() {
+			s.releaseOthers()
+			if s.mem != nil {
+				s.mem.Close()
+				s.mem = nil
+			}
+		}()
 		if s.gone {
 			return nil
 		}
@@ -519,6 +525,8 @@ func (s *Stepper) dropStrayTraps() {
 		if info, e := ptraceGetSiginfo(s.tid); e == nil && sig == int(unix.SIGTRAP) &&
 			(info.Code == trapBrkpt || info.Code == trapTrace || info.Code == trapHWBkpt) {
 			continue // ours: dropped
+		} else if e == nil && sig == int(unix.SIGTRAP) && info.Code == siKernel && s.rewind(s.tid) {
+			continue // an int3 of ours, its byte back now: run again
 		}
 		s.sig = sig // the program's: delivered on the detach
 		return
