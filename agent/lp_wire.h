@@ -123,6 +123,7 @@ enum {
 	LP_FAMILY_FAILED = 4,   /* the code could not be written (mprotect), or no room near it */
 	LP_FAMILY_HOOKED = 5,   /* another library's malloc, which the hooks call: traced as glibc's */
 	LP_FAMILY_UNFOLLOWED = 6, /* its module came through a dlopen the agent could not follow: not traced */
+	LP_FAMILY_NOSLOT = 7,   /* more families than the agent has room for (LP_FAM_SLOTS): not traced */
 };
 #define LP_FAMILY_NAME_MAX 63u
 #define LP_FAMILIES_MAX 256u /* bytes of lp_header.alloc_families, NUL included */

@@ -83,6 +83,7 @@ const (
 	FamilyFailed     = event.FamilyFailed
 	FamilyHooked     = event.FamilyHooked
 	FamilyUnfollowed = event.FamilyUnfollowed
+	FamilyNoSlot     = event.FamilyNoSlot
 
 	FamilyNameMax = 63  // bytes of a RecFamily's name
 	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
