@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 12u
+#define LP_WIRE_VERSION 13u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -279,6 +279,11 @@ struct lp_header {
 	/* offset 1048, collector: more allocator families to trace by their
 	 * prefix (run --alloc-family), comma separated, NUL terminated */
 	char alloc_families[LP_FAMILIES_MAX];
+	/* offset 1304, collector: stale epochs ended so far (LP_HF_STALE),
+	 * bumped after each epoch's clear of the accessed bits, so that an
+	 * access after a program read the new count counts in the next
+	 * epoch (leakpath_stale_epoch) */
+	uint64_t stale_epochs;
 };
 
 /*

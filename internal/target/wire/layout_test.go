@@ -73,7 +73,7 @@ H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTra
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
 H(watch_freed,"OffWatchFreed"); H(trace_skip,"OffTraceSkip"); P("Suspects", LP_SUSPECTS);
 H(stale_slots,"OffStaleSlots"); H(stale_sample,"OffStaleSample"); H(stale_base,"OffStaleBase");
-H(stale_count,"OffStaleCount"); H(alloc_families,"OffAllocFamilies"); H(stale_page,"OffStalePage"); P("FlagStale", LP_HF_STALE); P("StaleMaxSize", LP_STALE_MAX_SIZE);
+H(stale_count,"OffStaleCount"); H(alloc_families,"OffAllocFamilies"); H(stale_page,"OffStalePage"); H(stale_epochs,"OffStaleEpochs"); P("FlagStale", LP_HF_STALE); P("StaleMaxSize", LP_STALE_MAX_SIZE);
 H(ask_state,"OffAskState"); H(ask_tid,"OffAskTID"); H(ask_kind,"OffAskKind"); H(ask_result,"OffAskResult"); H(ask_label,"OffAskLabel"); H(ask_sp,"OffAskSP"); H(ask_regs,"OffAskRegs");
 P("AskIdle", LP_ASK_IDLE); P("AskClaimed", LP_ASK_CLAIMED); P("AskRequested", LP_ASK_REQUESTED); P("AskTaken", LP_ASK_TAKEN);
 P("AskDone", LP_ASK_DONE); P("AskSnapshot", LP_ASK_SNAPSHOT); P("AskLeakCheck", LP_ASK_LEAK_CHECK); P("AskLabelMax", LP_ASK_LABEL_MAX);
@@ -133,7 +133,7 @@ return 0; }
 		"OffCollectorSleeping": OffCollectorSleeping, "OffProgress": OffProgress,
 		"OffProducersWaiting": OffProducersWaiting, "OffCollectorState": OffCollectorState, "OffNowTS": OffNowTS,
 		"OffStaleSlots": OffStaleSlots, "OffStaleSample": OffStaleSample, "OffStaleBase": OffStaleBase,
-		"OffStaleCount": OffStaleCount, "OffStalePage": OffStalePage, "FlagStale": FlagStale, "StaleMaxSize": StaleMaxSize,
+		"OffStaleCount": OffStaleCount, "OffStalePage": OffStalePage, "OffStaleEpochs": OffStaleEpochs, "FlagStale": FlagStale, "StaleMaxSize": StaleMaxSize,
 		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
 		"OwnMax": OwnMax, "OffOwnCount": OffOwnCount, "OffOwnOverflow": OffOwnOverflow,
 		"OffOwnRanges": OffOwnRanges, "OwnRangeSize": OwnRangeSize,
