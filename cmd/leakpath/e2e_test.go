@@ -214,3 +214,10 @@ type uiTimeline = e2e.UITimeline
 var vgKind, vgPossible = e2e.VGKind, e2e.VGPossible
 
 func funcs(st []jsonFrame) string { return e2e.Funcs(st) }
+
+type snapDoc = e2e.SnapDoc
+
+func readSnapDoc(t *testing.T, path string) *snapDoc {
+	t.Helper()
+	return e2e.ReadSnapDoc(t, path)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -161,4 +162,50 @@ func TypesOf(t testing.TB, reportJSON []byte) *Types {
 		t.Fatalf("the report has no types:\n%s", reportJSON)
 	}
 	return rep.Types
+}
+
+// SnapDoc is what the snapshot tests read of a snapshot or report.
+type SnapDoc struct {
+	Schema   string `json:"schema"`
+	Snapshot bool   `json:"snapshot"`
+	PID      int    `json:"pid"`
+	Leaks    []struct {
+		Kind   string  `json:"kind"`
+		Bytes  uint64  `json:"bytes"`
+		Blocks uint64  `json:"blocks"`
+		Stack  []Frame `json:"stack"`
+	} `json:"leaks"`
+	Scan *struct {
+		PauseSeconds float64 `json:"pause_seconds"`
+		HeapBytes    uint64  `json:"heap_bytes"`
+	} `json:"scan"`
+}
+
+// Site sums the groups whose stack names fn, by kind.
+func (d *SnapDoc) Site(fn string) (blocks uint64, byKind map[string]uint64) {
+	byKind = map[string]uint64{}
+	for _, l := range d.Leaks {
+		if StackHas(l.Stack, fn) {
+			blocks += l.Blocks
+			byKind[l.Kind] += l.Blocks
+		}
+	}
+	return blocks, byKind
+}
+
+// ReadSnapDoc reads a snapshot's JSON report at path.
+func ReadSnapDoc(t testing.TB, path string) *SnapDoc {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := new(SnapDoc)
+	if err := json.Unmarshal(b, d); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if d.Schema != "leakpath.report/v1" {
+		t.Fatalf("%s: schema %q", path, d.Schema)
+	}
+	return d
 }
