@@ -240,17 +240,20 @@ type Image struct {
 		Exec   bool   `json:"exec"`
 	} `json:"exit"`
 	Totals Totals `json:"totals"`
-	Leaks  []struct {
-		Kind   string  `json:"kind"`
-		Bytes  uint64  `json:"bytes"`
-		Blocks uint64  `json:"blocks"`
-		Stack  []Frame `json:"stack"`
-	} `json:"leaks"`
+	Leaks  []Leak `json:"leaks"`
 	Errors []struct {
 		Kind       string  `json:"kind"`
 		Stack      []Frame `json:"stack"`
 		AllocStack []Frame `json:"alloc_stack"`
 	} `json:"errors"`
+}
+
+// Leak is a group of leaked blocks in a report.
+type Leak struct {
+	Kind   string  `json:"kind"`
+	Bytes  uint64  `json:"bytes"`
+	Blocks uint64  `json:"blocks"`
+	Stack  []Frame `json:"stack"`
 }
 
 // Totals is an image's totals.

@@ -169,13 +169,8 @@ type SnapDoc struct {
 	Schema   string `json:"schema"`
 	Snapshot bool   `json:"snapshot"`
 	PID      int    `json:"pid"`
-	Leaks    []struct {
-		Kind   string  `json:"kind"`
-		Bytes  uint64  `json:"bytes"`
-		Blocks uint64  `json:"blocks"`
-		Stack  []Frame `json:"stack"`
-	} `json:"leaks"`
-	Scan *struct {
+	Leaks    []Leak `json:"leaks"`
+	Scan     *struct {
 		PauseSeconds float64 `json:"pause_seconds"`
 		HeapBytes    uint64  `json:"heap_bytes"`
 	} `json:"scan"`
