@@ -182,6 +182,11 @@ LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
+/* The collector's clock as one wait last saw it change (lp_collector_lost). */
+struct lp_beat {
+	uint64_t ts, since;
+};
+LP_HIDDEN int lp_collector_lost(struct lp_beat *b);
 struct lp_ctx;
 LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);

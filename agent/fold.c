@@ -250,6 +250,13 @@ static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint6
 			return __atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		if (lp_own_map(me) != 0)
 			return 0;
+		/* w was read before the take-over: the owner until then may
+		 * have named its own pending block in this word since (seen
+		 * here: the take-over waited for its stores). Written over, that
+		 * block would be named nowhere: its free would be written as
+		 * one of an unknown block, its entry later as its allocation. */
+		if (__atomic_load_n(m, __ATOMIC_ACQUIRE) != w)
+			return 0;
 	}
 }
 

@@ -40,6 +40,8 @@ unsigned char *lp_folds;
 int lp_region_pid;
 static uint64_t lp_ring_mask;
 static int lp_detached; /* the collector went away: stop recording */
+static int lp_collector_pid;    /* as the region said at the hand-over */
+static int lp_collector_parent; /* the collector started this process */
 
 uint64_t lp_now(void)
 {
@@ -53,15 +55,70 @@ long lp_futex(uint32_t *addr, int op, uint32_t val, const struct timespec *timeo
 	return syscall(SYS_futex, addr, op, val, timeout, NULL, 0);
 }
 
-/* lp_collector_alive says whether records written now will be read. */
+/* lp_detach_now stops recording for a collector that is gone. The new
+ * generation sends each thread's next call through lp_rec_slow, which
+ * finds nothing to attach to: from then on the hooks pass straight
+ * through (no unwinding), and the program runs at full speed. */
+static void lp_detach_now(void)
+{
+	__atomic_store_n(&lp_detached, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&lp_hdr->collector_state, LP_COLLECTOR_GONE, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&lp_region_gen, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * lp_collector_alive says whether records written now will be read. A
+ * collector that was killed cannot say so itself: one that started this
+ * process is gone once getppid() names another (at once, even while it
+ * is a zombie nobody reaped), any other once kill(2) finds no such
+ * process. Neither is asked under a seccomp filter, which may kill for
+ * them: there, and for a zombie that is not our parent, the waits watch
+ * the collector's clock (lp_beat_stopped). Keeps errno.
+ */
 int lp_collector_alive(void)
 {
 	if (!lp_hdr || lp_detached)
 		return 0;
 	if (__atomic_load_n(&lp_hdr->collector_state, __ATOMIC_ACQUIRE) != LP_COLLECTOR_ALIVE)
 		return 0;
-	if (kill(lp_hdr->collector_pid, 0) != 0 && errno == ESRCH)
+	if (__atomic_load_n(&lp_sandboxed, __ATOMIC_RELAXED) != 0)
+		return 1;
+	int saved = errno, alive = 1;
+	if (lp_collector_parent && getppid() != lp_collector_pid)
+		alive = 0;
+	else if (kill(lp_collector_pid, 0) != 0 && errno == ESRCH)
+		alive = 0;
+	errno = saved;
+	return alive;
+}
+
+/* A collector's clock in the region (now_ts, renewed every 10 ms while it
+ * runs) that stood still this long, across one wait, is a collector gone. */
+#define LP_BEAT_GONE_NS 5000000000ull
+
+/* lp_beat_stopped follows the collector's clock across one wait (b zeroed
+ * before it): 1 once it stood still for LP_BEAT_GONE_NS. */
+static int lp_beat_stopped(struct lp_beat *b)
+{
+	uint64_t ts = __atomic_load_n(&lp_hdr->now_ts, __ATOMIC_RELAXED);
+	uint64_t now = lp_now();
+	if (b->since == 0 || ts != b->ts) {
+		b->ts = ts;
+		b->since = now;
 		return 0;
+	}
+	return now - b->since >= LP_BEAT_GONE_NS;
+}
+
+/* lp_collector_lost is asked after each wait for the collector that found
+ * nothing done: 1 when the collector is gone, and then the agent stops
+ * recording (the program goes on at full speed, never waits again). */
+LP_HIDDEN int lp_collector_lost(struct lp_beat *b)
+{
+	if (lp_collector_alive() && !lp_beat_stopped(b))
+		return 0;
+	if (lp_hdr && !lp_detached)
+		lp_detach_now();
 	return 1;
 }
 
@@ -70,12 +127,6 @@ int lp_collector_alive(void)
 LP_HIDDEN void lp_ring_stop(void)
 {
 	__atomic_store_n(&lp_detached, 1, __ATOMIC_RELEASE);
-}
-
-static void lp_detach_now(void)
-{
-	lp_detached = 1;
-	__atomic_store_n(&lp_hdr->collector_state, LP_COLLECTOR_GONE, __ATOMIC_RELEASE);
 }
 
 /* lp_trusted says whether path (a session directory or a socket in it)
@@ -252,6 +303,8 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 	lp_ring_mask = probe.ring_size - 1;
 	lp_slot_count = probe.slot_count;
 	lp_region_pid = h.pid;
+	lp_collector_pid = probe.collector_pid;
+	lp_collector_parent = probe.collector_pid > 0 && h.ppid == probe.collector_pid;
 	lp_free_stacks = (probe.flags & LP_HF_FREE_STACKS) != 0;
 	lp_fold_free_stacks = lp_free_stacks && (probe.flags & LP_HF_FOLD_FREE_STACKS) != 0;
 	lp_exact_pending = (probe.flags & LP_HF_EXACT_TIMES) != 0;
@@ -457,6 +510,7 @@ static int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
 	int saved = errno;
 	int rc = 0;
 	uint64_t spins = 0;
+	struct lp_beat beat = {0};
 	for (;;) {
 		t->tail_seen = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
 		if (t->tail_seen >= need)
@@ -480,8 +534,8 @@ static int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
 		__atomic_add_fetch(&h->producers_waiting, 1, __ATOMIC_ACQ_REL);
 		lp_futex(&h->progress, FUTEX_WAIT, seen, &to);
 		__atomic_sub_fetch(&h->producers_waiting, 1, __ATOMIC_ACQ_REL);
-		if (++spins % 16 == 0 && !lp_collector_alive()) {
-			lp_detach_now();
+		/* A wait in which the collector drained nothing: is it there? */
+		if (__atomic_load_n(&h->progress, __ATOMIC_ACQUIRE) == seen && lp_collector_lost(&beat)) {
 			rc = -1;
 			break;
 		}
@@ -629,11 +683,13 @@ LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog)
 	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
 	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
 	/* A collector that does not take the request in 5 s is not coming:
-	 * withdraw it (the collector's own CAS then fails). */
-	for (int i = 0; i < 50; i++) {
-		struct timespec to = {.tv_nsec = 100 * 1000 * 1000};
+	 * withdraw it (the collector's own CAS then fails). One that is gone
+	 * is not waited for. */
+	struct lp_beat beat = {0};
+	for (int i = 0; i < 500; i++) {
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
 		lp_futex(&h->hold, FUTEX_WAIT, LP_HOLD_REQUESTED, &to);
-		if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_REQUESTED)
+		if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_REQUESTED || lp_collector_lost(&beat))
 			break;
 	}
 	expect = LP_HOLD_REQUESTED;
@@ -641,10 +697,11 @@ LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog)
 					__ATOMIC_ACQUIRE))
 		goto out;
 	/* Scanning: wait for the release, but not for a collector that died. */
+	beat = (struct lp_beat){0};
 	while (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) == LP_HOLD_SCANNING) {
-		struct timespec to = {.tv_sec = 1};
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
 		lp_futex(&h->hold, FUTEX_WAIT, LP_HOLD_SCANNING, &to);
-		if (kill(h->collector_pid, 0) != 0 && errno == ESRCH)
+		if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) == LP_HOLD_SCANNING && lp_collector_lost(&beat))
 			break;
 	}
 out:
@@ -705,10 +762,11 @@ LP_HIDDEN int lp_post(uint32_t *state, uint32_t req, uint32_t idle, int ms)
 	__atomic_store_n(state, req, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
 	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
+	struct lp_beat beat = {0};
 	for (int i = 0; i < ms / 10; i++) {
 		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
 		lp_futex(state, FUTEX_WAIT, req, &to);
-		if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != req)
+		if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != req || lp_collector_lost(&beat))
 			break;
 	}
 	uint32_t expect = req;

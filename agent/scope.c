@@ -1,6 +1,7 @@
 /*
  * scope.c - the program's own calls (agent/include/leakpath.h): scoped
- * monitors, and snapshots and leak checks at points of its choosing.
+ * monitors, snapshots and leak checks at points of its choosing, and the
+ * count of stale epochs.
  *
  * A scope is two records in the thread's ring, SCOPE_BEGIN (with its name
  * and depth) and SCOPE_END; the collector attributes what the thread
@@ -83,14 +84,15 @@ static int64_t lp_ask(unsigned kind, const char *label, const void *fn)
 	int64_t result = -1;
 	/* One request at a time: wait for the one under way, if any (a scan
 	 * of a big heap takes a while), as long as the collector lives. */
-	for (int i = 0;; i++) {
+	struct lp_beat beat = {0};
+	for (;;) {
 		uint32_t expect = LP_ASK_IDLE;
 		if (__atomic_compare_exchange_n(&h->ask_state, &expect, LP_ASK_CLAIMED, 0, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE))
 			break;
-		struct timespec to = {.tv_nsec = 100 * 1000 * 1000};
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
 		lp_futex(&h->ask_state, FUTEX_WAIT, expect, &to);
-		if (i % 10 == 9 && !lp_collector_alive())
+		if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) != LP_ASK_IDLE && lp_collector_lost(&beat))
 			goto out;
 	}
 	h->ask_tid = t->tid;
@@ -113,10 +115,11 @@ static int64_t lp_ask(unsigned kind, const char *label, const void *fn)
 		goto out;
 	}
 	/* Taken: the scan may take long; do not wait for a dead collector. */
+	beat = (struct lp_beat){0};
 	while (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_TAKEN) {
-		struct timespec to = {.tv_sec = 1};
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
 		lp_futex(&h->ask_state, FUTEX_WAIT, LP_ASK_TAKEN, &to);
-		if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_TAKEN && !lp_collector_alive())
+		if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_TAKEN && lp_collector_lost(&beat))
 			break;
 	}
 	if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_DONE)
@@ -144,6 +147,18 @@ LP_EXPORT int __leakpath_leak_check(void)
 	if (r > INT_MAX)
 		return INT_MAX;
 	return (int)r;
+}
+
+/* The stale epochs ended so far (lp_header.stale_epochs), for a program
+ * that paces itself by them, not by the clock; -1 when no epochs are
+ * counted: not recorded, no --stale, no slot pool, or no collector. */
+LP_EXPORT long __leakpath_stale_epoch(void)
+{
+	struct lp_header *h = lp_hdr;
+	if (!h || !(h->flags & LP_HF_STALE) || !__atomic_load_n(&h->stale_base, __ATOMIC_ACQUIRE) ||
+	    !lp_collector_alive())
+		return -1;
+	return (long)(__atomic_load_n(&h->stale_epochs, __ATOMIC_ACQUIRE) & LONG_MAX);
 }
 
 /* lp_ask_fns notes the functions the program asks through, for the scan

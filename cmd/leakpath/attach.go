@@ -5,12 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
-	"github.com/leakpath/leakpath/internal/render/termsafe"
 	"github.com/leakpath/leakpath/internal/session"
-	"github.com/leakpath/leakpath/internal/target/control"
 )
 
 // attachFlags defines attach's flags: those it shares with run, and its
@@ -59,24 +56,11 @@ func cmdAttach(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-var detachRequest = pidRequest{op: "detach", what: "detach from pid %d", timeout: time.Minute,
+var detachRequest = pidRequest{op: "detach", timeout: time.Minute,
+	ask: func(ctx context.Context, pid int, _, stderr io.Writer) error { return session.Detach(ctx, pid, stderr) },
 	about: "Ends the 'leakpath attach' to PID: the attach scans the live blocks, gives the\n" +
 		"program's allocator calls back, lets the program run on and writes its report.\n"}
 
 func cmdDetach(args []string, stdout, stderr io.Writer) int {
-	return detachRequest.run(args, stderr, func(ctx context.Context, pid int, resp *control.Response, sock string) int {
-		io.WriteString(stderr, termsafe.Text(resp.Text))
-		// Done when the attach has let go: its socket goes last.
-		for {
-			if _, serr := os.Stat(sock); serr != nil {
-				return 0
-			}
-			select {
-			case <-ctx.Done():
-				fail(stderr, fmt.Errorf("detach from pid %d: the attach has not ended yet: %w", pid, ctx.Err()))
-				return 1
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	})
+	return detachRequest.run(args, stdout, stderr)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // lineProc is a program the test talks to line by line: what it prints
@@ -298,9 +299,7 @@ func TestAttachRefuses(t *testing.T) {
 		}
 	}
 	t.Run("seccomp", func(t *testing.T) {
-		src := filepath.Join(t.TempDir(), "filtered.c")
-		bin := strings.TrimSuffix(src, ".c")
-		os.WriteFile(src, []byte(`#include <linux/filter.h>
+		bin := fixtureCache.BuildSource(t, "filtered.c", `#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdio.h>
 #include <sys/prctl.h>
@@ -316,10 +315,7 @@ int main(void) {
 	printf("done\n");
 	return 0;
 }
-`), 0o644)
-		if b, err := exec.Command("cc", "-o", bin, src).CombinedOutput(); err != nil {
-			t.Fatalf("compile: %v\n%s", err, b)
-		}
+`)
 		p := startLineProc(t, bin)
 		p.expect(t, "filtered")
 		refused(t, p.cmd.Process.Pid, "seccomp filter")
@@ -336,16 +332,11 @@ int main(void) {
 		p.expect(t, "before")
 		syscall.Kill(pid, syscall.SIGSTOP)
 		// Stopped once /proc says so (the signal is asynchronous).
-		for deadline := time.Now().Add(2 * time.Minute); ; {
+		testfixture.Poll(t, "cat stopped", func() bool {
 			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if i := strings.LastIndexByte(string(st), ')'); i > 0 && strings.HasPrefix(string(st[i+1:]), " T") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("cat did not stop")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			i := strings.LastIndexByte(string(st), ')')
+			return i > 0 && strings.HasPrefix(string(st[i+1:]), " T")
+		})
 		refused(t, pid, "is stopped")
 		syscall.Kill(pid, syscall.SIGCONT)
 		p.send(t, "after")
@@ -363,9 +354,7 @@ int main(void) {
 // filter's installation and makes neither call: the program ends normally
 // (before: killed by SIGSYS, exit 159), and the attach ends with it.
 func TestAttachThenSandbox(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "sandboxed.c")
-	bin := strings.TrimSuffix(src, ".c")
-	os.WriteFile(src, []byte(`#include <linux/audit.h>
+	bin := fixtureCache.BuildSource(t, "sandboxed.c", `#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -400,10 +389,7 @@ int main(void) {
 	printf("done\n");
 	return 0;
 }
-`), 0o644)
-	if b, err := exec.Command("cc", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compile: %v\n%s", err, b)
-	}
+`, "-pthread")
 	p := startLineProc(t, bin)
 	p.expect(t, "ready")
 	a := startAttach(t, p.cmd.Process.Pid, "--scan=false")

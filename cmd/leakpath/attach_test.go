@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,42 +15,28 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // server is the attach fixture running with its stdin held open.
 type server struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout bytes.Buffer
-	gap    string
-	done   chan error
+	*watched
+	stdin io.WriteCloser
+	gap   string
 }
 
 func startServer(t *testing.T, bin string) *server {
 	t.Helper()
-	s := &server{gap: filepath.Join(t.TempDir(), "gap"), done: make(chan error, 1)}
-	s.cmd = exec.Command(bin, s.gap)
-	s.cmd.Env = testEnv()
-	s.cmd.Stdout = &s.stdout
+	s := &server{gap: filepath.Join(t.TempDir(), "gap")}
+	cmd := exec.Command(bin, s.gap)
+	cmd.Env = testEnv()
 	var err error
-	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+	if s.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-	})
-	// Its workers run once it says ready.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(s.stdout.String(), "ready") {
-		if time.Now().After(deadline) {
-			t.Fatal("the server never said ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.watched = startWatched(t, cmd)
+	// Its workers have their rings and run once it says ready.
+	s.stdout.Await(t, "ready", 1)
 	return s
 }
 
@@ -60,24 +45,24 @@ func startServer(t *testing.T, bin string) *server {
 func (s *server) finish(t *testing.T) (int, int) {
 	t.Helper()
 	s.stdin.Close()
-	select {
-	case err := <-s.done:
-		code := exitCode(err, s.cmd.ProcessState)
-		b, _ := os.ReadFile(s.gap)
-		gap, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		return code, gap
-	case <-time.After(30 * time.Second):
-		t.Fatal("the server did not end after its stdin closed")
-		return 0, 0
-	}
+	code := s.wait(t)
+	b, _ := os.ReadFile(s.gap)
+	gap, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	return code, gap
+}
+
+// leakRound sends the server its nth SIGUSR1 and waits until each worker
+// has renewed its whole ring since, leaking at leak_site meanwhile.
+func (s *server) leakRound(t *testing.T, n int) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGUSR1)
+	s.stderr.Await(t, fmt.Sprintf(": round %d\n", n), 4)
 }
 
 // attaching is a `leakpath attach` in the background.
 type attaching struct {
-	cmd          *exec.Cmd
-	stderr       bytes.Buffer
+	*watched
 	json, report string
-	done         chan error
 }
 
 func startAttach(t *testing.T, pid int, flags ...string) *attaching {
@@ -89,46 +74,25 @@ func startAttach(t *testing.T, pid int, flags ...string) *attaching {
 func startAttachEnv(t *testing.T, env []string, pid int, flags ...string) *attaching {
 	t.Helper()
 	dir := t.TempDir()
-	a := &attaching{json: filepath.Join(dir, "r.json"), report: filepath.Join(dir, "r.txt"), done: make(chan error, 1)}
+	a := &attaching{json: filepath.Join(dir, "r.json"), report: filepath.Join(dir, "r.txt")}
 	args := append([]string{"attach", "--json", a.json, "--report", a.report}, flags...)
-	a.cmd = exec.Command(lpBin, append(args, strconv.Itoa(pid))...)
-	a.cmd.Stderr = &a.stderr
-	a.cmd.Env = env
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { a.done <- a.cmd.Wait() }()
-	t.Cleanup(func() { a.cmd.Process.Kill() })
+	cmd := exec.Command(lpBin, append(args, strconv.Itoa(pid))...)
+	cmd.Env = env
+	a.watched = startWatched(t, cmd)
 	// Attached once its session answers and the agent registered.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(a.stderr.String(), "attached to pid") {
-		select {
-		case err := <-a.done:
-			t.Fatalf("leakpath attach ended early (%v):\n%s", err, a.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leakpath attach did not attach in time:\n%s", a.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	a.stderr.Await(t, "attached to pid", 1)
 	return a
 }
 
 // wait waits for the attach to end and reads its JSON report.
 func (a *attaching) wait(t *testing.T) (jsonAttachReport, string) {
 	t.Helper()
-	select {
-	case err := <-a.done:
-		if err != nil {
-			t.Fatalf("leakpath attach: %v\n%s", err, a.stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("leakpath attach did not end:\n%s", a.stderr.String())
+	if code := a.watched.wait(t); code != 0 {
+		t.Fatalf("leakpath attach exited %d:\n%s", code, a.stderr)
 	}
 	b, err := os.ReadFile(a.json)
 	if err != nil {
-		t.Fatalf("no JSON report: %v\n%s", err, a.stderr.String())
+		t.Fatalf("no JSON report: %v\n%s", err, a.stderr)
 	}
 	var r jsonAttachReport
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -160,11 +124,11 @@ var pauseRE = regexp.MustCompile(`paused ([0-9.e+-]+) ms at attach, ([0-9.e+-]+)
 // attach are found where they are made, and the blocks from before the
 // attach are neither leaks nor errors.
 func TestAttachServer(t *testing.T) {
+	t.Parallel()
 	bin := fixture(t, "attach_server.c")
 
 	// Without leakpath: the reference output and loop gap.
 	ref := startServer(t, bin)
-	time.Sleep(2 * time.Second)
 	refCode, refGap := ref.finish(t)
 	if refCode != 0 {
 		t.Fatalf("the server without leakpath exited %d", refCode)
@@ -173,9 +137,9 @@ func TestAttachServer(t *testing.T) {
 	s := startServer(t, bin)
 	pid := s.cmd.Process.Pid
 	a := startAttach(t, pid)
-	time.Sleep(300 * time.Millisecond)
-	s.cmd.Process.Signal(syscall.SIGUSR1) // the workers start leaking
-	time.Sleep(time.Second)
+	// The workers leak until each has renewed its ring: every block from
+	// before the attach is freed since.
+	s.leakRound(t, 1)
 
 	// A snapshot while attached: the leak site is there, classified.
 	snap := filepath.Join(t.TempDir(), "snap.json")
@@ -222,7 +186,7 @@ func TestAttachServer(t *testing.T) {
 
 	// Attach again; end it with SIGINT to leakpath.
 	a2 := startAttach(t, pid)
-	time.Sleep(700 * time.Millisecond)
+	s.leakRound(t, 2)
 	a2.cmd.Process.Signal(syscall.SIGINT)
 	r2, _ := a2.wait(t)
 	if !r2.Attached || !r2.Exit.Detached || r2.Totals.Allocations == 0 {
@@ -249,7 +213,7 @@ func TestAttachServer(t *testing.T) {
 // hasLeak says whether a report has a leak of kind whose stack starts at fn.
 func hasLeak(im jsonImage, kind, fn string) bool {
 	for _, l := range im.Leaks {
-		if l.Kind == kind && len(l.Stack) > 0 && l.Stack[0].Function == fn {
+		if l.Kind == kind && len(l.Stack) > 0 && sameFunc(l.Stack[0].Function, fn) {
 			return true
 		}
 	}
@@ -303,6 +267,7 @@ func firstLine(s, with string) string {
 // TestAttachErrors: each way an attach cannot work gives a clear message
 // and exit code 1, never a hang or a panic.
 func TestAttachErrors(t *testing.T) {
+	t.Parallel()
 	attach := func(t *testing.T, args ...string) (int, string) {
 		t.Helper()
 		cmd := exec.Command(lpBin, args...)
@@ -312,8 +277,9 @@ func TestAttachErrors(t *testing.T) {
 		go func() { out, err = cmd.CombinedOutput(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(60 * time.Second):
+		case <-time.After(testfixture.HangGuard):
 			cmd.Process.Kill()
+			<-done
 			t.Fatalf("leakpath %v hangs", args)
 		}
 		if strings.Contains(string(out), "panic") || strings.Contains(string(out), "goroutine ") {
@@ -335,30 +301,34 @@ func TestAttachErrors(t *testing.T) {
 		want(t, code, out, "no such process")
 	})
 	t.Run("static", func(t *testing.T) {
-		src := filepath.Join(t.TempDir(), "static.c")
-		bin := strings.TrimSuffix(src, ".c")
-		os.WriteFile(src, []byte("#include <unistd.h>\nint main(void){ for(;;) pause(); }\n"), 0o644)
-		if b, err := exec.Command("cc", "-static", "-o", bin, src).CombinedOutput(); err != nil {
-			t.Skipf("no static libc to link with: %v\n%s", err, b)
+		if !testfixture.StaticLibc() {
+			t.Skip("no static C library (libc.a) to link a static program with: apt-get install libc6-dev")
 		}
-		p := startSleeper(t, bin)
-		code, out := attach(t, "attach", strconv.Itoa(p))
+		p := startReady(t, fixture(t, "idle.c", "-static"))
+		code, out := attach(t, "attach", strconv.Itoa(p.pid()))
 		want(t, code, out, "statically linked")
 	})
 	t.Run("under-run", func(t *testing.T) {
-		cmd := exec.Command(lpBin, "run", "--quiet", "--", "sleep", "30")
+		bin := fixture(t, "idle.c")
+		cmd := exec.Command(lpBin, "run", "--quiet", "--", bin)
 		cmd.Env = testEnv()
-		if err := cmd.Start(); err != nil {
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		pid := childOf(t, cmd.Process.Pid)
+		w := startWatched(t, cmd)
+		pid := programUnder(t, cmd.Process.Pid, bin)
 		code, out := attach(t, "attach", strconv.Itoa(pid))
 		want(t, code, out, "already runs under leakpath run")
+		// The run goes on undisturbed, and ends with its program.
+		stdin.Close()
+		if code := w.wait(t); code != 0 {
+			t.Errorf("leakpath run exited %d after the refused attach:\n%s", code, w.stderr)
+		}
 	})
 	t.Run("detach-not-attached", func(t *testing.T) {
-		p := startSleeper(t, "sleep", "30")
-		code, out := attach(t, "detach", strconv.Itoa(p))
+		p := startReady(t, fixture(t, "idle.c"))
+		code, out := attach(t, "detach", strconv.Itoa(p.pid()))
 		want(t, code, out, "not recorded by leakpath")
 	})
 	t.Run("other-user", func(t *testing.T) {
@@ -376,8 +346,8 @@ func TestAttachErrors(t *testing.T) {
 			t.Fatalf("copy leakpath: %v", err)
 		}
 		os.Symlink(filepath.Join(root, "bin", "libleakpath.so"), filepath.Join(dir, "libleakpath.so"))
-		p := startSleeper(t, "sleep", "30")
-		cmd := exec.Command(bin, "attach", strconv.Itoa(p))
+		p := startReady(t, fixture(t, "idle.c"))
+		cmd := exec.Command(bin, "attach", strconv.Itoa(p.pid()))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		cmd.Env = append(testEnv(), "TMPDIR="+dir)
 		os.Chmod(dir, 0o777)
@@ -391,21 +361,25 @@ func TestAttachErrors(t *testing.T) {
 		}
 	})
 	t.Run("exits-while-attached", func(t *testing.T) {
-		// A program that ends 1 s after the attach: the attach reports its
-		// exit and ends by itself.
-		src := filepath.Join(t.TempDir(), "ending.c")
-		bin := strings.TrimSuffix(src, ".c")
-		os.WriteFile(src, []byte(`#include <stdio.h>
+		// A program that ends while attached, once its stdin does: the
+		// attach reports its exit and ends by itself.
+		bin := fixtureCache.BuildSource(t, "ending.c", `#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 void *volatile keep;
-int main(void){ for (int i = 0; i < 150; i++) { keep = malloc(24); usleep(10000); } return 3; }
-`), 0o644)
-		if b, err := exec.Command("cc", "-g", "-o", bin, src).CombinedOutput(); err != nil {
-			t.Fatalf("compile: %v\n%s", err, b)
-		}
-		p := startSleeper(t, bin)
-		a := startAttach(t, p)
+int main(void) {
+	char c;
+	printf("ready\n");
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+	for (int i = 0; i < 150; i++) keep = malloc(24);
+	return 3;
+}
+`, "-g")
+		p := startReady(t, bin)
+		a := startAttach(t, p.pid())
+		p.stdin.Close()
 		r, text := a.wait(t)
 		if r.Exit.Detached || r.Exit.Code == nil || *r.Exit.Code != 3 {
 			t.Errorf("report of a program that exited with 3 while attached: %+v\n%s", r.Exit, text)
@@ -415,10 +389,11 @@ int main(void){ for (int i = 0; i < 150; i++) { keep = malloc(24); usleep(10000)
 		}
 	})
 	t.Run("exits-during-attach", func(t *testing.T) {
-		// Programs that end within milliseconds: whatever the moment,
-		// a clear outcome and no leftover session.
+		// Programs that end within milliseconds of their start, the
+		// attach started meanwhile: whatever the moment, a clear outcome
+		// and no leftover session.
 		for i := 0; i < 5; i++ {
-			p := startSleeper(t, "sleep", fmt.Sprintf("0.0%d", 2*i+1))
+			p := startWatched(t, exec.Command("sleep", fmt.Sprintf("0.0%d", 2*i+1))).cmd.Process.Pid
 			code, out := attach(t, "attach", strconv.Itoa(p))
 			if code != 0 && code != 1 {
 				t.Errorf("exit %d:\n%s", code, out)
@@ -435,35 +410,30 @@ int main(void){ for (int i = 0; i < 150; i++) { keep = malloc(24); usleep(10000)
 	})
 }
 
-// startSleeper starts argv in the background (killed and reaped at the
-// end of the test) and returns its pid.
-func startSleeper(t *testing.T, argv ...string) int {
+// readyProgram is a program started in the background that said ready;
+// its stdin is a pipe (closing it ends the fixtures that wait on it).
+type readyProgram struct {
+	*watched
+	stdin io.WriteCloser
+}
+
+func (p *readyProgram) pid() int { return p.cmd.Process.Pid }
+
+// startReady starts argv in the background (killed and reaped at the end
+// of the test) and waits for it to say ready: started, its libraries
+// loaded, at the point the test wants it.
+func startReady(t *testing.T, argv ...string) *readyProgram {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = testEnv()
-	if err := cmd.Start(); err != nil {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	go cmd.Wait()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	time.Sleep(50 * time.Millisecond)
-	return cmd.Process.Pid
-}
-
-// childOf waits for the first child of pid and returns it.
-func childOf(t *testing.T, pid int) int {
-	t.Helper()
-	for i := 0; i < 500; i++ {
-		out, _ := exec.Command("pgrep", "-P", strconv.Itoa(pid)).Output()
-		if f := strings.Fields(string(out)); len(f) > 0 {
-			c, _ := strconv.Atoi(f[0])
-			time.Sleep(200 * time.Millisecond) // its agent registers
-			return c
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("pid %d started no child", pid)
-	return 0
+	p := &readyProgram{watched: startWatched(t, cmd), stdin: stdin}
+	t.Cleanup(func() { stdin.Close() })
+	p.stdout.Await(t, "ready", 1)
+	return p
 }
 
 // TestAttachLaterModulesAndCxx: a module dlopen'ed after the attach has
@@ -471,28 +441,30 @@ func childOf(t *testing.T, pid int) int {
 // programs' operator new and delete pair up (no mismatched free from
 // blocks that new made before the attach or after it).
 func TestAttachLaterModulesAndCxx(t *testing.T) {
+	t.Parallel()
 	t.Run("dlopen", func(t *testing.T) {
 		lib := fixture(t, "plugin.c", "-shared", "-fPIC")
-		src := filepath.Join(t.TempDir(), "later.c")
-		os.WriteFile(src, []byte(`#include <dlfcn.h>
+		bin := fixtureCache.BuildSource(t, "later.c", `#include <dlfcn.h>
+#include <stdio.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
-	usleep(700000); /* attached meanwhile */
+	char c;
+	printf("ready\n");
+	fflush(stdout);
+	while (read(0, &c, 1) > 0) /* attached meanwhile */
+		;
 	void *h = dlopen(argv[1], RTLD_NOW);
 	if (!h) return 3;
 	void *(*make)(void) = (void *(*)(void))dlsym(h, "plugin_make");
 	void *volatile a = make(), *volatile b = make();
 	(void)a; (void)b;
-	usleep(300000);
 	return 0;
 }
-`), 0o644)
-		bin := strings.TrimSuffix(src, ".c")
-		if b, err := exec.Command("cc", "-g", "-o", bin, src, "-ldl").CombinedOutput(); err != nil {
-			t.Fatalf("compile: %v\n%s", err, b)
-		}
-		p := startSleeper(t, bin, lib)
-		r, text := startAttach(t, p).wait(t)
+`, "-g", "-ldl")
+		p := startReady(t, bin, lib)
+		a := startAttach(t, p.pid())
+		p.stdin.Close()
+		r, text := a.wait(t)
 		var blocks uint64
 		for _, l := range r.Leaks {
 			if l.Kind == "definite" && len(l.Stack) > 0 && l.Stack[0].Function == "plugin_make" {
@@ -504,36 +476,47 @@ int main(int argc, char **argv) {
 		}
 	})
 	t.Run("cxx", func(t *testing.T) {
-		src := filepath.Join(t.TempDir(), "cxx.cc")
-		os.WriteFile(src, []byte(`#include <string>
+		// Strings made with new before the attach are deleted after it,
+		// among those made after.
+		bin := fixtureCache.BuildSource(t, "cxx.cc", `#include <cstdio>
+#include <string>
 #include <vector>
 #include <unistd.h>
 int *volatile keep;
-int main() {
-	std::vector<std::string *> v;
-	for (int i = 0; i < 200; i++) {
+static std::vector<std::string *> v;
+static void work(int from, int to) {
+	for (int i = from; i < to; i++) {
 		v.push_back(new std::string(100, 'x'));
 		if (v.size() > 10) { delete v.front(); v.erase(v.begin()); }
 		int *a = new int[10];
 		delete[] a;
 		if (i % 50 == 0) keep = new int(5);
-		usleep(5000);
 	}
+}
+int main() {
+	work(0, 100);
+	std::printf("ready\n");
+	std::fflush(stdout);
+	char c;
+	while (read(0, &c, 1) > 0)
+		;
+	work(100, 200);
 	for (auto *s : v) delete s;
 	return 0;
 }
-`), 0o644)
-		bin := strings.TrimSuffix(src, ".cc")
-		if b, err := exec.Command("c++", "-g", "-O0", "-o", bin, src).CombinedOutput(); err != nil {
-			t.Fatalf("compile: %v\n%s", err, b)
-		}
-		p := startSleeper(t, bin)
-		r, text := startAttach(t, p).wait(t)
+`, "-g", "-O0")
+		p := startReady(t, bin)
+		a := startAttach(t, p.pid())
+		p.stdin.Close()
+		r, text := a.wait(t)
 		if len(r.Errors) != 0 {
 			t.Errorf("improper uses after attach to a C++ program: %+v\n%s", r.Errors, text)
 		}
-		if !hasLeak(r.jsonImage, "definite", "main") || r.Totals.Allocations == 0 {
+		if !hasLeak(r.jsonImage, "definite", "work") || r.Totals.Allocations == 0 {
 			t.Errorf("its `new int(5)` leaks after the attach are not found:\n%s", text)
+		}
+		if r.Totals.UnknownFrees < 10 {
+			t.Errorf("%d unknown frees, want at least the 10 strings made before the attach", r.Totals.UnknownFrees)
 		}
 		if calls := firstLine(text, "calls:"); !strings.Contains(calls, "new_array") || !strings.Contains(calls, "delete_array") {
 			t.Errorf("new[] and delete[] not recorded as such: %s", calls)
@@ -546,27 +529,25 @@ int main() {
 // slots the sleep's frames reuse; it is at a safe point all the same (a
 // blocked thread is judged by its system call, not by stale words).
 func TestAttachSingleThreadAfterMalloc(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "sleeper.c")
-	os.WriteFile(src, []byte(`#include <stdlib.h>
+	t.Parallel()
+	bin := fixtureCache.BuildSource(t, "sleeper.c", `#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 void *volatile keep;
 int main(void) {
-	for (;;) {
+	for (int n = 0;; n++) {
 		for (int i = 0; i < 100; i++) { keep = malloc(1000 + i); memset(keep, 1, 1000); free(keep); }
 		keep = malloc(33);
+		if (n == 0) { printf("ready\n"); fflush(stdout); }
 		usleep(200000);
 	}
 }
-`), 0o644)
-	bin := strings.TrimSuffix(src, ".c")
-	if b, err := exec.Command("cc", "-g", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("compile: %v\n%s", err, b)
-	}
-	p := startSleeper(t, bin)
-	a := startAttach(t, p, "--for", "1s")
+`, "-g", "-O1")
+	p := startReady(t, bin)
+	a := startAttach(t, p.pid(), "--for", "1s")
 	r, text := a.wait(t)
 	if !r.Exit.Detached || !hasLeak(r.jsonImage, "definite", "main") {
-		t.Errorf("attach to a thread sleeping after malloc: detached %v\n%s\n%s", r.Exit.Detached, text, a.stderr.String())
+		t.Errorf("attach to a thread sleeping after malloc: detached %v\n%s\n%s", r.Exit.Detached, text, a.stderr)
 	}
 }

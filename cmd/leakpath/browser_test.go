@@ -246,7 +246,7 @@ func rootCauseTrace(t *testing.T) (string, *rootCauseDoc, *jsonReport) {
 	t.Helper()
 	fx := rootCauseFixtures[0]
 	dir := t.TempDir()
-	bin := buildRootCause(t, fx, dir)
+	bin := buildRootCause(t, fx)
 	trace := filepath.Join(dir, "rc.lpt")
 	r := leakpath(t, []string{"--root-cause", "-o", trace}, nil, bin)
 	if r.code != 0 {

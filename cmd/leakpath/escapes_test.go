@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestEscapesInReport: escape sequences in a program's command line, its
@@ -16,6 +15,7 @@ import (
 // visible escapes, never as raw control characters a terminal would obey;
 // the JSON report keeps them exactly.
 func TestEscapesInReport(t *testing.T) {
+	t.Parallel()
 	bin := fixture(t, "escapes.c")
 	dir := t.TempDir()
 	link := filepath.Join(dir, "run\x1b[35mlink")
@@ -79,25 +79,17 @@ func hasFrame(im jsonImage, fn, file string) bool {
 // TestEscapesInSnapshot: `leakpath snapshot` prints the report it gets
 // with the program's escape sequences made visible.
 func TestEscapesInSnapshot(t *testing.T) {
+	t.Parallel()
 	bin := fixture(t, "escapes.c")
 	cmd := exec.Command(lpBin, "run", "--quiet", "--", bin, "wait")
 	cmd.Env = testEnv()
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	pid := childOf(t, cmd.Process.Pid)
-	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stdout.String(), "ready"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the program never said ready")
-		}
-	}
+	w := startWatched(t, cmd)
+	pid := programUnder(t, cmd.Process.Pid, bin)
+	w.stdout.Await(t, "ready", 1)
 	snap := exec.Command(lpBin, "snapshot", "-o", filepath.Join(t.TempDir(), "s.json"), strconv.Itoa(pid))
 	var out, errb bytes.Buffer
 	snap.Stdout, snap.Stderr = &out, &errb
@@ -105,6 +97,9 @@ func TestEscapesInSnapshot(t *testing.T) {
 		t.Fatalf("snapshot: %v\n%s", err, errb.String())
 	}
 	stdin.Close()
+	if code := w.wait(t); code != 0 {
+		t.Errorf("the program exited %d under leakpath after the snapshot, want 0:\n%s", code, w.stderr)
+	}
 	if i := bytes.IndexByte(out.Bytes(), 0x1b); i >= 0 {
 		t.Errorf("the snapshot's text has a raw escape character: %q", out.String())
 	}

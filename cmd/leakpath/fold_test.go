@@ -100,6 +100,27 @@ func TestFoldingKeepsEveryCount(t *testing.T) {
 	}
 }
 
+// TestPendingMapTakeOver: a thread that takes the map of pending blocks
+// over from another must not write over a word the other named its own
+// pending block in after the taker read it (testdata/fixtures/mapmove.c
+// runs agent/fold.c with that interleaving made exactly). Written over,
+// the block's free was recorded as a free of an unknown block: the rare
+// false improper use of TestFoldingKeepsEveryCount/allocloop-threads on
+// loaded machines, when the taker waited long for the map.
+func TestPendingMapTakeOver(t *testing.T) {
+	for _, opt := range []string{"-O0", "-O2"} {
+		bin := fixture(t, "mapmove.c", opt, "-I"+filepath.Join(root, "agent"))
+		out, err := exec.Command(bin).CombinedOutput()
+		t.Logf("%s: %s", opt, out)
+		if err != nil {
+			t.Errorf("%s: %v: the other thread's pending block is named no more, or its free did not fold", opt, err)
+		}
+		if !strings.Contains(string(out), "interleaved 1") {
+			t.Errorf("%s: the other thread never wrote during the take-over", opt)
+		}
+	}
+}
+
 // TestFoldingInASandbox: a program whose seccomp filter kills it on
 // membarrier(2), which the agent uses to hand its map of pending blocks
 // from one thread to another, runs as it does natively (no SIGSYS), with

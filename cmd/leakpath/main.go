@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/collect"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
 	"github.com/leakpath/leakpath/internal/session"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -131,7 +131,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				runFlags(new(runOptions), stdout).Usage()
 				return 0
 			case "report":
-				reportFlags(new(reportOptions), stdout).Usage()
+				reportFlags(new(session.ReplayOptions), stdout).Usage()
 				return 0
 			case "snapshot":
 				snapshotFlags(new(snapshotOptions), stdout).Usage()
@@ -143,13 +143,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 				detachRequest.flags(new(time.Duration), stdout).Usage()
 				return 0
 			case "diff":
-				diffFlags(new(diffOptions), stdout).Usage()
+				diffFlags(new(session.ReplayOptions), stdout).Usage()
 				return 0
 			case "root-cause":
 				rootCauseRequest.flags(new(time.Duration), stdout).Usage()
 				return 0
 			case "ui":
-				uiFlags(new(uiOptions), stdout).Usage()
+				uiFlags(new(session.ReplayOptions), stdout).Usage()
 				return 0
 			}
 		}
@@ -221,45 +221,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		code = o.checkUnmeasured
 	}
 	return code
-}
-
-func cmdReport(args []string, stdout, stderr io.Writer) int {
-	var o reportOptions
-	fs := reportFlags(&o, stderr)
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "leakpath report: no trace file given (usage: leakpath report [flags] TRACE.lpt...)")
-		return exitUsage
-	}
-	if err := o.usage.Check(); err != nil {
-		fail(stderr, err)
-		return exitUsage
-	}
-	if o.usage.By != "" {
-		if err := reportUsage(fs.Args(), &o, stdout); err != nil {
-			fail(stderr, err)
-			return 1
-		}
-		return 0
-	}
-	if err := o.checkFormat(); err != nil {
-		fail(stderr, err)
-		return exitUsage
-	}
-	if fs.NArg() > 1 {
-		if o.genSupp.Path != "" {
-			fail(stderr, fmt.Errorf("--gen-suppressions takes one trace (got %d)", fs.NArg()))
-			return exitUsage
-		}
-		return reportTraces(fs.Args(), &o, stdout, stderr)
-	}
-	if err := reportTrace(fs.Arg(0), &o, stdout, stderr); err != nil {
-		fail(stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // parseFlags parses a command's flags; when it fails (or they asked for

@@ -39,18 +39,6 @@ type multiReport struct {
 	Warnings []string      `json:"warnings"`
 }
 
-// jsonTotalsT is the totals of a report as tests read them.
-type jsonTotalsT = struct {
-	Calls          map[string]uint64 `json:"calls"`
-	Allocations    uint64            `json:"allocations"`
-	Frees          uint64            `json:"frees"`
-	AllocatedBytes uint64            `json:"allocated_bytes"`
-	PeakBytes      uint64            `json:"peak_bytes"`
-	LeakedBytes    uint64            `json:"leaked_bytes"`
-	LeakedBlocks   uint64            `json:"leaked_blocks"`
-	Temporary      uint64            `json:"temporary_allocations"`
-}
-
 type mergedLeak struct {
 	Bytes      uint64      `json:"bytes"`
 	Blocks     uint64      `json:"blocks"`
@@ -574,13 +562,8 @@ func TestSIGTERMForwarded(t *testing.T) {
 	}
 	defer os.WriteFile(stop, nil, 0o644) // a failed test's program ends too
 	// busy leaks a block every 1,001 allocations.
-	for deadline := time.Now().Add(hangGuard); traceAllocations(t, trace) < 100*1001; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("the trace holds no 100 leaks after %v", hangGuard)
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testfixture.Poll(t, "the trace holds 100 leaks", func() bool { return traceAllocations(t, trace) >= 100*1001 })
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()

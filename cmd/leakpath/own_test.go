@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // ownLeak is a leak group of the JSON report with the fields that tell
@@ -57,9 +58,9 @@ func ownApp(t *testing.T) string {
 		t.Skipf("the temporary directory %s lies under the working directory: the library would count as the user's", dir)
 	}
 	lib := filepath.Join(dir, "libownnoise.so")
-	if b, err := exec.Command("cc", "-O0", "-fPIC", "-shared", "-Wl,-s", "-o", lib,
-		filepath.Join(root, "testdata", "fixtures", "ownnoise.c")).CombinedOutput(); err != nil {
-		t.Fatalf("compiling ownnoise.c: %v\n%s", err, b)
+	if err := testfixture.Compile("cc", lib, "-O0", "-fPIC", "-shared", "-Wl,-s",
+		filepath.Join(root, "testdata", "fixtures", "ownnoise.c")); err != nil {
+		t.Fatal(err)
 	}
 	return fixture(t, "ownapp.c", "-L"+dir, "-lownnoise", "-Wl,-rpath,"+dir)
 }

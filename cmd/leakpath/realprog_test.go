@@ -37,6 +37,7 @@ print(len(s), sorted(d.items())[:2])
 // run, and the program's output and exit code are byte-identical with and
 // without leakpath.
 func TestRealProgramsMatchValgrind(t *testing.T) {
+	exhaustive(t, "each program runs under valgrind too; the fixtures' counts are checked without it")
 	for _, p := range realPrograms {
 		t.Run(p.name, func(t *testing.T) {
 			if _, err := exec.LookPath(p.argv[0]); err != nil {

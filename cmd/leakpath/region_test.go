@@ -13,12 +13,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // hangGuard bounds how long these tests wait for leakpath to end: not a
 // measure of speed, only so that a leakpath that never ends fails the test
-// instead of hanging it.
-const hangGuard = 3 * time.Minute
+// instead of hanging it. One bound for every test (testfixture's).
+const hangGuard = testfixture.HangGuard
 
 // guarded is one run of leakpath under the hang guard.
 type guarded struct {

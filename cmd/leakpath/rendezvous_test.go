@@ -29,7 +29,7 @@ func TestAttachNotBlockedByOtherUser(t *testing.T) {
 	if err := os.Chmod(tmp, 0o1777); err != nil { // like /tmp
 		t.Fatal(err)
 	}
-	p := startSleeper(t, "sleep", "120")
+	p := startReady(t, fixture(t, "idle.c")).pid()
 	theirs := func(name string, mode os.FileMode) string {
 		d := filepath.Join(tmp, name)
 		if err := os.Mkdir(d, mode); err != nil {

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/analysis/rootcause"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
-	"github.com/leakpath/leakpath/internal/target/control"
+	"github.com/leakpath/leakpath/internal/session"
 )
 
 // rootCauseAfter is --root-cause-after: a duration, or "request".
@@ -38,15 +37,20 @@ func (r *rootCauseAfter) Set(v string) error {
 	return nil
 }
 
-// pidRequest is a command that sends one control request (Op) about a
-// PID to the leakpath that records it: root-cause, detach.
+// pidRequest is a command that sends one control request about a PID to
+// the leakpath that records it: root-cause, detach.
 type pidRequest struct {
-	op, what string        // what: the error's prefix, with the pid as %d
-	timeout  time.Duration // --timeout's default
-	about    string        // the usage's text after its first line
+	op      string
+	timeout time.Duration // --timeout's default
+	about   string        // the usage's text after its first line
+	// ask sends the request, bounded by ctx, and prints its answer.
+	ask func(ctx context.Context, pid int, stdout, stderr io.Writer) error
 }
 
-var rootCauseRequest = pidRequest{op: "root-cause", what: "root cause of pid %d", timeout: 30 * time.Second,
+var rootCauseRequest = pidRequest{op: "root-cause", timeout: 30 * time.Second,
+	ask: func(ctx context.Context, pid int, stdout, _ io.Writer) error {
+		return session.RootCause(ctx, pid, stdout)
+	},
 	about: "Starts root-cause tracing of PID, a program running under\n" +
 		"'leakpath run --root-cause --root-cause-after=request': from now on its\n" +
 		"growing allocation sites are judged and traced, and the report written\n" +
@@ -64,10 +68,8 @@ func (c pidRequest) flags(timeout *time.Duration, out io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// run parses args, sends the request and hands the answer to then, with
-// the socket it went to and the context that bounds the command.
-func (c pidRequest) run(args []string, stderr io.Writer,
-	then func(ctx context.Context, pid int, resp *control.Response, sock string) int) int {
+// run parses args and sends the request.
+func (c pidRequest) run(args []string, stdout, stderr io.Writer) int {
 	var timeout time.Duration
 	fs := c.flags(&timeout, stderr)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -79,28 +81,13 @@ func (c pidRequest) run(args []string, stderr io.Writer,
 	}
 	ctx, done := askContext(timeout)
 	defer done()
-	resp, sock, err := askPID(ctx, pid, c.op)
-	if err != nil {
-		fail(stderr, fmt.Errorf(c.what+": %w", pid, err))
+	if err := c.ask(ctx, pid, stdout, stderr); err != nil {
+		fail(stderr, err)
 		return 1
 	}
-	return then(ctx, pid, resp, sock)
+	return 0
 }
 
 func cmdRootCause(args []string, stdout, stderr io.Writer) int {
-	return rootCauseRequest.run(args, stderr, func(_ context.Context, _ int, resp *control.Response, _ string) int {
-		io.WriteString(stdout, termsafe.Text(resp.Text))
-		return 0
-	})
-}
-
-// askPID sends request op about pid to the leakpath that records it
-// (run or attach) and returns the answer and the socket it went to.
-func askPID(ctx context.Context, pid int, op string) (*control.Response, string, error) {
-	ep, err := control.Find(pid)
-	if err != nil {
-		return nil, "", err
-	}
-	resp, err := control.Ask(ctx, ep, control.Request{Op: op, PID: pid})
-	return resp, ep.Socket(), err
+	return rootCauseRequest.run(args, stdout, stderr)
 }

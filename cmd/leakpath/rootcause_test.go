@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // rootCauseFixture is a program of testdata/rootcause whose leak's cause
@@ -24,8 +26,9 @@ type rootCauseFixture struct {
 	alloc    string   // the function that allocates the leaking blocks
 	function string   // the culprit function ("": no claim expected)
 	leakLine []string // sources whose LEAK-marked lines are the culprit branches
-	// needsBreakpoints: without hardware breakpoints its handler, run
-	// every 200 us, is stepped an instruction at a time and never done.
+	// needsBreakpoints: without breakpoints, hardware or software, its
+	// handler, run every 200 us, is stepped an instruction at a time
+	// and never done.
 	needsBreakpoints bool
 }
 
@@ -67,27 +70,16 @@ func markedLines(t *testing.T, src string) []int {
 	return out
 }
 
-// buildRootCause compiles a fixture (and its library) into dir.
-func buildRootCause(t *testing.T, fx rootCauseFixture, dir string) string {
+// buildRootCause compiles a fixture (with its library, named by its
+// path: the program finds it without a search path).
+func buildRootCause(t *testing.T, fx rootCauseFixture) string {
 	t.Helper()
 	src := filepath.Join(root, "testdata", "rootcause")
-	cc := "cc"
-	if strings.HasSuffix(fx.name, ".cc") {
-		cc = "c++"
-	}
-	bin := filepath.Join(dir, strings.TrimSuffix(strings.TrimSuffix(fx.name, ".c"), ".cc"))
-	args := []string{"-g", "-O0", "-pthread", "-o", bin, filepath.Join(src, fx.name)}
+	flags := []string{"-g", "-O0", "-pthread"}
 	if fx.lib != "" {
-		lib := filepath.Join(dir, "librc.so")
-		if b, err := exec.Command("cc", "-g", "-O0", "-shared", "-fPIC", "-o", lib, filepath.Join(src, fx.lib)).CombinedOutput(); err != nil {
-			t.Fatalf("cc %s: %v\n%s", fx.lib, err, b)
-		}
-		args = append(args, "-L"+dir, "-lrc", "-Wl,-rpath,"+dir)
+		flags = append(flags, fixtureCache.Build(t, filepath.Join(src, fx.lib), "-g", "-O0", "-shared", "-fPIC"))
 	}
-	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, fx.name, err, b)
-	}
-	return bin
+	return fixtureCache.Build(t, filepath.Join(src, fx.name), flags...)
 }
 
 type rootCauseDoc struct {
@@ -119,12 +111,15 @@ const testSlowdown = "4"
 func TestRootCause(t *testing.T) {
 	for _, fx := range rootCauseFixtures {
 		t.Run(fx.name, func(t *testing.T) {
-			if hw, why := ptrace.HardwareBreakpoints(); fx.needsBreakpoints && !hw {
-				t.Skip("needs hardware breakpoints: " + why)
+			if fx.name != "seed.c" && fx.name != "noleak.c" {
+				exhaustive(t, "seed.c and noleak.c stand for the root-cause fixtures")
+			}
+			if hw, why := ptrace.HardwareBreakpoints(); fx.needsBreakpoints && !hw && !ptrace.SoftBreakpoints() {
+				t.Skip("needs breakpoints: hardware ones do not fire (" + why + "), software ones are turned off")
 			}
 			t.Parallel()
 			dir := t.TempDir()
-			bin := buildRootCause(t, fx, dir)
+			bin := buildRootCause(t, fx)
 			want := native(t, nil, bin)
 			start := time.Now()
 			trace := filepath.Join(dir, "rc.lpt")
@@ -281,99 +276,106 @@ func stackHasFunc(st []jsonFrame, fn string) bool {
 // succeed, a snapshot shows the root cause once it is found, the
 // program's output stays its own, the root cause is in the report.
 func TestRootCauseWithSnapshot(t *testing.T) {
+	t.Parallel()
 	fx := rootCauseFixtures[0] // seed.c
-	dir, _, want, js, cmd, pid, out := startSeed(t, "--root-cause")
+	run := startSeed(t, "--root-cause")
 	// A window traces the program's thread: its TracerPid is set. A
 	// snapshot meanwhile pauses the windows; they go on after it.
-	if !traced(pid, 10*time.Second) {
-		t.Fatal("no root-cause window was seen in 10 s")
+	if !traced(run.pid) {
+		t.Fatalf("no root-cause window was seen in %v", testfixture.HangGuard)
 	}
 	for i := 0; i < 2; i++ {
-		if sout, serr, code := lp(t, "snapshot", "--quiet", "-o", filepath.Join(dir, "s"+strconv.Itoa(i)+".json"), pid); code != 0 {
+		if sout, serr, code := lp(t, "snapshot", "--quiet", "-o", filepath.Join(run.dir, "s"+strconv.Itoa(i)+".json"), run.pid); code != 0 {
 			t.Fatalf("snapshot %d: exit %d\n%s%s", i, code, sout, serr)
 		}
 	}
-	if !traced(pid, time.Second) { // well before the exit scan traces it too
+	// The program runs until its stdin ends: the exit scan, which traces
+	// it too, cannot be what is seen.
+	if !traced(run.pid) {
 		t.Error("no root-cause window after the snapshots: they did not go on")
 	}
-	shown := false
-	for i := 2; i < 60 && !shown; i++ {
-		time.Sleep(500 * time.Millisecond)
-		snap := filepath.Join(dir, "s"+strconv.Itoa(i)+".json")
-		if _, _, code := lp(t, "snapshot", "--quiet", "-o", snap, pid); code != 0 {
-			break // the program ended
+	run.awaitRootCause(t, fx.function)
+	run.foundIn(t, fx.function)
+}
+
+// seedRun is seedwait.c (seed.c, JP2009-217617's worked example, until
+// its stdin ends) under leakpath run.
+type seedRun struct {
+	dir  string
+	argv []string
+	want result // natively
+	js   string // the JSON report
+	*underRun
+}
+
+// startSeed starts seedwait.c under leakpath run with flags, the JSON
+// report going to js.
+func startSeed(t *testing.T, flags ...string) *seedRun {
+	t.Helper()
+	r := &seedRun{dir: t.TempDir()}
+	r.argv = []string{fixtureCache.Build(t, filepath.Join(root, "testdata", "rootcause", "seedwait.c"), "-g", "-O0")}
+	r.want = native(t, nil, r.argv...)
+	r.js = filepath.Join(r.dir, "r.json")
+	r.underRun = startUnder(t, r.argv, append(flags, "--json", r.js, "--report", filepath.Join(r.dir, "r.txt"))...)
+	return r
+}
+
+// awaitRootCause takes snapshots until one shows fn as the root cause.
+func (r *seedRun) awaitRootCause(t *testing.T, fn string) {
+	t.Helper()
+	i := 0
+	testfixture.Poll(t, "a snapshot shows the root cause", func() bool {
+		i++
+		snap := filepath.Join(r.dir, "wait"+strconv.Itoa(i)+".json")
+		if sout, serr, code := lp(t, "snapshot", "--quiet", "-o", snap, r.pid); code != 0 {
+			t.Fatalf("snapshot %d: exit %d\n%s%s", i, code, sout, serr)
 		}
 		b, _ := os.ReadFile(snap)
 		var d rootCauseDoc
 		json.Unmarshal(b, &d)
 		for _, l := range d.Leaks {
-			if rc := l.RootCause; rc != nil && rc.Status == "found" && len(rc.Functions) > 0 && rc.Functions[0].Function == fx.function {
-				shown = true
+			if rc := l.RootCause; rc != nil && rc.Status == "found" && len(rc.Functions) > 0 && rc.Functions[0].Function == fn {
 				t.Logf("snapshot %d shows the root cause (%d paths)", i, rc.Traced)
+				return true
 			}
 		}
-	}
-	if !shown {
-		t.Error("no snapshot showed the root cause before the program ended")
-	}
-	foundIn(t, cmd, out, want, js, fx.function)
+		return false
+	})
 }
 
-// startSeed starts seed.c, JP2009-217617's worked example, for twice its
-// usual work (time for snapshots and requests while it runs) under
-// leakpath run with flags, the JSON report going to js.
-func startSeed(t *testing.T, flags ...string) (dir string, argv []string, want result, js string, cmd *exec.Cmd, pid string, out *strings.Builder) {
-	t.Helper()
-	dir = t.TempDir()
-	argv = []string{buildRootCause(t, rootCauseFixtures[0], dir), "6000"}
-	want = native(t, nil, argv...)
-	js = filepath.Join(dir, "r.json")
-	cmd, pid, out = startUnder(t, argv, append(flags, "--json", js, "--report", filepath.Join(dir, "r.txt"))...)
-	return
+// underRun is a program under leakpath run; its stdin is a pipe.
+type underRun struct {
+	*watched // leakpath's
+	pid      string
+	stdin    io.WriteCloser
 }
 
-// startUnder starts argv under leakpath run with flags, and returns the
-// program's pid, leakpath's child.
-func startUnder(t *testing.T, argv []string, flags ...string) (*exec.Cmd, string, *strings.Builder) {
+// startUnder starts argv under leakpath run with flags, and returns once
+// leakpath has started the program.
+func startUnder(t *testing.T, argv []string, flags ...string) *underRun {
 	t.Helper()
 	cmd := exec.Command(lpBin, append(append(append([]string{"run"}, flags...), "--"), argv...)...)
 	cmd.Env = testEnv()
-	out := new(strings.Builder)
-	cmd.Stdout = out
-	if err := cmd.Start(); err != nil {
+	u := &underRun{}
+	var err error
+	if u.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	// Any of leakpath's threads may have started it; other children
-	// (its probe of the breakpoints) run other programs.
-	var pid string
-	for i := 0; i < 500 && pid == ""; i++ {
-		files, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", "*", "children"))
-		for _, f := range files {
-			b, _ := os.ReadFile(f)
-			for _, child := range strings.Fields(string(b)) {
-				if line, _ := os.ReadFile("/proc/" + child + "/cmdline"); strings.HasPrefix(string(line), argv[0]+"\x00") {
-					pid = child
-				}
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if pid == "" {
-		t.Fatalf("leakpath did not start %s", argv[0])
-	}
-	return cmd, pid, out
+	u.watched = startWatched(t, cmd)
+	t.Cleanup(func() { u.stdin.Close() })
+	u.pid = strconv.Itoa(programUnder(t, cmd.Process.Pid, argv[0]))
+	return u
 }
 
-// foundIn waits for cmd and checks that the program behaved as natively
-// and that the JSON report js names fn as a root cause.
-func foundIn(t *testing.T, cmd *exec.Cmd, out *strings.Builder, want result, js, fn string) {
+// foundIn ends the program (its stdin) and checks that it behaved as
+// natively and that the JSON report names fn as a root cause.
+func (r *seedRun) foundIn(t *testing.T, fn string) {
 	t.Helper()
-	err := cmd.Wait()
-	if code := exitCode(err, cmd.ProcessState); code != want.code || out.String() != string(want.stdout) {
-		t.Fatalf("under leakpath: exit %d, stdout %q; natively %d, %q", code, out.String(), want.code, want.stdout)
+	r.stdin.Close()
+	if code := r.wait(t); code != r.want.code || r.stdout.String() != string(r.want.stdout) {
+		t.Fatalf("under leakpath: exit %d, stdout %q; natively %d, %q\n%s", code, r.stdout, r.want.code, r.want.stdout, r.stderr)
 	}
-	b, err := os.ReadFile(js)
+	b, err := os.ReadFile(r.js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,43 +396,64 @@ func foundIn(t *testing.T, cmd *exec.Cmd, out *strings.Builder, want result, js,
 // until `leakpath root-cause PID` asks; then the root cause is found. A
 // run without --root-cause refuses the request.
 func TestRootCauseOnRequest(t *testing.T) {
+	t.Parallel()
 	fx := rootCauseFixtures[0] // seed.c
-	_, argv, want, js, cmd, pid, out := startSeed(t, "--root-cause", "--root-cause-after=request")
-	if traced(pid, 1500*time.Millisecond) {
+	run := startSeed(t, "--root-cause", "--root-cause-after=request")
+	// No window for a while: a loaded machine makes this check weaker
+	// (fewer requests meanwhile), never false.
+	if tracedWithin(run.pid, 1500*time.Millisecond) {
 		t.Fatal("a root-cause window ran before the request")
 	}
-	sout, serr, code := lp(t, "root-cause", pid)
+	sout, serr, code := lp(t, "root-cause", run.pid)
 	if code != 0 || !strings.Contains(sout, "started") {
 		t.Fatalf("root-cause: exit %d\n%s%s", code, sout, serr)
 	}
-	if sout, _, code := lp(t, "root-cause", pid); code != 0 || !strings.Contains(sout, "already on") {
+	if sout, _, code := lp(t, "root-cause", run.pid); code != 0 || !strings.Contains(sout, "already on") {
 		t.Errorf("a second request: exit %d, %q", code, sout)
 	}
-	if !traced(pid, 10*time.Second) {
-		t.Fatal("no root-cause window was seen in 10 s after the request")
+	if !traced(run.pid) {
+		t.Fatalf("no root-cause window was seen in %v after the request", testfixture.HangGuard)
 	}
-	foundIn(t, cmd, out, want, js, fx.function)
+	run.awaitRootCause(t, fx.function)
+	run.foundIn(t, fx.function)
 
-	cmd, pid, _ = startUnder(t, argv, "--quiet")
-	if _, serr, code := lp(t, "root-cause", pid); code != 1 || !strings.Contains(serr, "without --root-cause") {
+	other := startUnder(t, run.argv, "--quiet")
+	if _, serr, code := lp(t, "root-cause", other.pid); code != 1 || !strings.Contains(serr, "without --root-cause") {
 		t.Errorf("request to a run without --root-cause: exit %d, %q", code, serr)
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	other.stdin.Close()
+	if code := other.wait(t); code != 0 {
+		t.Errorf("the program under leakpath run exited %d after a refused request", code)
+	}
 }
 
 // traced reports whether the thread pid was seen traced (its TracerPid
-// set) within timeout.
-func traced(pid string, timeout time.Duration) bool {
-	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
-		b, err := os.ReadFile("/proc/" + pid + "/status")
-		if err != nil {
+// set) before testfixture.HangGuard passed or it ended.
+func traced(pid string) bool { return tracedWithin(pid, testfixture.HangGuard) }
+
+// tracedWithin reports whether the thread pid was seen traced within d,
+// watched closely (windows are short).
+func tracedWithin(pid string, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		if _, err := os.Stat("/proc/" + pid); err != nil {
 			return false
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "TracerPid:"); ok && strings.TrimSpace(v) != "0" {
-				return true
-			}
+		if tracedNow(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// tracedNow reports whether the thread pid is traced now.
+func tracedNow(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok && strings.TrimSpace(v) != "0" {
+			return true
 		}
 	}
 	return false

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // The tests of running on a shared machine (docs/security.md): daemons,
@@ -28,18 +30,17 @@ func loaderComplaint(b []byte) bool {
 	return bytes.Contains(b, []byte("ld.so")) || bytes.Contains(b, []byte("cannot be preloaded"))
 }
 
-// waitFile waits for path to exist (the fixture's mark), failing after a
-// hang guard of 2 minutes.
+// waitFile waits for path to exist (the fixture's mark) and returns what
+// it holds.
 func waitFile(t *testing.T, path string) []byte {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-	}
+	var b []byte
+	testfixture.Poll(t, path+" appears", func() bool {
+		var err error
+		b, err = os.ReadFile(path)
+		return err == nil
+	})
+	return b
 }
 
 // TestDaemonOutlivesRun: a daemon (fork, setsid, the parent exits) that

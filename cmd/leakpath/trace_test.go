@@ -2,19 +2,16 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/leakpath/leakpath/internal/model/event"
-	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // reportJSON runs `leakpath report --format json TRACE`.
@@ -124,6 +121,70 @@ func TestTruncatedAndCorruptTraces(t *testing.T) {
 	}
 }
 
+// TestOutlivesKilledCollector: a program whose collector was SIGKILLed
+// and not yet reaped (a zombie, which kill(2) still finds) goes on
+// without waiting for it: its next allocations fill its ring many times
+// over, it asks for a snapshot and exits, with its output and exit code.
+// Through sh, which the collector started (it sees its parent change) and
+// which starts the program (it sees the collector's clock stand still).
+// Before the agent looked for a dead collector at each wait, the full
+// ring waited for ever: the hang guard fails this test then.
+func TestOutlivesKilledCollector(t *testing.T) {
+	bin := fixture(t, "outlive.c", includeFlag())
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	stop := filepath.Join(dir, "stop")
+	code := filepath.Join(dir, "code")
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	// 2,000,000 blocks: about 50 MB of records, 200 times a 256 KiB ring.
+	const blocks = 2000000
+	cmd := exec.Command(lpBin, "run", "-o", filepath.Join(dir, "t.lpt"), "--report", filepath.Join(dir, "r.txt"), "--",
+		"sh", "-c", fmt.Sprintf("%s %s %s %d; echo \"exit $?\" > %s", bin, stop, ready, blocks, code))
+	cmd.Env = testEnv("TMPDIR=" + dir)
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(ready); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL) // hung: not to outlive the test
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	testfixture.Poll(t, "the program is recorded", func() bool {
+		b, err := os.ReadFile(ready)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped (no cmd.Wait) until the program is done.
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testfixture.Poll(t, "the program ended after leakpath was killed", func() bool {
+		b, err := os.ReadFile(code)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	cmd.Wait()
+	if b, _ := os.ReadFile(code); string(b) != "exit 3\n" {
+		t.Errorf("the program's exit: %q, want exit 3", b)
+	}
+	got, _ := os.ReadFile(out.Name())
+	// -1: leakpath no longer answers (the agent knows its collector is gone).
+	want := fmt.Sprintf("kept %d blocks\nsnapshot -1\n", blocks)
+	if string(got) != want {
+		t.Errorf("the program's output: %q, want %q", got, want)
+	}
+}
+
 // TestCollectorKilled: SIGKILL leakpath itself while it records. The
 // program goes on and ends normally, and the trace is readable up to the
 // last chunk written. The session directory the killed collector left is
@@ -145,30 +206,17 @@ func TestCollectorKilled(t *testing.T) {
 	}
 	// Killed once the trace holds a thousand allocations (the collector
 	// flushes it every second), however long that takes on a busy machine.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if traceAllocations(t, trace) >= 1000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the trace holds no thousand allocations after 2 minutes")
-		}
-	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); os.WriteFile(stop, nil, 0o644) })
+	testfixture.Poll(t, "the trace holds a thousand allocations", func() bool { return traceAllocations(t, trace) >= 1000 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the program did not finish after leakpath was killed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testfixture.Poll(t, "the program finished after leakpath was killed", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
 	r, stderr, code := reportJSON(t, trace)
 	if code != 0 {
 		t.Fatalf("report of the killed run's trace: exit %d: %s", code, stderr)
@@ -191,19 +239,15 @@ func TestCollectorKilled(t *testing.T) {
 	}
 	// The shell may outlive the marker by a moment: while it runs, its
 	// LD_PRELOAD names the directory, which then stays.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	testfixture.Poll(t, "a next run removed "+left[0], func() bool {
 		next := exec.Command(lpBin, "run", "--report", os.DevNull, "--", "true")
 		next.Env = testEnv("TMPDIR=" + sessions)
 		if out, err := next.CombinedOutput(); err != nil {
 			t.Fatalf("the next run: %v\n%s", err, out)
 		}
-		if _, err := os.Stat(left[0]); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is still there 2 minutes after the program ended", left[0])
-		}
-	}
+		_, err := os.Stat(left[0])
+		return os.IsNotExist(err)
+	})
 	if ents, _ := os.ReadDir(sessions); len(ents) != 0 {
 		t.Errorf("left in TMPDIR after the next runs: %v", ents)
 	}
@@ -229,28 +273,4 @@ func traceAllocations(t testing.TB, path string) uint64 {
 		n += p.Totals.Allocations
 	}
 	return n
-}
-
-// eachTraceEvent calls each with every event of the trace at path, in
-// the order they were written.
-func eachTraceEvent(t testing.TB, path string, each func(ev *event.Event)) {
-	t.Helper()
-	rd, err := tracefile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var buf []event.Event
-	for {
-		buf, err = rd.Next(buf)
-		for i := range buf {
-			each(&buf[i])
-		}
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }

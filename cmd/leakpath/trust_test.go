@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // copyExec copies the executable or library src to dst.
@@ -178,7 +180,7 @@ func warned(r result, s string) bool {
 // the agent. leakpath says so, exits with the program's code, and --check
 // fails with its own code (24, or --check-unmeasured-exit-code), not 0.
 func TestStaticProgramUnmeasured(t *testing.T) {
-	if out, err := exec.Command("cc", "-print-file-name=libc.a").Output(); err != nil || !filepath.IsAbs(strings.TrimSpace(string(out))) {
+	if !testfixture.StaticLibc() {
 		t.Skip("no static C library (libc.a) to link a static program with: apt-get install libc6-dev")
 	}
 	bin := fixture(t, "ending.c", "-static")

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leakpath/leakpath/internal/render/report"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 	"github.com/leakpath/leakpath/internal/target/control"
 )
 

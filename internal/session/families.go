@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/target/wire"
 )
@@ -47,7 +48,7 @@ func untracedFamilies(s *heap.Session) (warns []string) {
 		byMod := map[string][]string{}
 		var mods []string
 		for _, f := range p.Families {
-			if f.Outcome == wire.FamilyTraced || f.Outcome == wire.FamilyHooked {
+			if f.Outcome == event.FamilyTraced || f.Outcome == event.FamilyHooked {
 				continue
 			}
 			mod := "?"

@@ -187,21 +187,8 @@ func (u *liveUI) finish(rep *report.Report, tps float64, title string, stderr io
 	fmt.Fprintf(stderr, "leakpath: the run is over; its view stays at %s until Ctrl-C\n", u.url)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	select {
-	case err := <-u.served:
-		return err
-	case <-ctx.Done():
-	}
-	return u.close()
+	return serveUntil(ctx, u.hs, u.served)
 }
 
 // close stops serving.
-func (u *liveUI) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := u.hs.Shutdown(ctx)
-	if err == context.DeadlineExceeded {
-		err = nil
-	}
-	return err
-}
+func (u *liveUI) close() error { return shutdown(u.hs) }

@@ -14,8 +14,8 @@ import (
 	"github.com/leakpath/leakpath/internal/analysis/suppress"
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/render/report"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // Options are everything a recording is made of: the flags of `leakpath

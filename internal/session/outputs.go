@@ -6,10 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -180,11 +178,17 @@ func newOutputs(o *Options, stderr io.Writer) (*outputs, error) {
 }
 
 // checkDir checks that the directory of a file named by the pid is there
-// to create it in.
+// to create it in, and reached as CreateOutput will.
 func checkDir(p pathPattern) error {
-	if err := writableDir(filepath.Dir(p.expand(1, nil))); err != nil {
+	dir, _ := splitOutput(p.expand(1, nil))
+	if err := writableDir(dir); err != nil {
 		return fmt.Errorf("%s: %w", p.s, err)
 	}
+	fd, _, err := openOutputDir(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.s, err)
+	}
+	unix.Close(fd)
 	return nil
 }
 
@@ -423,46 +427,58 @@ func (t *traceOut) finish(ok bool, pid int) error {
 // there: leakpath often runs as root, and a name in /tmp (out.%p.lpt) is
 // easy to guess.
 //
+//   - Its directory is reached without following a symbolic link that
+//     another user could have put on the way (openOutputDir).
 //   - A new file is created with O_EXCL and O_NOFOLLOW, readable and
 //     writable by its owner only (0600).
 //   - A symbolic link there is refused, unless its directory is private
 //     (only its owner, root or us, may write there: /dev/stdout is fine).
 //   - An existing file is reused (truncated) when it is a regular file of
-//     ours, or anything at all in a private directory (/dev/null); the file
-//     opened must be the one looked at.
+//     ours with no other name, or anything at all in a private directory
+//     (/dev/null); the file opened must be the one looked at.
 func CreateOutput(path string) (*os.File, error) {
-	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	dirName, base := splitOutput(path)
+	if base == "" || base == "." || base == ".." {
+		return nil, fmt.Errorf("%s names a directory, not a file", path)
+	}
+	dir, dirSt, err := openOutputDir(dirName)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	err = unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		f, err := openAt(dir, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("%s: appeared while leakpath was creating it: not overwritten", path)
 		}
 		return f, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	private := privateDir(filepath.Dir(path))
-	if st.Mode()&fs.ModeSymlink != 0 {
+	private := privateStat(dirSt)
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !private {
 			return nil, fmt.Errorf("%s is a symbolic link in a directory others may write to: leakpath does not write through it (remove it, or name its target)", path)
 		}
-		return os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o600)
+		return openAt(dir, path, unix.O_WRONLY|unix.O_TRUNC, 0o600)
 	}
-	sys, _ := st.Sys().(*syscall.Stat_t)
-	if !private && (!st.Mode().IsRegular() || sys == nil || sys.Uid != uint32(os.Geteuid())) {
+	regular := st.Mode&unix.S_IFMT == unix.S_IFREG
+	if !private && (!regular || st.Uid != uint32(os.Geteuid()) || st.Nlink > 1) {
 		return nil, fmt.Errorf("%s exists and is not a file of ours, in a directory others may write to: not overwritten (remove it)", path)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := openAt(dir, path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
-	fst, err := f.Stat()
-	if err != nil || !os.SameFile(st, fst) {
+	var fst unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &fst); err != nil || fst.Dev != st.Dev || fst.Ino != st.Ino {
 		f.Close()
 		return nil, fmt.Errorf("%s changed while leakpath was opening it: not overwritten", path)
 	}
-	if fst.Mode().IsRegular() {
+	if regular {
 		if err := f.Truncate(0); err != nil {
 			f.Close()
 			return nil, err
@@ -471,15 +487,28 @@ func CreateOutput(path string) (*os.File, error) {
 	return f, nil
 }
 
-// privateDir reports whether only dir's owner, root or us, may create or
-// replace files in it.
-func privateDir(dir string) bool {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return false
+// splitOutput splits path into its directory and last component as the
+// kernel reads it: without filepath.Clean, whose lexical ".." would
+// differ from the kernel's after a symbolic link.
+func splitOutput(path string) (dir, base string) {
+	i := strings.LastIndexByte(path, '/')
+	switch {
+	case i < 0:
+		return ".", path
+	case i == 0:
+		return "/", path[1:]
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	return ok && (sys.Uid == 0 || sys.Uid == uint32(os.Geteuid())) && st.Mode().Perm()&0o022 == 0
+	return path[:i], path[i+1:]
+}
+
+// openAt opens path's last component in the directory dir.
+func openAt(dir int, path string, flags int, mode uint32) (*os.File, error) {
+	_, base := splitOutput(path)
+	fd, err := unix.Openat(dir, base, flags|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // WriteOutput runs write on path (created) or, when path is "", on

@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 	"github.com/leakpath/leakpath/internal/target/control"
 )
 
@@ -63,9 +65,14 @@ func createSnapshotFile(dir, name string, pid int) (*os.File, string, error) {
 		}
 		return f, name, nil
 	}
+	d, _, err := openOutputDir(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	defer unix.Close(d)
 	for n := 1; ; n++ {
 		path := filepath.Join(dir, fmt.Sprintf("leakpath.snapshot.%d.%d.json", pid, n))
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err := openAt(d, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}

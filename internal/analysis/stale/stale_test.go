@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 const smapsText = `55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 123 /usr/bin/prog
@@ -162,7 +164,7 @@ func TestAccessedBits(t *testing.T) {
 		if missed == "" {
 			return
 		}
-		if time.Since(start) > 30*time.Second {
+		if time.Since(start) > testfixture.HangGuard {
 			t.Fatalf("touched pages read as not referenced in %d tries over %v, the last:%s", attempt, time.Since(start).Round(time.Millisecond), missed)
 		}
 		t.Logf("try %d: touched pages read as not referenced:%s", attempt, missed)

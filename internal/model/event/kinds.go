@@ -134,6 +134,22 @@ func (e *Event) Pool() uint64 {
 // SetPool sets the pool of a PoolAlloc or PoolFree.
 func (e *Event) SetPool(pool uint64) { e.Aux = pool }
 
+// What the agent did with an allocator family's function (FamilyOutcome);
+// the values are the wire's LP_FAMILY_* (agent/lp_wire.h).
+const (
+	FamilyTraced  = 1 // its entry patched: its calls are recorded
+	FamilyRefused = 2 // its first instructions could not be moved
+	FamilyThreads = 3 // the process had threads already: not patched
+	FamilyFailed  = 4 // the code could not be written, or no room near it
+	FamilyHooked  = 5 // another library's malloc, which the hooks call: traced as glibc's
+	// FamilyUnfollowed: its module came through a dlopen the agent
+	// could not follow (see docs/allocators.md): not patched.
+	FamilyUnfollowed = 6
+	// FamilyNoSlot: more families than the agent has room for (eight,
+	// the executable's included): not patched.
+	FamilyNoSlot = 7
+)
+
 // FamilyOutcome returns how an AllocFamilyFn's function was dealt with:
 // 1 traced; 2 not (its first instructions could not be moved), 3 not
 // (the process had threads), 4 not (the code could not be written); 5:

@@ -19,14 +19,14 @@ func TestBlockTableAgainstMap(t *testing.T) {
 		addr := uint64(1 + rng.Intn(5000))
 		if rng.Intn(3) < 2 {
 			b := Block{Size: uint64(step), Site: StackID(step % 7)}
-			old, rep := tab.put(addr, b)
+			old, rep := tab.putB(addr, b)
 			want, had := live[addr]
 			if rep != had || rep && old != want {
 				t.Fatalf("step %d put %d: replaced %v %+v, want %v %+v", step, addr, rep, old, had, want)
 			}
 			live[addr] = b
 		} else {
-			got, ok := tab.take(addr)
+			got, ok := tab.takeB(addr)
 			want, had := live[addr]
 			if ok != had || ok && got != want {
 				t.Fatalf("step %d take %d: %v %+v, want %v %+v", step, addr, ok, got, had, want)
@@ -50,7 +50,7 @@ func TestBlockTableAgainstMap(t *testing.T) {
 // tab and in live, the test's own account of what tab holds.
 func putBlocks(tab *blockTable, live map[uint64]Block, from, to, stride uint64) {
 	for i := from; i <= to; i++ {
-		tab.put(i*stride, Block{Size: i})
+		tab.putB(i*stride, Block{Size: i})
 		live[i*stride] = Block{Size: i}
 	}
 }
@@ -142,28 +142,28 @@ func TestBlockTableCollisions(t *testing.T) {
 		// Blocks homed just after the run, displaced by it.
 		for a := uint64(0x900000); len(live) < 4; a += 16 {
 			if h := uint64(tagOf(a)) & tab.mask; h < 3 {
-				tab.put(a, Block{Size: a})
+				tab.putB(a, Block{Size: a})
 				live[a] = Block{Size: a}
 			}
 		}
 		for i, a := range addrs {
-			tab.put(a, Block{Size: uint64(i + 1), Site: StackID(i)})
+			tab.putB(a, Block{Size: uint64(i + 1), Site: StackID(i)})
 			live[a] = Block{Size: uint64(i + 1), Site: StackID(i)}
 		}
 		checkBlockTable(t, tab, live)
 		for _, k := range order {
-			b, ok := tab.take(addrs[k])
+			b, ok := tab.takeB(addrs[k])
 			if want := live[addrs[k]]; !ok || b != want {
 				t.Fatalf("take %#x: %+v %v, want %+v", addrs[k], b, ok, want)
 			}
 			delete(live, addrs[k])
 			checkBlockTable(t, tab, live)
-			if _, ok := tab.take(addrs[k]); ok {
+			if _, ok := tab.takeB(addrs[k]); ok {
 				t.Fatalf("%#x taken twice", addrs[k])
 			}
 		}
 		for i, a := range addrs[:6] {
-			tab.put(a, Block{Size: uint64(100 + i)})
+			tab.putB(a, Block{Size: uint64(100 + i)})
 			live[a] = Block{Size: uint64(100 + i)}
 		}
 		checkBlockTable(t, tab, live)
@@ -183,24 +183,24 @@ func TestBlockTableSameTag(t *testing.T) {
 	}
 	tab := newBlockTable()
 	live := map[uint64]Block{a: {Size: 1}, b: {Size: 2}}
-	tab.put(a, live[a])
-	tab.put(b, live[b])
+	tab.putB(a, live[a])
+	tab.putB(b, live[b])
 	checkBlockTable(t, tab, live)
-	if old, rep := tab.put(b, Block{Size: 3}); !rep || old.Size != 2 {
+	if old, rep := tab.putB(b, Block{Size: 3}); !rep || old.Size != 2 {
 		t.Fatalf("put again at %#x replaced %+v %v, want size 2", b, old, rep)
 	}
 	live[b] = Block{Size: 3}
 	checkBlockTable(t, tab, live)
 	// b's slot is after a's: a lookup of b meets a's first.
-	if got, ok := tab.take(b); !ok || got.Size != 3 {
+	if got, ok := tab.takeB(b); !ok || got.Size != 3 {
 		t.Fatalf("take %#x: %+v %v, want size 3", b, got, ok)
 	}
 	delete(live, b)
 	checkBlockTable(t, tab, live)
-	if _, ok := tab.take(b); ok {
+	if _, ok := tab.takeB(b); ok {
 		t.Fatalf("%#x taken twice", b)
 	}
-	if got, ok := tab.take(a); !ok || got.Size != 1 {
+	if got, ok := tab.takeB(a); !ok || got.Size != 1 {
 		t.Fatalf("take %#x: %+v %v, want size 1", a, got, ok)
 	}
 	delete(live, a)
@@ -216,7 +216,7 @@ func TestBlockTableGrow(t *testing.T) {
 	const n = 200000
 	for i := uint64(0); i < n; i++ {
 		a := 0x55a000000000 + i*48
-		tab.put(a, Block{Size: i, Time: i * 3})
+		tab.putB(a, Block{Size: i, Time: i * 3})
 		live[a] = Block{Size: i, Time: i * 3}
 	}
 	if len(tab.slots) != 1<<19 {
@@ -225,7 +225,7 @@ func TestBlockTableGrow(t *testing.T) {
 	checkBlockTable(t, tab, live)
 	for i := uint64(0); i < n; i += 2 {
 		a := 0x55a000000000 + i*48
-		if b, ok := tab.take(a); !ok || b.Size != i {
+		if b, ok := tab.takeB(a); !ok || b.Size != i {
 			t.Fatalf("take %#x: %+v %v", a, b, ok)
 		}
 		delete(live, a)
@@ -233,7 +233,7 @@ func TestBlockTableGrow(t *testing.T) {
 	checkBlockTable(t, tab, live)
 	for i := uint64(0); i < n/2; i++ {
 		a := 0x7f0000000000 + i*4096
-		tab.put(a, Block{Size: i + 7})
+		tab.putB(a, Block{Size: i + 7})
 		live[a] = Block{Size: i + 7}
 	}
 	if tab.used != n {
@@ -249,12 +249,12 @@ func TestBlockTableReusesEntries(t *testing.T) {
 	var window [64]uint64
 	for i := 0; i < 100000; i++ {
 		if a := window[i%64]; a != 0 {
-			if _, ok := tab.take(a); !ok {
+			if _, ok := tab.takeB(a); !ok {
 				t.Fatalf("take %#x: not found", a)
 			}
 		}
 		a := 0x10000 + uint64(i)*32
-		tab.put(a, Block{Size: 32})
+		tab.putB(a, Block{Size: 32})
 		window[i%64] = a
 	}
 	if tab.used > 64 {
@@ -280,17 +280,17 @@ func TestBlockTableKeepsEveryField(t *testing.T) {
 		}
 	}
 	tab := newBlockTable()
-	tab.put(0x1000, b)
+	tab.putB(0x1000, b)
 	if got, ok := tab.get(0x1000); !ok || got != b {
 		t.Errorf("get: %+v, want %+v", got, b)
 	}
-	if old, rep := tab.put(0x1000, b); !rep || old != b {
+	if old, rep := tab.putB(0x1000, b); !rep || old != b {
 		t.Errorf("put again replaced %+v, want %+v", old, b)
 	}
 	if got, ok := tab.get(0x1000); !ok || got != b {
 		t.Errorf("get after replacing: %+v, want %+v", got, b)
 	}
-	if got, ok := tab.take(0x1000); !ok || got != b {
+	if got, ok := tab.takeB(0x1000); !ok || got != b {
 		t.Errorf("take: %+v, want %+v", got, b)
 	}
 }
@@ -337,7 +337,7 @@ func TestBlockTableClone(t *testing.T) {
 	live := map[uint64]Block{}
 	putBlocks(tab, live, 1, 10000, 32)
 	for i := uint64(1); i <= 10000; i += 5 {
-		tab.take(i * 32)
+		tab.takeB(i * 32)
 		delete(live, i*32)
 	}
 	c := tab.clone()
@@ -348,18 +348,18 @@ func TestBlockTableClone(t *testing.T) {
 	// The parent allocates and frees; the child changes the same blocks
 	// otherwise.
 	for _, i := range []uint64{2, 3, 9000, 9001} {
-		tab.put(i*32+8, Block{Size: 1})
+		tab.putB(i*32+8, Block{Size: 1})
 		live[i*32+8] = Block{Size: 1}
-		tab.take(i * 32)
+		tab.takeB(i * 32)
 		delete(live, i*32)
-		c.put(i*32, Block{Size: 77})
+		c.putB(i*32, Block{Size: 77})
 		cLive[i*32] = Block{Size: 77}
 		c.setKind(i*32+32, i+1, event.Definite)
 		b := cLive[i*32+32]
 		b.Kind = event.Definite
 		cLive[i*32+32] = b
 	}
-	c.put(1<<40, Block{Size: 5})
+	c.putB(1<<40, Block{Size: 5})
 	cLive[1<<40] = Block{Size: 5}
 	checkBlockTable(t, tab, live)
 	checkBlockTable(t, c, cLive)
@@ -461,7 +461,7 @@ func TestBlockTableProbes(t *testing.T) {
 	} {
 		tab := newBlockTable()
 		for i := 0; i < c.n; i++ {
-			tab.put(c.base+uint64(i)*c.stride, Block{Size: 1})
+			tab.putB(c.base+uint64(i)*c.stride, Block{Size: 1})
 		}
 		probes := 0
 		for i := 0; i < c.n; i++ {
@@ -498,12 +498,14 @@ func (t *blockTable) probes(addr uint64) int {
 func BenchmarkBlockTableLoop(b *testing.B) {
 	tab := newBlockTable()
 	var live [64]uint64
+	var got Block
 	for i := 0; i < b.N; i++ {
 		addr := 0x10000 + uint64(i%1024)*64 + uint64(i/1024%16)*0x100000
 		if old := live[i%64]; old != 0 {
-			tab.take(old)
+			tab.take(old, &got)
 		}
-		tab.put(addr, Block{Size: uint64(16 + i%500), Time: uint64(i)})
+		blk := Block{Size: uint64(16 + i%500), Time: uint64(i)}
+		tab.put(addr, &blk, &got)
 		live[i%64] = addr
 	}
 }
@@ -512,7 +514,20 @@ func BenchmarkBlockTableLoop(b *testing.B) {
 // by bench/workloads/bigheap.c (the table out of cache, growing).
 func BenchmarkBlockTableBig(b *testing.B) {
 	tab := newBlockTable()
+	var old Block
 	for i := 0; i < b.N; i++ {
-		tab.put(0x55a000000000+uint64(i)*112, Block{Size: 100, Time: uint64(i)})
+		blk := Block{Size: 100, Time: uint64(i)}
+		tab.put(0x55a000000000+uint64(i)*112, &blk, &old)
 	}
+}
+
+// putB and takeB are put and take with blocks by value.
+func (t *blockTable) putB(addr uint64, b Block) (old Block, replaced bool) {
+	replaced = t.put(addr, &b, &old)
+	return old, replaced
+}
+
+func (t *blockTable) takeB(addr uint64) (b Block, ok bool) {
+	ok = t.take(addr, &b)
+	return b, ok
 }

@@ -114,7 +114,8 @@ func (p *Process) poolAlloc(ev *event.Event) {
 	}
 	key := ev.Addr | pl.num<<poolShift
 	b := Block{Size: ev.Size, Time: ev.Time, Site: p.stackOf(ev.Stack), Thread: ev.Thread, Fn: event.PoolAllocFn}
-	if old, replaced := p.blocks.put(key, b); replaced {
+	var old Block
+	if p.blocks.put(key, &b, &old) {
 		// Handed out again without a free: the program's pool reused
 		// it (valgrind's memcheck reports the same).
 		p.poolReleased(old)
@@ -160,7 +161,7 @@ func (p *Process) poolFree(ev *event.Event) {
 	}
 	b, ok := Block{}, false
 	if key != 0 {
-		b, ok = p.blocks.take(key)
+		ok = p.blocks.take(key, &b)
 	}
 	if !ok {
 		p.addError(Error{Kind: InvalidFree, Addr: ev.Addr, Stack: stack, Fn: event.PoolFreeFn, Thread: ev.Thread, Time: ev.Time})
@@ -189,8 +190,8 @@ func (p *Process) poolDestroy(ev *event.Event) {
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	stack := p.stackOf(ev.Stack)
 	for _, k := range keys {
-		b, ok := p.blocks.take(k)
-		if !ok {
+		var b Block
+		if !p.blocks.take(k, &b) {
 			continue
 		}
 		p.poolReleased(b)

@@ -517,7 +517,7 @@ func (p *Process) apply(ev *event.Event) {
 		if in != nil {
 			p.scopes.allocated(in, ev.Addr, b)
 		}
-		p.alloc(ev.Addr, b)
+		p.alloc(ev.Addr, &b)
 	case event.Agg:
 		p.agg(ev)
 	case event.Pending:
@@ -552,7 +552,8 @@ func (p *Process) apply(ev *event.Event) {
 		p.free(ev)
 	case event.ReallocBegin:
 		t := p.thread(ev.Thread)
-		b, ok := p.blocks.take(ev.Addr)
+		var b Block
+		ok := p.blocks.take(ev.Addr, &b)
 		ignored := false
 		if ok {
 			p.released(b)
@@ -644,8 +645,8 @@ func (p *Process) apply(ev *event.Event) {
 	}
 }
 
-// alloc adds a block.
-func (p *Process) alloc(addr uint64, b Block) {
+// alloc adds block *b (which it may change).
+func (p *Process) alloc(addr uint64, b *Block) {
 	if len(p.parked) > 0 {
 		if pf, ok := p.parked[addr]; ok && pf.Time >= b.born() {
 			// A free that arrived before its allocation: this is the
@@ -653,7 +654,7 @@ func (p *Process) alloc(addr uint64, b Block) {
 			delete(p.parked, addr)
 			p.counted(b)
 			p.freedBlock(addr, b, p.stackOf(pf.Stack), pf.Fn, pf.Thread)
-			p.checkFamily(addr, b, &pf, p.stackOf(pf.Stack))
+			p.checkFamily(addr, *b, &pf, p.stackOf(pf.Stack))
 			return
 		}
 		// A parked free older than this block waits on: it may be the
@@ -674,7 +675,8 @@ func (p *Process) alloc(addr uint64, b Block) {
 			}
 		}
 	}
-	if old, replaced := p.blocks.put(addr, b); replaced {
+	var old Block
+	if p.blocks.put(addr, b, &old) {
 		// The allocator handed out an address we think is live: its free
 		// is still on its way from another thread.
 		p.released(old)
@@ -693,7 +695,7 @@ func (p *Process) alloc(addr uint64, b Block) {
 }
 
 // counted accounts an allocation to its site and the totals.
-func (p *Process) counted(b Block) {
+func (p *Process) counted(b *Block) {
 	s := p.site(b.Site)
 	s.Allocs++
 	s.AllocBytes += b.Size
@@ -707,7 +709,7 @@ func (p *Process) counted(b Block) {
 	p.Totals.Allocations++
 	p.Totals.AllocatedBytes += b.Size
 	if p.obs != nil {
-		p.obs.Allocated(p, b)
+		p.obs.Allocated(p, *b)
 	}
 }
 
@@ -793,9 +795,9 @@ func (p *Process) released(b Block) {
 
 // freedBlock accounts a released block's free, by thread tid, to its
 // site.
-func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn, tid int32) {
+func (p *Process) freedBlock(addr uint64, b *Block, stack StackID, fn event.Fn, tid int32) {
 	if p.scopes != nil {
-		p.scopes.freed(addr, b, tid)
+		p.scopes.freed(addr, *b, tid)
 	}
 	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn, afn: b.Fn})
 	s := p.site(b.Site)
@@ -806,7 +808,7 @@ func (p *Process) freedBlock(addr uint64, b Block, stack StackID, fn event.Fn, t
 	}
 	p.Totals.Frees++
 	if p.obs != nil {
-		p.obs.Freed(p, b, fn, p.now)
+		p.obs.Freed(p, *b, fn, p.now)
 	}
 }
 
@@ -821,13 +823,13 @@ func (p *Process) free(ev *event.Event) {
 		if old, lok := p.limbo[ev.Addr]; lok {
 			if live, ok := p.blocks.get(ev.Addr); !ok || live.born() > ev.Time {
 				delete(p.limbo, ev.Addr)
-				p.freedBlock(ev.Addr, old, stack, ev.Fn, ev.Thread)
+				p.freedBlock(ev.Addr, &old, stack, ev.Fn, ev.Thread)
 				return
 			}
 		}
 	}
-	b, ok := p.blocks.take(ev.Addr)
-	if !ok {
+	var b Block
+	if !p.blocks.take(ev.Addr, &b) {
 		// Wait for the allocation: it may still be on its way.
 		if _, dup := p.parked[ev.Addr]; dup {
 			prev := p.parked[ev.Addr]
@@ -838,7 +840,7 @@ func (p *Process) free(ev *event.Event) {
 	}
 	p.released(b)
 	p.unignore(ev.Addr)
-	p.freedBlock(ev.Addr, b, stack, ev.Fn, ev.Thread)
+	p.freedBlock(ev.Addr, &b, stack, ev.Fn, ev.Thread)
 	if ev.Kind == event.Free && ev.Temporary() {
 		// The agent saw no allocation on the thread in between.
 		p.Totals.Temporary++
@@ -847,13 +849,27 @@ func (p *Process) free(ev *event.Event) {
 	p.checkFamily(ev.Addr, b, ev, stack)
 }
 
-// checkFamily reports a block released by the wrong kind of call.
+// checkFamily reports a block released by the wrong kind of call. It runs
+// at every free: small enough to inline, with the families from tables.
 func (p *Process) checkFamily(addr uint64, b Block, ev *event.Event, stack StackID) {
-	if af, ff := b.Fn.AllocFamily(), ev.Fn.FreeFamily(); af != ff {
-		p.addError(Error{Kind: MismatchedFree, Addr: addr, Stack: stack, AllocStack: b.Site,
-			Fn: ev.Fn, AllocFn: b.Fn, Thread: ev.Thread, Time: ev.Time})
+	if allocFamily[b.Fn] != freeFamily[ev.Fn] {
+		p.mismatchedFree(addr, b, ev, stack)
 	}
 }
+
+func (p *Process) mismatchedFree(addr uint64, b Block, ev *event.Event, stack StackID) {
+	p.addError(Error{Kind: MismatchedFree, Addr: addr, Stack: stack, AllocStack: b.Site,
+		Fn: ev.Fn, AllocFn: b.Fn, Thread: ev.Thread, Time: ev.Time})
+}
+
+// allocFamily and freeFamily are Fn.AllocFamily and Fn.FreeFamily of
+// every Fn.
+var allocFamily, freeFamily = func() (a, f [256]event.Family) {
+	for i := range a {
+		a[i], f[i] = event.Fn(i).AllocFamily(), event.Fn(i).FreeFamily()
+	}
+	return a, f
+}()
 
 // invalidFree reports a free that matched no allocation.
 func (p *Process) invalidFree(ev *event.Event) {
@@ -899,7 +915,8 @@ func (p *Process) realloc(ev *event.Event) {
 	t.realloc = pendingRealloc{}
 	if ev.Addr != 0 && (!pr.active || pr.addr != ev.Addr) {
 		// No begin record seen for this call: take the block now.
-		b, ok := p.blocks.take(ev.Addr)
+		var b Block
+		ok := p.blocks.take(ev.Addr, &b)
 		ignored := false
 		if ok {
 			p.released(b)
@@ -912,7 +929,7 @@ func (p *Process) realloc(ev *event.Event) {
 		if ev.Size == 0 && ev.Addr != 0 {
 			// realloc(p, 0) freed p.
 			if pr.known {
-				p.freedBlock(ev.Addr, pr.block, stack, ev.Fn, ev.Thread)
+				p.freedBlock(ev.Addr, &pr.block, stack, ev.Fn, ev.Thread)
 				p.checkReallocFamily(ev, pr.block, stack)
 			} else {
 				p.invalidFree(ev)
@@ -936,7 +953,7 @@ func (p *Process) realloc(ev *event.Event) {
 	}
 	if ev.Addr != 0 {
 		if pr.known {
-			p.freedBlock(ev.Addr, pr.block, stack, ev.Fn, ev.Thread)
+			p.freedBlock(ev.Addr, &pr.block, stack, ev.Fn, ev.Thread)
 			p.checkReallocFamily(ev, pr.block, stack)
 		} else {
 			p.invalidFree(ev)
@@ -948,12 +965,13 @@ func (p *Process) realloc(ev *event.Event) {
 	if in != nil {
 		p.scopes.allocated(in, to, b)
 	}
-	p.alloc(to, b)
+	p.alloc(to, &b)
 }
 
 // restore puts back a block that a failed realloc did not release.
 func (p *Process) restore(addr uint64, b Block) {
-	p.blocks.put(addr, b)
+	var old Block
+	p.blocks.put(addr, &b, &old)
 	s := p.site(b.Site)
 	s.LiveBlocks++
 	s.LiveBytes += b.Size

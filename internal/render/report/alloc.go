@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
-	"github.com/leakpath/leakpath/internal/target/wire"
 )
 
 // Allocator is an allocator an image used other than glibc's: how its
@@ -120,16 +120,18 @@ func (r *Report) Allocators(p *heap.Process) []Allocator {
 		}
 		a := &out[i]
 		switch f.Outcome {
-		case wire.FamilyHooked:
+		case event.FamilyHooked:
 			a.How = "interposed"
-		case wire.FamilyTraced:
+		case event.FamilyTraced:
 			a.Functions = append(a.Functions, f.Name)
-		case wire.FamilyRefused:
+		case event.FamilyRefused:
 			a.Untraced = append(a.Untraced, f.Name+" (its first instructions could not be moved)")
-		case wire.FamilyThreads:
+		case event.FamilyThreads:
 			a.Untraced = append(a.Untraced, f.Name+" (the program had threads at the start)")
-		case wire.FamilyUnfollowed:
+		case event.FamilyUnfollowed:
 			a.Untraced = append(a.Untraced, f.Name+" (its module came through a dlopen leakpath could not follow)")
+		case event.FamilyNoSlot:
+			a.Untraced = append(a.Untraced, f.Name+" (more allocator families than leakpath has room for: eight)")
 		default:
 			a.Untraced = append(a.Untraced, f.Name+" (its code could not be written)")
 		}

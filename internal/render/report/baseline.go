@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/leakpath/leakpath/internal/model/event"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // Baseline is the leak sites of an earlier report (run --baseline): a

@@ -8,7 +8,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // ScopeRow is one scope name of an image (heap.Scope) as the reports

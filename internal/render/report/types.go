@@ -9,7 +9,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // evidenceNames name event.Type* (the JSON keys and the text's words).

@@ -7,13 +7,13 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/symbols/symbolize"
 	"github.com/leakpath/leakpath/internal/symbols/symcache"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // typesDump describes what a Module says of its globals: their
@@ -59,8 +59,8 @@ func TestTypesCache(t *testing.T) {
 	// containers, laid out through their template arguments.
 	path := filepath.Join(t.TempDir(), "containers")
 	src := filepath.Join("..", "..", "..", "testdata", "fixtures", "containers.cc")
-	if out, err := exec.Command("g++", "-g", "-O2", "-o", path, src).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
+	if err := testfixture.Compile("g++", path, "-g", "-O2", src); err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	t.Cleanup(forgetTypesCacheMaps)

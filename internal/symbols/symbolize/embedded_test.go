@@ -2,12 +2,13 @@ package symbolize
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // TestEmbeddedDWARF: a library compiled with -g carries its DWARF, one
@@ -34,9 +35,8 @@ func TestEmbeddedDWARF(t *testing.T) {
 		{"libstripped.so", []string{"-g", "-Wl,-s"}, false},
 	} {
 		out := filepath.Join(dir, c.name)
-		args := append([]string{"-shared", "-fPIC", "-o", out, src}, c.flags...)
-		if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s %v: %v\n%s", cc, args, err, b)
+		if err := testfixture.Compile(cc, out, append([]string{"-shared", "-fPIC", src}, c.flags...)...); err != nil {
+			t.Fatal(err)
 		}
 		if got := EmbeddedDWARF(out); got != c.want {
 			t.Errorf("%s (%v): EmbeddedDWARF %v, want %v", c.name, c.flags, got, c.want)

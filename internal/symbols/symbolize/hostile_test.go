@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // TestHostileDebugFiles: the files the symbolizer opens are named by the
@@ -124,8 +126,8 @@ func TestCacheDirOthersMayWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	prog := filepath.Join(dir, "prog")
-	if b, err := exec.Command(cc, "-g", "-Wl,--build-id", "-o", prog, src).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, b)
+	if err := testfixture.Compile(cc, prog, "-g", "-Wl,--build-id", src); err != nil {
+		t.Fatal(err)
 	}
 	f, err := openELF(prog)
 	if err != nil {

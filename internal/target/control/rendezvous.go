@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/leakpath/leakpath/internal/render/termsafe"
+	"github.com/leakpath/leakpath/internal/sys/termsafe"
 )
 
 // The rendezvous of `leakpath attach` with `leakpath snapshot` and

@@ -5,8 +5,10 @@
 // header.
 package wire
 
+import "github.com/leakpath/leakpath/internal/model/event"
+
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 12
+const Version = 13
 
 // Magic numbers.
 const (
@@ -73,16 +75,15 @@ const (
 	RecMax    = 29
 )
 
-// RecFamily's outcomes (LP_FAMILY_*).
+// RecFamily's outcomes (LP_FAMILY_*): the model's names for them.
 const (
-	FamilyTraced  = 1 // its entry patched: its calls are recorded
-	FamilyRefused = 2 // its first instructions could not be moved
-	FamilyThreads = 3 // the process had threads already: not patched
-	FamilyFailed  = 4 // the code could not be written, or no room near it
-	FamilyHooked  = 5 // another library's malloc, which the hooks call: traced as glibc's
-	// FamilyUnfollowed: its module came through a dlopen the agent
-	// could not follow (see docs/allocators.md): not patched.
-	FamilyUnfollowed = 6
+	FamilyTraced     = event.FamilyTraced
+	FamilyRefused    = event.FamilyRefused
+	FamilyThreads    = event.FamilyThreads
+	FamilyFailed     = event.FamilyFailed
+	FamilyHooked     = event.FamilyHooked
+	FamilyUnfollowed = event.FamilyUnfollowed
+	FamilyNoSlot     = event.FamilyNoSlot
 
 	FamilyNameMax = 63  // bytes of a RecFamily's name
 	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
@@ -234,6 +235,7 @@ const (
 	OffStaleCount        = 1040 // agent: slot pages
 	OffStalePage         = 1044 // agent: bytes per slot page
 	OffAllocFamilies     = 1048 // collector: prefixes of more allocator families (run --alloc-family)
+	OffStaleEpochs       = 1304 // collector: stale epochs ended so far
 
 	// struct lp_own_table
 	OwnMax         = 256

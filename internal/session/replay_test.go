@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"path/filepath"
@@ -11,8 +11,9 @@ import (
 )
 
 // writeLoopTrace writes a trace of n allocations, each freed 50 later
-// (the last 50 not), in small chunks: many batches to read ahead.
-func writeLoopTrace(t *testing.T, n int) string {
+// (the last 50 not), in small chunks: many batches to read ahead. It
+// returns the events it wrote too.
+func writeLoopTrace(t *testing.T, n int) (string, []event.Event) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "loop.lpt")
 	w, err := tracefile.CreateOptions(path, tracefile.Meta{Command: []string{"loop"}}, tracefile.Options{ChunkSize: 4096})
@@ -37,22 +38,24 @@ func writeLoopTrace(t *testing.T, n int) string {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return path, evs
 }
 
 // TestLoadTraceReadsAhead: a trace replayed with its batches read ahead
-// gives the model a replay event by event gives, and tells progress up to
-// the file's size.
+// gives the model its events give applied one by one, and tells progress
+// up to the file's size.
 func TestLoadTraceReadsAhead(t *testing.T) {
 	const n = 20000
-	path := writeLoopTrace(t, n)
+	path, evs := writeLoopTrace(t, n)
 	var last, total int64
-	lt, err := loadTraceProgress(path, nil, func(done, size int64) { last, total = done, size })
+	lt, err := loadTrace(path, nil, func(done, size int64) { last, total = done, size })
 	if err != nil {
 		t.Fatal(err)
 	}
 	seq := heap.NewSession()
-	eachTraceEvent(t, path, func(ev *event.Event) { seq.Apply([]event.Event{*ev}) })
+	for _, ev := range evs {
+		seq.Apply([]event.Event{ev})
+	}
 	got, want := lt.model.Procs[0].Totals, seq.Procs[0].Totals
 	if got != want || got.Allocations != n || got.LiveBlocks != 50 {
 		t.Errorf("read ahead: %+v\nevent by event: %+v (want %d allocations, 50 live)", got, want, n)
@@ -65,7 +68,8 @@ func TestLoadTraceReadsAhead(t *testing.T) {
 // TestReadAheadStops: stopping after the first batch ends the reading
 // goroutine (the reader can then be closed) instead of leaving it blocked.
 func TestReadAheadStops(t *testing.T) {
-	r, err := tracefile.Open(writeLoopTrace(t, 20000))
+	path, _ := writeLoopTrace(t, 20000)
+	r, err := tracefile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +83,7 @@ func TestReadAheadStops(t *testing.T) {
 	go func() { ahead.stop(); ahead.stop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(hangGuard):
+	case <-time.After(3 * time.Minute): // a hang guard, far above any slowdown
 		t.Fatal("stop did not return: the reading goroutine is stuck")
 	}
 }

@@ -1,0 +1,133 @@
+package collect
+
+import (
+	"io"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/heap"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
+)
+
+// traceEvents returns the events of the trace named by $LPT_FILE and its
+// time shift, or skips.
+func traceEvents(b *testing.B) ([]event.Event, uint) {
+	path := os.Getenv("LPT_FILE")
+	if path == "" {
+		b.Skip("needs LPT_FILE (a trace, e.g. of bench/workloads/longlived.c)")
+	}
+	r, err := tracefile.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var evs []event.Event
+	buf := make([]event.Event, 0, 4096)
+	for {
+		buf, err = r.Next(buf)
+		evs = append(evs, buf...)
+		if err == io.EOF {
+			return evs, r.TimeShift()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// threadCPU is the CPU time of the calling thread and of the process.
+func threadCPU() (thread, proc time.Duration) {
+	var t, p syscall.Rusage
+	syscall.Getrusage(1, &t) // RUSAGE_THREAD
+	syscall.Getrusage(syscall.RUSAGE_SELF, &p)
+	d := func(r *syscall.Rusage) time.Duration { return time.Duration(r.Utime.Nano() + r.Stime.Nano()) }
+	return d(&t), d(&p)
+}
+
+// BenchmarkSinkStages is what the sink does per event of a real trace
+// (LPT_FILE=x.lpt go test -bench SinkStages): the model update, the trace
+// encoding (on the sink's goroutine) and the trace with its compression
+// (on the writer's), in CPU time per event. The events come in batches
+// of 4,096 copied in first, as the pipelines hand them over.
+func BenchmarkSinkStages(b *testing.B) {
+	evs, shift := traceEvents(b)
+	stages := []struct {
+		name         string
+		model, trace bool
+		compression  tracefile.Compression
+	}{
+		{"model", true, false, 0},
+		{"trace-fastest", false, true, tracefile.CompressFastest},
+		{"trace-default", false, true, tracefile.CompressDefault},
+		{"both", true, true, tracefile.CompressFastest},
+	}
+	for _, st := range stages {
+		b.Run(st.name, func(b *testing.B) {
+			batch := make([]event.Event, 4096)
+			runtime.GC()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			t0, p0 := threadCPU()
+			for b.Loop() {
+				m := heap.NewSession()
+				var w *tracefile.Writer
+				if st.trace {
+					var err error
+					w, err = tracefile.NewWriterOptions(io.Discard, tracefile.Meta{}, tracefile.Options{Compression: st.compression, TimeShift: shift})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := 0; i < len(evs); i += len(batch) {
+					n := copy(batch, evs[i:])
+					if st.model {
+						m.Apply(batch[:n])
+					}
+					if w != nil {
+						if err := w.Write(batch[:n]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if w != nil {
+					if err := w.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			t1, p1 := threadCPU()
+			n := float64(len(evs)) * float64(b.N)
+			b.ReportMetric(float64(t1-t0)/n, "sink-cpu-ns/event")
+			b.ReportMetric(float64(p1-p0)/n, "cpu-ns/event")
+		})
+	}
+}
+
+// BenchmarkMerge is the pipeline's merge of two rings' events (a thread
+// that records nearly everything, another nearly nothing) in drains of
+// 1,024, taken in order.
+func BenchmarkMerge(b *testing.B) {
+	const drain = 1024
+	evs := make([]event.Event, 64*drain)
+	for i := range evs {
+		evs[i] = event.Event{Kind: event.Alloc, Time: uint64(10 + 3*i), Addr: uint64(i)}
+	}
+	out := make([]event.Event, 0, 2*drain)
+	var m merger
+	for b.Loop() {
+		for i := 0; i < len(evs); i += drain {
+			q := m.Buffer(0)
+			from := len(*q)
+			*q = append(*q, evs[i:i+drain]...)
+			m.Filled(0, from)
+			m.Buffer(1)
+			out = m.take(evs[i].Time, false, out[:0])
+		}
+		out = m.take(0, true, out[:0])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
+}
