@@ -303,7 +303,7 @@ static uint32_t lp_define(struct lp_thread *t, uint64_t *buf, int n)
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf);
 static uint32_t lp_lookup(struct lp_thread *t, struct lp_stacktab *s, uint64_t *buf, int n);
-static inline int lp_trail_holds(const struct lp_trail *tr);
+static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_trail *tr);
 
 /* lp_recent_ways returns the set of recent stacks of hook frame fp: a set
  * per call site hash, so that the call sites of one function (its malloc
@@ -319,7 +319,7 @@ static inline struct lp_recent *lp_recent_ways(struct lp_stacktab *s, void *fp, 
 /* lp_recent_hit returns the id of a recent stack from the same hook frame
  * with the same stack above it (the same stack, without unwinding or
  * hashing), or 0. */
-static inline uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
+static inline __attribute__((always_inline)) uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
 {
 	uint32_t set;
 	if (LP_UNLIKELY(s->modgen != modgen))
@@ -373,41 +373,61 @@ static __attribute__((noinline)) uint32_t lp_stack_id_slow(struct lp_thread *t, 
 
 /* lp_trail_holds reports whether every slot of a recorded unwind still
  * holds what it held. */
-static inline int lp_trail_holds(const struct lp_trail *tr)
+static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_trail *tr)
 {
 	/* Two slots a load where they are a frame's saved rbp and return
 	 * address. */
 	typedef uintptr_t lp_v2 __attribute__((vector_size(16), aligned(8)));
+	/* The expected pairs are 16-aligned (lp_trail.val), so each XOR
+	 * takes its operand straight from memory. */
+	typedef uintptr_t lp_v2a __attribute__((vector_size(16), aligned(16)));
 	lp_v2 p0 = {0, 0}, p1 = {0, 0};
-	int i = 0;
 	/* Chained pairs: each frame's address is the rbp saved in the one
-	 * before, taken from the expected values already loaded (two loads a
-	 * pair, not three); two pairs an iteration. */
+	 * before, read from the expected values (scalar loads, independent of
+	 * the frames' own). */
+	const uintptr_t *v = tr->val, *end = tr->val + tr->chained;
 	uintptr_t a = tr->addr[0];
-	for (; i + 4 <= tr->chained; i += 4) {
-		lp_v2 e0 = *(const lp_v2 *)&tr->val[i], e1 = *(const lp_v2 *)&tr->val[i + 2];
-		p0 |= *(const lp_v2 *)a ^ e0;
-		p1 |= *(const lp_v2 *)e0[0] ^ e1;
-		a = e1[0];
+#define LP_PAIR(acc, at, k) ((acc) |= *(const lp_v2 *)(at) ^ *(const lp_v2a *)&v[k])
+	/* Straight into the odd frames' checks, then four an iteration. */
+	switch ((tr->chained >> 1) & 3) {
+	case 3:
+		LP_PAIR(p1, a, 0);
+		a = v[0];
+		v += 2;
+		/* fall through */
+	case 2:
+		LP_PAIR(p0, a, 0);
+		a = v[0];
+		v += 2;
+		/* fall through */
+	case 1:
+		LP_PAIR(p1, a, 0);
+		a = v[0];
+		v += 2;
+		/* fall through */
+	case 0:
+		break;
+	default:
+		__builtin_unreachable();
 	}
-	if (i < tr->chained) {
-		p0 |= *(const lp_v2 *)a ^ *(const lp_v2 *)&tr->val[i];
-		i += 2;
+	for (; v < end; v += 8) {
+		LP_PAIR(p0, a, 0);
+		LP_PAIR(p1, v[0], 2);
+		LP_PAIR(p0, v[2], 4);
+		LP_PAIR(p1, v[4], 6);
+		a = v[6];
 	}
-	for (; i < tr->paired; i += 2)
-		p1 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
+#undef LP_PAIR
+	for (int i = tr->chained; i < tr->paired; i += 2)
+		p1 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2a *)&tr->val[i];
 	p0 |= p1;
 	uintptr_t diff = p0[0] | p0[1];
 	/* Single slots: usually one or two (the frames of a library built
-	 * without frame pointers under the thread's start), straight. */
-	int left = tr->n - i;
-	if (LP_LIKELY(left <= 2)) {
-		if (left > 0)
-			diff |= (*(const uintptr_t *)tr->addr[i] ^ tr->val[i]) |
-				(*(const uintptr_t *)tr->addr[i + left - 1] ^ tr->val[i + left - 1]);
-		return diff == 0;
-	}
-	for (; i < tr->n; i++)
+	 * without frame pointers under the thread's start), set aside. */
+	if (LP_LIKELY(tr->few))
+		return (diff | (*(const uintptr_t *)tr->loose_addr[0] ^ tr->loose_val[0]) |
+			(*(const uintptr_t *)tr->loose_addr[1] ^ tr->loose_val[1])) == 0;
+	for (int i = tr->paired; i < tr->n; i++)
 		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
 	return diff == 0;
 }
@@ -436,6 +456,21 @@ static void lp_trail_pair(struct lp_trail *tr)
 	while (c < i && tr->addr[c] == tr->val[c - 2])
 		c += 2;
 	tr->chained = c;
+	/* The slots after the pairs, when at most two, where lp_trail_holds
+	 * reads them without a loop: the last one twice, or none (each slot
+	 * of loose_val holding itself). */
+	int left = tr->n - i;
+	tr->few = left <= 2;
+	for (int k = 0; k < 2; k++) {
+		int j = k < left ? i + k : i + left - 1;
+		if (left > 0) {
+			tr->loose_addr[k] = tr->addr[j];
+			tr->loose_val[k] = tr->val[j];
+		} else {
+			tr->loose_addr[k] = (uintptr_t)&tr->loose_val[k];
+			tr->loose_val[k] = (uintptr_t)&tr->loose_val[k];
+		}
+	}
 }
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
