@@ -38,6 +38,7 @@ struct lp_recent {
 struct lp_stacktab {
 	struct lp_recent recent[LP_RECENT];
 	uint8_t recent_next[LP_RECENT_SETS]; /* per set: the way to replace next */
+	struct lp_recent *recent_mru[LP_RECENT_SETS]; /* per set: the way that held last */
 	struct lp_stent *ents;
 	uint32_t cap;   /* power of two */
 	uint32_t count;
@@ -217,6 +218,8 @@ struct lp_stacktab *lp_stacktab_new(void)
 	}
 	s->cap = LP_ST_INIT_CAP;
 	s->arena_cap = LP_ST_INIT_ARENA;
+	for (uint32_t i = 0; i < LP_RECENT_SETS; i++)
+		s->recent_mru[i] = &s->recent[i * LP_RECENT_WAYS];
 	s->gen = 1;
 	return s;
 }
@@ -305,31 +308,27 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 static uint32_t lp_lookup(struct lp_thread *t, struct lp_stacktab *s, uint64_t *buf, int n);
 static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_trail *tr);
 
-/* lp_recent_ways returns the set of recent stacks of hook frame fp: a set
+/* lp_recent_set returns the set of recent stacks of hook frame fp: a set
  * per call site hash, so that the call sites of one function (its malloc
  * and its free) and one call site reached along several paths do not keep
  * evicting each other. */
-static inline struct lp_recent *lp_recent_ways(struct lp_stacktab *s, void *fp, uint32_t *set)
+static inline uint32_t lp_recent_set(void *fp)
 {
 	uintptr_t ra = ((const uintptr_t *)fp)[1];
-	*set = (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
-	return &s->recent[*set * LP_RECENT_WAYS];
+	return (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
 }
 
-/* lp_recent_hit returns the id of a recent stack from the same hook frame
- * with the same stack above it (the same stack, without unwinding or
- * hashing), or 0. */
+/* lp_recent_hit returns the id of the recent stack of fp's set that held
+ * last if it is from the same hook frame with the same stack above it
+ * (the same stack, without unwinding or hashing), or 0: then
+ * lp_stack_id_locked looks at the set's other ways. */
 static inline __attribute__((always_inline)) uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
 {
-	uint32_t set;
 	if (LP_UNLIKELY(s->modgen != modgen))
 		return 0; /* modules changed: lp_stack_id_locked empties them */
-	struct lp_recent *ways = lp_recent_ways(s, fp, &set);
-	for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
-		struct lp_recent *e = &ways[w];
-		if (e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail))
-			return e->id;
-	}
+	const struct lp_recent *e = s->recent_mru[lp_recent_set(fp)];
+	if (e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail))
+		return e->id;
 	return 0;
 }
 
@@ -418,15 +417,18 @@ static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_
 		a = v[6];
 	}
 #undef LP_PAIR
+	/* Then, usually, one or two single slots (the frames of a library
+	 * built without frame pointers under the thread's start), set
+	 * aside where they are read without a loop. */
+	if (LP_LIKELY(tr->few)) {
+		lp_v2 l = {*(const uintptr_t *)tr->loose_addr[0], *(const uintptr_t *)tr->loose_addr[1]};
+		p0 |= p1 | (l ^ *(const lp_v2a *)tr->loose_val);
+		return p0[0] == 0 && p0[1] == 0;
+	}
 	for (int i = tr->chained; i < tr->paired; i += 2)
 		p1 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2a *)&tr->val[i];
 	p0 |= p1;
 	uintptr_t diff = p0[0] | p0[1];
-	/* Single slots: usually one or two (the frames of a library built
-	 * without frame pointers under the thread's start), set aside. */
-	if (LP_LIKELY(tr->few))
-		return (diff | (*(const uintptr_t *)tr->loose_addr[0] ^ tr->loose_val[0]) |
-			(*(const uintptr_t *)tr->loose_addr[1] ^ tr->loose_val[1])) == 0;
 	for (int i = tr->paired; i < tr->n; i++)
 		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
 	return diff == 0;
@@ -456,11 +458,11 @@ static void lp_trail_pair(struct lp_trail *tr)
 	while (c < i && tr->addr[c] == tr->val[c - 2])
 		c += 2;
 	tr->chained = c;
-	/* The slots after the pairs, when at most two, where lp_trail_holds
-	 * reads them without a loop: the last one twice, or none (each slot
-	 * of loose_val holding itself). */
+	/* The slots after the chain, when all single and at most two, where
+	 * lp_trail_holds reads them without a loop: the last one twice, or
+	 * none (each slot of loose_val holding itself). */
 	int left = tr->n - i;
-	tr->few = left <= 2;
+	tr->few = c == i && left <= 2;
 	for (int k = 0; k < 2; k++) {
 		int j = k < left ? i + k : i + left - 1;
 		if (left > 0) {
@@ -484,10 +486,17 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 			lp_recent_clear(s);
 			s->modgen = modgen;
 		}
-		/* No recent stack holds (lp_stack_id looked): this unwind's
-		 * trail replaces one of the set. */
-		uint32_t set;
-		struct lp_recent *ways = lp_recent_ways(s, fp, &set);
+		/* The set's last way to hold does not (lp_stack_id looked):
+		 * another may; else this unwind's trail replaces one. */
+		uint32_t set = lp_recent_set(fp);
+		struct lp_recent *ways = &s->recent[set * LP_RECENT_WAYS];
+		for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
+			struct lp_recent *e = &ways[w];
+			if (e != s->recent_mru[set] && e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail)) {
+				s->recent_mru[set] = e;
+				return e->id;
+			}
+		}
 		rc = &ways[s->recent_next[set]];
 		s->recent_next[set] = (uint8_t)((s->recent_next[set] + 1) % LP_RECENT_WAYS);
 		rc->fp = 0;
@@ -502,6 +511,7 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 		lp_trail_pair(&rc->trail);
 		rc->fp = (uintptr_t)fp;
 		rc->id = id;
+		s->recent_mru[lp_recent_set(fp)] = rc;
 		s->recent_used |= 1ull << (rc - s->recent);
 	}
 	return id;
