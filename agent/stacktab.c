@@ -38,7 +38,6 @@ struct lp_recent {
 struct lp_stacktab {
 	struct lp_recent recent[LP_RECENT];
 	uint8_t recent_next[LP_RECENT_SETS]; /* per set: the way to replace next */
-	struct lp_recent *recent_mru[LP_RECENT_SETS]; /* per set: the way that held last */
 	struct lp_stent *ents;
 	uint32_t cap;   /* power of two */
 	uint32_t count;
@@ -218,8 +217,6 @@ struct lp_stacktab *lp_stacktab_new(void)
 	}
 	s->cap = LP_ST_INIT_CAP;
 	s->arena_cap = LP_ST_INIT_ARENA;
-	for (uint32_t i = 0; i < LP_RECENT_SETS; i++)
-		s->recent_mru[i] = &s->recent[i * LP_RECENT_WAYS];
 	s->gen = 1;
 	return s;
 }
@@ -318,17 +315,21 @@ static inline uint32_t lp_recent_set(void *fp)
 	return (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
 }
 
-/* lp_recent_hit returns the id of the recent stack of fp's set that held
- * last if it is from the same hook frame with the same stack above it
- * (the same stack, without unwinding or hashing), or 0: then
- * lp_stack_id_locked looks at the set's other ways. */
+/* lp_recent_hit returns the id of a recent stack from the same hook frame
+ * with the same stack above it (the same stack, without unwinding or
+ * hashing), or 0. The ways are looked at in a fixed order: stacks that
+ * take turns at one call site cost one check each (trying the one that
+ * held last first cost two). */
 static inline __attribute__((always_inline)) uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
 {
 	if (LP_UNLIKELY(s->modgen != modgen))
 		return 0; /* modules changed: lp_stack_id_locked empties them */
-	const struct lp_recent *e = s->recent_mru[lp_recent_set(fp)];
-	if (e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail))
-		return e->id;
+	const struct lp_recent *ways = &s->recent[lp_recent_set(fp) * LP_RECENT_WAYS];
+	for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
+		const struct lp_recent *e = &ways[w];
+		if (e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail))
+			return e->id;
+	}
 	return 0;
 }
 
@@ -388,26 +389,21 @@ static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_
 	uintptr_t a = tr->addr[0];
 #define LP_PAIR(acc, at, k) ((acc) |= *(const lp_v2 *)(at) ^ *(const lp_v2a *)&v[k])
 	/* Straight into the odd frames' checks, then four an iteration. */
-	switch ((tr->chained >> 1) & 3) {
-	case 3:
-		LP_PAIR(p1, a, 0);
-		a = v[0];
-		v += 2;
-		/* fall through */
-	case 2:
-		LP_PAIR(p0, a, 0);
-		a = v[0];
-		v += 2;
-		/* fall through */
-	case 1:
-		LP_PAIR(p1, a, 0);
-		a = v[0];
-		v += 2;
-		/* fall through */
-	case 0:
-		break;
-	default:
-		__builtin_unreachable();
+	/* The odd frames first, a test each way (a switch cost a chain of
+	 * compares, most where nothing is chained). */
+	int odd = (tr->chained >> 1) & 3;
+	if (LP_UNLIKELY(odd)) {
+		if (odd & 2) {
+			LP_PAIR(p0, a, 0);
+			LP_PAIR(p1, v[0], 2);
+			a = v[2];
+			v += 4;
+		}
+		if (odd & 1) {
+			LP_PAIR(p0, a, 0);
+			a = v[0];
+			v += 2;
+		}
 	}
 	for (; v < end; v += 8) {
 		LP_PAIR(p0, a, 0);
@@ -486,17 +482,10 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 			lp_recent_clear(s);
 			s->modgen = modgen;
 		}
-		/* The set's last way to hold does not (lp_stack_id looked):
-		 * another may; else this unwind's trail replaces one. */
+		/* No recent stack holds (lp_stack_id looked): this unwind's
+		 * trail replaces one of the set. */
 		uint32_t set = lp_recent_set(fp);
 		struct lp_recent *ways = &s->recent[set * LP_RECENT_WAYS];
-		for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
-			struct lp_recent *e = &ways[w];
-			if (e != s->recent_mru[set] && e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail)) {
-				s->recent_mru[set] = e;
-				return e->id;
-			}
-		}
 		rc = &ways[s->recent_next[set]];
 		s->recent_next[set] = (uint8_t)((s->recent_next[set] + 1) % LP_RECENT_WAYS);
 		rc->fp = 0;
@@ -511,7 +500,6 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 		lp_trail_pair(&rc->trail);
 		rc->fp = (uintptr_t)fp;
 		rc->id = id;
-		s->recent_mru[lp_recent_set(fp)] = rc;
 		s->recent_used |= 1ull << (rc - s->recent);
 	}
 	return id;
