@@ -38,6 +38,7 @@ struct lp_recent {
 struct lp_stacktab {
 	struct lp_recent recent[LP_RECENT];
 	uint8_t recent_next[LP_RECENT_SETS]; /* per set: the way to replace next */
+	struct lp_recent *recent_set[LP_RECENT_SETS]; /* per set: its first way (a load, not a multiply) */
 	struct lp_stent *ents;
 	uint32_t cap;   /* power of two */
 	uint32_t count;
@@ -217,6 +218,8 @@ struct lp_stacktab *lp_stacktab_new(void)
 	}
 	s->cap = LP_ST_INIT_CAP;
 	s->arena_cap = LP_ST_INIT_ARENA;
+	for (uint32_t i = 0; i < LP_RECENT_SETS; i++)
+		s->recent_set[i] = &s->recent[i * LP_RECENT_WAYS];
 	s->gen = 1;
 	return s;
 }
@@ -324,7 +327,7 @@ static inline __attribute__((always_inline)) uint32_t lp_recent_hit(struct lp_st
 {
 	if (LP_UNLIKELY(s->modgen != modgen))
 		return 0; /* modules changed: lp_stack_id_locked empties them */
-	const struct lp_recent *ways = &s->recent[lp_recent_set(fp) * LP_RECENT_WAYS];
+	const struct lp_recent *ways = s->recent_set[lp_recent_set(fp)];
 	for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
 		const struct lp_recent *e = &ways[w];
 		if (e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail))
