@@ -685,8 +685,19 @@ static void lp_family_patch(struct lp_thread *t, int s, const char *prefix, char
 	}
 }
 
+/* lp_family_noslot reports the functions of a family found when every
+ * slot is taken: not traced, and said so. */
+static void lp_family_noslot(struct lp_thread *t, char names[F_N][LP_FAM_PREFIX_MAX + 16], const struct lp_found *found,
+			     int nf)
+{
+	for (int f = 0; f < nf; f++)
+		if (found[f].addr)
+			lp_family_record(t, lp_fam_wire_fn[f], found[f].addr, LP_FAMILY_NOSLOT, names[f]);
+}
+
 static int lp_fam_started; /* lp_families_start ran */
 static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg);
+static void lp_dbg_install(void);
 
 void lp_families_start(void)
 {
@@ -783,12 +794,18 @@ void lp_families_start(void)
 		if (!found[F_MALLOC].addr || !found[F_FREE].addr)
 			continue;
 		int s = lp_fam_slot();
-		if (s < 0)
-			break;
+		if (s < 0) {
+			lp_family_noslot(t, names, found, nf);
+			continue;
+		}
 		if (threads < 0)
 			threads = !lp_one_thread();
 		lp_family_patch(t, s, prefixes[i], names, found, nf, threads ? LP_FAMILY_THREADS : 0, done, &ndone, &near);
 	}
+	if (threads < 0)
+		threads = !lp_one_thread();
+	if (!threads)
+		lp_dbg_install();
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
@@ -809,7 +826,9 @@ void lp_families_start(void)
  * that came while another thread's dlopen ran (it may be that one's, and
  * in use), nor for one a dlopen the agent did not follow brought (see
  * agent.c): their families are reported as not traced, when the next
- * dlopen or the exit finds them.
+ * dlopen or the exit finds them. All this is the fallback: where the
+ * loader's stop for debuggers is patched (lp_dbg_hit, below), each
+ * module is looked at there first, before its constructors run.
  */
 
 static int lp_dl_active;           /* hooked dlopens running */
@@ -842,6 +861,21 @@ static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* lp_examined_prune forgets the modules looked at that are not in now
+ * (unloaded): the next one at the same address is another. Under
+ * lp_fam_lock. */
+static void lp_examined_prune(const struct lp_dlsnap *now)
+{
+	int k = 0;
+	for (int i = 0; i < lp_nexamined; i++)
+		for (int j = 0; j < now->n; j++)
+			if (lp_examined[i] == now->bias[j]) {
+				lp_examined[k++] = lp_examined[i];
+				break;
+			}
+	lp_nexamined = k;
+}
+
 void lp_families_dlopen_begin(struct lp_dlsnap *s)
 {
 	s->n = 0;
@@ -861,18 +895,38 @@ struct lp_newmod {
 static struct lp_newmod lp_newmods[LP_NEWMODS];
 static int lp_nnewmods;
 
+/* lp_textrel reports whether module m has relocations in its code: the
+ * loader, relocating it after the debugger's hook (lp_dbg_hit), could
+ * write over an entry patched there. */
+static int lp_textrel(const struct lp_dynsyms *m)
+{
+	for (const ElfW(Dyn) *d = m->dyn; d && d->d_tag != DT_NULL; d++)
+		if (d->d_tag == DT_TEXTREL || (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_TEXTREL)))
+			return 1;
+	return 0;
+}
+
+struct lp_newmods_q {
+	const struct lp_dlsnap *s;
+	int fresh; /* lp_dbg_hit's look: modules not relocated yet */
+};
+
 static int lp_newmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	const struct lp_dlsnap *s = arg;
+	const struct lp_newmods_q *q = arg;
+	const struct lp_dlsnap *s = q->s;
 	for (int i = 0; i < lp_nexamined; i++)
 		if (lp_examined[i] == info->dlpi_addr)
 			return 0;
 	if (lp_nexamined >= LP_EXAMINED_MAX || lp_nnewmods >= LP_NEWMODS)
 		return 1; /* too many to tell: none looked at */
-	lp_examined[lp_nexamined++] = info->dlpi_addr;
 	struct lp_newmod *n = &lp_newmods[lp_nnewmods];
-	if (!lp_dynsyms_read(info, &n->m) == 0)
+	int rc = lp_dynsyms_read(info, &n->m);
+	if (rc == 0 && q->fresh && lp_textrel(&n->m))
+		return 0; /* looked at once relocated, after dlopen */
+	lp_examined[lp_nexamined++] = info->dlpi_addr;
+	if (rc != 0)
 		return 0;
 	n->before = 1;
 	for (int i = 0; s && i < s->n; i++)
@@ -915,8 +969,10 @@ static void lp_module_families(struct lp_thread *t, const struct lp_dynsyms *m, 
 			continue;
 		own |= i == 0;
 		int s = lp_fam_slot();
-		if (s < 0)
-			return;
+		if (s < 0) {
+			lp_family_noslot(t, names, found, nf);
+			continue;
+		}
 		struct lp_fam *fam = &lp_fams[s];
 		memset(fam->tramp, 0, sizeof fam->tramp);
 		fam->dl_base = m->bias;
@@ -935,22 +991,30 @@ static void lp_module_families(struct lp_thread *t, const struct lp_dynsyms *m, 
 
 /* lp_families_new looks at the modules loaded since the last look: those
  * that came with the dlopen followed (not in s; s NULL: none) are
- * patched when alone, the others reported. */
-static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int alone)
+ * patched when alone, the others reported; fresh: s is the modules of
+ * the loader's last stop (lp_dbg_hit), whose caller holds the loader's
+ * lock: a fork's or another thread's holding lp_fam_lock could wait for
+ * it (the modules are then left to the look after dlopen). */
+static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int alone, int fresh)
 {
 	int saved = errno;
 	lp_enter(&t->busy);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
+	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE)) {
+		if (fresh)
+			goto out;
 		sched_yield();
+	}
 	lp_nnewmods = 0;
-	dl_iterate_phdr(lp_newmods_cb, (void *)s);
+	struct lp_newmods_q q = {s, fresh};
+	dl_iterate_phdr(lp_newmods_cb, &q);
 	for (int i = 0; i < lp_nnewmods; i++)
 		lp_module_families(t, &lp_newmods[i].m,
 				   lp_newmods[i].before || !alone ? LP_FAMILY_UNFOLLOWED : 0);
 	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+out:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
@@ -968,7 +1032,7 @@ void lp_families_dlopen_end(const struct lp_dlsnap *s, int loaded)
 	/* The collector learns of the modules first: the report names the
 	 * allocator after its module. */
 	lp_modules_refresh(t, 0);
-	lp_families_new(t, s, alone);
+	lp_families_new(t, s, alone, 0);
 }
 
 void lp_families_exit(struct lp_thread *t)
@@ -976,7 +1040,7 @@ void lp_families_exit(struct lp_thread *t)
 	if (!lp_fam_started || !lp_hdr)
 		return;
 	lp_modules_refresh(t, 0);
-	lp_families_new(t, NULL, 0);
+	lp_families_new(t, NULL, 0, 0);
 }
 
 struct lp_dlgone {
@@ -1020,6 +1084,10 @@ void lp_families_dlclose(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
+	struct lp_dlsnap now = {0};
+	dl_iterate_phdr(lp_dlsnap_cb, &now);
+	if (!now.overflow)
+		lp_examined_prune(&now);
 	/* The slots of families whose module is gone: their code with it. */
 	for (int s = 1; s < LP_FAM_SLOTS; s++) {
 		if (!lp_fams[s].live || !lp_fams[s].dl_base)
@@ -1037,51 +1105,366 @@ void lp_families_dlclose(void)
  *
  * Built with -fexceptions, the agent's cleanups (LP_BUSY_CALL) are
  * landing pads: C's personality routine and _Unwind_Resume are the
- * unwinder's, libgcc_s's. Linked to it, the agent would load libgcc_s into
- * every program; these forward to the one the process has loaded instead,
- * found when an exception first passes through a cleanup (an exception
- * being thrown, an unwinder is there). Without one exported (a program
- * with its unwinder linked in), the cleanup is passed over as before.
+ * unwinder's. Linked to one, the agent would load it into every program;
+ * these forward to the unwinder that calls them instead: the module
+ * holding the personality's return address (the unwinder's phase loop).
+ * libgcc_s exports its C personality, which gets the call; LLVM's
+ * libunwind (libc++'s) exports the _Unwind_* accessors only, with which
+ * lp_c_personality does what libgcc's does. An unwinder that exports
+ * neither (one linked into the program) has the cleanup passed over.
  */
 
 typedef int (*lp_personality_t)(int, int, uint64_t, void *, void *);
 typedef void (*lp_resume_t)(void *);
-static lp_personality_t lp_real_personality;
-static lp_resume_t lp_real_resume;
+
+struct lp_unwinder {
+	uintptr_t lo, hi;             /* its module's code */
+	lp_personality_t personality; /* its C personality, if exported */
+	lp_resume_t resume;
+	void *(*lsda)(void *);
+	uintptr_t (*ip_info)(void *, int *);
+	uintptr_t (*region_start)(void *);
+	void (*set_gr)(void *, int, uintptr_t);
+	void (*set_ip)(void *, uintptr_t);
+};
+
+#define LP_UNWINDERS 4
+static struct lp_unwinder lp_unwinders[LP_UNWINDERS];
+static int lp_nunwinders;
+static int lp_unwinder_lock;
+/* The unwinder whose personality chose this thread's landing pad. */
+static __thread lp_resume_t lp_resume_next;
+static __thread struct lp_unwinder lp_unwinder_spare; /* the table is full */
+
+struct lp_unwinder_q {
+	uintptr_t pc;
+	struct lp_unwinder u;
+	int found;
+};
 
 static int lp_unwinder_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	(void)arg;
-	struct lp_dynsyms m;
-	struct lp_found pers, resume;
-	static const char pn[] = "__gcc_personality_v0", rn[] = "_Unwind_Resume";
-	if (lp_dynsyms_read(info, &m) != 0 || lp_find_in(&m, pn, &pers) <= 0 ||
-	    lp_find_in(&m, rn, &resume) <= 0)
+	struct lp_unwinder_q *q = arg;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int in = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr, b = a + ph->p_memsz;
+		in |= q->pc >= a && q->pc < b;
+		lo = a < lo ? a : lo;
+		hi = b > hi ? b : hi;
+	}
+	if (!in)
 		return 0;
-	__atomic_store_n(&lp_real_resume, (lp_resume_t)resume.addr, __ATOMIC_RELEASE);
-	__atomic_store_n(&lp_real_personality, (lp_personality_t)pers.addr, __ATOMIC_RELEASE);
+	struct lp_dynsyms m;
+	if (lp_dynsyms_read(info, &m) != 0)
+		return 1;
+	q->u.lo = lo;
+	q->u.hi = hi;
+	q->u.personality = (lp_personality_t)lp_dynsym_func(&m, "__gcc_personality_v0", NULL);
+	q->u.resume = (lp_resume_t)lp_dynsym_func(&m, "_Unwind_Resume", NULL);
+	q->u.lsda = (void *(*)(void *))lp_dynsym_func(&m, "_Unwind_GetLanguageSpecificData", NULL);
+	q->u.ip_info = (uintptr_t(*)(void *, int *))lp_dynsym_func(&m, "_Unwind_GetIPInfo", NULL);
+	q->u.region_start = (uintptr_t(*)(void *))lp_dynsym_func(&m, "_Unwind_GetRegionStart", NULL);
+	q->u.set_gr = (void (*)(void *, int, uintptr_t))lp_dynsym_func(&m, "_Unwind_SetGR", NULL);
+	q->u.set_ip = (void (*)(void *, uintptr_t))lp_dynsym_func(&m, "_Unwind_SetIP", NULL);
+	q->found = q->u.resume &&
+		   (q->u.personality || (q->u.lsda && q->u.ip_info && q->u.region_start && q->u.set_gr && q->u.set_ip));
 	return 1;
 }
 
-#define LP_URC_CONTINUE_UNWIND 8
-
-__attribute__((used)) int __gcc_personality_v0(int version, int actions, uint64_t cls, void *ue, void *ctx)
+/* lp_unwinder_at returns the unwinder whose code holds pc, or NULL. */
+static const struct lp_unwinder *lp_unwinder_at(uintptr_t pc)
 {
-	lp_personality_t real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
-	if (!real) {
-		dl_iterate_phdr(lp_unwinder_cb, NULL);
-		real = __atomic_load_n(&lp_real_personality, __ATOMIC_ACQUIRE);
-		if (!real)
-			return LP_URC_CONTINUE_UNWIND;
+	int n = __atomic_load_n(&lp_nunwinders, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++)
+		if (pc >= lp_unwinders[i].lo && pc < lp_unwinders[i].hi)
+			return &lp_unwinders[i];
+	struct lp_unwinder_q q = {.pc = pc};
+	dl_iterate_phdr(lp_unwinder_cb, &q);
+	if (!q.found)
+		return NULL;
+	while (__atomic_exchange_n(&lp_unwinder_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	n = lp_nunwinders;
+	int i;
+	for (i = 0; i < n; i++)
+		if (lp_unwinders[i].lo == q.u.lo)
+			break;
+	if (i == n && n < LP_UNWINDERS) {
+		lp_unwinders[n] = q.u;
+		__atomic_store_n(&lp_nunwinders, n + 1, __ATOMIC_RELEASE);
 	}
-	return real(version, actions, cls, ue, ctx);
+	__atomic_store_n(&lp_unwinder_lock, 0, __ATOMIC_RELEASE);
+	if (i < LP_UNWINDERS)
+		return &lp_unwinders[i];
+	lp_unwinder_spare = q.u;
+	return &lp_unwinder_spare;
 }
 
-/* Reached only from a landing pad the personality above chose, after it
- * found both. */
+/* lp_leb reads a LEB128 number at p (signed: sign-extended). */
+static const uint8_t *lp_leb(const uint8_t *p, int sign, uint64_t *v)
+{
+	uint64_t r = 0;
+	unsigned sh = 0;
+	uint8_t b;
+	do {
+		b = *p++;
+		if (sh < 64)
+			r |= (uint64_t)(b & 0x7f) << sh;
+		sh += 7;
+	} while (b & 0x80);
+	if (sign && sh < 64 && (b & 0x40))
+		r |= ~(uint64_t)0 << sh;
+	*v = r;
+	return p;
+}
+
+/* lp_encoded reads a value of DWARF pointer encoding enc (DW_EH_PE_*) at
+ * p into *v: NULL for an encoding a C cleanup's table does not use. */
+static const uint8_t *lp_encoded(const uint8_t *p, uint8_t enc, uintptr_t *v)
+{
+	const uint8_t *at = p;
+	uint64_t u = 0;
+	uint32_t u4;
+	uint16_t u2;
+	switch (enc & 0x0f) {
+	case 0x00: /* absptr */
+	case 0x04: /* udata8 */
+	case 0x0c: /* sdata8 */
+		memcpy(&u, p, 8);
+		p += 8;
+		break;
+	case 0x01: /* uleb128 */
+	case 0x09: /* sleb128 */
+		p = lp_leb(p, enc & 0x08, &u);
+		break;
+	case 0x02: /* udata2 */
+	case 0x0a: /* sdata2 */
+		memcpy(&u2, p, 2);
+		u = enc & 0x08 ? (uint64_t)(int64_t)(int16_t)u2 : u2;
+		p += 2;
+		break;
+	case 0x03: /* udata4 */
+	case 0x0b: /* sdata4 */
+		memcpy(&u4, p, 4);
+		u = enc & 0x08 ? (uint64_t)(int64_t)(int32_t)u4 : u4;
+		p += 4;
+		break;
+	default:
+		return NULL;
+	}
+	if ((enc & 0x70) == 0x10 && u) /* pcrel */
+		u += (uintptr_t)at;
+	else if (enc & 0x70)
+		return NULL;
+	if ((enc & 0x80) && u) /* indirect */
+		memcpy(&u, (const void *)(uintptr_t)u, 8);
+	*v = (uintptr_t)u;
+	return p;
+}
+
+#define LP_URC_FATAL_PHASE1_ERROR 3
+#define LP_URC_INSTALL_CONTEXT 7
+#define LP_URC_CONTINUE_UNWIND 8
+#define LP_UA_CLEANUP_PHASE 2
+
+/* lp_c_personality is C's personality routine (GCC's unwind-c.c) through
+ * unwinder u's accessors: a frame's cleanup runs in the second phase. */
+static int lp_c_personality(const struct lp_unwinder *u, int version, int actions, void *ue, void *ctx)
+{
+	if (version != 1)
+		return LP_URC_FATAL_PHASE1_ERROR;
+	if (!(actions & LP_UA_CLEANUP_PHASE))
+		return LP_URC_CONTINUE_UNWIND;
+	const uint8_t *p = u->lsda(ctx);
+	if (!p)
+		return LP_URC_CONTINUE_UNWIND;
+	uintptr_t start = u->region_start(ctx), lpstart = start;
+	uint64_t skip, len;
+	uint8_t enc = *p++;
+	if (enc != 0xff && !(p = lp_encoded(p, enc, &lpstart)))
+		return LP_URC_CONTINUE_UNWIND;
+	if (*p++ != 0xff) /* a type table's offset: none in C */
+		p = lp_leb(p, 0, &skip);
+	uint8_t cs = *p++;
+	p = lp_leb(p, 0, &len);
+	const uint8_t *end = p + len;
+	int before = 0;
+	uintptr_t ip = u->ip_info(ctx, &before);
+	if (!before)
+		ip--;
+	while (p < end) {
+		uintptr_t cs_start, cs_len, cs_lp;
+		if (!(p = lp_encoded(p, cs, &cs_start)) || !(p = lp_encoded(p, cs, &cs_len)) ||
+		    !(p = lp_encoded(p, cs, &cs_lp)))
+			return LP_URC_CONTINUE_UNWIND;
+		p = lp_leb(p, 0, &skip); /* its action */
+		if (ip < start + cs_start)
+			break; /* the table is sorted: not there */
+		if (ip >= start + cs_start + cs_len)
+			continue;
+		if (!cs_lp)
+			break;
+		u->set_gr(ctx, __builtin_eh_return_data_regno(0), (uintptr_t)ue);
+		u->set_gr(ctx, __builtin_eh_return_data_regno(1), 0);
+		u->set_ip(ctx, lpstart + cs_lp);
+		return LP_URC_INSTALL_CONTEXT;
+	}
+	return LP_URC_CONTINUE_UNWIND;
+}
+
+__attribute__((used, noinline)) int __gcc_personality_v0(int version, int actions, uint64_t cls, void *ue, void *ctx)
+{
+	const struct lp_unwinder *u = lp_unwinder_at((uintptr_t)__builtin_return_address(0));
+	if (!u)
+		return LP_URC_CONTINUE_UNWIND;
+	lp_resume_next = u->resume;
+	if (u->personality)
+		return u->personality(version, actions, cls, ue, ctx);
+	return lp_c_personality(u, version, actions, ue, ctx);
+}
+
+/* Reached only from a landing pad the personality above chose, on the
+ * same thread, with the unwinder that called it. */
 __attribute__((used, noreturn)) void _Unwind_Resume(void *ue)
 {
-	__atomic_load_n(&lp_real_resume, __ATOMIC_ACQUIRE)(ue);
+	lp_resume_next(ue);
 	__builtin_unreachable();
+}
+
+/* ==== The loader's stop for debuggers ====
+ *
+ * The dynamic linker calls _dl_debug_state (r_debug's r_brk, where
+ * debuggers break) once a load has mapped its modules, before it
+ * relocates them and runs their constructors. The agent patches that
+ * empty function to stop there too (lp_dbg_hit): a module mapped since
+ * the last stop has run no code yet, in any thread, so its families are
+ * patched then, whichever dlopen brought it (the program's, one the
+ * agent could not follow, the C library's own), and the blocks its
+ * constructors allocate through them are seen. Installed only at the
+ * start while the process has one thread, and only over the function
+ * glibc has there (a ret, or endbr64; ret, then padding); otherwise
+ * the agent's dlopen looks once dlopen returns, as before.
+ */
+
+static struct lp_dlsnap lp_dbg_prev; /* the modules at the last stop */
+static int lp_dbg_on;
+
+/* The patched entry jumps here, in place of _dl_debug_state's ret: the
+ * loader's registers are kept whole, caller-saved ones included. */
+__asm__(".text\n"
+	".p2align 4\n"
+	".globl lp_dbg_stub\n"
+	".hidden lp_dbg_stub\n"
+	".type lp_dbg_stub, @function\n"
+	"lp_dbg_stub:\n"
+	"\t.cfi_startproc\n"
+	"\tpush %rax\n\tpush %rcx\n\tpush %rdx\n\tpush %rsi\n\tpush %rdi\n"
+	"\tpush %r8\n\tpush %r9\n\tpush %r10\n\tpush %r11\n"
+	"\t.cfi_adjust_cfa_offset 72\n"
+	"\tsub $512, %rsp\n"
+	"\t.cfi_adjust_cfa_offset 512\n"
+	"\tfxsave64 (%rsp)\n"
+	"\tcall lp_dbg_hit\n"
+	"\tfxrstor64 (%rsp)\n"
+	"\tadd $512, %rsp\n"
+	"\t.cfi_adjust_cfa_offset -512\n"
+	"\tpop %r11\n\tpop %r10\n\tpop %r9\n\tpop %r8\n"
+	"\tpop %rdi\n\tpop %rsi\n\tpop %rdx\n\tpop %rcx\n\tpop %rax\n"
+	"\t.cfi_adjust_cfa_offset -72\n"
+	"\tret\n"
+	"\t.cfi_endproc\n"
+	".size lp_dbg_stub, .-lp_dbg_stub\n");
+void lp_dbg_stub(void);
+
+static void lp_dbg_snap(void)
+{
+	lp_dbg_prev.n = 0;
+	lp_dbg_prev.overflow = 0;
+	dl_iterate_phdr(lp_dlsnap_cb, &lp_dbg_prev);
+}
+
+__attribute__((used)) void lp_dbg_hit(void)
+{
+	/* Under the loader's lock: one stop at a time. RT_ADD: nothing
+	 * mapped yet. */
+	if (!__atomic_load_n(&lp_dbg_on, __ATOMIC_ACQUIRE) || _r_debug.r_state == RT_ADD)
+		return;
+	int saved = errno;
+	struct lp_thread *t = lp_hdr ? lp_rec_thread() : NULL;
+	if (t && !lp_dbg_prev.overflow) {
+		lp_modules_refresh(t, 0);
+		lp_families_new(t, &lp_dbg_prev, 1, 1);
+	}
+	lp_dbg_snap();
+	/* A module unloaded: the next one at its address is another (also
+	 * done after dlclose, which another dlopen may follow first). */
+	if (!lp_dbg_prev.overflow) {
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		if (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE)) {
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			errno = saved;
+			return; /* as above: pruned at the next stop */
+		}
+		lp_examined_prune(&lp_dbg_prev);
+		__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	errno = saved;
+}
+
+/* lp_dbg_install patches _dl_debug_state to jump to lp_dbg_stub, through
+ * an absolute jump on a page near it. */
+static void lp_dbg_install(void)
+{
+	uint8_t *e = (uint8_t *)_r_debug.r_brk;
+	if (!e)
+		return;
+	/* The function and the padding after it, up to the next 16 bytes:
+	 * ret, or endbr64; ret, then no-operation bytes. */
+	static const uint8_t endbr[] = {0xf3, 0x0f, 0x1e, 0xfa, 0xc3};
+	int ok = memcmp(e, endbr, sizeof endbr) == 0;
+	if (!ok && e[0] == 0xc3 && ((uintptr_t)e & 15) <= 16 - LP_JMP_LEN) {
+		ok = 1;
+		for (int i = 1; i < LP_JMP_LEN; i++)
+			ok &= e[i] == 0x90 || e[i] == 0x66 || e[i] == 0x2e || e[i] == 0x0f || e[i] == 0x1f ||
+			      e[i] == 0xcc;
+	}
+	if (!ok)
+		return;
+	long pg = sysconf(_SC_PAGESIZE);
+	if (pg <= 0)
+		pg = 4096;
+	uint8_t *page = lp_near_page((uintptr_t)e);
+	if (!page)
+		return;
+	uint64_t stub = (uint64_t)(uintptr_t)lp_dbg_stub;
+	page[0] = 0xff;
+	page[1] = 0x25;
+	memset(page + 2, 0, 4);
+	memcpy(page + 6, &stub, 8);
+	int32_t rel;
+	if (mprotect(page, (size_t)pg, PROT_READ | PROT_EXEC) != 0 ||
+	    lp_rel32((uintptr_t)e + LP_JMP_LEN, (uintptr_t)page, &rel) != 0) {
+		munmap(page, (size_t)pg);
+		return;
+	}
+	lp_dbg_snap();
+	__atomic_store_n(&lp_dbg_on, 1, __ATOMIC_RELEASE);
+	uintptr_t lo = (uintptr_t)e & ~((uintptr_t)pg - 1);
+	uintptr_t hi = ((uintptr_t)e + LP_JMP_LEN + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+		lp_dbg_on = 0;
+		return;
+	}
+	uint8_t code[LP_JMP_LEN] = {0xe9};
+	memcpy(code + 1, &rel, 4);
+	memcpy(e, code, LP_JMP_LEN);
+	mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC);
 }

@@ -44,7 +44,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 12u
+#define LP_WIRE_VERSION 13u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -123,6 +123,7 @@ enum {
 	LP_FAMILY_FAILED = 4,   /* the code could not be written (mprotect), or no room near it */
 	LP_FAMILY_HOOKED = 5,   /* another library's malloc, which the hooks call: traced as glibc's */
 	LP_FAMILY_UNFOLLOWED = 6, /* its module came through a dlopen the agent could not follow: not traced */
+	LP_FAMILY_NOSLOT = 7,   /* more families than the agent has room for (LP_FAM_SLOTS): not traced */
 };
 #define LP_FAMILY_NAME_MAX 63u
 #define LP_FAMILIES_MAX 256u /* bytes of lp_header.alloc_families, NUL included */
@@ -278,6 +279,11 @@ struct lp_header {
 	/* offset 1048, collector: more allocator families to trace by their
 	 * prefix (run --alloc-family), comma separated, NUL terminated */
 	char alloc_families[LP_FAMILIES_MAX];
+	/* offset 1304, collector: stale epochs ended so far (LP_HF_STALE),
+	 * bumped after each epoch's clear of the accessed bits, so that an
+	 * access after a program read the new count counts in the next
+	 * epoch (leakpath_stale_epoch) */
+	uint64_t stale_epochs;
 };
 
 /*

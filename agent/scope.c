@@ -1,6 +1,7 @@
 /*
  * scope.c - the program's own calls (agent/include/leakpath.h): scoped
- * monitors, and snapshots and leak checks at points of its choosing.
+ * monitors, snapshots and leak checks at points of its choosing, and the
+ * count of stale epochs.
  *
  * A scope is two records in the thread's ring, SCOPE_BEGIN (with its name
  * and depth) and SCOPE_END; the collector attributes what the thread
@@ -146,6 +147,18 @@ LP_EXPORT int __leakpath_leak_check(void)
 	if (r > INT_MAX)
 		return INT_MAX;
 	return (int)r;
+}
+
+/* The stale epochs ended so far (lp_header.stale_epochs), for a program
+ * that paces itself by them, not by the clock; -1 when no epochs are
+ * counted: not recorded, no --stale, no slot pool, or no collector. */
+LP_EXPORT long __leakpath_stale_epoch(void)
+{
+	struct lp_header *h = lp_hdr;
+	if (!h || !(h->flags & LP_HF_STALE) || !__atomic_load_n(&h->stale_base, __ATOMIC_ACQUIRE) ||
+	    !lp_collector_alive())
+		return -1;
+	return (long)(__atomic_load_n(&h->stale_epochs, __ATOMIC_ACQUIRE) & LONG_MAX);
 }
 
 /* lp_ask_fns notes the functions the program asks through, for the scan

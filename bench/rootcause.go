@@ -73,6 +73,8 @@ func rootCauseBench(runs int, lp string) error {
 		"found after: when the last path of the site was recorded; stops: ptrace stops of the traced thread.\n", runs)
 	if hw, why := ptrace.HardwareBreakpoints(); hw {
 		fmt.Println("paths recorded with hardware breakpoints (two stops per basic block, boring calls run through).")
+	} else if ptrace.SoftBreakpoints() {
+		fmt.Printf("paths recorded on software breakpoints (int3; a stop per conditional branch, call and return): %s.\n", why)
 	} else {
 		fmt.Printf("paths recorded a step at a time, boring calls and signal handlers too: %s.\n", why)
 	}

@@ -23,12 +23,19 @@
  *   leakpath_leak_check();             a leak check now: the number of blocks
  *                                      leaked so far (definite and possible)
  *
+ * Stale objects (`leakpath run --stale`, docs/stale.md):
+ *
+ *   leakpath_stale_epoch();            the epochs ended so far: what the
+ *                                      program touches after reading n
+ *                                      counts in epoch n+1; -1 without
+ *                                      leakpath --stale
+ *
  * Without leakpath the program runs unchanged: the functions are weak
  * references that the agent (libleakpath.so, preloaded by `leakpath run`)
  * defines; each call costs a load and a test when it is absent. Nothing
  * needs linking. The program's behaviour never depends on leakpath: only
- * the return values of leakpath_snapshot and leakpath_leak_check say
- * whether it is there.
+ * the return values of leakpath_snapshot, leakpath_leak_check and
+ * leakpath_stale_epoch say whether it is there.
  *
  * Scope names are copied when the scope begins (at most 127 bytes kept);
  * any string will do, literals are cheapest to read.
@@ -68,7 +75,8 @@ extern "C" {
 __asm__(".weak __leakpath_scope_begin\n\t.weak __leakpath_scope_end\n\t"
 	".weak __leakpath_snapshot\n\t.weak __leakpath_leak_check\n\t"
 	".weak __leakpath_pool_create\n\t.weak __leakpath_pool_destroy\n\t"
-	".weak __leakpath_pool_alloc\n\t.weak __leakpath_pool_free");
+	".weak __leakpath_pool_alloc\n\t.weak __leakpath_pool_free\n\t"
+	".weak __leakpath_stale_epoch");
 #define LEAKPATH__FN(sym, type)                                                   \
 	static inline type leakpath__fn_##sym(void)                               \
 	{                                                                         \
@@ -85,6 +93,7 @@ void __leakpath_pool_create(const void *pool) __attribute__((weak));
 void __leakpath_pool_destroy(const void *pool) __attribute__((weak));
 void __leakpath_pool_alloc(const void *pool, const void *addr, __SIZE_TYPE__ size) __attribute__((weak));
 void __leakpath_pool_free(const void *pool, const void *addr) __attribute__((weak));
+long __leakpath_stale_epoch(void) __attribute__((weak));
 #define LEAKPATH__FN(sym, type)                                                   \
 	static inline type leakpath__fn_##sym(void) { return &sym; }
 #endif
@@ -96,6 +105,7 @@ typedef int (*leakpath__check_fn)(void);
 typedef void (*leakpath__pool_fn)(const void *);
 typedef void (*leakpath__pool_alloc_fn)(const void *, const void *, __SIZE_TYPE__);
 typedef void (*leakpath__pool_free_fn)(const void *, const void *);
+typedef long (*leakpath__epoch_fn)(void);
 
 LEAKPATH__FN(__leakpath_scope_begin, leakpath__begin_fn)
 LEAKPATH__FN(__leakpath_scope_end, leakpath__end_fn)
@@ -105,6 +115,7 @@ LEAKPATH__FN(__leakpath_pool_create, leakpath__pool_fn)
 LEAKPATH__FN(__leakpath_pool_destroy, leakpath__pool_fn)
 LEAKPATH__FN(__leakpath_pool_alloc, leakpath__pool_alloc_fn)
 LEAKPATH__FN(__leakpath_pool_free, leakpath__pool_free_fn)
+LEAKPATH__FN(__leakpath_stale_epoch, leakpath__epoch_fn)
 
 /* leakpath_scope_begin opens scope name on the calling thread, inside
  * the scopes it has open. */
@@ -143,6 +154,19 @@ static inline int leakpath_leak_check(void)
 {
 	leakpath__check_fn f = leakpath__fn___leakpath_leak_check();
 	return f ? f() : 0;
+}
+
+/* leakpath_stale_epoch returns how many stale epochs (`--stale-epoch`)
+ * have ended: each ends once the collector has read and cleared the
+ * accessed bits, so what the program touches after it reads n counts in
+ * epoch n+1 (after a system call, on some virtual machines: see
+ * docs/stale.md). -1: no epochs are counted (not running under leakpath
+ * --stale, or the collector is gone), and none will be. For a program,
+ * a test say, that paces itself by epochs rather than by the clock. */
+static inline long leakpath_stale_epoch(void)
+{
+	leakpath__epoch_fn f = leakpath__fn___leakpath_stale_epoch();
+	return f ? f() : -1;
 }
 
 /* The pool calls are inlined even without optimisation: the object's

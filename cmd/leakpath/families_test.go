@@ -220,13 +220,13 @@ func TestAllocatorFamilies(t *testing.T) {
 	}
 }
 
-// TestAllocatorDlopenUnfollowed: a program that dlopens its allocator's
-// library by a bare name its RUNPATH resolves gets a dlopen the agent
-// cannot make on its behalf (see docs/allocators.md): the family is not
-// patched, and leakpath says so: the allocator line lists its functions
-// as not traced, a warning names them, and --check exits 24 (the
-// unmeasured code) instead of passing on allocations it never saw.
-func TestAllocatorDlopenUnfollowed(t *testing.T) {
+// TestAllocatorDlopenByRunpath: a program that dlopens its allocator's
+// library by a bare name its RUNPATH resolves makes a dlopen the agent
+// cannot make on its behalf (see docs/allocators.md). The family is
+// patched all the same, at the loader's stop for debuggers, before the
+// dlopen returns: the program's counts, and --check finds the leaks
+// (exit 23), not an allocator left untraced (24, as before).
+func TestAllocatorDlopenByRunpath(t *testing.T) {
 	dir, _ := pfxBuild(t, "je_")
 	bin := fixture(t, "allocs.c", "-DPREFIX=je_", `-DDLOPEN="libpfxje.so"`, "-Wl,--enable-new-dtags", "-Wl,-rpath,"+dir, "-ldl")
 	args := []string{bin, "1000", "100", "64", "first"}
@@ -238,14 +238,105 @@ func TestAllocatorDlopenUnfollowed(t *testing.T) {
 	if !bytes.Equal(r.stdout, plain.stdout) {
 		t.Errorf("stdout %q under leakpath, %q without", r.stdout, plain.stdout)
 	}
+	if r.code != 23 {
+		t.Errorf("--check exited %d, want 23 (leaks found)", r.code)
+	}
+	if want := "allocator: libpfxje.so, traced by patching the entries of je_malloc, je_calloc, je_realloc, je_free"; !strings.Contains(r.text, want) {
+		t.Errorf("the report does not say %q:\n%s", want, r.text)
+	}
+	if got := familyLeaks(t, r); got["definite"] != [2]uint64{6400, 100} || len(got) != 1 {
+		t.Errorf("the program's leaks by kind %v, want 100 definite blocks of 64 B", got)
+	}
+}
+
+// TestAllocatorDlopenConstructor: a library whose constructor allocates
+// 40 blocks through its own family, before dlopen returns; the program
+// frees 30 of them through that family and forgets 10. The family is
+// patched before the constructor runs: 40 allocations at the
+// constructor's site, 10 definite leaks of 48 B, no improper use (before:
+// the 40 were not seen, and the 30 frees read as invalid ones).
+func TestAllocatorDlopenConstructor(t *testing.T) {
+	bin := fixture(t, "ctoralloc.c", "-ldl")
+	for _, pfx := range []string{"je_", ""} {
+		t.Run("prefix="+pfx, func(t *testing.T) {
+			lib := filepath.Join(t.TempDir(), "libctor.so")
+			if err := testfixture.Compile("cc", lib, "-g", "-O2", "-shared", "-fPIC", "-fno-builtin", "-Wl,-Bsymbolic",
+				"-DPFX="+pfx, "-DCTOR=40", filepath.Join(root, "testdata", "fixtures", "pfxalloc.c")); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{bin, lib, pfx, "40", "30"}
+			plain := native(t, nil, args...)
+			if !bytes.Equal(plain.stdout, []byte("ctor 40 freed 30\n")) {
+				t.Fatalf("the fixture said %q natively: %s", plain.stdout, plain.stderr)
+			}
+			r := leakpath(t, nil, nil, args...)
+			sameBehaviour(t, r, plain)
+			for _, e := range r.image(t, "ctoralloc").Errors {
+				t.Errorf("improper use %s at %v", e.Kind, e.Stack)
+			}
+			got := map[string][2]uint64{}
+			for _, l := range r.image(t, "ctoralloc").Leaks {
+				for _, f := range l.Stack {
+					if f.Function == "ctor_alloc" {
+						s := got[l.Kind]
+						got[l.Kind] = [2]uint64{s[0] + l.Bytes, s[1] + l.Blocks}
+						break
+					}
+				}
+			}
+			if got["definite"] != [2]uint64{480, 10} || len(got) != 1 {
+				t.Errorf("the constructor's leaks by kind %v, want 10 definite blocks of 48 B", got)
+			}
+			if want := "LEAK 480 B in 10 blocks (definite) from malloc (10 of 40 allocated here)"; !strings.Contains(r.text, want) {
+				t.Errorf("the report does not say %q:\n%s", want, r.text)
+			}
+		})
+	}
+}
+
+// TestAllocatorFamilySlots: the agent has room for eight families, the
+// executable's own included (seven under a prefix). A program linked
+// with eight libraries, each with a family under a prefix --alloc-family
+// names, gets the first seven traced (the program's calls, through the
+// first, counted) and the eighth reported: its functions NOT traced, a
+// warning, and --check's exit 24 on a run with no leak, not a silent
+// drop.
+func TestAllocatorFamilySlots(t *testing.T) {
+	pfxs := []string{"pa_", "pb_", "pc_", "pd_", "pe_", "pf_", "pg_", "ph_"}
+	flags := []string{"-DPREFIX=pa_", "-Wl,--no-as-needed"} // the program calls the first family
+	run := []string{"--check"}
+	for _, p := range pfxs {
+		dir, _ := pfxBuild(t, p)
+		flags = append(flags, "-L"+dir, "-lpfx"+strings.TrimSuffix(p, "_"), "-Wl,-rpath,"+dir)
+		run = append(run, "--alloc-family", p)
+	}
+	bin := fixture(t, "allocs.c", flags...)
+	args := []string{bin, "1000", "0", "64", "first"}
+	plain := native(t, nil, args...)
+	if plain.code != 0 {
+		t.Fatalf("the fixture failed natively (%d): %s", plain.code, plain.stderr)
+	}
+	r := leakpath(t, run, nil, args...)
+	if !bytes.Equal(r.stdout, plain.stdout) {
+		t.Errorf("stdout %q under leakpath, %q without", r.stdout, plain.stdout)
+	}
 	if r.code != 24 {
 		t.Errorf("--check exited %d, want 24 (an allocator not traced)", r.code)
 	}
-	if want := "allocator: libpfxje.so; NOT traced: je_malloc (its module came through a dlopen leakpath could not follow)"; !strings.Contains(r.text, want) {
+	for _, p := range pfxs[:7] {
+		lib := "libpfx" + strings.TrimSuffix(p, "_") + ".so"
+		if want := "allocator: " + lib + ", traced by patching the entries of " + p + "malloc"; !strings.Contains(r.text, want) {
+			t.Errorf("the report does not say %q:\n%s", want, r.text)
+		}
+	}
+	if want := "allocator: libpfxph.so; NOT traced: ph_malloc (more allocator families than leakpath has room for: eight)"; !strings.Contains(r.text, want) {
 		t.Errorf("the report does not say %q:\n%s", want, r.text)
 	}
-	if !warned(r, "could not trace its allocator's je_malloc, je_calloc, je_realloc, je_free") {
+	if !warned(r, "could not trace its allocator's ph_malloc, ph_calloc, ph_realloc, ph_free") {
 		t.Errorf("no warning names the functions not traced:\n%s", r.stderr)
+	}
+	if c := r.image(t, "allocs").Totals.Calls["malloc"]; c < 1000 || c > 1100 {
+		t.Errorf("%d mallocs recorded, want the program's 1000 (and the runtime's few)", c)
 	}
 }
 
@@ -271,6 +362,9 @@ func TestThrowingNew(t *testing.T) {
 		{name: "libstdc++"},
 		{name: "libc++"},
 		{name: "replacement-library", flags: []string{lib, "-Wl,-rpath," + filepath.Dir(lib)}},
+		// Its exception crosses the agent's cleanup under LLVM's
+		// libunwind, libc++abi's unwinder: it crashed the program.
+		{name: "replacement-library-libc++"},
 		{name: "jemalloc", link: []string{"-ljemalloc"}},
 		{name: "tcmalloc-static", link: staticTcmalloc},
 	}
@@ -281,9 +375,13 @@ func TestThrowingNew(t *testing.T) {
 				t.Skipf("%v does not link here (the allocator is not installed)", b.link)
 			}
 			var bin string
-			if b.name == "libc++" {
+			switch b.name {
+			case "libc++":
 				bin = clangLibcxx(t, "thrownew.cc")
-			} else {
+			case "replacement-library-libc++":
+				cxxlib := clangLibcxx(t, "thrownew_lib.cc", "-shared", "-fPIC")
+				bin = clangLibcxx(t, "thrownew.cc", cxxlib, "-Wl,-rpath,"+filepath.Dir(cxxlib))
+			default:
 				bin = fixture(t, "thrownew.cc", append(b.flags, b.link...)...)
 			}
 			args := []string{bin, "1000", "10"}

@@ -69,33 +69,71 @@ func TestRootCauseShapes(t *testing.T) {
 		for _, opt := range []string{"-O1", "-O2"} {
 			t.Run(sh.name+opt, func(t *testing.T) {
 				t.Parallel()
-				src := filepath.Join(root, "testdata", "rootcause", "shapes", sh.name)
-				bin := fixtureCache.Build(t, src, "-g", opt, "-pthread")
-				start := time.Now()
-				want := native(t, nil, bin)
-				nat := time.Since(start)
-				start = time.Now()
-				r := leakpath(t, []string{"--root-cause", "--root-cause-slowdown", testSlowdown}, nil, bin)
-				under := time.Since(start)
-				sameBehaviour(t, r, want)
-				var d shapeDoc
-				if err := json.Unmarshal(r.reportJSON, &d); err != nil {
-					t.Fatal(err)
-				}
-				verdict := judgeShape(t, sh, src, d)
-				t.Logf("%s%s: %s; run %.1f s, natively %.1f s (%.2fx)", sh.name, opt, verdict.what,
-					under.Seconds(), nat.Seconds(), under.Seconds()/nat.Seconds())
-				switch {
-				case verdict.ok:
-				case verdict.falseClaim:
-					t.Errorf("false claim: %s\n%s", verdict.what, r.text)
-				case sh.notYet != "":
-					t.Skip("not yet found: " + sh.notYet + " (" + verdict.what + ")")
-				default:
-					t.Errorf("culprit not found: %s\n%s", verdict.what, r.text)
-				}
+				checkShape(t, sh, opt, testEnv())
 			})
 		}
+	}
+}
+
+// TestRootCauseShapesSoft runs the shapes at -O2 as on a machine whose
+// debug registers do not fire (LEAKPATH_HW_BREAKPOINTS=off): their paths
+// are recorded on software breakpoints, written into the code the
+// programs' other threads run too. The same culprits, the same absence
+// of claims, and each program's output, exit code and signals unchanged.
+func TestRootCauseShapesSoft(t *testing.T) {
+	exhaustive(t, "10 programs for seconds each; TestRootCauseSoft runs one on software breakpoints")
+	env := append(testEnv(), "LEAKPATH_HW_BREAKPOINTS=off")
+	for _, sh := range rootCauseShapes {
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			checkShape(t, sh, "-O2", env)
+		})
+	}
+}
+
+// TestRootCauseSoft is TestRootCauseShapesSoft for two shapes, in every
+// test run: a culprit found, and no claim for a program whose other
+// thread runs the code the int3s are written into.
+func TestRootCauseSoft(t *testing.T) {
+	env := append(testEnv(), "LEAKPATH_HW_BREAKPOINTS=off")
+	for _, sh := range rootCauseShapes {
+		if sh.name != "validate.c" && sh.name != "randomdrop.c" {
+			continue
+		}
+		t.Run(sh.name, func(t *testing.T) {
+			t.Parallel()
+			checkShape(t, sh, "-O2", env)
+		})
+	}
+}
+
+// checkShape builds shape sh at optimization opt, runs it natively and
+// with --root-cause in environment env, and judges the report.
+func checkShape(t *testing.T, sh rootCauseShape, opt string, env []string) {
+	src := filepath.Join(root, "testdata", "rootcause", "shapes", sh.name)
+	bin := fixtureCache.Build(t, src, "-g", opt, "-pthread")
+	start := time.Now()
+	want := native(t, nil, bin)
+	nat := time.Since(start)
+	start = time.Now()
+	r := leakpathEnv(t, env, []string{"--root-cause", "--root-cause-slowdown", testSlowdown}, nil, bin)
+	under := time.Since(start)
+	sameBehaviour(t, r, want)
+	var d shapeDoc
+	if err := json.Unmarshal(r.reportJSON, &d); err != nil {
+		t.Fatal(err)
+	}
+	verdict := judgeShape(t, sh, src, d)
+	t.Logf("%s%s: %s; run %.1f s, natively %.1f s (%.2fx)", sh.name, opt, verdict.what,
+		under.Seconds(), nat.Seconds(), under.Seconds()/nat.Seconds())
+	switch {
+	case verdict.ok:
+	case verdict.falseClaim:
+		t.Errorf("false claim: %s\n%s", verdict.what, r.text)
+	case sh.notYet != "":
+		t.Skip("not yet found: " + sh.notYet + " (" + verdict.what + ")")
+	default:
+		t.Errorf("culprit not found: %s\n%s", verdict.what, r.text)
 	}
 }
 

@@ -86,7 +86,7 @@ func (o *Options) defaults() {
 	}
 	if o.Budget <= 0 {
 		o.Budget = 10 * time.Second
-		if hw, _ := ptrace.HardwareBreakpoints(); !hw {
+		if hw, _ := ptrace.HardwareBreakpoints(); !hw && !ptrace.SoftBreakpoints() {
 			o.Budget = 30 * time.Second // stepping every instruction
 		}
 	}
@@ -121,7 +121,8 @@ type SiteTrace struct {
 	Paths *Paths
 	Note  string // why recording stopped early, if it did
 	// Cost: the time the windows took in all, and their ptrace stops;
-	// Last: when the last path ended, since the run started.
+	// Last: when the last path ended, since the site became a suspect
+	// (how long its answer took).
 	WindowTime time.Duration
 	Stops      int
 	Last       time.Duration
@@ -131,9 +132,10 @@ type SiteTrace struct {
 type suspect struct {
 	SiteTrace
 	agentIDs []uint32
-	ret      uint64   // the allocation's return address
-	frames   int      // user frames of the allocation stack
-	windows  []window // the paths recorded, in order
+	ret      uint64    // the allocation's return address
+	frames   int       // user frames of the allocation stack
+	since    time.Time // when the site became a suspect
+	windows  []window  // the paths recorded, in order
 	done     bool
 }
 
@@ -322,7 +324,7 @@ func (rc *rootCauses) judge(p *heap.Process) {
 			sus.done, changed = true, true
 			if sus.Note == "" && len(sus.windows) < windows {
 				sus.Note = "time budget spent"
-				if hw, _ := ptrace.HardwareBreakpoints(); !hw {
+				if hw, _ := ptrace.HardwareBreakpoints(); !hw && !ptrace.SoftBreakpoints() {
 					sus.Note += " (hardware breakpoints do not fire on this machine: every instruction was stepped, signal handlers too)"
 				}
 			}
@@ -384,7 +386,7 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 		frees = append(frees, userFrames(p, fs))
 	}
 	sus := &suspect{SiteTrace: SiteTrace{Site: site, Frames: alloc, EndDepth: min(endDepth(alloc, frees), maxEndDepth)},
-		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc)}
+		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), since: time.Now()}
 	if sus.EndDepth < 0 {
 		// Freed by other threads: a path ends when the allocating
 		// function returns.
@@ -561,7 +563,8 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		rc.code, rc.boring = steptrace.NewCode(), boringCode(pid)
 	}
 	hw, _ := ptrace.HardwareBreakpoints()
-	if !hw && rc.vdso == nil {
+	soft := !hw && ptrace.SoftBreakpoints()
+	if !hw && !soft && rc.vdso == nil {
 		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) })
 	}
 	opts := steptrace.Options{
@@ -572,7 +575,8 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		Freed:    reg.WatchFreed,
 		MaxStops: o.WindowStopsLimit,
 		Deadline: time.Now().Add(o.WindowBudget),
-		StepOnly: !hw,
+		StepOnly: !hw && !soft,
+		Soft:     soft,
 		Caught:   func(sig int) bool { return ptrace.Caught(pid, sig) },
 		Vdso:     rc.vdso,
 		StopAt:   sus.ret,
@@ -613,7 +617,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 		stored = steptrace.Freed
 	}
 	sus.windows = append(sus.windows, window{sus.Paths.Add(evs, stored), path.Outcome, blk})
-	sus.Last = time.Since(rc.im.Started())
+	sus.Last = time.Since(sus.since)
 	if len(sus.windows) >= 3*o.Windows {
 		sus.done = true
 		rc.arm()

@@ -117,7 +117,9 @@ func (w *imageWatch) read(clear bool) *event.Event {
 	}
 	w.watched = st.Watched
 	ev := &event.Event{Kind: event.StaleEpoch, Proc: w.im.Proc, Time: w.im.Now(), X: &event.Extra{Stale: st}}
-	if !clear {
+	if clear {
+		reg.EndStaleEpoch()
+	} else {
 		ev.SetBetweenEpochs()
 	}
 	return ev

@@ -13,6 +13,16 @@
 // whatever its length. Calls into code that cannot matter (the C runtime,
 // the dynamic loader, leakpath's agent: Options.Boring) are run through
 // at full speed with a breakpoint on the return address.
+//
+// Where the debug registers do not fire (some hypervisors accept them and
+// never trap), Options.Soft does the same on software breakpoints: an
+// int3 written at each block end the thread meets, left in for the
+// window (ptrace.Stepper.Insert: the process's other threads are seized
+// so that one meeting an int3 is held, not killed, and all go when the
+// window's thread is detached). There a conditional branch is decided
+// from the flags the thread stopped with and a direct jump is followed
+// in the code, so a window stops about once per conditional branch,
+// call and return of the code it runs, not once per instruction.
 package steptrace
 
 import (
@@ -97,6 +107,18 @@ type Thread interface {
 	SetRegs(unix.PtraceRegs) error
 }
 
+// SoftThread is a Thread that can write software breakpoints into its
+// code (a ptrace.LockedStepper): the thread's other threads are held
+// rather than harmed if they meet one, and all of them go when it is
+// detached.
+type SoftThread interface {
+	Thread
+	Insert(addr uint64) error
+	// Original overwrites the breakpoints in b, read at addr, with
+	// the code's own bytes.
+	Original(addr uint64, b []byte)
+}
+
 // Options say what to record and when to stop.
 type Options struct {
 	// Read reads the process's memory (its code, and the GOT of a PLT
@@ -130,6 +152,10 @@ type Options struct {
 	// Vdso, with StepOnly, makes the vDSO's calls as system calls: a
 	// clock read stepped an instruction at a time can retry forever.
 	Vdso *Vdso
+	// Soft: hardware breakpoints do not fire here, and the thread is a
+	// SoftThread: the path is recorded on software breakpoints (int3
+	// written into the code) instead of a step at a time.
+	Soft bool
 	// StopAt (not 0): the path ends (Next) when the thread returns from
 	// a call it ran through to StopAt, the return address of the
 	// allocation the path began at, or reaches it while running a call
@@ -161,7 +187,8 @@ func Record(t Thread, opts Options) *Path {
 	if opts.Code == nil {
 		opts.Code = NewCode()
 	}
-	r := &recorder{t: t, opts: opts, code: opts.Code.blocks}
+	r := newRecorder(t, opts)
+	r.code = opts.Code.blocks
 	p := &Path{}
 	p.Outcome, p.Err = r.run(p)
 	p.Ended = p.Outcome == EndReached
@@ -177,14 +204,23 @@ func Record(t Thread, opts Options) *Path {
 // on a hardware breakpoint or, with opts.StepOnly, a step at a time,
 // within opts' budget; signals on the way run their handlers.
 func RunTo(t Thread, addr, rsp uint64, opts Options) (ptrace.Stop, error) {
-	r := &recorder{t: t, opts: opts}
+	r := newRecorder(t, opts)
 	st, err := r.runTo(addr, rsp)
 	t.SetBreakpoint(0, 0)
 	return st, err
 }
 
+func newRecorder(t Thread, opts Options) *recorder {
+	r := &recorder{t: t, opts: opts}
+	if st, ok := t.(SoftThread); ok && opts.Soft && !opts.StepOnly {
+		r.soft = st
+	}
+	return r
+}
+
 type recorder struct {
 	t     Thread
+	soft  SoftThread // with Options.Soft
 	opts  Options
 	code  map[uint64]*block // decoded blocks by start address
 	stops int
@@ -215,7 +251,7 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 		if r.spent() {
 			return Budget, nil
 		}
-		b, err := r.decode(cur.Rip)
+		b, err := r.decodeOn(cur.Rip)
 		if err != nil {
 			return Gone, err
 		}
@@ -231,12 +267,21 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 			}
 		}
 		at := cur
-		st, err := r.step()
-		if err != nil {
-			return outcomeOf(err), err
-		}
-		cur = st.Regs
 		fall := b.end + uint64(b.length)
+		if to, ok := r.emulate(b, cur); ok {
+			// A conditional branch decided by the flags: the thread
+			// is put where it goes, without a step.
+			cur.Rip = to
+			if err := r.t.SetRegs(cur); err != nil {
+				return Gone, err
+			}
+		} else {
+			st, err := r.step()
+			if err != nil {
+				return outcomeOf(err), err
+			}
+			cur = st.Regs
+		}
 		switch op := b.inst.Op; {
 		case isCond(op):
 			if r.opts.Branches == nil || r.opts.Branches(b.end) {
@@ -288,6 +333,13 @@ func outcomeOf(err error) Outcome {
 func (r *recorder) runThrough(fall, rsp uint64) (ptrace.Stop, error) {
 	stop := r.opts.StopAt
 	if stop == 0 || stop == fall || r.opts.StepOnly {
+		return r.runTo(fall, rsp)
+	}
+	if r.soft != nil {
+		// Left in: the thread is caught wherever it comes back.
+		if err := r.soft.Insert(stop); err != nil {
+			return ptrace.Stop{}, err
+		}
 		return r.runTo(fall, rsp)
 	}
 	if err := r.t.SetBreakpoint(1, stop); err != nil {
@@ -343,7 +395,12 @@ func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error))
 	if r.opts.StepOnly {
 		return r.stepTo(addr, rsp)
 	}
-	if err := r.t.SetBreakpoint(0, addr); err != nil {
+	if r.soft != nil {
+		// Left in for the window: a block's end is met again.
+		if err := r.soft.Insert(addr); err != nil {
+			return ptrace.Stop{}, err
+		}
+	} else if err := r.t.SetBreakpoint(0, addr); err != nil {
 		return ptrace.Stop{}, err
 	}
 	for {
@@ -358,7 +415,7 @@ func (r *recorder) runFrom(addr, rsp uint64, resume func() (ptrace.Stop, error))
 		if st.Breakpoint && st.Regs.Rip == addr && (rsp == 0 || st.Regs.Rsp >= rsp) {
 			return st, nil
 		}
-		if st.Breakpoint && st.Slot == 1 && r.opts.StopAt != 0 && st.Regs.Rip == r.opts.StopAt {
+		if st.Breakpoint && (st.Slot == 1 || st.Slot == -1) && r.opts.StopAt != 0 && st.Regs.Rip == r.opts.StopAt {
 			return st, errNext
 		}
 		resume = r.t.Cont
@@ -449,6 +506,9 @@ func (r *recorder) decode(addr uint64) (*block, error) {
 	pc := addr
 	for guard := 0; guard < 4096; guard++ {
 		n, err := r.opts.Read(pc, buf[:])
+		if r.soft != nil && n > 0 {
+			r.soft.Original(pc, buf[:n])
+		}
 		if n < 16 {
 			if err == nil {
 				err = errors.New("short read")
@@ -489,4 +549,80 @@ func isCond(op x86asm.Op) bool {
 		return true
 	}
 	return false
+}
+
+// decodeOn is decode; on software breakpoints, direct jumps are
+// followed: the thread takes them by itself, and a breakpoint is set
+// only where the way on is not known from the code.
+func (r *recorder) decodeOn(addr uint64) (*block, error) {
+	b, err := r.decode(addr)
+	for hops := 0; err == nil && r.soft != nil && hops < 16; hops++ {
+		rel, ok := b.inst.Args[0].(x86asm.Rel)
+		if b.inst.Op != x86asm.JMP || !ok {
+			break
+		}
+		b, err = r.decode(b.end + uint64(b.length) + uint64(int64(rel)))
+	}
+	return b, err
+}
+
+// emulate returns where the conditional branch ending b goes from regs
+// (the thread standing on it), on software breakpoints; ok false: it is
+// to be stepped.
+func (r *recorder) emulate(b *block, regs unix.PtraceRegs) (uint64, bool) {
+	rel, ok := b.inst.Args[0].(x86asm.Rel)
+	if r.soft == nil || !ok || b.inst.Op == x86asm.JMP {
+		return 0, false
+	}
+	taken, ok := condTaken(b.inst.Op, regs.Eflags)
+	if !ok {
+		return 0, false
+	}
+	fall := b.end + uint64(b.length)
+	if taken {
+		return fall + uint64(int64(rel)), true
+	}
+	return fall, true
+}
+
+// condTaken evaluates a conditional jump's condition on the flags; ok
+// false for the jumps that test a register (jrcxz, loop), stepped.
+func condTaken(op x86asm.Op, flags uint64) (taken, ok bool) {
+	cf, pf, zf := flags&1 != 0, flags&(1<<2) != 0, flags&(1<<6) != 0
+	sf, of := flags&(1<<7) != 0, flags&(1<<11) != 0
+	switch op {
+	case x86asm.JO:
+		return of, true
+	case x86asm.JNO:
+		return !of, true
+	case x86asm.JB:
+		return cf, true
+	case x86asm.JAE:
+		return !cf, true
+	case x86asm.JE:
+		return zf, true
+	case x86asm.JNE:
+		return !zf, true
+	case x86asm.JBE:
+		return cf || zf, true
+	case x86asm.JA:
+		return !cf && !zf, true
+	case x86asm.JS:
+		return sf, true
+	case x86asm.JNS:
+		return !sf, true
+	case x86asm.JP:
+		return pf, true
+	case x86asm.JNP:
+		return !pf, true
+	case x86asm.JL:
+		return sf != of, true
+	case x86asm.JGE:
+		return sf == of, true
+	case x86asm.JLE:
+		return zf || sf != of, true
+	case x86asm.JG:
+		return !zf && sf == of, true
+	}
+	return false, false
 }

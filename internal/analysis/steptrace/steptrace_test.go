@@ -6,6 +6,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,13 +141,32 @@ func (f *fixture) name(e Event) string {
 // TestRecordPaths steps begin(7) and begin(3) from their entry to their
 // return: the calls, the runs through the C library, and begin's first
 // branch, which goes one way for 7 and the other for 3.
-func TestRecordPaths(t *testing.T) {
+func TestRecordPaths(t *testing.T) { recordPaths(t, false) }
+
+// TestRecordPathsSoft is TestRecordPaths on software breakpoints: the
+// same calls and branches, and every int3 gone from the code after.
+func TestRecordPathsSoft(t *testing.T) { recordPaths(t, true) }
+
+// modeOptions are the options of a test's paths: on software
+// breakpoints, or as this machine's debug registers allow.
+func modeOptions(t *testing.T, f *fixture, soft bool) Options {
+	if soft {
+		return Options{Read: f.read, Boring: f.boring, Soft: true}
+	}
+	return Options{Read: f.read, Boring: f.boring, StepOnly: stepOnly(t)}
+}
+
+func recordPaths(t *testing.T, soft bool) {
 	f := startPaths(t)
 	s := f.seize(t)
+	var code [64]byte
+	if _, err := f.read(f.addr["begin"], code[:]); err != nil {
+		t.Fatal(err)
+	}
 	var branch [2]bool
 	for i, x := range []int{7, 3} {
 		fmt.Fprintf(f.stdin, "%d\n", x)
-		opts := Options{Read: f.read, Boring: f.boring, StepOnly: stepOnly(t)}
+		opts := modeOptions(t, f, soft)
 		st, err := RunTo(s, f.addr["begin"], 0, opts)
 		if err != nil || st.Regs.Rip != f.addr["begin"] {
 			t.Fatalf("run to begin: %+v, %v", st, err)
@@ -179,8 +199,15 @@ func TestRecordPaths(t *testing.T) {
 	if branch[0] == branch[1] {
 		t.Errorf("begin's first branch went the same way for 7 and 3 (taken %v)", branch[0])
 	}
+	if soft && s.Breakpoints() == 0 {
+		t.Error("no software breakpoint was used")
+	}
 	if err := s.Detach(); err != nil {
 		t.Fatal(err)
+	}
+	var after [64]byte
+	if _, err := f.read(f.addr["begin"], after[:]); err != nil || after != code {
+		t.Errorf("begin's code after the detach: %x (%v), want %x", after, err, code)
 	}
 	f.stdin.Close()
 	rest, _ := io.ReadAll(f.out)
@@ -253,7 +280,12 @@ func TestStepOutOfSyscall(t *testing.T) {
 // end only far up the stack ends instead when the thread is back at that
 // allocation, in the loop's next iteration (Next), having entered begin
 // again.
-func TestRecordStopAt(t *testing.T) {
+func TestRecordStopAt(t *testing.T) { recordStopAt(t, false) }
+
+// TestRecordStopAtSoft is TestRecordStopAt on software breakpoints.
+func TestRecordStopAtSoft(t *testing.T) { recordStopAt(t, true) }
+
+func recordStopAt(t *testing.T, soft bool) {
 	f := startPaths(t)
 	// The return address of begin's call to malloc, its fourth call.
 	var code [256]byte
@@ -278,7 +310,8 @@ func TestRecordStopAt(t *testing.T) {
 	}
 	s := f.seize(t)
 	fmt.Fprintf(f.stdin, "7\n3\n")
-	opts := Options{Read: f.read, Boring: f.boring, StepOnly: stepOnly(t), EndDepth: 5, StopAt: ret}
+	opts := modeOptions(t, f, soft)
+	opts.EndDepth, opts.StopAt = 5, ret
 	if st, err := RunTo(s, ret, 0, opts); err != nil || st.Regs.Rip != ret {
 		t.Fatalf("run to begin's allocation: %+v, %v", st, err)
 	}
@@ -294,5 +327,33 @@ func TestRecordStopAt(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(calls), "[+plt -plt -begin +plt -plt +begin +b -b +c -c +plt -plt]"; got != want {
 		t.Errorf("calls %s, want %s", got, want)
+	}
+}
+
+// TestCondTaken: the conditions of the jumps decided from the flags, on
+// flags from compares whose outcome is known (cmp a, b sets them as a-b).
+func TestCondTaken(t *testing.T) {
+	const cf, zf, sf, of = 1, 1 << 6, 1 << 7, 1 << 11
+	for _, c := range []struct {
+		what  string
+		flags uint64
+		taken []x86asm.Op
+	}{
+		{"1 cmp 1", zf, []x86asm.Op{x86asm.JE, x86asm.JBE, x86asm.JGE, x86asm.JLE, x86asm.JAE, x86asm.JNS, x86asm.JNO}},
+		{"1 cmp 2", cf | sf, []x86asm.Op{x86asm.JNE, x86asm.JB, x86asm.JBE, x86asm.JL, x86asm.JLE, x86asm.JS, x86asm.JNO}},
+		{"2 cmp 1", 0, []x86asm.Op{x86asm.JNE, x86asm.JA, x86asm.JAE, x86asm.JG, x86asm.JGE, x86asm.JNS, x86asm.JNO}},
+		{"-1 cmp 1", sf, []x86asm.Op{x86asm.JNE, x86asm.JA, x86asm.JAE, x86asm.JL, x86asm.JLE, x86asm.JS, x86asm.JNO}},
+		{"min cmp 1", of, []x86asm.Op{x86asm.JNE, x86asm.JA, x86asm.JAE, x86asm.JL, x86asm.JLE, x86asm.JNS, x86asm.JO}},
+	} {
+		for _, op := range []x86asm.Op{x86asm.JE, x86asm.JNE, x86asm.JB, x86asm.JAE, x86asm.JBE, x86asm.JA,
+			x86asm.JL, x86asm.JGE, x86asm.JLE, x86asm.JG, x86asm.JS, x86asm.JNS, x86asm.JO, x86asm.JNO} {
+			got, ok := condTaken(op, c.flags)
+			if want := slices.Contains(c.taken, op); !ok || got != want {
+				t.Errorf("%s: %v taken %v (%v), want %v", c.what, op, got, ok, want)
+			}
+		}
+	}
+	if _, ok := condTaken(x86asm.JRCXZ, 0); ok {
+		t.Error("jrcxz decided from the flags: it tests rcx")
 	}
 }

@@ -145,6 +145,9 @@ const (
 	// FamilyUnfollowed: its module came through a dlopen the agent
 	// could not follow (see docs/allocators.md): not patched.
 	FamilyUnfollowed = 6
+	// FamilyNoSlot: more families than the agent has room for (eight,
+	// the executable's included): not patched.
+	FamilyNoSlot = 7
 )
 
 // FamilyOutcome returns how an AllocFamilyFn's function was dealt with:

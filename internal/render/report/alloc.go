@@ -130,6 +130,8 @@ func (r *Report) Allocators(p *heap.Process) []Allocator {
 			a.Untraced = append(a.Untraced, f.Name+" (the program had threads at the start)")
 		case event.FamilyUnfollowed:
 			a.Untraced = append(a.Untraced, f.Name+" (its module came through a dlopen leakpath could not follow)")
+		case event.FamilyNoSlot:
+			a.Untraced = append(a.Untraced, f.Name+" (more allocator families than leakpath has room for: eight)")
 		default:
 			a.Untraced = append(a.Untraced, f.Name+" (its code could not be written)")
 		}

@@ -36,6 +36,12 @@ func HardwareBreakpoints() (bool, string) {
 	return hwProbe.ok, hwProbe.why
 }
 
+// SoftBreakpoints reports whether paths may be recorded on software
+// breakpoints (int3 written into the code) where hardware ones do not
+// fire; LEAKPATH_SOFT_BREAKPOINTS=off says no, and every instruction is
+// stepped instead.
+func SoftBreakpoints() bool { return os.Getenv("LEAKPATH_SOFT_BREAKPOINTS") != "off" }
+
 func probeHardware() (bool, string) {
 	// The tracer is the thread that starts the child.
 	runtime.LockOSThread()

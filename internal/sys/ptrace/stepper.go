@@ -37,16 +37,29 @@ type Stepper struct {
 	// stepping: the last resume was a single step.
 	stepping bool
 	gone     bool
-	once     sync.Once
+	// Software breakpoints (soft.go): soft, those in the code, by
+	// address, with the byte each replaced; orig, every one ever
+	// inserted; others, the process's other threads, traced while any
+	// is in; mem, /proc/TID/mem.
+	soft   map[uint64]byte
+	orig   map[uint64]byte
+	others map[int]*other
+	mem    *os.File
+	// selfInt: an interrupt of ours is on its way (othersWaiting);
+	// detaching: Detach has begun (no more of them).
+	selfInt, detaching bool
+	once               sync.Once
 	// interrupt asks a waiting Cont to stop the thread (Interrupt).
 	interrupt atomic.Bool
+	rewound   atomic.Int32 // see Rewound
 }
 
 // Stop is why a stepped thread stopped.
 type Stop struct {
 	Regs unix.PtraceRegs
 	// Step: a single step completed; Breakpoint: debug register slot
-	// Slot was hit (at Regs.Rip).
+	// Slot was hit (at Regs.Rip), or with Slot -1 a software breakpoint
+	// (Regs.Rip is its address: the thread stands on it).
 	Step, Breakpoint bool
 	Slot             int
 	// Signal: the thread stopped for a signal of its own (delivered on
@@ -54,6 +67,8 @@ type Stop struct {
 	Signal int
 	// Interrupted: Interrupt stopped it.
 	Interrupted bool
+	// event: a PTRACE_EVENT_* stop (a clone or fork, handled within).
+	event int
 }
 
 // ErrThreadGone means the stepped thread (or its process) ended.
@@ -285,17 +300,53 @@ func (s *Stepper) resume1(req int, rf bool) (st Stop, err error) {
 		}
 		sig := s.sig
 		s.sig = 0
+		s.serveOthers()
+		if _, on := s.soft[r.Rip]; on && sig == 0 {
+			// Standing on a software breakpoint: run its instruction
+			// first (with a signal to deliver, the handler runs first
+			// and comes back to it).
+			st, err = s.stepOver(r.Rip)
+			if err != nil || req == unix.PTRACE_SINGLESTEP || !st.Step {
+				return err
+			}
+		}
+		st, err = s.issue(req, sig)
+		return err
+	}()
+	return st, err
+}
+
+// issue resumes the thread with req and waits for its next stop; the
+// stops of its clones and forks are handled on the way.
+func (s *Stepper) issue(req, sig int) (st Stop, err error) {
+	for {
 		s.stepping = req == unix.PTRACE_SINGLESTEP
 		if e := ptraceReq(req, s.tid, 0, uintptr(sig)); e != nil {
-			return s.err("resume", e)
+			return st, s.err("resume", e)
 		}
 		st, err = s.wait()
 		if st.Interrupted {
 			s.interrupt.Store(false)
 		}
-		return err
-	}()
-	return st, err
+		if err == nil && st.Interrupted && s.selfInt && !s.interrupt.Load() {
+			// Our own interrupt (othersWaiting): the held threads go
+			// on while this one stands still, then it resumes.
+			s.selfInt = false
+			s.serveOthers()
+			sig = 0
+			continue
+		}
+		if st.Interrupted {
+			s.selfInt = false
+		}
+		if err != nil || st.event == 0 {
+			return st, err
+		}
+		if err := s.onEvent(st.event); err != nil {
+			return st, err
+		}
+		sig = 0
+	}
 }
 
 // wait waits for the thread's next stop and says what it was.
@@ -314,16 +365,25 @@ func (s *Stepper) wait() (Stop, error) {
 		return st, s.err("wait", e)
 	}
 	sig := int(ws.StopSignal())
-	switch {
-	case ws.TrapCause() == unix.PTRACE_EVENT_STOP:
+	switch ev := ws.TrapCause(); {
+	case ev == unix.PTRACE_EVENT_STOP:
 		// An interrupt or a group-stop: nothing to deliver.
 		st.Interrupted = true
+	case ev > 0:
+		st.event = ev
 	case sig == int(unix.SIGTRAP):
 		info, e := ptraceGetSiginfo(s.tid)
 		if e != nil {
 			return st, s.err("wait", e)
 		}
 		switch {
+		case info.Code == siKernel && s.isSoft(st.Regs.Rip-1):
+			// Our int3: the thread is put back on its instruction.
+			st.Regs.Rip--
+			if e := unix.PtraceSetRegs(s.tid, &st.Regs); e != nil {
+				return st, s.err("wait", e)
+			}
+			st.Breakpoint, st.Slot = true, -1
 		case info.Code == trapTrace, info.Code == trapBrkpt && s.stepping:
 			// A step out of a system call is reported as a breakpoint
 			// (x86's user_single_step_report).
@@ -392,6 +452,7 @@ func (s *Stepper) waitStop() (childInfo, error) {
 			return statusInfo(s.tid, ws), nil
 		}
 		if i > 300 {
+			s.othersWaiting()
 			time.Sleep(min(time.Duration(i-300)*10*time.Microsecond, time.Millisecond))
 		}
 	}
@@ -406,6 +467,19 @@ func (s *Stepper) Interrupt() { s.interrupt.Store(true) }
 // signal it stopped for.
 func (s *Stepper) Detach() error {
 	err := s.do(func() error {
+		// Every int3 out of the code before any thread goes, even if
+		// the stepped thread has ended (its mem file still reaches
+		// the others' memory); the stepped thread first (the program
+		// may be waiting for it), then the others.
+		s.detaching = true
+		s.removeAll()
+		defer func() {
+			s.releaseOthers()
+			if s.mem != nil {
+				s.mem.Close()
+				s.mem = nil
+			}
+		}()
 		if s.gone {
 			return nil
 		}
@@ -451,6 +525,8 @@ func (s *Stepper) dropStrayTraps() {
 		if info, e := ptraceGetSiginfo(s.tid); e == nil && sig == int(unix.SIGTRAP) &&
 			(info.Code == trapBrkpt || info.Code == trapTrace || info.Code == trapHWBkpt) {
 			continue // ours: dropped
+		} else if e == nil && sig == int(unix.SIGTRAP) && info.Code == siKernel && s.rewind(s.tid) {
+			continue // an int3 of ours, its byte back now: run again
 		}
 		s.sig = sig // the program's: delivered on the detach
 		return

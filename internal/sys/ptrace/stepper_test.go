@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +169,115 @@ func TestStepperInterruptedStep(t *testing.T) {
 		t.Fatalf("after %d interrupted rounds the program ended %v, printed %q", interrupted, st, out)
 	}
 	t.Logf("%d of 150 rounds ended by an interrupt", interrupted)
+}
+
+// TestStepperSoftBreakpoints: with an int3 at target, the stepped worker
+// stops there at each Cont; the checker thread, which calls target too,
+// stops at the int3 and is stepped over it whenever the worker stands
+// still (rewound onto target's first instruction): none of its results
+// is wrong, the code is as it was after, and the program ends as
+// untraced.
+func TestStepperSoftBreakpoints(t *testing.T) {
+	p := start(t, "stepme")
+	f := parseFields(t, p.line(t))
+	tid, checker := tidField(t, f, "tid"), tidField(t, f, "tid2")
+	target, pid := hexField(t, f, "target"), p.pid()
+	before := peekU64(t, pid, target)
+	s, err := SeizeThread(pid, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Detach()
+	watchdog := time.AfterFunc(hangGuard, s.Interrupt)
+	defer watchdog.Stop()
+	if err := s.Insert(target); err != nil {
+		t.Fatal(err)
+	}
+	if got := peekU64(t, pid, target); got&0xff != 0xcc || got>>8 != before>>8 {
+		t.Fatalf("code at target %#x with the breakpoint in, want %#x with an int3 first", got, before)
+	}
+	var code [8]byte
+	binary.LittleEndian.PutUint64(code[:], peekU64(t, pid, target))
+	if s.Original(target, code[:]); binary.LittleEndian.Uint64(code[:]) != before {
+		t.Errorf("Original gave %x, want the code's own bytes %#x", code, before)
+	}
+	// Until the checker is held at the int3 (a ptrace-stop: 't').
+	for i := 0; i < 100 || taskState(pid, checker) != 't'; i++ {
+		st, err := s.Cont()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Breakpoint || st.Slot != -1 || st.Regs.Rip != target {
+			t.Fatalf("Cont %d: %+v at %#x, want the software breakpoint at target %#x", i, st, st.Regs.Rip, target)
+		}
+	}
+	// A step from the breakpoint runs target's own first instruction.
+	st, err := s.Step()
+	if err != nil || !st.Step || st.Regs.Rip <= target+1 || st.Regs.Rip > target+15 {
+		t.Fatalf("step from the breakpoint: %+v at %#x, %v; want past target's first instruction", st, st.Regs.Rip, err)
+	}
+	if err := s.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Rewound() < 1 {
+		t.Errorf("the checker was held at the breakpoint but never rewound")
+	}
+	t.Logf("the checker was stepped over the breakpoint %d times", s.Rewound())
+	if after := peekU64(t, pid, target); after != before {
+		t.Errorf("code at target %#x after Detach, want %#x", after, before)
+	}
+	out, ps := p.finish(t, hangGuard)
+	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "wrong 0\n") {
+		t.Fatalf("program ended %v, printed %q; want wrong 0 and done", ps, out)
+	}
+}
+
+// TestStepperSoftBreakpointsFork: a thread that forks while an int3 is
+// in the code stops at its fork, and its child, whose copy of the code
+// has the int3 too, gets the original bytes back before it runs: no
+// child dies of a SIGTRAP or computes a wrong result.
+func TestStepperSoftBreakpointsFork(t *testing.T) {
+	p := start(t, "stepme", "fork")
+	f := parseFields(t, p.line(t))
+	tid, forker := tidField(t, f, "tid"), tidField(t, f, "tid3")
+	target, pid := hexField(t, f, "target"), p.pid()
+	for round := 0; round < 5; round++ {
+		s, err := SeizeThread(pid, tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Detach() // on a failure: a tracer left would keep the program from being reaped
+		watchdog := time.AfterFunc(hangGuard, s.Interrupt)
+		if err := s.Insert(target); err != nil {
+			t.Fatal(err)
+		}
+		// Until the forker is stopped at a fork (a ptrace-stop: 't').
+		for i := 0; taskState(pid, forker) != 't'; i++ {
+			st, err := s.Cont()
+			if err == nil && st.Signal != 0 {
+				continue // a child's SIGCHLD, which the next Cont delivers
+			}
+			if err != nil || !st.Breakpoint || st.Regs.Rip != target {
+				t.Fatalf("round %d, Cont %d: %+v, %v; want the breakpoint at target", round, i, st, err)
+			}
+		}
+		if err := s.Detach(); err != nil {
+			t.Fatal(err)
+		}
+		watchdog.Stop()
+	}
+	out, ps := p.finish(t, hangGuard)
+	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "bad 0\n") || !strings.Contains(out, "wrong 0\n") {
+		t.Fatalf("program ended %v, printed %q; want wrong 0, bad 0 and done", ps, out)
+	}
+}
+
+// tidField returns the thread id a fixture printed as key.
+func tidField(t *testing.T, m map[string]string, key string) int {
+	t.Helper()
+	tid, err := strconv.Atoi(m[key])
+	if err != nil || tid <= 0 {
+		t.Fatalf("field %q: %v (%v)", key, err, m)
+	}
+	return tid
 }

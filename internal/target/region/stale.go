@@ -42,3 +42,9 @@ func (r *Region) StalePool() (p StalePool, ok bool) {
 // maxStaleSlots is the most pages of a slot pool (the agent's bound, and
 // Options.StaleSlots').
 const maxStaleSlots = 1 << 20
+
+// EndStaleEpoch counts an epoch ended in the region, for the program
+// (leakpath_stale_epoch): called after the epoch's clear of the accessed
+// bits, so that what the program touches once it reads the new count
+// counts in the next epoch.
+func (r *Region) EndStaleEpoch() { r.u64(wire.OffStaleEpochs).Add(1) }

@@ -244,7 +244,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.PoolFree, event.PoolFreeFn, aux, w(2)
 			ev.SetPool(w(3))
 		case RecFamily:
-			if aux == 0 || aux >= uint32(event.PoolAllocFn) || w(3) < FamilyTraced || w(3) > FamilyUnfollowed ||
+			if aux == 0 || aux >= uint32(event.PoolAllocFn) || w(3) < FamilyTraced || w(3) > FamilyNoSlot ||
 				words-4 > (FamilyNameMax+8)/8 {
 				return out, &DecodeError{off, fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
 			}

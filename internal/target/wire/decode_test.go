@@ -130,7 +130,7 @@ func TestDecodeRejects(t *testing.T) {
 		"family of fn 0":        words(hdr(RecFamily, 0, 5, 0), 0, 0x401000, FamilyTraced, 0x636f6c6c616d),
 		"family of pool fn":     words(hdr(RecFamily, 0, 5, uint32(event.PoolAllocFn)), 0, 0x401000, FamilyTraced, 0),
 		"family outcome 0":      words(hdr(RecFamily, 0, 5, uint32(event.Malloc)), 0, 0x401000, 0, 0),
-		"family outcome 7":      words(hdr(RecFamily, 0, 5, uint32(event.Malloc)), 0, 0x401000, FamilyUnfollowed+1, 0),
+		"family outcome 8":      words(hdr(RecFamily, 0, 5, uint32(event.Malloc)), 0, 0x401000, FamilyNoSlot+1, 0),
 		"family name too long":  words(append([]uint64{hdr(RecFamily, 0, 4+9, uint32(event.Malloc)), 0, 0x401000, FamilyTraced}, make([]uint64, 9)...)...),
 		"family without a name": words(hdr(RecFamily, 0, 4, uint32(event.Malloc)), 0, 0x401000, FamilyTraced),
 	} {

@@ -8,7 +8,7 @@ package wire
 import "github.com/leakpath/leakpath/internal/model/event"
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 12
+const Version = 13
 
 // Magic numbers.
 const (
@@ -83,6 +83,7 @@ const (
 	FamilyFailed     = event.FamilyFailed
 	FamilyHooked     = event.FamilyHooked
 	FamilyUnfollowed = event.FamilyUnfollowed
+	FamilyNoSlot     = event.FamilyNoSlot
 
 	FamilyNameMax = 63  // bytes of a RecFamily's name
 	FamiliesMax   = 256 // bytes of the header's alloc_families, NUL included
@@ -234,6 +235,7 @@ const (
 	OffStaleCount        = 1040 // agent: slot pages
 	OffStalePage         = 1044 // agent: bytes per slot page
 	OffAllocFamilies     = 1048 // collector: prefixes of more allocator families (run --alloc-family)
+	OffStaleEpochs       = 1304 // collector: stale epochs ended so far
 
 	// struct lp_own_table
 	OwnMax         = 256

@@ -49,7 +49,7 @@ P("RecReallocBegin", LP_REC_REALLOC_BEGIN); P("RecRealloc", LP_REC_REALLOC); P("
 P("RecModule", LP_REC_MODULE); P("RecModuleUnload", LP_REC_MODULE_UNLOAD); P("RecThreadStart", LP_REC_THREAD_START);
 P("RecThreadExit", LP_REC_THREAD_EXIT); P("RecFork", LP_REC_FORK); P("RecForkDone", LP_REC_FORK_DONE);
 P("RecExec", LP_REC_EXEC); P("RecExecFailed", LP_REC_EXEC_FAILED); P("RecExit", LP_REC_EXIT);
-P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecPending", LP_REC_PENDING); P("RecRefree", LP_REC_REFREE); P("RecIgnore", LP_REC_IGNORE); P("RecRootRegion", LP_REC_ROOT_REGION); P("RecPool", LP_REC_POOL); P("RecPoolAlloc", LP_REC_POOL_ALLOC); P("RecPoolFree", LP_REC_POOL_FREE); P("PoolCreate", LP_POOL_CREATE); P("PoolDestroy", LP_POOL_DESTROY); P("RecFamily", LP_REC_FAMILY); P("FamilyTraced", LP_FAMILY_TRACED); P("FamilyRefused", LP_FAMILY_REFUSED); P("FamilyThreads", LP_FAMILY_THREADS); P("FamilyFailed", LP_FAMILY_FAILED); P("FamilyHooked", LP_FAMILY_HOOKED); P("FamilyUnfollowed", LP_FAMILY_UNFOLLOWED); P("FamilyNameMax", LP_FAMILY_NAME_MAX); P("FamiliesMax", LP_FAMILIES_MAX); P("HoldFlagOff", LP_HOLD_F_OFF); P("RecMax", LP_REC_MAX);
+P("RecClock", LP_REC_CLOCK); P("RecThreadName", LP_REC_THREAD_NAME); P("RecAgg", LP_REC_AGG); P("RecAllocLate", LP_REC_ALLOC_LATE); P("RecPending", LP_REC_PENDING); P("RecRefree", LP_REC_REFREE); P("RecIgnore", LP_REC_IGNORE); P("RecRootRegion", LP_REC_ROOT_REGION); P("RecPool", LP_REC_POOL); P("RecPoolAlloc", LP_REC_POOL_ALLOC); P("RecPoolFree", LP_REC_POOL_FREE); P("PoolCreate", LP_POOL_CREATE); P("PoolDestroy", LP_POOL_DESTROY); P("RecFamily", LP_REC_FAMILY); P("FamilyTraced", LP_FAMILY_TRACED); P("FamilyRefused", LP_FAMILY_REFUSED); P("FamilyThreads", LP_FAMILY_THREADS); P("FamilyFailed", LP_FAMILY_FAILED); P("FamilyHooked", LP_FAMILY_HOOKED); P("FamilyUnfollowed", LP_FAMILY_UNFOLLOWED); P("FamilyNoSlot", LP_FAMILY_NOSLOT); P("FamilyNameMax", LP_FAMILY_NAME_MAX); P("FamiliesMax", LP_FAMILIES_MAX); P("HoldFlagOff", LP_HOLD_F_OFF); P("RecMax", LP_REC_MAX);
 P("FlagClockTSC", LP_HF_CLOCK_TSC); P("FlagFreeStacks", LP_HF_FREE_STACKS); P("FlagFold", LP_HF_FOLD); P("FlagFoldFreeStacks", LP_HF_FOLD_FREE_STACKS); P("FlagExactTimes", LP_HF_EXACT_TIMES); P("FnTemporary", LP_FN_TEMPORARY);
 P("SlotFree", LP_SLOT_FREE); P("SlotActive", LP_SLOT_ACTIVE); P("SlotExited", LP_SLOT_EXITED); P("SlotTaking", LP_SLOT_TAKING);
 P("CollectorAlive", LP_COLLECTOR_ALIVE); P("CollectorGone", LP_COLLECTOR_GONE);
@@ -73,7 +73,7 @@ H(trace_state,"OffTraceState"); H(trace_tid,"OffTraceTID"); H(trace_addr,"OffTra
 H(trace_stack,"OffTraceStack"); H(suspects_n,"OffSuspectsN"); H(suspects,"OffSuspects"); H(watch_addr,"OffWatchAddr");
 H(watch_freed,"OffWatchFreed"); H(trace_skip,"OffTraceSkip"); P("Suspects", LP_SUSPECTS);
 H(stale_slots,"OffStaleSlots"); H(stale_sample,"OffStaleSample"); H(stale_base,"OffStaleBase");
-H(stale_count,"OffStaleCount"); H(alloc_families,"OffAllocFamilies"); H(stale_page,"OffStalePage"); P("FlagStale", LP_HF_STALE); P("StaleMaxSize", LP_STALE_MAX_SIZE);
+H(stale_count,"OffStaleCount"); H(alloc_families,"OffAllocFamilies"); H(stale_page,"OffStalePage"); H(stale_epochs,"OffStaleEpochs"); P("FlagStale", LP_HF_STALE); P("StaleMaxSize", LP_STALE_MAX_SIZE);
 H(ask_state,"OffAskState"); H(ask_tid,"OffAskTID"); H(ask_kind,"OffAskKind"); H(ask_result,"OffAskResult"); H(ask_label,"OffAskLabel"); H(ask_sp,"OffAskSP"); H(ask_regs,"OffAskRegs");
 P("AskIdle", LP_ASK_IDLE); P("AskClaimed", LP_ASK_CLAIMED); P("AskRequested", LP_ASK_REQUESTED); P("AskTaken", LP_ASK_TAKEN);
 P("AskDone", LP_ASK_DONE); P("AskSnapshot", LP_ASK_SNAPSHOT); P("AskLeakCheck", LP_ASK_LEAK_CHECK); P("AskLabelMax", LP_ASK_LABEL_MAX);
@@ -111,7 +111,7 @@ return 0; }
 		"OffAggAFn": OffAggAFn, "OffAggFFn": OffAggFFn, "OffAggUsed": OffAggUsed, "OffAggPairs": OffAggPairs,
 		"OffAggBytes": OffAggBytes, "OffAggTemp": OffAggTemp, "OffAggFirst": OffAggFirst, "OffAggLast": OffAggLast,
 		"OffFoldOffset": OffFoldOffset, "OffReserved0": OffReserved0,
-		"RecAgg": RecAgg, "RecAllocLate": RecAllocLate, "RecPending": RecPending, "RecRefree": RecRefree, "RecIgnore": RecIgnore, "RecRootRegion": RecRootRegion, "RecPool": RecPool, "RecPoolAlloc": RecPoolAlloc, "RecPoolFree": RecPoolFree, "PoolCreate": PoolCreate, "PoolDestroy": PoolDestroy, "RecFamily": RecFamily, "FamilyTraced": FamilyTraced, "FamilyRefused": FamilyRefused, "FamilyThreads": FamilyThreads, "FamilyFailed": FamilyFailed, "FamilyHooked": FamilyHooked, "FamilyUnfollowed": FamilyUnfollowed, "FamilyNameMax": FamilyNameMax, "FamiliesMax": FamiliesMax, "OffAllocFamilies": OffAllocFamilies, "HoldFlagOff": HoldFlagOff, "OffHoldFlags": OffHoldFlags,
+		"RecAgg": RecAgg, "RecAllocLate": RecAllocLate, "RecPending": RecPending, "RecRefree": RecRefree, "RecIgnore": RecIgnore, "RecRootRegion": RecRootRegion, "RecPool": RecPool, "RecPoolAlloc": RecPoolAlloc, "RecPoolFree": RecPoolFree, "PoolCreate": PoolCreate, "PoolDestroy": PoolDestroy, "RecFamily": RecFamily, "FamilyTraced": FamilyTraced, "FamilyRefused": FamilyRefused, "FamilyThreads": FamilyThreads, "FamilyFailed": FamilyFailed, "FamilyHooked": FamilyHooked, "FamilyUnfollowed": FamilyUnfollowed, "FamilyNoSlot": FamilyNoSlot, "FamilyNameMax": FamilyNameMax, "FamiliesMax": FamiliesMax, "OffAllocFamilies": OffAllocFamilies, "HoldFlagOff": HoldFlagOff, "OffHoldFlags": OffHoldFlags,
 		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
 		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
 		"RecPad": RecPad, "RecAlloc": RecAlloc, "RecFree": RecFree, "RecReallocBegin": RecReallocBegin,
@@ -133,7 +133,7 @@ return 0; }
 		"OffCollectorSleeping": OffCollectorSleeping, "OffProgress": OffProgress,
 		"OffProducersWaiting": OffProducersWaiting, "OffCollectorState": OffCollectorState, "OffNowTS": OffNowTS,
 		"OffStaleSlots": OffStaleSlots, "OffStaleSample": OffStaleSample, "OffStaleBase": OffStaleBase,
-		"OffStaleCount": OffStaleCount, "OffStalePage": OffStalePage, "FlagStale": FlagStale, "StaleMaxSize": StaleMaxSize,
+		"OffStaleCount": OffStaleCount, "OffStalePage": OffStalePage, "OffStaleEpochs": OffStaleEpochs, "FlagStale": FlagStale, "StaleMaxSize": StaleMaxSize,
 		"OffOwnTable": OffOwnTable, "OffTLSOffset": OffTLSOffset, "OffTLSSize": OffTLSSize,
 		"OwnMax": OwnMax, "OffOwnCount": OffOwnCount, "OffOwnOverflow": OffOwnOverflow,
 		"OffOwnRanges": OffOwnRanges, "OwnRangeSize": OwnRangeSize,
