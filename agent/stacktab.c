@@ -426,9 +426,20 @@ static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_
 	}
 	for (int i = tr->chained; i < tr->paired; i += 2)
 		p1 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2a *)&tr->val[i];
+	/* Single slots (code without frame pointers: all of them), two a
+	 * vector, four an iteration; paired is even, so the expected values
+	 * are 16-aligned. */
+	int i = tr->paired;
+	for (; i + 4 <= tr->n; i += 4) {
+		const uintptr_t *ad = &tr->addr[i];
+		lp_v2 x = {*(const uintptr_t *)ad[0], *(const uintptr_t *)ad[1]};
+		lp_v2 y = {*(const uintptr_t *)ad[2], *(const uintptr_t *)ad[3]};
+		p0 |= x ^ *(const lp_v2a *)&tr->val[i];
+		p1 |= y ^ *(const lp_v2a *)&tr->val[i + 2];
+	}
 	p0 |= p1;
 	uintptr_t diff = p0[0] | p0[1];
-	for (int i = tr->paired; i < tr->n; i++)
+	for (; i < tr->n; i++)
 		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
 	return diff == 0;
 }
