@@ -44,14 +44,21 @@ LP_HIDDEN void lp_note_free(unsigned fn, void *p, void *fp);
 LP_HIDDEN uint32_t lp_note_realloc_begin(void *old, void *fp);
 LP_HIDDEN void lp_note_realloc(void *old, void *p, size_t n, void *fp, uint32_t sid);
 
+/* LP_FRESH_MAX: the most of a glibc block lp_fresh clears. Blocks this
+ * large are rare outside glibc's own mmap threshold, and clearing more
+ * would commit pages a program may never touch. */
+#define LP_FRESH_MAX (1u << 20)
+
 /* lp_fresh clears the allocator's words in block p of n bytes, just
  * handed out and not yet the program's: the scan would take them for the
  * program's pointers (to another block, or into one: a stale chunk
  * pointer whose low byte the program overwrote). memcheck reads them as
  * undefined and ignores them. Every such allocator's smallest block holds
- * the link, 8 bytes; glibc's holds 24 (a block of 25 bytes or more, 40). A
- * chunk glibc mapped for the block alone (IS_MMAPPED in its size word) is
- * zero already. */
+ * the link, 8 bytes. glibc leaves its free-chunk fields not only in the
+ * block's first 32 bytes but wherever a chunk it merged into this one
+ * began, so the whole block is cleared (up to LP_FRESH_MAX). A chunk glibc
+ * mapped for the block alone (IS_MMAPPED in its size word) is zero
+ * already. */
 static inline void lp_fresh(void *p, size_t n)
 {
 	if (lp_fresh_link && p) {
@@ -59,7 +66,8 @@ static inline void lp_fresh(void *p, size_t n)
 			uint64_t zero = 0;
 			memcpy(p, &zero, sizeof zero);
 		} else if (!(((const size_t *)p)[-1] & 2)) {
-			memset(p, 0, n > 24 ? 32 : 24);
+			size_t k = n > 32 ? n : n > 24 ? 32 : 24;
+			memset(p, 0, k < LP_FRESH_MAX ? k : LP_FRESH_MAX);
 		}
 	}
 }
