@@ -45,9 +45,9 @@ fmt:
 vet:
 	$(GO) vet ./...
 
-# The end-to-end tests of cmd/leakpath take ~4 minutes on a quiet 2-core
-# machine and ~8 with both cores busy: past go test's default limit of 10
-# minutes is a hang, not a slow machine.
+# The slowest test packages (end-to-end tests of cmd/leakpath and of the
+# features) may take minutes on a loaded 2-core machine: past go test's
+# default limit of 10 minutes is a hang only after 30.
 test: all
 	$(GO) vet ./...
 	$(GO) test -timeout 30m ./...

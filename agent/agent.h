@@ -220,8 +220,11 @@ struct lp_trail {
 	int n;                           /* -1: too long to record */
 	int paired;                      /* slots [0, paired): pairs of adjacent ones, ascending (lp_trail_pair) */
 	int chained;                     /* slots [0, chained): pair 0, then each pair at the address val[i - 2] names */
+	int few;                         /* all pairs chained, slots [paired, n) at most two, in loose_addr/loose_val (lp_trail_pair) */
+	uintptr_t loose_addr[2];         /* the one slot twice, or a slot of loose_val itself when none */
+	_Alignas(16) uintptr_t loose_val[2];
 	uintptr_t addr[LP_TRAIL_MAX];
-	uintptr_t val[LP_TRAIL_MAX];
+	_Alignas(16) uintptr_t val[LP_TRAIL_MAX]; /* pairs 16-aligned: lp_trail_holds folds them into its XORs */
 };
 
 LP_HIDDEN int lp_unwind(struct lp_thread *t, void *fp, uintptr_t *out, int max, int nocache,

@@ -38,6 +38,7 @@ struct lp_recent {
 struct lp_stacktab {
 	struct lp_recent recent[LP_RECENT];
 	uint8_t recent_next[LP_RECENT_SETS]; /* per set: the way to replace next */
+	struct lp_recent *recent_set[LP_RECENT_SETS]; /* per set: its first way (a load, not a multiply) */
 	struct lp_stent *ents;
 	uint32_t cap;   /* power of two */
 	uint32_t count;
@@ -217,6 +218,8 @@ struct lp_stacktab *lp_stacktab_new(void)
 	}
 	s->cap = LP_ST_INIT_CAP;
 	s->arena_cap = LP_ST_INIT_ARENA;
+	for (uint32_t i = 0; i < LP_RECENT_SETS; i++)
+		s->recent_set[i] = &s->recent[i * LP_RECENT_WAYS];
 	s->gen = 1;
 	return s;
 }
@@ -303,30 +306,30 @@ static uint32_t lp_define(struct lp_thread *t, uint64_t *buf, int n)
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf);
 static uint32_t lp_lookup(struct lp_thread *t, struct lp_stacktab *s, uint64_t *buf, int n);
-static inline int lp_trail_holds(const struct lp_trail *tr);
+static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_trail *tr);
 
-/* lp_recent_ways returns the set of recent stacks of hook frame fp: a set
+/* lp_recent_set returns the set of recent stacks of hook frame fp: a set
  * per call site hash, so that the call sites of one function (its malloc
  * and its free) and one call site reached along several paths do not keep
  * evicting each other. */
-static inline struct lp_recent *lp_recent_ways(struct lp_stacktab *s, void *fp, uint32_t *set)
+static inline uint32_t lp_recent_set(void *fp)
 {
 	uintptr_t ra = ((const uintptr_t *)fp)[1];
-	*set = (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
-	return &s->recent[*set * LP_RECENT_WAYS];
+	return (uint32_t)(((uint64_t)ra * 0x9e3779b97f4a7c15ull) >> 60);
 }
 
 /* lp_recent_hit returns the id of a recent stack from the same hook frame
  * with the same stack above it (the same stack, without unwinding or
- * hashing), or 0. */
-static inline uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
+ * hashing), or 0. The ways are looked at in a fixed order: stacks that
+ * take turns at one call site cost one check each (trying the one that
+ * held last first cost two). */
+static inline __attribute__((always_inline)) uint32_t lp_recent_hit(struct lp_stacktab *s, void *fp, uint64_t modgen)
 {
-	uint32_t set;
 	if (LP_UNLIKELY(s->modgen != modgen))
 		return 0; /* modules changed: lp_stack_id_locked empties them */
-	struct lp_recent *ways = lp_recent_ways(s, fp, &set);
+	const struct lp_recent *ways = s->recent_set[lp_recent_set(fp)];
 	for (int w = 0; w < (int)LP_RECENT_WAYS; w++) {
-		struct lp_recent *e = &ways[w];
+		const struct lp_recent *e = &ways[w];
 		if (e->fp == (uintptr_t)fp && lp_trail_holds(&e->trail))
 			return e->id;
 	}
@@ -373,40 +376,69 @@ static __attribute__((noinline)) uint32_t lp_stack_id_slow(struct lp_thread *t, 
 
 /* lp_trail_holds reports whether every slot of a recorded unwind still
  * holds what it held. */
-static inline int lp_trail_holds(const struct lp_trail *tr)
+static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_trail *tr)
 {
 	/* Two slots a load where they are a frame's saved rbp and return
 	 * address. */
 	typedef uintptr_t lp_v2 __attribute__((vector_size(16), aligned(8)));
+	/* The expected pairs are 16-aligned (lp_trail.val), so each XOR
+	 * takes its operand straight from memory. */
+	typedef uintptr_t lp_v2a __attribute__((vector_size(16), aligned(16)));
 	lp_v2 p0 = {0, 0}, p1 = {0, 0};
-	int i = 0;
 	/* Chained pairs: each frame's address is the rbp saved in the one
-	 * before, taken from the expected values already loaded (two loads a
-	 * pair, not three); two pairs an iteration. */
+	 * before, read from the expected values (scalar loads, independent of
+	 * the frames' own). */
+	const uintptr_t *v = tr->val, *end = tr->val + tr->chained;
 	uintptr_t a = tr->addr[0];
-	for (; i + 4 <= tr->chained; i += 4) {
-		lp_v2 e0 = *(const lp_v2 *)&tr->val[i], e1 = *(const lp_v2 *)&tr->val[i + 2];
-		p0 |= *(const lp_v2 *)a ^ e0;
-		p1 |= *(const lp_v2 *)e0[0] ^ e1;
-		a = e1[0];
+#define LP_PAIR(acc, at, k) ((acc) |= *(const lp_v2 *)(at) ^ *(const lp_v2a *)&v[k])
+	/* Straight into the odd frames' checks, then four an iteration. */
+	/* The odd frames first, a test each way (a switch cost a chain of
+	 * compares, most where nothing is chained). */
+	int odd = (tr->chained >> 1) & 3;
+	if (LP_UNLIKELY(odd)) {
+		if (odd & 2) {
+			LP_PAIR(p0, a, 0);
+			LP_PAIR(p1, v[0], 2);
+			a = v[2];
+			v += 4;
+		}
+		if (odd & 1) {
+			LP_PAIR(p0, a, 0);
+			a = v[0];
+			v += 2;
+		}
 	}
-	if (i < tr->chained) {
-		p0 |= *(const lp_v2 *)a ^ *(const lp_v2 *)&tr->val[i];
-		i += 2;
+	for (; v < end; v += 8) {
+		LP_PAIR(p0, a, 0);
+		LP_PAIR(p1, v[0], 2);
+		LP_PAIR(p0, v[2], 4);
+		LP_PAIR(p1, v[4], 6);
+		a = v[6];
 	}
-	for (; i < tr->paired; i += 2)
-		p1 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2 *)&tr->val[i];
+#undef LP_PAIR
+	/* Then, usually, one or two single slots (the frames of a library
+	 * built without frame pointers under the thread's start), set
+	 * aside where they are read without a loop. */
+	if (LP_LIKELY(tr->few)) {
+		lp_v2 l = {*(const uintptr_t *)tr->loose_addr[0], *(const uintptr_t *)tr->loose_addr[1]};
+		p0 |= p1 | (l ^ *(const lp_v2a *)tr->loose_val);
+		return p0[0] == 0 && p0[1] == 0;
+	}
+	for (int i = tr->chained; i < tr->paired; i += 2)
+		p1 |= *(const lp_v2 *)tr->addr[i] ^ *(const lp_v2a *)&tr->val[i];
+	/* Single slots (code without frame pointers: all of them), two a
+	 * vector, four an iteration; paired is even, so the expected values
+	 * are 16-aligned. */
+	int i = tr->paired;
+	for (; i + 4 <= tr->n; i += 4) {
+		const uintptr_t *ad = &tr->addr[i];
+		lp_v2 x = {*(const uintptr_t *)ad[0], *(const uintptr_t *)ad[1]};
+		lp_v2 y = {*(const uintptr_t *)ad[2], *(const uintptr_t *)ad[3]};
+		p0 |= x ^ *(const lp_v2a *)&tr->val[i];
+		p1 |= y ^ *(const lp_v2a *)&tr->val[i + 2];
+	}
 	p0 |= p1;
 	uintptr_t diff = p0[0] | p0[1];
-	/* Single slots: usually one or two (the frames of a library built
-	 * without frame pointers under the thread's start), straight. */
-	int left = tr->n - i;
-	if (LP_LIKELY(left <= 2)) {
-		if (left > 0)
-			diff |= (*(const uintptr_t *)tr->addr[i] ^ tr->val[i]) |
-				(*(const uintptr_t *)tr->addr[i + left - 1] ^ tr->val[i + left - 1]);
-		return diff == 0;
-	}
 	for (; i < tr->n; i++)
 		diff |= *(const uintptr_t *)tr->addr[i] ^ tr->val[i];
 	return diff == 0;
@@ -436,6 +468,21 @@ static void lp_trail_pair(struct lp_trail *tr)
 	while (c < i && tr->addr[c] == tr->val[c - 2])
 		c += 2;
 	tr->chained = c;
+	/* The slots after the chain, when all single and at most two, where
+	 * lp_trail_holds reads them without a loop: the last one twice, or
+	 * none (each slot of loose_val holding itself). */
+	int left = tr->n - i;
+	tr->few = c == i && left <= 2;
+	for (int k = 0; k < 2; k++) {
+		int j = k < left ? i + k : i + left - 1;
+		if (left > 0) {
+			tr->loose_addr[k] = tr->addr[j];
+			tr->loose_val[k] = tr->val[j];
+		} else {
+			tr->loose_addr[k] = (uintptr_t)&tr->loose_val[k];
+			tr->loose_val[k] = (uintptr_t)&tr->loose_val[k];
+		}
+	}
 }
 
 static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
@@ -451,8 +498,8 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 		}
 		/* No recent stack holds (lp_stack_id looked): this unwind's
 		 * trail replaces one of the set. */
-		uint32_t set;
-		struct lp_recent *ways = lp_recent_ways(s, fp, &set);
+		uint32_t set = lp_recent_set(fp);
+		struct lp_recent *ways = &s->recent[set * LP_RECENT_WAYS];
 		rc = &ways[s->recent_next[set]];
 		s->recent_next[set] = (uint8_t)((s->recent_next[set] + 1) % LP_RECENT_WAYS);
 		rc->fp = 0;

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -134,26 +133,6 @@ func TestReallocTheLibraryAbortsIn(t *testing.T) {
 			t.Errorf("memcheck reports %d invalid reallocs, want 1 as leakpath\n%s", m, log)
 		}
 	}
-}
-
-// memcheckLog runs argv under memcheck and returns its log, or nil (and
-// says so) when valgrind is not installed.
-func memcheckLog(t *testing.T, argv ...string) []byte {
-	t.Helper()
-	vg, err := exec.LookPath("valgrind")
-	if err != nil {
-		t.Log("valgrind is not installed: not compared with memcheck")
-		return nil
-	}
-	logf := filepath.Join(t.TempDir(), "vg.log")
-	cmd := exec.Command(vg, append([]string{"--run-libc-freeres=no", "--run-cxx-freeres=no", "--log-file=" + logf}, argv...)...)
-	cmd.Env = testEnv()
-	cmd.Run()
-	log, err := os.ReadFile(logf)
-	if err != nil {
-		t.Fatalf("valgrind log: %v", err)
-	}
-	return log
 }
 
 // compareLSanOn builds fixture src with LeakSanitizer (and flags), runs

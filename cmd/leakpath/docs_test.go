@@ -213,3 +213,48 @@ func TestAnchors(t *testing.T) {
 		t.Error("a line in a code block made an anchor")
 	}
 }
+
+// TestDesignListsEveryPackage: docs/design.md's package table has a row
+// for every package under internal/, and its layout block names each
+// under its stage, so that a package added or moved shows in the map a
+// newcomer reads first.
+func TestDesignListsEveryPackage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	design := string(b)
+	_, layout, ok := strings.Cut(design, "## Package layout")
+	if !ok {
+		t.Fatal(`docs/design.md has no "## Package layout" section`)
+	}
+	block := regexp.MustCompile("(?s)```\n(.*?)```").FindStringSubmatch(layout)
+	if block == nil {
+		t.Fatal("docs/design.md: no code block under Package layout")
+	}
+	pkgs := map[string]bool{}
+	err = filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			pkgs[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 30 {
+		t.Fatalf("found only %d packages under internal/: the walk is broken", len(pkgs))
+	}
+	for pkg := range pkgs {
+		if !strings.Contains(design, "| `"+pkg+"` |") {
+			t.Errorf("docs/design.md: no row for %s in the package table", pkg)
+		}
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(filepath.Base(pkg)) + `\b`).MatchString(block[1]) {
+			t.Errorf("docs/design.md: the layout block does not name %s", pkg)
+		}
+	}
+}

@@ -39,18 +39,6 @@ type multiReport struct {
 	Warnings []string      `json:"warnings"`
 }
 
-// jsonTotalsT is the totals of a report as tests read them.
-type jsonTotalsT = struct {
-	Calls          map[string]uint64 `json:"calls"`
-	Allocations    uint64            `json:"allocations"`
-	Frees          uint64            `json:"frees"`
-	AllocatedBytes uint64            `json:"allocated_bytes"`
-	PeakBytes      uint64            `json:"peak_bytes"`
-	LeakedBytes    uint64            `json:"leaked_bytes"`
-	LeakedBlocks   uint64            `json:"leaked_blocks"`
-	Temporary      uint64            `json:"temporary_allocations"`
-}
-
 type mergedLeak struct {
 	Bytes      uint64      `json:"bytes"`
 	Blocks     uint64      `json:"blocks"`

@@ -8,25 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
-
-// sameBehaviour fails unless the program behaved identically with and
-// without leakpath: stdout, stderr and exit code.
-func sameBehaviour(t *testing.T, with, without result) {
-	t.Helper()
-	if with.code != without.code {
-		t.Errorf("exit code %d under leakpath, %d without", with.code, without.code)
-	}
-	if !bytes.Equal(with.stdout, without.stdout) {
-		t.Errorf("stdout differs under leakpath:\n%q\nwithout:\n%q", with.stdout, without.stdout)
-	}
-	if !bytes.Equal(with.stderr, without.stderr) {
-		t.Errorf("stderr differs under leakpath:\n%q\nwithout:\n%q", with.stderr, without.stderr)
-	}
-}
 
 func TestAllFunctions(t *testing.T) {
 	bin := fixture(t, "allfuncs.c")
@@ -366,11 +350,6 @@ func TestEnvironmentAndDescriptorsPassThrough(t *testing.T) {
 
 var heapUsage = regexp.MustCompile(`total heap usage: ([\d,]+) allocs, ([\d,]+) frees, ([\d,]+) bytes allocated`)
 var inUse = regexp.MustCompile(`in use at exit: ([\d,]+) bytes in ([\d,]+) blocks`)
-
-func atoi(s string) uint64 {
-	n, _ := strconv.ParseUint(strings.ReplaceAll(s, ",", ""), 10, 64)
-	return n
-}
 
 // valgrindCounts runs argv under memcheck and returns its "total heap
 // usage" and "in use at exit" numbers. __libc_freeres is off: valgrind

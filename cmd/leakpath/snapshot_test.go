@@ -13,65 +13,6 @@ import (
 	"testing"
 )
 
-// snapDoc is what the snapshot tests read of a snapshot or report.
-type snapDoc struct {
-	Schema   string `json:"schema"`
-	Snapshot bool   `json:"snapshot"`
-	PID      int    `json:"pid"`
-	Leaks    []struct {
-		Kind   string      `json:"kind"`
-		Bytes  uint64      `json:"bytes"`
-		Blocks uint64      `json:"blocks"`
-		Stack  []jsonFrame `json:"stack"`
-	} `json:"leaks"`
-	Scan *struct {
-		PauseSeconds float64 `json:"pause_seconds"`
-		HeapBytes    uint64  `json:"heap_bytes"`
-	} `json:"scan"`
-}
-
-// site sums the groups whose stack names fn, by kind.
-func (d *snapDoc) site(fn string) (blocks uint64, byKind map[string]uint64) {
-	byKind = map[string]uint64{}
-	for _, l := range d.Leaks {
-		if stackHas(l.Stack, fn) {
-			blocks += l.Blocks
-			byKind[l.Kind] += l.Blocks
-		}
-	}
-	return blocks, byKind
-}
-
-func readSnapDoc(t *testing.T, path string) *snapDoc {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := new(snapDoc)
-	if err := json.Unmarshal(b, d); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if d.Schema != "leakpath.report/v1" {
-		t.Fatalf("%s: schema %q", path, d.Schema)
-	}
-	return d
-}
-
-// lp runs the leakpath binary with args and returns its stdout, stderr
-// and exit code.
-func lp(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.Command(lpBin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil && cmd.ProcessState == nil {
-		t.Fatalf("leakpath %v: %v", args, err)
-	}
-	return out.String(), errb.String(), exitCode(err, cmd.ProcessState)
-}
-
 // TestSnapshotUnderLoad: snapshots of a program whose three threads
 // allocate and free without pause complete while it runs; its output and
 // exit code stay its own; each snapshot counts exactly the blocks main
@@ -154,17 +95,17 @@ func TestSnapshotUnderLoad(t *testing.T) {
 		d         *snapDoc
 		leak, kep uint64
 	}{{"s1", s1, 100, 0}, {"s2", s2, 400, 50}} {
-		n, kinds := c.d.site("leak_some")
+		n, kinds := c.d.Site("leak_some")
 		if n != c.leak || kinds["definite"] < c.leak-1 {
 			t.Errorf("%s: leak_some has %d blocks %v; want %d, definite but for one at most", c.name, n, kinds, c.leak)
 		}
-		n, kinds = c.d.site("keep_some")
+		n, kinds = c.d.Site("keep_some")
 		if n != c.kep || kinds["reachable"] != c.kep {
 			t.Errorf("%s: keep_some has %d blocks %v; want %d reachable", c.name, n, kinds, c.kep)
 		}
 	}
 	exit := readSnapDoc(t, exitJSON)
-	if n, kinds := exit.site("leak_some"); n != 400 || kinds["definite"] < 399 || exit.Snapshot {
+	if n, kinds := exit.Site("leak_some"); n != 400 || kinds["definite"] < 399 || exit.Snapshot {
 		t.Errorf("at exit: leak_some has %d blocks %v (snapshot %v); want 400, definite", n, kinds, exit.Snapshot)
 	}
 

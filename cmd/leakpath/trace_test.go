@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/model/event"
-	"github.com/leakpath/leakpath/internal/model/tracefile"
 	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
@@ -277,28 +273,4 @@ func traceAllocations(t testing.TB, path string) uint64 {
 		n += p.Totals.Allocations
 	}
 	return n
-}
-
-// eachTraceEvent calls each with every event of the trace at path, in
-// the order they were written.
-func eachTraceEvent(t testing.TB, path string, each func(ev *event.Event)) {
-	t.Helper()
-	rd, err := tracefile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var buf []event.Event
-	for {
-		buf, err = rd.Next(buf)
-		for i := range buf {
-			each(&buf[i])
-		}
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }

@@ -265,7 +265,12 @@ func (r *Report) jsonImage(p *heap.Process, lazy bool) jsonImage {
 			l.FoldedStacks = g.stacks
 		}
 		if p.Site(g.Stack) != nil {
-			l.Function, l.Allocs = g.fn.String(), g.allocs
+			l.Allocs = g.allocs
+			if g.fn != 0 {
+				// 0: the site allocated nothing the model saw (a
+				// snapshot's pending block), as the text says none.
+				l.Function = g.fn.String()
+			}
 		}
 		if g.Owner != 0 {
 			l.Owner = r.jsonStack(p, g.Owner)

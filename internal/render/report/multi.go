@@ -171,7 +171,7 @@ func (m *Multi) addLeak(r *Report, p *heap.Process, g leak, pt *part) {
 	ml.Blocks += g.Blocks
 	if p.Site(g.Stack) != nil {
 		ml.Allocs += g.allocs
-		if ml.fn == 0 {
+		if ml.fn == 0 && g.fn != 0 {
 			ml.fn = g.fn
 			ml.Function = g.fn.String()
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/testfixture"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
 
 // Fixtures are C/C++ programs under testdata/symbolize compiled on demand
@@ -32,14 +34,24 @@ type fixtureResult struct {
 	err  error
 }
 
+// TestMain also sets up the end-to-end harness for the tests of
+// symbolize_e2e_test.go, which run leakpath itself.
 func TestMain(m *testing.M) {
+	flag.Parse()
 	dir, err := os.MkdirTemp("", "leakpath-symbolize-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	fixtureRoot = dir
+	cleanup, err := e2e.Setup()
+	if err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	code := m.Run()
+	cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -1,4 +1,4 @@
-package main
+package report_test
 
 import (
 	"bufio"
@@ -18,47 +18,12 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
-
-// exportTrace runs the export fixture with its trace kept and returns the
-// trace and leakpath's own JSON report of it.
-func exportTrace(t *testing.T) (string, *jsonReport) {
-	t.Helper()
-	bin := fixture(t, "export.cc")
-	dir := t.TempDir()
-	trace := filepath.Join(dir, "export.lpt")
-	r := leakpath(t, []string{"-o", trace}, nil, bin)
-	if r.code != 0 {
-		t.Fatalf("leakpath run exited %d: %s", r.code, r.stderr)
-	}
-	out := exportReport(t, root, "--format", "json", trace)
-	var rep jsonReport
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("report --format json: %v", err)
-	}
-	if len(rep.Processes) > 1 {
-		t.Fatalf("the fixture should be one image, the report has %d", len(rep.Processes))
-	}
-	return trace, &rep
-}
-
-// exportReport runs `leakpath report ARGS` in dir and returns its stdout.
-func exportReport(t *testing.T, dir string, args ...string) []byte {
-	t.Helper()
-	cmd := exec.Command(lpBin, append([]string{"report"}, args...)...)
-	cmd.Dir = dir
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("leakpath report %v: %v\n%s", args, err, errb.Bytes())
-	}
-	return out
-}
 
 // leakNames is a leak stack's frames as the exports name them, innermost
 // first.
-func leakNames(st []jsonFrame) []string {
+func leakNames(st []e2e.Frame) []string {
 	var out []string
 	for _, f := range st {
 		name := f.Function
@@ -79,9 +44,9 @@ func pprofName(s string) string {
 }
 
 func TestExportPprof(t *testing.T) {
-	trace, rep := exportTrace(t)
+	trace, rep := e2e.ExportTrace(t)
 	pb := filepath.Join(t.TempDir(), "leaks.pb.gz")
-	exportReport(t, root, "--format", "pprof", "--output", pb, trace)
+	e2e.LeakpathReport(t, e2e.Root, "--format", "pprof", "--output", pb, trace)
 	f, err := os.Open(pb)
 	if err != nil {
 		t.Fatal(err)
@@ -193,13 +158,13 @@ func TestExportPprof(t *testing.T) {
 }
 
 func TestExportCollapsed(t *testing.T) {
-	trace, rep := exportTrace(t)
+	trace, rep := e2e.ExportTrace(t)
 	parse := func(value string) map[string]uint64 {
 		args := []string{"--format", "collapsed"}
 		if value != "" {
 			args = append(args, "--value", value)
 		}
-		out := exportReport(t, root, append(args, trace)...)
+		out := e2e.LeakpathReport(t, e2e.Root, append(args, trace)...)
 		m := map[string]uint64{}
 		for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
 			i := strings.LastIndexByte(line, ' ')
@@ -263,15 +228,15 @@ func TestExportCollapsed(t *testing.T) {
 	// A value for another format, or an unknown one, is a usage error;
 	// so is an export of several traces.
 	for _, args := range [][]string{{"--format", "collapsed", "--value", "bytes"}, {"--format", "json", "--value", "leaked-bytes"}} {
-		cmd := exec.Command(lpBin, append(append([]string{"report"}, args...), trace)...)
+		cmd := exec.Command(e2e.Bin, append(append([]string{"report"}, args...), trace)...)
 		out, _ := cmd.CombinedOutput()
-		if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(string(out), "--value") {
-			t.Errorf("leakpath report %v: exit code %d, want %d with an error about --value:\n%s", args, code, exitUsage, out)
+		if code := cmd.ProcessState.ExitCode(); code != e2e.ExitUsage || !strings.Contains(string(out), "--value") {
+			t.Errorf("leakpath report %v: exit code %d, want %d with an error about --value:\n%s", args, code, e2e.ExitUsage, out)
 		}
 	}
-	cmd := exec.Command(lpBin, "report", "--format", "collapsed", trace, trace)
-	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitUsage {
-		t.Errorf("collapsed export of two traces: exit code %d, want %d:\n%s", cmd.ProcessState.ExitCode(), exitUsage, out)
+	cmd := exec.Command(e2e.Bin, "report", "--format", "collapsed", trace, trace)
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != e2e.ExitUsage {
+		t.Errorf("collapsed export of two traces: exit code %d, want %d:\n%s", cmd.ProcessState.ExitCode(), e2e.ExitUsage, out)
 	}
 }
 
@@ -322,9 +287,9 @@ type sarifDoc struct {
 }
 
 func TestExportSARIF(t *testing.T) {
-	trace, rep := exportTrace(t)
+	trace, rep := e2e.ExportTrace(t)
 	// Run at the repository's root: the fixture's source is under it.
-	out := exportReport(t, root, "--format", "sarif", trace)
+	out := e2e.LeakpathReport(t, e2e.Root, "--format", "sarif", trace)
 	var doc sarifDoc
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatalf("SARIF: %v\n%s", err, out)
@@ -342,7 +307,7 @@ func TestExportSARIF(t *testing.T) {
 	if len(run.Results) != len(rep.Leaks)+len(rep.Errors) {
 		t.Fatalf("%d results, the report has %d leak groups and %d improper uses", len(run.Results), len(rep.Leaks), len(rep.Errors))
 	}
-	abs, _ := filepath.Abs(root)
+	abs, _ := filepath.Abs(e2e.Root)
 	if u := run.OriginalURIBaseIDs["%SRCROOT%"].URI; u != "file://"+abs+"/" {
 		t.Errorf("%%SRCROOT%% is %q, want file://%s/", u, abs)
 	}
@@ -353,7 +318,7 @@ func TestExportSARIF(t *testing.T) {
 		"mismatched_free": "error"}
 	type finding struct {
 		kind  string
-		stack []jsonFrame
+		stack []e2e.Frame
 		bytes uint64
 	}
 	var want []finding
@@ -392,7 +357,7 @@ func TestExportSARIF(t *testing.T) {
 			continue
 		}
 		// The fixture's own frames: the location is the innermost.
-		var inner *jsonFrame
+		var inner *e2e.Frame
 		for j := range w.stack {
 			if strings.HasSuffix(w.stack[j].File, "export.cc") {
 				inner = &w.stack[j]
@@ -424,7 +389,7 @@ func TestExportSARIF(t *testing.T) {
 
 	// The whole log against the SARIF 2.1.0 schema, when python3 has
 	// jsonschema.
-	schema := filepath.Join(root, "testdata", "sarif", "sarif-schema-2.1.0.json")
+	schema := filepath.Join(e2e.Root, "testdata", "sarif", "sarif-schema-2.1.0.json")
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("schema validation skipped: no python3")
@@ -448,16 +413,9 @@ sys.exit(1 if errs else 0)
 	}
 }
 
-// flameNode is a node of the flame graph page's embedded data.
-type flameNode struct {
-	Name     string       `json:"n"`
-	Value    uint64       `json:"v"`
-	Children []*flameNode `json:"c"`
-}
-
 // parseFlamePage parses a flame graph page as a browser would and returns
 // its embedded tree; the page must load nothing from elsewhere.
-func parseFlamePage(t *testing.T, page []byte) *flameNode {
+func parseFlamePage(t *testing.T, page []byte) *e2e.FlameNode {
 	t.Helper()
 	doc, err := html.Parse(bytes.NewReader(page))
 	if err != nil {
@@ -484,32 +442,15 @@ func parseFlamePage(t *testing.T, page []byte) *flameNode {
 	if scripts != 1 {
 		t.Errorf("%d inline scripts define flameGraph, want 1", scripts)
 	}
-	var root flameNode
+	var root e2e.FlameNode
 	if err := json.Unmarshal([]byte(data), &root); err != nil {
 		t.Fatalf("the page's flame-data: %v\n%.200s", err, data)
 	}
 	return &root
 }
 
-// flameStacks is the tree's value per root-to-leaf stack (frames joined
-// by ";"), as the collapsed export lists them: what a node holds beyond
-// its callees ends a stack there. It checks that each node's value is at
-// least its callees'.
-func flameStacks(t *testing.T, n *flameNode, prefix []string, out map[string]uint64) {
-	var sum uint64
-	for _, c := range n.Children {
-		sum += c.Value
-		flameStacks(t, c, append(slices.Clip(prefix), c.Name), out)
-	}
-	if sum > n.Value {
-		t.Errorf("%v: callees sum to %d, more than the node's %d", prefix, sum, n.Value)
-	} else if n.Value > sum {
-		out[strings.Join(prefix, ";")] += n.Value - sum
-	}
-}
-
 func TestExportFlamegraph(t *testing.T) {
-	trace, rep := exportTrace(t)
+	trace, rep := e2e.ExportTrace(t)
 	tot := rep.Totals
 	for _, c := range []struct {
 		value string
@@ -520,7 +461,7 @@ func TestExportFlamegraph(t *testing.T) {
 			args = append(args, "--value", c.value)
 		}
 		out := filepath.Join(t.TempDir(), "flame.html")
-		exportReport(t, root, append(args, "--output", out, trace)...)
+		e2e.LeakpathReport(t, e2e.Root, append(args, "--output", out, trace)...)
 		page, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)
@@ -530,7 +471,7 @@ func TestExportFlamegraph(t *testing.T) {
 			t.Errorf("--value %q: the flame graph's total is %d, the JSON report says %d", c.value, tree.Value, c.want)
 		}
 		// Stack by stack, the tree holds what the collapsed export lists.
-		collapsed := exportReport(t, root, append([]string{"--format", "collapsed"}, append(args[2:], trace)...)...)
+		collapsed := e2e.LeakpathReport(t, e2e.Root, append([]string{"--format", "collapsed"}, append(args[2:], trace)...)...)
 		want := map[string]uint64{}
 		for _, line := range strings.Split(strings.TrimSpace(string(collapsed)), "\n") {
 			i := strings.LastIndexByte(line, ' ')
@@ -538,7 +479,7 @@ func TestExportFlamegraph(t *testing.T) {
 			want[line[:i]] += n
 		}
 		got := map[string]uint64{}
-		flameStacks(t, tree, nil, got)
+		e2e.FlameStacks(t, tree, nil, got)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("--value %q: the flame graph's stacks:\n%v\nthe collapsed export's:\n%v", c.value, got, want)
 		}

@@ -1,8 +1,9 @@
-package main
+package usage_test
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,9 @@ import (
 // percallFixture builds libpercall.so and the program calling it.
 func percallFixture(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(fixtures, "percall")
+	dir := filepath.Join(e2e.Fixtures, "percall")
 	os.MkdirAll(dir, 0o755)
-	src := filepath.Join(root, "testdata", "fixtures")
+	src := filepath.Join(e2e.Root, "testdata", "fixtures")
 	app := filepath.Join(dir, "percall_app")
 	for _, b := range []struct {
 		out  string
@@ -79,30 +80,30 @@ func TestPerCall(t *testing.T) {
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "pc.lpt")
 	runJSON := filepath.Join(dir, "usage.json")
-	r := leakpath(t, []string{"-o", trace, "--by", "library", "--per-call", "--usage-json", runJSON}, nil, app)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	r := e2e.Leakpath(t, []string{"-o", trace, "--by", "library", "--per-call", "--usage-json", runJSON}, nil, app)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 	b, err := os.ReadFile(runJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkPerCall(t, "run --by library", parsePerCall(t, b), byLibrary)
-	if !strings.Contains(r.text, "libpercall.so call 1 (tid ") {
-		t.Errorf("the text table lacks the per-call rows:\n%s", r.text)
+	if !strings.Contains(r.Text, "libpercall.so call 1 (tid ") {
+		t.Errorf("the text table lacks the per-call rows:\n%s", r.Text)
 	}
 	for _, c := range []struct {
 		by   string
 		want []percallRow
 	}{{"library", byLibrary}, {"function", byFunction}} {
-		out, err := exec.Command(lpBin, "report", "--format", "json", "--by", c.by, "--per-call", trace).Output()
+		out, err := exec.Command(e2e.Bin, "report", "--format", "json", "--by", c.by, "--per-call", trace).Output()
 		if err != nil {
 			t.Fatalf("report --by %s --per-call: %v", c.by, err)
 		}
 		checkPerCall(t, "report --by "+c.by, parsePerCall(t, out), c.want)
 	}
 	// Per call needs entry units.
-	out, err := exec.Command(lpBin, "report", "--by", "library", "--per-call", "--attribution", "caller", trace).CombinedOutput()
+	out, err := exec.Command(e2e.Bin, "report", "--by", "library", "--per-call", "--attribution", "caller", trace).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "entry") {
 		t.Errorf("--per-call --attribution caller: %v, %s; want an error naming entry attribution", err, out)
 	}

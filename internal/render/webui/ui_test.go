@@ -1,4 +1,4 @@
-package main
+package webui_test
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,193 +14,31 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leakpath/leakpath/internal/testfixture"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
 
-// uiServer is a `leakpath ui` process serving a trace.
-type uiServer struct {
-	printed string       // the address leakpath printed, with its token
-	url     string       // the page's, where the printed address led (without the trailing slash)
-	client  *http.Client // has the cookie of the first visit
-	cmd     *exec.Cmd
-	stderr  *syncBuilder
-}
-
-// uiTimeout bounds a request to the UI: a guard against a hung server
-// (one reading a FIFO, say), not a measure.
-var uiTimeout = 2 * time.Minute
-
-// uiAddress finds the address leakpath prints: the page's on 127.0.0.1,
-// with its token.
-var uiAddress = regexp.MustCompile(`(http://127\.0\.0\.1:\d+/\S*)`)
-
-// newUIServer visits the printed address as a browser would, keeping the
-// cookie it sets, and notes where it led.
-func newUIServer(t *testing.T, printed string, cmd *exec.Cmd, stderr *syncBuilder) *uiServer {
-	t.Helper()
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &uiServer{printed: printed, client: &http.Client{Jar: jar, Timeout: uiTimeout}, cmd: cmd, stderr: stderr}
-	resp, err := s.client.Get(printed)
-	if err != nil {
-		t.Fatalf("GET %s: %v", printed, err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: status %d", printed, resp.StatusCode)
-	}
-	s.url = strings.TrimSuffix(resp.Request.URL.String(), "/")
-	return s
-}
-
-// startUI starts `leakpath ui TRACE` (at the repository's root) on a free port, waits until the trace
-// is loaded, and stops it (SIGINT) when the test ends, checking that it
-// exits cleanly.
-func startUI(t *testing.T, trace string) *uiServer {
-	t.Helper()
-	s := startUIAsync(t, trace)
-	for deadline := time.Now().Add(hangGuard); ; {
-		var st struct{ State, Error string }
-		s.get(t, "/api/status", &st)
-		if st.State == "ready" {
-			break
-		}
-		if st.State == "error" || time.Now().After(deadline) {
-			t.Fatalf("leakpath ui: state %q %s\n%s", st.State, st.Error, s.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return s
-}
-
-// startUIAsync is startUI without waiting for the trace to load.
-func startUIAsync(t *testing.T, trace string) *uiServer {
-	t.Helper()
-	cmd := exec.Command(lpBin, "ui", trace)
-	cmd.Dir = root // the fixtures' sources are named relative to it
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := new(syncBuilder)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewReader(stdout)
-	first, err := lines.ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("leakpath ui printed no address: %v\n%s", err, stderr.String())
-	}
-	m := uiAddress.FindStringSubmatch(first)
-	if m == nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("leakpath ui's first line names no address on 127.0.0.1: %q", first)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan error, 1)
-		go func() { io.Copy(io.Discard, lines); done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("leakpath ui after SIGINT: %v\n%s", err, stderr.String())
-			}
-		case <-time.After(hangGuard):
-			cmd.Process.Kill()
-			t.Errorf("leakpath ui did not stop on SIGINT")
-		}
-	})
-	return newUIServer(t, m[1], cmd, stderr)
-}
-
-// syncBuilder is a strings.Builder safe for a process's writes and the
-// test's reads.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// get fetches path and decodes its JSON into v; it fails the test unless
-// the status is 200.
-func (s *uiServer) get(t *testing.T, path string, v any) {
-	t.Helper()
-	if code := s.getCode(t, path, v); code != http.StatusOK {
-		t.Fatalf("GET %s: status %d", path, code)
-	}
-}
-
-func (s *uiServer) getCode(t *testing.T, path string, v any) int {
-	t.Helper()
-	resp, err := s.client.Get(s.url + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v != nil && resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("GET %s: %v\n%.300s", path, err, b)
-		}
-	}
-	return resp.StatusCode
-}
-
-// uiTimeline is /api/timeline as the test reads it.
-type uiTimeline struct {
-	Unit    string `json:"unit"`
-	Buckets []struct {
-		Heap        int64  `json:"heap"`
-		HeapMax     int64  `json:"heap_max"`
-		AllocBytes  uint64 `json:"alloc_bytes"`
-		Allocs      uint64 `json:"allocs"`
-		Frees       uint64 `json:"frees"`
-		Temporary   uint64 `json:"temporary"`
-		LeakedBytes uint64 `json:"leaked_bytes"`
-	} `json:"buckets"`
-}
-
 type uiFlame struct {
-	Kind string     `json:"kind"`
-	Unit string     `json:"unit"`
-	Peak *int       `json:"peak"`
-	Root *flameNode `json:"root"`
+	Kind string         `json:"kind"`
+	Unit string         `json:"unit"`
+	Peak *int           `json:"peak"`
+	Root *e2e.FlameNode `json:"root"`
 }
 
 // TestUI serves the export fixture's trace and checks the API against
 // leakpath's own JSON report, collapsed export and usage tables of the
 // same trace.
 func TestUI(t *testing.T) {
-	trace, rep := exportTrace(t)
-	s := startUI(t, trace)
+	trace, rep := e2e.ExportTrace(t)
+	s := e2e.StartUI(t, trace)
 	tot := rep.Totals
 
-	var tl uiTimeline
-	s.get(t, "/api/timeline", &tl)
+	var tl e2e.UITimeline
+	s.Get(t, "/api/timeline", &tl)
 	if tl.Unit != "s" || len(tl.Buckets) == 0 {
 		t.Fatalf("timeline in %q with %d buckets", tl.Unit, len(tl.Buckets))
 	}
@@ -235,7 +72,7 @@ func TestUI(t *testing.T) {
 	flames := map[string]*uiFlame{}
 	for _, kind := range []string{"allocated", "leaked", "peak", "temporary"} {
 		var f uiFlame
-		s.get(t, "/api/flame?kind="+kind, &f)
+		s.Get(t, "/api/flame?kind="+kind, &f)
 		flames[kind] = &f
 	}
 	for kind, want := range map[string]uint64{"allocated": tot.AllocatedBytes, "leaked": tot.LeakedBytes, "temporary": tot.Temporary} {
@@ -250,9 +87,9 @@ func TestUI(t *testing.T) {
 	// collapsed export's.
 	for kind, value := range map[string]string{"leaked": "leaked-bytes", "allocated": "allocated-bytes"} {
 		got := map[string]uint64{}
-		flameStacks(t, flames[kind].Root, nil, got)
+		e2e.FlameStacks(t, flames[kind].Root, nil, got)
 		want := map[string]uint64{}
-		out := exportReport(t, root, "--format", "collapsed", "--value", value, trace)
+		out := e2e.LeakpathReport(t, e2e.Root, "--format", "collapsed", "--value", value, trace)
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			i := strings.LastIndexByte(line, ' ')
 			var n uint64
@@ -266,8 +103,8 @@ func TestUI(t *testing.T) {
 	// A range: the first half's allocations and the second's add up.
 	half := len(tl.Buckets) / 2
 	var a, b uiFlame
-	s.get(t, fmt.Sprintf("/api/flame?kind=allocated&from=0&to=%d", half), &a)
-	s.get(t, fmt.Sprintf("/api/flame?kind=allocated&from=%d&to=%d", half+1, len(tl.Buckets)-1), &b)
+	s.Get(t, fmt.Sprintf("/api/flame?kind=allocated&from=0&to=%d", half), &a)
+	s.Get(t, fmt.Sprintf("/api/flame?kind=allocated&from=%d&to=%d", half+1, len(tl.Buckets)-1), &b)
 	if a.Root.Value+b.Root.Value != tot.AllocatedBytes {
 		t.Errorf("allocated in the two halves: %d + %d, want %d", a.Root.Value, b.Root.Value, tot.AllocatedBytes)
 	}
@@ -283,11 +120,11 @@ func TestUI(t *testing.T) {
 		} `json:"rows"`
 	}
 	var all, second diff
-	s.get(t, "/api/diff", &all)
+	s.Get(t, "/api/diff", &all)
 	if all.Change != int64(tot.LeakedBytes) {
 		t.Errorf("diff over the run: %d, the report leaked %d", all.Change, tot.LeakedBytes)
 	}
-	s.get(t, fmt.Sprintf("/api/diff?from=%d&to=%d", half+1, len(tl.Buckets)-1), &second)
+	s.Get(t, fmt.Sprintf("/api/diff?from=%d&to=%d", half+1, len(tl.Buckets)-1), &second)
 	if want := tl.Buckets[len(tl.Buckets)-1].Heap - tl.Buckets[half].Heap; second.Change != want {
 		t.Errorf("diff over the second half: %d, the timeline's heap changed by %d", second.Change, want)
 	}
@@ -305,14 +142,14 @@ func TestUI(t *testing.T) {
 		t.Errorf("diff rows sum to %d, the diff says %d", rowsSum, all.Change)
 	}
 	var growth uiFlame
-	s.get(t, "/api/flame?kind=growth", &growth)
+	s.Get(t, "/api/flame?kind=growth", &growth)
 	if int64(growth.Root.Value) != grew {
 		t.Errorf("growth flame graph totals %d, the diff's growing sites %d", growth.Root.Value, grew)
 	}
 
 	// The leak list is the JSON report's.
-	var got jsonReport
-	s.get(t, "/api/report", &got)
+	var got e2e.Report
+	s.Get(t, "/api/report", &got)
 	if fmt.Sprint(got.Totals) != fmt.Sprint(tot) || len(got.Leaks) != len(rep.Leaks) {
 		t.Errorf("/api/report: totals %+v with %d leaks; the report: %+v with %d", got.Totals, len(got.Leaks), tot, len(rep.Leaks))
 	}
@@ -327,20 +164,20 @@ func TestUI(t *testing.T) {
 			} `json:"units"`
 		}
 		var ui, cli units
-		s.get(t, "/api/usage?by="+by, &ui)
-		if err := json.Unmarshal(exportReport(t, root, "--by", by, "--format", "json", trace), &cli); err != nil {
+		s.Get(t, "/api/usage?by="+by, &ui)
+		if err := json.Unmarshal(e2e.LeakpathReport(t, e2e.Root, "--by", by, "--format", "json", trace), &cli); err != nil {
 			t.Fatal(err)
 		}
 		if len(ui.Units) == 0 || fmt.Sprint(ui.Units) != fmt.Sprint(cli.Units) {
 			t.Errorf("usage by %s:\n%v\nleakpath report --by %s:\n%v", by, ui.Units, by, cli.Units)
 		}
 	}
-	if code := s.getCode(t, "/api/usage?by=nothing", nil); code != http.StatusBadRequest {
+	if code := s.GetCode(t, "/api/usage?by=nothing", nil); code != http.StatusBadRequest {
 		t.Errorf("usage by nothing: status %d", code)
 	}
 
 	// Source lines: of the leaks' files only.
-	var leakFile jsonFrame
+	var leakFile e2e.Frame
 	for _, f := range rep.Leaks[0].Stack {
 		if strings.HasSuffix(f.File, "export.cc") {
 			leakFile = f
@@ -354,7 +191,7 @@ func TestUI(t *testing.T) {
 		N    int    `json:"n"`
 		Text string `json:"text"`
 	}
-	s.get(t, fmt.Sprintf("/api/source?file=%s&line=%d", url.QueryEscape(leakFile.File), leakFile.Line), &lines)
+	s.Get(t, fmt.Sprintf("/api/source?file=%s&line=%d", url.QueryEscape(leakFile.File), leakFile.Line), &lines)
 	src, err := os.ReadFile(leakFile.File)
 	if err != nil {
 		t.Fatal(err)
@@ -368,13 +205,13 @@ func TestUI(t *testing.T) {
 		t.Errorf("source of %s:%d: %+v lacks %q", leakFile.File, leakFile.Line, lines, wantLine)
 	}
 	for _, bad := range []string{"/api/source?file=/etc/passwd&line=1", "/api/flame?kind=bogus", "/api/flame?from=x", "/api/flame?from=5&to=2", "/api/diff?to=-1"} {
-		if code := s.getCode(t, bad, nil); code != http.StatusBadRequest && code != http.StatusNotFound {
+		if code := s.GetCode(t, bad, nil); code != http.StatusBadRequest && code != http.StatusNotFound {
 			t.Errorf("GET %s: status %d, want 400 or 404", bad, code)
 		}
 	}
 	// The page and its scripts are served.
 	for _, p := range []string{"/", "/app.js", "/flame.js", "/style.css"} {
-		if code := s.getCode(t, p, nil); code != http.StatusOK {
+		if code := s.GetCode(t, p, nil); code != http.StatusOK {
 			t.Errorf("GET %s: status %d", p, code)
 		}
 	}
@@ -386,7 +223,7 @@ func TestUIBadInput(t *testing.T) {
 	junk := filepath.Join(t.TempDir(), "junk.lpt")
 	os.WriteFile(junk, []byte("not a trace at all"), 0o644)
 	for _, args := range [][]string{{"ui", filepath.Join(t.TempDir(), "none.lpt")}, {"ui", junk}, {"ui"}, {"ui", "--listen", "nowhere", junk}} {
-		cmd := exec.Command(lpBin, args...)
+		cmd := exec.Command(e2e.Bin, args...)
 		out, _ := cmd.CombinedOutput()
 		code := cmd.ProcessState.ExitCode()
 		if code == 0 || !strings.HasPrefix(string(out), "leakpath") || strings.Contains(string(out), "panic") {
@@ -402,12 +239,12 @@ func TestUIBadInput(t *testing.T) {
 // has shown an allocation, however long that takes on a busy machine (2
 // minutes at most: a hang guard).
 func TestRunUI(t *testing.T) {
-	bin := fixture(t, "busy.c")
+	bin := e2e.Fixture(t, "busy.c")
 	dir := t.TempDir()
 	js := filepath.Join(dir, "r.json")
 	stop := filepath.Join(dir, "stop")
-	cmd := exec.Command(lpBin, "run", "--ui", "--json", js, "--", bin, "120000", stop)
-	cmd.Env = testEnv()
+	cmd := exec.Command(e2e.Bin, "run", "--ui", "--json", js, "--", bin, "120000", stop)
+	cmd.Env = e2e.TestEnv()
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
 	errp, err := cmd.StderrPipe()
@@ -420,11 +257,11 @@ func TestRunUI(t *testing.T) {
 	defer cmd.Process.Kill()
 	defer os.WriteFile(stop, nil, 0o644) // a failed test's program ends too
 	lines := bufio.NewScanner(errp)
-	var s *uiServer
+	var s *e2e.UIServer
 	for lines.Scan() {
 		if strings.Contains(lines.Text(), "live view at") {
-			if m := uiAddress.FindStringSubmatch(lines.Text()); m != nil {
-				s = newUIServer(t, m[1], cmd, nil)
+			if m := e2e.UIAddress.FindStringSubmatch(lines.Text()); m != nil {
+				s = e2e.NewUIServer(t, m[1], cmd, nil)
 				break
 			}
 		}
@@ -442,7 +279,7 @@ func TestRunUI(t *testing.T) {
 	}()
 	// While it runs: nothing without the token, even on the page's path.
 	for _, p := range []string{"/api/status", "/api/timeline", "/api/flame?kind=allocated"} {
-		resp, err := (&http.Client{Timeout: uiTimeout}).Get(s.url + p)
+		resp, err := (&http.Client{Timeout: e2e.UITimeout}).Get(s.URL + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,14 +291,14 @@ func TestRunUI(t *testing.T) {
 	}
 	// The chart grows.
 	var seen uint64
-	for deadline := time.Now().Add(hangGuard); ; {
+	for deadline := time.Now().Add(testfixture.HangGuard); ; {
 		var st struct{ State string }
-		s.get(t, "/api/status", &st)
+		s.Get(t, "/api/status", &st)
 		if st.State != "running" {
 			break
 		}
-		var tl uiTimeline
-		s.get(t, "/api/timeline", &tl)
+		var tl e2e.UITimeline
+		s.Get(t, "/api/timeline", &tl)
 		var allocs uint64
 		for _, b := range tl.Buckets {
 			allocs += b.Allocs
@@ -470,7 +307,7 @@ func TestRunUI(t *testing.T) {
 			t.Errorf("live allocations went down from %d to %d", seen, allocs)
 		}
 		var f uiFlame
-		s.get(t, "/api/flame?kind=allocated", &f)
+		s.Get(t, "/api/flame?kind=allocated", &f)
 		if allocs > 0 && f.Root.Value == 0 {
 			t.Errorf("%d allocations so far, an empty flame graph", allocs)
 		}
@@ -481,7 +318,7 @@ func TestRunUI(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still running after %v", hangGuard)
+			t.Fatalf("still running after %v", testfixture.HangGuard)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -490,7 +327,7 @@ func TestRunUI(t *testing.T) {
 	}
 	select {
 	case <-ended:
-	case <-time.After(hangGuard):
+	case <-time.After(testfixture.HangGuard):
 		t.Fatal("no word that the run is over")
 	}
 	// The end: the page of the finished run.
@@ -498,12 +335,12 @@ func TestRunUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep jsonReport
+	var rep e2e.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	var tl uiTimeline
-	s.get(t, "/api/timeline", &tl)
+	var tl e2e.UITimeline
+	s.Get(t, "/api/timeline", &tl)
 	var alloc, allocs, leaked uint64
 	for _, b := range tl.Buckets {
 		alloc += b.AllocBytes
@@ -518,12 +355,12 @@ func TestRunUI(t *testing.T) {
 		t.Errorf("the live view showed %d allocations, more than the run's %d", seen, allocs)
 	}
 	var f uiFlame
-	s.get(t, "/api/flame?kind=leaked", &f)
+	s.Get(t, "/api/flame?kind=leaked", &f)
 	if f.Root.Value != rep.Totals.LeakedBytes {
 		t.Errorf("leaked flame graph %d, the report %d", f.Root.Value, rep.Totals.LeakedBytes)
 	}
-	var got jsonReport
-	s.get(t, "/api/report", &got)
+	var got e2e.Report
+	s.Get(t, "/api/report", &got)
 	if fmt.Sprint(got.Totals) != fmt.Sprint(rep.Totals) {
 		t.Errorf("/api/report totals %+v, the run's %+v", got.Totals, rep.Totals)
 	}
@@ -532,10 +369,10 @@ func TestRunUI(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if code := exitCode(err, cmd.ProcessState); code != 0 {
+		if code := e2e.ExitCode(err, cmd.ProcessState); code != 0 {
 			t.Errorf("leakpath run --ui exited %d after SIGINT, the program 0", code)
 		}
-	case <-time.After(hangGuard):
+	case <-time.After(testfixture.HangGuard):
 		t.Fatal("leakpath run --ui did not stop on SIGINT")
 	}
 	if stdout.Len() != 0 {
@@ -576,29 +413,29 @@ func TestUIOnSharedMachine(t *testing.T) {
 	for i, f := range []string{good, link, fifo, big, secret} {
 		defs = append(defs, fmt.Sprintf("-DFILE_%c=%q", 'A'+i, f))
 	}
-	bin := fixture(t, "linefiles.c", defs...)
+	bin := e2e.Fixture(t, "linefiles.c", defs...)
 	trace := filepath.Join(dir, "lf.lpt")
-	if r := leakpath(t, []string{"-o", trace}, nil, bin); r.code != 0 {
-		t.Fatalf("leakpath run exited %d: %s", r.code, r.stderr)
+	if r := e2e.Leakpath(t, []string{"-o", trace}, nil, bin); r.Code != 0 {
+		t.Fatalf("leakpath run exited %d: %s", r.Code, r.Stderr)
 	}
-	s := startUI(t, trace)
+	s := e2e.StartUI(t, trace)
 
 	// The printed address carries a token of at least 128 bits, which
 	// leakpath's command line does not show.
-	m := regexp.MustCompile(`^http://127\.0\.0\.1:(\d+)/\?token=([0-9a-f]+)$`).FindStringSubmatch(s.printed)
+	m := regexp.MustCompile(`^http://127\.0\.0\.1:(\d+)/\?token=([0-9a-f]+)$`).FindStringSubmatch(s.Printed)
 	if m == nil || len(m[2]) < 32 {
-		t.Errorf("printed address %s carries no token of at least 128 bits", s.printed)
-	} else if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.cmd.Process.Pid)); strings.Contains(string(cmdline), m[2]) {
+		t.Errorf("printed address %s carries no token of at least 128 bits", s.Printed)
+	} else if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.Cmd.Process.Pid)); strings.Contains(string(cmdline), m[2]) {
 		t.Errorf("the token is on leakpath's command line: %q", cmdline)
 	}
-	origin := regexp.MustCompile(`^http://[^/]+`).FindString(s.printed)
+	origin := regexp.MustCompile(`^http://[^/]+`).FindString(s.Printed)
 	hasData := func(body string) bool {
 		return strings.Contains(body, "leakpath.report") || strings.Contains(body, "linefiles") || strings.Contains(body, "<html") ||
 			strings.Contains(body, "good_two") || strings.Contains(body, `"state"`)
 	}
 	// Without the token (a plain client, no cookie): nothing.
-	plain := &http.Client{Timeout: uiTimeout}
-	for _, u := range []string{origin + "/", origin + "/api/report", origin + "/api/status", s.url + "/", s.url + "/api/report", s.url + "/app.js",
+	plain := &http.Client{Timeout: e2e.UITimeout}
+	for _, u := range []string{origin + "/", origin + "/api/report", origin + "/api/status", s.URL + "/", s.URL + "/api/report", s.URL + "/app.js",
 		origin + "/api/source?line=1&file=" + url.QueryEscape(good)} {
 		resp, err := plain.Get(u)
 		if err != nil {
@@ -612,9 +449,9 @@ func TestUIOnSharedMachine(t *testing.T) {
 	}
 	// With the token's cookie but another Host (DNS rebinding): nothing.
 	for _, p := range []string{"/", "/api/report"} {
-		req, _ := http.NewRequest("GET", s.url+p, nil)
+		req, _ := http.NewRequest("GET", s.URL+p, nil)
 		req.Host = "rebound.example:" + regexp.MustCompile(`:(\d+)`).FindStringSubmatch(origin)[1]
-		resp, err := s.client.Do(req)
+		resp, err := s.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -636,8 +473,8 @@ func TestUIOnSharedMachine(t *testing.T) {
 		}
 		uid, _ := strconv.Atoi(nobody.Uid)
 		gid, _ := strconv.Atoi(nobody.Gid)
-		for _, u := range []string{origin + "/api/report", origin + "/", s.url + "/api/report", s.url + "/", origin + "/?token=0123456789abcdef0123456789abcdef"} {
-			cmd := exec.Command(curl, "-s", "-m", fmt.Sprint(uiTimeout.Seconds()), "-w", "\n%{http_code}", u)
+		for _, u := range []string{origin + "/api/report", origin + "/", s.URL + "/api/report", s.URL + "/", origin + "/?token=0123456789abcdef0123456789abcdef"} {
+			cmd := exec.Command(curl, "-s", "-m", fmt.Sprint(e2e.UITimeout.Seconds()), "-w", "\n%{http_code}", u)
 			cmd.Dir = "/"
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 			out, err := cmd.Output()
@@ -654,7 +491,7 @@ func TestUIOnSharedMachine(t *testing.T) {
 
 	// Source lines: of the regular file only.
 	source := func(file string) (int, string) {
-		resp, err := s.client.Get(s.url + "/api/source?line=2&file=" + url.QueryEscape(file))
+		resp, err := s.Client.Get(s.URL + "/api/source?line=2&file=" + url.QueryEscape(file))
 		if err != nil {
 			return 0, err.Error()
 		}

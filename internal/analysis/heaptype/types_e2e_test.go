@@ -1,4 +1,4 @@
-package main
+package heaptype_test
 
 import (
 	"encoding/json"
@@ -14,57 +14,8 @@ import (
 
 	"github.com/leakpath/leakpath/internal/symbols/dwarftypes"
 	"github.com/leakpath/leakpath/internal/testfixture"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
-
-// jsonTypesT is the "types" section of leakpath.report/v1 as tests read it.
-type jsonTypesT struct {
-	Seconds    float64           `json:"seconds"`
-	TypedBytes uint64            `json:"typed_bytes"`
-	TotalBytes uint64            `json:"total_bytes"`
-	ByEvidence map[string]uint64 `json:"bytes_by_evidence"`
-	Types      []struct {
-		Name       string            `json:"name"`
-		Unknown    bool              `json:"unknown"`
-		File       string            `json:"file"`
-		Line       int               `json:"line"`
-		Blocks     uint64            `json:"blocks"`
-		Bytes      uint64            `json:"bytes"`
-		ByEvidence map[string]uint64 `json:"blocks_by_evidence"`
-		Retains    uint64            `json:"largest_retained_bytes"`
-		HeldBy     []struct {
-			Holder string `json:"holder"`
-			Blocks uint64 `json:"blocks"`
-		} `json:"held_by"`
-		Sites []struct {
-			Blocks uint64      `json:"blocks"`
-			Stack  []jsonFrame `json:"stack"`
-		} `json:"sites"`
-	} `json:"types"`
-	PathToRoot *struct {
-		Type  string `json:"type"`
-		Steps []struct {
-			Via      string `json:"via"`
-			Bytes    uint64 `json:"bytes"`
-			Type     string `json:"type"`
-			Retained uint64 `json:"retained_bytes"`
-		} `json:"steps"`
-	} `json:"path_to_root"`
-}
-
-// typesOf reads the types section of a JSON report.
-func typesOf(t *testing.T, reportJSON []byte) *jsonTypesT {
-	t.Helper()
-	var rep struct {
-		Types *jsonTypesT `json:"types"`
-	}
-	if err := json.Unmarshal(reportJSON, &rep); err != nil {
-		t.Fatal(err)
-	}
-	if rep.Types == nil {
-		t.Fatalf("the report has no types:\n%s", reportJSON)
-	}
-	return rep.Types
-}
 
 // sizes parses the fixture's "NAME SIZE" lines (its sizeof's).
 func sizes(t *testing.T, stdout []byte) map[string]uint64 {
@@ -86,7 +37,7 @@ func sizes(t *testing.T, stdout []byte) map[string]uint64 {
 
 // checkTypeRows compares the type table's rows named in want (type →
 // blocks and bytes, and the one evidence that typed them all).
-func checkTypeRows(t *testing.T, ty *jsonTypesT, want map[string][3]any) {
+func checkTypeRows(t *testing.T, ty *e2e.Types, want map[string][3]any) {
 	t.Helper()
 	for name, w := range want {
 		found := false
@@ -114,16 +65,16 @@ func checkTypeRows(t *testing.T, ty *jsonTypesT, want map[string][3]any) {
 // are reported as unknown with their site; paths to root name the
 // global and the fields; a tree root retains its whole tree.
 func TestTypesCxx(t *testing.T) {
-	exe := fixture(t, "types.cc", includeFlag())
-	nat := native(t, nil, exe)
-	sz := sizes(t, nat.stdout)
+	exe := e2e.Fixture(t, "types.cc", e2e.IncludeFlag())
+	nat := e2e.Native(t, nil, exe)
+	sz := sizes(t, nat.Stdout)
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "t.lpt")
-	r := leakpath(t, []string{"--types", "--path-to-root", "shop::Tree", "-o", trace, "--snapshot-dir", dir}, nil, exe)
-	if string(r.stdout) != string(nat.stdout) || string(r.stderr) != string(nat.stderr) || r.code != nat.code {
-		t.Errorf("the program's output or exit code changed under leakpath:\n%s\n%s (%d) vs %s\n%s (%d)", r.stdout, r.stderr, r.code, nat.stdout, nat.stderr, nat.code)
+	r := e2e.Leakpath(t, []string{"--types", "--path-to-root", "shop::Tree", "-o", trace, "--snapshot-dir", dir}, nil, exe)
+	if string(r.Stdout) != string(nat.Stdout) || string(r.Stderr) != string(nat.Stderr) || r.Code != nat.Code {
+		t.Errorf("the program's output or exit code changed under leakpath:\n%s\n%s (%d) vs %s\n%s (%d)", r.Stdout, r.Stderr, r.Code, nat.Stdout, nat.Stderr, nat.Code)
 	}
-	ty := typesOf(t, r.reportJSON)
+	ty := e2e.TypesOf(t, r.ReportJSON)
 	checkTypeRows(t, ty, map[string][3]any{
 		// 10 in the vector, 5 parts of gadgets, 3 on the stack.
 		"shop::Widget": {uint64(18), 18 * sz["Widget"], "vtable"},
@@ -147,25 +98,25 @@ func TestTypesCxx(t *testing.T) {
 		}
 	}
 	if !blobs {
-		t.Errorf("the 4 blobs of 100 bytes are not reported as unknown from main:\n%s", r.text)
+		t.Errorf("the 4 blobs of 100 bytes are not reported as unknown from main:\n%s", r.Text)
 	}
 	p := ty.PathToRoot
 	if p == nil || len(p.Steps) != 2 || p.Steps[0].Via != "g_shop" || p.Steps[0].Type != "shop::Shop" ||
 		p.Steps[1].Via != "index" || p.Steps[1].Type != "shop::Tree" {
-		t.Fatalf("path to root of shop::Tree: %+v\n%s", p, r.text)
+		t.Fatalf("path to root of shop::Tree: %+v\n%s", p, r.Text)
 	}
 	if p.Steps[1].Retained != 15*sz["Tree"] {
 		t.Errorf("the tree's root retains %d bytes, want its 15 nodes' %d", p.Steps[1].Retained, 15*sz["Tree"])
 	}
-	if !strings.Contains(r.text, "PATH TO ROOT of shop::Tree") || !strings.Contains(r.text, "TYPES of the live blocks") {
-		t.Errorf("the text report has no type table or path:\n%s", r.text)
+	if !strings.Contains(r.Text, "PATH TO ROOT of shop::Tree") || !strings.Contains(r.Text, "TYPES of the live blocks") {
+		t.Errorf("the text report has no type table or path:\n%s", r.Text)
 	}
 	// The web UI on the trace: the same type table and the same path.
-	ui := startUI(t, trace)
+	ui := e2e.StartUI(t, trace)
 	var uiRep struct {
-		Types *jsonTypesT `json:"types"`
+		Types *e2e.Types `json:"types"`
 	}
-	ui.get(t, "/api/report", &uiRep)
+	ui.Get(t, "/api/report", &uiRep)
 	if uiRep.Types == nil || uiRep.Types.TypedBytes != ty.TypedBytes || len(uiRep.Types.Types) != len(ty.Types) {
 		t.Errorf("the UI's type table differs from the run's: %+v", uiRep.Types)
 	}
@@ -176,7 +127,7 @@ func TestTypesCxx(t *testing.T) {
 			Retained  uint64 `json:"retained_bytes"`
 		}
 	}
-	ui.get(t, "/api/path?type=Tree", &up)
+	ui.Get(t, "/api/path?type=Tree", &up)
 	if up.Type != "shop::Tree" || len(up.Steps) != len(p.Steps) {
 		t.Fatalf("UI path to root of Tree: %+v, the run's %+v", up, p)
 	}
@@ -185,7 +136,7 @@ func TestTypesCxx(t *testing.T) {
 			t.Errorf("UI path step %d: %+v, the run's %+v", i, st, p.Steps[i])
 		}
 	}
-	if code := ui.getCode(t, "/api/path?type=no::Such", nil); code != http.StatusNotFound {
+	if code := ui.GetCode(t, "/api/path?type=no::Such", nil); code != http.StatusNotFound {
 		t.Errorf("UI path of an unknown type: status %d, want 404", code)
 	}
 	t.Logf("typed %d of %d live bytes (%.1f%%) by %v in %.3f s", ty.TypedBytes, ty.TotalBytes,
@@ -208,7 +159,7 @@ func TestTypesCxx(t *testing.T) {
 	if len(snaps) != 2 {
 		t.Fatalf("snapshots %v", snaps)
 	}
-	out, err := exec.Command(lpBin, "diff", "--format", "json", snaps[0], snaps[1]).Output()
+	out, err := exec.Command(e2e.Bin, "diff", "--format", "json", snaps[0], snaps[1]).Output()
 	if err != nil {
 		t.Fatalf("leakpath diff: %v", err)
 	}
@@ -239,8 +190,8 @@ func TestTypesCxx(t *testing.T) {
 	}
 
 	// A point: through the list, by its fields' names.
-	r = leakpath(t, []string{"--types", "--path-to-root", "Point", "--snapshot-dir", t.TempDir()}, nil, exe)
-	p = typesOf(t, r.reportJSON).PathToRoot
+	r = e2e.Leakpath(t, []string{"--types", "--path-to-root", "Point", "--snapshot-dir", t.TempDir()}, nil, exe)
+	p = e2e.TypesOf(t, r.ReportJSON).PathToRoot
 	if p == nil || len(p.Steps) < 3 {
 		t.Fatalf("path to root of shop::Point: %+v", p)
 	}
@@ -263,7 +214,7 @@ func TestTypesCxx(t *testing.T) {
 // a trace, as leakpath.usage/v1.
 func typeUsage(t *testing.T, trace, by string) map[string]uint64 {
 	t.Helper()
-	out, err := exec.Command(lpBin, "report", "--by", by, "--format", "json", trace).Output()
+	out, err := exec.Command(e2e.Bin, "report", "--by", by, "--format", "json", trace).Output()
 	if err != nil {
 		t.Fatalf("leakpath report --by %s: %v", by, err)
 	}
@@ -287,25 +238,25 @@ func typeUsage(t *testing.T, trace, by string) map[string]uint64 {
 // TestTypesC: a C program's structs, linked from typed globals, are
 // typed from DWARF alone, every block of its own.
 func TestTypesC(t *testing.T) {
-	t.Run("gcc", func(t *testing.T) { testTypesC(t, fixture(t, "types.c")) })
+	t.Run("gcc", func(t *testing.T) { testTypesC(t, e2e.Fixture(t, "types.c")) })
 	t.Run("clang", func(t *testing.T) {
 		// DWARF 5 with DW_OP_addrx for the globals.
 		if _, err := exec.LookPath("clang-19"); err != nil {
 			t.Skip("clang-19 is not installed (apt-get install clang-19)")
 		}
 		exe := filepath.Join(t.TempDir(), "types-clang")
-		compileTo(t, "clang-19", exe, "-g", "-O0", filepath.Join(root, "testdata", "fixtures", "types.c"))
+		e2e.CompileTo(t, "clang-19", exe, "-g", "-O0", filepath.Join(e2e.Root, "testdata", "fixtures", "types.c"))
 		testTypesC(t, exe)
 	})
 }
 
 func testTypesC(t *testing.T, exe string) {
-	nat := native(t, nil, exe)
-	sz := sizes(t, nat.stdout)
+	nat := e2e.Native(t, nil, exe)
+	sz := sizes(t, nat.Stdout)
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "t.lpt")
-	r := leakpath(t, []string{"--types", "-o", trace}, nil, exe)
-	ty := typesOf(t, r.reportJSON)
+	r := e2e.Leakpath(t, []string{"--types", "-o", trace}, nil, exe)
+	ty := e2e.TypesOf(t, r.ReportJSON)
 	want := map[string][3]any{
 		"node":  {uint64(13), 13 * sz["node"], "field"},
 		"point": {uint64(10), 10 * sz["point"], "field"},
@@ -316,7 +267,7 @@ func testTypesC(t *testing.T, exe string) {
 	labels := uint64(0)
 	for _, row := range ty.Types {
 		for _, s := range row.Sites {
-			if row.Name == "char" && stackHas(s.Stack, "make") {
+			if row.Name == "char" && e2e.StackHas(s.Stack, "make") {
 				labels += s.Blocks
 			}
 		}
@@ -336,11 +287,11 @@ func testTypesC(t *testing.T, exe string) {
 
 	// The trace keeps it all: the report of it has the same table, and
 	// the path to root of a node.
-	out, err := exec.Command(lpBin, "report", "--format", "json", "--path-to-root", "node", trace).Output()
+	out, err := exec.Command(e2e.Bin, "report", "--format", "json", "--path-to-root", "node", trace).Output()
 	if err != nil {
 		t.Fatalf("leakpath report: %v", err)
 	}
-	ty2 := typesOf(t, out)
+	ty2 := e2e.TypesOf(t, out)
 	checkTypeRows(t, ty2, want)
 	p := ty2.PathToRoot
 	if p == nil || len(p.Steps) == 0 || !strings.HasPrefix(p.Steps[0].Via, "g_") || p.Steps[len(p.Steps)-1].Type != "node" {
@@ -364,19 +315,19 @@ func TestTypesContainers(t *testing.T) {
 		t.Run("libstdc++"+opt, func(t *testing.T) {
 			t.Parallel()
 			if opt != "-O2" {
-				exhaustive(t, "libstdc++ at -O2 stands for the other levels")
+				e2e.Exhaustive(t, "libstdc++ at -O2 stands for the other levels")
 			}
-			testTypesContainers(t, fixture(t, "containers.cc", opt), opt, libstdcxxNames)
+			testTypesContainers(t, e2e.Fixture(t, "containers.cc", opt), opt, libstdcxxNames)
 		})
 	}
 	t.Run("libc++-O2", func(t *testing.T) {
 		t.Parallel()
-		exhaustive(t, "libstdc++ stands for libc++")
+		e2e.Exhaustive(t, "libstdc++ stands for libc++")
 		if _, err := exec.LookPath("clang++-19"); err != nil {
 			t.Skip("clang++-19 is not installed (apt-get install clang-19 libc++-19-dev libc++abi-19-dev)")
 		}
 		exe := filepath.Join(t.TempDir(), "containers-libc++")
-		src := filepath.Join(root, "testdata", "fixtures", "containers.cc")
+		src := filepath.Join(e2e.Root, "testdata", "fixtures", "containers.cc")
 		if err := testfixture.Compile("clang++-19", exe, "-stdlib=libc++", "-g", "-O2", src); err != nil {
 			t.Skipf("clang++-19 -stdlib=libc++ cannot build the fixture (libc++-19-dev not installed?): %v", err)
 		}
@@ -419,13 +370,13 @@ var libcxxNames = containerNames{
 }
 
 func testTypesContainers(t *testing.T, exe, opt string, names containerNames) {
-	nat := native(t, nil, exe)
-	sz := sizes(t, nat.stdout)
-	r := leakpath(t, []string{"--types", "--path-to-root", "app::Tag"}, nil, exe)
-	if string(r.stdout) != string(nat.stdout) || r.code != nat.code {
-		t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.stdout, r.code)
+	nat := e2e.Native(t, nil, exe)
+	sz := sizes(t, nat.Stdout)
+	r := e2e.Leakpath(t, []string{"--types", "--path-to-root", "app::Tag"}, nil, exe)
+	if string(r.Stdout) != string(nat.Stdout) || r.Code != nat.Code {
+		t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.Stdout, r.Code)
 	}
-	ty := typesOf(t, r.reportJSON)
+	ty := e2e.TypesOf(t, r.ReportJSON)
 	type want struct {
 		prefix        string
 		blocks, bytes uint64
@@ -513,7 +464,7 @@ func testTypesContainers(t *testing.T, exe, opt string, names containerNames) {
 	}
 	p := ty.PathToRoot
 	if p == nil || len(p.Steps) < 3 {
-		t.Fatalf("path to root of app::Tag: %+v\n%s", p, r.text)
+		t.Fatalf("path to root of app::Tag: %+v\n%s", p, r.Text)
 	}
 	last, node := p.Steps[len(p.Steps)-1], p.Steps[len(p.Steps)-2]
 	if p.Steps[0].Via != "g_reg" || last.Type != "app::Tag" || !strings.HasSuffix(last.Via, "second.tag") ||
@@ -529,13 +480,13 @@ func testTypesContainers(t *testing.T, exe, opt string, names containerNames) {
 // logs the snapshot's pause and typing time (not checked: the machine
 // may be loaded), the figures docs/types.md quotes.
 func TestTypesSnapshotPause(t *testing.T) {
-	exe := fixture(t, "bigheap.cc", includeFlag(), "-O2")
-	nat := native(t, nil, exe)
-	sz := sizes(t, nat.stdout)
+	exe := e2e.Fixture(t, "bigheap.cc", e2e.IncludeFlag(), "-O2")
+	nat := e2e.Native(t, nil, exe)
+	sz := sizes(t, nat.Stdout)
 	dir := t.TempDir()
-	r := leakpath(t, []string{"--types", "--snapshot-dir", dir}, nil, exe)
-	if string(r.stdout) != string(nat.stdout) || r.code != nat.code {
-		t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.stdout, r.code)
+	r := e2e.Leakpath(t, []string{"--types", "--snapshot-dir", dir}, nil, exe)
+	if string(r.Stdout) != string(nat.Stdout) || r.Code != nat.Code {
+		t.Errorf("the program's output or exit code changed under leakpath: %s (%d)", r.Stdout, r.Code)
 	}
 	snaps, _ := filepath.Glob(filepath.Join(dir, "leakpath.snapshot.*.json"))
 	if len(snaps) != 1 {
@@ -553,7 +504,7 @@ func TestTypesSnapshotPause(t *testing.T) {
 	if err := json.Unmarshal(b, &snap); err != nil {
 		t.Fatal(err)
 	}
-	ty := typesOf(t, b)
+	ty := e2e.TypesOf(t, b)
 	const n = 50000
 	for _, w := range []struct {
 		prefix string

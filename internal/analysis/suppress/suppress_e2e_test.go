@@ -1,4 +1,4 @@
-package main
+package suppress_test
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/testfixture"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
 
 // The leak sites of suppleak.cc, by the function of their frame #0 as
@@ -26,19 +27,19 @@ var suppleakSites = []struct{ fn, valgrind string }{
 type suppLeak struct {
 	Kind       string      `json:"kind"`
 	Blocks     uint64      `json:"blocks"`
-	Stack      []jsonFrame `json:"stack"`
+	Stack      []e2e.Frame `json:"stack"`
 	Suppressed string      `json:"suppressed"`
 }
 
 // suppressedSites returns, for each leak site of suppleak.cc in r's
 // report, the suppression that hid it ("" none); a site not reported is
 // missing.
-func suppressedSites(t *testing.T, r result) map[string]string {
+func suppressedSites(t *testing.T, r e2e.Result) map[string]string {
 	t.Helper()
 	var rep struct {
 		Leaks []suppLeak `json:"leaks"`
 	}
-	if err := json.Unmarshal(r.reportJSON, &rep); err != nil {
+	if err := json.Unmarshal(r.ReportJSON, &rep); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -58,12 +59,12 @@ func suppressedSites(t *testing.T, r result) map[string]string {
 func valgrindLeaks(t *testing.T, extra []string, argv ...string) (map[string]bool, int) {
 	t.Helper()
 	args := append([]string{"--leak-check=full", "--errors-for-leak-kinds=definite,possible", "--error-exitcode=9"}, extra...)
-	r := runCapture(t, testEnv(valgrindEnv(t)...), nil, append(append([]string{"valgrind"}, args...), argv...)...)
-	if strings.Contains(string(r.stderr), "FATAL") || strings.Contains(string(r.stderr), "in suppressions file") {
-		t.Fatalf("valgrind failed:\n%s", r.stderr)
+	r := e2e.RunCapture(t, e2e.TestEnv(e2e.ValgrindEnv(t)...), nil, append(append([]string{"valgrind"}, args...), argv...)...)
+	if strings.Contains(string(r.Stderr), "FATAL") || strings.Contains(string(r.Stderr), "in suppressions file") {
+		t.Fatalf("valgrind failed:\n%s", r.Stderr)
 	}
 	got := map[string]bool{}
-	for _, line := range strings.Split(string(r.stderr), "\n") {
+	for _, line := range strings.Split(string(r.Stderr), "\n") {
 		// "==1== by 0x109234: table(int) (suppleak.cc:21)" under a
 		// "definitely lost" record: the sites' frames appear only there.
 		for _, s := range suppleakSites {
@@ -72,7 +73,7 @@ func valgrindLeaks(t *testing.T, extra []string, argv ...string) (map[string]boo
 			}
 		}
 	}
-	return got, r.code
+	return got, r.Code
 }
 
 func haveValgrind(t *testing.T) {
@@ -88,7 +89,7 @@ func haveValgrind(t *testing.T) {
 // tools that must be skipped. The same file under valgrind hides the same
 // leaks.
 func TestValgrindSuppressionFile(t *testing.T) {
-	bin := fixture(t, "suppleak.cc")
+	bin := e2e.Fixture(t, "suppleak.cc")
 	supp := filepath.Join(t.TempDir(), "hand.supp")
 	os.WriteFile(supp, []byte(`# operator new, then a mangled name by wildcard
 {
@@ -135,7 +136,7 @@ func TestValgrindSuppressionFile(t *testing.T) {
    fun:*
 }
 `), 0o644)
-	r := leakpath(t, []string{"--check", "--suppressions", supp}, nil, bin, "extra")
+	r := e2e.Leakpath(t, []string{"--check", "--suppressions", supp}, nil, bin, "extra")
 	got := suppressedSites(t, r)
 	want := map[string]string{
 		"shop::make_cart()": "valgrind:cart", "copy_name": "valgrind:copy",
@@ -150,11 +151,11 @@ func TestValgrindSuppressionFile(t *testing.T) {
 			t.Errorf("%s: reported %v, suppressed by %q; want suppressed by %q", fn, ok, s, w)
 		}
 	}
-	if r.code != exitLeaks {
-		t.Errorf("--check with two leaks not suppressed exited %d, want %d\n%s", r.code, exitLeaks, r.text)
+	if r.Code != e2e.ExitLeaks {
+		t.Errorf("--check with two leaks not suppressed exited %d, want %d\n%s", r.Code, e2e.ExitLeaks, r.Text)
 	}
-	if !strings.Contains(r.text, "valgrind:cart") {
-		t.Errorf("the text report does not list the valgrind suppression used:\n%s", r.text)
+	if !strings.Contains(r.Text, "valgrind:cart") {
+		t.Errorf("the text report does not list the valgrind suppression used:\n%s", r.Text)
 	}
 
 	haveValgrind(t)
@@ -173,7 +174,7 @@ func TestValgrindSuppressionFile(t *testing.T) {
 // Debian installs (and Open MPI's) to leakpath: they load, and hide none of
 // the fixture's leaks.
 func TestSystemValgrindSuppressions(t *testing.T) {
-	bin := fixture(t, "suppleak.cc")
+	bin := e2e.Fixture(t, "suppleak.cc")
 	var flags []string
 	for _, f := range []string{"/usr/libexec/valgrind/default.supp", "/usr/lib/valgrind/debian.supp",
 		"/usr/lib/valgrind/python3.supp", "/usr/share/openmpi/openmpi-valgrind.supp"} {
@@ -184,9 +185,9 @@ func TestSystemValgrindSuppressions(t *testing.T) {
 	if len(flags) == 0 {
 		t.Skip("no valgrind suppression file installed (apt-get install valgrind)")
 	}
-	r := leakpath(t, append(flags, "--check"), nil, bin)
-	if r.code != exitLeaks {
-		t.Fatalf("exited %d, want %d; stderr:\n%s", r.code, exitLeaks, r.stderr)
+	r := e2e.Leakpath(t, append(flags, "--check"), nil, bin)
+	if r.Code != e2e.ExitLeaks {
+		t.Fatalf("exited %d, want %d; stderr:\n%s", r.Code, e2e.ExitLeaks, r.Stderr)
 	}
 	for fn, s := range suppressedSites(t, r) {
 		if s != "" {
@@ -200,7 +201,7 @@ func TestSystemValgrindSuppressions(t *testing.T) {
 // file does not hide the leak the first run did not have. valgrind accepts
 // the valgrind file and hides the same leaks with it.
 func TestGenSuppressionsRoundTrip(t *testing.T) {
-	bin := fixture(t, "suppleak.cc")
+	bin := e2e.Fixture(t, "suppleak.cc")
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, format, text string
@@ -214,29 +215,29 @@ func TestGenSuppressionsRoundTrip(t *testing.T) {
 		if tc.format != "" {
 			flags = append(flags, "--gen-suppressions-format", tc.format)
 		}
-		first := leakpath(t, flags, nil, bin)
-		if first.code != exitLeaks {
-			t.Errorf("%s: the first run exited %d, want %d", tc.name, first.code, exitLeaks)
+		first := e2e.Leakpath(t, flags, nil, bin)
+		if first.Code != e2e.ExitLeaks {
+			t.Errorf("%s: the first run exited %d, want %d", tc.name, first.Code, e2e.ExitLeaks)
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%s: %v; stderr:\n%s", tc.name, err, first.stderr)
+			t.Fatalf("%s: %v; stderr:\n%s", tc.name, err, first.Stderr)
 		}
 		if !strings.Contains(string(b), tc.text) {
 			t.Errorf("%s has no %q:\n%s", tc.name, tc.text, b)
 		}
-		second := leakpath(t, []string{"--check", "--suppressions", path}, nil, bin)
-		if second.code != 0 {
-			t.Errorf("%s: the run with the generated suppressions exited %d, want 0\n%s\n%s", tc.name, second.code, b, second.text)
+		second := e2e.Leakpath(t, []string{"--check", "--suppressions", path}, nil, bin)
+		if second.Code != 0 {
+			t.Errorf("%s: the run with the generated suppressions exited %d, want 0\n%s\n%s", tc.name, second.Code, b, second.Text)
 		}
 		for fn, s := range suppressedSites(t, second) {
 			if s == "" {
 				t.Errorf("%s: %s not suppressed", tc.name, fn)
 			}
 		}
-		third := leakpath(t, []string{"--check", "--suppressions", path}, nil, bin, "extra")
-		if third.code != exitLeaks {
-			t.Errorf("%s: a run with a new leak exited %d, want %d", tc.name, third.code, exitLeaks)
+		third := e2e.Leakpath(t, []string{"--check", "--suppressions", path}, nil, bin, "extra")
+		if third.Code != e2e.ExitLeaks {
+			t.Errorf("%s: a run with a new leak exited %d, want %d", tc.name, third.Code, e2e.ExitLeaks)
 		}
 		if s, ok := suppressedSites(t, third)["extra_leak()"]; !ok || s != "" {
 			t.Errorf("%s: the new leak: reported %v, suppressed by %q; want reported, not suppressed", tc.name, ok, s)
@@ -244,20 +245,20 @@ func TestGenSuppressionsRoundTrip(t *testing.T) {
 	}
 
 	// Named by the pid, as -o.
-	byPID := leakpath(t, []string{"--gen-suppressions", filepath.Join(dir, "pid-%p.supp")}, nil, bin)
-	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("pid-%d.supp", byPID.report.PID))); err != nil {
+	byPID := e2e.Leakpath(t, []string{"--gen-suppressions", filepath.Join(dir, "pid-%p.supp")}, nil, bin)
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("pid-%d.supp", byPID.Report.PID))); err != nil {
 		t.Errorf("--gen-suppressions pid-%%p.supp: %v", err)
 	}
 
 	// From a trace, with leakpath report.
 	trace := filepath.Join(dir, "run.lpt")
-	leakpath(t, []string{"-o", trace}, nil, bin)
+	e2e.Leakpath(t, []string{"-o", trace}, nil, bin)
 	fromTrace := filepath.Join(dir, "trace.supp")
-	if r := runCapture(t, testEnv(), nil, lpBin, "report", "--gen-suppressions", fromTrace, "--output", filepath.Join(dir, "out.txt"), trace); r.code != 0 {
-		t.Fatalf("leakpath report --gen-suppressions exited %d:\n%s", r.code, r.stderr)
+	if r := e2e.RunCapture(t, e2e.TestEnv(), nil, e2e.Bin, "report", "--gen-suppressions", fromTrace, "--output", filepath.Join(dir, "out.txt"), trace); r.Code != 0 {
+		t.Fatalf("leakpath report --gen-suppressions exited %d:\n%s", r.Code, r.Stderr)
 	}
-	if r := leakpath(t, []string{"--check", "--suppressions", fromTrace}, nil, bin); r.code != 0 {
-		t.Errorf("the run with report's suppressions exited %d, want 0\n%s", r.code, r.text)
+	if r := e2e.Leakpath(t, []string{"--check", "--suppressions", fromTrace}, nil, bin); r.Code != 0 {
+		t.Errorf("the run with report's suppressions exited %d, want 0\n%s", r.Code, r.Text)
 	}
 
 	haveValgrind(t)
@@ -277,7 +278,7 @@ func TestGenSuppressionsRoundTrip(t *testing.T) {
 
 // TestGenSuppressionsFlags checks the flags' errors.
 func TestGenSuppressionsFlags(t *testing.T) {
-	bin := fixture(t, "suppleak.cc")
+	bin := e2e.Fixture(t, "suppleak.cc")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -286,41 +287,41 @@ func TestGenSuppressionsFlags(t *testing.T) {
 		{[]string{"--gen-suppressions-format", "lsan"}, "needs --gen-suppressions"},
 		{[]string{"--gen-suppressions", "/nonexistent/dir/x.supp"}, "cannot create files in /nonexistent/dir"},
 	} {
-		r := runCapture(t, testEnv(), nil, append(append([]string{lpBin, "run"}, tc.args...), "--", bin)...)
-		if r.code == 0 || !strings.Contains(string(r.stderr), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.code, r.stderr, tc.want)
+		r := e2e.RunCapture(t, e2e.TestEnv(), nil, append(append([]string{e2e.Bin, "run"}, tc.args...), "--", bin)...)
+		if r.Code == 0 || !strings.Contains(string(r.Stderr), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.Code, r.Stderr, tc.want)
 		}
 	}
-	r := runCapture(t, testEnv(), nil, lpBin, "report", "--gen-suppressions", filepath.Join(t.TempDir(), "x.supp"), "a.lpt", "b.lpt")
-	if r.code != exitUsage || !strings.Contains(string(r.stderr), "--gen-suppressions takes one trace (got 2)") {
-		t.Errorf("report --gen-suppressions with two traces: exit %d, stderr %q", r.code, r.stderr)
+	r := e2e.RunCapture(t, e2e.TestEnv(), nil, e2e.Bin, "report", "--gen-suppressions", filepath.Join(t.TempDir(), "x.supp"), "a.lpt", "b.lpt")
+	if r.Code != e2e.ExitUsage || !strings.Contains(string(r.Stderr), "--gen-suppressions takes one trace (got 2)") {
+		t.Errorf("report --gen-suppressions with two traces: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 }
 
 // TestBaseline fails --check only on leak sites a baseline report does
 // not have, and names them.
 func TestBaseline(t *testing.T) {
-	bin := fixture(t, "suppleak.cc")
+	bin := e2e.Fixture(t, "suppleak.cc")
 	dir := t.TempDir()
 	base := filepath.Join(dir, "baseline.json")
-	first := leakpath(t, []string{"--check"}, nil, bin)
-	if first.code != exitLeaks {
-		t.Fatalf("the baseline run exited %d, want %d", first.code, exitLeaks)
+	first := e2e.Leakpath(t, []string{"--check"}, nil, bin)
+	if first.Code != e2e.ExitLeaks {
+		t.Fatalf("the baseline run exited %d, want %d", first.Code, e2e.ExitLeaks)
 	}
-	os.WriteFile(base, first.reportJSON, 0o644)
+	os.WriteFile(base, first.ReportJSON, 0o644)
 
-	same := leakpath(t, []string{"--check", "--baseline", base}, nil, bin)
-	if same.code != 0 || !strings.Contains(same.text, "every leak group failing --check (3) is in the baseline "+base) {
-		t.Errorf("the same leaks with the baseline: exit %d, want 0 and a note\n%s", same.code, same.text)
+	same := e2e.Leakpath(t, []string{"--check", "--baseline", base}, nil, bin)
+	if same.Code != 0 || !strings.Contains(same.Text, "every leak group failing --check (3) is in the baseline "+base) {
+		t.Errorf("the same leaks with the baseline: exit %d, want 0 and a note\n%s", same.Code, same.Text)
 	}
-	grown := leakpath(t, []string{"--check", "--baseline", base}, nil, bin, "extra")
-	if grown.code != exitLeaks {
-		t.Errorf("a new leak with the baseline: exit %d, want %d", grown.code, exitLeaks)
+	grown := e2e.Leakpath(t, []string{"--check", "--baseline", base}, nil, bin, "extra")
+	if grown.Code != e2e.ExitLeaks {
+		t.Errorf("a new leak with the baseline: exit %d, want %d", grown.Code, e2e.ExitLeaks)
 	}
-	note := grown.text[strings.Index(grown.text, "not in the baseline")+1:]
-	if !strings.Contains(grown.text, "leakpath: 1 leak group not in the baseline "+base+" (of 4 failing --check):") ||
+	note := grown.Text[strings.Index(grown.Text, "not in the baseline")+1:]
+	if !strings.Contains(grown.Text, "leakpath: 1 leak group not in the baseline "+base+" (of 4 failing --check):") ||
 		!strings.Contains(note, "NEW LEAK 777 B in 1 block (definite) from malloc") || !strings.Contains(note, "extra_leak()") {
-		t.Errorf("the note does not name the new leak alone:\n%s", grown.text)
+		t.Errorf("the note does not name the new leak alone:\n%s", grown.Text)
 	}
 	for _, s := range suppleakSites[:3] {
 		if strings.Contains(note, s.fn) {
@@ -328,8 +329,8 @@ func TestBaseline(t *testing.T) {
 		}
 	}
 	// Kinds still count: a new leak of a kind --check ignores passes.
-	if r := leakpath(t, []string{"--check", "--check-kinds", "possible", "--baseline", base}, nil, bin, "extra"); r.code != 0 {
-		t.Errorf("a new definite leak with --check-kinds possible: exit %d, want 0", r.code)
+	if r := e2e.Leakpath(t, []string{"--check", "--check-kinds", "possible", "--baseline", base}, nil, bin, "extra"); r.Code != 0 {
+		t.Errorf("a new definite leak with --check-kinds possible: exit %d, want 0", r.Code)
 	}
 
 	notJSON := filepath.Join(dir, "bad.json")
@@ -345,11 +346,11 @@ func TestBaseline(t *testing.T) {
 		{[]string{"--check", "--baseline", otherSchema}, `schema "leakpath.diff/v1"`},
 		{[]string{"--baseline", base}, "--baseline works with --check"},
 	} {
-		r := runCapture(t, testEnv(), nil, append(append([]string{lpBin, "run"}, tc.args...), "--", bin)...)
-		if r.code == 0 || r.code == exitLeaks || !strings.Contains(string(r.stderr), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.code, r.stderr, tc.want)
+		r := e2e.RunCapture(t, e2e.TestEnv(), nil, append(append([]string{e2e.Bin, "run"}, tc.args...), "--", bin)...)
+		if r.Code == 0 || r.Code == e2e.ExitLeaks || !strings.Contains(string(r.Stderr), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.Code, r.Stderr, tc.want)
 		}
-		if slices.Contains(tc.args, "--check") && strings.Contains(string(r.stderr), "exited with code") {
+		if slices.Contains(tc.args, "--check") && strings.Contains(string(r.Stderr), "exited with code") {
 			t.Errorf("%v: the program ran despite the bad baseline", tc.args)
 		}
 	}
@@ -361,7 +362,7 @@ func TestBaseline(t *testing.T) {
 // names included; and leakpath's --gen-suppressions file hides every leak
 // under valgrind.
 func TestValgrindGeneratedSuppressions(t *testing.T) {
-	exhaustive(t, "runs valgrind on each fixture; leakpath's own suppressions are checked without it")
+	e2e.Exhaustive(t, "runs valgrind on each fixture; leakpath's own suppressions are checked without it")
 	haveValgrind(t)
 	for _, fx := range []struct {
 		name  string
@@ -371,30 +372,30 @@ func TestValgrindGeneratedSuppressions(t *testing.T) {
 		{"suppleak.cc", nil, []string{"extra"}},
 		{"suppinline.cc", []string{"-O2"}, nil},
 	} {
-		bin := fixture(t, fx.name, fx.flags...)
-		vg := runCapture(t, testEnv(valgrindEnv(t)...), nil, append([]string{"valgrind", "--leak-check=full", "--gen-suppressions=all", bin}, fx.args...)...)
+		bin := e2e.Fixture(t, fx.name, fx.flags...)
+		vg := e2e.RunCapture(t, e2e.TestEnv(e2e.ValgrindEnv(t)...), nil, append([]string{"valgrind", "--leak-check=full", "--gen-suppressions=all", bin}, fx.args...)...)
 		// The entries are the lines between "{" and "}" not starting
 		// with "==" (valgrind's own lines).
 		var supp strings.Builder
-		for _, line := range strings.Split(string(vg.stderr), "\n") {
+		for _, line := range strings.Split(string(vg.Stderr), "\n") {
 			if !strings.HasPrefix(line, "==") {
 				supp.WriteString(line + "\n")
 			}
 		}
 		if n := strings.Count(supp.String(), "Memcheck:Leak"); n == 0 {
-			t.Fatalf("%s: valgrind generated no suppression:\n%s", fx.name, vg.stderr)
+			t.Fatalf("%s: valgrind generated no suppression:\n%s", fx.name, vg.Stderr)
 		}
 		path := filepath.Join(t.TempDir(), "valgrind.supp")
 		os.WriteFile(path, []byte(supp.String()), 0o644)
-		without := leakpath(t, []string{"--check"}, nil, append([]string{bin}, fx.args...)...)
-		with := leakpath(t, []string{"--check", "--suppressions", path}, nil, append([]string{bin}, fx.args...)...)
-		if without.code != exitLeaks || with.code != 0 {
+		without := e2e.Leakpath(t, []string{"--check"}, nil, append([]string{bin}, fx.args...)...)
+		with := e2e.Leakpath(t, []string{"--check", "--suppressions", path}, nil, append([]string{bin}, fx.args...)...)
+		if without.Code != e2e.ExitLeaks || with.Code != 0 {
 			t.Errorf("%s: --check exited %d without valgrind's suppressions, %d with them; want %d and 0\n%s\n%s",
-				fx.name, without.code, with.code, exitLeaks, supp.String(), with.text)
+				fx.name, without.Code, with.Code, e2e.ExitLeaks, supp.String(), with.Text)
 		}
 		// And the other way: leakpath's own file under valgrind.
 		own := filepath.Join(t.TempDir(), "leakpath.supp")
-		leakpath(t, []string{"--gen-suppressions", own}, nil, append([]string{bin}, fx.args...)...)
+		e2e.Leakpath(t, []string{"--gen-suppressions", own}, nil, append([]string{bin}, fx.args...)...)
 		if _, code := valgrindLeaks(t, []string{"--suppressions=" + own}, append([]string{bin}, fx.args...)...); code != 0 {
 			b, _ := os.ReadFile(own)
 			t.Errorf("%s: valgrind with leakpath's suppressions exited %d, want 0\n%s", fx.name, code, b)
@@ -408,7 +409,7 @@ func TestValgrindGeneratedSuppressions(t *testing.T) {
 // valgrind entry: memcheck suppresses each loss record by its own stack,
 // and leakpath must report what memcheck does with the same file.
 func TestSuppressedOwnerKeepsIndirect(t *testing.T) {
-	bin := fixture(t, "suppowner.c")
+	bin := e2e.Fixture(t, "suppowner.c")
 	dir := t.TempDir()
 	vgSupp := filepath.Join(dir, "head.supp")
 	os.WriteFile(vgSupp, []byte("{\n   head\n   Memcheck:Leak\n   fun:calloc\n   fun:make_head\n}\n"), 0o644)
@@ -422,12 +423,12 @@ func TestSuppressedOwnerKeepsIndirect(t *testing.T) {
 		{lsanSupp, [2]uint64{0, 0}},
 	} {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {
-			r, k := runKinds(t, []string{"--suppressions", tc.file}, bin)
+			r, k := e2e.RunKinds(t, []string{"--suppressions", tc.file}, bin)
 			if d := k.Totals.ByKind["definite"]; d.Blocks != 0 {
-				t.Errorf("definite: %d B in %d blocks, want the head suppressed\n%s", d.Bytes, d.Blocks, r.text)
+				t.Errorf("definite: %d B in %d blocks, want the head suppressed\n%s", d.Bytes, d.Blocks, r.Text)
 			}
 			if in := k.Totals.ByKind["indirect"]; in.Bytes != tc.indirect[0] || in.Blocks != tc.indirect[1] {
-				t.Errorf("indirect: %d B in %d blocks, want %d in %d\n%s", in.Bytes, in.Blocks, tc.indirect[0], tc.indirect[1], r.text)
+				t.Errorf("indirect: %d B in %d blocks, want %d in %d\n%s", in.Bytes, in.Blocks, tc.indirect[0], tc.indirect[1], r.Text)
 			}
 		})
 	}
@@ -435,10 +436,10 @@ func TestSuppressedOwnerKeepsIndirect(t *testing.T) {
 		t.Log("valgrind is not installed: not compared with memcheck")
 		return
 	}
-	log := memcheckLog(t, "--leak-check=full", "--suppressions="+vgSupp, bin)
-	m := vgKind.FindAllSubmatch(log, -1)
+	log := e2e.MemcheckLog(t, "--leak-check=full", "--suppressions="+vgSupp, bin)
+	m := e2e.VGKind.FindAllSubmatch(log, -1)
 	for _, s := range m {
-		if string(s[1]) == "indirectly lost" && (atoi(string(s[2])) != 64 || atoi(string(s[3])) != 1) {
+		if string(s[1]) == "indirectly lost" && (e2e.Atoi(string(s[2])) != 64 || e2e.Atoi(string(s[3])) != 1) {
 			t.Errorf("memcheck with the same file: indirectly lost %s B in %s blocks, want 64 in 1 as leakpath\n%s", s[2], s[3], log)
 		}
 	}
@@ -452,7 +453,7 @@ func TestSuppressedOwnerKeepsIndirect(t *testing.T) {
 // another (a CI workspace), whose debug information has other absolute
 // paths; a new leak there is still new.
 func TestBaselineOtherCheckout(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(root, "testdata", "fixtures", "suppleak.cc"))
+	src, err := os.ReadFile(filepath.Join(e2e.Root, "testdata", "fixtures", "suppleak.cc"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,18 +469,18 @@ func TestBaselineOtherCheckout(t *testing.T) {
 		}
 		bins = append(bins, bin)
 	}
-	first := leakpath(t, []string{"--check"}, nil, bins[0])
-	if first.code != exitLeaks {
-		t.Fatalf("the baseline run exited %d, want %d\n%s", first.code, exitLeaks, first.text)
+	first := e2e.Leakpath(t, []string{"--check"}, nil, bins[0])
+	if first.Code != e2e.ExitLeaks {
+		t.Fatalf("the baseline run exited %d, want %d\n%s", first.Code, e2e.ExitLeaks, first.Text)
 	}
 	base := filepath.Join(t.TempDir(), "baseline.json")
-	os.WriteFile(base, first.reportJSON, 0o644)
-	if r := leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1]); r.code != 0 {
-		t.Errorf("the same leaks built elsewhere: exit %d, want 0\n%s", r.code, r.text)
+	os.WriteFile(base, first.ReportJSON, 0o644)
+	if r := e2e.Leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1]); r.Code != 0 {
+		t.Errorf("the same leaks built elsewhere: exit %d, want 0\n%s", r.Code, r.Text)
 	}
-	if r := leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1], "extra"); r.code != exitLeaks ||
-		!strings.Contains(r.text, "1 leak group not in the baseline") {
-		t.Errorf("a new leak built elsewhere: exit %d, want %d and one new group\n%s", r.code, exitLeaks, r.text)
+	if r := e2e.Leakpath(t, []string{"--check", "--baseline", base}, nil, bins[1], "extra"); r.Code != e2e.ExitLeaks ||
+		!strings.Contains(r.Text, "1 leak group not in the baseline") {
+		t.Errorf("a new leak built elsewhere: exit %d, want %d and one new group\n%s", r.Code, e2e.ExitLeaks, r.Text)
 	}
 }
 
@@ -490,24 +491,24 @@ func TestBaselineOtherCheckout(t *testing.T) {
 // file, and its own generated entries name the file too.
 func TestValgrindObjByFile(t *testing.T) {
 	dir := t.TempDir()
-	fx := filepath.Join(root, "testdata", "fixtures")
+	fx := filepath.Join(e2e.Root, "testdata", "fixtures")
 	file := filepath.Join(dir, "libsym.so.1.0")
 	link := filepath.Join(dir, "libsym.so.1")
 	bin := filepath.Join(dir, "symleak")
-	compileTo(t, "cc", file, "-shared", "-fPIC", "-g", "-O0", filepath.Join(fx, "symlib.c"))
-	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
+	e2e.CompileTo(t, "cc", file, "-shared", "-fPIC", "-g", "-O0", filepath.Join(fx, "symlib.c"))
+	e2e.CompileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
 	if err := os.Symlink("libsym.so.1.0", link); err != nil {
 		t.Fatal(err)
 	}
 	supp := filepath.Join(dir, "lib.supp")
 	os.WriteFile(supp, []byte("{\n   by-file\n   Memcheck:Leak\n   fun:calloc\n   obj:"+file+"\n}\n"), 0o644)
-	r, k := runKinds(t, []string{"--suppressions", supp}, bin, link)
+	r, k := e2e.RunKinds(t, []string{"--suppressions", supp}, bin, link)
 	if sp := k.Totals.Suppressed; sp == nil || sp.Bytes != 40 || sp.Blocks != 1 {
-		t.Errorf("suppressed: %v, want the library's 40 B in 1 block by obj:%s\n%s", sp, file, r.text)
+		t.Errorf("suppressed: %v, want the library's 40 B in 1 block by obj:%s\n%s", sp, file, r.Text)
 	}
 	gen := filepath.Join(dir, "gen.supp")
-	if g := leakpath(t, []string{"--gen-suppressions", gen}, nil, bin, link); g.code != 0 {
-		t.Fatalf("--gen-suppressions run: exit %d\n%s", g.code, g.text)
+	if g := e2e.Leakpath(t, []string{"--gen-suppressions", gen}, nil, bin, link); g.Code != 0 {
+		t.Fatalf("--gen-suppressions run: exit %d\n%s", g.Code, g.Text)
 	}
 	b, _ := os.ReadFile(gen)
 	if !strings.Contains(string(b), "fun:lib_alloc") || strings.Contains(string(b), "obj:"+link+"\n") {
@@ -517,7 +518,7 @@ func TestValgrindObjByFile(t *testing.T) {
 		t.Log("valgrind is not installed: not compared with memcheck")
 		return
 	}
-	log := memcheckLog(t, "--leak-check=full", "--suppressions="+supp, bin, link)
+	log := e2e.MemcheckLog(t, "--leak-check=full", "--suppressions="+supp, bin, link)
 	if !strings.Contains(string(log), "suppressed: 40 bytes in 1 blocks") {
 		t.Errorf("memcheck with the same file does not suppress the library's 40 B:\n%s", log)
 	}
@@ -529,14 +530,14 @@ func TestValgrindObjByFile(t *testing.T) {
 // (the file's comment alone is not read in CI); valgrind's format needs
 // no warning.
 func TestGenSuppressionsMainWarns(t *testing.T) {
-	bin := fixture(t, "roots.c", includeFlag())
+	bin := e2e.Fixture(t, "roots.c", e2e.IncludeFlag())
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
 		warn bool
 	}{{"main.txt", true}, {"main.supp", false}} {
 		path := filepath.Join(dir, tc.name)
-		r := leakpath(t, []string{"--gen-suppressions", path}, nil, bin, "static")
+		r := e2e.Leakpath(t, []string{"--gen-suppressions", path}, nil, bin, "static")
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -544,8 +545,8 @@ func TestGenSuppressionsMainWarns(t *testing.T) {
 		if tc.warn != strings.Contains(string(b), "\nleak:^main$\n") {
 			t.Fatalf("%s: leak:^main$ written %v, want %v:\n%s", tc.name, !tc.warn, tc.warn, b)
 		}
-		if got := strings.Contains(string(r.stderr), "hides every leak under main"); got != tc.warn {
-			t.Errorf("%s: warning on stderr %v, want %v:\n%s", tc.name, got, tc.warn, r.stderr)
+		if got := strings.Contains(string(r.Stderr), "hides every leak under main"); got != tc.warn {
+			t.Errorf("%s: warning on stderr %v, want %v:\n%s", tc.name, got, tc.warn, r.Stderr)
 		}
 	}
 }

@@ -1,8 +1,9 @@
-package main
+package usage_test
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 	"math"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leakpath/leakpath/internal/render/report"
 	"github.com/leakpath/leakpath/internal/testfixture"
@@ -59,6 +61,10 @@ var usageBlocks = []usageBlock{
 // usageBlocks.
 const usageTimeline = "+0 +1 +2 +3 +4 -4 +4 -4 +4 -4 +5 -3 +6 -2 -6 +7 +8 -8 +8 -8 +8 -8 +9 +10 " +
 	"+11 -11 +12 +13 +14 +15 -13 -14 -10 +16 -16 -0"
+
+// runTimeRes is run --time-resolution's default (cmd/leakpath's
+// defaultTimeRes): the most a run's times and its trace's may differ.
+const runTimeRes = 4 * time.Millisecond
 
 // usageModules says where the fixture's functions are.
 var usageModules = map[string]string{"main": "exe", "app_thread": "exe", "liba_work": "liba", "liba_thread": "liba",
@@ -207,7 +213,7 @@ type usageUnit struct {
 	NetBytes        int64             `json:"net_bytes"`
 	Site            uint32            `json:"site"`
 	Calls           map[string]uint64 `json:"calls"`
-	Stack           []jsonFrame       `json:"stack"`
+	Stack           []e2e.Frame       `json:"stack"`
 }
 
 func (u *usageUnit) row() usageRow {
@@ -231,9 +237,9 @@ var (
 // with libb) and the executable (linked with both, found by its rpath).
 func usageFixture(t *testing.T) string {
 	usageAppOnce.Do(func() {
-		dir := filepath.Join(fixtures, "usage")
+		dir := filepath.Join(e2e.Fixtures, "usage")
 		os.MkdirAll(dir, 0o755)
-		src := filepath.Join(root, "testdata", "fixtures")
+		src := filepath.Join(e2e.Root, "testdata", "fixtures")
 		for _, b := range []struct {
 			out  string
 			args []string
@@ -258,7 +264,7 @@ func usageFixture(t *testing.T) string {
 // usageReport runs `leakpath report --format json ARGS TRACE`.
 func usageReport(t *testing.T, trace string, args ...string) *usageDoc {
 	t.Helper()
-	cmd := exec.Command(lpBin, append(append([]string{"report", "--format", "json"}, args...), trace)...)
+	cmd := exec.Command(e2e.Bin, append(append([]string{"report", "--format", "json"}, args...), trace)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -352,12 +358,12 @@ func TestUsageAttribution(t *testing.T) {
 	for _, fold := range []bool{true, false} {
 		trace := filepath.Join(dir, fmt.Sprintf("usage-%t.lpt", fold))
 		runJSON := filepath.Join(dir, fmt.Sprintf("usage-%t.json", fold))
-		r := leakpath(t, []string{"-o", trace, "--fold=" + strconv.FormatBool(fold),
+		r := e2e.Leakpath(t, []string{"-o", trace, "--fold=" + strconv.FormatBool(fold),
 			"--by", "library", "--attribution", "entry", "--usage-json", runJSON}, nil, app)
-		if r.code != 0 {
-			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 		}
-		totals := r.report.Totals
+		totals := r.Report.Totals
 		sites := usageReport(t, trace, "--by", "site")
 		extra := runtimeUnderMain(t, sites)
 		for _, c := range []struct{ by, attr string }{
@@ -446,7 +452,7 @@ func TestUsageAttribution(t *testing.T) {
 		if len(fromRun.Units) == len(fromReport.Units) {
 			for i := range fromRun.Units {
 				a, b := &fromRun.Units[i], &fromReport.Units[i]
-				if math.Abs(a.MaxSeconds-b.MaxSeconds) > defaultTimeRes.Seconds() {
+				if math.Abs(a.MaxSeconds-b.MaxSeconds) > runTimeRes.Seconds() {
 					t.Errorf("%s: at its max after %.4f s in the run, %.4f s in its trace", a.Name, a.MaxSeconds, b.MaxSeconds)
 				}
 				a.MaxSeconds, b.MaxSeconds = 0, 0
@@ -456,16 +462,16 @@ func TestUsageAttribution(t *testing.T) {
 			t.Errorf("usage of the run:\n%+v\nof its trace:\n%+v", fromRun.Units, fromReport.Units)
 		}
 		// The run printed the table after the leak report.
-		leaks := strings.Index(r.text, "leak groups")
-		table := strings.Index(r.text, "leakpath: heap use by library, entry attribution")
+		leaks := strings.Index(r.Text, "leak groups")
+		table := strings.Index(r.Text, "leakpath: heap use by library, entry attribution")
 		if leaks < 0 || table < leaks {
-			t.Fatalf("no usage table after the leak report:\n%s", r.text)
+			t.Fatalf("no usage table after the leak report:\n%s", r.Text)
 		}
 		liba := expectedUsage("library", "entry")["liba"]
 		for _, s := range []string{"usage_app (executable)", "(C runtime)", report.Bytes(uint64(liba.Allocated)) + "  ",
 			report.Count(liba.Calls["malloc"]), "posix_memalign"} {
-			if !strings.Contains(r.text[table:], s) {
-				t.Errorf("usage table without %q:\n%s", s, r.text[table:])
+			if !strings.Contains(r.Text[table:], s) {
+				t.Errorf("usage table without %q:\n%s", s, r.Text[table:])
 			}
 		}
 	}
@@ -476,8 +482,8 @@ func TestUsageAttribution(t *testing.T) {
 func TestUsageIntervals(t *testing.T) {
 	app := usageFixture(t)
 	trace := filepath.Join(t.TempDir(), "usage.lpt")
-	if r := leakpath(t, []string{"-o", trace}, nil, app); r.code != 0 {
-		t.Fatalf("exit %d", r.code)
+	if r := e2e.Leakpath(t, []string{"-o", trace}, nil, app); r.Code != 0 {
+		t.Fatalf("exit %d", r.Code)
 	}
 	for _, by := range []string{"library", "function", "thread", "site"} {
 		d := usageReport(t, trace, "--by", by, "--attribution", "inclusive", "--interval", "10ms")
@@ -518,7 +524,7 @@ func TestUsageIntervals(t *testing.T) {
 			}
 		}
 	}
-	text, err := exec.Command(lpBin, "report", "--by", "thread", "--interval", "10ms", trace).Output()
+	text, err := exec.Command(e2e.Bin, "report", "--by", "thread", "--interval", "10ms", trace).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +568,7 @@ func TestUsageFlags(t *testing.T) {
 		{"run", "--by", "library", "--interval", "-1s", "--", "true"},
 		{"run", "--usage-json", "u.json", "--", "true"},
 	} {
-		cmd := exec.Command(lpBin, args...)
+		cmd := exec.Command(e2e.Bin, args...)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "leakpath") {
 			t.Errorf("%v: %v\n%s", args, err, out)
@@ -575,11 +581,11 @@ func TestUsageFlags(t *testing.T) {
 // forks; the child frees A and keeps C (256); the parent frees B and keeps
 // D (512)).
 func TestUsageFork(t *testing.T) {
-	bin := fixture(t, "fork.c")
+	bin := e2e.Fixture(t, "fork.c")
 	uj := filepath.Join(t.TempDir(), "usage.json")
-	r := leakpath(t, []string{"--by", "library", "--usage-json", uj}, nil, bin)
-	if r.code != 0 {
-		t.Fatalf("exit %d", r.code)
+	r := e2e.Leakpath(t, []string{"--by", "library", "--usage-json", uj}, nil, bin)
+	if r.Code != 0 {
+		t.Fatalf("exit %d", r.Code)
 	}
 	b, err := os.ReadFile(uj)
 	if err != nil {
@@ -615,7 +621,7 @@ func TestUsageFork(t *testing.T) {
 	if !reflect.DeepEqual(exe, want) {
 		t.Errorf("executable's rows (current, inherited, min, max, allocated per image) %v, want %v", exe, want)
 	}
-	if n := strings.Count(r.text, "leakpath: heap use by library"); n != 2 {
-		t.Errorf("%d usage tables, want 2:\n%s", n, r.text)
+	if n := strings.Count(r.Text, "leakpath: heap use by library"); n != 2 {
+		t.Errorf("%d usage tables, want 2:\n%s", n, r.Text)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package heap_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
 
 // scopeJSON is an entry of the report's "scopes" as the tests read it.
@@ -39,7 +40,7 @@ type scopeJSON struct {
 		Blocks     uint64      `json:"blocks"`
 		LiveBlocks uint64      `json:"live_blocks"`
 		Addresses  []string    `json:"addresses"`
-		Stack      []jsonFrame `json:"stack"`
+		Stack      []e2e.Frame `json:"stack"`
 	} `json:"held"`
 }
 
@@ -106,8 +107,6 @@ func checkScopeCounts(t *testing.T, what string, got map[string]*scopeJSON, want
 	}
 }
 
-func includeFlag() string { return "-I" + filepath.Join(root, "agent", "include") }
-
 // scopesC is what testdata/fixtures/scopes.c says of its scopes.
 var scopesC = map[string]scopeCounts{
 	"frees_all": {entered: 1, allocBytes: 600, allocBlocks: 3, freedBytes: 600, freedBlocks: 3},
@@ -147,22 +146,22 @@ func TestScopesC(t *testing.T) {
 		flags []string
 	}{{"pie", nil}, {"no-pie", []string{"-no-pie", "-fno-pie"}}} {
 		t.Run(build.name, func(t *testing.T) {
-			bin := fixture(t, "scopes.c", append([]string{includeFlag()}, build.flags...)...)
-			want := native(t, nil, bin)
-			if want.code != 3 || string(want.stdout) != "scopes: start\nscopes: done\n" {
-				t.Fatalf("without leakpath: exit %d, stdout %q", want.code, want.stdout)
+			bin := e2e.Fixture(t, "scopes.c", append([]string{e2e.IncludeFlag()}, build.flags...)...)
+			want := e2e.Native(t, nil, bin)
+			if want.Code != 3 || string(want.Stdout) != "scopes: start\nscopes: done\n" {
+				t.Fatalf("without leakpath: exit %d, stdout %q", want.Code, want.Stdout)
 			}
 			trace := filepath.Join(t.TempDir(), "scopes.lpt")
-			r := leakpath(t, []string{"-o", trace}, nil, bin)
-			sameBehaviour(t, r, want)
-			got := readScopes(t, r.reportJSON)
+			r := e2e.Leakpath(t, []string{"-o", trace}, nil, bin)
+			e2e.SameBehaviour(t, r, want)
+			got := readScopes(t, r.ReportJSON)
 			checkScopeCounts(t, "run", got, scopesC)
-			if !strings.Contains(r.text, "SCOPES: 9 scopes entered 1,009 times") ||
-				!strings.Contains(r.text, `HELD by scope "leaks" when it closed: 64 B in 1 block; 64 B in 1 block never freed`) {
-				t.Errorf("text report without the scopes:\n%s", r.text)
+			if !strings.Contains(r.Text, "SCOPES: 9 scopes entered 1,009 times") ||
+				!strings.Contains(r.Text, `HELD by scope "leaks" when it closed: 64 B in 1 block; 64 B in 1 block never freed`) {
+				t.Errorf("text report without the scopes:\n%s", r.Text)
 			}
 			// Held blocks by address and site.
-			if h := got["leaks"].Held; len(h) != 1 || len(h[0].Addresses) != 1 || !stackHas(h[0].Stack, "leaks") {
+			if h := got["leaks"].Held; len(h) != 1 || len(h[0].Addresses) != 1 || !e2e.StackHas(h[0].Stack, "leaks") {
 				t.Errorf("leaks held %+v, want one block allocated in leaks", h)
 			}
 			if c := got["loop"].Calls; c["malloc"] != 1000 || c["free"] != 1000 {
@@ -173,7 +172,7 @@ func TestScopesC(t *testing.T) {
 			}
 			checkScopeMarkers(t, trace)
 			// The same numbers from the trace, as usage/v1.
-			out, errOut, code := lp(t, "report", "--by", "scope", "--format", "json", trace)
+			out, errOut, code := e2e.Run(t, "report", "--by", "scope", "--format", "json", trace)
 			if code != 0 {
 				t.Fatalf("report --by scope: exit %d: %s", code, errOut)
 			}
@@ -193,13 +192,13 @@ func TestScopesC(t *testing.T) {
 				units[u.Name] = u
 			}
 			checkScopeCounts(t, "report --by scope", units, scopesC)
-			text, _, _ := lp(t, "report", "--by", "scope", trace)
+			text, _, _ := e2e.Run(t, "report", "--by", "scope", trace)
 			if !strings.Contains(text, "leakpath: heap use by scope") || !strings.Contains(text, "HELD by scope \"outer\"") {
 				t.Errorf("report --by scope text:\n%s", text)
 			}
 			// Folding changes nothing inside scopes.
-			unfolded := leakpath(t, []string{"--fold=false"}, nil, bin)
-			checkScopeCounts(t, "--fold=false", readScopes(t, unfolded.reportJSON), scopesC)
+			unfolded := e2e.Leakpath(t, []string{"--fold=false"}, nil, bin)
+			checkScopeCounts(t, "--fold=false", readScopes(t, unfolded.ReportJSON), scopesC)
 		})
 	}
 }
@@ -212,7 +211,7 @@ func checkScopeMarkers(t *testing.T, path string) {
 	begins := map[string]map[int32]int{}
 	ends := 0
 	last := map[int32]uint64{} // per thread, the latest marker's time
-	eachTraceEvent(t, path, func(ev *event.Event) {
+	e2e.EachTraceEvent(t, path, func(ev *event.Event) {
 		switch ev.Kind {
 		case event.ScopeBegin:
 			depth[ev.Thread]++
@@ -251,14 +250,14 @@ func checkScopeMarkers(t *testing.T, path string) {
 // TestScopesCxx: LEAKPATH_SCOPE as an RAII guard: nested, recursive
 // (counted once), left by an exception, with new and delete.
 func TestScopesCxx(t *testing.T) {
-	bin := fixture(t, "scopes.cc", includeFlag())
-	want := native(t, nil, bin)
-	if want.code != 4 || string(want.stdout) != "scopes.cc: start\ncaught 42\nscopes.cc: done\n" {
-		t.Fatalf("without leakpath: exit %d, stdout %q", want.code, want.stdout)
+	bin := e2e.Fixture(t, "scopes.cc", e2e.IncludeFlag())
+	want := e2e.Native(t, nil, bin)
+	if want.Code != 4 || string(want.Stdout) != "scopes.cc: start\ncaught 42\nscopes.cc: done\n" {
+		t.Fatalf("without leakpath: exit %d, stdout %q", want.Code, want.Stdout)
 	}
-	r := leakpath(t, nil, nil, bin)
-	sameBehaviour(t, r, want)
-	got := readScopes(t, r.reportJSON)
+	r := e2e.Leakpath(t, nil, nil, bin)
+	e2e.SameBehaviour(t, r, want)
+	got := readScopes(t, r.ReportJSON)
 	// throws: the exception object, allocated by the C++ runtime (its
 	// size is the runtime's), held when the guard closed, freed after.
 	th := got["throws"]
@@ -286,15 +285,15 @@ func TestScopesCxx(t *testing.T) {
 // written to --snapshot-dir and listed after the report. Without
 // leakpath the calls return at once: 0 and -1.
 func TestAskedSnapshots(t *testing.T) {
-	bin := fixture(t, "asked.c", includeFlag())
-	without := native(t, nil, bin)
-	if string(without.stdout) != "asked: start\ncheck 0\nsnapshot -1\ncheck 0\nthread check 0\n" || without.code != 0 {
-		t.Fatalf("without leakpath: exit %d, stdout %q", without.code, without.stdout)
+	bin := e2e.Fixture(t, "asked.c", e2e.IncludeFlag())
+	without := e2e.Native(t, nil, bin)
+	if string(without.Stdout) != "asked: start\ncheck 0\nsnapshot -1\ncheck 0\nthread check 0\n" || without.Code != 0 {
+		t.Fatalf("without leakpath: exit %d, stdout %q", without.Code, without.Stdout)
 	}
 	dir := t.TempDir()
-	r := leakpath(t, []string{"--snapshot-dir", dir}, nil, bin)
-	if string(r.stdout) != "asked: start\ncheck 1\nsnapshot 0\ncheck 3\nthread check 3\n" || r.code != 0 {
-		t.Fatalf("under leakpath: exit %d, stdout %q\nstderr: %s\n%s", r.code, r.stdout, r.stderr, r.text)
+	r := e2e.Leakpath(t, []string{"--snapshot-dir", dir}, nil, bin)
+	if string(r.Stdout) != "asked: start\ncheck 1\nsnapshot 0\ncheck 3\nthread check 3\n" || r.Code != 0 {
+		t.Fatalf("under leakpath: exit %d, stdout %q\nstderr: %s\n%s", r.Code, r.Stdout, r.Stderr, r.Text)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "leakpath.snapshot.*.json"))
 	sort.Slice(files, func(i, j int) bool { return len(files[i]) < len(files[j]) || files[i] < files[j] })
@@ -302,7 +301,7 @@ func TestAskedSnapshots(t *testing.T) {
 		t.Fatalf("%d snapshot files, want 4: %v", len(files), files)
 	}
 	for i, f := range files {
-		doc := readSnapDoc(t, f)
+		doc := e2e.ReadSnapDoc(t, f)
 		var head struct {
 			Label     string `json:"label"`
 			LeakCheck bool   `json:"leak_check"`
@@ -317,7 +316,7 @@ func TestAskedSnapshots(t *testing.T) {
 		if !doc.Snapshot || head.Label != wantLabel || head.LeakCheck != wantCheck || head.AskedBy == 0 {
 			t.Errorf("%s: snapshot %v, label %q, leak check %v, asked by %d", f, doc.Snapshot, head.Label, head.LeakCheck, head.AskedBy)
 		}
-		lost, kinds := doc.site("lose")
+		lost, kinds := doc.Site("lose")
 		wantLost := uint64(3)
 		if i == 0 {
 			wantLost = 1
@@ -329,8 +328,8 @@ func TestAskedSnapshots(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"leak check asked by tid", `snapshot "after three" asked by tid`, "1 block (24 B) leaked", "3 blocks (104 B) leaked"} {
-		if !strings.Contains(r.text, want) {
-			t.Errorf("the report does not say %q:\n%s", want, r.text)
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("the report does not say %q:\n%s", want, r.Text)
 		}
 	}
 }

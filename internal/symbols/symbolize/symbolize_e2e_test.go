@@ -1,4 +1,4 @@
-package main
+package symbolize_test
 
 import (
 	"debug/elf"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leakpath/leakpath/internal/testfixture"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
 
 // refFrame is one line pair of addr2line -i -f -C (or llvm-symbolizer).
@@ -112,13 +112,6 @@ func symBuilds(t *testing.T) []symBuild {
 	return out
 }
 
-func compileTo(t *testing.T, cc, out string, args ...string) {
-	t.Helper()
-	if err := testfixture.Compile(cc, out, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestStacksMatchAddr2line: for every frame of every leak of the
 // fixtures, in every build, the function, file and line leakpath reports
 // equal the reference symbolizer's for the same address (the return
@@ -139,26 +132,26 @@ func TestStacksMatchAddr2line(t *testing.T) {
 		name := fmt.Sprintf("%s%s", b.cc, strings.Join(b.flags, ""))
 		t.Run(name, func(t *testing.T) {
 			if i > 0 {
-				exhaustive(t, "the first build stands for the 16 compilers, levels and layouts")
+				e2e.Exhaustive(t, "the first build stands for the 16 compilers, levels and layouts")
 			}
 			dir := t.TempDir()
 			lib := filepath.Join(dir, "libsym.so")
 			bin := filepath.Join(dir, "symleak")
 			cxxbin := filepath.Join(dir, "symleakxx")
-			fx := filepath.Join(root, "testdata", "fixtures")
+			fx := filepath.Join(e2e.Root, "testdata", "fixtures")
 			libFlags := []string{"-shared", "-fPIC", filepath.Join(fx, "symlib.c")}
 			for _, f := range b.flags {
 				if f != "-fPIE" && f != "-pie" && f != "-fno-pie" && f != "-no-pie" {
 					libFlags = append(libFlags, f)
 				}
 			}
-			compileTo(t, b.cc, lib, libFlags...)
-			compileTo(t, b.cc, bin, append([]string{filepath.Join(fx, "symleak.c"), "-ldl"}, b.flags...)...)
-			compileTo(t, b.cxx, cxxbin, append([]string{filepath.Join(fx, "symleak.cc")}, b.flags...)...)
-			var stacks [][]jsonFrame
+			e2e.CompileTo(t, b.cc, lib, libFlags...)
+			e2e.CompileTo(t, b.cc, bin, append([]string{filepath.Join(fx, "symleak.c"), "-ldl"}, b.flags...)...)
+			e2e.CompileTo(t, b.cxx, cxxbin, append([]string{filepath.Join(fx, "symleak.cc")}, b.flags...)...)
+			var stacks [][]e2e.Frame
 			for _, argv := range [][]string{{bin, lib}, {cxxbin}} {
-				r := leakpath(t, nil, nil, argv...)
-				for _, im := range append([]jsonImage{r.report.jsonImage}, r.report.Processes...) {
+				r := e2e.Leakpath(t, nil, nil, argv...)
+				for _, im := range append([]e2e.Image{r.Report.Image}, r.Report.Processes...) {
 					for _, l := range im.Leaks {
 						stacks = append(stacks, l.Stack)
 					}
@@ -167,7 +160,7 @@ func TestStacksMatchAddr2line(t *testing.T) {
 			// Every frame in the fixtures' own modules, by address.
 			mine := map[string]bool{bin: true, lib: true, cxxbin: true}
 			byMod := map[string][]uint64{}
-			got := map[string]map[uint64][]jsonFrame{}
+			got := map[string]map[uint64][]e2e.Frame{}
 			for _, st := range stacks {
 				for _, f := range st {
 					if !mine[f.Module] {
@@ -178,7 +171,7 @@ func TestStacksMatchAddr2line(t *testing.T) {
 						t.Fatalf("frame offset %q", f.Offset)
 					}
 					if got[f.Module] == nil {
-						got[f.Module] = map[uint64][]jsonFrame{}
+						got[f.Module] = map[uint64][]e2e.Frame{}
 					}
 					if _, seen := got[f.Module][off]; !seen {
 						byMod[f.Module] = append(byMod[f.Module], off-1)
@@ -223,7 +216,7 @@ func TestStacksMatchAddr2line(t *testing.T) {
 }
 
 // same reports whether leakpath's inline chain equals a reference's.
-func same(ours []jsonFrame, want []refFrame) bool {
+func same(ours []e2e.Frame, want []refFrame) bool {
 	if len(ours) != len(want) {
 		return false
 	}
@@ -236,10 +229,10 @@ func same(ours []jsonFrame, want []refFrame) bool {
 	return true
 }
 
-func dedupFrames(fs []jsonFrame) []jsonFrame {
+func dedupFrames(fs []e2e.Frame) []e2e.Frame {
 	// The same address appears in several stacks: keep one inline chain,
 	// which starts again at each non-inlined frame's successor.
-	var out []jsonFrame
+	var out []e2e.Frame
 	for _, f := range fs {
 		out = append(out, f)
 		if !f.Inlined {
@@ -249,7 +242,7 @@ func dedupFrames(fs []jsonFrame) []jsonFrame {
 	return out
 }
 
-func fmtOurs(fs []jsonFrame) string {
+func fmtOurs(fs []e2e.Frame) string {
 	var b strings.Builder
 	for _, f := range fs {
 		fmt.Fprintf(&b, "  %s (%s:%d) inlined=%v\n", f.Function, f.File, f.Line, f.Inlined)
@@ -269,15 +262,15 @@ func fmtRef(fs []refFrame) string {
 // stacks name the fixture's functions, the inlined helper marked.
 func TestExpectedFunctionsInStacks(t *testing.T) {
 	dir := t.TempDir()
-	fx := filepath.Join(root, "testdata", "fixtures")
+	fx := filepath.Join(e2e.Root, "testdata", "fixtures")
 	lib := filepath.Join(dir, "libsym.so")
 	bin := filepath.Join(dir, "symleak")
-	compileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", filepath.Join(fx, "symlib.c"))
-	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
-	r := leakpath(t, nil, nil, bin, lib)
+	e2e.CompileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", filepath.Join(fx, "symlib.c"))
+	e2e.CompileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
+	r := e2e.Leakpath(t, nil, nil, bin, lib)
 	var sawInline, sawLib bool
-	for _, l := range r.report.Leaks {
-		names := funcs(l.Stack)
+	for _, l := range r.Report.Leaks {
+		names := e2e.Funcs(l.Stack)
 		if strings.HasPrefix(names, "dup_name make_entry main") && l.Blocks == 3 && l.Stack[0].Inlined {
 			sawInline = true
 		}
@@ -286,16 +279,8 @@ func TestExpectedFunctionsInStacks(t *testing.T) {
 		}
 	}
 	if !sawInline || !sawLib {
-		t.Errorf("stacks lack dup_name [inlined] → make_entry → main or lib_alloc → lib_make → main:\n%s", r.text)
+		t.Errorf("stacks lack dup_name [inlined] → make_entry → main or lib_alloc → lib_make → main:\n%s", r.Text)
 	}
-}
-
-func funcs(st []jsonFrame) string {
-	var n []string
-	for _, f := range st {
-		n = append(n, f.Function)
-	}
-	return strings.Join(n, " ")
 }
 
 // splitDebugFixture builds the symleak program and its library libsym.so
@@ -310,11 +295,11 @@ func splitDebugFixture(t *testing.T, keepFlags, strip []string) (dir, lib, bin, 
 		}
 	}
 	dir = t.TempDir()
-	fx := filepath.Join(root, "testdata", "fixtures")
+	fx := filepath.Join(e2e.Root, "testdata", "fixtures")
 	lib = filepath.Join(dir, "libsym.so")
 	bin = filepath.Join(dir, "symleak")
-	compileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", "-Wl,--build-id", filepath.Join(fx, "symlib.c"))
-	compileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
+	e2e.CompileTo(t, "cc", lib, "-shared", "-fPIC", "-g", "-O0", "-Wl,--build-id", filepath.Join(fx, "symlib.c"))
+	e2e.CompileTo(t, "cc", bin, "-g", "-O0", filepath.Join(fx, "symleak.c"), "-ldl")
 	id = buildID(t, lib)
 	debugDir = filepath.Join(dir, "debug")
 	debugFile = filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
@@ -334,23 +319,23 @@ func splitDebugFixture(t *testing.T, keepFlags, strip []string) (dir, lib, bin, 
 // failure.
 func TestSeparateDebugFile(t *testing.T) {
 	_, lib, bin, debugDir, debugFile, _ := splitDebugFixture(t, nil, []string{"strip", "--strip-all"})
-	libFrame := func(r result) (jsonFrame, bool) {
-		for _, l := range r.report.Leaks {
+	libFrame := func(r e2e.Result) (e2e.Frame, bool) {
+		for _, l := range r.Report.Leaks {
 			for _, f := range l.Stack {
 				if f.Module == lib {
 					return f, true
 				}
 			}
 		}
-		return jsonFrame{}, false
+		return e2e.Frame{}, false
 	}
-	r := leakpath(t, []string{"--debug-dir", debugDir}, nil, bin, lib)
+	r := e2e.Leakpath(t, []string{"--debug-dir", debugDir}, nil, bin, lib)
 	if f, ok := libFrame(r); !ok || f.Function != "lib_alloc" || filepath.Base(f.File) != "symlib.c" || f.Line != 8 {
-		t.Errorf("with the debug file: top library frame %+v, want lib_alloc at symlib.c:8 (the calloc)\n%s", f, r.text)
+		t.Errorf("with the debug file: top library frame %+v, want lib_alloc at symlib.c:8 (the calloc)\n%s", f, r.Text)
 	}
 	// Without it: names of exported functions only, no file.
-	r = leakpath(t, nil, nil, bin, lib)
-	for _, l := range r.report.Leaks {
+	r = e2e.Leakpath(t, nil, nil, bin, lib)
+	for _, l := range r.Report.Leaks {
 		for _, f := range l.Stack {
 			if f.Module == lib && f.File != "" {
 				t.Errorf("without the debug file, %+v has a file", f)
@@ -360,15 +345,15 @@ func TestSeparateDebugFile(t *testing.T) {
 	// A corrupt debug file: a warning, and the run and report go on.
 	data, _ := os.ReadFile(debugFile)
 	os.WriteFile(debugFile, data[:len(data)/3], 0o644)
-	r = leakpath(t, []string{"--debug-dir", debugDir}, nil, bin, lib)
-	if r.code != 0 || len(r.report.Leaks) == 0 {
-		t.Fatalf("a corrupt debug file broke the run: exit %d\n%s", r.code, r.text)
+	r = e2e.Leakpath(t, []string{"--debug-dir", debugDir}, nil, bin, lib)
+	if r.Code != 0 || len(r.Report.Leaks) == 0 {
+		t.Fatalf("a corrupt debug file broke the run: exit %d\n%s", r.Code, r.Text)
 	}
-	if len(r.report.Warnings) == 0 || !strings.Contains(strings.Join(r.report.Warnings, "\n"), "debug") {
-		t.Errorf("no warning about the corrupt debug file: %q", r.report.Warnings)
+	if len(r.Report.Warnings) == 0 || !strings.Contains(strings.Join(r.Report.Warnings, "\n"), "debug") {
+		t.Errorf("no warning about the corrupt debug file: %q", r.Report.Warnings)
 	}
 	if _, ok := libFrame(r); !ok {
-		t.Errorf("the library's frames are gone:\n%s", r.text)
+		t.Errorf("the library's frames are gone:\n%s", r.Text)
 	}
 }
 
@@ -409,7 +394,7 @@ func TestDWARFCacheRuns(t *testing.T) {
 		t.Helper()
 		// cacheDir "": LEAKPATH_CACHE_DIR unset.
 		env := []string{"XDG_CACHE_HOME=" + xdg}
-		for _, kv := range testEnv() {
+		for _, kv := range e2e.TestEnv() {
 			if !strings.HasPrefix(kv, "LEAKPATH_CACHE_DIR=") {
 				env = append(env, kv)
 			}
@@ -417,16 +402,16 @@ func TestDWARFCacheRuns(t *testing.T) {
 		if cacheDir != "" {
 			env = append(env, "LEAKPATH_CACHE_DIR="+cacheDir)
 		}
-		r := leakpathEnv(t, env, []string{"--debug-dir", debugDir}, nil, bin, lib)
+		r := e2e.LeakpathEnv(t, env, []string{"--debug-dir", debugDir}, nil, bin, lib)
 		var b strings.Builder
-		for _, l := range r.report.Leaks {
+		for _, l := range r.Report.Leaks {
 			for _, f := range l.Stack {
 				fmt.Fprintf(&b, "%s %s:%d; ", f.Function, filepath.Base(f.File), f.Line)
 			}
 			b.WriteString("\n")
 		}
 		if !strings.Contains(b.String(), "lib_alloc symlib.c:8") {
-			t.Fatalf("no lib_alloc at symlib.c:8 in the leaks:\n%s", r.text)
+			t.Fatalf("no lib_alloc at symlib.c:8 in the leaks:\n%s", r.Text)
 		}
 		return b.String()
 	}
