@@ -31,13 +31,13 @@ var rootCauseShapes = []rootCauseShape{
 	{name: "parser.c", alloc: "parse"},
 	{name: "registry.c", alloc: "batch"},
 	{name: "inflight.c", alloc: "entry_new"},
-	{name: "inflight_mt.c", alloc: "entry_new",
-		notYet: "the culprit branch runs on the thread that completes the entry: windows record the allocating thread only"},
+	{name: "inflight_mt.c", alloc: "entry_new"},
 	{name: "throws.cc", alloc: "handle"},
 	{name: "pump.c", alloc: "main"},
 	{name: "cleanup.c", alloc: "load"},
 	{name: "refcount.c", alloc: "obj_new"},
 	{name: "randomdrop.c", alloc: "submit", noClaim: true},
+	{name: "randomdrop_mt.c", alloc: "submit", noClaim: true},
 }
 
 // shapeDoc is the part of the JSON report the shapes are judged on.

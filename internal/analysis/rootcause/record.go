@@ -119,7 +119,11 @@ type SiteTrace struct {
 	// distinct path stored once). While recording, every path not freed
 	// in its window is stored as E; traces labels it by its block's fate.
 	Paths *Paths
-	Note  string // why recording stopped early, if it did
+	// Handler: the paths of the handler windows (handler.go), closed by
+	// their blocks' fates, only the branches on the block's own data
+	// kept; nil without them.
+	Handler *Paths
+	Note    string // why recording stopped early, if it did
 	// Cost: the time the windows took in all, and their ptrace stops;
 	// Last: when the last path ended, since the site became a suspect
 	// (how long its answer took).
@@ -137,6 +141,8 @@ type suspect struct {
 	since    time.Time // when the site became a suspect
 	windows  []window  // the paths recorded, in order
 	done     bool
+	allocTID int32        // the thread of the last window
+	handler  *handlerSide // other threads free the blocks: handler windows
 }
 
 // window is one recorded path: its index in Paths, its outcome (Freed,
@@ -315,6 +321,9 @@ func (rc *rootCauses) judge(p *heap.Process) {
 	defer rc.mu.Unlock()
 	changed := false
 	for _, sus := range rc.sites {
+		if sus.handler != nil {
+			sus.handler.judge(p, sus.Site, o)
+		}
 		if f, e := sus.fates(p, o.Settle); !sus.done && f >= o.Enough && e >= o.Enough {
 			// Enough of each fate: the site is done.
 			sus.done, changed = true, true
@@ -389,8 +398,9 @@ func (rc *rootCauses) newSuspect(p *heap.Process, site heap.StackID) *suspect {
 		agentIDs: p.AgentIDs(site, 8), ret: alloc[0], frames: len(alloc), since: time.Now()}
 	if sus.EndDepth < 0 {
 		// Freed by other threads: a path ends when the allocating
-		// function returns.
+		// function returns, and the decision may be made there.
 		sus.EndDepth = 0
+		sus.handler = rc.newHandlerSide(p, site)
 	}
 	if len(sus.agentIDs) == 0 {
 		return nil
@@ -480,6 +490,12 @@ func (rc *rootCauses) serve(reg *region.Region, quit <-chan struct{}, served cha
 		rc.pace(reg)
 		req, ok := reg.PendingTrace()
 		if !ok {
+			rc.mu.Lock()
+			sus := rc.handlerDue()
+			rc.mu.Unlock()
+			if sus != nil {
+				rc.handlerWindow(reg, sus)
+			}
 			continue
 		}
 		rc.mu.Lock()
@@ -546,6 +562,7 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	}
 	rc.mu.Lock()
 	rc.stepping = st
+	sus.allocTID = req.TID
 	rc.mu.Unlock()
 	defer func() {
 		rc.mu.Lock()
@@ -730,6 +747,12 @@ func (rc *rootCauses) traces(p *heap.Process, ended bool) map[heap.StackID]*Site
 				st.Paths.Add(evs, outcome)
 			}
 		}
+		if h := sus.handler; h != nil {
+			st.Handler = h.paths(p, id, ended, rc.o.Settle)
+			if h.note != "" && st.Note == "" {
+				st.Note = h.note
+			}
+		}
 		if !sus.done && st.Note == "" && ended {
 			st.Note = "the program ended before enough paths were recorded"
 			if rc.pacedEver {
@@ -765,7 +788,7 @@ func rootCauseEvents(idx uint32, sites map[heap.StackID]*SiteTrace, foundOnly bo
 // analyze answers for one site from its recorded paths, with what the
 // recording cost.
 func analyze(st *SiteTrace) *event.RootCauseInfo {
-	rc := Analyze(st.Paths, st.Frames)
+	rc := withHandler(Analyze(st.Paths, st.Frames), st)
 	switch {
 	case st.Note == "":
 	case rc.Status == event.RootCauseFound && rc.Note != "":

@@ -56,6 +56,9 @@ type Event struct {
 	Addr  uint64
 	Taken bool   // Branch
 	To    uint64 // Branch: where it went
+	// Data (Branch): bit k says the branch's flags were computed from
+	// data loaded out of Options.Blocks[k] (see dataMask).
+	Data uint8
 }
 
 func (e Event) String() string {
@@ -162,6 +165,9 @@ type Options struct {
 	// through (an exception that left the call for good). Breakpoint
 	// slot 1 is used for it.
 	StopAt uint64
+	// Blocks (at most 8 [start, end) ranges): each conditional branch
+	// says which of them its flags were computed from (Event.Data).
+	Blocks [][2]uint64
 }
 
 // Code is decoded code, by block start address.
@@ -229,6 +235,7 @@ type recorder struct {
 
 // block is a run of instructions ending in a control transfer.
 type block struct {
+	start  uint64
 	end    uint64 // address of the transfer
 	length int    // its length
 	inst   x86asm.Inst
@@ -285,7 +292,7 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 		switch op := b.inst.Op; {
 		case isCond(op):
 			if r.opts.Branches == nil || r.opts.Branches(b.end) {
-				p.Events = append(p.Events, Event{Kind: Branch, Addr: b.end, Taken: cur.Rip != fall, To: cur.Rip})
+				p.Events = append(p.Events, Event{Kind: Branch, Addr: b.end, Taken: cur.Rip != fall, To: cur.Rip, Data: r.data(b, &at)})
 			}
 		case op == x86asm.CALL:
 			callee := cur.Rip
@@ -522,7 +529,7 @@ func (r *recorder) decode(addr uint64) (*block, error) {
 				return nil, fmt.Errorf("steptrace: decode at %#x: %w", pc+uint64(off), err)
 			}
 			if isTransfer(inst.Op) {
-				b := &block{end: pc + uint64(off), length: inst.Len, inst: inst}
+				b := &block{start: addr, end: pc + uint64(off), length: inst.Len, inst: inst}
 				r.code[addr] = b
 				return b, nil
 			}
@@ -531,6 +538,32 @@ func (r *recorder) decode(addr uint64) (*block, error) {
 		pc += uint64(off)
 	}
 	return nil, fmt.Errorf("steptrace: no control transfer after %#x", addr)
+}
+
+// data returns the Options.Blocks the flags of the conditional branch
+// ending b depend on, the thread standing on it with regs.
+func (r *recorder) data(b *block, regs *unix.PtraceRegs) uint8 {
+	if len(r.opts.Blocks) == 0 || b.end-b.start > 4096 {
+		return 0
+	}
+	buf := make([]byte, b.end-b.start+uint64(b.length))
+	if n, err := r.opts.Read(b.start, buf); err != nil || n != len(buf) {
+		return 0
+	}
+	if r.soft != nil {
+		r.soft.Original(b.start, buf)
+	}
+	var insts []x86asm.Inst
+	var pcs []uint64
+	for off := 0; off < len(buf); {
+		inst, err := x86asm.Decode(buf[off:], 64)
+		if err != nil {
+			return 0
+		}
+		insts, pcs = append(insts, inst), append(pcs, b.start+uint64(off))
+		off += inst.Len
+	}
+	return dataMask(insts, pcs, regs, r.opts.Blocks)
 }
 
 // isTransfer reports the instructions that end a block.
