@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/testfixture"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
 
 // linkable reports whether a program links with flags here (an allocator
@@ -47,28 +48,7 @@ func familyLeaks(t *testing.T, r result) (byKind map[string][2]uint64) {
 // kind (bytes, blocks); nil when valgrind is not installed.
 func memcheckKinds(t *testing.T, argv ...string) map[string][2]uint64 {
 	t.Helper()
-	vg, err := exec.LookPath("valgrind")
-	if err != nil {
-		return nil
-	}
-	logf := filepath.Join(t.TempDir(), "vg.log")
-	cmd := exec.Command(vg, append([]string{"--leak-check=full", "--log-file=" + logf}, argv...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &out, testEnv()
-	cmd.Run()
-	log, err := os.ReadFile(logf)
-	if err != nil {
-		t.Fatalf("valgrind log: %v", err)
-	}
-	names := map[string]string{"definitely lost": "definite", "indirectly lost": "indirect",
-		"possibly lost": "possible", "still reachable": "reachable"}
-	sums := map[string][2]uint64{}
-	for _, m := range vgKind.FindAllSubmatch(log, -1) {
-		sums[names[string(m[1])]] = [2]uint64{atoi(string(m[2])), atoi(string(m[3]))}
-	}
-	if len(sums) == 0 {
-		t.Fatalf("no LEAK SUMMARY in valgrind's log:\n%s", log)
-	}
+	sums, _ := e2e.MemcheckSums(t, argv...)
 	return sums
 }
 

@@ -57,19 +57,13 @@ var (
 	VGPossible = regexp.MustCompile(`([\d,]+) bytes in ([\d,]+) blocks are possibly lost in loss record[^\n]*\n((?:==\d+==\s+(?:at|by) [^\n]*\n)*)`)
 )
 
-// CompareLeakSummary compares leakpath's sums by kind with memcheck's LEAK
-// SUMMARY on the same program. Where they differ by design: memcheck
-// calls some of the dynamic loader's blocks "possibly lost" (glibc's DTV
-// of a live thread, whose TCB points inside it; dlopen's find-object
-// table); leakpath knows they are the C runtime's and calls them
-// reachable. And the agent's own thread-local storage makes every DTV 16
-// bytes bigger.
-func CompareLeakSummary(t *testing.T, k KindsImage, argv ...string) {
+// MemcheckSums runs argv under memcheck and returns its LEAK SUMMARY by
+// kind (bytes, blocks) and its log; nil when valgrind is not installed.
+func MemcheckSums(t testing.TB, argv ...string) (map[string][2]uint64, []byte) {
 	t.Helper()
 	vg, err := exec.LookPath("valgrind")
 	if err != nil {
-		t.Log("valgrind is not installed: LEAK SUMMARY not compared (apt-get install valgrind)")
-		return
+		return nil, nil
 	}
 	logf := filepath.Join(t.TempDir(), "vg.log")
 	cmd := exec.Command(vg, append([]string{"--leak-check=full", "--show-leak-kinds=all", "--run-libc-freeres=no",
@@ -83,12 +77,29 @@ func CompareLeakSummary(t *testing.T, k KindsImage, argv ...string) {
 	}
 	names := map[string]string{"definitely lost": "definite", "indirectly lost": "indirect",
 		"possibly lost": "possible", "still reachable": "reachable"}
-	vgSums := map[string][2]uint64{}
+	sums := map[string][2]uint64{}
 	for _, m := range VGKind.FindAllSubmatch(log, -1) {
-		vgSums[names[string(m[1])]] = [2]uint64{Atoi(string(m[2])), Atoi(string(m[3]))}
+		sums[names[string(m[1])]] = [2]uint64{Atoi(string(m[2])), Atoi(string(m[3]))}
 	}
-	if len(vgSums) == 0 {
+	if len(sums) == 0 {
 		t.Fatalf("no LEAK SUMMARY in valgrind's log:\n%s", log)
+	}
+	return sums, log
+}
+
+// CompareLeakSummary compares leakpath's sums by kind with memcheck's LEAK
+// SUMMARY on the same program. Where they differ by design: memcheck
+// calls some of the dynamic loader's blocks "possibly lost" (glibc's DTV
+// of a live thread, whose TCB points inside it; dlopen's find-object
+// table); leakpath knows they are the C runtime's and calls them
+// reachable. And the agent's own thread-local storage makes every DTV 16
+// bytes bigger.
+func CompareLeakSummary(t *testing.T, k KindsImage, argv ...string) {
+	t.Helper()
+	vgSums, log := MemcheckSums(t, argv...)
+	if vgSums == nil {
+		t.Log("valgrind is not installed: LEAK SUMMARY not compared (apt-get install valgrind)")
+		return
 	}
 	var dtvBytes, dtvBlocks, grown uint64
 	for _, m := range VGPossible.FindAllSubmatch(log, -1) {
