@@ -47,29 +47,20 @@ func LoadJSONSchema(path string) (*JSONSchema, error) {
 func (s *JSONSchema) lint(node map[string]any, at string) error {
 	for k, v := range node {
 		switch {
-		case k == "$defs":
-			defs, ok := v.(map[string]any)
+		case k == "$defs" || k == "properties":
+			// Both are objects of schemas by name.
+			subs, ok := v.(map[string]any)
 			if !ok {
-				return fmt.Errorf("%s: $defs is not an object", at)
+				return fmt.Errorf("%s: %s is not an object", at, k)
 			}
-			for name, d := range defs {
-				if err := s.lintSub(d, at+"/$defs/"+name); err != nil {
+			for name, d := range subs {
+				if err := s.lintSub(d, at+"/"+k+"/"+name); err != nil {
 					return err
 				}
 			}
 		case k == "$ref":
 			if _, err := s.resolve(v); err != nil {
 				return fmt.Errorf("%s: %w", at, err)
-			}
-		case k == "properties":
-			props, ok := v.(map[string]any)
-			if !ok {
-				return fmt.Errorf("%s: properties is not an object", at)
-			}
-			for name, p := range props {
-				if err := s.lintSub(p, at+"/properties/"+name); err != nil {
-					return err
-				}
 			}
 		case k == "items":
 			if err := s.lintSub(v, at+"/items"); err != nil {
