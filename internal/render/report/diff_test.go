@@ -2,7 +2,6 @@ package report
 
 import (
 	stdbytes "bytes"
-	"io"
 	"strings"
 	"testing"
 
@@ -99,8 +98,12 @@ func FuzzDiff(f *testing.F) {
 		for _, x := range [][2]*Doc{{a, d}, {d, a}, {d, d}} {
 			df := NewDiff(x[0], x[1], DiffOptions{MaxSites: 2, MaxFrames: 2})
 			for _, f := range []string{"text", "json"} {
-				if err := df.Generate(io.Discard, f); err != nil {
+				var out stdbytes.Buffer
+				if err := df.Generate(&out, f); err != nil {
 					t.Fatal(err)
+				}
+				if f == "json" {
+					checkSchema(t, "the diff", out.Bytes())
 				}
 			}
 		}

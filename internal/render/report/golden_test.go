@@ -258,6 +258,9 @@ func goldenOptions() Options {
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	testfixture.Golden(t, filepath.Join("testdata", "golden", name), got, *update)
+	if strings.HasSuffix(name, ".json") {
+		checkSchema(t, name, got)
+	}
 }
 
 // generate writes the golden session's report in format, with opts

@@ -239,6 +239,7 @@ func TestJSONReportLazyStacks(t *testing.T) {
 	if err := newReport().Generate(&got, "json"); err != nil {
 		t.Fatal(err)
 	}
+	checkSchema(t, "the report", got.Bytes())
 	if !stdbytes.Equal(got.Bytes(), want) {
 		a, b := got.String(), string(want)
 		n := 0

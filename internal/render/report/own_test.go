@@ -86,6 +86,9 @@ func ownReport(t *testing.T, opts Options, format string) string {
 	if err := New(ownSession(t), 0, opts).Generate(&out, format); err != nil {
 		t.Fatal(err)
 	}
+	if format == "json" {
+		checkSchema(t, "the report", out.Bytes())
+	}
 	return out.String()
 }
 

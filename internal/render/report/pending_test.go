@@ -28,6 +28,9 @@ func TestPendingBlockUnknownFunction(t *testing.T) {
 		if err := New(s, 0, opts).Generate(&b, format); err != nil {
 			t.Fatal(err)
 		}
+		if format == "json" {
+			checkSchema(t, "the snapshot", b.Bytes())
+		}
 		if strings.Contains(b.String(), "fn(") {
 			t.Errorf("%s report names a function fn(N):\n%s", format, b.String())
 		}

@@ -52,6 +52,9 @@ func TestGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				testfixture.Golden(t, filepath.Join("testdata", "golden", c.name+ext), b.Bytes(), *update)
+				if format == "json" {
+					testfixture.CheckJSONSchema(t, schemaFile, c.name+ext, b.Bytes())
+				}
 			}
 		})
 	}

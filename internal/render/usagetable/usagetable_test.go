@@ -12,6 +12,7 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/render/report"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // A synthetic program: an executable calling liba and libb and the C
@@ -445,6 +446,7 @@ func TestJSONAndText(t *testing.T) {
 	if err := r.Generate(&b, "json"); err != nil {
 		t.Fatal(err)
 	}
+	testfixture.CheckJSONSchema(t, schemaFile, "the usage", b.Bytes())
 	var doc map[string]any
 	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatal(err)
@@ -501,6 +503,7 @@ func TestScopes(t *testing.T) {
 	if err := r.Generate(&b, "json"); err != nil {
 		t.Fatal(err)
 	}
+	testfixture.CheckJSONSchema(t, schemaFile, "the usage", b.Bytes())
 	var doc struct {
 		By          string           `json:"by"`
 		Attribution string           `json:"attribution"`
