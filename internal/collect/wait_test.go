@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,7 +40,7 @@ func TestWaitExitTakesNoStop(t *testing.T) {
 	}
 	waited := make(chan waitResult, 1)
 	go func() { waited <- waitExit(cmd.Process.Pid) }()
-	testfixture.Poll(t, "waitExit blocked in poll on the child's pidfd", pollingOne)
+	testfixture.Poll(t, "waitExit blocked in poll or wait4", func() bool { return waitingFor(cmd.Process.Pid) })
 	tr, err := ptrace.Seize(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -71,11 +72,12 @@ func TestWaitExitTakesNoStop(t *testing.T) {
 	}
 }
 
-// pollingOne reports whether a thread of this process is blocked in
-// poll(fds, 1, -1) or ppoll(fds, 1, NULL, ...) (x86-64 numbers 7 and
-// 271), as waitExit's pollExit is (the Go runtime itself waits in epoll
-// and futex): the stops that follow then happen while waitExit waits.
-func pollingOne() bool {
+// waitingFor reports whether a thread of this process is blocked as
+// waitExit is: in poll(fds, 1, -1) or ppoll(fds, 1, NULL, ...) on the
+// pidfd, or in wait4(pid, ...) where pidfds are missing (x86-64 numbers
+// 7, 271, 61; the Go runtime itself waits in epoll and futex). The stops
+// that follow then happen while waitExit waits.
+func waitingFor(pid int) bool {
 	files, _ := filepath.Glob("/proc/self/task/*/syscall")
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -83,10 +85,11 @@ func pollingOne() bool {
 			continue
 		}
 		a := strings.Fields(string(b))
-		if len(a) < 4 || a[2] != "0x1" {
+		if len(a) < 4 {
 			continue
 		}
-		if a[0] == "7" && a[3] == "0xffffffffffffffff" || a[0] == "271" && a[3] == "0x0" {
+		poll := a[2] == "0x1" && (a[0] == "7" && a[3] == "0xffffffffffffffff" || a[0] == "271" && a[3] == "0x0")
+		if poll || a[0] == "61" && a[1] == "0x"+strconv.FormatInt(int64(pid), 16) {
 			return true
 		}
 	}
