@@ -45,7 +45,7 @@ func familyLeaks(t *testing.T, r result) (byKind map[string][2]uint64) {
 }
 
 // memcheckKinds runs argv under memcheck and returns its LEAK SUMMARY by
-// kind (bytes, blocks); nil when valgrind is not installed.
+// kind (bytes, blocks); nil (logged) when valgrind is not installed.
 func memcheckKinds(t *testing.T, argv ...string) map[string][2]uint64 {
 	t.Helper()
 	sums, _ := e2e.MemcheckSums(t, argv...)

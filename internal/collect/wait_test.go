@@ -2,7 +2,11 @@ package collect
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // hangGuard bounds the waits of these tests: long enough that a machine
@@ -35,7 +40,7 @@ func TestWaitExitTakesNoStop(t *testing.T) {
 	}
 	waited := make(chan waitResult, 1)
 	go func() { waited <- waitExit(cmd.Process.Pid) }()
-	time.Sleep(20 * time.Millisecond) // waitExit is likely waiting (if not, the test is only weaker)
+	testfixture.Poll(t, "waitExit blocked in poll or wait4", func() bool { return waitingFor(cmd.Process.Pid) })
 	tr, err := ptrace.Seize(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -65,4 +70,28 @@ func TestWaitExitTakesNoStop(t *testing.T) {
 	if !r.ws.Exited() || r.ws.ExitStatus() != 7 {
 		t.Errorf("waitExit: status %v, want exit 7", r.ws)
 	}
+}
+
+// waitingFor reports whether a thread of this process is blocked as
+// waitExit is: in poll(fds, 1, -1) or ppoll(fds, 1, NULL, ...) on the
+// pidfd, or in wait4(pid, ...) where pidfds are missing (x86-64 numbers
+// 7, 271, 61; the Go runtime itself waits in epoll and futex). The stops
+// that follow then happen while waitExit waits.
+func waitingFor(pid int) bool {
+	files, _ := filepath.Glob("/proc/self/task/*/syscall")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		a := strings.Fields(string(b))
+		if len(a) < 4 {
+			continue
+		}
+		poll := a[2] == "0x1" && (a[0] == "7" && a[3] == "0xffffffffffffffff" || a[0] == "271" && a[3] == "0x0")
+		if poll || a[0] == "61" && a[1] == "0x"+strconv.FormatInt(int64(pid), 16) {
+			return true
+		}
+	}
+	return false
 }

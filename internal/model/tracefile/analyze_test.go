@@ -1,8 +1,6 @@
 package tracefile
 
 import (
-	"errors"
-	"io"
 	"os"
 	"testing"
 
@@ -16,21 +14,11 @@ func TestAnalyzeFile(t *testing.T) {
 	if !*report || path == "" {
 		t.Skip("needs -report and LPT_FILE")
 	}
-	r, err := Open(path)
+	evs, err := readEvents(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var evs []event.Event
-	buf := make([]event.Event, 0, 4096)
-	for {
-		buf, err = r.Next(buf)
-		evs = append(evs, buf...)
-		if err != nil {
-			break
+		if evs == nil {
+			t.Fatal(err)
 		}
-	}
-	if !errors.Is(err, io.EOF) {
 		t.Logf("read: %v", err)
 	}
 	kinds := map[event.Kind]int{}
