@@ -852,6 +852,15 @@ static int lp_dlsnap_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* lp_dlsnap_has reports whether snapshot s lists the module at bias. */
+static int lp_dlsnap_has(const struct lp_dlsnap *s, uintptr_t bias)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->bias[i] == bias)
+			return 1;
+	return 0;
+}
+
 static int lp_examined_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -868,11 +877,8 @@ static void lp_examined_prune(const struct lp_dlsnap *now)
 {
 	int k = 0;
 	for (int i = 0; i < lp_nexamined; i++)
-		for (int j = 0; j < now->n; j++)
-			if (lp_examined[i] == now->bias[j]) {
-				lp_examined[k++] = lp_examined[i];
-				break;
-			}
+		if (lp_dlsnap_has(now, lp_examined[i]))
+			lp_examined[k++] = lp_examined[i];
 	lp_nexamined = k;
 }
 
@@ -928,12 +934,7 @@ static int lp_newmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	lp_examined[lp_nexamined++] = info->dlpi_addr;
 	if (rc != 0)
 		return 0;
-	n->before = 1;
-	for (int i = 0; s && i < s->n; i++)
-		if (s->bias[i] == info->dlpi_addr)
-			goto listed;
-	n->before = !s;
-listed:
+	n->before = s ? lp_dlsnap_has(s, info->dlpi_addr) : 1;
 	lp_nnewmods++;
 	return 0;
 }
@@ -1043,19 +1044,15 @@ void lp_families_exit(struct lp_thread *t)
 	lp_families_new(t, NULL, 0, 0);
 }
 
-struct lp_dlgone {
-	uintptr_t base;
-	int found;
-};
-
-static int lp_dlgone_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* lp_fams_loaded_cb marks in *loaded (bit s) the family slots whose
+ * module info is. Under lp_fam_lock. */
+static int lp_fams_loaded_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	struct lp_dlgone *q = arg;
-	if (info->dlpi_addr == q->base) {
-		q->found = 1;
-		return 1;
-	}
+	unsigned *loaded = arg;
+	for (int s = 1; s < LP_FAM_SLOTS; s++)
+		if (lp_fams[s].dl_base == info->dlpi_addr)
+			*loaded |= 1u << s;
 	return 0;
 }
 
@@ -1089,14 +1086,11 @@ void lp_families_dlclose(void)
 	if (!now.overflow)
 		lp_examined_prune(&now);
 	/* The slots of families whose module is gone: their code with it. */
-	for (int s = 1; s < LP_FAM_SLOTS; s++) {
-		if (!lp_fams[s].live || !lp_fams[s].dl_base)
-			continue;
-		struct lp_dlgone q = {lp_fams[s].dl_base, 0};
-		dl_iterate_phdr(lp_dlgone_cb, &q);
-		if (!q.found)
+	unsigned loaded = 0;
+	dl_iterate_phdr(lp_fams_loaded_cb, &loaded);
+	for (int s = 1; s < LP_FAM_SLOTS; s++)
+		if (lp_fams[s].live && lp_fams[s].dl_base && !(loaded >> s & 1))
 			lp_fams[s].live = 0;
-	}
 	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
