@@ -187,6 +187,7 @@ struct lp_beat {
 	uint64_t ts, since;
 };
 LP_HIDDEN int lp_collector_lost(struct lp_beat *b);
+LP_HIDDEN void lp_wait_collector(uint32_t *word, uint32_t v, int ticks);
 struct lp_ctx;
 LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog);
 LP_HIDDEN void lp_trace_ask(struct lp_thread *t, uint32_t sid, void *p, size_t n);

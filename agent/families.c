@@ -835,6 +835,31 @@ static int lp_dl_active;           /* hooked dlopens running */
 static unsigned long lp_dl_starts; /* hooked dlopens started */
 static int lp_fam_lock;
 
+/* lp_fam_take takes lp_fam_lock with every signal blocked (*old gets the
+ * mask before): no signal handler may fork, or call into an entry half
+ * written, while it is held. try: give up rather than wait, and return
+ * 0 with the mask as it was. */
+static int lp_fam_take(sigset_t *old, int try)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, old);
+	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE)) {
+		if (try) {
+			pthread_sigmask(SIG_SETMASK, old, NULL);
+			return 0;
+		}
+		sched_yield();
+	}
+	return 1;
+}
+
+static void lp_fam_give(const sigset_t *old)
+{
+	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 /* The modules looked at (their load biases): at the start, or since. */
 #define LP_EXAMINED_MAX 1024
 static uintptr_t lp_examined[LP_EXAMINED_MAX];
@@ -849,6 +874,15 @@ static int lp_dlsnap_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return 1;
 	}
 	s->bias[s->n++] = info->dlpi_addr;
+	return 0;
+}
+
+/* lp_dlsnap_has reports whether snapshot s lists the module at bias. */
+static int lp_dlsnap_has(const struct lp_dlsnap *s, uintptr_t bias)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->bias[i] == bias)
+			return 1;
 	return 0;
 }
 
@@ -868,11 +902,8 @@ static void lp_examined_prune(const struct lp_dlsnap *now)
 {
 	int k = 0;
 	for (int i = 0; i < lp_nexamined; i++)
-		for (int j = 0; j < now->n; j++)
-			if (lp_examined[i] == now->bias[j]) {
-				lp_examined[k++] = lp_examined[i];
-				break;
-			}
+		if (lp_dlsnap_has(now, lp_examined[i]))
+			lp_examined[k++] = lp_examined[i];
 	lp_nexamined = k;
 }
 
@@ -928,12 +959,7 @@ static int lp_newmods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	lp_examined[lp_nexamined++] = info->dlpi_addr;
 	if (rc != 0)
 		return 0;
-	n->before = 1;
-	for (int i = 0; s && i < s->n; i++)
-		if (s->bias[i] == info->dlpi_addr)
-			goto listed;
-	n->before = !s;
-listed:
+	n->before = s ? lp_dlsnap_has(s, info->dlpi_addr) : 1;
 	lp_nnewmods++;
 	return 0;
 }
@@ -999,23 +1025,16 @@ static void lp_families_new(struct lp_thread *t, const struct lp_dlsnap *s, int 
 {
 	int saved = errno;
 	lp_enter(&t->busy);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE)) {
-		if (fresh)
-			goto out;
-		sched_yield();
+	sigset_t old;
+	if (lp_fam_take(&old, fresh)) {
+		lp_nnewmods = 0;
+		struct lp_newmods_q q = {s, fresh};
+		dl_iterate_phdr(lp_newmods_cb, &q);
+		for (int i = 0; i < lp_nnewmods; i++)
+			lp_module_families(t, &lp_newmods[i].m,
+					   lp_newmods[i].before || !alone ? LP_FAMILY_UNFOLLOWED : 0);
+		lp_fam_give(&old);
 	}
-	lp_nnewmods = 0;
-	struct lp_newmods_q q = {s, fresh};
-	dl_iterate_phdr(lp_newmods_cb, &q);
-	for (int i = 0; i < lp_nnewmods; i++)
-		lp_module_families(t, &lp_newmods[i].m,
-				   lp_newmods[i].before || !alone ? LP_FAMILY_UNFOLLOWED : 0);
-	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
-out:
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	lp_leave(&t->busy);
 	errno = saved;
 }
@@ -1043,19 +1062,15 @@ void lp_families_exit(struct lp_thread *t)
 	lp_families_new(t, NULL, 0, 0);
 }
 
-struct lp_dlgone {
-	uintptr_t base;
-	int found;
-};
-
-static int lp_dlgone_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* lp_fams_loaded_cb marks in *loaded (bit s) the family slots whose
+ * module info is. Under lp_fam_lock. */
+static int lp_fams_loaded_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	struct lp_dlgone *q = arg;
-	if (info->dlpi_addr == q->base) {
-		q->found = 1;
-		return 1;
-	}
+	unsigned *loaded = arg;
+	for (int s = 1; s < LP_FAM_SLOTS; s++)
+		if (lp_fams[s].dl_base == info->dlpi_addr)
+			*loaded |= 1u << s;
 	return 0;
 }
 
@@ -1078,27 +1093,19 @@ void lp_families_dlclose(void)
 {
 	if (!lp_fam_started)
 		return;
-	/* No signal handler may fork while the lock is held (see above). */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	while (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE))
-		sched_yield();
+	sigset_t old;
+	lp_fam_take(&old, 0);
 	struct lp_dlsnap now = {0};
 	dl_iterate_phdr(lp_dlsnap_cb, &now);
 	if (!now.overflow)
 		lp_examined_prune(&now);
 	/* The slots of families whose module is gone: their code with it. */
-	for (int s = 1; s < LP_FAM_SLOTS; s++) {
-		if (!lp_fams[s].live || !lp_fams[s].dl_base)
-			continue;
-		struct lp_dlgone q = {lp_fams[s].dl_base, 0};
-		dl_iterate_phdr(lp_dlgone_cb, &q);
-		if (!q.found)
+	unsigned loaded = 0;
+	dl_iterate_phdr(lp_fams_loaded_cb, &loaded);
+	for (int s = 1; s < LP_FAM_SLOTS; s++)
+		if (lp_fams[s].live && lp_fams[s].dl_base && !(loaded >> s & 1))
 			lp_fams[s].live = 0;
-	}
-	__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	lp_fam_give(&old);
 }
 
 /* ==== The unwinder, for LP_BUSY_CALL's cleanups ====
@@ -1403,18 +1410,10 @@ __attribute__((used)) void lp_dbg_hit(void)
 	lp_dbg_snap();
 	/* A module unloaded: the next one at its address is another (also
 	 * done after dlclose, which another dlopen may follow first). */
-	if (!lp_dbg_prev.overflow) {
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (__atomic_exchange_n(&lp_fam_lock, 1, __ATOMIC_ACQUIRE)) {
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
-			errno = saved;
-			return; /* as above: pruned at the next stop */
-		}
+	sigset_t old;
+	if (!lp_dbg_prev.overflow && lp_fam_take(&old, 1)) { /* as above: else pruned at the next stop */
 		lp_examined_prune(&lp_dbg_prev);
-		__atomic_store_n(&lp_fam_lock, 0, __ATOMIC_RELEASE);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		lp_fam_give(&old);
 	}
 	errno = saved;
 }

@@ -122,6 +122,22 @@ LP_HIDDEN int lp_collector_lost(struct lp_beat *b)
 	return 1;
 }
 
+/* lp_wait_collector waits while the collector has not moved *word on
+ * from v, 10 ms at a time for at most ticks waits (< 0: no bound), and
+ * not for a collector that is gone (lp_collector_lost). */
+LP_HIDDEN void lp_wait_collector(uint32_t *word, uint32_t v, int ticks)
+{
+	struct lp_beat beat = {0};
+	for (int i = 0; ticks < 0 || i < ticks; i++) {
+		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != v)
+			return;
+		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
+		lp_futex(word, FUTEX_WAIT, v, &to);
+		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == v && lp_collector_lost(&beat))
+			return;
+	}
+}
+
 /* lp_ring_stop makes every writer drop its records from now on (a
  * detach); a new region (lp_region_open) starts them again. */
 LP_HIDDEN void lp_ring_stop(void)
@@ -685,25 +701,13 @@ LP_HIDDEN void lp_hold_exit(const struct lp_ctx *prog)
 	/* A collector that does not take the request in 5 s is not coming:
 	 * withdraw it (the collector's own CAS then fails). One that is gone
 	 * is not waited for. */
-	struct lp_beat beat = {0};
-	for (int i = 0; i < 500; i++) {
-		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
-		lp_futex(&h->hold, FUTEX_WAIT, LP_HOLD_REQUESTED, &to);
-		if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) != LP_HOLD_REQUESTED || lp_collector_lost(&beat))
-			break;
-	}
+	lp_wait_collector(&h->hold, LP_HOLD_REQUESTED, 500);
 	expect = LP_HOLD_REQUESTED;
 	if (__atomic_compare_exchange_n(&h->hold, &expect, LP_HOLD_RELEASED, 0, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE))
 		goto out;
 	/* Scanning: wait for the release, but not for a collector that died. */
-	beat = (struct lp_beat){0};
-	while (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) == LP_HOLD_SCANNING) {
-		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
-		lp_futex(&h->hold, FUTEX_WAIT, LP_HOLD_SCANNING, &to);
-		if (__atomic_load_n(&h->hold, __ATOMIC_ACQUIRE) == LP_HOLD_SCANNING && lp_collector_lost(&beat))
-			break;
-	}
+	lp_wait_collector(&h->hold, LP_HOLD_SCANNING, -1);
 out:
 	__asm__ volatile("" : : "r"(spill) : "memory"); /* live until here */
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -762,13 +766,7 @@ LP_HIDDEN int lp_post(uint32_t *state, uint32_t req, uint32_t idle, int ms)
 	__atomic_store_n(state, req, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&h->doorbell, 1, __ATOMIC_RELEASE);
 	lp_futex(&h->doorbell, FUTEX_WAKE, 1, NULL);
-	struct lp_beat beat = {0};
-	for (int i = 0; i < ms / 10; i++) {
-		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
-		lp_futex(state, FUTEX_WAIT, req, &to);
-		if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != req || lp_collector_lost(&beat))
-			break;
-	}
+	lp_wait_collector(state, req, ms / 10);
 	uint32_t expect = req;
 	if (__atomic_compare_exchange_n(state, &expect, idle, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return -1;

@@ -115,13 +115,7 @@ static int64_t lp_ask(unsigned kind, const char *label, const void *fn)
 		goto out;
 	}
 	/* Taken: the scan may take long; do not wait for a dead collector. */
-	beat = (struct lp_beat){0};
-	while (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_TAKEN) {
-		struct timespec to = {.tv_nsec = 10 * 1000 * 1000};
-		lp_futex(&h->ask_state, FUTEX_WAIT, LP_ASK_TAKEN, &to);
-		if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_TAKEN && lp_collector_lost(&beat))
-			break;
-	}
+	lp_wait_collector(&h->ask_state, LP_ASK_TAKEN, -1);
 	if (__atomic_load_n(&h->ask_state, __ATOMIC_ACQUIRE) == LP_ASK_DONE)
 		result = __atomic_load_n(&h->ask_result, __ATOMIC_ACQUIRE);
 	__asm__ volatile("" : : "r"(&prog) : "memory"); /* read by the scan until here */

@@ -391,9 +391,8 @@ static inline __attribute__((always_inline)) int lp_trail_holds(const struct lp_
 	const uintptr_t *v = tr->val, *end = tr->val + tr->chained;
 	uintptr_t a = tr->addr[0];
 #define LP_PAIR(acc, at, k) ((acc) |= *(const lp_v2 *)(at) ^ *(const lp_v2a *)&v[k])
-	/* Straight into the odd frames' checks, then four an iteration. */
 	/* The odd frames first, a test each way (a switch cost a chain of
-	 * compares, most where nothing is chained). */
+	 * compares, most where nothing is chained), then four an iteration. */
 	int odd = (tr->chained >> 1) & 3;
 	if (LP_UNLIKELY(odd)) {
 		if (odd & 2) {
@@ -499,7 +498,7 @@ static uint32_t lp_stack_id_locked(struct lp_thread *t, void *fp, uint64_t *buf)
 		/* No recent stack holds (lp_stack_id looked): this unwind's
 		 * trail replaces one of the set. */
 		uint32_t set = lp_recent_set(fp);
-		struct lp_recent *ways = &s->recent[set * LP_RECENT_WAYS];
+		struct lp_recent *ways = s->recent_set[set];
 		rc = &ways[s->recent_next[set]];
 		s->recent_next[set] = (uint8_t)((s->recent_next[set] + 1) % LP_RECENT_WAYS);
 		rc->fp = 0;
