@@ -546,9 +546,9 @@ func Caught(pid, sig int) bool {
 }
 
 // signalMask reads the signal mask field ("SigPnd", "SigCgt"...) of the
-// status of thread tid of pid (of the process when tid is 0; procStatus).
+// status of thread tid of pid (of the process when tid is 0; ProcStatus).
 func signalMask(pid, tid int, field string) (uint64, bool) {
-	st, err := procStatus(pid, tid)
+	st, err := ProcStatus(pid, tid)
 	if err != nil {
 		return 0, false
 	}
