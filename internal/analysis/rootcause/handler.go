@@ -227,31 +227,16 @@ func (rc *rootCauses) handlerWindow(reg *region.Region, sus *suspect) {
 		rc.handlerMiss(sus, "no thread but the allocating one")
 		return
 	}
-	pid := int(rc.im.PID)
-	st, err := ptrace.SeizeThread(pid, int(tid))
+	st, release, err := rc.attach(int(tid))
 	if err != nil {
 		rc.handlerMiss(sus, fmt.Sprintf("cannot attach to thread %d: %v", tid, err))
 		return
 	}
-	rc.mu.Lock()
-	rc.stepping = st
-	rc.mu.Unlock()
-	defer func() {
-		rc.mu.Lock()
-		rc.stepping = nil
-		rc.mu.Unlock()
-		st.Detach()
-	}()
+	defer release()
 	wait := time.AfterFunc(handlerWait, st.Interrupt)
-	opts := steptrace.Options{
-		Read:     func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) },
-		Boring:   rc.boring,
-		Code:     rc.code,
-		MaxStops: o.WindowStopsLimit,
-		Deadline: time.Now().Add(handlerWait + o.WindowBudget),
-		Soft:     true,
-		Caught:   func(sig int) bool { return ptrace.Caught(pid, sig) },
-	}
+	opts := rc.stepOptions()
+	opts.Deadline = time.Now().Add(handlerWait + o.WindowBudget)
+	opts.Soft = true
 	if hw, _ := ptrace.HardwareBreakpoints(); hw {
 		opts.Soft = false
 	} else if !ptrace.SoftBreakpoints() {

@@ -554,22 +554,16 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	// The next window starts a few allocations later, at random: a
 	// site's blocks may differ by their place in a batch.
 	defer func() { reg.EndTrace(uint32(rand.IntN(16))) }()
-	st, err := ptrace.SeizeThread(pid, int(req.TID))
+	st, release, err := rc.attach(int(req.TID))
 	if err != nil {
 		reg.RefuseTrace()
 		rc.giveUp(sus, fmt.Sprintf("cannot attach to thread %d: %v", req.TID, err))
 		return
 	}
+	defer release()
 	rc.mu.Lock()
-	rc.stepping = st
 	sus.allocTID = req.TID
 	rc.mu.Unlock()
-	defer func() {
-		rc.mu.Lock()
-		rc.stepping = nil
-		rc.mu.Unlock()
-		st.Detach()
-	}()
 	watchdog := time.AfterFunc(o.WindowBudget+time.Second, st.Interrupt)
 	defer watchdog.Stop()
 	reg.Watch(req.Addr)
@@ -581,23 +575,17 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	}
 	hw, _ := ptrace.HardwareBreakpoints()
 	soft := !hw && ptrace.SoftBreakpoints()
+	opts := rc.stepOptions()
 	if !hw && !soft && rc.vdso == nil {
-		rc.vdso, _ = steptrace.FindVdso(pid, func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) })
+		rc.vdso, _ = steptrace.FindVdso(pid, opts.Read)
 	}
-	opts := steptrace.Options{
-		Read:     func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) },
-		Boring:   rc.boring,
-		Code:     rc.code,
-		EndDepth: sus.EndDepth,
-		Freed:    reg.WatchFreed,
-		MaxStops: o.WindowStopsLimit,
-		Deadline: time.Now().Add(o.WindowBudget),
-		StepOnly: !hw && !soft,
-		Soft:     soft,
-		Caught:   func(sig int) bool { return ptrace.Caught(pid, sig) },
-		Vdso:     rc.vdso,
-		StopAt:   sus.ret,
-	}
+	opts.EndDepth = sus.EndDepth
+	opts.Freed = reg.WatchFreed
+	opts.Deadline = time.Now().Add(o.WindowBudget)
+	opts.StepOnly = !hw && !soft
+	opts.Soft = soft
+	opts.Vdso = rc.vdso
+	opts.StopAt = sus.ret
 	var path *steptrace.Path
 	var began time.Time
 	// On the stepper's own thread: no hand-over between threads per stop.
@@ -638,6 +626,37 @@ func (rc *rootCauses) window(reg *region.Region, sus *suspect, req region.TraceR
 	if len(sus.windows) >= 3*o.Windows {
 		sus.done = true
 		rc.arm()
+	}
+}
+
+// attach seizes thread tid of the image for a window, as the thread that
+// pause interrupts; release clears that and detaches.
+func (rc *rootCauses) attach(tid int) (st *ptrace.Stepper, release func(), err error) {
+	st, err = ptrace.SeizeThread(int(rc.im.PID), tid)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc.mu.Lock()
+	rc.stepping = st
+	rc.mu.Unlock()
+	return st, func() {
+		rc.mu.Lock()
+		rc.stepping = nil
+		rc.mu.Unlock()
+		st.Detach()
+	}, nil
+}
+
+// stepOptions returns the steptrace options every window shares: the
+// image's memory, its boring code and code cache, the stops limit.
+func (rc *rootCauses) stepOptions() steptrace.Options {
+	pid := int(rc.im.PID)
+	return steptrace.Options{
+		Read:     func(addr uint64, b []byte) (int, error) { return ptrace.ReadProcess(pid, addr, b) },
+		Boring:   rc.boring,
+		Code:     rc.code,
+		MaxStops: rc.o.WindowStopsLimit,
+		Caught:   func(sig int) bool { return ptrace.Caught(pid, sig) },
 	}
 }
 

@@ -552,14 +552,8 @@ func (p *Process) apply(ev *event.Event) {
 		p.free(ev)
 	case event.ReallocBegin:
 		t := p.thread(ev.Thread)
-		var b Block
-		ok := p.blocks.take(ev.Addr, &b)
-		ignored := false
-		if ok {
-			p.released(b)
-			ignored = p.unignore(ev.Addr)
-		}
-		t.realloc = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored, time: ev.Time, stack: ev.Stack}
+		t.realloc = p.reallocTake(ev.Addr)
+		t.realloc.time, t.realloc.stack = ev.Time, ev.Stack
 	case event.Realloc:
 		p.realloc(ev)
 	case event.StackDef:
@@ -904,6 +898,17 @@ func (p *Process) checkReallocFamily(ev *event.Event, b Block, stack StackID) {
 	}
 }
 
+// reallocTake takes the block at addr, which a realloc moves or frees,
+// out of the live ones, as the realloc's end finds it.
+func (p *Process) reallocTake(addr uint64) pendingRealloc {
+	pr := pendingRealloc{active: true, addr: addr}
+	if pr.known = p.blocks.take(addr, &pr.block); pr.known {
+		p.released(pr.block)
+		pr.ignored = p.unignore(addr)
+	}
+	return pr
+}
+
 func (p *Process) realloc(ev *event.Event) {
 	p.Totals.Calls[ev.Fn]++
 	var in *scopeFrame
@@ -915,14 +920,7 @@ func (p *Process) realloc(ev *event.Event) {
 	t.realloc = pendingRealloc{}
 	if ev.Addr != 0 && (!pr.active || pr.addr != ev.Addr) {
 		// No begin record seen for this call: take the block now.
-		var b Block
-		ok := p.blocks.take(ev.Addr, &b)
-		ignored := false
-		if ok {
-			p.released(b)
-			ignored = p.unignore(ev.Addr)
-		}
-		pr = pendingRealloc{active: true, addr: ev.Addr, known: ok, block: b, ignored: ignored}
+		pr = p.reallocTake(ev.Addr)
 	}
 	stack, to := p.stackOf(ev.Stack), ev.NewAddr()
 	if to == 0 {

@@ -341,12 +341,7 @@ func librarySummaries(ls []libItem) []libSummary {
 		})
 		out = append(out, *s)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].bytes != out[j].bytes {
-			return out[i].bytes > out[j].bytes
-		}
-		return out[i].lib < out[j].lib
-	})
+	sortBiggest(out, func(s libSummary) (uint64, string) { return s.bytes, s.lib })
 	return out
 }
 

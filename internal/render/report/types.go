@@ -162,12 +162,7 @@ func (r *Report) TypeTable(p *heap.Process) []TypeRow {
 		sortBiggest(row.Sites, func(s TypeSite) (uint64, string) { return s.Bytes, fmt.Sprint(s.Stack) })
 		out = append(out, *row)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Bytes != out[j].Bytes {
-			return out[i].Bytes > out[j].Bytes
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortBiggest(out, func(r TypeRow) (uint64, string) { return r.Bytes, r.Name })
 	return out
 }
 

@@ -47,7 +47,7 @@ func (th *thread) describe() string {
 // tracer of each.
 func procState(pid int) string {
 	var b strings.Builder
-	st, err := procStatus(pid, 0)
+	st, err := ProcStatus(pid, 0)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return fmt.Sprintf("/proc/%d: gone", pid)
@@ -60,7 +60,7 @@ func procState(pid int) string {
 		fmt.Fprintf(&b, " %v", err)
 	}
 	for _, tid := range tids {
-		st, err := procStatus(pid, tid)
+		st, err := ProcStatus(pid, tid)
 		if err != nil {
 			fmt.Fprintf(&b, " %d:gone", tid)
 			continue

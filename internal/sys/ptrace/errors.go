@@ -64,9 +64,9 @@ var (
 	ErrClosed = errors.New("tracer closed")
 )
 
-// procStatus returns the "Key:\tvalue" fields of /proc/PID/task/TID/status
+// ProcStatus returns the "Key:\tvalue" fields of /proc/PID/task/TID/status
 // (or /proc/PID/status when tid is 0).
-func procStatus(pid, tid int) (map[string]string, error) {
+func ProcStatus(pid, tid int) (map[string]string, error) {
 	path := fmt.Sprintf("/proc/%d/status", pid)
 	if tid != 0 {
 		path = fmt.Sprintf("/proc/%d/task/%d/status", pid, tid)
@@ -127,7 +127,7 @@ func tracerName(tracerTid int) string {
 		return fmt.Sprintf("this process (thread %d, another Tracer)", tracerTid)
 	}
 	// TracerPid is the tracer thread's id; name its process.
-	if st, err := procStatus(tracerTid, 0); err == nil {
+	if st, err := ProcStatus(tracerTid, 0); err == nil {
 		tgid := statusInt(st, "Tgid")
 		if tgid > 0 && tgid != tracerTid {
 			return fmt.Sprintf("%s (pid %d, thread %d)", comm(tgid), tgid, tracerTid)
@@ -146,7 +146,7 @@ func PermissionError(pid int) error {
 }
 
 func diagnoseEPERM(pid, tid int) error {
-	st, err := procStatus(pid, tid)
+	st, err := ProcStatus(pid, tid)
 	if err != nil {
 		return unix.EPERM
 	}

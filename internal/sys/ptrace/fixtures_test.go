@@ -280,7 +280,7 @@ func tracerPids(t *testing.T, pid int) map[int]int {
 	}
 	m := map[int]int{}
 	for _, tid := range tids {
-		st, err := procStatus(pid, tid)
+		st, err := ProcStatus(pid, tid)
 		if err != nil {
 			continue
 		}

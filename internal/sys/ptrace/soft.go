@@ -369,7 +369,7 @@ func (s *Stepper) isSoft(addr uint64) bool {
 
 // tracedHere reports whether thread tid is traced by this OS thread.
 func (s *Stepper) tracedHere(tid int) bool {
-	st, err := procStatus(s.pid, tid)
+	st, err := ProcStatus(s.pid, tid)
 	return err == nil && statusInt(st, "TracerPid") == unix.Gettid()
 }
 

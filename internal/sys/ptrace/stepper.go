@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -535,31 +534,30 @@ func (s *Stepper) dropStrayTraps() {
 
 // trapPending reports a SIGTRAP pending for the thread itself.
 func (s *Stepper) trapPending() bool {
-	mask, ok := signalMask(fmt.Sprintf("/proc/%d/task/%d/status", s.pid, s.tid), "SigPnd")
+	mask, ok := signalMask(s.pid, s.tid, "SigPnd")
 	return ok && mask&(1<<(unix.SIGTRAP-1)) != 0
 }
 
 // Caught reports whether process pid has a handler for signal sig (its
 // SigCgt mask); when it cannot tell, it has.
 func Caught(pid, sig int) bool {
-	mask, ok := signalMask(fmt.Sprintf("/proc/%d/status", pid), "SigCgt")
+	mask, ok := signalMask(pid, 0, "SigCgt")
 	return !ok || sig < 1 || sig > 64 || mask&(1<<(sig-1)) != 0
 }
 
-// signalMask reads the signal mask field ("SigPnd", "SigCgt"...) of a
-// /proc status file.
-func signalMask(status, field string) (uint64, bool) {
-	b, err := os.ReadFile(status)
+// signalMask reads the signal mask field ("SigPnd", "SigCgt"...) of the
+// status of thread tid of pid (of the process when tid is 0; ProcStatus).
+func signalMask(pid, tid int, field string) (uint64, bool) {
+	st, err := ProcStatus(pid, tid)
 	if err != nil {
 		return 0, false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return mask, err == nil
-		}
+	v, ok := st[field]
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	mask, err := strconv.ParseUint(v, 16, 64)
+	return mask, err == nil
 }
 
 func (s *Stepper) close() {

@@ -105,7 +105,7 @@ func Seize(pid int) (*Tracer, error) {
 	if pid <= 0 {
 		return fail(fmt.Errorf("%w: invalid pid %d", ErrNoProcess, pid))
 	}
-	st, err := procStatus(pid, 0)
+	st, err := ProcStatus(pid, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fail(ErrNoProcess)
@@ -310,7 +310,7 @@ func (t *Tracer) seizeAll() error {
 					return &Error{Op: "seize", Pid: t.pid, Err: fmt.Errorf("%w (it exited)", ErrNoProcess)}
 				}
 			case err == unix.EPERM:
-				st, serr := procStatus(t.pid, tid)
+				st, serr := ProcStatus(t.pid, tid)
 				if errors.Is(serr, os.ErrNotExist) || errors.Is(serr, unix.ESRCH) {
 					// Refused as a zombie, and reaped since: it exited.
 					if tid == t.pid {
@@ -359,7 +359,7 @@ func isZombie(state byte) bool { return state == 'Z' || state == 'X' }
 // zombieStatus returns the wait status of process pid if it is a zombie
 // with no thread left (field 52 of /proc/PID/stat).
 func zombieStatus(pid int) (unix.WaitStatus, bool) {
-	st, err := procStatus(pid, 0)
+	st, err := ProcStatus(pid, 0)
 	if err != nil {
 		return 0, false
 	}
@@ -384,7 +384,7 @@ func zombieStatus(pid int) (unix.WaitStatus, bool) {
 // ThreadCount returns the number of threads of process pid
 // (/proc/PID/status).
 func ThreadCount(pid int) (int, error) {
-	st, err := procStatus(pid, 0)
+	st, err := ProcStatus(pid, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -49,9 +49,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -302,7 +302,11 @@ func checkThreads(pid int, running bool) error {
 		return goneOr(pid, err)
 	}
 	for _, n := range names {
-		st, err := readStatus(fmt.Sprintf("/proc/%d/task/%s/status", pid, n))
+		tid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		st, err := ptrace.ProcStatus(pid, tid)
 		if err != nil {
 			continue // the thread ended meanwhile
 		}
@@ -314,28 +318,6 @@ func checkThreads(pid int, running bool) error {
 		}
 	}
 	return nil
-}
-
-// readStatus reads the "Key:\tvalue" fields of a /proc status file (at
-// most 64 KiB of it).
-func readStatus(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, 64<<10)
-	n, err := io.ReadFull(f, b)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	m := map[string]string{}
-	for _, line := range strings.Split(string(b[:n]), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			m[k] = strings.TrimSpace(v)
-		}
-	}
-	return m, nil
 }
 
 // goneOr says that pid exited (ptrace.ErrNoProcess) if it did, else
