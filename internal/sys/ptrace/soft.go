@@ -32,6 +32,11 @@ const otherOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.P
 // siKernel is the si_code of the SIGTRAP an int3 raises.
 const siKernel = 0x80
 
+// stepWait is how long a step of another thread over a breakpoint may
+// take before it is interrupted (its instruction may block in a system
+// call); tests set it to 0 to make the interrupt race the step's trap.
+var stepWait = 100 * time.Millisecond
+
 // errVfork ends stepping: a child made with vfork shares the code, so
 // the breakpoints had to go.
 var errVfork = errors.New("the thread made a vfork child: breakpoints removed")
@@ -192,6 +197,9 @@ type other struct {
 	tid int
 	// held: a stop of it consumed and not served, for releaseOthers.
 	held *childInfo
+	// stepped: a step of ours may have left its trap queued behind
+	// another stop (an interrupt's), to come when it runs next.
+	stepped bool
 }
 
 func (s *Stepper) adopt(tid int) {
@@ -302,9 +310,10 @@ func (s *Stepper) releaseOthers() {
 			si, ok = *o.held, true
 		}
 		if !ok && si.Pid == 0 {
-			// Running: stop it. ESRCH: it is dying.
+			// Running: stop it. ESRCH: it is dying. Waited for long: a
+			// thread left traced dies of a trap of ours still queued.
 			if ptraceInterrupt(tid) == nil {
-				si, ok = s.waitOther(tid, 2*time.Second)
+				si, ok = s.waitOther(tid, releaseWait)
 			}
 		}
 		if ok {
@@ -337,13 +346,75 @@ func (s *Stepper) releaseOne(o *other, si childInfo) []int {
 	case ev != 0:
 		sig = 0 // an interrupt, a group-stop, a new thread's first stop
 	case sig == int(unix.SIGTRAP):
-		if info, err := ptraceGetSiginfo(o.tid); err == nil && info.Code == siKernel && s.rewind(o.tid) {
-			s.rewound.Add(1)
+		if s.oursTrap(o.tid, o.stepped) {
 			sig = 0
+		}
+	}
+	if sig == 0 {
+		var gone bool
+		if sig, gone = s.takeQueuedTraps(o.tid, o.stepped, func() (childInfo, bool) { return s.waitOther(o.tid, releaseWait) }); gone {
+			return more
 		}
 	}
 	ptraceDetach(o.tid, sig)
 	return more
+}
+
+// releaseWait bounds the wait for a stop of a thread being let go.
+const releaseWait = 10 * time.Second
+
+// oursTrap reports whether thread tid, stopped for a SIGTRAP, stopped for
+// a trap of ours: an int3 we wrote (the thread is then put back onto its
+// instruction) or, when we stepped it, a step's or breakpoint's trap. Any
+// other SIGTRAP is the program's own, to be delivered.
+func (s *Stepper) oursTrap(tid int, stepped bool) bool {
+	info, err := ptraceGetSiginfo(tid)
+	switch {
+	case err != nil:
+		return false
+	case info.Code == siKernel:
+		if s.rewind(tid) {
+			s.rewound.Add(1)
+			return true
+		}
+		return false
+	}
+	return stepped && isStepTrap(info.Code)
+}
+
+// isStepTrap reports the si_code of a trap the kernel makes for a tracer:
+// a single step (a step out of a system call is reported as a breakpoint,
+// x86's user_single_step_report) or a hardware breakpoint.
+func isStepTrap(code int32) bool {
+	return code == trapTrace || code == trapBrkpt || code == trapHWBkpt
+}
+
+// takeQueuedTraps lets thread tid, stopped for something else, take the
+// SIGTRAPs of ours queued for it (an interrupt's stop overtook them):
+// delivered after a detach they would kill the program. Each stops the
+// thread as soon as it runs and is dropped (wait waits for its next
+// stop); a signal of the program's met on the way is returned, for the
+// detach to deliver. gone: the thread ended or did not stop.
+func (s *Stepper) takeQueuedTraps(tid int, stepped bool, wait func() (childInfo, bool)) (sig int, gone bool) {
+	for i := 0; i < 4; i++ {
+		if mask, ok := signalMask(s.pid, tid, "SigPnd"); !ok || mask&(1<<(unix.SIGTRAP-1)) == 0 {
+			return 0, false
+		}
+		if ptraceCont(tid, 0) != nil {
+			return 0, true
+		}
+		si, ok := wait()
+		if !ok {
+			return 0, true
+		}
+		ws := waitStatus(si)
+		sig := int(ws.StopSignal())
+		if eventOf(ws) != 0 || sig == 0 || sig == int(unix.SIGTRAP) && s.oursTrap(tid, stepped) {
+			continue
+		}
+		return sig, false
+	}
+	return 0, false
 }
 
 // stepOver steps the stepped thread over the breakpoint at addr it
@@ -455,6 +526,10 @@ func (s *Stepper) serveOne(o *other, si childInfo) bool {
 	if err != nil || unix.PtraceGetRegs(o.tid, &r) != nil {
 		return false
 	}
+	if o.stepped && isStepTrap(info.Code) {
+		o.stepped = false
+		return ptraceCont(o.tid, 0) == nil // a step's trap an interrupt overtook
+	}
 	if _, ours := s.orig[r.Rip-1]; info.Code != siKernel || !ours {
 		return ptraceCont(o.tid, sig) == nil // the program's own SIGTRAP
 	}
@@ -477,24 +552,20 @@ func (s *Stepper) serveOne(o *other, si childInfo) bool {
 		// A step ends at once, unless its instruction blocks in the
 		// kernel (a system call): then it is interrupted, and goes
 		// on from there.
-		after, ok = s.waitOther(o.tid, 100*time.Millisecond)
+		after, ok = s.waitOther(o.tid, stepWait)
 		if !ok && after.Pid == 0 && ptraceInterrupt(o.tid) == nil {
 			after, ok = s.waitOther(o.tid, 2*time.Second)
 		}
 	}
 	s.memAt(true, r.Rip, []byte{0xcc})
+	// Until the step's trap is seen, it may come after any other stop.
+	o.stepped = true
 	if !ok {
-		return after.Pid != 0 // exited: nothing to hold
+		// Exited, or not stopped yet: its stops are served as they come.
+		return true
 	}
-	aws := waitStatus(after)
-	if eventOf(aws) != 0 || aws.StopSignal() != unix.SIGTRAP {
-		// Not the step's own trap: served as any stop.
-		return s.serveOne(o, after)
-	}
-	if ai, err := ptraceGetSiginfo(o.tid); err == nil && ai.Code != trapTrace && ai.Code != trapBrkpt && ai.Code != trapHWBkpt {
-		return s.serveOne(o, after) // a SIGTRAP of the program's
-	}
-	return ptraceCont(o.tid, 0) == nil
+	// The step's own trap is let go; any other stop is served as such.
+	return s.serveOne(o, after)
 }
 
 // eventOf returns the PTRACE_EVENT_* of a ptrace-stop's status, 0 for a

@@ -500,42 +500,21 @@ func (s *Stepper) Detach() error {
 
 // dropStrayTraps takes back the trap of a step or breakpoint that an
 // interrupt overtook: it waits, queued, for the next resume, and
-// delivered after the detach it would kill the program. Such a trap
-// stops the thread as soon as it runs; a trap the kernel made for us
-// (step, breakpoint) is dropped, another signal kept for the detach.
+// delivered after the detach it would kill the program. A signal of the
+// program's met on the way is kept for the detach.
 func (s *Stepper) dropStrayTraps() {
-	for i := 0; i < 4 && s.trapPending(); i++ {
-		if ptraceCont(s.tid, 0) != nil {
-			return
-		}
+	sig, _ := s.takeQueuedTraps(s.tid, true, func() (childInfo, bool) {
 		si, err := s.waitStop()
 		if err != nil {
-			return
+			return si, false
 		}
-		ws := waitStatus(si)
-		if ws.Exited() || ws.Signaled() {
+		if ws := waitStatus(si); ws.Exited() || ws.Signaled() {
 			s.gone = true
-			return
+			return si, false
 		}
-		sig := int(ws.StopSignal())
-		if ws.TrapCause() == unix.PTRACE_EVENT_STOP || sig == 0 {
-			continue
-		}
-		if info, e := ptraceGetSiginfo(s.tid); e == nil && sig == int(unix.SIGTRAP) &&
-			(info.Code == trapBrkpt || info.Code == trapTrace || info.Code == trapHWBkpt) {
-			continue // ours: dropped
-		} else if e == nil && sig == int(unix.SIGTRAP) && info.Code == siKernel && s.rewind(s.tid) {
-			continue // an int3 of ours, its byte back now: run again
-		}
-		s.sig = sig // the program's: delivered on the detach
-		return
-	}
-}
-
-// trapPending reports a SIGTRAP pending for the thread itself.
-func (s *Stepper) trapPending() bool {
-	mask, ok := signalMask(s.pid, s.tid, "SigPnd")
-	return ok && mask&(1<<(unix.SIGTRAP-1)) != 0
+		return si, true
+	})
+	s.sig = sig
 }
 
 // Caught reports whether process pid has a handler for signal sig (its

@@ -281,3 +281,43 @@ func tidField(t *testing.T, m map[string]string, key string) int {
 	}
 	return tid
 }
+
+// TestStepperSoftBreakpointsRace: each step of the checker over the
+// int3 is interrupted at once (stepWait 0), so the interrupt's stop
+// often overtakes the step's trap, which stays queued. That trap is
+// ours: taken for the program's own SIGTRAP it would kill the program.
+// Many served traps, a detach, and the program ends as untraced.
+func TestStepperSoftBreakpointsRace(t *testing.T) {
+	saved := stepWait
+	stepWait = 0
+	defer func() { stepWait = saved }()
+	p := start(t, "stepme")
+	f := parseFields(t, p.line(t))
+	tid, pid := tidField(t, f, "tid"), p.pid()
+	target := hexField(t, f, "target")
+	for round := 0; round < 20; round++ {
+		s, err := SeizeThread(pid, tid)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		watchdog := time.AfterFunc(hangGuard, s.Interrupt)
+		err = s.Insert(target)
+		for err == nil && s.Rewound() < 50 {
+			_, err = s.Cont()
+		}
+		// Detached even on an error: a tracer left keeps the program
+		// from being reaped.
+		if derr := s.Detach(); err == nil {
+			err = derr
+		}
+		watchdog.Stop()
+		if err != nil {
+			t.Errorf("round %d: %v", round, err)
+			break // the program died, most likely: finish says of what
+		}
+	}
+	out, ps := p.finish(t, hangGuard)
+	if !ps.Success() || lastLine(out) != "done" || !strings.Contains(out, "wrong 0\n") {
+		t.Fatalf("program ended %v, printed %q; want wrong 0 and done", ps, out)
+	}
+}
