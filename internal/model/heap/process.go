@@ -989,7 +989,12 @@ func (p *Process) finish() {
 	for a := range p.parked {
 		addrs = append(addrs, a)
 	}
-	sort.Slice(addrs, func(i, j int) bool { return p.parked[addrs[i]].Time < p.parked[addrs[j]].Time })
+	// By time, then address: frees of equal times give the same report
+	// whatever the map's order.
+	sort.Slice(addrs, func(i, j int) bool {
+		ti, tj := p.parked[addrs[i]].Time, p.parked[addrs[j]].Time
+		return ti < tj || ti == tj && addrs[i] < addrs[j]
+	})
 	for _, a := range addrs {
 		ev := p.parked[a]
 		if _, again := p.frees.last(a); !again && p.Info.ForkID != 0 && ev.Kind == event.Free {
