@@ -112,6 +112,7 @@ func TestFastPathSame(t *testing.T) {
 		{"long-lived", longLivedEvents(20000), true},
 		{"scopes", scopeEvents(200), false}, // a scope sees every event
 		{"rare", rare, true},
+		{"big table", bigTableEvents(), true}, // Apply prefetches
 	} {
 		for _, batch := range []int{1, 7, 4096} {
 			t.Run(c.name, func(t *testing.T) {
@@ -121,6 +122,23 @@ func TestFastPathSame(t *testing.T) {
 			})
 		}
 	}
+}
+
+// bigTableEvents fills an image's table past prefetchSlots, then frees,
+// allocates and reallocates among its blocks.
+func bigTableEvents() []event.Event {
+	const n = prefetchSlots/2 + 100
+	evs := []event.Event{start()}
+	for i := uint64(0); i < n; i++ {
+		evs = append(evs, alloc(10+i, 0x55a000000000+i*48, 40, 1))
+	}
+	for i := uint64(0); i < 3000; i++ {
+		a := 0x55a000000000 + i*7*48
+		evs = append(evs, free(2*n+i, a, 1), alloc(2*n+i, a+8, 24, 1),
+			event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Time: 2*n + i, Addr: a + 8, Addr2: a + 16, Size: 32, Thread: 1},
+			free(2*n+i, 0x10+i%50*16, 1)) // never allocated: parked, then double
+	}
+	return evs
 }
 
 // FuzzFastPathSame: whatever events come, the fast path leaves the model
