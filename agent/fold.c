@@ -539,7 +539,7 @@ static void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid, 
 {
 	uint64_t w[6] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack), now, e->addr, e->size, e->ts,
 			 (uint64_t)(uint32_t)tid};
-	lp_put(t, w, 6);
+	lp_put_rec(t, w, 6);
 }
 
 /* lp_evict_pending writes entry e, which held a, unless taken meanwhile. */
