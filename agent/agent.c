@@ -598,7 +598,8 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsigned fn, void *p, void *fp,
 							int unnamed)
 {
-	if (LP_LIKELY(t->fold && !t->in_fold)) {
+	int folds = t->fold && !t->in_fold;
+	if (LP_LIKELY(folds)) {
 		if (!unnamed) {
 			lp_enter(&t->in_fold);
 			int folded = lp_fold_free(t, fn, p, fp);
@@ -620,7 +621,15 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
 		fn |= LP_FN_TEMPORARY;
 		t->last_alloc = 0;
 	}
-	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), 0, (uint64_t)p};
+	/* A full FIFO evicts its oldest entry now rather than at the next
+	 * allocation, dated as this record is (lp_fold_evict_dated). */
+	uint64_t ts = 0;
+	if (LP_LIKELY(folds)) {
+		lp_enter(&t->in_fold);
+		ts = lp_fold_evict_dated(t);
+		lp_leave(&t->in_fold);
+	}
+	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), ts, (uint64_t)p};
 	lp_put_rec(t, w, 3);
 }
 
