@@ -454,14 +454,28 @@ static inline uint64_t lp_xadd_local(uint64_t *p, uint64_t v)
 #endif
 }
 
+/* lp_ring_write dates record w of words, of type (read from w[0] before
+ * the compiler barriers: a constant then), and copies it to the thread's
+ * ring, of size bytes, at pos, reserved (lp_put). */
+static inline __attribute__((always_inline)) void lp_ring_write(struct lp_thread *t, uint64_t pos, uint64_t *w,
+								unsigned words, uint64_t size, unsigned type)
+{
+	if (type != LP_REC_STACK && words > 1 && w[1] == 0)
+		w[1] = type < 32 && (LP_REC_ORDERED >> type & 1) ? lp_ts_after() : lp_ts();
+	uint64_t off = pos & (size - 1);
+	if (LP_LIKELY(off + (uint64_t)words * 8 <= size))
+		memcpy(t->ring + off, w, (size_t)words * 8);
+	else
+		lp_put_wrapped(t, pos, w, words);
+}
+
 /*
- * lp_put_rec is lp_put (ring.c) inlined for the records of every
- * allocation and free, words a constant: their words go straight to the
- * ring, dated as lp_put would, with no call (a call of lp_put cost ~75
- * instructions a record, half of them its frame and the copy's call).
- * A writer this thread is inside already (a signal handler's record)
- * goes through lp_put; so do the rare turns, waiting for space and the
- * ring's end.
+ * lp_put_rec is lp_put (ring.c) inlined for the records of allocations
+ * and frees, words a constant: their words go straight to the ring, dated
+ * as lp_put would, without lp_put's frame and its copy's call (half of
+ * its cost a record). A writer this thread is inside already (a signal
+ * handler's record) goes through lp_put; the rare turns (waiting for
+ * space, the ring's end, waking the collector) are calls.
  */
 static inline __attribute__((always_inline)) void lp_put_rec(struct lp_thread *t, uint64_t *w, unsigned words)
 {
@@ -477,13 +491,7 @@ static inline __attribute__((always_inline)) void lp_put_rec(struct lp_thread *t
 	uint64_t pos = lp_xadd_local(&t->res, bytes);
 	if (LP_UNLIKELY(pos + bytes > t->tail_seen + size) && lp_wait_space(t, pos + bytes - size, 0) != 0)
 		goto done; /* detached: nobody reads this ring any more */
-	if (words > 1 && w[1] == 0)
-		w[1] = type < 32 && (LP_REC_ORDERED >> type & 1) ? lp_ts_after() : lp_ts();
-	uint64_t off = pos & lp_ring_mask;
-	if (LP_LIKELY(off + bytes <= size))
-		memcpy(t->ring + off, w, bytes);
-	else
-		lp_put_wrapped(t, pos, w, words);
+	lp_ring_write(t, pos, w, words, size, type);
 done:
 	__asm__ volatile("" ::: "memory");
 	t->depth--;

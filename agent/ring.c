@@ -602,13 +602,7 @@ void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 			goto done;
 		}
 	}
-	if (type != LP_REC_STACK && words > 1 && w[1] == 0)
-		w[1] = type < 32 && (LP_REC_ORDERED >> type & 1) ? lp_ts_after() : lp_ts();
-	uint64_t off = pos & lp_ring_mask;
-	if (LP_LIKELY(off + bytes <= size))
-		memcpy(t->ring + off, w, bytes);
-	else
-		lp_put_wrapped(t, pos, w, words);
+	lp_ring_write(t, pos, w, words, size, type);
 done:
 	__asm__ volatile("" ::: "memory");
 	t->depth--;
