@@ -260,6 +260,25 @@ static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint6
 	}
 }
 
+/* lp_map_forget empties map word m, which names the thread's entry just
+ * evicted, if the thread owns the map: a free of the block then finds
+ * the word naming nothing, and looks no further (at the entry, and for a
+ * fold of the address in the thread's table, which the eviction forgot:
+ * lp_refreed). Otherwise the word stays (a compare-and-swap, or taking
+ * the map over, would cost more than it saves); the free finds it
+ * naming no pending block, as before. */
+static inline void lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
+{
+	uint32_t me = t->slot_index;
+	if (__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != me || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
+		return;
+	__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me))
+		__atomic_store_n(m, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+}
+
 /*
  * lp_pmap_setup gives the process an empty pending map. It is the agent's
  * own memory, not the shared region's: the collector never reads it. In
@@ -568,6 +587,7 @@ static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(st
 	struct lp_pending copy;
 	if (lp_take_entry(e, a, &copy)) {
 		lp_forget_freed(f, a);
+		lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend)));
 		lp_commit_inline(t, &copy, t->tid, now);
 	} else
 		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
