@@ -261,22 +261,27 @@ static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint6
 }
 
 /* lp_map_forget empties map word m, which names the thread's entry just
- * evicted, if the thread owns the map: a free of the block then finds
- * the word naming nothing, and looks no further (at the entry, and for a
- * fold of the address in the thread's table, which the eviction forgot:
- * lp_refreed). Otherwise the word stays (a compare-and-swap, or taking
- * the map over, would cost more than it saves); the free finds it
- * naming no pending block, as before. */
-static inline void lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
+ * evicted (tag), if the thread owns the map, and says whether it did: a
+ * free of the block then finds the word naming nothing and looks no
+ * further (at the entry, another block's by then, and in the table of
+ * the thread's folds: lp_refreed), nor does anything else until a new
+ * pending block at the address names it, whose fold overwrites the
+ * address's place in that table. Otherwise the word stays (a compare-
+ * and-swap, or taking the map over, would cost more than it saves). */
+static inline int lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
 {
 	uint32_t me = t->slot_index;
+	int done = 0;
 	if (__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != me || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
-		return;
+		return 0;
 	__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me))
+	if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
 		__atomic_store_n(m, 0, __ATOMIC_RELAXED);
+		done = 1;
+	}
 	__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+	return done;
 }
 
 /*
@@ -586,8 +591,10 @@ static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(st
 	uint64_t now = after ? lp_ts_after() : lp_ts();
 	struct lp_pending copy;
 	if (lp_take_entry(e, a, &copy)) {
-		lp_forget_freed(f, a);
-		lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend)));
+		/* Nothing looks the address up in the table of folds while
+		 * no map word names it (lp_map_forget). */
+		if (!lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend))))
+			lp_forget_freed(f, a);
 		lp_commit_inline(t, &copy, t->tid, now);
 	} else
 		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
