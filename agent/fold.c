@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #define LP_PMASK (LP_PEND - 1)
+/* An eviction's ALLOC_LATE record and a free's FREE record, in bytes. */
+#define LP_EVICT_FREE_BYTES ((6u + 3u) * 8u)
 /* Write aggregates at least this often: after so many folded pairs, or
  * when the oldest is this many ticks old (~10 ms of TSC, ~34 ms of ns). */
 #define LP_FOLD_FLUSH_PAIRS 65536u
@@ -630,14 +632,17 @@ static inline void lp_evict(struct lp_thread *t)
  * evict one), that entry goes now, dated after every earlier load, and
  * the date is returned for the free's record too; else 0 (the record is
  * dated when written). One read of the clock for the two records where
- * the allocation's eviction took one of its own: a read of the TSC costs
- * about as much as the rest of an allocation. The free's block is not
- * pending in the thread's FIFO (it would have folded, or been taken).
+ * the allocation's eviction took one of its own (a read of the TSC after
+ * an lfence is among the dearest steps of a pair). The free's block is
+ * not pending in the thread's FIFO (it would have folded, or been taken).
+ * Only when the ring has room for both records: the collector merges a
+ * record that becomes visible long after its date out of its place, and a
+ * free applied late could make a peak that never was.
  */
 uint64_t lp_fold_evict_dated(struct lp_thread *t)
 {
 	struct lp_fold *f = t->fold;
-	if (f->count < LP_PEND)
+	if (f->count < LP_PEND || t->depth != 0 || t->res + LP_EVICT_FREE_BYTES > t->tail_seen + lp_ring_mask + 1)
 		return 0;
 	uint32_t head = f->head & LP_PMASK;
 	struct lp_pending *e = &f->pend[head];
