@@ -110,6 +110,8 @@ type Report struct {
 	allocCache map[*heap.Process][]Allocator
 	// moduleFiles are moduleFile's answers, by module path.
 	moduleFiles map[string]string
+	// foldIDOf numbers the frames as fold compares them (foldIDs).
+	foldIDOf map[foldFrame]uint32
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while
@@ -118,8 +120,9 @@ func (r *Report) Warn(msg string) { r.warnings = append(r.warnings, msg) }
 
 // frameEntry is an address's frames, and as JSON once asked for.
 type frameEntry struct {
-	fs []Frame
-	js []jsonFrame
+	fs   []Frame
+	js   []jsonFrame
+	fold []uint32 // foldIDs'
 }
 
 type frameKey struct {
