@@ -336,23 +336,6 @@ func (r *Report) jsonStack(p *heap.Process, id heap.StackID) []jsonFrame {
 	return out
 }
 
-// frameRun is the frames of one address of a stack: e's JSON frames from
-// skip on.
-type frameRun struct {
-	e    *frameEntry
-	skip int
-}
-
-// stackRuns resolves stack id of p into runs of the frame cache.
-func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
-	out := make([]frameRun, 0, len(p.Stacks.Frames(id)))
-	r.walkStack(p, id, func(e *frameEntry, skip int) {
-		e.json()
-		out = append(out, frameRun{e, skip})
-	})
-	return out
-}
-
 // json returns e's frames as JSON, shared by every stack they are in.
 func (e *frameEntry) json() []jsonFrame {
 	if e.js == nil {

@@ -110,6 +110,8 @@ type Report struct {
 	allocCache map[*heap.Process][]Allocator
 	// moduleFiles are moduleFile's answers, by module path.
 	moduleFiles map[string]string
+	// runCache: each stack walked, as runs of the frame cache.
+	runCache map[stackRef][]frameRun
 	// foldIDOf numbers the frames as fold compares them (foldIDs).
 	foldIDOf map[foldFrame]uint32
 }
@@ -216,8 +218,35 @@ func (r *Report) Stack(p *heap.Process, id heap.StackID) []Frame {
 // walkStack calls f with each address of stack id of p that Stack shows:
 // its frames (r.frame's), of which the first skip are not shown.
 func (r *Report) walkStack(p *heap.Process, id heap.StackID, f func(e *frameEntry, skip int)) {
+	for _, run := range r.stackRuns(p, id) {
+		f(run.e, run.skip)
+	}
+}
+
+// frameRun is the frames of one address of a stack: e's frames from skip
+// on.
+type frameRun struct {
+	e    *frameEntry
+	skip int
+}
+
+type stackRef struct {
+	p  *heap.Process
+	id heap.StackID
+}
+
+// stackRuns resolves stack id of p into runs of the frame cache, once: a
+// report walks a stack to fold its group, to attribute it and to write
+// it, and a lookup of each address in the frame cache cost more than the
+// rest of a walk.
+func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
+	k := stackRef{p, id}
+	if rs, ok := r.runCache[k]; ok {
+		return rs
+	}
 	frames := p.Stacks.Frames(id)
 	mods := p.Stacks.Modules(id)
+	out := make([]frameRun, 0, len(frames))
 	top := true
 	for i, a := range frames {
 		e := r.frameEntry(p, mods[i], a)
@@ -234,8 +263,13 @@ func (r *Report) walkStack(p *heap.Process, id heap.StackID, f func(e *frameEntr
 			}
 		}
 		top = false
-		f(e, skip)
+		out = append(out, frameRun{e, skip})
 	}
+	if r.runCache == nil {
+		r.runCache = map[stackRef][]frameRun{}
+	}
+	r.runCache[k] = out
+	return out
 }
 
 // inlineAllocators are glibc's inline wrappers of the allocator (in
