@@ -143,18 +143,19 @@ func inDirs(path string, dirs []string) bool {
 	return false
 }
 
-// attribute says whose a leak allocated at frames is: the user's when the
-// innermost frame outside the runtime (see runtimeLibs) is own code, else
-// that frame's library. during is the function own code called to get
-// there (MPI_Init), "" when no own code is on the stack (a library's
-// thread).
-func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during string) {
+// attribute says whose a leak allocated at stack rs is: the user's when
+// the innermost frame outside the runtime (see runtimeLibs) is own code,
+// else that frame's library. during is the function own code called to
+// get there (MPI_Init), "" when no own code is on the stack (a library's
+// thread). The frames of a run share its address's module, so each run is
+// classified once.
+func (r *Report) attribute(p *heap.Process, rs []frameRun) (own bool, lib, during string) {
 	j := -1
 	innermost := ""
-	for i, f := range fs {
-		c := r.moduleClass(p, f.Module)
+	for i, run := range rs {
+		c := r.entryClass(p, run.e)
 		if innermost == "" && c != modUnknown {
-			innermost = f.Module
+			innermost = run.e.fs[0].Module
 		}
 		if c == modOwn || c == modLibrary {
 			j = i
@@ -167,13 +168,14 @@ func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during s
 		// stays the user's.
 		return innermost == "", innermost, ""
 	}
-	if r.moduleClass(p, fs[j].Module) == modOwn {
+	if r.entryClass(p, rs[j].e) == modOwn {
 		return true, "", ""
 	}
-	lib = fs[j].Module
-	for k := j + 1; k < len(fs); k++ {
-		if r.moduleClass(p, fs[k].Module) == modOwn {
-			f := fs[k-1]
+	lib = rs[j].e.fs[0].Module
+	for k := j + 1; k < len(rs); k++ {
+		if r.entryClass(p, rs[k].e) == modOwn {
+			fs := rs[k-1].e.fs
+			f := fs[len(fs)-1]
 			during = f.Function
 			if during == "" {
 				during = filepath.Base(f.Module)
@@ -182,6 +184,14 @@ func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during s
 		}
 	}
 	return false, lib, during
+}
+
+// entryClass is moduleClass of e's module, kept with e.
+func (r *Report) entryClass(p *heap.Process, e *frameEntry) int {
+	if e.class == 0 {
+		e.class = uint8(r.moduleClass(p, e.fs[0].Module)) + 1
+	}
+	return int(e.class) - 1
 }
 
 // unreachable returns p's leak groups but the still reachable ones, which
@@ -317,7 +327,7 @@ func (r *Report) fold(p *heap.Process, gs []heap.LeakGroup) []leak {
 		}
 		idx[string(key)] = len(out)
 		l := leak{LeakGroup: g, fn: fn, allocs: allocs, stacks: 1}
-		l.own, l.lib, l.during = r.attribute(p, r.Stack(p, g.Stack))
+		l.own, l.lib, l.during = r.attribute(p, r.stackRuns(p, g.Stack))
 		out = append(out, l)
 	}
 	for i := range out {

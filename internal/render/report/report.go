@@ -125,6 +125,8 @@ type frameEntry struct {
 	fs   []Frame
 	js   []jsonFrame
 	fold []uint32 // foldIDs'
+	// class: entryClass's answer plus one (0: not asked yet).
+	class uint8
 }
 
 type frameKey struct {
