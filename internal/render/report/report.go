@@ -95,7 +95,7 @@ type Report struct {
 	s         *heap.Session
 	main      int32
 	opts      Options
-	cache     map[frameKey]*frameEntry
+	cache     map[*heap.Process]*frameCache
 	warnings  []string
 	noLines   map[string]bool // modules of shown frames: true while none had a source line
 	supp      *suppress.Set
@@ -143,7 +143,7 @@ func New(s *heap.Session, main int32, opts Options) *Report {
 	if opts.MaxLeaks == 0 {
 		opts.MaxLeaks = 25
 	}
-	return &Report{s: s, main: main, opts: opts, cache: map[frameKey]*frameEntry{},
+	return &Report{s: s, main: main, opts: opts, cache: map[*heap.Process]*frameCache{},
 		warnings: append([]string(nil), opts.Warnings...), noLines: map[string]bool{}}
 }
 
@@ -249,9 +249,10 @@ func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
 	frames := p.Stacks.Frames(id)
 	mods := p.Stacks.Modules(id)
 	out := make([]frameRun, 0, len(frames))
+	cache := r.framesOf(p)
 	top := true
 	for i, a := range frames {
-		e := r.frameEntry(p, mods[i], a)
+		e := cache.entry(r, p, mods[i], a)
 		fs := e.fs
 		if top && isAllocator(fs) {
 			continue
@@ -282,11 +283,47 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 	return r.frameEntry(p, mod, addr).fs
 }
 
+// frameCache is the frame entries of one process, by module (its index
+// plus one; 0: none) and address: integer keys, which Go's maps hash
+// fastest, for the 100,000s of frames of a large report.
+type frameCache []map[uint64]*frameEntry
+
 func (r *Report) frameEntry(p *heap.Process, mod int32, addr uint64) *frameEntry {
-	k := frameKey{mod, p, addr}
-	if e, ok := r.cache[k]; ok {
+	return r.framesOf(p).entry(r, p, mod, addr)
+}
+
+func (r *Report) framesOf(p *heap.Process) *frameCache {
+	c := r.cache[p]
+	if c == nil {
+		c = &frameCache{}
+		r.cache[p] = c
+	}
+	return c
+}
+
+func (c *frameCache) entry(r *Report, p *heap.Process, mod int32, addr uint64) *frameEntry {
+	i := 0
+	if mod >= 0 && int(mod) < len(p.Modules) {
+		i = int(mod) + 1
+	}
+	if i >= len(*c) {
+		*c = append(*c, make([]map[uint64]*frameEntry, i+1-len(*c))...)
+	}
+	m := (*c)[i]
+	if e, ok := m[addr]; ok {
 		return e
 	}
+	if m == nil {
+		m = map[uint64]*frameEntry{}
+		(*c)[i] = m
+	}
+	e := r.resolve(p, mod, addr)
+	m[addr] = e
+	return e
+}
+
+// resolve symbolizes addr of module mod of p.
+func (r *Report) resolve(p *heap.Process, mod int32, addr uint64) *frameEntry {
 	f := Frame{Address: addr, ModIndex: -1}
 	var fs []Frame
 	if mod >= 0 && int(mod) < len(p.Modules) {
@@ -312,9 +349,7 @@ func (r *Report) frameEntry(p *heap.Process, mod int32, addr uint64) *frameEntry
 			r.noLines[f.Module] = !lines
 		}
 	}
-	e := &frameEntry{fs: fs}
-	r.cache[k] = e
-	return e
+	return &frameEntry{fs: fs}
 }
 
 // linesNote says which modules of the shown stacks had no source lines.
