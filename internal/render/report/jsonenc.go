@@ -64,27 +64,29 @@ func newChunks(w io.Writer) *chunks {
 	return c
 }
 
+// Write, WriteString and WriteByte hand the chunk over before it would
+// outgrow its capacity (a larger piece makes a larger chunk).
 func (c *chunks) Write(b []byte) {
-	c.buf = append(c.buf, b...)
-	if len(c.buf) >= chunkSize {
+	if len(c.buf)+len(b) > cap(c.buf) {
 		c.flush()
 	}
+	c.buf = append(c.buf, b...)
 }
 
 func (c *chunks) WriteString(s string) {
-	c.buf = append(c.buf, s...)
-	if len(c.buf) >= chunkSize {
+	if len(c.buf)+len(s) > cap(c.buf) {
 		c.flush()
 	}
+	c.buf = append(c.buf, s...)
 }
 
 // WriteByte never fails (the writer's error comes from close); its
 // signature is io.ByteWriter's.
 func (c *chunks) WriteByte(b byte) error {
-	c.buf = append(c.buf, b)
-	if len(c.buf) >= chunkSize {
+	if len(c.buf) == cap(c.buf) {
 		c.flush()
 	}
+	c.buf = append(c.buf, b)
 	return nil
 }
 
