@@ -250,7 +250,10 @@ func (r *Report) jsonImage(p *heap.Process, lazy bool) jsonImage {
 			ji.Exit.Code = p.ExitStatus
 		}
 	}
-	for _, g := range r.allLeaks(p) { // none if exec discarded the heap
+	all := r.allLeaks(p) // none if exec discarded the heap
+	// Sized at once: a jsonLeak is large, and cc1plus has 6,700 of them.
+	ji.Leaks = make([]jsonLeak, 0, len(all))
+	for _, g := range all {
 		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks,
 			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks,
 			Own: g.own, Library: g.lib, During: g.during}
