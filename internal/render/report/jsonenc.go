@@ -457,8 +457,10 @@ func (c *frameEnc) keep(depth int, b []byte) {
 
 // frame returns frame f at depth, preceded by its line break.
 func (e *jsonWriter) frame(f *jsonFrame, depth int) []byte {
-	var b []byte
 	in := "\n" + strings.Repeat("  ", depth+1)
+	// Sized at once: seven keys, each on a line of its own, and the
+	// values (more when escaped).
+	b := make([]byte, 0, 10*len(in)+128+len(f.Address)+len(f.Module)+len(f.Offset)+len(f.Function)+len(f.File))
 	b = append(b, '\n')
 	b = append(b, in[1:len(in)-2]...)
 	b = append(b, '{')
