@@ -1,9 +1,15 @@
 package heap
 
 import (
+	"io"
+	"os"
+	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
 )
 
 // loopEvents is the event stream of an allocation loop: a window of 64
@@ -43,12 +49,15 @@ func BenchmarkApplyLoop(b *testing.B) { benchApply(b, loopEvents(1<<20)) }
 
 // benchApply applies evs to a new model b.N times.
 func benchApply(b *testing.B, evs []event.Event) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b.ResetTimer()
+	t0 := threadCPU()
 	for i := 0; i < b.N; i++ {
 		s := NewSession()
 		s.Apply(evs)
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
+	b.ReportMetric(float64(threadCPU()-t0)/float64(b.N)/float64(len(evs)), "cpu-ns/event")
 }
 
 // scopeEvents is a loop entering one scope n times, allocating and
@@ -113,3 +122,50 @@ func longLivedEvents(n int) []event.Event {
 // BenchmarkApplyLongLived: the model's cost per event when blocks
 // outlive the agent's fold window (every allocation and free recorded).
 func BenchmarkApplyLongLived(b *testing.B) { benchApply(b, longLivedEvents(1<<21)) }
+
+// BenchmarkApplyTrace: the model's cost per event of a real trace
+// (LPT_FILE=x.lpt, e.g. of bench/workloads/longlived.c), applied in the
+// batches the reader returns, with nothing else on the way.
+func BenchmarkApplyTrace(b *testing.B) {
+	path := os.Getenv("LPT_FILE")
+	if path == "" {
+		b.Skip("needs LPT_FILE (a trace, e.g. of bench/workloads/longlived.c)")
+	}
+	r, err := tracefile.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var batches [][]event.Event
+	n := 0
+	for {
+		buf, err := r.Next(make([]event.Event, 0, 4096))
+		batches = append(batches, buf)
+		n += len(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0 := threadCPU()
+	for b.Loop() {
+		s := NewSession()
+		for _, evs := range batches {
+			s.Apply(evs)
+		}
+	}
+	b.ReportMetric(float64(threadCPU()-t0)/float64(b.N)/float64(n), "cpu-ns/event")
+}
+
+// threadCPU is the CPU time of the calling thread: on a loaded machine,
+// what it spends waiting for a core is no cost of its own.
+func threadCPU() time.Duration {
+	var r syscall.Rusage
+	syscall.Getrusage(1, &r) // RUSAGE_THREAD
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+}

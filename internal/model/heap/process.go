@@ -483,14 +483,7 @@ func (p *Process) addError(e Error) {
 // apply applies one event of this process.
 func (p *Process) apply(ev *event.Event) {
 	p.now = ev.Time
-	if ev.Time != 0 {
-		if p.FirstTime == 0 || ev.Time < p.FirstTime {
-			p.FirstTime = ev.Time
-		}
-		if ev.Time > p.LastTime {
-			p.LastTime = ev.Time
-		}
-	}
+	times(ev.Time, &p.FirstTime, &p.LastTime)
 	switch ev.Kind {
 	case event.Alloc:
 		p.Totals.Calls[ev.Fn]++
@@ -677,31 +670,14 @@ func (p *Process) alloc(addr uint64, b *Block) {
 		p.limbo[addr] = old
 	}
 	p.counted(b)
-	s := p.site(b.Site)
-	s.LiveBlocks++
-	s.LiveBytes += b.Size
-	p.Totals.LiveBlocks++
-	p.Totals.LiveBytes += b.Size
-	if p.Totals.LiveBytes > p.Totals.PeakBytes {
-		p.Totals.PeakBytes = p.Totals.LiveBytes
-		p.Totals.PeakTime = b.Time
-	}
+	p.site(b.Site).addLive(b.Size)
+	p.Totals.addLive(b.Size, b.Time)
 }
 
 // counted accounts an allocation to its site and the totals.
 func (p *Process) counted(b *Block) {
-	s := p.site(b.Site)
-	s.Allocs++
-	s.AllocBytes += b.Size
-	if s.First == 0 || b.Time < s.First {
-		s.First = b.Time
-		s.Fn = b.Fn
-	}
-	if b.Time > s.Last {
-		s.Last = b.Time
-	}
-	p.Totals.Allocations++
-	p.Totals.AllocatedBytes += b.Size
+	p.site(b.Site).allocated(b)
+	p.Totals.allocated(b.Size)
 	if p.obs != nil {
 		p.obs.Allocated(p, *b)
 	}
@@ -780,11 +756,8 @@ func (p *Process) refree(ev *event.Event) {
 
 // released accounts a block taken out of the live set (free or realloc).
 func (p *Process) released(b Block) {
-	s := p.site(b.Site)
-	s.LiveBlocks--
-	s.LiveBytes -= b.Size
-	p.Totals.LiveBlocks--
-	p.Totals.LiveBytes -= b.Size
+	p.site(b.Site).dropLive(b.Size)
+	p.Totals.dropLive(b.Size)
 }
 
 // freedBlock accounts a released block's free, by thread tid, to its
@@ -794,12 +767,7 @@ func (p *Process) freedBlock(addr uint64, b *Block, stack StackID, fn event.Fn, 
 		p.scopes.freed(addr, *b, tid)
 	}
 	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn, afn: b.Fn})
-	s := p.site(b.Site)
-	s.Frees++
-	s.FreeBytes += b.Size
-	if stack != 0 {
-		s.addFreeStack(stack)
-	}
+	p.site(b.Site).freed(b.Size, stack)
 	p.Totals.Frees++
 	if p.obs != nil {
 		p.obs.Freed(p, *b, fn, p.now)
@@ -989,7 +957,12 @@ func (p *Process) finish() {
 	for a := range p.parked {
 		addrs = append(addrs, a)
 	}
-	sort.Slice(addrs, func(i, j int) bool { return p.parked[addrs[i]].Time < p.parked[addrs[j]].Time })
+	// By time, then address: frees of equal times give the same report
+	// whatever the map's order.
+	sort.Slice(addrs, func(i, j int) bool {
+		ti, tj := p.parked[addrs[i]].Time, p.parked[addrs[j]].Time
+		return ti < tj || ti == tj && addrs[i] < addrs[j]
+	})
 	for _, a := range addrs {
 		ev := p.parked[a]
 		if _, again := p.frees.last(a); !again && p.Info.ForkID != 0 && ev.Kind == event.Free {

@@ -15,6 +15,10 @@ type Session struct {
 	Observer Observer
 	// prefetched counts the reads ahead Apply asked for (for tests).
 	prefetched uint64
+	// slow, for tests, applies every event by the general path (see
+	// Process.applyFast); fast counts the events the fast path applied.
+	slow bool
+	fast uint64
 }
 
 // NewSession returns an empty session.
@@ -56,8 +60,17 @@ func (s *Session) Apply(evs []event.Event) {
 
 // apply applies events in order.
 func (s *Session) apply(evs []event.Event) {
-	for i := range evs {
+	for i := 0; i < len(evs); i++ {
 		ev := &evs[i]
+		if (ev.Kind == event.Alloc || ev.Kind == event.Free) && !s.slow {
+			if p := s.Process(ev.Proc); p != nil && p.fastReady() {
+				if n := p.applyFast(evs[i:], ev.Proc); n > 0 {
+					s.fast += uint64(n)
+					i += n - 1
+					continue
+				}
+			}
+		}
 		if ev.Proc >= event.MaxImages {
 			continue // the decoders refuse these: no slot for each index below
 		}
