@@ -10,6 +10,7 @@ type merger struct {
 	rings  []ringQueue
 	n      int    // events pending in all rings
 	latest uint64 // the latest time of an event taken in
+	agent  *agentLink
 }
 
 type ringQueue struct {
@@ -41,6 +42,9 @@ func (m *merger) Filled(ring int, from int) {
 	q := &m.rings[ring]
 	for j := from; j < len(q.evs); j++ {
 		ev := &q.evs[j]
+		if ev.Kind == event.ModuleLoad {
+			m.agent.rename(ev)
+		}
 		if ev.Kind == event.StackDef || ev.Time == 0 {
 			// Definitions carry no time: keep them just before their use.
 			ev.Time = q.last

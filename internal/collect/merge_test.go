@@ -86,3 +86,34 @@ func TestMergerLatest(t *testing.T) {
 		t.Errorf("took %d events before 100, want 4", len(got))
 	}
 }
+
+// TestDrainNamesAgent: a module load of the agent's link in the session
+// directory (gone after the run) names its real file once drained, by the
+// merger and by a single ring's direct path alike; other modules keep
+// their paths.
+func TestDrainNamesAgent(t *testing.T) {
+	link := agentLink{"/tmp/session/libleakpath.so", "/opt/leakpath/libleakpath.so"}
+	loads := func() []event.Event {
+		return []event.Event{
+			{Kind: event.ModuleLoad, Time: 5, X: &event.Extra{Module: &event.Module{Path: link[0]}}},
+			{Kind: event.ModuleLoad, Time: 6, X: &event.Extra{Module: &event.Module{Path: "/usr/lib/libc.so.6"}}},
+		}
+	}
+	m := merger{agent: &link}
+	m.add(0, loads())
+	merged := m.take(0, true, nil)
+	d := directTarget{agent: &link}
+	d.out = append(d.out, loads()...)
+	d.Filled(0, 0)
+	for name, evs := range map[string][]event.Event{"merger": merged, "direct": d.out} {
+		if len(evs) != 2 {
+			t.Fatalf("%s: %d events, want 2", name, len(evs))
+		}
+		if p := evs[0].ModuleInfo().Path; p != link[1] {
+			t.Errorf("%s: agent named %q, want %q", name, p, link[1])
+		}
+		if p := evs[1].ModuleInfo().Path; p != "/usr/lib/libc.so.6" {
+			t.Errorf("%s: libc renamed to %q", name, p)
+		}
+	}
+}
