@@ -40,6 +40,9 @@ func (m *merger) Buffer(ring int) *[]event.Event {
 // out of order by a signal handler moves back to its place.
 func (m *merger) Filled(ring int, from int) {
 	q := &m.rings[ring]
+	// Every queued event is at most last: only one older than that is
+	// out of place.
+	last := q.last
 	for j := from; j < len(q.evs); j++ {
 		ev := &q.evs[j]
 		if ev.Kind == event.ModuleLoad {
@@ -47,10 +50,12 @@ func (m *merger) Filled(ring int, from int) {
 		}
 		if ev.Kind == event.StackDef || ev.Time == 0 {
 			// Definitions carry no time: keep them just before their use.
-			ev.Time = q.last
-		} else if ev.Time > q.last {
-			q.last = ev.Time
-			m.latest = max(m.latest, ev.Time)
+			ev.Time = last
+			continue
+		}
+		if ev.Time >= last {
+			last = ev.Time
+			continue
 		}
 		// Never move an event above a stack definition it may use.
 		for i := j; i > q.head && q.evs[i-1].Time > q.evs[i].Time &&
@@ -58,6 +63,8 @@ func (m *merger) Filled(ring int, from int) {
 			q.evs[i-1], q.evs[i] = q.evs[i], q.evs[i-1]
 		}
 	}
+	q.last = last
+	m.latest = max(m.latest, last)
 	m.n += len(q.evs) - from
 }
 
