@@ -117,3 +117,58 @@ func TestDrainNamesAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestMergerDropsTakenPointers: the events a ring's queue keeps after
+// they were taken point nowhere once the queue moves its pending ones to
+// the front, so that a long run does not keep stacks and modules alive
+// through it; and all events still come out once, in order.
+func TestMergerDropsTakenPointers(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	var m merger
+	var tm, upto uint64
+	fed, took := 0, 0
+	for round := 0; round < 300; round++ {
+		var evs []event.Event
+		for k := rng.Intn(40); k > 0; k-- {
+			tm += 2
+			ev := event.Event{Kind: event.Alloc, Time: tm}
+			if rng.Intn(8) == 0 {
+				ev.Kind, ev.Time, ev.X = event.StackDef, 0, &event.Extra{Frames: []uint64{tm}}
+			}
+			evs = append(evs, ev)
+		}
+		fed += len(evs)
+		q := &m.rings
+		if len(*q) > 0 {
+			r := &(*q)[0]
+			before := r.head
+			m.Buffer(0)
+			if r.head == 0 && before > 0 {
+				for i, ev := range r.evs[len(r.evs):cap(r.evs)] {
+					if ev.X != nil {
+						t.Fatalf("round %d: event %d past the %d pending ones still points", round, i+len(r.evs), len(r.evs))
+					}
+				}
+			}
+		}
+		m.add(0, evs)
+		r := &m.rings[0]
+		for i, ev := range r.evs[:cap(r.evs)] {
+			if ev.X != nil && i >= r.refs {
+				t.Fatalf("round %d: event %d points, bound %d", round, i, r.refs)
+			}
+		}
+		upto = tm - uint64(rng.Intn(60))
+		got := m.take(upto, false, nil)
+		took += len(got)
+		for i := 1; i < len(got); i++ {
+			if got[i].Time < got[i-1].Time {
+				t.Fatalf("round %d: out of order", round)
+			}
+		}
+	}
+	took += len(m.take(0, true, nil))
+	if took != fed {
+		t.Fatalf("took %d events, fed %d", took, fed)
+	}
+}
