@@ -20,23 +20,15 @@ func traceEvents(b *testing.B) ([]event.Event, uint) {
 	if path == "" {
 		b.Skip("needs LPT_FILE (a trace, e.g. of bench/workloads/longlived.c)")
 	}
-	r, err := tracefile.Open(path)
+	batches, shift, err := tracefile.ReadBatches(path, 4096)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer r.Close()
 	var evs []event.Event
-	buf := make([]event.Event, 0, 4096)
-	for {
-		buf, err = r.Next(buf)
-		evs = append(evs, buf...)
-		if err == io.EOF {
-			return evs, r.TimeShift()
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, batch := range batches {
+		evs = append(evs, batch...)
 	}
+	return evs, shift
 }
 
 // threadCPU is the CPU time of the calling thread and of the process.
