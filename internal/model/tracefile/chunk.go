@@ -382,22 +382,23 @@ func (e *encoder) payload(b []byte) []byte {
 // as primary says, to b. If flags asks for the other time coding, alt
 // replaces the time stream.
 func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, primary, flags byte) []byte {
-	b = append(b, flags)
-	for i := range numStreams {
-		st := s[i]
-		if i == sTime && flags&timeEMA != primary {
-			st = alt
-		}
-		if i < numStreams-1 {
-			b = binary.AppendUvarint(b, uint64(len(st)))
-		}
+	st := *s
+	if flags&timeEMA != primary {
+		st[sTime] = alt
 	}
-	for i := range numStreams {
-		st := s[i]
-		if i == sTime && flags&timeEMA != primary {
-			st = alt
-		}
-		b = append(b, st...)
+	b = appendHead(b, &st, flags)
+	for i := range st {
+		b = append(b, st[i]...)
+	}
+	return b
+}
+
+// appendHead appends the head of a payload of streams s: flags and the
+// lengths of all streams but the last.
+func appendHead(b []byte, s *[numStreams][]byte, flags byte) []byte {
+	b = append(b, flags)
+	for i := range numStreams - 1 {
+		b = binary.AppendUvarint(b, uint64(len(s[i])))
 	}
 	return b
 }

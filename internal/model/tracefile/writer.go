@@ -55,11 +55,15 @@ var ErrClosed = errors.New("tracefile: writer is closed")
 // to the last whole chunk even if the recorder is killed. A Writer is not
 // safe for concurrent use.
 type Writer struct {
-	path      string
-	f         *os.File // nil for NewWriter
-	w         io.Writer
-	enc       *encoder
-	zenc      *zstd.Encoder
+	path string
+	f    *os.File // nil for NewWriter
+	w    io.Writer
+	enc  *encoder
+	zenc *zstd.Encoder
+	pack packer // owned by the goroutine that compresses
+	// whole compresses the payload as one zstd frame, as format versions
+	// before 9 did (tests of readers of older traces).
+	whole     bool
 	chunkSize int
 	events    atomic.Int64
 	written   atomic.Int64
@@ -173,7 +177,9 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 	if err != nil {
 		return nil, fmt.Errorf("tracefile: %s: %w", name, err)
 	}
-	tw := &Writer{path: name, w: w, enc: newEncoder(), zenc: zenc, chunkSize: size}
+	tw := &Writer{path: name, w: w, enc: newEncoder(), zenc: zenc, chunkSize: size,
+		whole: opts.version != 0 && opts.version < 9}
+	tw.pack = packer{zenc: zenc, zstdOnly: level != zstd.SpeedFastest}
 	tw.enc.shift = uint8(opts.TimeShift)
 	tw.enc.before7 = opts.version != 0 && opts.version < 7
 	tw.enc.before8 = opts.version != 0 && opts.version < 8
@@ -372,21 +378,36 @@ func (w *Writer) compress(j *job) {
 	}
 	flags := j.mode
 	if j.dual {
-		w.probe = w.zenc.EncodeAll(j.s[sTime], w.probe[:0])
-		primary := len(w.probe)
-		w.probe = w.zenc.EncodeAll(j.alt, w.probe[:0])
-		if len(w.probe) < primary {
+		if w.codedTimeLen(j.alt) < w.codedTimeLen(j.s[sTime]) {
 			flags ^= timeEMA
 		}
 		w.timeMode.Store(uint32(flags) + 1)
 	}
-	j.raw = appendPayload(j.raw[:0], &j.s, j.alt, j.mode, flags)
 	out := append(j.out[:0], make([]byte, chunkHeaderSize)...)
-	out = w.zenc.EncodeAll(j.raw, out)
+	var rawLen int
+	if w.whole {
+		j.raw = appendPayload(j.raw[:0], &j.s, j.alt, j.mode, flags)
+		out = w.zenc.EncodeAll(j.raw, out)
+		rawLen = len(j.raw)
+	} else {
+		st := j.s
+		if flags != j.mode {
+			st[sTime] = j.alt
+		}
+		// The methods are chosen again every packProbeEvery chunks: a
+		// program's phases differ. (Trying them all costs twice what
+		// coding a chunk does.)
+		if w.pack.chunks%packProbeEvery == 0 {
+			w.pack.probe(&st)
+		}
+		w.pack.chunks++
+		j.raw = appendHead(j.raw[:0], &st, flags)
+		out, rawLen = w.pack.appendChunk(out, j.raw, &st)
+	}
 	h := chunkHeader{
 		magic:   chunkMagic,
 		compLen: uint32(len(out) - chunkHeaderSize),
-		rawLen:  uint32(len(j.raw)),
+		rawLen:  uint32(rawLen),
 		count:   j.count,
 		crc:     crc32.Checksum(out[chunkHeaderSize:], castagnoli),
 	}
@@ -404,6 +425,16 @@ func (w *Writer) compress(j *job) {
 	if j.last > w.keptTime.Load() {
 		w.keptTime.Store(j.last)
 	}
+}
+
+// codedTimeLen is about how many bytes a time stream b codes into, to
+// compare the two ways of coding times.
+func (w *Writer) codedTimeLen(b []byte) int {
+	if w.whole {
+		w.probe = w.zenc.EncodeAll(b, w.probe[:0])
+		return len(w.probe)
+	}
+	return min(w.pack.codedLen(b, packHuff), w.pack.codedLen(b, packS2))
 }
 
 // write writes b whole, or fails; a file is then cut back to where b
