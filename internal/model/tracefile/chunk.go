@@ -533,6 +533,17 @@ func needsCheck(ev *event.Event) bool {
 	return ev.Frames() != nil || ev.Text() != "" || ev.ModuleInfo() != nil || ev.ProcessInfo() != nil
 }
 
+// checkLimits reports why ev cannot be stored, or nil.
+func checkLimits(ev *event.Event) error {
+	if ev.Proc >= event.MaxImages {
+		return fmt.Errorf("%v event of process image %d (limit %d)", ev.Kind, ev.Proc, event.MaxImages)
+	}
+	if ev.X != nil && needsCheck(ev) {
+		return checkEvent(ev)
+	}
+	return nil
+}
+
 // add appends one event to the chunk. It returns an error, and adds
 // nothing, for an event beyond the format's limits.
 func (e *encoder) add(ev *event.Event) error {

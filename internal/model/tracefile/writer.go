@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -31,9 +32,10 @@ type Options struct {
 	ChunkSize int
 	// Compression is the zstd level.
 	Compression Compression
-	// Sync compresses and writes chunks on the goroutine that calls
-	// Write or Flush. Otherwise a background goroutine compresses and
-	// writes chunk N while Write encodes chunk N+1.
+	// Sync encodes, compresses and writes chunks on the goroutine that
+	// calls Write or Flush. Otherwise Write only checks and copies the
+	// events: a background goroutine encodes them, and another compresses
+	// and writes chunk N while the first encodes chunk N+1.
 	Sync bool
 	// TimeShift, when not 0, makes the trace lossy: every Event.Time is
 	// stored as Time>>TimeShift and read back as (Time>>TimeShift)<<
@@ -68,10 +70,14 @@ type Writer struct {
 	events    atomic.Int64
 	written   atomic.Int64
 
-	// The background pipeline; jobs is nil in Sync mode.
-	jobs chan *job
-	pool chan *job
-	done chan struct{}
+	// The background pipeline; evs and jobs are nil in Sync mode.
+	evs     chan evBatch // events to encode, from Write
+	evPool  chan []event.Event
+	pend    []event.Event // events copied by Write, not yet sent to evs
+	encDone chan struct{}
+	jobs    chan *job // chunks to compress and write
+	pool    chan *job
+	done    chan struct{}
 
 	mu  sync.Mutex
 	err error // the first write error; sticky
@@ -88,6 +94,17 @@ type Writer struct {
 	closed   bool
 	closeErr error
 }
+
+// evBatch is a run of events on their way to the encoder, or a flush
+// marker.
+type evBatch struct {
+	evs   []event.Event
+	flush chan struct{}
+}
+
+// handOff is how many events Write gathers before it hands them to the
+// encoder.
+const handOff = 4096
 
 // job is a closed chunk on its way to the file, or a flush marker.
 type job struct {
@@ -194,7 +211,12 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 		tw.jobs = make(chan *job, 1)
 		tw.pool = make(chan *job, 3)
 		tw.done = make(chan struct{})
+		tw.evs = make(chan evBatch, 2)
+		tw.evPool = make(chan []event.Event, 3)
+		tw.encDone = make(chan struct{})
+		tw.pend = make([]event.Event, 0, handOff)
 		go tw.worker()
+		go tw.encodeLoop()
 	}
 	return tw, nil
 }
@@ -208,10 +230,10 @@ func windowFor(size int) int {
 	return w
 }
 
-// Write appends events in order. It buffers at most one chunk (plus one
-// being compressed) and never retains evs or any slice they refer to. An
-// event beyond the format's limits (MaxFrames, MaxString...) is an error;
-// the events before it are written.
+// Write appends events in order. It buffers at most a few chunks and
+// never retains evs or any slice they refer to (it copies the events for
+// the encoder's goroutine). An event beyond the format's limits (MaxFrames, MaxString...) is an
+// error; the events before it are written.
 func (w *Writer) Write(evs []event.Event) error {
 	if w.closed {
 		return ErrClosed
@@ -220,17 +242,85 @@ func (w *Writer) Write(evs []event.Event) error {
 		return err
 	}
 	for i := range evs {
-		if err := w.enc.add(&evs[i]); err != nil {
-			w.events.Add(int64(i))
+		if err := checkLimits(&evs[i]); err != nil {
+			w.accept(evs[:i])
 			return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
+		}
+	}
+	w.accept(evs)
+	return w.failed()
+}
+
+// accept takes events that are within the limits: encodes them (Sync), or
+// copies them for the encoder's goroutine.
+func (w *Writer) accept(evs []event.Event) {
+	w.events.Add(int64(len(evs)))
+	if w.evs == nil {
+		w.encode(evs)
+		return
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), handOff-len(w.pend))
+		from := len(w.pend)
+		w.pend = append(w.pend, evs[:n]...)
+		for i := range w.pend[from:] {
+			if x := w.pend[from+i].X; x != nil {
+				w.pend[from+i].X = detach(x)
+			}
+		}
+		evs = evs[n:]
+		if len(w.pend) >= handOff {
+			w.sendPending(nil)
+		}
+	}
+}
+
+// sendPending hands the events copied so far, and flush if not nil, to the
+// encoder's goroutine.
+func (w *Writer) sendPending(flush chan struct{}) {
+	if len(w.pend) == 0 && flush == nil {
+		return
+	}
+	w.evs <- evBatch{evs: w.pend, flush: flush}
+	select {
+	case w.pend = <-w.evPool:
+	default:
+		w.pend = make([]event.Event, 0, handOff)
+	}
+}
+
+// encode adds events to the chunk, closing it when full.
+func (w *Writer) encode(evs []event.Event) {
+	for i := range evs {
+		if err := w.enc.add(&evs[i]); err != nil {
+			// (checkLimits let it through: not expected.)
+			w.fail(fmt.Errorf("tracefile: %s: %w", w.path, err))
+			return
 		}
 		w.last = max(w.last, evs[i].Time)
 		if w.enc.full(w.chunkSize) {
 			w.closeChunk()
 		}
 	}
-	w.events.Add(int64(len(evs)))
-	return w.failed()
+}
+
+// encodeLoop encodes the events Write sends, and at a flush marker ends
+// the chunk and passes the marker on to the compressing goroutine.
+func (w *Writer) encodeLoop() {
+	defer close(w.encDone)
+	defer close(w.jobs)
+	for b := range w.evs {
+		w.encode(b.evs)
+		clear(b.evs) // drop what the events point to
+		select {
+		case w.evPool <- b.evs[:0]:
+		default:
+		}
+		if b.flush != nil {
+			w.closeChunk()
+			w.jobs <- &job{flush: b.flush}
+		}
+	}
 }
 
 // Flush ends the current chunk and writes it out with one write call,
@@ -239,12 +329,13 @@ func (w *Writer) Flush() error {
 	if w.closed {
 		return ErrClosed
 	}
-	w.closeChunk()
-	if w.jobs != nil {
-		j := &job{flush: make(chan struct{})}
-		w.jobs <- j
-		<-j.flush
+	if w.evs == nil {
+		w.closeChunk()
+		return w.failed()
 	}
+	flush := make(chan struct{})
+	w.sendPending(flush)
+	<-flush
 	return w.failed()
 }
 
@@ -257,8 +348,9 @@ func (w *Writer) Close() error {
 	}
 	err := w.Flush()
 	w.closed = true
-	if w.jobs != nil {
-		close(w.jobs)
+	if w.evs != nil {
+		close(w.evs)
+		<-w.encDone
 		<-w.done
 	}
 	if err == nil {
@@ -290,6 +382,15 @@ func (w *Writer) Stats() (events, bytesWritten int64) {
 // events the events in it, last the latest event time among them (0: none).
 func (w *Writer) Kept() (events, bytes int64, last uint64) {
 	return w.keptEvents.Load(), w.written.Load(), w.keptTime.Load()
+}
+
+// fail records the first error.
+func (w *Writer) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
 }
 
 func (w *Writer) failed() error {
@@ -414,11 +515,7 @@ func (w *Writer) compress(j *job) {
 	h.put(out)
 	j.out = out
 	if err := w.write(out); err != nil {
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = err
-		}
-		w.mu.Unlock()
+		w.fail(err)
 		return
 	}
 	w.keptEvents.Add(int64(j.count))
@@ -453,4 +550,45 @@ func (w *Writer) write(b []byte) error {
 		return fmt.Errorf("tracefile: %s: write at byte %d: %w", w.path, off, err)
 	}
 	return nil
+}
+
+// detach returns a copy of x that shares nothing a caller may change
+// (strings aside): what Write keeps of an event until it is encoded.
+func detach(x *event.Extra) *event.Extra {
+	c := *x
+	c.Frames = slices.Clone(x.Frames)
+	if x.Module != nil {
+		m := *x.Module
+		m.BuildID = slices.Clone(m.BuildID)
+		m.Segments = slices.Clone(m.Segments)
+		c.Module = &m
+	}
+	if x.Process != nil {
+		p := *x.Process
+		p.Argv = slices.Clone(p.Argv)
+		c.Process = &p
+	}
+	if x.Clock != nil {
+		k := *x.Clock
+		c.Clock = &k
+	}
+	if x.Scan != nil {
+		s := *x.Scan
+		s.Blocks = slices.Clone(s.Blocks)
+		s.Types = slices.Clone(s.Types)
+		s.Names = slices.Clone(s.Names)
+		c.Scan = &s
+	}
+	if x.RootCause != nil {
+		r := *x.RootCause
+		r.Functions = slices.Clone(r.Functions)
+		r.Branches = slices.Clone(r.Branches)
+		c.RootCause = &r
+	}
+	if x.Stale != nil {
+		s := *x.Stale
+		s.Referenced = slices.Clone(s.Referenced)
+		c.Stale = &s
+	}
+	return &c
 }
