@@ -410,10 +410,10 @@ func (w *Writer) closeChunk() {
 	default:
 		j = new(job)
 	}
-	for i := range j.s {
-		j.s[i] = append(j.s[i][:0], w.enc.s[i]...)
-	}
-	j.alt = append(j.alt[:0], w.enc.alt...)
+	// The job takes the encoder's streams and leaves it its own, emptied
+	// by reset.
+	j.s, w.enc.s = w.enc.s, j.s
+	j.alt, w.enc.alt = w.enc.alt, j.alt
 	j.mode, j.dual = w.enc.timeMode, w.enc.dual
 	j.count = uint32(w.enc.n)
 	j.last, w.last = w.last, 0
@@ -498,7 +498,7 @@ func (w *Writer) compress(j *job) {
 		// The methods are chosen again every packProbeEvery chunks: a
 		// program's phases differ. (Trying them all costs twice what
 		// coding a chunk does.)
-		if w.pack.chunks%packProbeEvery == 0 {
+		if w.pack.chunks%packProbeEvery == 0 && !w.pack.zstdOnly {
 			w.pack.probe(&st)
 		}
 		w.pack.chunks++
