@@ -316,6 +316,11 @@ func TestNoRetention(t *testing.T) {
 				if c := ev.ClockInfo(); c != nil {
 					c.Ticks = 0xbad
 				}
+				if st := ev.StaleInfo(); st != nil {
+					for k := range st.Referenced {
+						st.Referenced[k] = 0xbad
+					}
+				}
 				*ev = event.Event{Kind: event.Free, Addr: 1}
 			}
 		}

@@ -557,38 +557,27 @@ func (w *Writer) write(b []byte) error {
 func detach(x *event.Extra) *event.Extra {
 	c := *x
 	c.Frames = slices.Clone(x.Frames)
-	if x.Module != nil {
-		m := *x.Module
-		m.BuildID = slices.Clone(m.BuildID)
-		m.Segments = slices.Clone(m.Segments)
-		c.Module = &m
+	c.Module = cloneWith(x.Module, func(m *event.Module) {
+		m.BuildID, m.Segments = slices.Clone(m.BuildID), slices.Clone(m.Segments)
+	})
+	c.Process = cloneWith(x.Process, func(p *event.ProcessInfo) { p.Argv = slices.Clone(p.Argv) })
+	c.Clock = cloneWith(x.Clock, func(*event.ClockInfo) {})
+	c.Scan = cloneWith(x.Scan, func(s *event.ScanInfo) {
+		s.Blocks, s.Types, s.Names = slices.Clone(s.Blocks), slices.Clone(s.Types), slices.Clone(s.Names)
+	})
+	c.RootCause = cloneWith(x.RootCause, func(r *event.RootCauseInfo) {
+		r.Functions, r.Branches = slices.Clone(r.Functions), slices.Clone(r.Branches)
+	})
+	c.Stale = cloneWith(x.Stale, func(s *event.StaleInfo) { s.Referenced = slices.Clone(s.Referenced) })
+	return &c
+}
+
+// cloneWith returns a copy of *p, its slices copied by deep, or nil.
+func cloneWith[T any](p *T, deep func(*T)) *T {
+	if p == nil {
+		return nil
 	}
-	if x.Process != nil {
-		p := *x.Process
-		p.Argv = slices.Clone(p.Argv)
-		c.Process = &p
-	}
-	if x.Clock != nil {
-		k := *x.Clock
-		c.Clock = &k
-	}
-	if x.Scan != nil {
-		s := *x.Scan
-		s.Blocks = slices.Clone(s.Blocks)
-		s.Types = slices.Clone(s.Types)
-		s.Names = slices.Clone(s.Names)
-		c.Scan = &s
-	}
-	if x.RootCause != nil {
-		r := *x.RootCause
-		r.Functions = slices.Clone(r.Functions)
-		r.Branches = slices.Clone(r.Branches)
-		c.RootCause = &r
-	}
-	if x.Stale != nil {
-		s := *x.Stale
-		s.Referenced = slices.Clone(s.Referenced)
-		c.Stale = &s
-	}
+	c := *p
+	deep(&c)
 	return &c
 }
