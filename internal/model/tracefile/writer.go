@@ -74,6 +74,7 @@ type Writer struct {
 	evs     chan evBatch // events to encode, from Write
 	evPool  chan []event.Event
 	pend    []event.Event // events copied by Write, not yet sent to evs
+	extra   bool          // some of pend have an Extra
 	encDone chan struct{}
 	jobs    chan *job // chunks to compress and write
 	pool    chan *job
@@ -99,6 +100,7 @@ type Writer struct {
 // marker.
 type evBatch struct {
 	evs   []event.Event
+	extra bool // some of evs have an Extra
 	flush chan struct{}
 }
 
@@ -266,6 +268,7 @@ func (w *Writer) accept(evs []event.Event) {
 		for i := range w.pend[from:] {
 			if x := w.pend[from+i].X; x != nil {
 				w.pend[from+i].X = detach(x)
+				w.extra = true
 			}
 		}
 		evs = evs[n:]
@@ -281,7 +284,8 @@ func (w *Writer) sendPending(flush chan struct{}) {
 	if len(w.pend) == 0 && flush == nil {
 		return
 	}
-	w.evs <- evBatch{evs: w.pend, flush: flush}
+	w.evs <- evBatch{evs: w.pend, extra: w.extra, flush: flush}
+	w.extra = false
 	select {
 	case w.pend = <-w.evPool:
 	default:
@@ -311,7 +315,13 @@ func (w *Writer) encodeLoop() {
 	defer close(w.jobs)
 	for b := range w.evs {
 		w.encode(b.evs)
-		clear(b.evs) // drop what the events point to
+		if b.extra {
+			// Drop what the events point to (heap events point to
+			// nothing: most batches need no pass).
+			for i := range b.evs {
+				b.evs[i].X = nil
+			}
+		}
 		select {
 		case w.evPool <- b.evs[:0]:
 		default:
