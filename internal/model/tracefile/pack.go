@@ -54,7 +54,7 @@ type packer struct {
 // costs several times as much per byte. huffGain is how much smaller than
 // the stream a Huffman code must be to be worth decoding.
 const (
-	zstdGain = 0.6
+	zstdGain = 0.5
 	huffGain = 0.97
 )
 
