@@ -3,7 +3,8 @@
  * without end; the checker calls target() too and counts the results
  * that are wrong. With the argument "fork", a forker thread forks
  * children that call target() and exit 0 if it gave the right result,
- * and counts the children that did not (killed by a SIGTRAP, say).
+ * and counts the children that did not (killed by a SIGTRAP, say); with
+ * "vfork", the same with vfork (the child runs in the parent's memory).
  * Prints "tid TID target ADDR spin ADDR calls ADDR tid2 TID tid3 TID"
  * (tid3: the forker, or 0), then, at end of file on stdin, stops them,
  * prints "wrong N", "bad N" and "done". */
@@ -17,6 +18,7 @@
 volatile unsigned long calls, spins, sum, wrong, bad;
 static volatile int stop;
 static volatile pid_t worker_tid, checker_tid, forker_tid;
+static int use_vfork;
 
 __attribute__((noinline)) int target(int x)
 {
@@ -50,7 +52,7 @@ static void *forker(void *arg)
 	(void)arg;
 	forker_tid = gettid();
 	while (!stop) {
-		pid_t pid = fork();
+		pid_t pid = use_vfork ? vfork() : fork();
 		if (pid == 0)
 			_exit(target(3) == 9 && target(4) == 11 ? 0 : 1);
 		int st = 0;
@@ -71,7 +73,8 @@ static void *spinner(void *arg)
 
 int main(int argc, char **argv)
 {
-	int forking = argc > 1 && strcmp(argv[1], "fork") == 0;
+	use_vfork = argc > 1 && strcmp(argv[1], "vfork") == 0;
+	int forking = use_vfork || (argc > 1 && strcmp(argv[1], "fork") == 0);
 	pthread_t w, s, c, f;
 	pthread_create(&w, NULL, worker, NULL);
 	pthread_create(&s, NULL, spinner, NULL);

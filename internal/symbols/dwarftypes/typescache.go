@@ -8,12 +8,10 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -281,7 +279,7 @@ var typesCacheMaps = struct {
 
 // mapTypesCache returns the bytes of the file at path, mapped.
 func mapTypesCache(path string) []byte {
-	f, err := symbolize.OpenRegular(path)
+	f, err := symbolize.OpenCacheFile(path)
 	if err != nil {
 		return nil
 	}
@@ -301,8 +299,7 @@ func mapTypesCache(path string) []byte {
 		return nil
 	}
 	typesCacheMaps.m[memo] = b
-	now := time.Now()
-	os.Chtimes(path, now, now) // recently used: kept when the cache is trimmed
+	symcache.Touch(f) // recently used: kept when the cache is trimmed
 	return b
 }
 

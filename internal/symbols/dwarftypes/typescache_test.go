@@ -110,6 +110,19 @@ func TestTypesCache(t *testing.T) {
 	if got := typesDump(types(symbolize.Options{DWARFCache: dir})); !strings.Contains(got, "renamed_by_the_test") {
 		t.Errorf("the warm cache did not read the file")
 	}
+	// A link in the cache's place, even to a file that would match, is
+	// not followed: leakpath often runs as root.
+	elsewhere := filepath.Join(t.TempDir(), "planted.types")
+	if err := os.Rename(files[0], elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, files[0]); err != nil {
+		t.Fatal(err)
+	}
+	forgetTypesCacheMaps()
+	if got := typesDump(types(symbolize.Options{DWARFCache: dir})); strings.Contains(got, "renamed_by_the_test") {
+		t.Errorf("the types cache followed a symbolic link")
+	}
 	// Another key, or a file cut short: not used (read from DWARF again).
 	if err := replaceFile(files[0], encodeTypes(&mt, key+"x")); err != nil {
 		t.Fatal(err)

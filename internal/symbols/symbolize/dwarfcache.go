@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -191,7 +189,7 @@ func readDWARFCache(dir string, k dwarfKey) [][]byte {
 	if secs, ok := dwarfCacheMaps.m[memo]; ok {
 		return secs
 	}
-	f, err := openRegular(path, unix.O_NOFOLLOW)
+	f, err := OpenCacheFile(path)
 	if err != nil {
 		return nil
 	}
@@ -212,8 +210,7 @@ func readDWARFCache(dir string, k dwarfKey) [][]byte {
 		return nil
 	}
 	dwarfCacheMaps.m[memo] = secs
-	now := time.Now()
-	os.Chtimes(path, now, now) // recently used: kept when the cache is trimmed
+	symcache.Touch(f) // recently used: kept when the cache is trimmed
 	return secs
 }
 

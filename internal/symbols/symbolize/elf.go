@@ -228,6 +228,10 @@ func openRegular(path string, flags int) (*os.File, error) {
 // blocking on a FIFO, and only if it is a regular file.
 func OpenRegular(path string) (*os.File, error) { return openRegular(path, 0) }
 
+// OpenCacheFile is OpenRegular for a file of the symbol cache: a symbolic
+// link in its place is refused, not followed.
+func OpenCacheFile(path string) (*os.File, error) { return openRegular(path, unix.O_NOFOLLOW) }
+
 // openELF opens path as an ELF file.
 func openELF(path string) (*elfFile, error) {
 	osf, err := openRegular(path, 0)

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/leakpath/leakpath/internal/symbols/symcache"
 )
 
@@ -144,7 +142,7 @@ func (s *Symbolizer) frameFileOf(k moduleKey) *frameFile {
 // readFrameCache returns the frame cache file at path if it is one of
 // key, else nil.
 func readFrameCache(path, key string) *frameCacheFile {
-	f, err := openRegular(path, unix.O_NOFOLLOW)
+	f, err := OpenCacheFile(path)
 	if err != nil {
 		return nil
 	}

@@ -84,6 +84,13 @@ func Write(path string, write func(io.Writer) error) error {
 	return err
 }
 
+// Touch marks the open cache file f as used now, so that Trim keeps it:
+// through its descriptor, never a name another could have relinked.
+func Touch(f *os.File) {
+	now := unix.NsecToTimeval(time.Now().UnixNano())
+	unix.Futimes(int(f.Fd()), []unix.Timeval{now, now})
+}
+
 // Trim removes the least recently used cache files of dir (those named
 // with one of Exts, and temporary files a killed writer left over an
 // hour ago) until the rest take at most max bytes.

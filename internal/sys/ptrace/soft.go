@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +21,8 @@ import (
 // long while another waits), the threads stopped at a breakpoint are
 // stepped over it (put back onto the instruction, original byte back,
 // one step, int3 again) and let go: the stepped thread cannot pass the
-// byte meanwhile. A stop that cannot be served so (a vfork, a group-stop)
+// byte meanwhile. No int3 goes in while a vfork child made before runs in
+// the process's memory. A stop that cannot be served so (a vfork, a group-stop)
 // is held until Detach has written every original byte back. The
 // stepped thread itself is stepped over a breakpoint it stands on
 // whenever it resumes. Forks made meanwhile are seized too: a child's
@@ -187,10 +190,49 @@ func (s *Stepper) seizeOthers() error {
 			}
 		}
 		if added == 0 {
-			return nil
+			return s.noVforkChild(tids)
 		}
 	}
 }
+
+// noVforkChild checks that no thread of tids (and the stepped one) has a
+// child sharing the process's memory: a vfork child made before the
+// threads were seized runs untraced in the very code an int3 would be
+// written into, until it execs or exits. One made since is traced, but
+// refused too: it shares the code all the same.
+func (s *Stepper) noVforkChild(tids []int) error {
+	for _, tid := range append(tids, s.tid) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", s.pid, tid))
+		if errors.Is(err, os.ErrNotExist) && taskState(s.pid, tid) == 0 {
+			continue // the thread is gone
+		}
+		if err != nil {
+			return s.err("look for vfork children", err)
+		}
+		for _, f := range strings.Fields(string(b)) {
+			child, err := strconv.Atoi(f)
+			if err != nil {
+				return s.err("look for vfork children", fmt.Errorf("thread %d's children %q", tid, b))
+			}
+			switch r, _, e := unix.Syscall6(unix.SYS_KCMP, uintptr(s.pid), uintptr(child), kcmpVM, 0, 0, 0); {
+			case e == unix.ESRCH:
+				// Gone since the listing.
+			case e != 0:
+				return s.err("look for vfork children", fmt.Errorf("kcmp: %w", e))
+			case r == 0:
+				return s.err("insert breakpoint", fmt.Errorf("%w (pid %d)", ErrVforkChild, child))
+			}
+		}
+	}
+	return nil
+}
+
+// kcmpVM is kcmp(2)'s KCMP_VM: do two processes share their memory?
+const kcmpVM = 1
+
+// ErrVforkChild refuses software breakpoints while a vfork child runs in
+// the process's memory.
+var ErrVforkChild = errors.New("a vfork child shares the program's code")
 
 // other is a thread of the process traced while breakpoints are in.
 type other struct {

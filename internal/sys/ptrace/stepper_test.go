@@ -2,6 +2,7 @@ package ptrace
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -237,20 +238,36 @@ func TestStepperSoftBreakpoints(t *testing.T) {
 // has the int3 too, gets the original bytes back before it runs: no
 // child dies of a SIGTRAP or computes a wrong result.
 func TestStepperSoftBreakpointsFork(t *testing.T) {
-	p := start(t, "stepme", "fork")
+	for _, how := range []string{"fork", "vfork"} {
+		t.Run(how, func(t *testing.T) { softBreakpointsFork(t, how) })
+	}
+}
+
+// softBreakpointsFork is TestStepperSoftBreakpointsFork with children
+// made by how: a vfork child runs in its parent's memory, int3s and all,
+// so every breakpoint goes before it may run.
+func softBreakpointsFork(t *testing.T, how string) {
+	p := start(t, "stepme", how)
 	f := parseFields(t, p.line(t))
 	tid, forker := tidField(t, f, "tid"), tidField(t, f, "tid3")
 	target, pid := hexField(t, f, "target"), p.pid()
-	for round := 0; round < 5; round++ {
+	for round, done := 0, 0; done < 5; round++ {
 		s, err := SeizeThread(pid, tid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Detach() // on a failure: a tracer left would keep the program from being reaped
 		watchdog := time.AfterFunc(hangGuard, s.Interrupt)
-		if err := s.Insert(target); err != nil {
+		if err := s.Insert(target); errors.Is(err, ErrVforkChild) && round < 1000 {
+			// Refused while a child runs in the program's memory:
+			// the next round tries again.
+			s.Detach()
+			watchdog.Stop()
+			continue
+		} else if err != nil {
 			t.Fatal(err)
 		}
+		done++
 		// Until the forker is stopped at a fork (a ptrace-stop: 't').
 		for i := 0; taskState(pid, forker) != 't'; i++ {
 			st, err := s.Cont()
