@@ -243,39 +243,48 @@ func (w *Writer) Write(evs []event.Event) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
-	for i := range evs {
-		if err := checkLimits(&evs[i]); err != nil {
-			w.accept(evs[:i])
-			return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
-		}
+	if i, err := w.accept(evs); err != nil {
+		return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
 	}
-	w.accept(evs)
 	return w.failed()
 }
 
-// accept takes events that are within the limits: encodes them (Sync), or
-// copies them for the encoder's goroutine.
-func (w *Writer) accept(evs []event.Event) {
-	w.events.Add(int64(len(evs)))
+// accept takes the events before the first one beyond the format's
+// limits, and returns its index and why: encodes them (Sync), or copies
+// them for the encoder's goroutine, in one pass.
+func (w *Writer) accept(evs []event.Event) (int, error) {
 	if w.evs == nil {
-		w.encode(evs)
-		return
-	}
-	for len(evs) > 0 {
-		n := min(len(evs), handOff-len(w.pend))
-		from := len(w.pend)
-		w.pend = append(w.pend, evs[:n]...)
-		for i := range w.pend[from:] {
-			if x := w.pend[from+i].X; x != nil {
-				w.pend[from+i].X = detach(x)
-				w.extra = true
+		for i := range evs {
+			if err := checkLimits(&evs[i]); err != nil {
+				evs = evs[:i]
+				w.events.Add(int64(i))
+				w.encode(evs)
+				return i, err
 			}
 		}
-		evs = evs[n:]
+		w.events.Add(int64(len(evs)))
+		w.encode(evs)
+		return 0, nil
+	}
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Proc >= event.MaxImages || ev.X != nil {
+			if err := checkLimits(ev); err != nil {
+				w.events.Add(int64(i))
+				return i, err
+			}
+		}
+		w.pend = append(w.pend, *ev)
+		if ev.X != nil {
+			w.pend[len(w.pend)-1].X = detach(ev.X)
+			w.extra = true
+		}
 		if len(w.pend) >= handOff {
 			w.sendPending(nil)
 		}
 	}
+	w.events.Add(int64(len(evs)))
+	return 0, nil
 }
 
 // sendPending hands the events copied so far, and flush if not nil, to the
