@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,10 +34,11 @@ type Options struct {
 	// Compression is the zstd level.
 	Compression Compression
 	// Sync encodes, compresses and writes chunks on the goroutine that
-	// calls Write or Flush. Otherwise Write only checks and copies the
-	// events: a background goroutine encodes them, and another compresses
-	// and writes chunk N while the first encodes chunk N+1.
+	// calls Write or Flush. Otherwise a background goroutine compresses
+	// and writes chunk N while chunk N+1 is encoded, where Encode says.
 	Sync bool
+	// Encode says where events are encoded when not Sync.
+	Encode EncodeOn
 	// TimeShift, when not 0, makes the trace lossy: every Event.Time is
 	// stored as Time>>TimeShift and read back as (Time>>TimeShift)<<
 	// TimeShift. Exact ticks are often the largest part of a trace; with
@@ -48,6 +50,24 @@ type Options struct {
 	// says Version).
 	version int
 }
+
+// EncodeOn says where a Writer encodes events.
+type EncodeOn int
+
+// Where to encode. The zero value is EncodeAuto.
+const (
+	// EncodeAuto is EncodeAside when GOMAXPROCS is more than 2, else
+	// EncodeInWrite: the copy for the encoder's goroutine and its reading
+	// the events on another core cost about what compression does (8-10
+	// ns an event), so it pays only where a core is free for it.
+	EncodeAuto EncodeOn = iota
+	// EncodeInWrite encodes on the goroutine that calls Write.
+	EncodeInWrite
+	// EncodeAside makes Write only check and copy the events, which a
+	// goroutine of their own encodes: the caller's time per event drops
+	// to a few ns.
+	EncodeAside
+)
 
 // ErrClosed is returned by a Writer used after Close.
 var ErrClosed = errors.New("tracefile: writer is closed")
@@ -70,7 +90,8 @@ type Writer struct {
 	events    atomic.Int64
 	written   atomic.Int64
 
-	// The background pipeline; evs and jobs are nil in Sync mode.
+	// The background pipeline: jobs is nil in Sync mode, evs unless the
+	// events are encoded aside.
 	evs     chan evBatch // events to encode, from Write
 	evPool  chan []event.Event
 	pend    []event.Event // events copied by Write, not yet sent to evs
@@ -213,12 +234,14 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 		tw.jobs = make(chan *job, 1)
 		tw.pool = make(chan *job, 3)
 		tw.done = make(chan struct{})
-		tw.evs = make(chan evBatch, 2)
-		tw.evPool = make(chan []event.Event, 3)
-		tw.encDone = make(chan struct{})
-		tw.pend = make([]event.Event, 0, handOff)
 		go tw.worker()
-		go tw.encodeLoop()
+		if opts.Encode == EncodeAside || opts.Encode == EncodeAuto && runtime.GOMAXPROCS(0) > 2 {
+			tw.evs = make(chan evBatch, 2)
+			tw.evPool = make(chan []event.Event, 3)
+			tw.encDone = make(chan struct{})
+			tw.pend = make([]event.Event, 0, handOff)
+			go tw.encodeLoop()
+		}
 	}
 	return tw, nil
 }
@@ -250,8 +273,8 @@ func (w *Writer) Write(evs []event.Event) error {
 }
 
 // accept takes the events before the first one beyond the format's
-// limits, and returns its index and why: encodes them (Sync), or copies
-// them for the encoder's goroutine, in one pass.
+// limits, and returns its index and why: encodes them, or copies them for
+// the encoder's goroutine, in one pass.
 func (w *Writer) accept(evs []event.Event) (int, error) {
 	if w.evs == nil {
 		for i := range evs {
@@ -348,12 +371,17 @@ func (w *Writer) Flush() error {
 	if w.closed {
 		return ErrClosed
 	}
-	if w.evs == nil {
+	if w.jobs == nil {
 		w.closeChunk()
 		return w.failed()
 	}
 	flush := make(chan struct{})
-	w.sendPending(flush)
+	if w.evs != nil {
+		w.sendPending(flush)
+	} else {
+		w.closeChunk()
+		w.jobs <- &job{flush: flush}
+	}
 	<-flush
 	return w.failed()
 }
@@ -368,8 +396,12 @@ func (w *Writer) Close() error {
 	err := w.Flush()
 	w.closed = true
 	if w.evs != nil {
-		close(w.evs)
+		close(w.evs) // encodeLoop closes jobs
 		<-w.encDone
+	} else if w.jobs != nil {
+		close(w.jobs)
+	}
+	if w.jobs != nil {
 		<-w.done
 	}
 	if err == nil {
