@@ -277,17 +277,9 @@ func (w *Writer) Write(evs []event.Event) error {
 // the encoder's goroutine, in one pass.
 func (w *Writer) accept(evs []event.Event) (int, error) {
 	if w.evs == nil {
-		for i := range evs {
-			if err := checkLimits(&evs[i]); err != nil {
-				evs = evs[:i]
-				w.events.Add(int64(i))
-				w.encode(evs)
-				return i, err
-			}
-		}
-		w.events.Add(int64(len(evs)))
-		w.encode(evs)
-		return 0, nil
+		n, err := w.encode(evs)
+		w.events.Add(int64(n))
+		return n, err
 	}
 	for i := range evs {
 		ev := &evs[i]
@@ -325,19 +317,20 @@ func (w *Writer) sendPending(flush chan struct{}) {
 	}
 }
 
-// encode adds events to the chunk, closing it when full.
-func (w *Writer) encode(evs []event.Event) {
+// encode adds events to the chunk, closing it when full, up to the first
+// one beyond the format's limits: it returns how many it added and why it
+// stopped.
+func (w *Writer) encode(evs []event.Event) (int, error) {
 	for i := range evs {
 		if err := w.enc.add(&evs[i]); err != nil {
-			// (checkLimits let it through: not expected.)
-			w.fail(fmt.Errorf("tracefile: %s: %w", w.path, err))
-			return
+			return i, err
 		}
 		w.last = max(w.last, evs[i].Time)
 		if w.enc.full(w.chunkSize) {
 			w.closeChunk()
 		}
 	}
+	return len(evs), nil
 }
 
 // encodeLoop encodes the events Write sends, and at a flush marker ends
@@ -346,7 +339,10 @@ func (w *Writer) encodeLoop() {
 	defer close(w.encDone)
 	defer close(w.jobs)
 	for b := range w.evs {
-		w.encode(b.evs)
+		if _, err := w.encode(b.evs); err != nil {
+			// (accept checked the limits: not expected.)
+			w.fail(fmt.Errorf("tracefile: %s: %w", w.path, err))
+		}
 		if b.extra {
 			// Drop what the events point to (heap events point to
 			// nothing: most batches need no pass).
