@@ -585,7 +585,7 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 		return;
 	}
 	uint64_t w[4] = {LP_HDR(LP_REC_ALLOC, fn, 4, sid), 0, (uint64_t)p, (uint64_t)n};
-	lp_put(t, w, 4);
+	lp_put_rec(t, w, 4);
 	if (LP_UNLIKELY(t->ignoring) && p)
 		lp_ignore_write(t, p);
 	t->last_alloc = (uint64_t)p;
@@ -598,7 +598,8 @@ static __attribute__((noinline)) void lp_rec_alloc(struct lp_thread *t, unsigned
 static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsigned fn, void *p, void *fp,
 							int unnamed)
 {
-	if (LP_LIKELY(t->fold && !t->in_fold)) {
+	int folds = t->fold && !t->in_fold;
+	if (LP_LIKELY(folds)) {
 		if (!unnamed) {
 			lp_enter(&t->in_fold);
 			int folded = lp_fold_free(t, fn, p, fp);
@@ -620,8 +621,16 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
 		fn |= LP_FN_TEMPORARY;
 		t->last_alloc = 0;
 	}
-	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), 0, (uint64_t)p};
-	lp_put(t, w, 3);
+	/* A full FIFO evicts its oldest entry now rather than at the next
+	 * allocation, dated as this record is (lp_fold_evict_dated). */
+	uint64_t ts = 0;
+	if (LP_LIKELY(folds)) {
+		lp_enter(&t->in_fold);
+		ts = lp_fold_evict_dated(t);
+		lp_leave(&t->in_fold);
+	}
+	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), ts, (uint64_t)p};
+	lp_put_rec(t, w, 3);
 }
 
 /* lp_rec_free records the free of p by fn: folded, most often, on a path
@@ -653,7 +662,7 @@ static __attribute__((noinline)) void lp_rec_realloc(struct lp_thread *t, unsign
 	if (!sid)
 		sid = lp_stack_id(t, fp);
 	uint64_t w[5] = {LP_HDR(LP_REC_REALLOC, fn, 5, sid), 0, (uint64_t)old, (uint64_t)p, (uint64_t)n};
-	lp_put(t, w, 5);
+	lp_put_rec(t, w, 5);
 	if (LP_UNLIKELY(t->ignoring) && p)
 		lp_ignore_write(t, p);
 	if (p && t->fold)

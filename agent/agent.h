@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -180,6 +181,17 @@ LP_HIDDEN void lp_dead_stack(uintptr_t lo, uintptr_t hi, uintptr_t sp, uintptr_t
 /* ring.c */
 LP_HIDDEN int lp_thread_attach(struct lp_thread *t);
 LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
+LP_HIDDEN int lp_wait_space(struct lp_thread *t, uint64_t need, int nested);
+LP_HIDDEN void lp_put_wrapped(struct lp_thread *t, uint64_t pos, const uint64_t *w, unsigned words);
+LP_HIDDEN void lp_put_nudge(struct lp_thread *t);
+extern uint64_t lp_ring_mask; /* the rings' size less 1 (a power of two) */
+extern int lp_detached;       /* the collector went away: stop recording */
+/* The records the collector orders across threads by their times, an
+ * address's allocations and frees: dated by lp_ts_after. A record dated
+ * by its writer (w[1] set) keeps its time. */
+#define LP_REC_ORDERED                                                                       \
+	(1u << LP_REC_ALLOC | 1u << LP_REC_FREE | 1u << LP_REC_REALLOC_BEGIN | 1u << LP_REC_REALLOC | \
+	 1u << LP_REC_ALLOC_LATE | 1u << LP_REC_IGNORE)
 LP_HIDDEN uint64_t lp_now(void);
 LP_HIDDEN int lp_collector_alive(void);
 /* The collector's clock as one wait last saw it change (lp_collector_lost). */
@@ -239,6 +251,7 @@ LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
+LP_HIDDEN uint64_t lp_fold_evict_dated(struct lp_thread *t);
 LP_HIDDEN void lp_fold_recorded(struct lp_thread *t, size_t n);
 LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
 
@@ -427,6 +440,65 @@ static inline uint64_t lp_ts_pending(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t lp_xadd_local(uint64_t *p, uint64_t v)
+{
+#if defined(__x86_64__)
+	/* One instruction without lock: atomic against signal handlers on this
+	 * thread, which is all that can race on a thread's own ring. */
+	__asm__ volatile("xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+	return v;
+#else
+	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* lp_ring_write dates record w of words, of type (read from w[0] before
+ * the compiler barriers: a constant then), and copies it to the thread's
+ * ring, of size bytes, at pos, reserved (lp_put). */
+static inline __attribute__((always_inline)) void lp_ring_write(struct lp_thread *t, uint64_t pos, uint64_t *w,
+								unsigned words, uint64_t size, unsigned type)
+{
+	if (type != LP_REC_STACK && words > 1 && w[1] == 0)
+		w[1] = type < 32 && (LP_REC_ORDERED >> type & 1) ? lp_ts_after() : lp_ts();
+	uint64_t off = pos & (size - 1);
+	if (LP_LIKELY(off + (uint64_t)words * 8 <= size))
+		memcpy(t->ring + off, w, (size_t)words * 8);
+	else
+		lp_put_wrapped(t, pos, w, words);
+}
+
+/*
+ * lp_put_rec is lp_put (ring.c) inlined for the records of allocations
+ * and frees, words a constant: their words go straight to the ring, dated
+ * as lp_put would, without lp_put's frame and its copy's call (half of
+ * its cost a record). A writer this thread is inside already (a signal
+ * handler's record) goes through lp_put; the rare turns (waiting for
+ * space, the ring's end, waking the collector) are calls.
+ */
+static inline __attribute__((always_inline)) void lp_put_rec(struct lp_thread *t, uint64_t *w, unsigned words)
+{
+	uint64_t bytes = (uint64_t)words * 8;
+	uint64_t size = lp_ring_mask + 1;
+	unsigned type = (unsigned)(w[0] & 0xff);
+	if (LP_UNLIKELY(__atomic_load_n(&t->depth, __ATOMIC_RELAXED) != 0 || lp_detached || bytes > size / 2)) {
+		lp_put(t, w, words);
+		return;
+	}
+	t->depth++;
+	__asm__ volatile("" ::: "memory");
+	uint64_t pos = lp_xadd_local(&t->res, bytes);
+	if (LP_UNLIKELY(pos + bytes > t->tail_seen + size) && lp_wait_space(t, pos + bytes - size, 0) != 0)
+		goto done; /* detached: nobody reads this ring any more */
+	lp_ring_write(t, pos, w, words, size, type);
+done:
+	__asm__ volatile("" ::: "memory");
+	t->depth--;
+	__asm__ volatile("" ::: "memory");
+	__atomic_store_n(&t->slot->head, t->res, __ATOMIC_RELEASE);
+	if (LP_UNLIKELY(t->res - t->tail_seen > size / 2))
+		lp_put_nudge(t);
 }
 
 #endif

@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #define LP_PMASK (LP_PEND - 1)
+/* An eviction's ALLOC_LATE record and a free's FREE record, in bytes. */
+#define LP_EVICT_FREE_BYTES ((6u + 3u) * 8u)
 /* Write aggregates at least this often: after so many folded pairs, or
  * when the oldest is this many ticks old (~10 ms of TSC, ~34 ms of ns). */
 #define LP_FOLD_FLUSH_PAIRS 65536u
@@ -258,6 +260,30 @@ static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint6
 		if (__atomic_load_n(m, __ATOMIC_ACQUIRE) != w)
 			return 0;
 	}
+}
+
+/* lp_map_forget empties map word m, which names the thread's entry just
+ * evicted (tag), if the thread owns the map, and says whether it did: a
+ * free of the block then finds the word naming nothing and looks no
+ * further (at the entry, another block's by then, and in the table of
+ * the thread's folds: lp_refreed), nor does anything else until a new
+ * pending block at the address names it, whose fold overwrites the
+ * address's place in that table. Otherwise the word stays (a compare-
+ * and-swap, or taking the map over, would cost more than it saves). */
+static inline int lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
+{
+	uint32_t me = t->slot_index;
+	int done = 0;
+	if (__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != me || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
+		return 0;
+	__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
+		__atomic_store_n(m, 0, __ATOMIC_RELAXED);
+		done = 1;
+	}
+	__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+	return done;
 }
 
 /*
@@ -533,17 +559,30 @@ void lp_fold_recorded(struct lp_thread *t, size_t n)
 	lp_leave(&t->in_fold);
 }
 
-/* lp_commit writes a copy of a pending entry of the thread tid as an
- * ALLOC_LATE record, dated now (0: when written). */
-static void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid, uint64_t now)
+/* lp_commit_inline writes a copy of a pending entry of the thread tid as
+ * an ALLOC_LATE record, dated now (0: when written). Inline where every
+ * block that outlives the window passes (lp_evict_pending); elsewhere
+ * lp_commit. */
+static inline __attribute__((always_inline)) void lp_commit_inline(struct lp_thread *t, const struct lp_pending *e,
+								   int tid, uint64_t now)
 {
 	uint64_t w[6] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack), now, e->addr, e->size, e->ts,
 			 (uint64_t)(uint32_t)tid};
-	lp_put(t, w, 6);
+	lp_put_rec(t, w, 6);
 }
 
-/* lp_evict_pending writes entry e, which held a, unless taken meanwhile. */
-static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, struct lp_pending *e, uint64_t a)
+static __attribute__((noinline)) void lp_commit(struct lp_thread *t, const struct lp_pending *e, int tid,
+						uint64_t now)
+{
+	lp_commit_inline(t, e, tid, now);
+}
+
+/* lp_evict_pending writes entry e, which held a, unless taken meanwhile,
+ * and returns the record's date. after: dated after every earlier load
+ * (lp_ts_after), so that a free's record may take the same date. */
+static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(struct lp_thread *t,
+									     struct lp_pending *e, uint64_t a,
+									     int after)
 {
 	/* Dated before the take: a thread that frees the block and finds it
 	 * taken writes its free after this time, and the collector puts
@@ -551,13 +590,22 @@ static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, stru
 	struct lp_fold *f = t->fold;
 	uint64_t size = e->size;
 	__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST); /* before the date: lp_all_held */
-	uint64_t now = lp_ts();
+	uint64_t now = after ? lp_ts_after() : lp_ts();
 	struct lp_pending copy;
 	if (lp_take_entry(e, a, &copy)) {
-		lp_forget_freed(f, a);
-		lp_commit(t, &copy, t->tid, now);
+		/* Nothing looks the address up in the table of folds while
+		 * no map word names it (lp_map_forget). */
+		if (!lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend))))
+			lp_forget_freed(f, a);
+		lp_commit_inline(t, &copy, t->tid, now);
 	} else
 		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
+	return now;
+}
+
+static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, struct lp_pending *e, uint64_t a)
+{
+	lp_evict_pending_inline(t, e, a, 0);
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still pending
@@ -575,6 +623,35 @@ static inline void lp_evict(struct lp_thread *t)
 	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
 	if (a)
 		lp_evict_pending(t, e, a);
+}
+
+/*
+ * lp_fold_evict_dated is called just before the thread writes the record
+ * of a free that did not fold: when its FIFO is full and the oldest entry
+ * still pending (blocks that outlive the window: each allocation would
+ * evict one), that entry goes now, dated after every earlier load, and
+ * the date is returned for the free's record too; else 0 (the record is
+ * dated when written). One read of the clock for the two records where
+ * the allocation's eviction took one of its own (a read of the TSC after
+ * an lfence is among the dearest steps of a pair). The free's block is
+ * not pending in the thread's FIFO (it would have folded, or been taken).
+ * Only when the ring has room for both records: the collector merges a
+ * record that becomes visible long after its date out of its place, and a
+ * free applied late could make a peak that never was.
+ */
+uint64_t lp_fold_evict_dated(struct lp_thread *t)
+{
+	struct lp_fold *f = t->fold;
+	if (f->count < LP_PEND || t->depth != 0 || t->res + LP_EVICT_FREE_BYTES > t->tail_seen + lp_ring_mask + 1)
+		return 0;
+	uint32_t head = f->head & LP_PMASK;
+	struct lp_pending *e = &f->pend[head];
+	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
+	if (!a)
+		return 0; /* a hole: the next allocation drops it, without a date */
+	f->head = (head + 1) & LP_PMASK;
+	f->count--;
+	return lp_evict_pending_inline(t, e, a, 1);
 }
 
 /* lp_write_now writes the thread's new entry e, of n bytes, as an

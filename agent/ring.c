@@ -38,8 +38,8 @@ static unsigned char *lp_rings;
 uint32_t lp_slot_count;
 unsigned char *lp_folds;
 int lp_region_pid;
-static uint64_t lp_ring_mask;
-static int lp_detached; /* the collector went away: stop recording */
+uint64_t lp_ring_mask;
+int lp_detached; /* the collector went away: stop recording */
 static int lp_collector_pid;    /* as the region said at the hand-over */
 static int lp_collector_parent; /* the collector started this process */
 
@@ -488,18 +488,6 @@ out:
 	return t->state == 1 ? 0 : -1;
 }
 
-static inline uint64_t lp_xadd_local(uint64_t *p, uint64_t v)
-{
-#if defined(__x86_64__)
-	/* One instruction without lock: atomic against signal handlers on this
-	 * thread, which is all that can race on a thread's own ring. */
-	__asm__ volatile("xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory");
-	return v;
-#else
-	return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-#endif
-}
-
 /* lp_wake_collector wakes the collector if it sleeps in its wait, once a
  * sleep: the producer that clears the flag the collector set rings, and
  * the others find it cleared. (Each record written while the collector
@@ -520,7 +508,7 @@ static inline void lp_wake_collector(struct lp_header *h)
 
 /* lp_wait_space waits until the collector freed ring bytes up to need.
  * Returns 0 when there is space, -1 when the record must be dropped. */
-static int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
+int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
 {
 	struct lp_header *h = lp_hdr;
 	int saved = errno;
@@ -560,10 +548,33 @@ static int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
 	return rc;
 }
 
+/* lp_put_wrapped copies record w of words to the thread's ring at pos,
+ * where the record wraps around the ring's end. */
+void lp_put_wrapped(struct lp_thread *t, uint64_t pos, const uint64_t *w, unsigned words)
+{
+	for (unsigned i = 0; i < words; i++)
+		memcpy(t->ring + ((pos + (uint64_t)i * 8) & lp_ring_mask), &w[i], 8);
+}
+
+/* lp_put_nudge wakes the collector when over half of the thread's ring
+ * waits for it. */
+void lp_put_nudge(struct lp_thread *t)
+{
+	uint64_t size = lp_ring_mask + 1;
+	t->tail_seen = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
+	if (t->res - t->tail_seen > size / 2) {
+		int saved = errno;
+		lp_wake_collector(lp_hdr);
+		errno = saved;
+	}
+}
+
 /*
  * lp_put appends one record of words to the thread's ring. Word 0 is the
  * header; when the record type carries a timestamp in word 1, lp_put fills
- * it in as late as possible, just before the record becomes visible.
+ * it in as late as possible, just before the record becomes visible. The
+ * hot records go through lp_put_rec (agent.h), which comes here when the
+ * thread is inside a writer already (a signal handler's record).
  */
 void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 {
@@ -591,34 +602,15 @@ void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 			goto done;
 		}
 	}
-	if (type != LP_REC_STACK && words > 1 && w[1] == 0) {
-		/* A record dated by its writer keeps its time; an address's
-		 * records are ordered across threads by theirs (lp_ts_after). */
-		const uint32_t ordered = 1u << LP_REC_ALLOC | 1u << LP_REC_FREE | 1u << LP_REC_REALLOC_BEGIN |
-					 1u << LP_REC_REALLOC | 1u << LP_REC_ALLOC_LATE | 1u << LP_REC_IGNORE;
-		w[1] = type < 32 && (ordered >> type & 1) ? lp_ts_after() : lp_ts();
-	}
-	uint64_t off = pos & lp_ring_mask;
-	if (LP_LIKELY(off + bytes <= size)) {
-		memcpy(t->ring + off, w, bytes);
-	} else {
-		for (unsigned i = 0; i < words; i++)
-			memcpy(t->ring + ((pos + (uint64_t)i * 8) & lp_ring_mask), &w[i], 8);
-	}
+	lp_ring_write(t, pos, w, words, size, type);
 done:
 	__asm__ volatile("" ::: "memory");
 	t->depth--;
 	__asm__ volatile("" ::: "memory");
 	if (t->depth == 0) {
 		__atomic_store_n(&t->slot->head, t->res, __ATOMIC_RELEASE);
-		if (LP_UNLIKELY(t->res - t->tail_seen > size / 2)) {
-			t->tail_seen = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
-			if (t->res - t->tail_seen > size / 2) {
-				int saved = errno;
-				lp_wake_collector(lp_hdr);
-				errno = saved;
-			}
-		}
+		if (LP_UNLIKELY(t->res - t->tail_seen > size / 2))
+			lp_put_nudge(t);
 	}
 }
 

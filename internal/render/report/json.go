@@ -250,7 +250,10 @@ func (r *Report) jsonImage(p *heap.Process, lazy bool) jsonImage {
 			ji.Exit.Code = p.ExitStatus
 		}
 	}
-	for _, g := range r.allLeaks(p) { // none if exec discarded the heap
+	all := r.allLeaks(p) // none if exec discarded the heap
+	// Sized at once: a jsonLeak is large, and cc1plus has 6,700 of them.
+	ji.Leaks = make([]jsonLeak, 0, len(all))
+	for _, g := range all {
 		l := jsonLeak{Kind: g.Kind.String(), Bytes: g.Bytes, Blocks: g.Blocks,
 			IndirectBytes: g.IndirectBytes, IndirectBlocks: g.IndirectBlocks,
 			Own: g.own, Library: g.lib, During: g.during}
@@ -332,23 +335,6 @@ func (r *Report) jsonStack(p *heap.Process, id heap.StackID) []jsonFrame {
 	out := make([]jsonFrame, 0, len(p.Stacks.Frames(id))+4)
 	r.walkStack(p, id, func(e *frameEntry, skip int) {
 		out = append(out, e.json()[skip:]...)
-	})
-	return out
-}
-
-// frameRun is the frames of one address of a stack: e's JSON frames from
-// skip on.
-type frameRun struct {
-	e    *frameEntry
-	skip int
-}
-
-// stackRuns resolves stack id of p into runs of the frame cache.
-func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
-	out := make([]frameRun, 0, len(p.Stacks.Frames(id)))
-	r.walkStack(p, id, func(e *frameEntry, skip int) {
-		e.json()
-		out = append(out, frameRun{e, skip})
 	})
 	return out
 }

@@ -186,6 +186,55 @@ func TestWriteJSONWriteError(t *testing.T) {
 	}
 }
 
+// countingWriter records the size of each write.
+type countingWriter struct {
+	stdbytes.Buffer
+	writes []int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.writes = append(w.writes, len(b))
+	return w.Buffer.Write(b)
+}
+
+// TestWriteJSONChunks: a report of many chunks, one piece of it longer
+// than a chunk, is written whole and in order, in writes of a chunk at
+// most but for that piece's.
+func TestWriteJSONChunks(t *testing.T) {
+	var r jsonReport
+	frames := []jsonFrame{{Address: "0x401000", Module: "/bin/prog", Function: "main", File: "a.c", Line: 3, enc: new(frameEnc)},
+		{Address: "0x402000", Module: "/lib/libc.so.6", Function: "__libc_start_main", enc: new(frameEnc)}}
+	for i := 0; i < 6000; i++ {
+		r.Leaks = append(r.Leaks, jsonLeak{Kind: "definite", Bytes: uint64(i),
+			Stack: append([]jsonFrame{{Address: "0x" + strconv.Itoa(i), Module: "/bin/prog"}}, frames...)})
+	}
+	long := strings.Repeat("w", 3*chunkSize/2)
+	r.Warnings = []string{"first", long, "last"}
+	want, err := encodingJSON(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w countingWriter
+	if err := writeJSON(&w, r); err != nil {
+		t.Fatal(err)
+	}
+	if !stdbytes.Equal(w.Bytes(), want) {
+		t.Fatalf("differs from encoding/json's (%d bytes, want %d)", w.Len(), len(want))
+	}
+	if len(w.writes) < 4 {
+		t.Fatalf("%d writes of %d bytes: the report does not span chunks", len(w.writes), len(want))
+	}
+	over := 0
+	for _, n := range w.writes {
+		if n > chunkSize {
+			over++
+		}
+	}
+	if over != 1 {
+		t.Errorf("writes of %v bytes: want one longer than a chunk (%d), the long warning's", w.writes, chunkSize)
+	}
+}
+
 // TestJSONReportLazyStacks: the report written from its frame cache (the
 // leaks' stacks as runs) is the report whose stacks are frames of their
 // own, as encoding/json writes it; allocator frames and inlined ones

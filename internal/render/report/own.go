@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/binary"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -142,18 +143,19 @@ func inDirs(path string, dirs []string) bool {
 	return false
 }
 
-// attribute says whose a leak allocated at frames is: the user's when the
-// innermost frame outside the runtime (see runtimeLibs) is own code, else
-// that frame's library. during is the function own code called to get
-// there (MPI_Init), "" when no own code is on the stack (a library's
-// thread).
-func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during string) {
+// attribute says whose a leak allocated at stack rs is: the user's when
+// the innermost frame outside the runtime (see runtimeLibs) is own code,
+// else that frame's library. during is the function own code called to
+// get there (MPI_Init), "" when no own code is on the stack (a library's
+// thread). The frames of a run share its address's module, so each run is
+// classified once.
+func (r *Report) attribute(p *heap.Process, rs []frameRun) (own bool, lib, during string) {
 	j := -1
 	innermost := ""
-	for i, f := range fs {
-		c := r.moduleClass(p, f.Module)
+	for i, run := range rs {
+		c := r.entryClass(p, run.e)
 		if innermost == "" && c != modUnknown {
-			innermost = f.Module
+			innermost = run.e.fs[0].Module
 		}
 		if c == modOwn || c == modLibrary {
 			j = i
@@ -166,13 +168,14 @@ func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during s
 		// stays the user's.
 		return innermost == "", innermost, ""
 	}
-	if r.moduleClass(p, fs[j].Module) == modOwn {
+	if r.entryClass(p, rs[j].e) == modOwn {
 		return true, "", ""
 	}
-	lib = fs[j].Module
-	for k := j + 1; k < len(fs); k++ {
-		if r.moduleClass(p, fs[k].Module) == modOwn {
-			f := fs[k-1]
+	lib = rs[j].e.fs[0].Module
+	for k := j + 1; k < len(rs); k++ {
+		if r.entryClass(p, rs[k].e) == modOwn {
+			fs := rs[k-1].e.fs
+			f := fs[len(fs)-1]
 			during = f.Function
 			if during == "" {
 				during = filepath.Base(f.Module)
@@ -181,6 +184,14 @@ func (r *Report) attribute(p *heap.Process, fs []Frame) (own bool, lib, during s
 		}
 	}
 	return false, lib, during
+}
+
+// entryClass is moduleClass of e's module, kept with e.
+func (r *Report) entryClass(p *heap.Process, e *frameEntry) int {
+	if e.class == 0 {
+		e.class = uint8(r.moduleClass(p, e.fs[0].Module)) + 1
+	}
+	return int(e.class) - 1
 }
 
 // unreachable returns p's leak groups but the still reachable ones, which
@@ -220,11 +231,64 @@ func (r *Report) allLeaks(p *heap.Process) []leak {
 	return append(ls[:len(ls):len(ls)], reach...)
 }
 
+// foldFrame is what of a frame decides whether two groups fold into one,
+// as stackKey compares frames: with a source line, the function, file,
+// line and whether inlined; without one, the function, the module's base
+// name and whether inlined; unsymbolized, the module's base name and the
+// offset.
+type foldFrame struct {
+	fn, file string
+	line     int
+	off      uint64
+	inlined  bool
+	shape    uint8
+}
+
+func foldFrameOf(f *Frame) foldFrame {
+	switch {
+	case f.File != "" && f.Line > 0:
+		return foldFrame{fn: f.Function, file: f.File, line: f.Line, inlined: f.Inlined}
+	case f.Function != "":
+		return foldFrame{fn: f.Function, file: filepath.Base(f.Module), inlined: f.Inlined, shape: 1}
+	}
+	return foldFrame{file: filepath.Base(f.Module), off: f.Offset, shape: 2}
+}
+
+// foldIDs returns e's frames numbered by foldFrame, equal numbers for
+// equal foldFrames across the report: a stack's key is then a few bytes
+// a frame, not its names (cc1plus: 220,000 frames of 4,200 distinct).
+func (r *Report) foldIDs(e *frameEntry) []uint32 {
+	if e.fold == nil {
+		e.fold = make([]uint32, len(e.fs))
+		if r.foldIDOf == nil {
+			r.foldIDOf = map[foldFrame]uint32{}
+		}
+		for i := range e.fs {
+			k := foldFrameOf(&e.fs[i])
+			id, ok := r.foldIDOf[k]
+			if !ok {
+				id = uint32(len(r.foldIDOf))
+				r.foldIDOf[k] = id
+			}
+			e.fold[i] = id
+		}
+	}
+	return e.fold
+}
+
 // foldKey is what makes two groups one: their kind, allocation function
 // and stack as stackKey compares it (a frame without a source line by
-// function and module, not by return address).
-func foldKey(kind event.LeakKind, fn event.Fn, fs []Frame) string {
-	return kind.String() + "\x02" + fn.String() + "\x02" + stackKey(fs)
+// function and module, not by return address), appended to b; n is the
+// number of frames shown.
+func (r *Report) foldKey(b []byte, p *heap.Process, kind event.LeakKind, fn event.Fn, id heap.StackID) (_ []byte, n int) {
+	b = append(b, byte(kind), byte(fn))
+	r.walkStack(p, id, func(e *frameEntry, skip int) {
+		for _, x := range r.foldIDs(e)[skip:] {
+			b = binary.LittleEndian.AppendUint32(b, x)
+			n++
+		}
+	})
+	return b, n
 }
 
 // fold makes p's leak groups into the report's: groups whose stacks
@@ -236,15 +300,16 @@ func (r *Report) fold(p *heap.Process, gs []heap.LeakGroup) []leak {
 	out := make([]leak, 0, len(gs))
 	idx := map[string]int{}
 	canon := map[heap.StackID]heap.StackID{} // a definite group's stack -> its group's
+	var key []byte
 	for _, g := range gs {
 		var fn event.Fn
 		var allocs uint64
 		if s := p.Site(g.Stack); s != nil {
 			fn, allocs = s.Fn, s.Allocs
 		}
-		fs := r.Stack(p, g.Stack)
-		k := foldKey(g.Kind, fn, fs)
-		if i, ok := idx[k]; ok && len(fs) > 0 {
+		var n int
+		key, n = r.foldKey(key[:0], p, g.Kind, fn, g.Stack)
+		if i, ok := idx[string(key)]; ok && n > 0 {
 			l := &out[i]
 			l.Bytes += g.Bytes
 			l.Blocks += g.Blocks
@@ -260,9 +325,9 @@ func (r *Report) fold(p *heap.Process, gs []heap.LeakGroup) []leak {
 			}
 			continue
 		}
-		idx[k] = len(out)
+		idx[string(key)] = len(out)
 		l := leak{LeakGroup: g, fn: fn, allocs: allocs, stacks: 1}
-		l.own, l.lib, l.during = r.attribute(p, fs)
+		l.own, l.lib, l.during = r.attribute(p, r.stackRuns(p, g.Stack))
 		out = append(out, l)
 	}
 	for i := range out {

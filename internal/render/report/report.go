@@ -95,7 +95,7 @@ type Report struct {
 	s         *heap.Session
 	main      int32
 	opts      Options
-	cache     map[frameKey]*frameEntry
+	cache     map[*heap.Process]*frameCache
 	warnings  []string
 	noLines   map[string]bool // modules of shown frames: true while none had a source line
 	supp      *suppress.Set
@@ -110,6 +110,10 @@ type Report struct {
 	allocCache map[*heap.Process][]Allocator
 	// moduleFiles are moduleFile's answers, by module path.
 	moduleFiles map[string]string
+	// runCache: each stack walked, as runs of the frame cache.
+	runCache map[stackRef][]frameRun
+	// foldIDOf numbers the frames as fold compares them (foldIDs).
+	foldIDOf map[foldFrame]uint32
 }
 
 // Warn adds a warning to the report (the symbolizer's, which arrive while
@@ -118,8 +122,11 @@ func (r *Report) Warn(msg string) { r.warnings = append(r.warnings, msg) }
 
 // frameEntry is an address's frames, and as JSON once asked for.
 type frameEntry struct {
-	fs []Frame
-	js []jsonFrame
+	fs   []Frame
+	js   []jsonFrame
+	fold []uint32 // foldIDs'
+	// class: entryClass's answer plus one (0: not asked yet).
+	class uint8
 }
 
 type frameKey struct {
@@ -136,7 +143,7 @@ func New(s *heap.Session, main int32, opts Options) *Report {
 	if opts.MaxLeaks == 0 {
 		opts.MaxLeaks = 25
 	}
-	return &Report{s: s, main: main, opts: opts, cache: map[frameKey]*frameEntry{},
+	return &Report{s: s, main: main, opts: opts, cache: map[*heap.Process]*frameCache{},
 		warnings: append([]string(nil), opts.Warnings...), noLines: map[string]bool{}}
 }
 
@@ -213,11 +220,39 @@ func (r *Report) Stack(p *heap.Process, id heap.StackID) []Frame {
 // walkStack calls f with each address of stack id of p that Stack shows:
 // its frames (r.frame's), of which the first skip are not shown.
 func (r *Report) walkStack(p *heap.Process, id heap.StackID, f func(e *frameEntry, skip int)) {
+	for _, run := range r.stackRuns(p, id) {
+		f(run.e, run.skip)
+	}
+}
+
+// frameRun is the frames of one address of a stack: e's frames from skip
+// on.
+type frameRun struct {
+	e    *frameEntry
+	skip int
+}
+
+type stackRef struct {
+	p  *heap.Process
+	id heap.StackID
+}
+
+// stackRuns resolves stack id of p into runs of the frame cache, once: a
+// report walks a stack to fold its group, to attribute it and to write
+// it, and a lookup of each address in the frame cache cost more than the
+// rest of a walk.
+func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
+	k := stackRef{p, id}
+	if rs, ok := r.runCache[k]; ok {
+		return rs
+	}
 	frames := p.Stacks.Frames(id)
 	mods := p.Stacks.Modules(id)
+	out := make([]frameRun, 0, len(frames))
+	cache := r.framesOf(p)
 	top := true
 	for i, a := range frames {
-		e := r.frameEntry(p, mods[i], a)
+		e := cache.entry(r, p, mods[i], a)
 		fs := e.fs
 		if top && isAllocator(fs) {
 			continue
@@ -231,8 +266,13 @@ func (r *Report) walkStack(p *heap.Process, id heap.StackID, f func(e *frameEntr
 			}
 		}
 		top = false
-		f(e, skip)
+		out = append(out, frameRun{e, skip})
 	}
+	if r.runCache == nil {
+		r.runCache = map[stackRef][]frameRun{}
+	}
+	r.runCache[k] = out
+	return out
 }
 
 // inlineAllocators are glibc's inline wrappers of the allocator (in
@@ -243,11 +283,47 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 	return r.frameEntry(p, mod, addr).fs
 }
 
+// frameCache is the frame entries of one process, by module (its index
+// plus one; 0: none) and address: integer keys, which Go's maps hash
+// fastest, for the 100,000s of frames of a large report.
+type frameCache []map[uint64]*frameEntry
+
 func (r *Report) frameEntry(p *heap.Process, mod int32, addr uint64) *frameEntry {
-	k := frameKey{mod, p, addr}
-	if e, ok := r.cache[k]; ok {
+	return r.framesOf(p).entry(r, p, mod, addr)
+}
+
+func (r *Report) framesOf(p *heap.Process) *frameCache {
+	c := r.cache[p]
+	if c == nil {
+		c = &frameCache{}
+		r.cache[p] = c
+	}
+	return c
+}
+
+func (c *frameCache) entry(r *Report, p *heap.Process, mod int32, addr uint64) *frameEntry {
+	i := 0
+	if mod >= 0 && int(mod) < len(p.Modules) {
+		i = int(mod) + 1
+	}
+	if i >= len(*c) {
+		*c = append(*c, make([]map[uint64]*frameEntry, i+1-len(*c))...)
+	}
+	m := (*c)[i]
+	if e, ok := m[addr]; ok {
 		return e
 	}
+	if m == nil {
+		m = map[uint64]*frameEntry{}
+		(*c)[i] = m
+	}
+	e := r.resolve(p, mod, addr)
+	m[addr] = e
+	return e
+}
+
+// resolve symbolizes addr of module mod of p.
+func (r *Report) resolve(p *heap.Process, mod int32, addr uint64) *frameEntry {
 	f := Frame{Address: addr, ModIndex: -1}
 	var fs []Frame
 	if mod >= 0 && int(mod) < len(p.Modules) {
@@ -273,9 +349,7 @@ func (r *Report) frameEntry(p *heap.Process, mod int32, addr uint64) *frameEntry
 			r.noLines[f.Module] = !lines
 		}
 	}
-	e := &frameEntry{fs: fs}
-	r.cache[k] = e
-	return e
+	return &frameEntry{fs: fs}
 }
 
 // linesNote says which modules of the shown stacks had no source lines.
