@@ -20,23 +20,15 @@ func traceEvents(b *testing.B) ([]event.Event, uint) {
 	if path == "" {
 		b.Skip("needs LPT_FILE (a trace, e.g. of bench/workloads/longlived.c)")
 	}
-	r, err := tracefile.Open(path)
+	batches, shift, err := tracefile.ReadBatches(path, 4096)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer r.Close()
 	var evs []event.Event
-	buf := make([]event.Event, 0, 4096)
-	for {
-		buf, err = r.Next(buf)
-		evs = append(evs, buf...)
-		if err == io.EOF {
-			return evs, r.TimeShift()
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, batch := range batches {
+		evs = append(evs, batch...)
 	}
+	return evs, shift
 }
 
 // threadCPU is the CPU time of the calling thread and of the process.
@@ -50,8 +42,8 @@ func threadCPU() (thread, proc time.Duration) {
 
 // BenchmarkSinkStages is what the sink does per event of a real trace
 // (LPT_FILE=x.lpt go test -bench SinkStages): the model update, the trace
-// encoding (on the sink's goroutine) and the trace with its compression
-// (on the writer's), in CPU time per event. The events come in batches
+// encoding (on the sink's goroutine, or aside: on one of its own) and the
+// trace with its compression (on the writer's), in CPU time per event. The events come in batches
 // of 4,096 copied in first, as the pipelines hand them over.
 func BenchmarkSinkStages(b *testing.B) {
 	evs, shift := traceEvents(b)
@@ -59,11 +51,14 @@ func BenchmarkSinkStages(b *testing.B) {
 		name         string
 		model, trace bool
 		compression  tracefile.Compression
+		encode       tracefile.EncodeOn
 	}{
-		{"model", true, false, 0},
-		{"trace-fastest", false, true, tracefile.CompressFastest},
-		{"trace-default", false, true, tracefile.CompressDefault},
-		{"both", true, true, tracefile.CompressFastest},
+		{"model", true, false, 0, 0},
+		{"trace-fastest", false, true, tracefile.CompressFastest, tracefile.EncodeInWrite},
+		{"trace-fastest-aside", false, true, tracefile.CompressFastest, tracefile.EncodeAside},
+		{"trace-default", false, true, tracefile.CompressDefault, tracefile.EncodeInWrite},
+		{"both", true, true, tracefile.CompressFastest, tracefile.EncodeInWrite},
+		{"both-aside", true, true, tracefile.CompressFastest, tracefile.EncodeAside},
 	}
 	for _, st := range stages {
 		b.Run(st.name, func(b *testing.B) {
@@ -77,7 +72,7 @@ func BenchmarkSinkStages(b *testing.B) {
 				var w *tracefile.Writer
 				if st.trace {
 					var err error
-					w, err = tracefile.NewWriterOptions(io.Discard, tracefile.Meta{}, tracefile.Options{Compression: st.compression, TimeShift: shift})
+					w, err = tracefile.NewWriterOptions(io.Discard, tracefile.Meta{}, tracefile.Options{Compression: st.compression, TimeShift: shift, Encode: st.encode})
 					if err != nil {
 						b.Fatal(err)
 					}

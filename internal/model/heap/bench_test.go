@@ -1,7 +1,6 @@
 package heap
 
 import (
-	"io"
 	"os"
 	"runtime"
 	"syscall"
@@ -131,23 +130,13 @@ func BenchmarkApplyTrace(b *testing.B) {
 	if path == "" {
 		b.Skip("needs LPT_FILE (a trace, e.g. of bench/workloads/longlived.c)")
 	}
-	r, err := tracefile.Open(path)
+	batches, _, err := tracefile.ReadBatches(path, 4096)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer r.Close()
-	var batches [][]event.Event
 	n := 0
-	for {
-		buf, err := r.Next(make([]event.Event, 0, 4096))
-		batches = append(batches, buf)
-		n += len(buf)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, evs := range batches {
+		n += len(evs)
 	}
 	runtime.GC()
 	runtime.LockOSThread()

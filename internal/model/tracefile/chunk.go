@@ -382,22 +382,23 @@ func (e *encoder) payload(b []byte) []byte {
 // as primary says, to b. If flags asks for the other time coding, alt
 // replaces the time stream.
 func appendPayload(b []byte, s *[numStreams][]byte, alt []byte, primary, flags byte) []byte {
-	b = append(b, flags)
-	for i := range numStreams {
-		st := s[i]
-		if i == sTime && flags&timeEMA != primary {
-			st = alt
-		}
-		if i < numStreams-1 {
-			b = binary.AppendUvarint(b, uint64(len(st)))
-		}
+	st := *s
+	if flags&timeEMA != primary {
+		st[sTime] = alt
 	}
-	for i := range numStreams {
-		st := s[i]
-		if i == sTime && flags&timeEMA != primary {
-			st = alt
-		}
-		b = append(b, st...)
+	b = appendHead(b, &st, flags)
+	for i := range st {
+		b = append(b, st[i]...)
+	}
+	return b
+}
+
+// appendHead appends the head of a payload of streams s: flags and the
+// lengths of all streams but the last.
+func appendHead(b []byte, s *[numStreams][]byte, flags byte) []byte {
+	b = append(b, flags)
+	for i := range numStreams - 1 {
+		b = binary.AppendUvarint(b, uint64(len(s[i])))
 	}
 	return b
 }
@@ -530,6 +531,17 @@ func checkEvent(ev *event.Event) error {
 // look at.
 func needsCheck(ev *event.Event) bool {
 	return ev.Frames() != nil || ev.Text() != "" || ev.ModuleInfo() != nil || ev.ProcessInfo() != nil
+}
+
+// checkLimits reports why ev cannot be stored, or nil.
+func checkLimits(ev *event.Event) error {
+	if ev.Proc >= event.MaxImages {
+		return fmt.Errorf("%v event of process image %d (limit %d)", ev.Kind, ev.Proc, event.MaxImages)
+	}
+	if ev.X != nil && needsCheck(ev) {
+		return checkEvent(ev)
+	}
+	return nil
 }
 
 // add appends one event to the chunk. It returns an error, and adds

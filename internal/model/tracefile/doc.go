@@ -21,7 +21,7 @@
 // Events beyond the limits (MaxFrames, MaxString, MaxSegments, MaxArgs)
 // are refused by Write.
 //
-// # On-disk format, version 1
+// # On-disk format, version 9
 //
 // All integers in headers are little-endian; CRCs are CRC32-C
 // (Castagnoli).
@@ -30,10 +30,16 @@
 //	header  = "LEAKPATH" | u16 version | u16 flags | u32 n | Meta JSON (n bytes) | u32 crc
 //	          flags bits 0-5: time shift (Options.TimeShift); others 0.
 //	          crc covers everything before it; n ≤ 1 MiB.
-//	chunk   = "LPCK" | u32 clen | u32 rlen | u32 count | u32 dcrc | u32 hcrc | zstd frame (clen bytes)
-//	          the frame decompresses to rlen bytes (the payload) holding
-//	          count events; dcrc is the CRC of the frame, hcrc of the 20
-//	          header bytes before it. clen, rlen ≤ 64 MiB.
+//	chunk   = "LPCK" | u32 clen | u32 rlen | u32 count | u32 dcrc | u32 hcrc | data (clen bytes)
+//	          the data decodes to rlen bytes (the payload) holding count
+//	          events; dcrc is the CRC of the data, hcrc of the 20 header
+//	          bytes before it. clen, rlen ≤ 64 MiB.
+//	data    = section* (version 9; before, one zstd frame of the payload)
+//	section = u8 method | uvarint n | uvarint c (methods 1-3) | bytes
+//	          decodes to n bytes; the sections' back to back are the
+//	          payload. Methods: 0 stored (n bytes), 1 a zstd frame, 2 a
+//	          huff0 4X stream with its table (n < 256 KiB), 3 an s2 block
+//	          (c bytes each), 4 one byte repeated n times (1 byte).
 //	trailer = "LPND" | u32 0 | u64 total events (as two u32) | u32 0 | u32 hcrc
 //	          written by Close; a file without it was cut short.
 //
@@ -44,8 +50,12 @@
 // A payload is a flags byte (bit 0: times are coded as residuals from an
 // average, else as plain deltas; the writer picks whichever compresses
 // better, measured every 8 chunks), the uvarint lengths of streams 0-7,
-// then streams 0-8 back to back. Splitting the values by kind lets zstd
-// see homogeneous data:
+// then streams 0-8 back to back. Splitting the values by kind lets the
+// compressor see homogeneous data: the writer codes the head stored and
+// each stream with the method a probe every 32 chunks found best for its
+// cost (most streams are near their order-0 entropy: a Huffman code gets
+// what zstd does at a fraction of its time; zstd where it halves what
+// s2 codes), or all with zstd at CompressDefault and CompressBetter:
 //
 //	0 ops     one op byte per event, plus pseudo-ops
 //	1 time    uvarint zigzag time deltas (or residuals)
@@ -132,7 +142,9 @@
 // bytes); an older file holding what its version did not have is corrupt.
 // Version 7 added the compact aggregate (op 0x07). Version 8 codes the
 // stack id of a heap event from the chunk's latest StackDef's (the agent
-// defines a stack just before its first use). Pending events (the
+// defines a stack just before its first use). Version 9 codes a chunk's
+// data as sections, each stream its own way, instead of one zstd frame
+// (zstd's fastest level cost as much per event as coding the events). Pending events (the
 // threads' pending bytes for the peak, since wire version 9) travel as
 // generic events of a kind older readers do not know and skip: no version
 // of their own.

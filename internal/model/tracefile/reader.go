@@ -25,6 +25,7 @@ type Reader struct {
 	off     int64 // file offset of the next byte of r
 
 	zdec      *zstd.Decoder
+	unpack    unpacker
 	dec       *decoder
 	comp, raw []byte
 	inChunk   bool
@@ -122,6 +123,7 @@ func newReader(rd io.Reader, path string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracefile: %s: %w", r.name(), err)
 	}
+	r.unpack.zdec = r.zdec
 	r.dec = newDecoder()
 	r.dec.shift = shift
 	r.dec.version = r.version
@@ -256,25 +258,38 @@ func (r *Reader) loadChunk() error {
 	if crc32.Checksum(r.comp, castagnoli) != h.crc {
 		return r.corrupt(start, ErrChecksum, "chunk data checksum mismatch")
 	}
-	var zh zstd.Header
-	if err := zh.Decode(r.comp); err != nil || zh.HasFCS && zh.FrameContentSize != uint64(h.rawLen) {
-		return r.corrupt(start, ErrCorrupt, "chunk data is not a zstd frame of %d bytes", h.rawLen)
-	}
-	if cap(r.raw) < int(h.rawLen) {
-		r.raw = make([]byte, 0, h.rawLen)
-	}
-	raw, err := r.zdec.DecodeAll(r.comp, r.raw[:0:h.rawLen])
+	raw, err := r.decompress(h.rawLen)
 	if err != nil {
-		return r.corrupt(start, ErrCorrupt, "decompress: %v", err)
-	}
-	if len(raw) != int(h.rawLen) {
-		return r.corrupt(start, ErrCorrupt, "chunk decompresses to %d bytes, want %d", len(raw), h.rawLen)
+		return r.corrupt(start, ErrCorrupt, "%v", err)
 	}
 	if err := r.dec.reset(raw); err != nil {
 		return r.corrupt(start, ErrCorrupt, "%v", err)
 	}
 	r.inChunk, r.chunkOff, r.count = true, start, h.count
 	return nil
+}
+
+// decompress decodes the chunk data in r.comp to its payload of rawLen
+// bytes: sections since format version 9, one zstd frame before.
+func (r *Reader) decompress(rawLen uint32) ([]byte, error) {
+	if cap(r.raw) < int(rawLen) {
+		r.raw = make([]byte, 0, rawLen)
+	}
+	if r.version >= 9 {
+		return r.unpack.unpack(r.raw[:0:rawLen], r.comp, int(rawLen))
+	}
+	var zh zstd.Header
+	if err := zh.Decode(r.comp); err != nil || zh.HasFCS && zh.FrameContentSize != uint64(rawLen) {
+		return nil, fmt.Errorf("chunk data is not a zstd frame of %d bytes", rawLen)
+	}
+	raw, err := r.zdec.DecodeAll(r.comp, r.raw[:0:rawLen])
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %v", err)
+	}
+	if len(raw) != int(rawLen) {
+		return nil, fmt.Errorf("chunk decompresses to %d bytes, want %d", len(raw), rawLen)
+	}
+	return raw, nil
 }
 
 // Offset is how many bytes of the file the reader has read so far (for

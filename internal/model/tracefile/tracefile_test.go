@@ -68,7 +68,10 @@ func TestRoundTrip(t *testing.T) {
 		batch int
 	}{
 		{"default", Options{}, 1000},
+		{"in-write", Options{Encode: EncodeInWrite}, 1000},
+		{"aside", Options{Encode: EncodeAside, ChunkSize: 30000}, 5000},
 		{"small-chunks", Options{ChunkSize: 2000}, 7},
+		{"small-chunks-aside", Options{ChunkSize: 2000, Encode: EncodeAside}, 7},
 		{"sync", Options{ChunkSize: 10000, Sync: true}, 1},
 		{"zstd-default", Options{Compression: CompressDefault, ChunkSize: 50000}, 333},
 		{"zstd-better", Options{Compression: CompressBetter}, 5000},
@@ -280,11 +283,12 @@ func TestFlippedByte(t *testing.T) {
 // TestNoRetention mutates every slice after Write and checks that the
 // trace holds the values at the time of Write.
 func TestNoRetention(t *testing.T) {
-	for _, sync := range []bool{false, true} {
+	for _, mode := range writeModes {
 		evs := newGen(5).events(5000)
 		want := normalize(evs)
 		var b bytes.Buffer
-		w, err := NewWriterOptions(&b, testMeta, Options{Sync: sync, ChunkSize: 4000})
+		mode.ChunkSize = 4000
+		w, err := NewWriterOptions(&b, testMeta, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,6 +319,11 @@ func TestNoRetention(t *testing.T) {
 				}
 				if c := ev.ClockInfo(); c != nil {
 					c.Ticks = 0xbad
+				}
+				if st := ev.StaleInfo(); st != nil {
+					for k := range st.Referenced {
+						st.Referenced[k] = 0xbad
+					}
 				}
 				*ev = event.Event{Kind: event.Free, Addr: 1}
 			}
@@ -368,9 +377,13 @@ func (f *failWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// writeModes are the ways a Writer can run: each goroutine arrangement.
+var writeModes = []Options{{Sync: true}, {Encode: EncodeInWrite}, {Encode: EncodeAside}}
+
 func TestWriteError(t *testing.T) {
-	for _, sync := range []bool{false, true} {
-		w, err := NewWriterOptions(&failWriter{n: 2}, testMeta, Options{Sync: sync, ChunkSize: 1000})
+	for _, mode := range writeModes {
+		mode.ChunkSize = 1000
+		w, err := NewWriterOptions(&failWriter{n: 2}, testMeta, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,10 +395,10 @@ func TestWriteError(t *testing.T) {
 			err = w.Flush()
 		}
 		if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "at byte") {
-			t.Errorf("sync=%v: %v", sync, err)
+			t.Errorf("%+v: %v", mode, err)
 		}
 		if cerr := w.Close(); cerr == nil {
-			t.Errorf("sync=%v: Close after a write error succeeded", sync)
+			t.Errorf("%+v: Close after a write error succeeded", mode)
 		}
 	}
 }

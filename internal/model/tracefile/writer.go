@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -31,10 +33,12 @@ type Options struct {
 	ChunkSize int
 	// Compression is the zstd level.
 	Compression Compression
-	// Sync compresses and writes chunks on the goroutine that calls
-	// Write or Flush. Otherwise a background goroutine compresses and
-	// writes chunk N while Write encodes chunk N+1.
+	// Sync encodes, compresses and writes chunks on the goroutine that
+	// calls Write or Flush. Otherwise a background goroutine compresses
+	// and writes chunk N while chunk N+1 is encoded, where Encode says.
 	Sync bool
+	// Encode says where events are encoded when not Sync.
+	Encode EncodeOn
 	// TimeShift, when not 0, makes the trace lossy: every Event.Time is
 	// stored as Time>>TimeShift and read back as (Time>>TimeShift)<<
 	// TimeShift. Exact ticks are often the largest part of a trace; with
@@ -47,6 +51,24 @@ type Options struct {
 	version int
 }
 
+// EncodeOn says where a Writer encodes events.
+type EncodeOn int
+
+// Where to encode. The zero value is EncodeAuto.
+const (
+	// EncodeAuto is EncodeAside when GOMAXPROCS is more than 2, else
+	// EncodeInWrite: the copy for the encoder's goroutine and its reading
+	// the events on another core cost about what compression does (8-10
+	// ns an event), so it pays only where a core is free for it.
+	EncodeAuto EncodeOn = iota
+	// EncodeInWrite encodes on the goroutine that calls Write.
+	EncodeInWrite
+	// EncodeAside makes Write only check and copy the events, which a
+	// goroutine of their own encodes: the caller's time per event drops
+	// to a few ns.
+	EncodeAside
+)
+
 // ErrClosed is returned by a Writer used after Close.
 var ErrClosed = errors.New("tracefile: writer is closed")
 
@@ -55,19 +77,29 @@ var ErrClosed = errors.New("tracefile: writer is closed")
 // to the last whole chunk even if the recorder is killed. A Writer is not
 // safe for concurrent use.
 type Writer struct {
-	path      string
-	f         *os.File // nil for NewWriter
-	w         io.Writer
-	enc       *encoder
-	zenc      *zstd.Encoder
+	path string
+	f    *os.File // nil for NewWriter
+	w    io.Writer
+	enc  *encoder
+	zenc *zstd.Encoder
+	pack packer // owned by the goroutine that compresses
+	// whole compresses the payload as one zstd frame, as format versions
+	// before 9 did (tests of readers of older traces).
+	whole     bool
 	chunkSize int
 	events    atomic.Int64
 	written   atomic.Int64
 
-	// The background pipeline; jobs is nil in Sync mode.
-	jobs chan *job
-	pool chan *job
-	done chan struct{}
+	// The background pipeline: jobs is nil in Sync mode, evs unless the
+	// events are encoded aside.
+	evs     chan evBatch // events to encode, from Write
+	evPool  chan []event.Event
+	pend    []event.Event // events copied by Write, not yet sent to evs
+	extra   bool          // some of pend have an Extra
+	encDone chan struct{}
+	jobs    chan *job // chunks to compress and write
+	pool    chan *job
+	done    chan struct{}
 
 	mu  sync.Mutex
 	err error // the first write error; sticky
@@ -84,6 +116,18 @@ type Writer struct {
 	closed   bool
 	closeErr error
 }
+
+// evBatch is a run of events on their way to the encoder, or a flush
+// marker.
+type evBatch struct {
+	evs   []event.Event
+	extra bool // some of evs have an Extra
+	flush chan struct{}
+}
+
+// handOff is how many events Write gathers before it hands them to the
+// encoder.
+const handOff = 4096
 
 // job is a closed chunk on its way to the file, or a flush marker.
 type job struct {
@@ -173,7 +217,9 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 	if err != nil {
 		return nil, fmt.Errorf("tracefile: %s: %w", name, err)
 	}
-	tw := &Writer{path: name, w: w, enc: newEncoder(), zenc: zenc, chunkSize: size}
+	tw := &Writer{path: name, w: w, enc: newEncoder(), zenc: zenc, chunkSize: size,
+		whole: opts.version != 0 && opts.version < 9}
+	tw.pack = packer{zenc: zenc, zstdOnly: level != zstd.SpeedFastest}
 	tw.enc.shift = uint8(opts.TimeShift)
 	tw.enc.before7 = opts.version != 0 && opts.version < 7
 	tw.enc.before8 = opts.version != 0 && opts.version < 8
@@ -189,6 +235,13 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 		tw.pool = make(chan *job, 3)
 		tw.done = make(chan struct{})
 		go tw.worker()
+		if opts.Encode == EncodeAside || opts.Encode == EncodeAuto && runtime.GOMAXPROCS(0) > 2 {
+			tw.evs = make(chan evBatch, 2)
+			tw.evPool = make(chan []event.Event, 3)
+			tw.encDone = make(chan struct{})
+			tw.pend = make([]event.Event, 0, handOff)
+			go tw.encodeLoop()
+		}
 	}
 	return tw, nil
 }
@@ -202,10 +255,10 @@ func windowFor(size int) int {
 	return w
 }
 
-// Write appends events in order. It buffers at most one chunk (plus one
-// being compressed) and never retains evs or any slice they refer to. An
-// event beyond the format's limits (MaxFrames, MaxString...) is an error;
-// the events before it are written.
+// Write appends events in order. It buffers at most a few chunks and
+// never retains evs or any slice they refer to (it copies the events for
+// the encoder's goroutine). An event beyond the format's limits (MaxFrames, MaxString...) is an
+// error; the events before it are written.
 func (w *Writer) Write(evs []event.Event) error {
 	if w.closed {
 		return ErrClosed
@@ -213,18 +266,99 @@ func (w *Writer) Write(evs []event.Event) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
+	if i, err := w.accept(evs); err != nil {
+		return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
+	}
+	return w.failed()
+}
+
+// accept takes the events before the first one beyond the format's
+// limits, and returns its index and why: encodes them, or copies them for
+// the encoder's goroutine, in one pass.
+func (w *Writer) accept(evs []event.Event) (int, error) {
+	if w.evs == nil {
+		n, err := w.encode(evs)
+		w.events.Add(int64(n))
+		return n, err
+	}
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Proc >= event.MaxImages || ev.X != nil {
+			if err := checkLimits(ev); err != nil {
+				w.events.Add(int64(i))
+				return i, err
+			}
+		}
+		w.pend = append(w.pend, *ev)
+		if ev.X != nil {
+			w.pend[len(w.pend)-1].X = detach(ev.X)
+			w.extra = true
+		}
+		if len(w.pend) >= handOff {
+			w.sendPending(nil)
+		}
+	}
+	w.events.Add(int64(len(evs)))
+	return 0, nil
+}
+
+// sendPending hands the events copied so far, and flush if not nil, to the
+// encoder's goroutine.
+func (w *Writer) sendPending(flush chan struct{}) {
+	if len(w.pend) == 0 && flush == nil {
+		return
+	}
+	w.evs <- evBatch{evs: w.pend, extra: w.extra, flush: flush}
+	w.extra = false
+	select {
+	case w.pend = <-w.evPool:
+	default:
+		w.pend = make([]event.Event, 0, handOff)
+	}
+}
+
+// encode adds events to the chunk, closing it when full, up to the first
+// one beyond the format's limits: it returns how many it added and why it
+// stopped.
+func (w *Writer) encode(evs []event.Event) (int, error) {
 	for i := range evs {
 		if err := w.enc.add(&evs[i]); err != nil {
-			w.events.Add(int64(i))
-			return fmt.Errorf("tracefile: %s: event %d of the batch: %w", w.path, i, err)
+			return i, err
 		}
 		w.last = max(w.last, evs[i].Time)
 		if w.enc.full(w.chunkSize) {
 			w.closeChunk()
 		}
 	}
-	w.events.Add(int64(len(evs)))
-	return w.failed()
+	return len(evs), nil
+}
+
+// encodeLoop encodes the events Write sends, and at a flush marker ends
+// the chunk and passes the marker on to the compressing goroutine.
+func (w *Writer) encodeLoop() {
+	defer close(w.encDone)
+	defer close(w.jobs)
+	for b := range w.evs {
+		if _, err := w.encode(b.evs); err != nil {
+			// (accept checked the limits: not expected.)
+			w.fail(fmt.Errorf("tracefile: %s: %w", w.path, err))
+		}
+		if b.extra {
+			// Drop what the events point to (heap events point to
+			// nothing: most batches need no pass).
+			for i := range b.evs {
+				b.evs[i].X = nil
+			}
+		}
+		select {
+		case w.evPool <- b.evs[:0]:
+		default:
+		}
+		if b.flush != nil {
+			w.closeChunk()
+			w.jobs <- &job{flush: b.flush}
+		}
+	}
 }
 
 // Flush ends the current chunk and writes it out with one write call,
@@ -233,12 +367,18 @@ func (w *Writer) Flush() error {
 	if w.closed {
 		return ErrClosed
 	}
-	w.closeChunk()
-	if w.jobs != nil {
-		j := &job{flush: make(chan struct{})}
-		w.jobs <- j
-		<-j.flush
+	if w.jobs == nil {
+		w.closeChunk()
+		return w.failed()
 	}
+	flush := make(chan struct{})
+	if w.evs != nil {
+		w.sendPending(flush)
+	} else {
+		w.closeChunk()
+		w.jobs <- &job{flush: flush}
+	}
+	<-flush
 	return w.failed()
 }
 
@@ -251,8 +391,13 @@ func (w *Writer) Close() error {
 	}
 	err := w.Flush()
 	w.closed = true
-	if w.jobs != nil {
+	if w.evs != nil {
+		close(w.evs) // encodeLoop closes jobs
+		<-w.encDone
+	} else if w.jobs != nil {
 		close(w.jobs)
+	}
+	if w.jobs != nil {
 		<-w.done
 	}
 	if err == nil {
@@ -286,6 +431,15 @@ func (w *Writer) Kept() (events, bytes int64, last uint64) {
 	return w.keptEvents.Load(), w.written.Load(), w.keptTime.Load()
 }
 
+// fail records the first error.
+func (w *Writer) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
 func (w *Writer) failed() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -303,10 +457,10 @@ func (w *Writer) closeChunk() {
 	default:
 		j = new(job)
 	}
-	for i := range j.s {
-		j.s[i] = append(j.s[i][:0], w.enc.s[i]...)
-	}
-	j.alt = append(j.alt[:0], w.enc.alt...)
+	// The job takes the encoder's streams and leaves it its own, emptied
+	// by reset.
+	j.s, w.enc.s = w.enc.s, j.s
+	j.alt, w.enc.alt = w.enc.alt, j.alt
 	j.mode, j.dual = w.enc.timeMode, w.enc.dual
 	j.count = uint32(w.enc.n)
 	j.last, w.last = w.last, 0
@@ -372,38 +526,59 @@ func (w *Writer) compress(j *job) {
 	}
 	flags := j.mode
 	if j.dual {
-		w.probe = w.zenc.EncodeAll(j.s[sTime], w.probe[:0])
-		primary := len(w.probe)
-		w.probe = w.zenc.EncodeAll(j.alt, w.probe[:0])
-		if len(w.probe) < primary {
+		if w.codedTimeLen(j.alt) < w.codedTimeLen(j.s[sTime]) {
 			flags ^= timeEMA
 		}
 		w.timeMode.Store(uint32(flags) + 1)
 	}
-	j.raw = appendPayload(j.raw[:0], &j.s, j.alt, j.mode, flags)
 	out := append(j.out[:0], make([]byte, chunkHeaderSize)...)
-	out = w.zenc.EncodeAll(j.raw, out)
+	var rawLen int
+	if w.whole {
+		j.raw = appendPayload(j.raw[:0], &j.s, j.alt, j.mode, flags)
+		out = w.zenc.EncodeAll(j.raw, out)
+		rawLen = len(j.raw)
+	} else {
+		st := j.s
+		if flags != j.mode {
+			st[sTime] = j.alt
+		}
+		// The methods are chosen again every packProbeEvery chunks: a
+		// program's phases differ. (Trying them all costs twice what
+		// coding a chunk does.)
+		if w.pack.chunks%packProbeEvery == 0 && !w.pack.zstdOnly {
+			w.pack.probe(&st)
+		}
+		w.pack.chunks++
+		j.raw = appendHead(j.raw[:0], &st, flags)
+		out, rawLen = w.pack.appendChunk(out, j.raw, &st)
+	}
 	h := chunkHeader{
 		magic:   chunkMagic,
 		compLen: uint32(len(out) - chunkHeaderSize),
-		rawLen:  uint32(len(j.raw)),
+		rawLen:  uint32(rawLen),
 		count:   j.count,
 		crc:     crc32.Checksum(out[chunkHeaderSize:], castagnoli),
 	}
 	h.put(out)
 	j.out = out
 	if err := w.write(out); err != nil {
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = err
-		}
-		w.mu.Unlock()
+		w.fail(err)
 		return
 	}
 	w.keptEvents.Add(int64(j.count))
 	if j.last > w.keptTime.Load() {
 		w.keptTime.Store(j.last)
 	}
+}
+
+// codedTimeLen is about how many bytes a time stream b codes into, to
+// compare the two ways of coding times.
+func (w *Writer) codedTimeLen(b []byte) int {
+	if w.whole {
+		w.probe = w.zenc.EncodeAll(b, w.probe[:0])
+		return len(w.probe)
+	}
+	return min(w.pack.codedLen(b, packHuff), w.pack.codedLen(b, packS2))
 }
 
 // write writes b whole, or fails; a file is then cut back to where b
@@ -422,4 +597,34 @@ func (w *Writer) write(b []byte) error {
 		return fmt.Errorf("tracefile: %s: write at byte %d: %w", w.path, off, err)
 	}
 	return nil
+}
+
+// detach returns a copy of x that shares nothing a caller may change
+// (strings aside): what Write keeps of an event until it is encoded.
+func detach(x *event.Extra) *event.Extra {
+	c := *x
+	c.Frames = slices.Clone(x.Frames)
+	c.Module = cloneWith(x.Module, func(m *event.Module) {
+		m.BuildID, m.Segments = slices.Clone(m.BuildID), slices.Clone(m.Segments)
+	})
+	c.Process = cloneWith(x.Process, func(p *event.ProcessInfo) { p.Argv = slices.Clone(p.Argv) })
+	c.Clock = cloneWith(x.Clock, func(*event.ClockInfo) {})
+	c.Scan = cloneWith(x.Scan, func(s *event.ScanInfo) {
+		s.Blocks, s.Types, s.Names = slices.Clone(s.Blocks), slices.Clone(s.Types), slices.Clone(s.Names)
+	})
+	c.RootCause = cloneWith(x.RootCause, func(r *event.RootCauseInfo) {
+		r.Functions, r.Branches = slices.Clone(r.Functions), slices.Clone(r.Branches)
+	})
+	c.Stale = cloneWith(x.Stale, func(s *event.StaleInfo) { s.Referenced = slices.Clone(s.Referenced) })
+	return &c
+}
+
+// cloneWith returns a copy of *p, its slices copied by deep, or nil.
+func cloneWith[T any](p *T, deep func(*T)) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	deep(&c)
+	return &c
 }
