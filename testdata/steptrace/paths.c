@@ -1,6 +1,6 @@
 /* paths: known paths for steptrace. For each number read from stdin, main
  * calls begin(x), whose path depends on x; it prints "tid TID begin ADDR
- * a ADDR b ADDR c ADDR" first, and "sum N" at end of file. */
+ * a ADDR b ADDR c ADDR drop ADDR" first, and "sum N" at end of file. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,13 @@ __attribute__((noinline)) void c(int n)
 		sum += i;
 }
 
+/* drop ends in a tail call, jmp free@plt (optimized, unlike the rest). */
+__attribute__((noinline, optimize("O2"))) void drop(void *p)
+{
+	sum += 0;
+	free(p);
+}
+
 __attribute__((noinline)) void begin(int x)
 {
 	if (x > 5) /* the branch the test looks at */
@@ -24,11 +31,13 @@ __attribute__((noinline)) void begin(int x)
 		b();
 	c(3);
 	free(malloc(8));
+	drop(malloc(8));
 }
 
 int main(void)
 {
-	printf("tid %d begin %p a %p b %p c %p\n", (int)gettid(), (void *)begin, (void *)a, (void *)b, (void *)c);
+	printf("tid %d begin %p a %p b %p c %p drop %p\n", (int)gettid(), (void *)begin, (void *)a, (void *)b, (void *)c,
+	       (void *)drop);
 	fflush(stdout);
 	int x;
 	while (scanf("%d", &x) == 1)

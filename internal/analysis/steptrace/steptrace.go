@@ -26,6 +26,7 @@
 package steptrace
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -258,7 +259,8 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 		if r.spent() {
 			return Budget, nil
 		}
-		b, err := r.decodeOn(cur.Rip)
+		from := cur.Rip
+		b, err := r.decodeOn(from)
 		if err != nil {
 			return Gone, err
 		}
@@ -312,6 +314,37 @@ func (r *recorder) run(p *Path) (Outcome, error) {
 				break
 			}
 			r.depth++
+		case op == x86asm.JMP && r.throughStub(cur.Rip):
+			// A tail call into boring code (free@plt at a function's
+			// end): the callee returns for the function, to the
+			// address on top of the stack. Run through, as a call and
+			// the function's return.
+			callee := cur.Rip
+			var w [8]byte
+			if n, err := r.opts.Read(at.Rsp, w[:]); err != nil || n != 8 {
+				return Gone, fmt.Errorf("steptrace: return address of a tail call: %v", err)
+			}
+			ret := binary.LittleEndian.Uint64(w[:])
+			p.Events = append(p.Events, Event{Kind: Enter, Addr: callee})
+			st, err := r.runThrough(ret, at.Rsp+8)
+			if err != nil {
+				return outcomeOf(err), err
+			}
+			cur = st.Regs
+			// The function's exit is its own jump, not a stub's that
+			// the decoding followed on software breakpoints.
+			own := b.end
+			if fb, err := r.decode(from); err == nil {
+				own = fb.end
+			}
+			p.Events = append(p.Events, Event{Kind: Exit, Addr: callee}, Event{Kind: Exit, Addr: own})
+			if r.opts.StopAt != 0 && ret == r.opts.StopAt {
+				return Next, nil
+			}
+			r.depth--
+			if r.depth < -r.opts.EndDepth {
+				return EndReached, nil
+			}
 		case op == x86asm.RET:
 			p.Events = append(p.Events, Event{Kind: Exit, Addr: b.end})
 			r.depth--

@@ -190,8 +190,12 @@ func recordPaths(t *testing.T, soft bool) {
 		if x <= 5 {
 			ab = "b"
 		}
-		want := fmt.Sprintf("[+%s -%s +c -c +plt -plt +plt -plt -begin]", ab, ab)
-		if got := fmt.Sprint(calls); got != want {
+		// drop's tail call into the C library is run through as a
+		// call (its stub, or on software breakpoints the library's
+		// free the stub leads to) and is drop's return.
+		want := fmt.Sprintf("[+%s -%s +c -c +plt -plt +plt -plt +plt -plt +drop +plt -plt -drop -begin]", ab, ab)
+		got := strings.NewReplacer("+lib", "+plt", "-lib", "-plt").Replace(fmt.Sprint(calls))
+		if got != want {
 			t.Errorf("begin(%d): calls %s, want %s (events %v)", x, got, want, p.Events)
 		}
 		t.Logf("begin(%d): %d events in %d stops", x, len(p.Events), p.Stops)
@@ -325,7 +329,8 @@ func recordStopAt(t *testing.T, soft bool) {
 			calls = append(calls, f.name(e))
 		}
 	}
-	if got, want := fmt.Sprint(calls), "[+plt -plt -begin +plt -plt +begin +b -b +c -c +plt -plt]"; got != want {
+	got := strings.NewReplacer("+lib", "+plt", "-lib", "-plt").Replace(fmt.Sprint(calls))
+	if want := "[+plt -plt +plt -plt +drop +plt -plt -drop -begin +plt -plt +begin +b -b +c -c +plt -plt]"; got != want {
 		t.Errorf("calls %s, want %s", got, want)
 	}
 }
