@@ -647,10 +647,10 @@ func (c *collector) pipeline(im *image) {
 	if c.opts.Region.HoldExit {
 		ptrace.Prewarm() // for the scan at its exit
 	}
-	var m merger
+	m := merger{agent: &c.sink.agentAs}
 	// While one thread only ever recorded, its events need no merging and
 	// go straight out, decoded into the batch for the sink.
-	direct := &directTarget{out: c.sink.buffer()}
+	direct := &directTarget{out: c.sink.buffer(), agent: &c.sink.agentAs}
 	tps := c.src.TicksPerSecond()
 	if tps <= 0 {
 		tps = 1e9
@@ -888,15 +888,20 @@ func (c *collector) control(req control.Request) control.Response {
 
 // directTarget decodes a single ring's events straight into a batch.
 type directTarget struct {
-	out  []event.Event
-	last uint64
+	out   []event.Event
+	last  uint64
+	agent *agentLink
 }
 
 func (d *directTarget) Buffer(int) *[]event.Event { return &d.out }
 
 func (d *directTarget) Filled(_ int, from int) {
 	for i := from; i < len(d.out); i++ {
-		if ev := &d.out[i]; ev.Kind == event.StackDef || ev.Time == 0 {
+		ev := &d.out[i]
+		if ev.Kind == event.ModuleLoad {
+			d.agent.rename(ev)
+		}
+		if ev.Kind == event.StackDef || ev.Time == 0 {
 			ev.Time = d.last
 		} else {
 			d.last = ev.Time

@@ -10,12 +10,17 @@ type merger struct {
 	rings  []ringQueue
 	n      int    // events pending in all rings
 	latest uint64 // the latest time of an event taken in
+	agent  *agentLink
 }
 
 type ringQueue struct {
 	evs  []event.Event
 	head int
 	last uint64 // time of the ring's latest event, for stack definitions
+	// refs bounds the events of evs' array, taken ones included, that
+	// may point somewhere (Event.X): none at refs or after. Heap events
+	// point nowhere, and most queues need no clearing.
+	refs int
 }
 
 // Buffer is the queue a ring's drained events are appended to.
@@ -28,7 +33,10 @@ func (m *merger) Buffer(ring int) *[]event.Event {
 		// Drop what was taken, so that a queue that always has a few
 		// pending events does not grow with the run.
 		n := copy(q.evs, q.evs[q.head:])
-		clear(q.evs[n:])
+		if q.refs > n {
+			clear(q.evs[n:q.refs]) // within the array: refs <= cap
+		}
+		q.refs = min(max(q.refs-q.head, 0), n)
 		q.evs, q.head = q.evs[:n], 0
 	}
 	return &q.evs
@@ -39,21 +47,36 @@ func (m *merger) Buffer(ring int) *[]event.Event {
 // out of order by a signal handler moves back to its place.
 func (m *merger) Filled(ring int, from int) {
 	q := &m.rings[ring]
+	// Every queued event is at most last: only one older than that is
+	// out of place.
+	last, refs := q.last, q.refs
 	for j := from; j < len(q.evs); j++ {
 		ev := &q.evs[j]
+		if ev.X != nil {
+			refs = max(refs, j+1)
+			if ev.Kind == event.ModuleLoad {
+				m.agent.rename(ev)
+			}
+		}
 		if ev.Kind == event.StackDef || ev.Time == 0 {
 			// Definitions carry no time: keep them just before their use.
-			ev.Time = q.last
-		} else if ev.Time > q.last {
-			q.last = ev.Time
-			m.latest = max(m.latest, ev.Time)
+			ev.Time = last
+			continue
+		}
+		if ev.Time >= last {
+			last = ev.Time
+			continue
 		}
 		// Never move an event above a stack definition it may use.
 		for i := j; i > q.head && q.evs[i-1].Time > q.evs[i].Time &&
 			q.evs[i-1].Kind != event.StackDef; i-- {
 			q.evs[i-1], q.evs[i] = q.evs[i], q.evs[i-1]
 		}
+		refs = max(refs, j+1) // an event that points may have moved up
 	}
+	q.last = last
+	q.refs = refs
+	m.latest = max(m.latest, last)
 	m.n += len(q.evs) - from
 }
 

@@ -86,3 +86,89 @@ func TestMergerLatest(t *testing.T) {
 		t.Errorf("took %d events before 100, want 4", len(got))
 	}
 }
+
+// TestDrainNamesAgent: a module load of the agent's link in the session
+// directory (gone after the run) names its real file once drained, by the
+// merger and by a single ring's direct path alike; other modules keep
+// their paths.
+func TestDrainNamesAgent(t *testing.T) {
+	link := agentLink{"/tmp/session/libleakpath.so", "/opt/leakpath/libleakpath.so"}
+	loads := func() []event.Event {
+		return []event.Event{
+			{Kind: event.ModuleLoad, Time: 5, X: &event.Extra{Module: &event.Module{Path: link[0]}}},
+			{Kind: event.ModuleLoad, Time: 6, X: &event.Extra{Module: &event.Module{Path: "/usr/lib/libc.so.6"}}},
+		}
+	}
+	m := merger{agent: &link}
+	m.add(0, loads())
+	merged := m.take(0, true, nil)
+	d := directTarget{agent: &link}
+	d.out = append(d.out, loads()...)
+	d.Filled(0, 0)
+	for name, evs := range map[string][]event.Event{"merger": merged, "direct": d.out} {
+		if len(evs) != 2 {
+			t.Fatalf("%s: %d events, want 2", name, len(evs))
+		}
+		if p := evs[0].ModuleInfo().Path; p != link[1] {
+			t.Errorf("%s: agent named %q, want %q", name, p, link[1])
+		}
+		if p := evs[1].ModuleInfo().Path; p != "/usr/lib/libc.so.6" {
+			t.Errorf("%s: libc renamed to %q", name, p)
+		}
+	}
+}
+
+// TestMergerDropsTakenPointers: the events a ring's queue keeps after
+// they were taken point nowhere once the queue moves its pending ones to
+// the front, so that a long run does not keep stacks and modules alive
+// through it; and all events still come out once, in order.
+func TestMergerDropsTakenPointers(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	var m merger
+	var tm, upto uint64
+	fed, took := 0, 0
+	for round := 0; round < 300; round++ {
+		var evs []event.Event
+		for k := rng.Intn(40); k > 0; k-- {
+			tm += 2
+			ev := event.Event{Kind: event.Alloc, Time: tm}
+			if rng.Intn(8) == 0 {
+				ev.Kind, ev.Time, ev.X = event.StackDef, 0, &event.Extra{Frames: []uint64{tm}}
+			}
+			evs = append(evs, ev)
+		}
+		fed += len(evs)
+		q := &m.rings
+		if len(*q) > 0 {
+			r := &(*q)[0]
+			before := r.head
+			m.Buffer(0)
+			if r.head == 0 && before > 0 {
+				for i, ev := range r.evs[len(r.evs):cap(r.evs)] {
+					if ev.X != nil {
+						t.Fatalf("round %d: event %d past the %d pending ones still points", round, i+len(r.evs), len(r.evs))
+					}
+				}
+			}
+		}
+		m.add(0, evs)
+		r := &m.rings[0]
+		for i, ev := range r.evs[:cap(r.evs)] {
+			if ev.X != nil && i >= r.refs {
+				t.Fatalf("round %d: event %d points, bound %d", round, i, r.refs)
+			}
+		}
+		upto = tm - uint64(rng.Intn(60))
+		got := m.take(upto, false, nil)
+		took += len(got)
+		for i := 1; i < len(got); i++ {
+			if got[i].Time < got[i-1].Time {
+				t.Fatalf("round %d: out of order", round)
+			}
+		}
+	}
+	took += len(m.take(0, true, nil))
+	if took != fed {
+		t.Fatalf("took %d events, fed %d", took, fed)
+	}
+}

@@ -8,6 +8,19 @@ import (
 	"github.com/leakpath/leakpath/internal/model/heap"
 )
 
+// agentLink is the agent's link in the session directory, and its real
+// path. The loader knows the agent by the link, which is gone after the
+// run: its module loads name the real file instead, as their rings are
+// drained (merger.Filled, directTarget.Filled), while they are in the
+// cache, rather than in a pass of the sink's over every event.
+type agentLink [2]string
+
+func (a *agentLink) rename(ev *event.Event) {
+	if m := ev.ModuleInfo(); m != nil && a != nil && m.Path == a[0] {
+		m.Path = a[1]
+	}
+}
+
 // batch is a run of merged events of one image.
 type batch struct {
 	proc uint32
@@ -54,7 +67,7 @@ type sink struct {
 	free     chan []event.Event // batches applied, for reuse
 	room     *room              // bounds the events sent and not yet applied
 	warm     func(*event.Module)
-	agentAs  [2]string // the agent's link in the session, and its real path
+	agentAs  agentLink
 	warmed   map[*heap.Module]bool
 	paused   map[uint32]*held  // parents stopped at a fork
 	children map[forkKey]*held // children waiting for their parent's fork
@@ -384,13 +397,6 @@ func (s *sink) releaseAll() {
 func (s *sink) apply(evs []event.Event) {
 	if len(evs) == 0 {
 		return
-	}
-	for i := range evs {
-		// The loader knows the agent by its link in the session
-		// directory, which is gone after the run: name the real file.
-		if m := evs[i].ModuleInfo(); m != nil && evs[i].Kind == event.ModuleLoad && m.Path == s.agentAs[0] {
-			m.Path = s.agentAs[1]
-		}
 	}
 	s.model.Apply(evs)
 	if s.warm != nil {
