@@ -305,6 +305,10 @@ int lp_attach_begin(const char *sock)
 	}
 	if (!lp_attach_mode || !real_malloc)
 		return -1; /* preloaded, or the allocator was not found */
+	/* The program's threads run already and may hand blocks to one
+	 * another: every clock read fences (no take-over: a membarrier
+	 * registration now waits ~8 ms for the kernel). */
+	__atomic_store_n(&lp_clock_owner, LP_CLOCK_SHARED, __ATOMIC_SEQ_CST);
 	struct lp_thread *t = &lp_tls;
 	lp_enter(&t->busy);
 	memcpy(lp_sock, sock, n + 1);
@@ -335,6 +339,7 @@ static void lp_child_reinit(void)
 		return;
 	int parent = lp_region_pid;
 	uint64_t fid = t->fork_id;
+	lp_clock_fork();
 	lp_enter(&t->busy);
 	lp_region_drop();
 	int rc = lp_region_open(lp_sock, parent, fid);

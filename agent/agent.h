@@ -276,6 +276,7 @@ LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
 
 LP_HIDDEN int lp_pmap_setup(void);
 LP_HIDDEN void lp_barrier_early(void);
+LP_HIDDEN int lp_barrier_sure(void);
 extern uint64_t *lp_pmap;
 
 /* lp_pmap_at is address a's word in the pending map. Within each 1 MiB
@@ -384,17 +385,47 @@ static inline uint64_t lp_rdtsc(void)
 #endif
 }
 
+/* The thread whose clock reads need no fence (lp_rdtsc_after): the
+ * address of its lp_tls (distinct among live threads, a fork child's
+ * thread keeps its own), or one of these. ring.c. */
+#define LP_CLOCK_UNCLAIMED ((uintptr_t)0) /* no thread yet: the first to record claims it */
+#define LP_CLOCK_SHARED ((uintptr_t)1)    /* every thread fences */
+extern uintptr_t lp_clock_owner;
+LP_HIDDEN void lp_clock_revoke(void);
+LP_HIDDEN void lp_clock_claim(void);
+LP_HIDDEN void lp_clock_fork(void);
+
 /* lp_rdtsc_after reads the TSC once every earlier load has completed:
  * rdtsc alone may run ahead of them, and a free's record dated before the
  * load that gave its thread the block (another thread's, just allocated)
  * read as older than the allocation's (measured: two threads taking turns
  * read the TSC backwards by up to ~600 ticks, ~1 in 100 turns; with lfence
- * never). (The vDSO's clock_gettime, lp_now, orders its read itself.) */
+ * never). Only the reading side of a hand-over needs the fence, and only
+ * while another thread records too: the clock's owner (lp_clock_owner),
+ * while it is the only thread recording, reads without it (the fence was
+ * a third of a free's time where blocks outlive the fold window). Any
+ * other thread fences, and after its read takes the ownership away
+ * (lp_clock_revoke) before the stores that follow its record: the owner,
+ * had it loaded any of them, finds itself owner no more (x86 keeps loads
+ * in order, and stores). The owner checks again after its read: a thread
+ * that took the clock over (lp_clock_claim) meanwhile revokes it too.
+ * (The vDSO's clock_gettime, lp_now, orders its read itself.) */
 static inline uint64_t lp_rdtsc_after(void)
 {
 #if defined(__x86_64__)
 	uint32_t lo, hi;
-	__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+	uintptr_t me = (uintptr_t)&lp_tls;
+	/* The compiler keeps the record's earlier loads before the owner's
+	 * (the asm's clobbers, the second load after the read). */
+	__asm__ volatile("" ::: "memory");
+	uintptr_t o = __atomic_load_n(&lp_clock_owner, __ATOMIC_RELAXED);
+	if (LP_LIKELY(o == me))
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+	else
+		__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+	uintptr_t again = __atomic_load_n(&lp_clock_owner, __ATOMIC_RELAXED);
+	if (LP_UNLIKELY(again != (o == me ? me : LP_CLOCK_SHARED)))
+		lp_clock_revoke();
 	return (uint64_t)hi << 32 | lo;
 #else
 	return lp_now();

@@ -159,7 +159,8 @@ static int lp_seccomp_inherited(void)
 /* lp_barrier_early readies membarrier at the program's start, while the
  * process has one thread: once it has more, the kernel's registration
  * waits for an RCU grace period, ~8 ms here, which the first thread to take
- * the map over spent stopped in the allocator. Under a seccomp filter the
+ * the map over (or the clock: lp_clock_claim) spent stopped in the
+ * allocator. Under a seccomp filter the
  * program started with, the agent makes no system call such a filter may
  * kill for (membarrier, prctl): lp_sandboxed. */
 void lp_barrier_early(void)
@@ -169,7 +170,7 @@ void lp_barrier_early(void)
 	if (mode > 0) {
 		lp_sandboxed = LP_SANDBOX_INHERITED;
 		lp_barrier_no = 1;
-	} else if (mode == 0 && lp_fold_on) {
+	} else if (mode == 0 && (lp_fold_on || lp_clock_tsc)) {
 		lp_barrier_register(); /* no filter: no need to ask prctl */
 	}
 	errno = saved;
@@ -195,6 +196,18 @@ static void lp_all_barrier(void)
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)
 		for (int i = 0; i < 1000; i++)
 			sched_yield();
+}
+
+/* lp_barrier_sure has every running thread of the process execute a
+ * memory barrier, passing through the kernel (an interrupt: whatever each
+ * had begun before it is done): 0, or -1 when it cannot be sure. */
+int lp_barrier_sure(void)
+{
+	int saved = errno;
+	int rc = lp_barrier_ready() == 0 &&
+		 syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0 ? 0 : -1;
+	errno = saved;
+	return rc;
 }
 
 /* lp_own_map makes the map writable by thread slot me: 0, or -1 when it

@@ -30,6 +30,9 @@ int lp_exact_pending;
 int lp_fold_on;
 unsigned lp_max_depth = 64;
 int lp_clock_tsc;
+uintptr_t lp_clock_owner = LP_CLOCK_UNCLAIMED;
+static uint32_t lp_clock_moves; /* take-overs so far (lp_clock_claim) */
+#define LP_CLOCK_MOVES 8u
 
 static size_t lp_region_size;
 static unsigned char *lp_rings;
@@ -448,6 +451,50 @@ static void lp_stack_bounds(struct lp_thread *t)
 	pthread_attr_destroy(&a);
 }
 
+/* lp_clock_revoke makes every thread fence its clock reads: the calling
+ * thread records while another owns the clock, or lost it. */
+__attribute__((noinline)) void lp_clock_revoke(void)
+{
+	__atomic_store_n(&lp_clock_owner, LP_CLOCK_SHARED, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * lp_clock_claim makes the calling thread, before its first record, the
+ * clock's owner (lp_rdtsc_after) when that is safe: the first thread to
+ * record in the process; a later one (the program's main thread starts a
+ * worker and waits for it) takes the clock over, at most LP_CLOCK_MOVES
+ * times a process, by storing itself as owner and having every running
+ * thread pass through the kernel (membarrier): a thread that read the
+ * clock before that was done reading it, and one that checks the owner
+ * after finds itself not owner and revokes, before the stores its record
+ * is followed by. Then one fence here, and the new owner's reads come
+ * after all that. Without membarrier (a seccomp filter) no take-over.
+ */
+void lp_clock_claim(void)
+{
+	uintptr_t me = (uintptr_t)&lp_tls;
+	uintptr_t o = LP_CLOCK_UNCLAIMED;
+	if (__atomic_compare_exchange_n(&lp_clock_owner, &o, me, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED) ||
+	    o == me || !lp_clock_tsc || lp_attach_mode)
+		return;
+	if (__atomic_add_fetch(&lp_clock_moves, 1, __ATOMIC_RELAXED) > LP_CLOCK_MOVES)
+		return;
+	__atomic_store_n(&lp_clock_owner, me, __ATOMIC_SEQ_CST);
+	if (lp_barrier_sure() != 0) {
+		lp_clock_revoke();
+		return;
+	}
+	__asm__ volatile("lfence" ::: "memory");
+}
+
+/* lp_clock_fork makes a fork child's only thread the clock's owner: the
+ * other threads' records are the parent's, in another region. */
+void lp_clock_fork(void)
+{
+	__atomic_store_n(&lp_clock_owner, (uintptr_t)&lp_tls, __ATOMIC_SEQ_CST);
+	lp_clock_moves = 0;
+}
+
 /*
  * lp_thread_attach gives the calling thread a ring in the current region.
  * Returns 0 when the thread records, -1 when it passes through.
@@ -459,6 +506,7 @@ int lp_thread_attach(struct lp_thread *t)
 	int fresh = t->state == 0;
 	if (fresh) {
 		t->tid = (int)syscall(SYS_gettid);
+		lp_clock_claim(); /* before its first record */
 		lp_stack_bounds(t);
 		lp_dead_stack(t->stack_lo, t->stack_hi, 0, 0, 0); /* live again */
 	}
