@@ -54,13 +54,12 @@ type packer struct {
 // costs several times as much per byte. huffGain is how much smaller than
 // the stream a Huffman code must be to be worth decoding.
 const (
-	zstdGain = 0.5
+	zstdGain = 0.85
 	huffGain = 0.97
 )
 
 // probe chooses, for each stream of a chunk, the method that codes it best
-// for its cost and sets p.method. zstd is tried only on a stream where s2
-// beats a Huffman code (its matches are worth finding).
+// for its cost and sets p.method.
 func (p *packer) probe(s *[numStreams][]byte) {
 	for i := range s {
 		if len(s[i]) == 0 {
@@ -73,9 +72,11 @@ func (p *packer) probe(s *[numStreams][]byte) {
 		}
 		if n := p.codedLen(s[i], packS2); n < bestLen {
 			best, bestLen = packS2, n
-			if n := p.codedLen(s[i], packZstd); float64(n) < zstdGain*float64(bestLen) {
-				best = packZstd
-			}
+		}
+		// zstd's entropy coding of matches may win by far where neither
+		// cheap method does well alone, so it is always measured.
+		if n := p.codedLen(s[i], packZstd); float64(n) < zstdGain*float64(bestLen) {
+			best = packZstd
 		}
 		p.method[i] = best
 	}
