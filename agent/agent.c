@@ -813,9 +813,12 @@ static void *lp_realloc(void *old, size_t n, unsigned fn, void *fp)
 		}
 		sid = lp_rec_realloc_begin(t, old, fp);
 	}
+	size_t had = lp_fresh_had(old);
 	void *p = real_realloc(old, n);
 	if (!old)
 		lp_fresh(p, n);
+	else
+		lp_fresh_tail(p, had, n);
 	lp_rec_realloc(t, fn, old, p, n, fp, sid);
 	if (p)
 		t->last_alloc = (uint64_t)p;

@@ -72,4 +72,28 @@ static inline void lp_fresh(void *p, size_t n)
 	}
 }
 
+/* lp_fresh_had is how many bytes of glibc block p a realloc keeps (its
+ * usable size), read before the realloc; 0 when blocks are not cleared. */
+static inline size_t lp_fresh_had(const void *p)
+{
+	if (lp_fresh_link != LP_FRESH_CHUNK || !p)
+		return 0;
+	size_t size = ((const size_t *)p)[-1];
+	return (size & ~(size_t)7) - (size & 2 ? 16 : 8);
+}
+
+/* lp_fresh_tail clears what a realloc that grew a glibc block to n bytes
+ * added past the had it kept: glibc grows a block into the next chunk, or
+ * moves it into a free one, whose old contents (the program's pointers of
+ * a block it freed) the scan would take for live ones; memcheck reads
+ * them as undefined. */
+static inline void lp_fresh_tail(void *p, size_t had, size_t n)
+{
+	if (had && p && !(((const size_t *)p)[-1] & 2)) {
+		size_t end = n < LP_FRESH_MAX ? n : LP_FRESH_MAX;
+		if (end > had)
+			memset((char *)p + had, 0, end - had);
+	}
+}
+
 #endif

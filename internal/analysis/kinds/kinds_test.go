@@ -97,6 +97,26 @@ func TestCheckKindsAndSuppressions(t *testing.T) {
 	}
 }
 
+// TestReallocGrowLikeMemcheck: a block realloc grows (in place, or moved
+// into a free chunk) takes over bytes of a block the program freed, with
+// its pointers; the program never wrote them, memcheck ignores them, and
+// so must the scan: the blocks only they point to are definite.
+func TestReallocGrowLikeMemcheck(t *testing.T) {
+	bin := e2e.Fixture(t, "reallocgrow.c")
+	argv := []string{bin, "100"}
+	plain := e2e.Native(t, nil, argv...)
+	r, k := e2e.RunKinds(t, nil, argv...)
+	e2e.SameBehaviour(t, r, plain)
+	if got := k.Totals.ByKind["definite"]; got.Blocks != 200 {
+		t.Errorf("definite: %d blocks, want 200 (100 guards and the 100 blocks only stale bytes point to)\n%s", got.Blocks, r.Text)
+	}
+	if testing.Short() {
+		t.Log("-short: memcheck is not compared (make test compares it)")
+		return
+	}
+	e2e.CompareLeakSummary(t, k, argv...)
+}
+
 // TestRecycledChunksLikeMemcheck: blocks that glibc carves from chunks it
 // merged keep the free-list links of the chunks merged into them, deep
 // inside, which the program never wrote. memcheck ignores such undefined
