@@ -172,9 +172,6 @@ func (g *Graph) find(v uint64) int32 {
 	return -1
 }
 
-// Find returns the block holding address v, or -1.
-func (g *Graph) Find(v uint64) int32 { return g.find(v) }
-
 // Edges returns block i's out-edges: targets and offsets.
 func (g *Graph) Edges(i int32) ([]int32, []uint32) {
 	return g.To[g.Start[i]:g.Start[i+1]], g.Off[g.Start[i]:g.Start[i+1]]

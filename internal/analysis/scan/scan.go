@@ -117,12 +117,6 @@ func stackOf(r *unix.PtraceRegs) threadStack {
 // the heaps of its non-main arenas.
 const arenaHeap = 64 << 20
 
-// Run classifies blocks (in any order) in the stopped process t.
-func Run(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, error) {
-	res, st, _, err := RunHeap(t, blocks, opt)
-	return res, st, err
-}
-
 // Heap is what a scan read of a stopped process, for a further look at
 // it while it is still stopped: its memory (the heap copy in front of
 // the tracer), roots and register words.
@@ -132,7 +126,8 @@ type Heap struct {
 	Words []uint64
 }
 
-// RunHeap is Run that also returns what the scan read.
+// RunHeap classifies blocks (in any order) in the stopped process t, and
+// also returns what the scan read.
 func RunHeap(t Target, blocks []leak.Block, opt leak.Options) (*leak.Result, Stats, *Heap, error) {
 	start := time.Now()
 	var st Stats

@@ -201,11 +201,6 @@ func TestSynthSize(t *testing.T) {
 	streamReport(t, evs)
 }
 
-func zstdSize(b []byte) int {
-	enc := newZstd(CompressFastest)
-	return len(enc.EncodeAll(b, nil))
-}
-
 func newZstd(c Compression) *zstd.Encoder {
 	l := zstd.SpeedFastest
 	if c == CompressDefault {
