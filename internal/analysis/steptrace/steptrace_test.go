@@ -175,15 +175,10 @@ func recordPaths(t *testing.T, soft bool) {
 		if p.Err != nil || p.Outcome != EndReached {
 			t.Fatalf("begin(%d): outcome %v, %v", x, p.Outcome, p.Err)
 		}
-		var calls []string
-		first := true
 		for _, e := range p.Events {
-			switch {
-			case e.Kind != Branch:
-				calls = append(calls, f.name(e))
-			case first && f.name(e) == "begin:T" || first && f.name(e) == "begin:N":
+			if n := f.name(e); n == "begin:T" || n == "begin:N" {
 				branch[i] = e.Taken
-				first = false
+				break
 			}
 		}
 		ab := "a"
@@ -194,8 +189,7 @@ func recordPaths(t *testing.T, soft bool) {
 		// call (its stub, or on software breakpoints the library's
 		// free the stub leads to) and is drop's return.
 		want := fmt.Sprintf("[+%s -%s +c -c +plt -plt +plt -plt +plt -plt +drop +plt -plt -drop -begin]", ab, ab)
-		got := strings.NewReplacer("+lib", "+plt", "-lib", "-plt").Replace(fmt.Sprint(calls))
-		if got != want {
+		if got := f.calls(p.Events); got != want {
 			t.Errorf("begin(%d): calls %s, want %s (events %v)", x, got, want, p.Events)
 		}
 		t.Logf("begin(%d): %d events in %d stops", x, len(p.Events), p.Stops)
@@ -323,16 +317,23 @@ func recordStopAt(t *testing.T, soft bool) {
 	if p.Err != nil || p.Outcome != Next {
 		t.Fatalf("outcome %v (%v), want next; events %v", p.Outcome, p.Err, p.Events)
 	}
+	want := "[+plt -plt +plt -plt +drop +plt -plt -drop -begin +plt -plt +begin +b -b +c -c +plt -plt]"
+	if got := f.calls(p.Events); got != want {
+		t.Errorf("calls %s, want %s", got, want)
+	}
+}
+
+// calls names the calls and returns of a path, in order. A run through
+// the C library shows as plt: on software breakpoints the decoding follows
+// a stub's jump, and the call is the library's function.
+func (f *fixture) calls(evs []Event) string {
 	var calls []string
-	for _, e := range p.Events {
+	for _, e := range evs {
 		if e.Kind != Branch {
 			calls = append(calls, f.name(e))
 		}
 	}
-	got := strings.NewReplacer("+lib", "+plt", "-lib", "-plt").Replace(fmt.Sprint(calls))
-	if want := "[+plt -plt +plt -plt +drop +plt -plt -drop -begin +plt -plt +begin +b -b +c -c +plt -plt]"; got != want {
-		t.Errorf("calls %s, want %s", got, want)
-	}
+	return strings.NewReplacer("+lib", "+plt", "-lib", "-plt").Replace(fmt.Sprint(calls))
 }
 
 // TestCondTaken: the conditions of the jumps decided from the flags, on
