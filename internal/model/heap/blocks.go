@@ -115,6 +115,21 @@ func (t *blockTable) get(addr uint64) (Block, bool) {
 // take: as values, every call moved 40 bytes in and out through registers
 // and the stack.)
 func (t *blockTable) put(addr uint64, b, old *Block) (replaced bool) {
+	e, replaced := t.insert(addr)
+	if replaced {
+		*old = e.Block
+	}
+	e.set(b)
+	return replaced
+}
+
+// insert returns the entry of addr for the caller to fill: addr's live
+// block's, reporting true, or a new one with its address set and the
+// rest left as a freed block had it. The entry stays where it is until
+// the next insert. The fast path fills it from the event, a field at a
+// time: a Block built first and copied in moved 32 bytes through the
+// stack an allocation.
+func (t *blockTable) insert(addr uint64) (e *blockEnt, found bool) {
 	if (t.n+1)*2 > len(t.slots) {
 		t.grow()
 	}
@@ -128,9 +143,7 @@ func (t *blockTable) put(addr uint64, b, old *Block) (replaced bool) {
 		}
 		if uint32(v>>32) == tag {
 			if e := t.ent(uint32(v) - 1); e.addr == addr {
-				*old = e.Block
-				e.set(b)
-				return true
+				return e, true
 			}
 		}
 	}
@@ -141,12 +154,11 @@ func (t *blockTable) put(addr uint64, b, old *Block) (replaced bool) {
 	} else {
 		n = t.newEnt()
 	}
-	e := t.ent(n)
+	e = t.ent(n)
 	e.addr = addr
-	e.set(b)
 	t.slots[i] = uint64(tag)<<32 | uint64(n+1)
 	t.n++
-	return false
+	return e, false
 }
 
 // set stores b in e a field at a time, in statements of their own. The
@@ -186,22 +198,35 @@ func (t *blockTable) newEnt() uint32 {
 }
 
 // take removes the block at addr, copying it to *b, and reports whether
-// there was one. It empties the block's slot and shifts back the slots
-// after it that would otherwise become unreachable. (One function: with
-// the shift a call of its own, BenchmarkBlockTableLoop took 14.2 ns an
-// allocation and free, inline 12.6.)
+// there was one.
 func (t *blockTable) take(addr uint64, b *Block) bool {
+	e := t.remove(addr)
+	if e == nil {
+		return false
+	}
+	*b = e.Block
+	return true
+}
+
+// remove removes the block at addr and returns its entry, nil if none:
+// freed, but its Block as it was until the next insert (the fast path
+// reads the fields it needs there, not a copy). It empties the block's
+// slot and shifts back the slots after it that would otherwise become
+// unreachable. (One function: with the shift a call of its own,
+// BenchmarkBlockTableLoop took 14.2 ns an allocation and free, inline
+// 12.6.)
+func (t *blockTable) remove(addr uint64) *blockEnt {
 	tag := tagOf(addr)
 	slots, mask := t.slots, t.mask
 	i := uint64(tag) & mask
+	var e *blockEnt
 	for ; ; i = (i + 1) & mask {
 		v := slots[i]
 		if v == 0 {
-			return false
+			return nil
 		}
 		if uint32(v>>32) == tag {
-			if e := t.ent(uint32(v) - 1); e.addr == addr {
-				*b = e.Block
+			if e = t.ent(uint32(v) - 1); e.addr == addr {
 				e.addr = 0
 				t.free = append(t.free, uint32(v)-1)
 				break
@@ -216,7 +241,7 @@ func (t *blockTable) take(addr uint64, b *Block) bool {
 			k = (k + 1) & mask
 			v := slots[k]
 			if v == 0 {
-				return true
+				return e
 			}
 			home := t.home(v)
 			// Move k to j if its home is not in (j, k] cyclically.
@@ -365,7 +390,11 @@ func newFreeLog(max int) *freeLog {
 	return &freeLog{ents: make([]freeEntry, min(max, freeLogStart)), max: max}
 }
 
-func (l *freeLog) add(e freeEntry) {
+func (l *freeLog) add(e freeEntry) { *l.next() = e }
+
+// next returns the entry the next free goes in, for the caller to fill
+// a field at a time (see blockEnt.set): the fast path's frees.
+func (l *freeLog) next() *freeEntry {
 	if l.pos == len(l.ents) {
 		if len(l.ents) < l.max { // grows only until full: then len is max
 			l.ents = append(l.ents, make([]freeEntry, min(len(l.ents), l.max-len(l.ents)))...)
@@ -373,8 +402,8 @@ func (l *freeLog) add(e freeEntry) {
 			l.pos, l.full = 0, true
 		}
 	}
-	l.ents[l.pos] = e
 	l.pos++
+	return &l.ents[l.pos-1]
 }
 
 // last returns the most recent free of addr still in the log. An address
