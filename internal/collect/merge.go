@@ -179,8 +179,8 @@ func (m *merger) take(upto uint64, all bool) {
 		var bt uint64
 		for i := range m.rings {
 			q := &m.rings[i]
-			if len(q.chunks) == 0 {
-				continue
+			if len(q.chunks) == 0 || q.head == len(q.chunks[0].evs) {
+				continue // (a chunk a failed drain left empty)
 			}
 			t := q.chunks[0].evs[q.head].Time
 			switch {

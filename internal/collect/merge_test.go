@@ -242,3 +242,22 @@ func TestMergerSendsChunksWhole(t *testing.T) {
 		t.Fatalf("%d events left", m.n)
 	}
 }
+
+// TestMergerAfterFailedDrain: a drain that fails leaves the chunk it asked
+// for empty (Buffer without Filled); taking skips it, and the ring's next
+// drain fills it.
+func TestMergerAfterFailedDrain(t *testing.T) {
+	var got []event.Event
+	m := batchMerger(t, minRoom, &got)
+	m.Buffer(0)
+	m.add(1, []event.Event{{Kind: event.Alloc, Time: 5}})
+	m.take(10, false)
+	m.sendOut()
+	if len(got) != 1 {
+		t.Fatalf("took %d events, want 1", len(got))
+	}
+	m.add(0, []event.Event{{Kind: event.Free, Time: 7}})
+	if got = takeAll(m, &got); len(got) != 2 || len(m.rings[0].chunks) != 0 {
+		t.Fatalf("took %d events, want 2; ring 0 keeps %d chunks", len(got), len(m.rings[0].chunks))
+	}
+}
