@@ -151,12 +151,15 @@ func (s *sink) close() {
 // 25 MB of decoded events there, and its collector peaked at 141 MB
 // instead of 102 MB; it also ran 72 ms slower, the GC's work growing
 // with the heap. spareBatches is how many applied batches are kept for
-// reuse: about as many as the bound lets through, so that few are made
-// anew (4 spares with 4 times the bound made that collector larger than
-// ever, from the garbage).
+// reuse: the pipelines decode their rings into them too, and keep those
+// a few milliseconds (merger), so it is about as many as the bound lets
+// through and the rings hold: few are made anew (4 spares with 4 times
+// the bound made that collector larger than ever, from the garbage; 4
+// with the bound had the long-lived loop make 180 batches, 16 made 12,
+// each a few hundred fresh pages).
 const (
 	inFlight     = 1 << 14
-	spareBatches = 4
+	spareBatches = 16
 )
 
 func (s *sink) run() {
