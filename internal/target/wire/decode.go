@@ -275,10 +275,26 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			ev.Kind, ev.Fn, ev.Addr, ev.Ext().Text = event.AllocFamilyFn, event.Fn(aux), w(2), s
 			ev.SetFamilyOutcome(w(3))
 		}
-		out = append(out, ev)
+		out = put(out, &ev)
 		off += words * 8
 	}
 	return out, off, nil
+}
+
+// put appends ev to out, which has room, field by field: copied whole
+// while the garbage collector marks, an event (it holds a pointer) took
+// the runtime's bulk write barrier, a call that looks up the heap's
+// bitmap; a heap event's Extra is nil, as is the one it overwrites in a
+// reused batch, and then needs no write at all.
+func put(out []event.Event, ev *event.Event) []event.Event {
+	out = out[:len(out)+1]
+	d := &out[len(out)-1]
+	d.Kind, d.Fn, d.Proc, d.Thread, d.Stack = ev.Kind, ev.Fn, ev.Proc, ev.Thread, ev.Stack
+	d.Time, d.Addr, d.Addr2, d.Size, d.Aux = ev.Time, ev.Addr, ev.Addr2, ev.Size, ev.Aux
+	if ev.X != nil || d.X != nil {
+		d.X = ev.X
+	}
+	return out
 }
 
 // text reads a NUL-padded string of at most n bytes from b.
