@@ -64,8 +64,11 @@ type sink struct {
 	flushed time.Time // when the trace was last flushed
 	events  int64
 
-	free     chan []event.Event // batches applied, for reuse
-	room     *room              // bounds the events sent and not yet applied
+	// free are batches applied, for reuse, the latest last: the next
+	// one taken is the likeliest to be in the cache still.
+	freeMu   sync.Mutex
+	free     [][]event.Event
+	room     *room // bounds the events sent and not yet applied
 	warm     func(*event.Module)
 	agentAs  agentLink
 	warmed   map[*heap.Module]bool
@@ -95,7 +98,7 @@ type ticker struct {
 func newSink(model *heap.Session, trace TraceWriter) *sink {
 	return &sink{
 		model: model, trace: trace,
-		in: make(chan batch, 64), done: make(chan struct{}), free: make(chan []event.Event, spareBatches),
+		in: make(chan batch, 64), done: make(chan struct{}),
 		room:   newRoom(inFlight),
 		paused: map[uint32]*held{}, children: map[forkKey]*held{},
 		childOf: map[uint32]forkKey{}, forked: map[forkKey]bool{},
@@ -105,22 +108,25 @@ func newSink(model *heap.Session, trace TraceWriter) *sink {
 
 // buffer returns an empty batch to fill, reusing one the sink is done with.
 func (s *sink) buffer() []event.Event {
-	select {
-	case b := <-s.free:
+	s.freeMu.Lock()
+	defer s.freeMu.Unlock()
+	if k := len(s.free); k > 0 {
+		b := s.free[k-1]
+		s.free = s.free[:k-1]
 		return b[:0]
-	default:
-		return make([]event.Event, 0, 4096)
 	}
+	return make([]event.Event, 0, 4096)
 }
 
 // recycle returns an applied batch for reuse, unless the sink kept parts
 // of it.
 func (s *sink) recycle(evs []event.Event) {
 	clear(evs) // drop what the events point to
-	select {
-	case s.free <- evs:
-	default:
+	s.freeMu.Lock()
+	if len(s.free) < spareBatches {
+		s.free = append(s.free, evs)
 	}
+	s.freeMu.Unlock()
 }
 
 // send hands a batch to the sink; evs belongs to the sink afterwards. It
