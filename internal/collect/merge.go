@@ -17,11 +17,15 @@ type merger struct {
 	n      int    // events pending in all rings
 	latest uint64 // the latest time of an event taken in
 	agent  *agentLink
-	// fresh returns an empty batch to fill, send hands a full one on.
+	// fresh returns an empty batch to fill, send hands a full one on;
+	// plain says it holds heap events only (none that points somewhere,
+	// nor a fork: see chunk.refs).
 	fresh func() []event.Event
-	send  func([]event.Event)
+	send  func(evs []event.Event, plain bool)
 	out   []event.Event // the batch being filled by copying
-	spare [][]event.Event
+	// outPlain: out holds heap events only.
+	outPlain bool
+	spare    [][]event.Event
 	// age is how much older than the watermark the earliest pending
 	// event must be for take to copy events (0: any).
 	age uint64
@@ -31,8 +35,9 @@ type merger struct {
 type chunk struct {
 	evs []event.Event
 	// max is the latest time in evs; refs bounds the events that may
-	// point somewhere (Event.X): none at refs or after. Heap events point
-	// nowhere, and most chunks need no clearing before reuse.
+	// point somewhere (Event.X) or be a fork: none at refs or after.
+	// Most chunks hold heap events only: they need no clearing before
+	// reuse, and the sink no look at them for what it treats apart.
 	max  uint64
 	refs int
 }
@@ -87,7 +92,7 @@ func (m *merger) Filled(ring int, from int) {
 	last := q.last
 	for j := from; j < len(c.evs); j++ {
 		ev := &c.evs[j]
-		if ev.X != nil {
+		if ev.X != nil || ev.Kind == event.Fork {
 			c.refs = max(c.refs, j+1)
 			if ev.Kind == event.ModuleLoad {
 				m.agent.rename(ev)
@@ -204,7 +209,7 @@ func (m *merger) take(upto uint64, all bool) {
 			// (unless small, and after a batch begun).
 			m.sendOut()
 			m.n -= len(c.evs)
-			m.send(c.evs)
+			m.send(c.evs, c.refs == 0)
 			q.drop()
 			continue
 		}
@@ -215,7 +220,7 @@ func (m *merger) take(upto uint64, all bool) {
 			copying = true
 		}
 		if m.out == nil {
-			m.out = m.chunk()
+			m.out, m.outPlain = m.chunk(), true
 		}
 		start := q.head
 		for q.head < len(c.evs) && len(m.out)+q.head-start < cap(m.out) {
@@ -226,6 +231,7 @@ func (m *merger) take(upto uint64, all bool) {
 			q.head++
 		}
 		m.out = append(m.out, c.evs[start:q.head]...)
+		m.outPlain = m.outPlain && c.refs <= start
 		m.n -= q.head - start
 		if q.head == len(c.evs) {
 			clear(c.evs[:c.refs])
@@ -248,7 +254,7 @@ func (q *ringQueue) drop() {
 // sendOut sends the batch being filled by copying, if it has events.
 func (m *merger) sendOut() {
 	if len(m.out) > 0 {
-		m.send(m.out)
+		m.send(m.out, m.outPlain)
 		m.out = nil
 	}
 }

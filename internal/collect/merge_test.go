@@ -13,7 +13,12 @@ import (
 // sent is checked against its capacity.
 func batchMerger(t testing.TB, size int, got *[]event.Event) *merger {
 	m := &merger{fresh: func() []event.Event { return make([]event.Event, 0, size) }}
-	m.send = func(evs []event.Event) {
+	m.send = func(evs []event.Event, plain bool) {
+		for _, ev := range evs {
+			if plain && (ev.X != nil || ev.Kind == event.Fork) {
+				t.Fatalf("a batch sent as plain holds %v", ev.Kind)
+			}
+		}
 		if len(evs) == 0 || len(evs) > max(size, minRoom) {
 			t.Fatalf("sent a batch of %d events, batches of %d", len(evs), size)
 		}
@@ -25,7 +30,7 @@ func batchMerger(t testing.TB, size int, got *[]event.Event) *merger {
 // takeAll sends m's pending events and returns all it sent.
 func takeAll(m *merger, got *[]event.Event) []event.Event {
 	if out := m.takeAll(); len(out) > 0 {
-		m.send(out)
+		m.send(out, false)
 	}
 	return *got
 }
@@ -209,8 +214,9 @@ func TestMergerDropsTakenPointers(t *testing.T) {
 // watermark; other events wait for age more before they are copied.
 func TestMergerSendsChunksWhole(t *testing.T) {
 	var sent [][]event.Event
+	var plain []bool
 	m := &merger{fresh: func() []event.Event { return make([]event.Event, 0, minRoom) },
-		send: func(evs []event.Event) { sent = append(sent, evs) }, age: 1000}
+		send: func(evs []event.Event, p bool) { sent, plain = append(sent, evs), append(plain, p) }, age: 1000}
 	var evs []event.Event
 	for i := range 3 * minRoom / 2 {
 		evs = append(evs, event.Event{Kind: event.Alloc, Time: uint64(10 + i)})
@@ -228,14 +234,15 @@ func TestMergerSendsChunksWhole(t *testing.T) {
 	second := evs[minRoom].Time
 	m.take(evs[len(evs)-1].Time, false)
 	m.sendOut()
-	if len(sent) != 1 || len(sent[0]) != minRoom || !chunks[&sent[0][0]] {
-		t.Fatalf("sent %d batches, want one whole chunk of %d", len(sent), minRoom)
+	if len(sent) != 1 || len(sent[0]) != minRoom || !chunks[&sent[0][0]] || !plain[0] {
+		t.Fatalf("sent %d batches, want one whole chunk of %d plain events", len(sent), minRoom)
 	}
-	// Another ring's event amid the second chunk's: they are copied.
-	m.add(1, []event.Event{{Kind: event.Free, Time: second + 10}})
+	// Another ring's event amid the second chunk's, a fork: they are
+	// copied, and the batch is not plain.
+	m.add(1, []event.Event{{Kind: event.Fork, Time: second + 10}})
 	m.take(second+1001, false)
 	m.sendOut()
-	if len(sent) != 2 || len(sent[1]) != minRoom/2+1 || chunks[&sent[1][0]] || sent[1][11].Kind != event.Free {
+	if len(sent) != 2 || len(sent[1]) != minRoom/2+1 || chunks[&sent[1][0]] || sent[1][11].Kind != event.Fork || plain[1] {
 		t.Fatalf("sent %d batches (%d events last), want a second one of %d copied events", len(sent), len(sent[len(sent)-1]), minRoom/2+1)
 	}
 	if out := m.takeAll(); len(out) != 0 || m.n != 0 {

@@ -26,6 +26,10 @@ type batch struct {
 	proc uint32
 	evs  []event.Event
 	last bool // the image ended
+	// plain: evs are heap events only, none that points somewhere
+	// (Event.X: no process start, no stack definition) and no fork. The
+	// sink applies them at once, and reuses them without clearing.
+	plain bool
 	// after, if not nil, runs on the sink's goroutine once evs are fed;
 	// the events it returns are applied too. If the image is held at a
 	// fork (its events wait for the child, at most forkWait), after sees
@@ -119,9 +123,11 @@ func (s *sink) buffer() []event.Event {
 }
 
 // recycle returns an applied batch for reuse, unless the sink kept parts
-// of it.
-func (s *sink) recycle(evs []event.Event) {
-	clear(evs) // drop what the events point to
+// of it; plain, it points nowhere.
+func (s *sink) recycle(evs []event.Event, plain bool) {
+	if !plain {
+		clear(evs) // drop what the events point to
+	}
 	s.freeMu.Lock()
 	if len(s.free) < spareBatches {
 		s.free = append(s.free, evs)
@@ -132,15 +138,18 @@ func (s *sink) recycle(evs []event.Event) {
 // send hands a batch to the sink; evs belongs to the sink afterwards. It
 // waits while the events sent and not yet applied fill the sink's room.
 func (s *sink) send(proc uint32, evs []event.Event, last bool) {
-	s.room.take(cap(evs))
-	s.in <- batch{proc: proc, evs: evs, last: last}
+	s.sendBatch(batch{proc: proc, evs: evs, last: last})
 }
 
 // sendAfter hands a batch to the sink with a function to run, on the
 // sink's goroutine, once the batch is applied.
 func (s *sink) sendAfter(proc uint32, evs []event.Event, after func(*heap.Session) []event.Event) {
-	s.room.take(cap(evs))
-	s.in <- batch{proc: proc, evs: evs, after: after}
+	s.sendBatch(batch{proc: proc, evs: evs, after: after})
+}
+
+func (s *sink) sendBatch(b batch) {
+	s.room.take(cap(b.evs))
+	s.in <- b
 }
 
 // close waits for everything sent to be applied.
@@ -183,8 +192,8 @@ func (s *sink) run() {
 				return
 			}
 			n := cap(b.evs)
-			if s.feed(b.proc, b.evs) {
-				s.recycle(b.evs)
+			if s.feed(b.proc, b.evs, b.plain) {
+				s.recycle(b.evs, b.plain)
 			}
 			s.room.give(n)
 			if b.after != nil {
@@ -224,8 +233,9 @@ func (s *sink) flush() {
 }
 
 // feed applies a proc's events, holding them where ordering demands. It
-// reports whether evs may be reused afterwards.
-func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
+// reports whether evs may be reused afterwards. Plain ones (batch.plain)
+// hold no fork nor process start to look for, and define no stack.
+func (s *sink) feed(proc uint32, evs []event.Event, plain bool) (reusable bool) {
 	if h := s.paused[proc]; h != nil {
 		h.evs = append(h.evs, evs...)
 		s.checkForkFailed(proc, h)
@@ -236,6 +246,10 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 			h.evs = append(h.evs, evs...)
 			return true
 		}
+	}
+	if plain {
+		s.applyPlain(evs)
+		return true
 	}
 	for i := 0; i < len(evs); i++ {
 		ev := &evs[i]
@@ -256,7 +270,7 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 				i = -1
 				if ph := s.paused[k.parent]; ph != nil && ph.fork == k {
 					delete(s.paused, k.parent)
-					defer s.feed(k.parent, ph.evs)
+					defer s.feed(k.parent, ph.evs, false)
 				}
 				continue
 			}
@@ -271,7 +285,7 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 				for p, ck := range s.childOf {
 					if ck == k {
 						delete(s.childOf, p)
-						s.feed(p, ch.evs)
+						s.feed(p, ch.evs, false)
 					}
 				}
 				evs = rest
@@ -331,7 +345,7 @@ func (s *sink) resume(proc uint32) {
 	}
 	delete(s.paused, proc)
 	delete(s.forked, h.fork)
-	s.feed(proc, h.evs)
+	s.feed(proc, h.evs, false)
 }
 
 // warmStacks tells Warm of the modules that new stacks go through.
@@ -407,10 +421,16 @@ func (s *sink) apply(evs []event.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	s.model.Apply(evs)
+	s.applyPlain(evs)
 	if s.warm != nil {
 		s.warmStacks(evs)
 	}
+}
+
+// applyPlain applies events to the model and the trace, and tells Warm
+// of nothing: for events that define no stack.
+func (s *sink) applyPlain(evs []event.Event) {
+	s.model.Apply(evs)
 	s.events += int64(len(evs))
 	if s.trace != nil && s.err == nil {
 		s.err = s.trace.Write(evs)

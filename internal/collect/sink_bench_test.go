@@ -119,7 +119,7 @@ func BenchmarkMerge(b *testing.B) {
 			return out
 		}
 		return make([]event.Event, 0, 4096)
-	}, send: func(out []event.Event) { free = append(free, out[:0]) }}
+	}, send: func(out []event.Event, _ bool) { free = append(free, out[:0]) }}
 	for b.Loop() {
 		// Times start over: so does the merger, whose rings never go
 		// back in time.
@@ -133,7 +133,7 @@ func BenchmarkMerge(b *testing.B) {
 			m.sendOut()
 		}
 		if out := m.takeAll(); len(out) > 0 {
-			m.send(out)
+			m.send(out, false)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
