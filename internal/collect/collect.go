@@ -654,6 +654,8 @@ func (c *collector) pipeline(im *image) {
 	lag := uint64(lateness.Seconds() * tps)
 	ahead := uint64(aheadLimit.Seconds() * tps)
 	m := c.newMerger(im)
+	// Events of several rings are copied a lateness after they could
+	// be: the sink gets fewer, fuller batches.
 	m.age = lag
 	lastReclaim, lastEndCheck := time.Now(), time.Now()
 	for {
