@@ -119,12 +119,17 @@ func (s *sink) buffer() []event.Event {
 		s.free = s.free[:k-1]
 		return b[:0]
 	}
-	return make([]event.Event, 0, 4096)
+	return make([]event.Event, 0, batchEvents)
 }
 
 // recycle returns an applied batch for reuse, unless the sink kept parts
-// of it; plain, it points nowhere.
+// of it; plain, it points nowhere. Only batches of the usual size are
+// kept: the small ones of a process start or an analysis would be handed
+// out next, for rings to decode into.
 func (s *sink) recycle(evs []event.Event, plain bool) {
+	if cap(evs) != batchEvents {
+		return
+	}
 	if !plain {
 		clear(evs) // drop what the events point to
 	}
@@ -175,6 +180,7 @@ func (s *sink) close() {
 const (
 	inFlight     = 1 << 14
 	spareBatches = 16
+	batchEvents  = 4096 // a batch's capacity
 )
 
 func (s *sink) run() {
