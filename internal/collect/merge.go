@@ -25,7 +25,7 @@ type merger struct {
 	out   []event.Event // the batch being filled by copying
 	// outPlain: out holds heap events only.
 	outPlain bool
-	spare    [][]event.Event
+	spare    [][]event.Event // chunks emptied by copying, for the rings
 	// age is how much older than the watermark the earliest pending
 	// event must be for take to copy events (0: any).
 	age uint64
@@ -37,7 +37,7 @@ type chunk struct {
 	// max is the latest time in evs; refs bounds the events that may
 	// point somewhere (Event.X) or be a fork: none at refs or after.
 	// Most chunks hold heap events only: they need no clearing before
-	// reuse, and the sink no look at them for what it treats apart.
+	// reuse, and the sink need not look through them (batch.plain).
 	max  uint64
 	refs int
 }
