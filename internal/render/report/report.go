@@ -275,7 +275,7 @@ func (c *frameCache) newRuns(n int) []frameRun {
 	}
 	l := len(c.slab)
 	c.slab = c.slab[:l+n]
-	return c.slab[l:l:l+n]
+	return c.slab[l : l : l+n]
 }
 
 // inlineAllocators are glibc's inline wrappers of the allocator (in
