@@ -465,7 +465,9 @@ func (c *frameEnc) keep(depth int, b []byte) {
 // frame returns frame f at depth, preceded by its line break: on one
 // line, its keys separated by ", " (see writeJSON).
 func (e *jsonWriter) frame(f *jsonFrame, depth int) []byte {
-	b := make([]byte, 0, 1+2*depth+96+len(f.Address)+len(f.Module)+len(f.Offset)+len(f.Function)+len(f.File))
+	// Sized at once: the keys and punctuation take 120 bytes, and the
+	// values (more when escaped).
+	b := make([]byte, 0, 2*depth+128+len(f.Address)+len(f.Module)+len(f.Offset)+len(f.Function)+len(f.File))
 	b = append(b, '\n')
 	for i := 0; i < depth; i++ {
 		b = append(b, "  "...)
