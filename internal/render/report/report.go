@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -117,6 +118,25 @@ type Report struct {
 // Warn adds a warning to the report (the symbolizer's, which arrive while
 // the report is being generated).
 func (r *Report) Warn(msg string) { r.warnings = append(r.warnings, msg) }
+
+// WarnAt inserts warnings before the report's i-th: those of a caller
+// known only once the report has been made (and prepared).
+func (r *Report) WarnAt(i int, msgs ...string) {
+	r.warnings = slices.Insert(r.warnings, min(max(i, 0), len(r.warnings)), msgs...)
+}
+
+// Prepare folds the leak groups of every image now, the still reachable
+// ones too with all (only JSON lists them), so that a caller can have it
+// done while it waits on something else; the formats then find them.
+func (r *Report) Prepare(all bool) {
+	for _, p := range r.Images() {
+		if all {
+			r.allLeaks(p)
+		} else {
+			r.leaks(p)
+		}
+	}
+}
 
 // frameEntry is an address's frames, and as JSON once asked for.
 type frameEntry struct {
