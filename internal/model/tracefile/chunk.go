@@ -34,8 +34,15 @@ var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "s
 // are the compact encodings of the event kinds of the same value, code 6
 // that of scope markers.
 const (
-	opScope     = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
-	opAgg       = 0x07 // an Agg (format version 7): see encoder.addAgg
+	opScope = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
+	opAgg   = 0x07 // an Agg (format version 7): see encoder.addAgg
+	// Codes 0x08-0x1b (format version 10) are the Alloc and the Free
+	// with what they most often share with the previous events in the
+	// code: hotTime, the time of the previous event (nothing in the time
+	// stream); hotStack, the stack predicted (nothing in the stack
+	// stream); an Alloc's bits 2-3 say whether it is late and how.
+	opAllocHot  = 0x08 // codes 0x08-0x17: see encoder.addAllocHot
+	opFreeHot   = 0x18 // codes 0x18-0x1b: see encoder.addFreeHot
 	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2 (both >> shift)
 	opSetProc   = 0x1d // misc: uvarint Proc
 	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
@@ -44,6 +51,19 @@ const (
 	f0          = 0x20
 	f1          = 0x40
 	f2          = 0x80
+)
+
+// The bits of the hot codes (format version 10), and an Alloc's late
+// states: its own time is that of the event (lateSame) or one tick
+// before (latePrev), else in the time stream (lateCoded).
+const (
+	hotTime   = 1
+	hotStack  = 2
+	lateShift = 2
+	lateNone  = 0
+	lateSame  = 1
+	latePrev  = 2
+	lateCoded = 3
 )
 
 // Payload flags.
@@ -93,10 +113,14 @@ const (
 // The entries of the tables are kept to 16 bytes: the tables are hit at
 // random for every event, and their cache misses are most of the cost.
 type stackEntry struct {
-	size  uint64
-	id    uint32
-	epoch uint16
-	fn    event.Fn
+	size uint64
+	id   uint32
+	// nextAlloc and nextFree: the stack of the Alloc (Free) that came
+	// after the latest Alloc (Free) of this stack (format version 10):
+	// call sites follow each other in the same order loop after loop.
+	nextAlloc, nextFree uint32
+	epoch               uint16
+	fn                  event.Fn
 }
 
 type addrEntry struct {
@@ -184,11 +208,15 @@ type model struct {
 	bump      uint64
 	prevFrame uint64 // first frame of the previous stack
 	lastStack uint32 // id of the previous StackDef
-	freeFn    event.Fn
-	epoch     uint16
-	stacks    []stackEntry
-	classes   []classEntry
-	names     []string // the scope names of the chunk, in the order first coded
+	// The stacks of the previous Alloc and Free, and those predicted for
+	// the next (format version 10): see chainAlloc, chainFree.
+	prevAlloc, allocNext uint32
+	prevFree, freeNext   uint32
+	freeFn               event.Fn
+	epoch                uint16
+	stacks               []stackEntry
+	classes              []classEntry
+	names                []string // the scope names of the chunk, in the order first coded
 }
 
 // maxChunkNames bounds the scope names a chunk's table holds; later ones
@@ -231,6 +259,7 @@ func (m *model) reset() {
 	m.threads = [numThreads]int32{}
 	m.prevTime, m.pred, m.prevAddr, m.prevFrame, m.bump = 0, 0, 0, 0, 0
 	m.lastStack = 0
+	m.prevAlloc, m.allocNext, m.prevFree, m.freeNext = 0, 0, 0, 0
 	m.freeFn = event.FreeFn
 	clear(m.names)
 	m.names = m.names[:0]
@@ -287,6 +316,8 @@ type encoder struct {
 	before7 bool
 	// before8 codes stack ids plain, not from the latest StackDef's.
 	before8 bool
+	// before10 codes Allocs and Frees without the hot codes.
+	before10 bool
 }
 
 func newEncoder() *encoder {
@@ -295,6 +326,42 @@ func newEncoder() *encoder {
 		nameIdx: map[string]int{}}
 	e.reset()
 	return e
+}
+
+// setStack records fn and size as those of the latest Alloc of stack id,
+// whose table entry is se.
+func (m *model) setStack(se *stackEntry, id uint32, size uint64, fn event.Fn) {
+	if se.epoch != m.epoch || se.id != id {
+		*se = stackEntry{size: size, id: id, epoch: m.epoch, fn: fn, nextAlloc: id, nextFree: id}
+		return
+	}
+	se.size, se.fn = size, fn
+}
+
+// chainAlloc records that an Alloc of stack id, whose valid table entry
+// is se, came after the previous Alloc, and predicts the next Alloc's
+// stack: the one that followed id last time.
+func (m *model) chainAlloc(se *stackEntry, id uint32) {
+	if p := &m.stacks[m.prevAlloc&(stackTab-1)]; p.epoch == m.epoch && p.id == m.prevAlloc {
+		p.nextAlloc = id
+	}
+	m.prevAlloc, m.allocNext = id, se.nextAlloc
+}
+
+// chainFree is chainAlloc for a Free of stack id (0: none).
+func (m *model) chainFree(id uint32) {
+	var next uint32
+	if id != 0 {
+		se := &m.stacks[id&(stackTab-1)]
+		if se.epoch != m.epoch || se.id != id {
+			*se = stackEntry{id: id, epoch: m.epoch, nextAlloc: id, nextFree: id}
+		}
+		if p := &m.stacks[m.prevFree&(stackTab-1)]; m.prevFree != 0 && p.epoch == m.epoch && p.id == m.prevFree {
+			p.nextFree = id
+		}
+		next = se.nextFree
+	}
+	m.prevFree, m.freeNext = id, next
 }
 
 // reset starts a new chunk.
@@ -467,6 +534,25 @@ func (e *encoder) putDelta(d int64) {
 
 func (e *encoder) putAlt(v uint64) { e.alt = uv(e.alt, v) }
 
+// hotTimeOf codes time t for a hot code: hotTime if it is the previous
+// time (coarse times mostly are: nothing is coded, and the average of
+// the deltas stays as it is), else 0 with the delta coded as putTime
+// does.
+func (e *encoder) hotTimeOf(t uint64) byte {
+	t >>= e.shift
+	if t == e.prevTime {
+		return hotTime
+	}
+	d := int64(t - e.prevTime)
+	e.prevTime = t
+	if v := zigzag(d); v < 0x80 && e.timeMode != timeEMA && !e.dual {
+		e.s[sTime] = append(e.s[sTime], byte(v))
+		return 0
+	}
+	e.putDelta(d)
+	return 0
+}
+
 func uv(b []byte, v uint64) []byte {
 	for v >= 0x80 {
 		b = append(b, byte(v)|0x80)
@@ -571,6 +657,22 @@ func (e *encoder) add(ev *event.Event) error {
 		switch ev.Kind {
 		case event.Alloc:
 			at, late := ev.AllocTime()
+			if !e.before10 {
+				if !late {
+					e.addAllocHot(ev, lateNone, 0)
+					return nil
+				}
+				if at <= ev.Time && at>>e.shift != 0 {
+					before := ev.Time>>e.shift - at>>e.shift
+					state := byte(lateCoded)
+					if before < 2 {
+						state = lateSame + byte(before)
+					}
+					e.addAllocHot(ev, state, before)
+					return nil
+				}
+				break
+			}
 			if !late {
 				e.addAlloc(ev)
 				return nil
@@ -590,7 +692,11 @@ func (e *encoder) add(ev *event.Event) error {
 			}
 		case event.Free, event.ReallocBegin:
 			if ev.Addr2 == 0 && ev.Size == 0 {
-				e.addFree(ev)
+				if ev.Kind == event.Free && !e.before10 {
+					e.addFreeHot(ev)
+				} else {
+					e.addFree(ev)
+				}
 				return nil
 			}
 		case event.Realloc:
@@ -641,8 +747,46 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	} else {
 		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
 		e.putSize(ev.Size)
-		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: e.epoch, fn: ev.Fn}
+		e.setStack(se, ev.Stack, ev.Size, ev.Fn)
 	}
+	e.s[sOps] = append(e.s[sOps], e.allocAddr(op, ev))
+}
+
+// addAllocHot codes an Alloc (format version 10): op opAllocHot | hotTime
+// | hotStack | late<<lateShift with flags as for 0x01; time unless
+// hotTime; stack unless hotStack (the one that followed the previous
+// Alloc's stack last time, see chainAlloc); fn and size unless f0; the
+// address; with lateCoded, time: uvarint how many ticks before Time the
+// allocation was made (before).
+func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) {
+	op := opAllocHot + (late<<lateShift | e.hotTimeOf(ev.Time))
+	id := ev.Stack
+	if id == e.allocNext {
+		op += hotStack
+	} else {
+		e.putStack(id)
+	}
+	se := &e.stacks[id&(stackTab-1)]
+	if se.epoch == e.epoch && se.id == id && se.size == ev.Size && se.fn == ev.Fn {
+		op |= f0
+	} else {
+		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.putSize(ev.Size)
+		e.setStack(se, id, ev.Size, ev.Fn)
+	}
+	e.chainAlloc(se, id)
+	if late == lateCoded {
+		e.s[sTime] = uv(e.s[sTime], before)
+		if e.dual {
+			e.alt = uv(e.alt, before)
+		}
+	}
+	e.s[sOps] = append(e.s[sOps], e.allocAddr(op, ev))
+}
+
+// allocAddr codes the address of an Alloc whose op is op so far and
+// returns the op with the address's flags.
+func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 	addr := ev.Addr
 	f := &e.free[addrHash(addr)&(freeTab-1)]
 	cls := classOf(ev.Size)
@@ -661,7 +805,7 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	e.prevAddr = addr
 	e.bump = addr + chunkSize(ev.Size)
 	e.pushAlloc(addr, cls, ev.Fn)
-	e.s[sOps] = append(e.s[sOps], op)
+	return op
 }
 
 // addFree codes a Free or a ReallocBegin.
@@ -672,6 +816,28 @@ func (e *encoder) addFree(ev *event.Event) {
 		op |= f0
 		e.putStack(ev.Stack)
 	}
+	e.s[sOps] = append(e.s[sOps], e.freeAddr(op, ev))
+}
+
+// addFreeHot codes a Free (format version 10): op opFreeHot | hotTime |
+// hotStack with flags as for 0x02, f0 only without hotStack; time unless
+// hotTime; with hotStack the stack is the one that followed the previous
+// Free's last time (see chainFree), else as for 0x02; then as 0x02.
+func (e *encoder) addFreeHot(ev *event.Event) {
+	op := opFreeHot + e.hotTimeOf(ev.Time)
+	if id := ev.Stack; id == e.freeNext {
+		op += hotStack
+	} else if id != 0 {
+		op |= f0
+		e.putStack(id)
+	}
+	e.chainFree(ev.Stack)
+	e.s[sOps] = append(e.s[sOps], e.freeAddr(op, ev))
+}
+
+// freeAddr codes the address and Fn of a Free or ReallocBegin whose op is
+// op so far and returns the op with their flags.
+func (e *encoder) freeAddr(op byte, ev *event.Event) byte {
 	addr := ev.Addr
 	dist, a := e.findAlloc(addr)
 	if addr == 0 || dist != 0 {
@@ -696,7 +862,7 @@ func (e *encoder) addFree(ev *event.Event) {
 		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
 	}
 	e.prevAddr = addr
-	e.s[sOps] = append(e.s[sOps], op)
+	return op
 }
 
 func (e *encoder) addRealloc(ev *event.Event) {

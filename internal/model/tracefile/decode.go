@@ -311,6 +311,11 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 			}
 		case byte(event.Free), byte(event.ReallocBegin):
 			d.decFree(ev, op)
+		case opAllocHot, opAllocHot + 1, opAllocHot + 2, opAllocHot + 3, opAllocHot + 4, opAllocHot + 5, opAllocHot + 6, opAllocHot + 7,
+			opAllocHot + 8, opAllocHot + 9, opAllocHot + 10, opAllocHot + 11, opAllocHot + 12, opAllocHot + 13, opAllocHot + 14, opAllocHot + 15:
+			d.decAllocHot(ev, op)
+		case opFreeHot, opFreeHot + 1, opFreeHot + 2, opFreeHot + 3:
+			d.decFreeHot(ev, op)
 		case byte(event.Realloc):
 			d.decRealloc(ev, op)
 		case byte(event.StackDef):
@@ -348,18 +353,76 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	ev.Kind = event.Alloc
 	ev.Time = d.timeFrom(d.uv(sTime))
 	ev.Stack = d.stackRef()
+	if d.allocSize(ev, op) != nil {
+		d.allocAddr(ev, op)
+	}
+}
+
+// decAllocHot decodes what encoder.addAllocHot codes.
+func (d *decoder) decAllocHot(ev *event.Event, op byte) {
+	if d.version < 10 {
+		d.failf("bad op %#x in a version %d trace", op, d.version)
+		return
+	}
+	code := op&codeMask - opAllocHot
+	ev.Kind = event.Alloc
+	ev.Time = d.hotTime(code)
+	if code&hotStack != 0 {
+		ev.Stack = d.allocNext
+	} else {
+		ev.Stack = d.stackRef()
+	}
+	se := d.allocSize(ev, op)
+	if se == nil {
+		return
+	}
+	d.chainAlloc(se, ev.Stack)
+	var before uint64
+	switch code >> lateShift {
+	case lateNone:
+		d.allocAddr(ev, op)
+		return
+	case latePrev:
+		before = 1
+	case lateCoded:
+		before = d.uv(sTime)
+	}
+	if before >= ev.Time>>d.shift {
+		d.failf("late allocation %d ticks before time %d", before<<d.shift, ev.Time)
+		return
+	}
+	ev.SetLate(ev.Time - before<<d.shift)
+	d.allocAddr(ev, op)
+}
+
+// hotTime decodes the time of an event of a hot code.
+func (d *decoder) hotTime(code byte) uint64 {
+	if code&hotTime != 0 {
+		return d.prevTime << d.shift
+	}
+	return d.timeFrom(d.uv(sTime))
+}
+
+// allocSize decodes the Fn and Size of an Alloc of stack ev.Stack and
+// returns the stack's table entry, or nil on an error.
+func (d *decoder) allocSize(ev *event.Event, op byte) *stackEntry {
 	se := &d.stacks[ev.Stack&(stackTab-1)]
 	if op&f0 != 0 {
 		if se.epoch != d.epoch || se.id != ev.Stack {
 			d.failf("predicted size for stack %d, not seen in the chunk", ev.Stack)
-			return
+			return nil
 		}
 		ev.Fn, ev.Size = se.fn, se.size
 	} else {
 		ev.Fn = event.Fn(d.byte(sFn))
 		ev.Size = d.size()
-		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: d.epoch, fn: ev.Fn}
+		d.setStack(se, ev.Stack, ev.Size, ev.Fn)
 	}
+	return se
+}
+
+// allocAddr decodes the address of an Alloc (see encoder.allocAddr).
+func (d *decoder) allocAddr(ev *event.Event, op byte) {
 	var addr uint64
 	switch op >> 6 {
 	case 0:
@@ -447,6 +510,38 @@ func (d *decoder) decFree(ev *event.Event, op byte) {
 			d.failf("explicit stack 0")
 		}
 	}
+	d.freeAddr(ev, op)
+}
+
+// decFreeHot decodes what encoder.addFreeHot codes.
+func (d *decoder) decFreeHot(ev *event.Event, op byte) {
+	if d.version < 10 {
+		d.failf("bad op %#x in a version %d trace", op, d.version)
+		return
+	}
+	code := op&codeMask - opFreeHot
+	ev.Kind = event.Free
+	ev.Time = d.hotTime(code)
+	if code&hotStack != 0 {
+		if op&f0 != 0 {
+			d.failf("bad op %#x", op)
+			return
+		}
+		ev.Stack = d.freeNext
+	} else if op&f0 != 0 {
+		ev.Stack = d.stackRef()
+		if ev.Stack == 0 {
+			d.failf("explicit stack 0")
+			return
+		}
+	}
+	d.chainFree(ev.Stack)
+	d.freeAddr(ev, op)
+}
+
+// freeAddr decodes the address and Fn of a Free or ReallocBegin (see
+// encoder.freeAddr).
+func (d *decoder) freeAddr(ev *event.Event, op byte) {
 	addr, a := d.freedAddr(op)
 	want := event.ReallocFn
 	if ev.Kind == event.Free {
