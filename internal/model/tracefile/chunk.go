@@ -340,23 +340,25 @@ func (m *model) setStack(se *stackEntry, id uint32, size uint64, fn event.Fn) {
 
 // chainAlloc records that an Alloc of stack id, whose valid table entry
 // is se, came after the previous Alloc, and predicts the next Alloc's
-// stack: the one that followed id last time.
-func (m *model) chainAlloc(se *stackEntry, id uint32) {
-	if p := &m.stacks[m.prevAlloc&(stackTab-1)]; p.epoch == m.epoch && p.id == m.prevAlloc {
+// stack: the one that followed id last time. If id was the predicted
+// stack (hit), the previous Alloc's entry, if still valid, already says
+// so.
+func (m *model) chainAlloc(se *stackEntry, id uint32, hit bool) {
+	if p := &m.stacks[m.prevAlloc&(stackTab-1)]; !hit && p.epoch == m.epoch && p.id == m.prevAlloc {
 		p.nextAlloc = id
 	}
 	m.prevAlloc, m.allocNext = id, se.nextAlloc
 }
 
 // chainFree is chainAlloc for a Free of stack id (0: none).
-func (m *model) chainFree(id uint32) {
+func (m *model) chainFree(id uint32, hit bool) {
 	var next uint32
 	if id != 0 {
 		se := &m.stacks[id&(stackTab-1)]
 		if se.epoch != m.epoch || se.id != id {
 			*se = stackEntry{id: id, epoch: m.epoch, nextAlloc: id, nextFree: id}
 		}
-		if p := &m.stacks[m.prevFree&(stackTab-1)]; m.prevFree != 0 && p.epoch == m.epoch && p.id == m.prevFree {
+		if p := &m.stacks[m.prevFree&(stackTab-1)]; !hit && m.prevFree != 0 && p.epoch == m.epoch && p.id == m.prevFree {
 			p.nextFree = id
 		}
 		next = se.nextFree
@@ -659,19 +661,19 @@ func (e *encoder) add(ev *event.Event) error {
 			at, late := ev.AllocTime()
 			if !e.before10 {
 				if !late {
-					e.addAllocHot(ev, lateNone, 0)
-					return nil
-				}
-				if at <= ev.Time && at>>e.shift != 0 {
+					if e.addAllocHot(ev, lateNone, 0) {
+						return nil
+					}
+				} else if at <= ev.Time && at>>e.shift != 0 {
 					before := ev.Time>>e.shift - at>>e.shift
 					state := byte(lateCoded)
 					if before < 2 {
 						state = lateSame + byte(before)
 					}
-					e.addAllocHot(ev, state, before)
-					return nil
+					if e.addAllocHot(ev, state, before) {
+						return nil
+					}
 				}
-				break
 			}
 			if !late {
 				e.addAlloc(ev)
@@ -749,32 +751,47 @@ func (e *encoder) addAlloc(ev *event.Event) {
 		e.putSize(ev.Size)
 		e.setStack(se, ev.Stack, ev.Size, ev.Fn)
 	}
+	if !e.before10 {
+		e.chainAlloc(se, ev.Stack, false)
+	}
 	e.s[sOps] = append(e.s[sOps], e.allocAddr(op, ev))
 }
 
-// addAllocHot codes an Alloc (format version 10): op opAllocHot | hotTime
-// | hotStack | late<<lateShift with flags as for 0x01; time unless
-// hotTime; stack unless hotStack (the one that followed the previous
-// Alloc's stack last time, see chainAlloc); fn and size unless f0; the
-// address; with lateCoded, time: uvarint how many ticks before Time the
-// allocation was made (before).
-func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) {
-	op := opAllocHot + (late<<lateShift | e.hotTimeOf(ev.Time))
+// addAllocHot codes an Alloc (format version 10): op opAllocHot +
+// (hotTime | hotStack | late<<lateShift) with flags as for 0x01; time
+// unless hotTime; stack unless hotStack (the one that followed the
+// previous Alloc's stack last time, see chainAlloc); Fn: that of the
+// stack's latest Alloc in the chunk, or if it had none, coded; size
+// unless f0 (as the stack's latest Alloc's); the address; with lateCoded,
+// time: uvarint how many ticks before Time the allocation was made
+// (before). It codes nothing and returns false for an Alloc whose Fn is
+// not its stack's latest (the codes 0x01 and 0x1c say it).
+func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) bool {
 	id := ev.Stack
-	if id == e.allocNext {
+	se := &e.stacks[id&(stackTab-1)]
+	valid := se.epoch == e.epoch && se.id == id
+	if valid && se.fn != ev.Fn {
+		return false
+	}
+	op := opAllocHot + (late<<lateShift | e.hotTimeOf(ev.Time))
+	hit := id == e.allocNext
+	if hit {
 		op += hotStack
 	} else {
 		e.putStack(id)
 	}
-	se := &e.stacks[id&(stackTab-1)]
-	if se.epoch == e.epoch && se.id == id && se.size == ev.Size && se.fn == ev.Fn {
-		op |= f0
-	} else {
+	switch {
+	case !valid:
 		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
 		e.putSize(ev.Size)
 		e.setStack(se, id, ev.Size, ev.Fn)
+	case se.size == ev.Size:
+		op |= f0
+	default:
+		e.putSize(ev.Size)
+		se.size = ev.Size
 	}
-	e.chainAlloc(se, id)
+	e.chainAlloc(se, id, hit)
 	if late == lateCoded {
 		e.s[sTime] = uv(e.s[sTime], before)
 		if e.dual {
@@ -782,6 +799,7 @@ func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) {
 		}
 	}
 	e.s[sOps] = append(e.s[sOps], e.allocAddr(op, ev))
+	return true
 }
 
 // allocAddr codes the address of an Alloc whose op is op so far and
@@ -825,13 +843,14 @@ func (e *encoder) addFree(ev *event.Event) {
 // Free's last time (see chainFree), else as for 0x02; then as 0x02.
 func (e *encoder) addFreeHot(ev *event.Event) {
 	op := opFreeHot + e.hotTimeOf(ev.Time)
-	if id := ev.Stack; id == e.freeNext {
+	hit := ev.Stack == e.freeNext
+	if hit {
 		op += hotStack
-	} else if id != 0 {
+	} else if ev.Stack != 0 {
 		op |= f0
-		e.putStack(id)
+		e.putStack(ev.Stack)
 	}
-	e.chainFree(ev.Stack)
+	e.chainFree(ev.Stack, hit)
 	e.s[sOps] = append(e.s[sOps], e.freeAddr(op, ev))
 }
 

@@ -353,9 +353,14 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	ev.Kind = event.Alloc
 	ev.Time = d.timeFrom(d.uv(sTime))
 	ev.Stack = d.stackRef()
-	if d.allocSize(ev, op) != nil {
-		d.allocAddr(ev, op)
+	se := d.allocSize(ev, op)
+	if se == nil {
+		return
 	}
+	if d.version >= 10 {
+		d.chainAlloc(se, ev.Stack, false)
+	}
+	d.allocAddr(ev, op)
 }
 
 // decAllocHot decodes what encoder.addAllocHot codes.
@@ -367,16 +372,30 @@ func (d *decoder) decAllocHot(ev *event.Event, op byte) {
 	code := op&codeMask - opAllocHot
 	ev.Kind = event.Alloc
 	ev.Time = d.hotTime(code)
-	if code&hotStack != 0 {
+	hit := code&hotStack != 0
+	if hit {
 		ev.Stack = d.allocNext
 	} else {
 		ev.Stack = d.stackRef()
 	}
-	se := d.allocSize(ev, op)
-	if se == nil {
-		return
+	se := &d.stacks[ev.Stack&(stackTab-1)]
+	switch {
+	case se.epoch != d.epoch || se.id != ev.Stack:
+		if op&f0 != 0 {
+			d.failf("predicted size for stack %d, not seen in the chunk", ev.Stack)
+			return
+		}
+		ev.Fn = event.Fn(d.byte(sFn))
+		ev.Size = d.size()
+		d.setStack(se, ev.Stack, ev.Size, ev.Fn)
+	case op&f0 != 0:
+		ev.Fn, ev.Size = se.fn, se.size
+	default:
+		ev.Fn = se.fn
+		ev.Size = d.size()
+		se.size = ev.Size
 	}
-	d.chainAlloc(se, ev.Stack)
+	d.chainAlloc(se, ev.Stack, hit)
 	var before uint64
 	switch code >> lateShift {
 	case lateNone:
@@ -535,7 +554,7 @@ func (d *decoder) decFreeHot(ev *event.Event, op byte) {
 			return
 		}
 	}
-	d.chainFree(ev.Stack)
+	d.chainFree(ev.Stack, code&hotStack != 0)
 	d.freeAddr(ev, op)
 }
 

@@ -128,9 +128,13 @@
 //	                   previous Alloc's stack after its latest Alloc in
 //	                   the chunk, or that stack itself if it had none;
 //	                   the previous Alloc's stack is 0 at the chunk's
-//	                   start), then as 0x01; l: 0 not late, else Addr2 is
-//	                   Time (1), one tick (1<<shift) before (2), or (3)
-//	                   time: uvarint ticks before, as for 0x1c
+//	                   start); Fn that of the stack's latest Alloc (an
+//	                   Alloc of another Fn is coded 0x01 or 0x1c), or if
+//	                   the chunk had none, fn byte and size; f0: size as
+//	                   the stack's latest Alloc's, else size; the address
+//	                   as for 0x01; l: 0 not late, else Addr2 is Time
+//	                   (1), one tick (1<<shift) before (2), or (3) time:
+//	                   uvarint ticks before, as for 0x1c
 //	0x18-0x1b Free     (version 10) code 0x18 + t + 2s: time as for
 //	                   0x08; s: the stack that followed the previous
 //	                   Free's after its latest Free (0 after a Free of
