@@ -59,23 +59,26 @@ const (
 )
 
 // probe chooses, for each stream of a chunk, the method that codes it best
-// for its cost and sets p.method.
+// for its cost and sets p.method. It measures the methods on the last
+// probeSample bytes of each stream: trying them all on whole streams cost
+// a tenth of all the coding of a run of a dozen chunks.
 func (p *packer) probe(s *[numStreams][]byte) {
 	for i := range s {
 		if len(s[i]) == 0 {
 			continue
 		}
-		best, bestLen := byte(packStored), len(s[i])
-		huff := p.codedLen(s[i], packHuff)
+		b := s[i][max(0, len(s[i])-probeSample):]
+		best, bestLen := byte(packStored), len(b)
+		huff := p.codedLen(b, packHuff)
 		if float64(huff) < huffGain*float64(bestLen) {
 			best, bestLen = packHuff, huff
 		}
-		if n := p.codedLen(s[i], packS2); n < bestLen {
+		if n := p.codedLen(b, packS2); n < bestLen {
 			best, bestLen = packS2, n
 		}
 		// zstd's entropy coding of matches may win by far where neither
 		// cheap method does well alone, so it is always measured.
-		if n := p.codedLen(s[i], packZstd); float64(n) < zstdGain*float64(bestLen) {
+		if n := p.codedLen(b, packZstd); float64(n) < zstdGain*float64(bestLen) {
 			best = packZstd
 		}
 		p.method[i] = best
@@ -83,8 +86,11 @@ func (p *packer) probe(s *[numStreams][]byte) {
 }
 
 // packProbeEvery is how often (in chunks) the packer chooses its methods
-// again.
-const packProbeEvery = 32
+// again; probeSample is how much of each stream it measures them on.
+const (
+	packProbeEvery = 32
+	probeSample    = 64 << 10
+)
 
 // codedLen is how many bytes method m codes b into.
 func (p *packer) codedLen(b []byte, m byte) int {
