@@ -140,8 +140,7 @@ type ringEntry struct {
 // freed by one thread: what a malloc of that class in that thread (with
 // glibc's tcache and fastbins) most likely returns next.
 type classEntry struct {
-	key   uint64
-	epoch uint16
+	key   uint64 // classKey: the class, the thread and the model's epoch
 	n     uint16 // addresses held
 	top   uint16 // index of the latest in addrs, a ring
 	addrs [classDepth]uint64
@@ -172,8 +171,12 @@ func classOf(size uint64) uint16 {
 	return uint16(max(32, (size+23)&^15) >> 4)
 }
 
-func classKey(cls uint16, t int32) uint64 { return uint64(cls) | uint64(uint32(t))<<16 }
+func (m *model) classKey(cls uint16, t int32) uint64 {
+	return uint64(cls) | uint64(uint32(t))<<16 | uint64(m.epoch)<<48
+}
 
+// classHash is where the entry of key k is: the epoch (bits 48-63) does
+// not change it.
 func classHash(k uint64) uint64 { return (k ^ (k>>16)*0x9e37) & (classTab - 1) }
 
 func addrHash(a uint64) uint64 { return a>>4 ^ a>>19 }
@@ -223,21 +226,17 @@ type model struct {
 // are coded in full each time.
 const maxChunkNames = 1024
 
-// classPush records that thread t freed addr, a block of class cls.
+// classPush records that thread t freed addr, a block of class cls, not
+// 0 (blocks of no class are not kept). (Small enough to inline.)
 func (m *model) classPush(addr uint64, cls uint16, t int32) {
-	if cls == 0 {
-		return
-	}
-	k := classKey(cls, t)
+	k := m.classKey(cls, t)
 	c := &m.classes[classHash(k)]
-	if c.epoch != m.epoch || c.key != k {
-		c.epoch, c.key, c.n = m.epoch, k, 0
+	if c.key != k {
+		c.key, c.n = k, 0
 	}
 	c.top++
 	c.addrs[c.top%classDepth] = addr
-	if c.n < classDepth {
-		c.n++
-	}
+	c.n = min(c.n+1, classDepth)
 }
 
 // classTop returns the class list for an allocation of size bytes by
@@ -246,9 +245,9 @@ func (m *model) classTop(cls uint16, t int32) *classEntry {
 	if cls == 0 {
 		return nil
 	}
-	k := classKey(cls, t)
+	k := m.classKey(cls, t)
 	c := &m.classes[classHash(k)]
-	if c.epoch != m.epoch || c.key != k || c.n == 0 {
+	if c.key != k || c.n == 0 {
 		return nil
 	}
 	return c
@@ -350,8 +349,18 @@ func (m *model) chainAlloc(se *stackEntry, id uint32, hit bool) {
 	m.prevAlloc, m.allocNext = id, se.nextAlloc
 }
 
-// chainFree is chainAlloc for a Free of stack id (0: none).
+// chainFree is chainAlloc for a Free of stack id (0: none). A predicted
+// stack that repeats the previous Free's changes nothing: the previous
+// Free's entry says that it comes next, or if another stack took the
+// entry since, it would say so again once taken back.
+// (Small enough to inline.)
 func (m *model) chainFree(id uint32, hit bool) {
+	if !hit || id != m.prevFree {
+		m.chainNewFree(id, hit)
+	}
+}
+
+func (m *model) chainNewFree(id uint32, hit bool) {
 	var next uint32
 	if id != 0 {
 		se := &m.stacks[id&(stackTab-1)]
@@ -540,20 +549,17 @@ func (e *encoder) putAlt(v uint64) { e.alt = uv(e.alt, v) }
 // time (coarse times mostly are: nothing is coded, and the average of
 // the deltas stays as it is), else 0 with the delta coded as putTime
 // does.
+// (Small enough to inline.)
 func (e *encoder) hotTimeOf(t uint64) byte {
-	t >>= e.shift
-	if t == e.prevTime {
+	if t>>e.shift == e.prevTime {
 		return hotTime
 	}
-	d := int64(t - e.prevTime)
-	e.prevTime = t
-	if v := zigzag(d); v < 0x80 && e.timeMode != timeEMA && !e.dual {
-		e.s[sTime] = append(e.s[sTime], byte(v))
-		return 0
-	}
-	e.putDelta(d)
+	e.putNewTime(t)
 	return 0
 }
+
+// putNewTime is putTime, not inlined.
+func (e *encoder) putNewTime(t uint64) { e.putTime(t) }
 
 func uv(b []byte, v uint64) []byte {
 	for v >= 0x80 {
@@ -870,7 +876,9 @@ func (e *encoder) freeAddr(op byte, ev *event.Event) byte {
 		want = e.freeFn
 		if dist != 0 {
 			want = freeFnFor(a.fn)
-			e.classPush(addr, a.cls, e.threads[0])
+			if a.cls != 0 {
+				e.classPush(addr, a.cls, e.threads[0])
+			}
 		}
 		e.freeFn = ev.Fn
 		e.pushFree(addr)
@@ -922,7 +930,7 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
 		e.pushFree(addr)
-		if dist != 0 {
+		if dist != 0 && oldCls != 0 {
 			e.classPush(addr, oldCls, e.threads[0])
 		}
 	}

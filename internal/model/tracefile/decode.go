@@ -567,7 +567,9 @@ func (d *decoder) freeAddr(ev *event.Event, op byte) {
 		want = d.freeFn
 		if a != nil {
 			want = freeFnFor(a.fn)
-			d.classPush(addr, a.cls, d.threads[0])
+			if a.cls != 0 {
+				d.classPush(addr, a.cls, d.threads[0])
+			}
 		}
 	}
 	if op&f1 != 0 {
@@ -624,7 +626,7 @@ func (d *decoder) decRealloc(ev *event.Event, op byte) {
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
 		d.pushFree(addr)
-		if a != nil {
+		if a != nil && oldCls != 0 {
 			d.classPush(addr, oldCls, d.threads[0])
 		}
 	}
