@@ -700,11 +700,7 @@ func (e *encoder) add(ev *event.Event) error {
 			}
 		case event.Free, event.ReallocBegin:
 			if ev.Addr2 == 0 && ev.Size == 0 {
-				if ev.Kind == event.Free && !e.before10 {
-					e.addFreeHot(ev)
-				} else {
-					e.addFree(ev)
-				}
+				e.addFree(ev, ev.Kind == event.Free && !e.before10)
 				return nil
 			}
 		case event.Realloc:
@@ -832,37 +828,31 @@ func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 	return op
 }
 
-// addFree codes a Free or a ReallocBegin.
-func (e *encoder) addFree(ev *event.Event) {
-	op := byte(ev.Kind)
-	e.putTime(ev.Time)
-	if ev.Stack != 0 {
-		op |= f0
-		e.putStack(ev.Stack)
+// addFree codes a Free or a ReallocBegin; with hot, a Free with the code
+// opFreeHot (format version 10): op opFreeHot + (hotTime | hotStack) with
+// flags as for 0x02, f0 only without hotStack; time unless hotTime; with
+// hotStack the stack is the one that followed the previous Free's last
+// time (see chainFree), else as for 0x02; then as 0x02.
+func (e *encoder) addFree(ev *event.Event, hot bool) {
+	var op byte
+	if hot {
+		op = opFreeHot + e.hotTimeOf(ev.Time)
+		hit := ev.Stack == e.freeNext
+		if hit {
+			op += hotStack
+		} else if ev.Stack != 0 {
+			op |= f0
+			e.putStack(ev.Stack)
+		}
+		e.chainFree(ev.Stack, hit)
+	} else {
+		op = byte(ev.Kind)
+		e.putTime(ev.Time)
+		if ev.Stack != 0 {
+			op |= f0
+			e.putStack(ev.Stack)
+		}
 	}
-	e.s[sOps] = append(e.s[sOps], e.freeAddr(op, ev))
-}
-
-// addFreeHot codes a Free (format version 10): op opFreeHot | hotTime |
-// hotStack with flags as for 0x02, f0 only without hotStack; time unless
-// hotTime; with hotStack the stack is the one that followed the previous
-// Free's last time (see chainFree), else as for 0x02; then as 0x02.
-func (e *encoder) addFreeHot(ev *event.Event) {
-	op := opFreeHot + e.hotTimeOf(ev.Time)
-	hit := ev.Stack == e.freeNext
-	if hit {
-		op += hotStack
-	} else if ev.Stack != 0 {
-		op |= f0
-		e.putStack(ev.Stack)
-	}
-	e.chainFree(ev.Stack, hit)
-	e.s[sOps] = append(e.s[sOps], e.freeAddr(op, ev))
-}
-
-// freeAddr codes the address and Fn of a Free or ReallocBegin whose op is
-// op so far and returns the op with their flags.
-func (e *encoder) freeAddr(op byte, ev *event.Event) byte {
 	addr := ev.Addr
 	dist, a := e.findAlloc(addr)
 	if addr == 0 || dist != 0 {
@@ -889,7 +879,7 @@ func (e *encoder) freeAddr(op byte, ev *event.Event) byte {
 		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
 	}
 	e.prevAddr = addr
-	return op
+	e.s[sOps] = append(e.s[sOps], op)
 }
 
 func (e *encoder) addRealloc(ev *event.Event) {
