@@ -42,7 +42,7 @@ const (
 	// stream); hotStack, the stack predicted (nothing in the stack
 	// stream); an Alloc's bits 2-3 say whether it is late and how.
 	opAllocHot  = 0x08 // codes 0x08-0x17: see encoder.addAllocHot
-	opFreeHot   = 0x18 // codes 0x18-0x1b: see encoder.addFreeHot
+	opFreeHot   = 0x18 // codes 0x18-0x1b: see encoder.addFree
 	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2 (both >> shift)
 	opSetProc   = 0x1d // misc: uvarint Proc
 	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta

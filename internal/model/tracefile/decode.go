@@ -365,13 +365,10 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 
 // decAllocHot decodes what encoder.addAllocHot codes.
 func (d *decoder) decAllocHot(ev *event.Event, op byte) {
-	if d.version < 10 {
-		d.failf("bad op %#x in a version %d trace", op, d.version)
+	code, ok := d.hotHead(ev, op, opAllocHot, event.Alloc)
+	if !ok {
 		return
 	}
-	code := op&codeMask - opAllocHot
-	ev.Kind = event.Alloc
-	ev.Time = d.hotTime(code)
 	hit := code&hotStack != 0
 	if hit {
 		ev.Stack = d.allocNext
@@ -414,12 +411,22 @@ func (d *decoder) decAllocHot(ev *event.Event, op byte) {
 	d.allocAddr(ev, op)
 }
 
-// hotTime decodes the time of an event of a hot code.
-func (d *decoder) hotTime(code byte) uint64 {
-	if code&hotTime != 0 {
-		return d.prevTime << d.shift
+// hotHead decodes the kind and time of an event of a hot code op, the
+// first of whose codes is first, and returns its bits (op's code less
+// first); false if the trace's version has no such code.
+func (d *decoder) hotHead(ev *event.Event, op, first byte, kind event.Kind) (byte, bool) {
+	if d.version < 10 {
+		d.failf("bad op %#x in a version %d trace", op, d.version)
+		return 0, false
 	}
-	return d.timeFrom(d.uv(sTime))
+	code := op&codeMask - first
+	ev.Kind = kind
+	if code&hotTime != 0 {
+		ev.Time = d.prevTime << d.shift
+	} else {
+		ev.Time = d.timeFrom(d.uv(sTime))
+	}
+	return code, true
 }
 
 // allocSize decodes the Fn and Size of an Alloc of stack ev.Stack and
@@ -532,15 +539,12 @@ func (d *decoder) decFree(ev *event.Event, op byte) {
 	d.freeAddr(ev, op)
 }
 
-// decFreeHot decodes what encoder.addFreeHot codes.
+// decFreeHot decodes what encoder.addFree codes with opFreeHot.
 func (d *decoder) decFreeHot(ev *event.Event, op byte) {
-	if d.version < 10 {
-		d.failf("bad op %#x in a version %d trace", op, d.version)
+	code, ok := d.hotHead(ev, op, opFreeHot, event.Free)
+	if !ok {
 		return
 	}
-	code := op&codeMask - opFreeHot
-	ev.Kind = event.Free
-	ev.Time = d.hotTime(code)
 	if code&hotStack != 0 {
 		if op&f0 != 0 {
 			d.failf("bad op %#x", op)
@@ -559,7 +563,7 @@ func (d *decoder) decFreeHot(ev *event.Event, op byte) {
 }
 
 // freeAddr decodes the address and Fn of a Free or ReallocBegin (see
-// encoder.freeAddr).
+// encoder.addFree).
 func (d *decoder) freeAddr(ev *event.Event, op byte) {
 	addr, a := d.freedAddr(op)
 	want := event.ReallocFn
