@@ -36,11 +36,11 @@ var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "s
 const (
 	opScope = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
 	opAgg   = 0x07 // an Agg (format version 7): see encoder.addAgg
-	// Codes 0x08-0x1b (format version 10) are the Alloc and the Free
-	// with what they most often share with the previous events in the
-	// code: hotTime, the time of the previous event (nothing in the time
-	// stream); hotStack, the stack predicted (nothing in the stack
-	// stream); an Alloc's bits 2-3 say whether it is late and how.
+	// Codes 0x08-0x1b (format version 10) are an Alloc or a Free whose
+	// code also says whether its time is the previous event's (hotTime:
+	// nothing in the time stream) and its stack the predicted one
+	// (hotStack: nothing in the stack stream); an Alloc's bits 2-3 say
+	// whether it is late and how.
 	opAllocHot  = 0x08 // codes 0x08-0x17: see encoder.addAllocHot
 	opFreeHot   = 0x18 // codes 0x18-0x1b: see encoder.addFree
 	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2 (both >> shift)
@@ -110,8 +110,9 @@ const (
 	numThreads  = 8
 )
 
-// The entries of the tables are kept to 16 bytes: the tables are hit at
+// The entries of the address tables are kept to 16 bytes: they are hit at
 // random for every event, and their cache misses are most of the cost.
+// (A program's stacks are fewer: their entries stay in the cache.)
 type stackEntry struct {
 	size uint64
 	id   uint32
