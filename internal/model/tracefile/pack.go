@@ -92,7 +92,7 @@ func (p *packer) probe(s *[numStreams][]byte) {
 // again; probeSample is how much of each stream it measures them on.
 const (
 	packProbeEvery = 32
-	probeSample    = 64 << 10
+	probeSample    = 16 << 10
 )
 
 // codedLen is how many bytes method m codes b into.
