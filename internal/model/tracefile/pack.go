@@ -53,12 +53,14 @@ type packer struct {
 // Huffman code included where it is not worth its time) zstd's output
 // must be for the packer to spend zstd's time on a stream: it costs
 // several times as much per byte. huffGain is how much smaller than the
-// stream a Huffman code must be to be worth its time (about a ns a byte:
-// on the addresses of random frees, two bytes an event, it saved 15 % for
-// a tenth of all the trace's CPU).
+// stream a Huffman code must be to be worth decoding; bigGain, for a
+// stream of more than a byte an event, to be worth its time too (about a
+// ns a byte: on the addresses of random frees, two bytes an event, it
+// saved 15 % for a tenth of all the trace's CPU).
 const (
 	zstdGain = 0.85
-	huffGain = 0.8
+	huffGain = 0.97
+	bigGain  = 0.8
 )
 
 // probe chooses, for each stream of a chunk, the method that codes it best
@@ -73,7 +75,11 @@ func (p *packer) probe(s *[numStreams][]byte) {
 		b := s[i][max(0, len(s[i])-probeSample):]
 		best, bestLen := byte(packStored), len(b)
 		huff := p.codedLen(b, packHuff)
-		if float64(huff) < huffGain*float64(bestLen) {
+		gain := huffGain
+		if len(s[i]) > len(s[sOps]) { // (an op byte an event)
+			gain = bigGain
+		}
+		if float64(huff) < gain*float64(bestLen) {
 			best, bestLen = packHuff, huff
 		}
 		if n := p.codedLen(b, packS2); n < bestLen {
