@@ -34,8 +34,15 @@ var streamNames = [numStreams]string{"ops", "time", "addr", "size", "sizehi", "s
 // are the compact encodings of the event kinds of the same value, code 6
 // that of scope markers.
 const (
-	opScope     = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
-	opAgg       = 0x07 // an Agg (format version 7): see encoder.addAgg
+	opScope = 0x06 // a ScopeBegin or ScopeEnd (format version 5): see encoder.addScope
+	opAgg   = 0x07 // an Agg (format version 7): see encoder.addAgg
+	// Codes 0x08-0x1b (format version 10) are an Alloc or a Free whose
+	// code also says whether its time is the previous event's (hotTime:
+	// nothing in the time stream) and its stack the predicted one
+	// (hotStack: nothing in the stack stream); an Alloc's bits 2-3 say
+	// whether it is late and how.
+	opAllocHot  = 0x08 // codes 0x08-0x17: see encoder.addAllocHot
+	opFreeHot   = 0x18 // codes 0x18-0x1b: see encoder.addFree
 	opLateAlloc = 0x1c // an Alloc with Addr2 (its own time, earlier): coded as an Alloc, then time: uvarint Time-Addr2 (both >> shift)
 	opSetProc   = 0x1d // misc: uvarint Proc
 	opSetThread = 0x1e // flags 1-7: thread at that MRU position; 0: misc zigzag delta
@@ -44,6 +51,19 @@ const (
 	f0          = 0x20
 	f1          = 0x40
 	f2          = 0x80
+)
+
+// The bits of the hot codes (format version 10), and an Alloc's late
+// states: its own time is that of the event (lateSame) or one tick
+// before (latePrev), else in the time stream (lateCoded).
+const (
+	hotTime   = 1
+	hotStack  = 2
+	lateShift = 2
+	lateNone  = 0
+	lateSame  = 1
+	latePrev  = 2
+	lateCoded = 3
 )
 
 // Payload flags.
@@ -90,13 +110,18 @@ const (
 	numThreads  = 8
 )
 
-// The entries of the tables are kept to 16 bytes: the tables are hit at
+// The entries of the address tables are kept to 16 bytes: they are hit at
 // random for every event, and their cache misses are most of the cost.
+// (A program's stacks are fewer: their entries stay in the cache.)
 type stackEntry struct {
-	size  uint64
-	id    uint32
-	epoch uint16
-	fn    event.Fn
+	size uint64
+	id   uint32
+	// nextAlloc and nextFree: the stack of the Alloc (Free) that came
+	// after the latest Alloc (Free) of this stack (format version 10):
+	// call sites follow each other in the same order loop after loop.
+	nextAlloc, nextFree uint32
+	epoch               uint16
+	fn                  event.Fn
 }
 
 type addrEntry struct {
@@ -116,8 +141,7 @@ type ringEntry struct {
 // freed by one thread: what a malloc of that class in that thread (with
 // glibc's tcache and fastbins) most likely returns next.
 type classEntry struct {
-	key   uint64
-	epoch uint16
+	key   uint64 // classKey: the class, the thread and the model's epoch
 	n     uint16 // addresses held
 	top   uint16 // index of the latest in addrs, a ring
 	addrs [classDepth]uint64
@@ -148,8 +172,12 @@ func classOf(size uint64) uint16 {
 	return uint16(max(32, (size+23)&^15) >> 4)
 }
 
-func classKey(cls uint16, t int32) uint64 { return uint64(cls) | uint64(uint32(t))<<16 }
+func (m *model) classKey(cls uint16, t int32) uint64 {
+	return uint64(cls) | uint64(uint32(t))<<16 | uint64(m.epoch)<<48
+}
 
+// classHash is where the entry of key k is: the epoch (bits 48-63) does
+// not change it.
 func classHash(k uint64) uint64 { return (k ^ (k>>16)*0x9e37) & (classTab - 1) }
 
 func addrHash(a uint64) uint64 { return a>>4 ^ a>>19 }
@@ -184,32 +212,32 @@ type model struct {
 	bump      uint64
 	prevFrame uint64 // first frame of the previous stack
 	lastStack uint32 // id of the previous StackDef
-	freeFn    event.Fn
-	epoch     uint16
-	stacks    []stackEntry
-	classes   []classEntry
-	names     []string // the scope names of the chunk, in the order first coded
+	// The stacks of the previous Alloc and Free, and those predicted for
+	// the next (format version 10): see chainAlloc, chainFree.
+	prevAlloc, allocNext uint32
+	prevFree, freeNext   uint32
+	freeFn               event.Fn
+	epoch                uint16
+	stacks               []stackEntry
+	classes              []classEntry
+	names                []string // the scope names of the chunk, in the order first coded
 }
 
 // maxChunkNames bounds the scope names a chunk's table holds; later ones
 // are coded in full each time.
 const maxChunkNames = 1024
 
-// classPush records that thread t freed addr, a block of class cls.
+// classPush records that thread t freed addr, a block of class cls, not
+// 0 (blocks of no class are not kept). (Small enough to inline.)
 func (m *model) classPush(addr uint64, cls uint16, t int32) {
-	if cls == 0 {
-		return
-	}
-	k := classKey(cls, t)
+	k := m.classKey(cls, t)
 	c := &m.classes[classHash(k)]
-	if c.epoch != m.epoch || c.key != k {
-		c.epoch, c.key, c.n = m.epoch, k, 0
+	if c.key != k {
+		c.key, c.n = k, 0
 	}
 	c.top++
 	c.addrs[c.top%classDepth] = addr
-	if c.n < classDepth {
-		c.n++
-	}
+	c.n = min(c.n+1, classDepth)
 }
 
 // classTop returns the class list for an allocation of size bytes by
@@ -218,9 +246,9 @@ func (m *model) classTop(cls uint16, t int32) *classEntry {
 	if cls == 0 {
 		return nil
 	}
-	k := classKey(cls, t)
+	k := m.classKey(cls, t)
 	c := &m.classes[classHash(k)]
-	if c.epoch != m.epoch || c.key != k || c.n == 0 {
+	if c.key != k || c.n == 0 {
 		return nil
 	}
 	return c
@@ -231,6 +259,7 @@ func (m *model) reset() {
 	m.threads = [numThreads]int32{}
 	m.prevTime, m.pred, m.prevAddr, m.prevFrame, m.bump = 0, 0, 0, 0, 0
 	m.lastStack = 0
+	m.prevAlloc, m.allocNext, m.prevFree, m.freeNext = 0, 0, 0, 0
 	m.freeFn = event.FreeFn
 	clear(m.names)
 	m.names = m.names[:0]
@@ -287,6 +316,8 @@ type encoder struct {
 	before7 bool
 	// before8 codes stack ids plain, not from the latest StackDef's.
 	before8 bool
+	// before10 codes Allocs and Frees without the hot codes.
+	before10 bool
 }
 
 func newEncoder() *encoder {
@@ -295,6 +326,54 @@ func newEncoder() *encoder {
 		nameIdx: map[string]int{}}
 	e.reset()
 	return e
+}
+
+// setStack records fn and size as those of the latest Alloc of stack id,
+// whose table entry is se.
+func (m *model) setStack(se *stackEntry, id uint32, size uint64, fn event.Fn) {
+	if se.epoch != m.epoch || se.id != id {
+		*se = stackEntry{size: size, id: id, epoch: m.epoch, fn: fn, nextAlloc: id, nextFree: id}
+		return
+	}
+	se.size, se.fn = size, fn
+}
+
+// chainAlloc records that an Alloc of stack id, whose valid table entry
+// is se, came after the previous Alloc, and predicts the next Alloc's
+// stack: the one that followed id last time. If id was the predicted
+// stack (hit), the previous Alloc's entry, if still valid, already says
+// so.
+func (m *model) chainAlloc(se *stackEntry, id uint32, hit bool) {
+	if p := &m.stacks[m.prevAlloc&(stackTab-1)]; !hit && p.epoch == m.epoch && p.id == m.prevAlloc {
+		p.nextAlloc = id
+	}
+	m.prevAlloc, m.allocNext = id, se.nextAlloc
+}
+
+// chainFree is chainAlloc for a Free of stack id (0: none). A predicted
+// stack that repeats the previous Free's changes nothing: the previous
+// Free's entry says that it comes next, or if another stack took the
+// entry since, it would say so again once taken back.
+// (Small enough to inline.)
+func (m *model) chainFree(id uint32, hit bool) {
+	if !hit || id != m.prevFree {
+		m.chainNewFree(id, hit)
+	}
+}
+
+func (m *model) chainNewFree(id uint32, hit bool) {
+	var next uint32
+	if id != 0 {
+		se := &m.stacks[id&(stackTab-1)]
+		if se.epoch != m.epoch || se.id != id {
+			*se = stackEntry{id: id, epoch: m.epoch, nextAlloc: id, nextFree: id}
+		}
+		if p := &m.stacks[m.prevFree&(stackTab-1)]; !hit && m.prevFree != 0 && p.epoch == m.epoch && p.id == m.prevFree {
+			p.nextFree = id
+		}
+		next = se.nextFree
+	}
+	m.prevFree, m.freeNext = id, next
 }
 
 // reset starts a new chunk.
@@ -467,6 +546,22 @@ func (e *encoder) putDelta(d int64) {
 
 func (e *encoder) putAlt(v uint64) { e.alt = uv(e.alt, v) }
 
+// hotTimeOf codes time t for a hot code: hotTime if it is the previous
+// time (coarse times mostly are: nothing is coded, and the average of
+// the deltas stays as it is), else 0 with the delta coded as putTime
+// does.
+// (Small enough to inline.)
+func (e *encoder) hotTimeOf(t uint64) byte {
+	if t>>e.shift == e.prevTime {
+		return hotTime
+	}
+	e.putNewTime(t)
+	return 0
+}
+
+// putNewTime is putTime, not inlined.
+func (e *encoder) putNewTime(t uint64) { e.putTime(t) }
+
 func uv(b []byte, v uint64) []byte {
 	for v >= 0x80 {
 		b = append(b, byte(v)|0x80)
@@ -571,6 +666,22 @@ func (e *encoder) add(ev *event.Event) error {
 		switch ev.Kind {
 		case event.Alloc:
 			at, late := ev.AllocTime()
+			if !e.before10 {
+				if !late {
+					if e.addAllocHot(ev, lateNone, 0) {
+						return nil
+					}
+				} else if at <= ev.Time && at>>e.shift != 0 {
+					before := ev.Time>>e.shift - at>>e.shift
+					state := byte(lateCoded)
+					if before < 2 {
+						state = lateSame + byte(before)
+					}
+					if e.addAllocHot(ev, state, before) {
+						return nil
+					}
+				}
+			}
 			if !late {
 				e.addAlloc(ev)
 				return nil
@@ -590,7 +701,7 @@ func (e *encoder) add(ev *event.Event) error {
 			}
 		case event.Free, event.ReallocBegin:
 			if ev.Addr2 == 0 && ev.Size == 0 {
-				e.addFree(ev)
+				e.addFree(ev, ev.Kind == event.Free && !e.before10)
 				return nil
 			}
 		case event.Realloc:
@@ -641,8 +752,62 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	} else {
 		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
 		e.putSize(ev.Size)
-		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: e.epoch, fn: ev.Fn}
+		e.setStack(se, ev.Stack, ev.Size, ev.Fn)
 	}
+	if !e.before10 {
+		e.chainAlloc(se, ev.Stack, false)
+	}
+	e.s[sOps] = append(e.s[sOps], e.allocAddr(op, ev))
+}
+
+// addAllocHot codes an Alloc (format version 10): op opAllocHot +
+// (hotTime | hotStack | late<<lateShift) with flags as for 0x01; time
+// unless hotTime; stack unless hotStack (the one that followed the
+// previous Alloc's stack last time, see chainAlloc); Fn: that of the
+// stack's latest Alloc in the chunk, or if it had none, coded; size
+// unless f0 (as the stack's latest Alloc's); the address; with lateCoded,
+// time: uvarint how many ticks before Time the allocation was made
+// (before). It codes nothing and returns false for an Alloc whose Fn is
+// not its stack's latest (the codes 0x01 and 0x1c say it).
+func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) bool {
+	id := ev.Stack
+	se := &e.stacks[id&(stackTab-1)]
+	valid := se.epoch == e.epoch && se.id == id
+	if valid && se.fn != ev.Fn {
+		return false
+	}
+	op := opAllocHot + (late<<lateShift | e.hotTimeOf(ev.Time))
+	hit := id == e.allocNext
+	if hit {
+		op += hotStack
+	} else {
+		e.putStack(id)
+	}
+	switch {
+	case !valid:
+		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.putSize(ev.Size)
+		e.setStack(se, id, ev.Size, ev.Fn)
+	case se.size == ev.Size:
+		op |= f0
+	default:
+		e.putSize(ev.Size)
+		se.size = ev.Size
+	}
+	e.chainAlloc(se, id, hit)
+	if late == lateCoded {
+		e.s[sTime] = uv(e.s[sTime], before)
+		if e.dual {
+			e.alt = uv(e.alt, before)
+		}
+	}
+	e.s[sOps] = append(e.s[sOps], e.allocAddr(op, ev))
+	return true
+}
+
+// allocAddr codes the address of an Alloc whose op is op so far and
+// returns the op with the address's flags.
+func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 	addr := ev.Addr
 	f := &e.free[addrHash(addr)&(freeTab-1)]
 	cls := classOf(ev.Size)
@@ -661,16 +826,33 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	e.prevAddr = addr
 	e.bump = addr + chunkSize(ev.Size)
 	e.pushAlloc(addr, cls, ev.Fn)
-	e.s[sOps] = append(e.s[sOps], op)
+	return op
 }
 
-// addFree codes a Free or a ReallocBegin.
-func (e *encoder) addFree(ev *event.Event) {
-	op := byte(ev.Kind)
-	e.putTime(ev.Time)
-	if ev.Stack != 0 {
-		op |= f0
-		e.putStack(ev.Stack)
+// addFree codes a Free or a ReallocBegin; with hot, a Free with the code
+// opFreeHot (format version 10): op opFreeHot + (hotTime | hotStack) with
+// flags as for 0x02, f0 only without hotStack; time unless hotTime; with
+// hotStack the stack is the one that followed the previous Free's last
+// time (see chainFree), else as for 0x02; then as 0x02.
+func (e *encoder) addFree(ev *event.Event, hot bool) {
+	var op byte
+	if hot {
+		op = opFreeHot + e.hotTimeOf(ev.Time)
+		hit := ev.Stack == e.freeNext
+		if hit {
+			op += hotStack
+		} else if ev.Stack != 0 {
+			op |= f0
+			e.putStack(ev.Stack)
+		}
+		e.chainFree(ev.Stack, hit)
+	} else {
+		op = byte(ev.Kind)
+		e.putTime(ev.Time)
+		if ev.Stack != 0 {
+			op |= f0
+			e.putStack(ev.Stack)
+		}
 	}
 	addr := ev.Addr
 	dist, a := e.findAlloc(addr)
@@ -685,7 +867,9 @@ func (e *encoder) addFree(ev *event.Event) {
 		want = e.freeFn
 		if dist != 0 {
 			want = freeFnFor(a.fn)
-			e.classPush(addr, a.cls, e.threads[0])
+			if a.cls != 0 {
+				e.classPush(addr, a.cls, e.threads[0])
+			}
 		}
 		e.freeFn = ev.Fn
 		e.pushFree(addr)
@@ -737,7 +921,7 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
 		e.pushFree(addr)
-		if dist != 0 {
+		if dist != 0 && oldCls != 0 {
 			e.classPush(addr, oldCls, e.threads[0])
 		}
 	}

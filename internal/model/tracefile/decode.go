@@ -311,6 +311,11 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 			}
 		case byte(event.Free), byte(event.ReallocBegin):
 			d.decFree(ev, op)
+		case opAllocHot, opAllocHot + 1, opAllocHot + 2, opAllocHot + 3, opAllocHot + 4, opAllocHot + 5, opAllocHot + 6, opAllocHot + 7,
+			opAllocHot + 8, opAllocHot + 9, opAllocHot + 10, opAllocHot + 11, opAllocHot + 12, opAllocHot + 13, opAllocHot + 14, opAllocHot + 15:
+			d.decAllocHot(ev, op)
+		case opFreeHot, opFreeHot + 1, opFreeHot + 2, opFreeHot + 3:
+			d.decFreeHot(ev, op)
 		case byte(event.Realloc):
 			d.decRealloc(ev, op)
 		case byte(event.StackDef):
@@ -348,18 +353,102 @@ func (d *decoder) decAlloc(ev *event.Event, op byte) {
 	ev.Kind = event.Alloc
 	ev.Time = d.timeFrom(d.uv(sTime))
 	ev.Stack = d.stackRef()
+	se := d.allocSize(ev, op)
+	if se == nil {
+		return
+	}
+	if d.version >= 10 {
+		d.chainAlloc(se, ev.Stack, false)
+	}
+	d.allocAddr(ev, op)
+}
+
+// decAllocHot decodes what encoder.addAllocHot codes.
+func (d *decoder) decAllocHot(ev *event.Event, op byte) {
+	code, ok := d.hotHead(ev, op, opAllocHot, event.Alloc)
+	if !ok {
+		return
+	}
+	hit := code&hotStack != 0
+	if hit {
+		ev.Stack = d.allocNext
+	} else {
+		ev.Stack = d.stackRef()
+	}
+	se := &d.stacks[ev.Stack&(stackTab-1)]
+	switch {
+	case se.epoch != d.epoch || se.id != ev.Stack:
+		if op&f0 != 0 {
+			d.failf("predicted size for stack %d, not seen in the chunk", ev.Stack)
+			return
+		}
+		ev.Fn = event.Fn(d.byte(sFn))
+		ev.Size = d.size()
+		d.setStack(se, ev.Stack, ev.Size, ev.Fn)
+	case op&f0 != 0:
+		ev.Fn, ev.Size = se.fn, se.size
+	default:
+		ev.Fn = se.fn
+		ev.Size = d.size()
+		se.size = ev.Size
+	}
+	d.chainAlloc(se, ev.Stack, hit)
+	var before uint64
+	switch code >> lateShift {
+	case lateNone:
+		d.allocAddr(ev, op)
+		return
+	case latePrev:
+		before = 1
+	case lateCoded:
+		before = d.uv(sTime)
+	}
+	if before >= ev.Time>>d.shift {
+		d.failf("late allocation %d ticks before time %d", before<<d.shift, ev.Time)
+		return
+	}
+	ev.SetLate(ev.Time - before<<d.shift)
+	d.allocAddr(ev, op)
+}
+
+// hotHead decodes the kind and time of an event of a hot code op, the
+// first of whose codes is first, and returns its bits (op's code less
+// first); false if the trace's version has no such code.
+func (d *decoder) hotHead(ev *event.Event, op, first byte, kind event.Kind) (byte, bool) {
+	if d.version < 10 {
+		d.failf("bad op %#x in a version %d trace", op, d.version)
+		return 0, false
+	}
+	code := op&codeMask - first
+	ev.Kind = kind
+	if code&hotTime != 0 {
+		ev.Time = d.prevTime << d.shift
+	} else {
+		ev.Time = d.timeFrom(d.uv(sTime))
+	}
+	return code, true
+}
+
+// allocSize decodes the Fn and Size of an Alloc of stack ev.Stack and
+// returns the stack's table entry, or nil on an error.
+func (d *decoder) allocSize(ev *event.Event, op byte) *stackEntry {
 	se := &d.stacks[ev.Stack&(stackTab-1)]
 	if op&f0 != 0 {
 		if se.epoch != d.epoch || se.id != ev.Stack {
 			d.failf("predicted size for stack %d, not seen in the chunk", ev.Stack)
-			return
+			return nil
 		}
 		ev.Fn, ev.Size = se.fn, se.size
 	} else {
 		ev.Fn = event.Fn(d.byte(sFn))
 		ev.Size = d.size()
-		*se = stackEntry{size: ev.Size, id: ev.Stack, epoch: d.epoch, fn: ev.Fn}
+		d.setStack(se, ev.Stack, ev.Size, ev.Fn)
 	}
+	return se
+}
+
+// allocAddr decodes the address of an Alloc (see encoder.allocAddr).
+func (d *decoder) allocAddr(ev *event.Event, op byte) {
 	var addr uint64
 	switch op >> 6 {
 	case 0:
@@ -447,13 +536,44 @@ func (d *decoder) decFree(ev *event.Event, op byte) {
 			d.failf("explicit stack 0")
 		}
 	}
+	d.freeAddr(ev, op)
+}
+
+// decFreeHot decodes what encoder.addFree codes with opFreeHot.
+func (d *decoder) decFreeHot(ev *event.Event, op byte) {
+	code, ok := d.hotHead(ev, op, opFreeHot, event.Free)
+	if !ok {
+		return
+	}
+	if code&hotStack != 0 {
+		if op&f0 != 0 {
+			d.failf("bad op %#x", op)
+			return
+		}
+		ev.Stack = d.freeNext
+	} else if op&f0 != 0 {
+		ev.Stack = d.stackRef()
+		if ev.Stack == 0 {
+			d.failf("explicit stack 0")
+			return
+		}
+	}
+	d.chainFree(ev.Stack, code&hotStack != 0)
+	d.freeAddr(ev, op)
+}
+
+// freeAddr decodes the address and Fn of a Free or ReallocBegin (see
+// encoder.addFree).
+func (d *decoder) freeAddr(ev *event.Event, op byte) {
 	addr, a := d.freedAddr(op)
 	want := event.ReallocFn
 	if ev.Kind == event.Free {
 		want = d.freeFn
 		if a != nil {
 			want = freeFnFor(a.fn)
-			d.classPush(addr, a.cls, d.threads[0])
+			if a.cls != 0 {
+				d.classPush(addr, a.cls, d.threads[0])
+			}
 		}
 	}
 	if op&f1 != 0 {
@@ -510,7 +630,7 @@ func (d *decoder) decRealloc(ev *event.Event, op byte) {
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
 		d.pushFree(addr)
-		if a != nil {
+		if a != nil && oldCls != 0 {
 			d.classPush(addr, oldCls, d.threads[0])
 		}
 	}

@@ -67,6 +67,9 @@ func FuzzChunk(f *testing.F) {
 	}))
 	// Version 6: stacks sharing their callers with earlier ones.
 	f.Add(encodeChunk(f, sharedCallerStacks(40)))
+	// Version 10: allocations and frees whose time and stack are the
+	// predicted ones.
+	f.Add(encodeChunk(f, loopEvents(60)))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		evs, err := decodeChunk(p)
 		if err != nil {

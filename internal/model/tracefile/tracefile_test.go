@@ -891,3 +891,79 @@ func TestDecodeRefusesLimits(t *testing.T) {
 		})
 	}
 }
+
+// loopEvents is what a loop makes with coarse times (shift 10): many
+// events a tick; allocations from call sites that follow each other in
+// the same order (4 of them) of sizes that vary, the last one's Fn
+// changing now and then; frees of two alternating stacks; late
+// allocations made in the tick of their record, one before, now and then
+// more.
+func loopEvents(n int) []event.Event {
+	var evs []event.Event
+	rng := uint64(3)
+	for i := range n {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		t := uint64(1<<20 + i/50<<10)
+		fn := event.Malloc
+		if i%4 == 3 && i%40 == 3 {
+			fn = event.New
+		}
+		a := event.Event{Kind: event.Alloc, Fn: fn, Stack: uint32(11 + i%4), Time: t + 7, Addr: 0x10000 + uint64(i)*64, Size: 16 + rng>>58}
+		switch i % 5 {
+		case 1:
+			a.SetLate(t)
+		case 2:
+			a.SetLate(t - 1<<10)
+		case 3:
+			if i%25 == 3 {
+				a.SetLate(t - 7<<10)
+			}
+		}
+		evs = append(evs, a)
+		if i >= 8 {
+			evs = append(evs, event.Event{Kind: event.Free, Fn: event.FreeFn, Stack: uint32(21 + i%2), Time: t + 9, Addr: 0x10000 + uint64(i-8)*64})
+		}
+	}
+	return evs
+}
+
+// TestHotCodes: version 10 codes the time and stack of such allocations
+// and frees in their op bytes: the time and stack streams, a byte or two
+// an event in version 9, keep a tenth of a byte an event (the times of
+// new ticks and of the rarer late allocations); and the events read back
+// exactly in both versions.
+func TestHotCodes(t *testing.T) {
+	evs := loopEvents(4000)
+	streams := func(v int) [numStreams][]byte {
+		e := newEncoder()
+		e.shift = 10
+		e.before7, e.before8, e.before10 = v < 7, v < 8, v < 10
+		for i := range evs {
+			if err := e.add(&evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e.s
+	}
+	v9, v10 := streams(9), streams(10)
+	for _, s := range []int{sTime, sStack} {
+		if got, was := len(v10[s]), len(v9[s]); got*10 > len(evs) || was < len(evs)/2 {
+			t.Errorf("%s stream: %d bytes in version 10, %d in 9, for %d events", streamNames[s], got, was, len(evs))
+		}
+	}
+	for _, v := range []int{9, Version} {
+		opts := Options{TimeShift: 10, version: v}
+		got, err := readAll(t, setVersion(writeTrace(t, evs, opts, 100), v))
+		if err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		want := slices.Clone(evs)
+		for i := range want {
+			want[i].Time = want[i].Time >> 10 << 10
+			if at, late := want[i].AllocTime(); late {
+				want[i].Addr2 = at >> 10 << 10
+			}
+		}
+		diffEvents(t, got, want)
+	}
+}
