@@ -642,6 +642,9 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
  * of its own (lp_fold_free_quick). */
 static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
+	/* The allocator reads the block's header next, as seldom cached as
+	 * the map's word read here: both misses at once. */
+	__builtin_prefetch((const char *)p - 8);
 	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p, fp) : -1;
 	if (folded > 0)
 		return;
@@ -736,6 +739,8 @@ LP_EXPORT void *malloc(size_t n)
 	void *p = lp_slot_try(t, n, __builtin_return_address(0), 0); /* stale slots */
 	if (LP_LIKELY(!p)) {
 		p = real_malloc(n);
+		if (t)
+			lp_pmap_prefetch(p);
 		lp_fresh(p, n);
 	}
 	if (t)
@@ -1092,7 +1097,9 @@ static void *lp_cxx_new_local(enum lp_cxx_name k, unsigned fn, size_t n, size_t 
 			p = lp_cxx_through(t, (void *)real, LP_CXX_ALIGNED(LP_CXX_##name), \
 					   n, align);                                  \
 		}                                                                      \
-		lp_fresh(p, n);                                                           \
+		if (t)                                                                 \
+			lp_pmap_prefetch(p);                                           \
+		lp_fresh(p, n);                                                        \
 		if (t)                                                                 \
 			lp_rec_alloc(t, fn, p, n, LP_FP());                            \
 		return p;                                                              \

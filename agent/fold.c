@@ -621,6 +621,15 @@ static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, stru
 	lp_evict_pending_inline(t, e, a, 0);
 }
 
+/* lp_evict_next prefetches the map word of the FIFO's oldest entry, at
+ * head, which the next eviction reads (lp_map_forget): the block was
+ * allocated LP_PEND allocations ago, and its word is no longer cached
+ * where blocks outlive the window (a miss an eviction otherwise). */
+static inline void lp_evict_next(const struct lp_fold *f, uint32_t head)
+{
+	__builtin_prefetch(lp_pmap_at(__atomic_load_n(&f->pend[head].addr, __ATOMIC_RELAXED)), 1);
+}
+
 /* lp_evict makes room: the oldest entry goes, written if still pending
  * (in a full FIFO of a program that frees its blocks soon, the oldest is
  * usually freed already: that path stays inline). */
@@ -634,6 +643,7 @@ static inline void lp_evict(struct lp_thread *t)
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
 	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
+	lp_evict_next(f, (head + 1) & LP_PMASK);
 	if (a)
 		lp_evict_pending(t, e, a);
 }
@@ -664,6 +674,7 @@ uint64_t lp_fold_evict_dated(struct lp_thread *t)
 		return 0; /* a hole: the next allocation drops it, without a date */
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
+	lp_evict_next(f, (head + 1) & LP_PMASK);
 	return lp_evict_pending_inline(t, e, a, 1);
 }
 
