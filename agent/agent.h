@@ -53,6 +53,7 @@ struct lp_thread {
 	struct lp_stacktab *stacks;
 	struct lp_ucache *ucache;
 	struct lp_fold *fold;  /* the slot's fold area; NULL: no folding */
+	struct lp_pfilt *pfilt; /* fold.c's filter, kept with the thread's stack table (stacktab.c) */
 	uint64_t last_alloc;   /* address of the thread's latest allocation */
 	uint64_t folded;       /* pairs folded since the aggregates were written */
 	uint64_t agg_oldest;   /* ts of the oldest pair in them */
@@ -266,6 +267,15 @@ LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
  * its time). Pending blocks are a few hundred a thread: collisions, which
  * write the second block at once, stay rare (folded pairs the same to
  * 0.05 % on the loop with 8 threads). */
+/* The pending filter (fold.c): what may be pending, by a hash of the
+ * address. */
+#define LP_PFILT_BITS 12u
+struct lp_pfilt {
+	uint8_t own[1u << LP_PFILT_BITS];                /* the thread's entries, counted */
+	uint64_t foreign[(1u << LP_PFILT_BITS) / 64];    /* other threads' when it took the map */
+	uint32_t moves; /* lp_owner_moves when it took the map; LP_PFILT_NONE: never */
+};
+#define LP_PFILT_NONE 0xffffffffu
 #define LP_PMAP_BITS 16u
 #define LP_PMAP_WORDS (1u << LP_PMAP_BITS)
 #define LP_TAG_SLOTS 4096u

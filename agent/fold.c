@@ -210,10 +210,13 @@ int lp_barrier_sure(void)
 	return rc;
 }
 
-/* lp_own_map makes the map writable by thread slot me: 0, or -1 when it
- * cannot be (the caller does not fold). */
-static __attribute__((noinline)) int lp_own_map(uint32_t me)
+static void lp_pfilt_foreign(struct lp_thread *t, uint32_t limit, uint32_t moves);
+
+/* lp_own_map makes the map writable by thread t: 0, or -1 when it cannot
+ * be (the caller does not fold). */
+static __attribute__((noinline)) int lp_own_map(struct lp_thread *t)
 {
+	uint32_t me = t->slot_index;
 	if (__atomic_load_n(&lp_barrier_no, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != LP_OWNER_NONE)
 		return -1; /* taken: it stays its owner's */
@@ -224,6 +227,7 @@ static __attribute__((noinline)) int lp_own_map(uint32_t me)
 	if (o == LP_OWNER_NONE) {
 		/* Nobody stores plainly: no handshake. */
 		__atomic_store_n(&lp_owner, me, __ATOMIC_SEQ_CST);
+		lp_pfilt_foreign(t, __atomic_load_n(&lp_hdr->slots_used, __ATOMIC_ACQUIRE), lp_owner_moves);
 	} else if (o != me && o != LP_OWNER_SHARED) {
 		if (lp_barrier_ready() != 0) {
 			rc = -1; /* the owner keeps it */
@@ -233,8 +237,11 @@ static __attribute__((noinline)) int lp_own_map(uint32_t me)
 			lp_all_barrier();
 			while (__atomic_load_n(&lp_owner_busy, __ATOMIC_ACQUIRE))
 				sched_yield();
-			lp_owner_moves++;
+			__atomic_store_n(&lp_owner_moves, lp_owner_moves + 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&lp_owner, next, __ATOMIC_SEQ_CST);
+			if (next == me)
+				lp_pfilt_foreign(t, __atomic_load_n(&lp_hdr->slots_used, __ATOMIC_ACQUIRE),
+						 lp_owner_moves);
 		}
 	}
 	__atomic_store_n(&lp_owner_lock, 0, __ATOMIC_RELEASE);
@@ -263,7 +270,7 @@ static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint6
 		}
 		if (o == LP_OWNER_SHARED)
 			return __atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		if (lp_own_map(me) != 0)
+		if (lp_own_map(t) != 0)
 			return 0;
 		/* w was read before the take-over: the owner until then may
 		 * have named its own pending block in this word since (seen
@@ -358,6 +365,90 @@ static inline struct lp_freed *lp_freed_at(struct lp_fold *f, uint64_t a)
 	return &f->freed[((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_FREED_BITS)];
 }
 
+/*
+ * The pending filter (struct lp_pfilt) says without a look at the map
+ * that a free's block is pending nowhere, most often: the map's word of a
+ * block allocated long ago is seldom cached (the dearest load of a free
+ * where blocks outlive the window). In the thread's own memory, touched
+ * by it alone. own counts, for each hash of an address, no fewer than the
+ * thread's pending entries holding an address of that hash: the thread
+ * counts an entry in when it makes it pending and out when it takes it
+ * itself (folded, evicted, or lost to a taker meanwhile); an entry another
+ * thread claims stays counted until lp_pfilt_rebuild. foreign has the
+ * hashes of the other threads' pending entries when the thread took the
+ * map over (lp_pfilt_foreign): they can make no more while it keeps it.
+ */
+static inline uint64_t lp_pfilt_hash(uint64_t a)
+{
+	return ((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PFILT_BITS);
+}
+
+static inline uint8_t *lp_pfilt_at(const struct lp_thread *t, uint64_t a)
+{
+	return &t->pfilt->own[lp_pfilt_hash(a)];
+}
+
+/* lp_pfilt_out counts the thread's entry of address a out. A count that
+ * was already 0 wraps to 255: too high, which is safe. */
+static inline void lp_pfilt_out(const struct lp_thread *t, uint64_t a)
+{
+	(*lp_pfilt_at(t, a))--;
+}
+
+/* lp_pfilt_rebuild counts the thread's pending entries anew: what other
+ * threads claimed drops out. An entry being claimed meanwhile may count,
+ * which is safe; none becomes pending meanwhile but by this thread. */
+static void lp_pfilt_rebuild(struct lp_thread *t)
+{
+	struct lp_fold *f = t->fold;
+	memset(t->pfilt->own, 0, sizeof t->pfilt->own);
+	for (unsigned i = 0; i < LP_PEND; i++) {
+		uint64_t a = __atomic_load_n(&f->pend[i].addr, __ATOMIC_RELAXED);
+		uint8_t *c = lp_pfilt_at(t, a);
+		if (a && *c < 255)
+			(*c)++;
+	}
+}
+
+/* lp_pfilt_foreign notes the other threads' pending entries, in fold
+ * areas before limit, as thread t takes the map (after the take-over's
+ * barrier: an entry is set before the map names it), and that t owns it
+ * since take-over moves. (More entries of theirs would need the map: a
+ * take-over of their own, which changes lp_owner_moves.) */
+static void lp_pfilt_foreign(struct lp_thread *t, uint32_t limit, uint32_t moves)
+{
+	struct lp_pfilt *pf = t->pfilt;
+	memset(pf->foreign, 0, sizeof pf->foreign);
+	if (limit > lp_slot_count) /* written over by the program */
+		limit = lp_slot_count;
+	if (limit > LP_TAG_SLOTS)
+		limit = LP_TAG_SLOTS;
+	for (uint32_t s = 0; s < limit; s++) {
+		if (s == t->slot_index)
+			continue;
+		const struct lp_fold *f = (const struct lp_fold *)(lp_folds + (uint64_t)s * LP_FOLD_SIZE);
+		for (unsigned i = 0; i < LP_PEND; i++) {
+			uint64_t a = __atomic_load_n(&f->pend[i].addr, __ATOMIC_ACQUIRE);
+			if (a) {
+				uint64_t h = lp_pfilt_hash(a);
+				pf->foreign[h / 64] |= 1ull << (h % 64);
+			}
+		}
+	}
+	pf->moves = moves;
+}
+
+/* lp_map_solo says whether every pending entry but t's own is in its
+ * foreign filter: t owns the map, and has since it noted them. A thread
+ * that takes the map over does so before it makes an entry pending, and
+ * the program hands t a block of such an entry only after: t, loading
+ * lp_owner after it got the block, sees it changed. */
+static inline int lp_map_solo(const struct lp_thread *t)
+{
+	return __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == t->slot_index &&
+	       __atomic_load_n(&lp_owner_moves, __ATOMIC_RELAXED) == t->pfilt->moves;
+}
+
 /* lp_note_freed remembers that the thread's fold freed e's block p, by a
  * free of fn returning to ra: folded, the pair leaves no record a second
  * free could be matched with. A few stores to a line the thread's folds
@@ -380,6 +471,17 @@ static inline void lp_forget_freed(struct lp_fold *f, uint64_t p)
 	uint64_t a = p;
 	if (__atomic_load_n(&r->addr, __ATOMIC_RELAXED) == p)
 		__atomic_compare_exchange_n(&r->addr, &a, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* lp_unpended says whether a free of p may skip the map: no entry of the
+ * thread holds p (its pending filter), no other thread's can (lp_map_solo),
+ * and no fold of the thread freed a block at p (then the map says whether
+ * the free may be a second one: lp_refreed). */
+static inline int lp_unpended(const struct lp_thread *t, uint64_t p)
+{
+	uint64_t h = lp_pfilt_hash(p);
+	return t->pfilt->own[h] == 0 && lp_map_solo(t) && !(t->pfilt->foreign[h / 64] >> (h % 64) & 1) &&
+	       __atomic_load_n(&lp_freed_at(t->fold, p)->addr, __ATOMIC_RELAXED) != p;
 }
 
 /*
@@ -434,8 +536,10 @@ static inline void lp_pend_window(struct lp_thread *t)
 void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 {
 	t->fold = NULL;
-	if (!f || t->slot_index >= LP_TAG_SLOTS)
+	if (!f || t->slot_index >= LP_TAG_SLOTS || !t->pfilt)
 		return;
+	memset(t->pfilt->own, 0, sizeof t->pfilt->own);
+	t->pfilt->moves = LP_PFILT_NONE;
 	f->head = 0;
 	f->count = 0;
 	/* Nothing of an earlier thread of the slot is pending any more (the
@@ -605,11 +709,13 @@ static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(st
 	__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST); /* before the date: lp_all_held */
 	uint64_t now = after ? lp_ts_after() : lp_ts();
 	struct lp_pending copy;
+	lp_pfilt_out(t, a);
 	if (lp_take_entry(e, a, &copy)) {
-		/* Nothing looks the address up in the table of folds while
-		 * no map word names it (lp_map_forget). */
-		if (!lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend))))
-			lp_forget_freed(f, a);
+		/* The table of folds may name the address still (a fold of
+		 * an earlier block there): a free of this block is no second
+		 * free of that one, whatever the map says (lp_unpended). */
+		lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend)));
+		lp_forget_freed(f, a);
 		lp_commit_inline(t, &copy, t->tid, now);
 	} else
 		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
@@ -643,7 +749,7 @@ static inline void lp_evict(struct lp_thread *t)
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
 	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
-	lp_evict_next(f, (head + 1) & LP_PMASK);
+	lp_evict_next(f, (head + 4) & LP_PMASK);
 	if (a)
 		lp_evict_pending(t, e, a);
 }
@@ -674,7 +780,7 @@ uint64_t lp_fold_evict_dated(struct lp_thread *t)
 		return 0; /* a hole: the next allocation drops it, without a date */
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
-	lp_evict_next(f, (head + 1) & LP_PMASK);
+	lp_evict_next(f, (head + 4) & LP_PMASK);
 	return lp_evict_pending_inline(t, e, a, 1);
 }
 
@@ -705,8 +811,10 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	e->ts = lp_ts_pending();
 	e->stack = sid;
 	e->fn = (uint8_t)fn;
-	if (LP_UNLIKELY(a >> 48 || (a & 15))) {
-		/* Not nameable by a map word: written at once. */
+	uint8_t *c = lp_pfilt_at(t, a);
+	if (LP_UNLIKELY(a >> 48 || (a & 15) || *c == 255)) {
+		/* Not nameable by a map word (or its count in the filter
+		 * full): written at once. */
 		e->addr = a;
 		lp_write_now(t, e, n);
 		return;
@@ -724,6 +832,7 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_write_now(t, e, n);
 		return;
 	}
+	(*c)++;
 	f->count++;
 	uint64_t pend = f->pend_bytes + n;
 	__atomic_store_n(&f->pend_bytes, pend, __ATOMIC_RELAXED);
@@ -771,6 +880,7 @@ static void lp_flush_aggs(struct lp_thread *t)
 	 * grown since the last high). */
 	if (++t->pend_flushes % LP_PEND_WINDOW_FLUSHES == 0)
 		lp_pend_window(t);
+	lp_pfilt_rebuild(t);
 }
 
 /* lp_agg_is says whether aggregate a is in use for the pairs of key (the
@@ -848,6 +958,8 @@ __attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t
 	if (lp_fold_free_stacks)
 		return -1; /* each pair keeps its free's stack */
 	lp_enter(&t->in_fold);
+	if (lp_unpended(t, (uint64_t)p))
+		goto not_pending;
 	uint64_t w = __atomic_load_n(lp_pmap_at((uint64_t)p), __ATOMIC_ACQUIRE);
 	struct lp_fold *f = t->fold;
 	uint32_t pos = LP_TAG_POS(w);
@@ -870,6 +982,7 @@ __attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t
 		goto other;
 	/* As lp_fold_free and lp_agg_add would. */
 	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
+	lp_pfilt_out(t, (uint64_t)p);
 	uint64_t size = e->size;
 	lp_pend_sub(f, size);
 	if (newest)
@@ -930,6 +1043,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	if (!lp_same_family(e->fn, fn)) {
 		/* A mismatched free: both written. */
 		struct lp_pending copy;
+		lp_pfilt_out(t, (uint64_t)p);
 		if (lp_take_entry(e, (uint64_t)p, &copy)) {
 			lp_pend_sub(t->fold, copy.size);
 			lp_forget_freed(t->fold, (uint64_t)p);
@@ -940,6 +1054,7 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	/* Our own, and only a free of the same block (a double free) could
 	 * compete for it: no atomic read-modify-write. */
 	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
+	lp_pfilt_out(t, (uint64_t)p);
 	lp_pend_sub(t->fold, e->size);
 	/* A folded pair's free is proper: its stack would only ever be shown
 	 * to find root causes. (The entry's other fields stay until the
