@@ -713,8 +713,12 @@ static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(st
 	if (lp_take_entry(e, a, &copy)) {
 		/* The table of folds may name the address still (a fold of
 		 * an earlier block there): a free of this block is no second
-		 * free of that one, whatever the map says (lp_unpended). */
-		lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend)));
+		 * free of that one, whatever the map says (lp_unpended). The
+		 * map's word is left naming the entry while the thread's own
+		 * frees ask the filter first (lp_map_solo): a free that does
+		 * look finds the entry holding another address, or none. */
+		if (!lp_map_solo(t))
+			lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend)));
 		lp_forget_freed(f, a);
 		lp_commit_inline(t, &copy, t->tid, now);
 	} else
@@ -727,13 +731,14 @@ static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, stru
 	lp_evict_pending_inline(t, e, a, 0);
 }
 
-/* lp_evict_next prefetches the map word of the FIFO's oldest entry, at
- * head, which the next eviction reads (lp_map_forget): the block was
- * allocated LP_PEND allocations ago, and its word is no longer cached
- * where blocks outlive the window (a miss an eviction otherwise). */
-static inline void lp_evict_next(const struct lp_fold *f, uint32_t head)
+/* lp_evict_next prefetches the map word of an entry near the FIFO's
+ * head, which its eviction reads (lp_map_forget) unless the thread's
+ * frees skip the map: the block was allocated LP_PEND allocations ago,
+ * and its word is no longer cached where blocks outlive the window. */
+static inline void lp_evict_next(const struct lp_thread *t, const struct lp_fold *f, uint32_t head)
 {
-	__builtin_prefetch(lp_pmap_at(__atomic_load_n(&f->pend[head].addr, __ATOMIC_RELAXED)), 1);
+	if (!lp_map_solo(t))
+		__builtin_prefetch(lp_pmap_at(__atomic_load_n(&f->pend[head].addr, __ATOMIC_RELAXED)), 1);
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still pending
@@ -749,7 +754,7 @@ static inline void lp_evict(struct lp_thread *t)
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
 	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
-	lp_evict_next(f, (head + 4) & LP_PMASK);
+	lp_evict_next(t, f, (head + 4) & LP_PMASK);
 	if (a)
 		lp_evict_pending(t, e, a);
 }
@@ -780,7 +785,7 @@ uint64_t lp_fold_evict_dated(struct lp_thread *t)
 		return 0; /* a hole: the next allocation drops it, without a date */
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
-	lp_evict_next(f, (head + 4) & LP_PMASK);
+	lp_evict_next(t, f, (head + 4) & LP_PMASK);
 	return lp_evict_pending_inline(t, e, a, 1);
 }
 
