@@ -643,11 +643,8 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
 static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
 	/* The allocator reads the block's header next, seldom cached: the
-	 * miss begins now. So does the map word's, for writing, which the
-	 * free reads only when its filter says the block may be pending, but
-	 * the allocator's next block is often this one. */
+	 * miss begins now. */
 	__builtin_prefetch((const char *)p - 8);
-	lp_pmap_prefetch(p);
 	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p, fp) : -1;
 	if (folded > 0)
 		return;

@@ -294,10 +294,15 @@ extern uint64_t *lp_pmap;
  * share cache lines (a random hash of every address made a cache miss of
  * most lookups); each 1 MiB gets its own random offset, so that heaps at
  * regular distances (arenas 64 MiB apart) do not collide. */
-static inline uint64_t *lp_pmap_at(uint64_t a)
+static inline uint64_t lp_pmap_index(uint64_t a)
 {
 	uint64_t window = ((a >> (4 + LP_PMAP_BITS)) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS);
-	return lp_pmap + (((a >> 4) ^ window) & (LP_PMAP_WORDS - 1));
+	return ((a >> 4) ^ window) & (LP_PMAP_WORDS - 1);
+}
+
+static inline uint64_t *lp_pmap_at(uint64_t a)
+{
+	return lp_pmap + lp_pmap_index(a);
 }
 LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 

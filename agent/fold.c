@@ -252,20 +252,27 @@ static __attribute__((noinline)) int lp_own_map(struct lp_thread *t)
 /* lp_map_set makes map word m, read as w, name tag: 0 if it changed
  * meanwhile (another thread's block) or if the thread may not write the
  * map (see lp_own_map). */
+/* lp_map_store stores tag in map word m as the map's owner, me: 0 if the
+ * thread does not own the map (any more). */
+static inline int lp_map_store(uint32_t me, uint64_t *m, uint64_t tag)
+{
+	__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	int own = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me;
+	if (LP_LIKELY(own))
+		__atomic_store_n(m, tag, __ATOMIC_RELAXED);
+	__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+	return own;
+}
+
 static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint64_t tag)
 {
 	uint32_t me = t->slot_index;
 	for (;;) {
 		uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
 		if (LP_LIKELY(o == me)) {
-			__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
-				__atomic_store_n(m, tag, __ATOMIC_RELAXED);
-				__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+			if (LP_LIKELY(lp_map_store(me, m, tag)))
 				return 1;
-			}
-			__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
 			continue; /* taken over meanwhile */
 		}
 		if (o == LP_OWNER_SHARED)
@@ -380,7 +387,9 @@ static inline struct lp_freed *lp_freed_at(struct lp_fold *f, uint64_t a)
  */
 static inline uint64_t lp_pfilt_hash(uint64_t a)
 {
-	return ((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PFILT_BITS);
+	/* The map word's index, in part: entries counted apart have words
+	 * apart (lp_map_free). */
+	return lp_pmap_index(a) & ((1u << LP_PFILT_BITS) - 1);
 }
 
 static inline uint8_t *lp_pfilt_at(const struct lp_thread *t, uint64_t a)
@@ -473,15 +482,22 @@ static inline void lp_forget_freed(struct lp_fold *f, uint64_t p)
 		__atomic_compare_exchange_n(&r->addr, &a, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
+/* lp_map_free says whether no pending entry holds an address whose map
+ * word is a's: none of the thread's (counted by the word's index), nor of
+ * another thread (noted as it took the map, and it still owns it). */
+static inline int lp_map_free(const struct lp_thread *t, uint64_t a)
+{
+	uint64_t h = lp_pfilt_hash(a);
+	return t->pfilt->own[h] == 0 && lp_map_solo(t) && !(t->pfilt->foreign[h / 64] >> (h % 64) & 1);
+}
+
 /* lp_unpended says whether a free of p may skip the map: no entry of the
  * thread holds p (its pending filter), no other thread's can (lp_map_solo),
  * and no fold of the thread freed a block at p (then the map says whether
  * the free may be a second one: lp_refreed). */
 static inline int lp_unpended(const struct lp_thread *t, uint64_t p)
 {
-	uint64_t h = lp_pfilt_hash(p);
-	return t->pfilt->own[h] == 0 && lp_map_solo(t) && !(t->pfilt->foreign[h / 64] >> (h % 64) & 1) &&
-	       __atomic_load_n(&lp_freed_at(t->fold, p)->addr, __ATOMIC_RELAXED) != p;
+	return lp_map_free(t, p) && __atomic_load_n(&lp_freed_at(t->fold, p)->addr, __ATOMIC_RELAXED) != p;
 }
 
 /*
@@ -826,6 +842,10 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	}
 	__atomic_store_n(&e->addr, a, __ATOMIC_RELEASE);
 	uint64_t tag = LP_TAG(a, t->slot_index, pos);
+	/* A word no pending entry may hold is named without a look at it:
+	 * the block's word is seldom cached, and a store does not wait. */
+	if (LP_LIKELY(lp_map_free(t, a)) && LP_LIKELY(lp_map_store(t->slot_index, m, tag)))
+		goto named;
 	uint64_t w = __atomic_load_n(m, __ATOMIC_ACQUIRE);
 	/* A word naming this address names a block freed since (malloc just
 	 * handed the address out again): no entry holds it pending unless its
@@ -837,6 +857,7 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_write_now(t, e, n);
 		return;
 	}
+named:
 	(*c)++;
 	f->count++;
 	uint64_t pend = f->pend_bytes + n;
