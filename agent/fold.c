@@ -156,6 +156,53 @@ static int lp_seccomp_inherited(void)
 	return *line >= '0' && *line <= '9' ? *line - '0' : -1;
 }
 
+/*
+ * Evictions without a locked instruction. A thread evicting its own
+ * pending entry competes for it only with other threads freeing the block
+ * (lp_claim), which are rare; and the bytes it counts out must be seen by
+ * a thread summing the bytes pending (lp_all_held) that dates its record
+ * after the eviction's. Both locked instructions (a third of an eviction,
+ * waiting for every store before them) move to the rare side, which has
+ * every thread pass a barrier (lp_drain_all): a claimer once per thread
+ * it claims from (lp_evsync.claims, after which that thread's evictions
+ * take entries by compare-and-swap again, with busy the handshake of
+ * lp_own_map), a summer at each sum. Only with membarrier ready from the
+ * start (lp_barrier_early); else the locked instructions stay.
+ */
+static int lp_evict_plain;
+struct lp_evsync {
+	uint32_t busy;   /* its thread is taking an entry without a lock */
+	uint32_t claims; /* another thread claimed or may claim its entries */
+	uint32_t pad[14]; /* a cache line a slot */
+};
+static struct lp_evsync lp_evsync[LP_TAG_SLOTS];
+
+/* lp_drain_all has every running thread of the process execute a memory
+ * barrier, or, where membarrier may not be called, waits a while (a store
+ * waits in a store buffer for nanoseconds). */
+static void lp_drain_all(void)
+{
+	int saved = errno;
+	if (__atomic_load_n(&lp_barrier_no, __ATOMIC_RELAXED) || lp_barrier_pid != lp_region_pid ||
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)
+		for (int i = 0; i < 1000; i++)
+			sched_yield();
+	errno = saved;
+}
+
+/* lp_claim_ready readies the claim of an entry of thread slot, another
+ * thread's: past it, that thread takes its entries by compare-and-swap. */
+static void lp_claim_ready(uint32_t slot)
+{
+	struct lp_evsync *sy = &lp_evsync[slot % LP_TAG_SLOTS];
+	if (__atomic_load_n(&sy->claims, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&sy->claims, 1, __ATOMIC_SEQ_CST);
+	lp_drain_all();
+	while (__atomic_load_n(&sy->busy, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
 /* lp_barrier_early readies membarrier at the program's start, while the
  * process has one thread: once it has more, the kernel's registration
  * waits for an RCU grace period, ~8 ms here, which the first thread to take
@@ -171,7 +218,9 @@ void lp_barrier_early(void)
 		lp_sandboxed = LP_SANDBOX_INHERITED;
 		lp_barrier_no = 1;
 	} else if (mode == 0 && (lp_fold_on || lp_clock_tsc)) {
-		lp_barrier_register(); /* no filter: no need to ask prctl */
+		/* no filter: no need to ask prctl */
+		if (lp_barrier_register() == 0)
+			lp_evict_plain = 1;
 	}
 	errno = saved;
 }
@@ -540,6 +589,27 @@ static inline int lp_take_entry(struct lp_pending *e, uint64_t a, struct lp_pend
 	return __atomic_compare_exchange_n(&e->addr, &a, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
+/* lp_take_own is lp_take_entry for the thread's own entry e: without a
+ * lock while no other thread claims its entries (lp_evsync). */
+static inline int lp_take_own(struct lp_thread *t, struct lp_pending *e, uint64_t a, struct lp_pending *out)
+{
+	struct lp_evsync *sy = &lp_evsync[t->slot_index];
+	if (LP_LIKELY(lp_evict_plain) && LP_LIKELY(!__atomic_load_n(&sy->claims, __ATOMIC_RELAXED))) {
+		__atomic_store_n(&sy->busy, 1, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		int plain = !__atomic_load_n(&sy->claims, __ATOMIC_RELAXED);
+		if (LP_LIKELY(plain)) {
+			*out = *e;
+			out->addr = a;
+			__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&sy->busy, 0, __ATOMIC_RELEASE);
+		if (LP_LIKELY(plain))
+			return 1;
+	}
+	return lp_take_entry(e, a, out);
+}
+
 /* lp_pend_window starts a window of highs: the next pending block writes
  * the bytes pending. */
 static inline void lp_pend_window(struct lp_thread *t)
@@ -609,10 +679,16 @@ static uint64_t lp_all_held(const struct lp_thread *t, uint64_t held)
 		n = LP_TAG_SLOTS;
 	if (n > lp_slot_count) /* written over by the program */
 		n = lp_slot_count;
+	int drained = !lp_evict_plain;
 	for (uint32_t s = 0; s < n; s++) {
 		uint32_t st = __atomic_load_n(&slots[s].state, __ATOMIC_ACQUIRE);
 		if (s == t->slot_index || (st != LP_SLOT_ACTIVE && st != LP_SLOT_EXITED))
 			continue;
+		if (!drained) {
+			/* Evictions dated before the caller's date are seen. */
+			lp_drain_all();
+			drained = 1;
+		}
 		int64_t h = lp_held(lp_fold_of(s), s);
 		if (h > 0)
 			held += (uint64_t)h;
@@ -722,11 +798,15 @@ static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(st
 	 * frees after the record's time. */
 	struct lp_fold *f = t->fold;
 	uint64_t size = e->size;
-	__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST); /* before the date: lp_all_held */
+	/* Before the date: lp_all_held. */
+	if (LP_LIKELY(lp_evict_plain))
+		lp_pend_sub(f, size);
+	else
+		__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST);
 	uint64_t now = after ? lp_ts_after() : lp_ts();
 	struct lp_pending copy;
 	lp_pfilt_out(t, a);
-	if (lp_take_entry(e, a, &copy)) {
+	if (lp_take_own(t, e, a, &copy)) {
 		/* The table of folds may name the address still (a fold of
 		 * an earlier block there): a free of this block is no second
 		 * free of that one, whatever the map says (lp_unpended). The
@@ -1034,6 +1114,8 @@ not_pending:
 static void lp_claim(struct lp_thread *t, struct lp_pending *e, uint64_t p, uint32_t slot)
 {
 	struct lp_pending copy;
+	if (slot != t->slot_index)
+		lp_claim_ready(slot);
 	if (!lp_take_entry(e, p, &copy))
 		return; /* its owner evicted it: the allocation is written */
 	/* Counted before the records are dated (lp_pend_high). */
