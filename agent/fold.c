@@ -626,6 +626,10 @@ void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 		return;
 	memset(t->pfilt->own, 0, sizeof t->pfilt->own);
 	t->pfilt->moves = LP_PFILT_NONE;
+	/* No thread claims from a new slot yet; and a fork child's copy may
+	 * hold what a thread of the parent's was doing. */
+	__atomic_store_n(&lp_evsync[t->slot_index].claims, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&lp_evsync[t->slot_index].busy, 0, __ATOMIC_RELAXED);
 	f->head = 0;
 	f->count = 0;
 	/* Nothing of an earlier thread of the slot is pending any more (the
