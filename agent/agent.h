@@ -53,7 +53,6 @@ struct lp_thread {
 	struct lp_stacktab *stacks;
 	struct lp_ucache *ucache;
 	struct lp_fold *fold;  /* the slot's fold area; NULL: no folding */
-	struct lp_pfilt *pfilt; /* fold.c's filter, kept with the thread's stack table (stacktab.c) */
 	uint64_t last_alloc;   /* address of the thread's latest allocation */
 	uint64_t folded;       /* pairs folded since the aggregates were written */
 	uint64_t agg_oldest;   /* ts of the oldest pair in them */
@@ -252,7 +251,7 @@ LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
-LP_HIDDEN uint64_t lp_fold_evict_dated(struct lp_thread *t, uint64_t *rec);
+LP_HIDDEN uint64_t lp_fold_evict_dated(struct lp_thread *t);
 LP_HIDDEN void lp_fold_recorded(struct lp_thread *t, size_t n);
 LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
 
@@ -267,15 +266,6 @@ LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
  * its time). Pending blocks are a few hundred a thread: collisions, which
  * write the second block at once, stay rare (folded pairs the same to
  * 0.05 % on the loop with 8 threads). */
-/* The pending filter (fold.c): what may be pending, by a hash of the
- * address. */
-#define LP_PFILT_BITS 12u
-struct lp_pfilt {
-	uint8_t own[1u << LP_PFILT_BITS];                /* the thread's entries, counted */
-	uint64_t foreign[(1u << LP_PFILT_BITS) / 64];    /* other threads' when it took the map */
-	uint32_t moves; /* lp_owner_moves when it took the map; LP_PFILT_NONE: never */
-};
-#define LP_PFILT_NONE 0xffffffffu
 #define LP_PMAP_BITS 16u
 #define LP_PMAP_WORDS (1u << LP_PMAP_BITS)
 #define LP_TAG_SLOTS 4096u
@@ -294,15 +284,10 @@ extern uint64_t *lp_pmap;
  * share cache lines (a random hash of every address made a cache miss of
  * most lookups); each 1 MiB gets its own random offset, so that heaps at
  * regular distances (arenas 64 MiB apart) do not collide. */
-static inline uint64_t lp_pmap_index(uint64_t a)
-{
-	uint64_t window = ((a >> (4 + LP_PMAP_BITS)) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS);
-	return ((a >> 4) ^ window) & (LP_PMAP_WORDS - 1);
-}
-
 static inline uint64_t *lp_pmap_at(uint64_t a)
 {
-	return lp_pmap + lp_pmap_index(a);
+	uint64_t window = ((a >> (4 + LP_PMAP_BITS)) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS);
+	return lp_pmap + (((a >> 4) ^ window) & (LP_PMAP_WORDS - 1));
 }
 LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 

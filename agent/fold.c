@@ -156,53 +156,6 @@ static int lp_seccomp_inherited(void)
 	return *line >= '0' && *line <= '9' ? *line - '0' : -1;
 }
 
-/*
- * Evictions without a locked instruction. A thread evicting its own
- * pending entry competes for it only with other threads freeing the block
- * (lp_claim), which are rare; and the bytes it counts out must be seen by
- * a thread summing the bytes pending (lp_all_held) that dates its record
- * after the eviction's. Both locked instructions (a third of an eviction,
- * waiting for every store before them) move to the rare side, which has
- * every thread pass a barrier (lp_drain_all): a claimer once per thread
- * it claims from (lp_evsync.claims, after which that thread's evictions
- * take entries by compare-and-swap again, with busy the handshake of
- * lp_own_map), a summer at each sum. Only with membarrier ready from the
- * start (lp_barrier_early); else the locked instructions stay.
- */
-static int lp_evict_plain;
-struct lp_evsync {
-	uint32_t busy;   /* its thread is taking an entry without a lock */
-	uint32_t claims; /* another thread claimed or may claim its entries */
-	uint32_t pad[14]; /* a cache line a slot */
-};
-static struct lp_evsync lp_evsync[LP_TAG_SLOTS];
-
-/* lp_drain_all has every running thread of the process execute a memory
- * barrier, or, where membarrier may not be called, waits a while (a store
- * waits in a store buffer for nanoseconds). */
-static void lp_drain_all(void)
-{
-	int saved = errno;
-	if (__atomic_load_n(&lp_barrier_no, __ATOMIC_RELAXED) || lp_barrier_pid != lp_region_pid ||
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)
-		for (int i = 0; i < 1000; i++)
-			sched_yield();
-	errno = saved;
-}
-
-/* lp_claim_ready readies the claim of an entry of thread slot, another
- * thread's: past it, that thread takes its entries by compare-and-swap. */
-static void lp_claim_ready(uint32_t slot)
-{
-	struct lp_evsync *sy = &lp_evsync[slot % LP_TAG_SLOTS];
-	if (__atomic_load_n(&sy->claims, __ATOMIC_ACQUIRE))
-		return;
-	__atomic_store_n(&sy->claims, 1, __ATOMIC_SEQ_CST);
-	lp_drain_all();
-	while (__atomic_load_n(&sy->busy, __ATOMIC_ACQUIRE))
-		sched_yield();
-}
-
 /* lp_barrier_early readies membarrier at the program's start, while the
  * process has one thread: once it has more, the kernel's registration
  * waits for an RCU grace period, ~8 ms here, which the first thread to take
@@ -218,9 +171,7 @@ void lp_barrier_early(void)
 		lp_sandboxed = LP_SANDBOX_INHERITED;
 		lp_barrier_no = 1;
 	} else if (mode == 0 && (lp_fold_on || lp_clock_tsc)) {
-		/* no filter: no need to ask prctl */
-		if (lp_barrier_register() == 0)
-			lp_evict_plain = 1;
+		lp_barrier_register(); /* no filter: no need to ask prctl */
 	}
 	errno = saved;
 }
@@ -259,13 +210,10 @@ int lp_barrier_sure(void)
 	return rc;
 }
 
-static void lp_pfilt_foreign(struct lp_thread *t, uint32_t limit, uint32_t moves);
-
-/* lp_own_map makes the map writable by thread t: 0, or -1 when it cannot
- * be (the caller does not fold). */
-static __attribute__((noinline)) int lp_own_map(struct lp_thread *t)
+/* lp_own_map makes the map writable by thread slot me: 0, or -1 when it
+ * cannot be (the caller does not fold). */
+static __attribute__((noinline)) int lp_own_map(uint32_t me)
 {
-	uint32_t me = t->slot_index;
 	if (__atomic_load_n(&lp_barrier_no, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != LP_OWNER_NONE)
 		return -1; /* taken: it stays its owner's */
@@ -276,7 +224,6 @@ static __attribute__((noinline)) int lp_own_map(struct lp_thread *t)
 	if (o == LP_OWNER_NONE) {
 		/* Nobody stores plainly: no handshake. */
 		__atomic_store_n(&lp_owner, me, __ATOMIC_SEQ_CST);
-		lp_pfilt_foreign(t, __atomic_load_n(&lp_hdr->slots_used, __ATOMIC_ACQUIRE), lp_owner_moves);
 	} else if (o != me && o != LP_OWNER_SHARED) {
 		if (lp_barrier_ready() != 0) {
 			rc = -1; /* the owner keeps it */
@@ -286,11 +233,8 @@ static __attribute__((noinline)) int lp_own_map(struct lp_thread *t)
 			lp_all_barrier();
 			while (__atomic_load_n(&lp_owner_busy, __ATOMIC_ACQUIRE))
 				sched_yield();
-			__atomic_store_n(&lp_owner_moves, lp_owner_moves + 1, __ATOMIC_RELAXED);
+			lp_owner_moves++;
 			__atomic_store_n(&lp_owner, next, __ATOMIC_SEQ_CST);
-			if (next == me)
-				lp_pfilt_foreign(t, __atomic_load_n(&lp_hdr->slots_used, __ATOMIC_ACQUIRE),
-						 lp_owner_moves);
 		}
 	}
 	__atomic_store_n(&lp_owner_lock, 0, __ATOMIC_RELEASE);
@@ -301,32 +245,25 @@ static __attribute__((noinline)) int lp_own_map(struct lp_thread *t)
 /* lp_map_set makes map word m, read as w, name tag: 0 if it changed
  * meanwhile (another thread's block) or if the thread may not write the
  * map (see lp_own_map). */
-/* lp_map_store stores tag in map word m as the map's owner, me: 0 if the
- * thread does not own the map (any more). */
-static inline int lp_map_store(uint32_t me, uint64_t *m, uint64_t tag)
-{
-	__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	int own = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me;
-	if (LP_LIKELY(own))
-		__atomic_store_n(m, tag, __ATOMIC_RELAXED);
-	__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
-	return own;
-}
-
 static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint64_t tag)
 {
 	uint32_t me = t->slot_index;
 	for (;;) {
 		uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
 		if (LP_LIKELY(o == me)) {
-			if (LP_LIKELY(lp_map_store(me, m, tag)))
+			__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
+				__atomic_store_n(m, tag, __ATOMIC_RELAXED);
+				__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
 				return 1;
+			}
+			__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
 			continue; /* taken over meanwhile */
 		}
 		if (o == LP_OWNER_SHARED)
 			return __atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		if (lp_own_map(t) != 0)
+		if (lp_own_map(me) != 0)
 			return 0;
 		/* w was read before the take-over: the owner until then may
 		 * have named its own pending block in this word since (seen
@@ -421,92 +358,6 @@ static inline struct lp_freed *lp_freed_at(struct lp_fold *f, uint64_t a)
 	return &f->freed[((a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - LP_FREED_BITS)];
 }
 
-/*
- * The pending filter (struct lp_pfilt) says without a look at the map
- * that a free's block is pending nowhere, most often: the map's word of a
- * block allocated long ago is seldom cached (the dearest load of a free
- * where blocks outlive the window). In the thread's own memory, touched
- * by it alone. own counts, for each hash of an address, no fewer than the
- * thread's pending entries holding an address of that hash: the thread
- * counts an entry in when it makes it pending and out when it takes it
- * itself (folded, evicted, or lost to a taker meanwhile); an entry another
- * thread claims stays counted until lp_pfilt_rebuild. foreign has the
- * hashes of the other threads' pending entries when the thread took the
- * map over (lp_pfilt_foreign): they can make no more while it keeps it.
- */
-static inline uint64_t lp_pfilt_hash(uint64_t a)
-{
-	/* The map word's index, in part: entries counted apart have words
-	 * apart (lp_map_free). */
-	return lp_pmap_index(a) & ((1u << LP_PFILT_BITS) - 1);
-}
-
-static inline uint8_t *lp_pfilt_at(const struct lp_thread *t, uint64_t a)
-{
-	return &t->pfilt->own[lp_pfilt_hash(a)];
-}
-
-/* lp_pfilt_out counts the thread's entry of address a out. A count that
- * was already 0 wraps to 255: too high, which is safe. */
-static inline void lp_pfilt_out(const struct lp_thread *t, uint64_t a)
-{
-	(*lp_pfilt_at(t, a))--;
-}
-
-/* lp_pfilt_rebuild counts the thread's pending entries anew: what other
- * threads claimed drops out. An entry being claimed meanwhile may count,
- * which is safe; none becomes pending meanwhile but by this thread. */
-static void lp_pfilt_rebuild(struct lp_thread *t)
-{
-	struct lp_fold *f = t->fold;
-	memset(t->pfilt->own, 0, sizeof t->pfilt->own);
-	for (unsigned i = 0; i < LP_PEND; i++) {
-		uint64_t a = __atomic_load_n(&f->pend[i].addr, __ATOMIC_RELAXED);
-		uint8_t *c = lp_pfilt_at(t, a);
-		if (a && *c < 255)
-			(*c)++;
-	}
-}
-
-/* lp_pfilt_foreign notes the other threads' pending entries, in fold
- * areas before limit, as thread t takes the map (after the take-over's
- * barrier: an entry is set before the map names it), and that t owns it
- * since take-over moves. (More entries of theirs would need the map: a
- * take-over of their own, which changes lp_owner_moves.) */
-static void lp_pfilt_foreign(struct lp_thread *t, uint32_t limit, uint32_t moves)
-{
-	struct lp_pfilt *pf = t->pfilt;
-	memset(pf->foreign, 0, sizeof pf->foreign);
-	if (limit > lp_slot_count) /* written over by the program */
-		limit = lp_slot_count;
-	if (limit > LP_TAG_SLOTS)
-		limit = LP_TAG_SLOTS;
-	for (uint32_t s = 0; s < limit; s++) {
-		if (s == t->slot_index)
-			continue;
-		const struct lp_fold *f = (const struct lp_fold *)(lp_folds + (uint64_t)s * LP_FOLD_SIZE);
-		for (unsigned i = 0; i < LP_PEND; i++) {
-			uint64_t a = __atomic_load_n(&f->pend[i].addr, __ATOMIC_ACQUIRE);
-			if (a) {
-				uint64_t h = lp_pfilt_hash(a);
-				pf->foreign[h / 64] |= 1ull << (h % 64);
-			}
-		}
-	}
-	pf->moves = moves;
-}
-
-/* lp_map_solo says whether every pending entry but t's own is in its
- * foreign filter: t owns the map, and has since it noted them. A thread
- * that takes the map over does so before it makes an entry pending, and
- * the program hands t a block of such an entry only after: t, loading
- * lp_owner after it got the block, sees it changed. */
-static inline int lp_map_solo(const struct lp_thread *t)
-{
-	return __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == t->slot_index &&
-	       __atomic_load_n(&lp_owner_moves, __ATOMIC_RELAXED) == t->pfilt->moves;
-}
-
 /* lp_note_freed remembers that the thread's fold freed e's block p, by a
  * free of fn returning to ra: folded, the pair leaves no record a second
  * free could be matched with. A few stores to a line the thread's folds
@@ -529,24 +380,6 @@ static inline void lp_forget_freed(struct lp_fold *f, uint64_t p)
 	uint64_t a = p;
 	if (__atomic_load_n(&r->addr, __ATOMIC_RELAXED) == p)
 		__atomic_compare_exchange_n(&r->addr, &a, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-}
-
-/* lp_map_free says whether no pending entry holds an address whose map
- * word is a's: none of the thread's (counted by the word's index), nor of
- * another thread (noted as it took the map, and it still owns it). */
-static inline int lp_map_free(const struct lp_thread *t, uint64_t a)
-{
-	uint64_t h = lp_pfilt_hash(a);
-	return t->pfilt->own[h] == 0 && lp_map_solo(t) && !(t->pfilt->foreign[h / 64] >> (h % 64) & 1);
-}
-
-/* lp_unpended says whether a free of p may skip the map: no entry of the
- * thread holds p (its pending filter), no other thread's can (lp_map_solo),
- * and no fold of the thread freed a block at p (then the map says whether
- * the free may be a second one: lp_refreed). */
-static inline int lp_unpended(const struct lp_thread *t, uint64_t p)
-{
-	return lp_map_free(t, p) && __atomic_load_n(&lp_freed_at(t->fold, p)->addr, __ATOMIC_RELAXED) != p;
 }
 
 /*
@@ -589,27 +422,6 @@ static inline int lp_take_entry(struct lp_pending *e, uint64_t a, struct lp_pend
 	return __atomic_compare_exchange_n(&e->addr, &a, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
-/* lp_take_own is lp_take_entry for the thread's own entry e: without a
- * lock while no other thread claims its entries (lp_evsync). */
-static inline int lp_take_own(struct lp_thread *t, struct lp_pending *e, uint64_t a, struct lp_pending *out)
-{
-	struct lp_evsync *sy = &lp_evsync[t->slot_index];
-	if (LP_LIKELY(lp_evict_plain) && LP_LIKELY(!__atomic_load_n(&sy->claims, __ATOMIC_RELAXED))) {
-		__atomic_store_n(&sy->busy, 1, __ATOMIC_RELAXED);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		int plain = !__atomic_load_n(&sy->claims, __ATOMIC_RELAXED);
-		if (LP_LIKELY(plain)) {
-			*out = *e;
-			out->addr = a;
-			__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&sy->busy, 0, __ATOMIC_RELEASE);
-		if (LP_LIKELY(plain))
-			return 1;
-	}
-	return lp_take_entry(e, a, out);
-}
-
 /* lp_pend_window starts a window of highs: the next pending block writes
  * the bytes pending. */
 static inline void lp_pend_window(struct lp_thread *t)
@@ -622,14 +434,8 @@ static inline void lp_pend_window(struct lp_thread *t)
 void lp_fold_attach(struct lp_thread *t, struct lp_fold *f)
 {
 	t->fold = NULL;
-	if (!f || t->slot_index >= LP_TAG_SLOTS || !t->pfilt)
+	if (!f || t->slot_index >= LP_TAG_SLOTS)
 		return;
-	memset(t->pfilt->own, 0, sizeof t->pfilt->own);
-	t->pfilt->moves = LP_PFILT_NONE;
-	/* No thread claims from a new slot yet; and a fork child's copy may
-	 * hold what a thread of the parent's was doing. */
-	__atomic_store_n(&lp_evsync[t->slot_index].claims, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&lp_evsync[t->slot_index].busy, 0, __ATOMIC_RELAXED);
 	f->head = 0;
 	f->count = 0;
 	/* Nothing of an earlier thread of the slot is pending any more (the
@@ -683,16 +489,10 @@ static uint64_t lp_all_held(const struct lp_thread *t, uint64_t held)
 		n = LP_TAG_SLOTS;
 	if (n > lp_slot_count) /* written over by the program */
 		n = lp_slot_count;
-	int drained = !lp_evict_plain;
 	for (uint32_t s = 0; s < n; s++) {
 		uint32_t st = __atomic_load_n(&slots[s].state, __ATOMIC_ACQUIRE);
 		if (s == t->slot_index || (st != LP_SLOT_ACTIVE && st != LP_SLOT_EXITED))
 			continue;
-		if (!drained) {
-			/* Evictions dated before the caller's date are seen. */
-			lp_drain_all();
-			drained = 1;
-		}
 		int64_t h = lp_held(lp_fold_of(s), s);
 		if (h > 0)
 			held += (uint64_t)h;
@@ -776,22 +576,11 @@ void lp_fold_recorded(struct lp_thread *t, size_t n)
  * an ALLOC_LATE record, dated now (0: when written). Inline where every
  * block that outlives the window passes (lp_evict_pending); elsewhere
  * lp_commit. */
-static inline __attribute__((always_inline)) void lp_commit_words(uint64_t *w, const struct lp_pending *e, int tid,
-								  uint64_t now)
-{
-	w[0] = LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack);
-	w[1] = now;
-	w[2] = e->addr;
-	w[3] = e->size;
-	w[4] = e->ts;
-	w[5] = (uint64_t)(uint32_t)tid;
-}
-
 static inline __attribute__((always_inline)) void lp_commit_inline(struct lp_thread *t, const struct lp_pending *e,
 								   int tid, uint64_t now)
 {
-	uint64_t w[6];
-	lp_commit_words(w, e, tid, now);
+	uint64_t w[6] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack), now, e->addr, e->size, e->ts,
+			 (uint64_t)(uint32_t)tid};
 	lp_put_rec(t, w, 6);
 }
 
@@ -803,61 +592,42 @@ static __attribute__((noinline)) void lp_commit(struct lp_thread *t, const struc
 
 /* lp_evict_pending writes entry e, which held a, unless taken meanwhile,
  * and returns the record's date. after: dated after every earlier load
- * (lp_ts_after), so that a free's record may take the same date. rec: the
- * record's words go there, for the caller to write (rec[0] 0: none),
- * instead of to the ring. */
+ * (lp_ts_after), so that a free's record may take the same date. */
 static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(struct lp_thread *t,
 									     struct lp_pending *e, uint64_t a,
-									     int after, uint64_t *rec)
+									     int after)
 {
 	/* Dated before the take: a thread that frees the block and finds it
 	 * taken writes its free after this time, and the collector puts
 	 * frees after the record's time. */
 	struct lp_fold *f = t->fold;
 	uint64_t size = e->size;
-	/* Before the date: lp_all_held. */
-	if (LP_LIKELY(lp_evict_plain))
-		lp_pend_sub(f, size);
-	else
-		__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST);
+	__atomic_fetch_sub(&f->pend_bytes, size, __ATOMIC_SEQ_CST); /* before the date: lp_all_held */
 	uint64_t now = after ? lp_ts_after() : lp_ts();
 	struct lp_pending copy;
-	lp_pfilt_out(t, a);
-	if (lp_take_own(t, e, a, &copy)) {
-		/* The table of folds may name the address still (a fold of
-		 * an earlier block there): a free of this block is no second
-		 * free of that one, whatever the map says (lp_unpended). The
-		 * map's word is left naming the entry while the thread's own
-		 * frees ask the filter first (lp_map_solo): a free that does
-		 * look finds the entry holding another address, or none. */
-		if (!lp_map_solo(t))
-			lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend)));
-		lp_forget_freed(f, a);
-		if (rec)
-			lp_commit_words(rec, &copy, t->tid, now);
-		else
-			lp_commit_inline(t, &copy, t->tid, now);
-	} else {
+	if (lp_take_entry(e, a, &copy)) {
+		/* Nothing looks the address up in the table of folds while
+		 * no map word names it (lp_map_forget). */
+		if (!lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend))))
+			lp_forget_freed(f, a);
+		lp_commit_inline(t, &copy, t->tid, now);
+	} else
 		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
-		if (rec)
-			rec[0] = 0;
-	}
 	return now;
 }
 
 static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, struct lp_pending *e, uint64_t a)
 {
-	lp_evict_pending_inline(t, e, a, 0, NULL);
+	lp_evict_pending_inline(t, e, a, 0);
 }
 
-/* lp_evict_next prefetches the map word of an entry near the FIFO's
- * head, which its eviction reads (lp_map_forget) unless the thread's
- * frees skip the map: the block was allocated LP_PEND allocations ago,
- * and its word is no longer cached where blocks outlive the window. */
-static inline void lp_evict_next(const struct lp_thread *t, const struct lp_fold *f, uint32_t head)
+/* lp_evict_next prefetches the map word of the FIFO's oldest entry, at
+ * head, which the next eviction reads (lp_map_forget): the block was
+ * allocated LP_PEND allocations ago, and its word is no longer cached
+ * where blocks outlive the window (a miss an eviction otherwise). */
+static inline void lp_evict_next(const struct lp_fold *f, uint32_t head)
 {
-	if (!lp_map_solo(t))
-		__builtin_prefetch(lp_pmap_at(__atomic_load_n(&f->pend[head].addr, __ATOMIC_RELAXED)), 1);
+	__builtin_prefetch(lp_pmap_at(__atomic_load_n(&f->pend[head].addr, __ATOMIC_RELAXED)), 1);
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still pending
@@ -873,7 +643,7 @@ static inline void lp_evict(struct lp_thread *t)
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
 	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
-	lp_evict_next(t, f, (head + 4) & LP_PMASK);
+	lp_evict_next(f, (head + 1) & LP_PMASK);
 	if (a)
 		lp_evict_pending(t, e, a);
 }
@@ -892,10 +662,9 @@ static inline void lp_evict(struct lp_thread *t)
  * record that becomes visible long after its date out of its place, and a
  * free applied late could make a peak that never was.
  */
-uint64_t lp_fold_evict_dated(struct lp_thread *t, uint64_t *rec)
+uint64_t lp_fold_evict_dated(struct lp_thread *t)
 {
 	struct lp_fold *f = t->fold;
-	rec[0] = 0;
 	if (f->count < LP_PEND || t->depth != 0 || t->res + LP_EVICT_FREE_BYTES > t->tail_seen + lp_ring_mask + 1)
 		return 0;
 	uint32_t head = f->head & LP_PMASK;
@@ -905,8 +674,8 @@ uint64_t lp_fold_evict_dated(struct lp_thread *t, uint64_t *rec)
 		return 0; /* a hole: the next allocation drops it, without a date */
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
-	lp_evict_next(t, f, (head + 4) & LP_PMASK);
-	return lp_evict_pending_inline(t, e, a, 1, rec);
+	lp_evict_next(f, (head + 1) & LP_PMASK);
+	return lp_evict_pending_inline(t, e, a, 1);
 }
 
 /* lp_write_now writes the thread's new entry e, of n bytes, as an
@@ -936,20 +705,14 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 	e->ts = lp_ts_pending();
 	e->stack = sid;
 	e->fn = (uint8_t)fn;
-	uint8_t *c = lp_pfilt_at(t, a);
-	if (LP_UNLIKELY(a >> 48 || (a & 15) || *c == 255)) {
-		/* Not nameable by a map word (or its count in the filter
-		 * full): written at once. */
+	if (LP_UNLIKELY(a >> 48 || (a & 15))) {
+		/* Not nameable by a map word: written at once. */
 		e->addr = a;
 		lp_write_now(t, e, n);
 		return;
 	}
 	__atomic_store_n(&e->addr, a, __ATOMIC_RELEASE);
 	uint64_t tag = LP_TAG(a, t->slot_index, pos);
-	/* A word no pending entry may hold is named without a look at it:
-	 * the block's word is seldom cached, and a store does not wait. */
-	if (LP_LIKELY(lp_map_free(t, a)) && LP_LIKELY(lp_map_store(t->slot_index, m, tag)))
-		goto named;
 	uint64_t w = __atomic_load_n(m, __ATOMIC_ACQUIRE);
 	/* A word naming this address names a block freed since (malloc just
 	 * handed the address out again): no entry holds it pending unless its
@@ -961,8 +724,6 @@ void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n, uint32_t
 		lp_write_now(t, e, n);
 		return;
 	}
-named:
-	(*c)++;
 	f->count++;
 	uint64_t pend = f->pend_bytes + n;
 	__atomic_store_n(&f->pend_bytes, pend, __ATOMIC_RELAXED);
@@ -1010,7 +771,6 @@ static void lp_flush_aggs(struct lp_thread *t)
 	 * grown since the last high). */
 	if (++t->pend_flushes % LP_PEND_WINDOW_FLUSHES == 0)
 		lp_pend_window(t);
-	lp_pfilt_rebuild(t);
 }
 
 /* lp_agg_is says whether aggregate a is in use for the pairs of key (the
@@ -1088,8 +848,6 @@ __attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t
 	if (lp_fold_free_stacks)
 		return -1; /* each pair keeps its free's stack */
 	lp_enter(&t->in_fold);
-	if (lp_unpended(t, (uint64_t)p))
-		goto not_pending;
 	uint64_t w = __atomic_load_n(lp_pmap_at((uint64_t)p), __ATOMIC_ACQUIRE);
 	struct lp_fold *f = t->fold;
 	uint32_t pos = LP_TAG_POS(w);
@@ -1112,7 +870,6 @@ __attribute__((always_inline)) inline int lp_fold_free_quick(struct lp_thread *t
 		goto other;
 	/* As lp_fold_free and lp_agg_add would. */
 	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
-	lp_pfilt_out(t, (uint64_t)p);
 	uint64_t size = e->size;
 	lp_pend_sub(f, size);
 	if (newest)
@@ -1138,8 +895,6 @@ not_pending:
 static void lp_claim(struct lp_thread *t, struct lp_pending *e, uint64_t p, uint32_t slot)
 {
 	struct lp_pending copy;
-	if (slot != t->slot_index)
-		lp_claim_ready(slot);
 	if (!lp_take_entry(e, p, &copy))
 		return; /* its owner evicted it: the allocation is written */
 	/* Counted before the records are dated (lp_pend_high). */
@@ -1175,7 +930,6 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	if (!lp_same_family(e->fn, fn)) {
 		/* A mismatched free: both written. */
 		struct lp_pending copy;
-		lp_pfilt_out(t, (uint64_t)p);
 		if (lp_take_entry(e, (uint64_t)p, &copy)) {
 			lp_pend_sub(t->fold, copy.size);
 			lp_forget_freed(t->fold, (uint64_t)p);
@@ -1186,7 +940,6 @@ int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 	/* Our own, and only a free of the same block (a double free) could
 	 * compete for it: no atomic read-modify-write. */
 	__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
-	lp_pfilt_out(t, (uint64_t)p);
 	lp_pend_sub(t->fold, e->size);
 	/* A folded pair's free is proper: its stack would only ever be shown
 	 * to find root causes. (The entry's other fields stay until the

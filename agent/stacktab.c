@@ -50,7 +50,6 @@ struct lp_stacktab {
 	size_t arena_used; /* words */
 	struct lp_stacktab *next; /* in the pool of exited threads' tables */
 	struct lp_ucache *ucache; /* parked with it in the pool */
-	struct lp_pfilt pfilt; /* the thread's pending filter (fold.c) */
 };
 
 /* Tables of exited threads wait here for new threads: thread pools that
@@ -93,7 +92,6 @@ void lp_tables_park(struct lp_thread *t)
 	s->ucache = t->ucache;
 	t->stacks = NULL;
 	t->ucache = NULL;
-	t->pfilt = NULL;
 	lp_pool_acquire();
 	s->next = lp_pool;
 	lp_pool = s;
@@ -112,7 +110,6 @@ int lp_tables_take(struct lp_thread *t)
 	if (s) {
 		lp_stacktab_reset(s);
 		t->stacks = s;
-		t->pfilt = &s->pfilt;
 		t->ucache = s->ucache;
 		s->ucache = NULL;
 		s->next = NULL;
@@ -121,7 +118,6 @@ int lp_tables_take(struct lp_thread *t)
 		return t->ucache ? 0 : -1;
 	}
 	t->stacks = lp_stacktab_new();
-	t->pfilt = t->stacks ? &t->stacks->pfilt : NULL;
 	t->ucache = lp_ucache_new();
 	return t->stacks && t->ucache ? 0 : -1;
 }

@@ -121,22 +121,6 @@ func TestPendingMapTakeOver(t *testing.T) {
 	}
 }
 
-// TestPendingFilter: the filter that spares a free the map (agent/fold.c,
-// compiled into testdata/fixtures/pfilter.c) must note the other threads'
-// pending blocks when a thread takes the map over, so that a free of one
-// is claimed, not taken for a block pending nowhere; and a claim must make
-// the owner take its entries by compare-and-swap again.
-func TestPendingFilter(t *testing.T) {
-	for _, opt := range []string{"-O0", "-O2"} {
-		bin := fixture(t, "pfilter.c", opt, "-I"+filepath.Join(root, "agent"))
-		out, err := exec.Command(bin).CombinedOutput()
-		t.Logf("%s: %s", opt, out)
-		if err != nil || !strings.Contains(string(out), "PASS") {
-			t.Errorf("%s: %v: a check failed", opt, err)
-		}
-	}
-}
-
 // TestFoldingInASandbox: a program whose seccomp filter kills it on
 // membarrier(2), which the agent uses to hand its map of pending blocks
 // from one thread to another, runs as it does natively (no SIGSYS), with
