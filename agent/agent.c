@@ -627,15 +627,27 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
 		t->last_alloc = 0;
 	}
 	/* A full FIFO evicts its oldest entry now rather than at the next
-	 * allocation, dated as this record is (lp_fold_evict_dated). */
+	 * allocation, dated as this record is (lp_fold_evict_dated), and
+	 * written with it: one reservation of the ring for the two. */
+	uint64_t w[9];
 	uint64_t ts = 0;
+	w[0] = 0;
 	if (LP_LIKELY(folds)) {
+		/* Until the evicted entry is written: a signal handler's free
+		 * of its block must not be written before it. */
 		lp_enter(&t->in_fold);
-		ts = lp_fold_evict_dated(t);
-		lp_leave(&t->in_fold);
+		ts = lp_fold_evict_dated(t, w);
 	}
-	uint64_t w[3] = {LP_HDR(LP_REC_FREE, fn, 3, sid), ts, (uint64_t)p};
-	lp_put_rec(t, w, 3);
+	unsigned at = w[0] ? 6 : 0;
+	w[at] = LP_HDR(LP_REC_FREE, fn, 3, sid);
+	w[at + 1] = ts;
+	w[at + 2] = (uint64_t)p;
+	if (at)
+		lp_put_rec(t, w, 9);
+	else
+		lp_put_rec(t, w, 3);
+	if (LP_LIKELY(folds))
+		lp_leave(&t->in_fold);
 }
 
 /* lp_rec_free records the free of p by fn: folded, most often, on a path

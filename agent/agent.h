@@ -251,7 +251,7 @@ LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
-LP_HIDDEN uint64_t lp_fold_evict_dated(struct lp_thread *t);
+LP_HIDDEN uint64_t lp_fold_evict_dated(struct lp_thread *t, uint64_t *rec);
 LP_HIDDEN void lp_fold_recorded(struct lp_thread *t, size_t n);
 LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
 
