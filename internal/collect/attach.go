@@ -170,14 +170,14 @@ func (c *collector) askPipeline(pid int32, req control.Request) control.Response
 // detachScan stops im before a detach, for the analyses (the kinds of
 // the live blocks) and, with every thread still stopped, detaches
 // (c.detached, c.detachErr).
-func (c *collector) detachScan(im *image, m *merger, direct *directTarget) control.Response {
+func (c *collector) detachScan(im *image, m *merger) control.Response {
 	// Still stopped: a detach now leaves no block unscanned.
 	detach := func(tr *ptrace.Tracer) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c.detached, c.detachErr = inject.DetachStopped(ctx, tr, int(im.pid), c.detachOpts)
 	}
-	if err := c.stop(im, m, direct, StopDetach, nil, detach, nil); err != nil {
+	if err := c.stop(im, m, StopDetach, nil, detach, nil); err != nil {
 		return control.Response{Error: err.Error()}
 	}
 	return control.Response{}

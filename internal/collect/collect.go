@@ -647,26 +647,21 @@ func (c *collector) pipeline(im *image) {
 	if c.opts.Region.HoldExit {
 		ptrace.Prewarm() // for the scan at its exit
 	}
-	m := merger{agent: &c.sink.agentAs}
-	// While one thread only ever recorded, its events need no merging and
-	// go straight out, decoded into the batch for the sink.
-	direct := &directTarget{out: c.sink.buffer(), agent: &c.sink.agentAs}
 	tps := c.src.TicksPerSecond()
 	if tps <= 0 {
 		tps = 1e9
 	}
 	lag := uint64(lateness.Seconds() * tps)
 	ahead := uint64(aheadLimit.Seconds() * tps)
+	m := c.newMerger(im)
+	// Events of several rings are copied a lateness after they could
+	// be: the sink gets fewer, fuller batches.
+	m.age = lag
 	lastReclaim, lastEndCheck := time.Now(), time.Now()
 	for {
 		now := c.src.Now()
 		im.reg.SetNow(now) // for the allocations the agent keeps pending
-		var n int
-		if m.n == 0 && im.reg.SlotsUsed() <= 1 {
-			n, _ = im.reg.Drain(direct)
-		} else {
-			n, _ = im.reg.Drain(&m)
-		}
+		n, _ := im.reg.Drain(&m)
 		if m.latest > now+ahead {
 			// Such events would wait in the merger for ever.
 			im.reg.Fail(fmt.Sprintf("an event at %.0f s from now", float64(m.latest-now)/tps))
@@ -675,13 +670,10 @@ func (c *collector) pipeline(im *image) {
 		if now > lag {
 			upto = now - lag
 		}
-		direct.out = m.take(upto, false, direct.out)
-		if len(direct.out) > 0 {
-			c.sink.send(im.idx, direct.out, false)
-			direct.out = c.sink.buffer()
-		}
+		m.take(upto, false)
+		m.sendOut()
 		if bad := im.reg.Corrupt(); bad != nil {
-			c.abandon(im, &m, direct, bad)
+			c.abandon(im, &m, bad)
 			return
 		}
 		for _, p := range im.pollers {
@@ -699,22 +691,22 @@ func (c *collector) pipeline(im *image) {
 			lastReclaim = time.Now()
 		}
 		if c.opts.Region.HoldExit && im.reg.HoldRequested() {
-			c.holdExit(im, &m, direct)
+			c.holdExit(im, &m)
 		}
 		if im.reg.AskRequested() {
-			c.serveAsk(im, &m, direct)
+			c.serveAsk(im, &m)
 		}
 		select {
 		case r := <-im.snaps:
 			if r.req.Op == opDetachScan {
-				r.resp <- c.detachScan(im, &m, direct)
+				r.resp <- c.detachScan(im, &m)
 			} else {
-				r.resp <- c.snapshot(im, &m, direct, r.req, nil)
+				r.resp <- c.snapshot(im, &m, r.req, nil)
 			}
 		default:
 		}
 		if bad := im.reg.Corrupt(); bad != nil {
-			c.abandon(im, &m, direct, bad)
+			c.abandon(im, &m, bad)
 			return
 		}
 		// Rings that never run dry (written by another process that
@@ -724,7 +716,7 @@ func (c *collector) pipeline(im *image) {
 		}
 		lastEndCheck = time.Now()
 		if ended := c.ended(im); ended != nil {
-			c.finish(im, &m, direct, ended)
+			c.finish(im, &m, ended)
 			return
 		}
 		if n == 0 {
@@ -748,7 +740,7 @@ const finalDrains = 16
 
 // finish ends the pipeline of an image that ended: it drains what is left
 // in the rings and the fold areas, and sends the image's end.
-func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *event.ProcessInfo) {
+func (c *collector) finish(im *image, m *merger, ended *event.ProcessInfo) {
 	// Gone: whatever it wrote is in the rings now.
 	for range finalDrains {
 		if n, _ := im.reg.Drain(m); n == 0 {
@@ -756,7 +748,7 @@ func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *ev
 		}
 	}
 	if bad := im.reg.Corrupt(); bad != nil {
-		c.abandon(im, m, direct, bad)
+		c.abandon(im, m, bad)
 		return
 	}
 	// What its threads left pending or folded and not yet written.
@@ -767,8 +759,7 @@ func (c *collector) finish(im *image, m *merger, direct *directTarget, ended *ev
 		*q = im.reg.Leftovers(ring, now, *q)
 		m.Filled(ring, from)
 	}
-	out := m.take(0, true, direct.out)
-	out = append(out, c.closeAnalyses(im)...)
+	out := append(m.takeAll(), c.closeAnalyses(im)...)
 	if c.opts.Region.HoldExit && !im.scanned && !ended.ExecdOut && !ended.Detached {
 		// Every image that ends is stopped at its exit, or says why not.
 		out = append(out, c.exitMissed(im, noExitScan(ended))...)
@@ -797,14 +788,13 @@ func (c *collector) closeRegion(im *image) {
 // before, then waits for the image to end (reading nothing more from the
 // region) and sends its end. The image's model keeps what was recorded
 // until then.
-func (c *collector) abandon(im *image, m *merger, direct *directTarget, bad *region.CorruptError) {
+func (c *collector) abandon(im *image, m *merger, bad *region.CorruptError) {
 	c.warn("pid %d: %v; recording of this image stopped at %.3f s", im.pid, bad, time.Since(c.started).Seconds())
 	closing := c.closeAnalyses(im)
 	im.reg.Detach()
-	if out := append(m.take(0, true, direct.out), closing...); len(out) > 0 {
+	if out := append(m.takeAll(), closing...); len(out) > 0 {
 		c.sink.send(im.idx, out, false)
 	}
-	direct.out = nil
 	var ended *event.ProcessInfo
 	for ended = c.ended(im); ended == nil; ended = c.ended(im) {
 		select {
@@ -886,27 +876,11 @@ func (c *collector) control(req control.Request) control.Response {
 	}
 }
 
-// directTarget decodes a single ring's events straight into a batch.
-type directTarget struct {
-	out   []event.Event
-	last  uint64
-	agent *agentLink
-}
-
-func (d *directTarget) Buffer(int) *[]event.Event { return &d.out }
-
-func (d *directTarget) Filled(_ int, from int) {
-	for i := from; i < len(d.out); i++ {
-		ev := &d.out[i]
-		if ev.Kind == event.ModuleLoad {
-			d.agent.rename(ev)
-		}
-		if ev.Kind == event.StackDef || ev.Time == 0 {
-			ev.Time = d.last
-		} else {
-			d.last = ev.Time
-		}
-	}
+// newMerger returns a merger for image im's rings, whose batches go to
+// the sink.
+func (c *collector) newMerger(im *image) merger {
+	return merger{agent: &c.sink.agentAs, fresh: c.sink.buffer,
+		send: func(evs []event.Event, plain bool) { c.sink.sendBatch(batch{proc: im.idx, evs: evs, plain: plain}) }}
 }
 
 // ended returns how the image ended, or nil while it runs.

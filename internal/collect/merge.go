@@ -4,56 +4,96 @@ import "github.com/leakpath/leakpath/internal/model/event"
 
 // merger orders the events of one process image's rings by time. Each ring
 // is already in time order, except for records written by a signal handler
-// inside a hook, which can land just after a record with a later time; add
-// repairs that locally.
+// inside a hook, which can land just after a record with a later time;
+// Filled repairs that locally.
+//
+// A ring's events are decoded straight into chunks that are batches for
+// the sink (fresh gives them): while one ring only has events to take (a
+// program with one busy thread), its chunks go to the sink whole, never
+// copied; events of several rings are copied into batches in time order.
+// No batch grows past its capacity.
 type merger struct {
 	rings  []ringQueue
 	n      int    // events pending in all rings
 	latest uint64 // the latest time of an event taken in
 	agent  *agentLink
+	// fresh returns an empty batch to fill, send hands a full one on;
+	// plain says it holds heap events only (none that points somewhere,
+	// nor a fork: see chunk.refs).
+	fresh func() []event.Event
+	send  func(evs []event.Event, plain bool)
+	out   []event.Event // the batch being filled by copying
+	// outPlain: out holds heap events only.
+	outPlain bool
+	spare    [][]event.Event // chunks emptied by copying, for the rings
+	// age is how much older than the watermark the earliest pending
+	// event must be for take to copy events (0: any).
+	age uint64
 }
 
-type ringQueue struct {
-	evs  []event.Event
-	head int
-	last uint64 // time of the ring's latest event, for stack definitions
-	// refs bounds the events of evs' array, taken ones included, that
-	// may point somewhere (Event.X): none at refs or after. Heap events
-	// point nowhere, and most queues need no clearing.
+// chunk is a batch that a ring's events are decoded into.
+type chunk struct {
+	evs []event.Event
+	// max is the latest time in evs; refs bounds the events that may
+	// point somewhere (Event.X) or be a fork: none at refs or after.
+	// Most chunks hold heap events only: they need no clearing before
+	// reuse, and the sink need not look through them (batch.plain).
+	max  uint64
 	refs int
 }
 
-// Buffer is the queue a ring's drained events are appended to.
+type ringQueue struct {
+	chunks []chunk // oldest first; events are appended to the last
+	head   int     // chunks[0].evs[:head] were taken
+	last   uint64  // time of the ring's latest event, for stack definitions
+}
+
+// minRoom is the least room a ring's buffer has: what a gone thread leaves
+// (region.Leftovers) fits.
+const minRoom = 512
+
+// maxSpare is how many emptied chunks a merger keeps for its rings.
+const maxSpare = 4
+
+// Buffer is the chunk a ring's drained events are appended to.
 func (m *merger) Buffer(ring int) *[]event.Event {
 	for ring >= len(m.rings) {
 		m.rings = append(m.rings, ringQueue{})
 	}
 	q := &m.rings[ring]
-	if q.head > 0 && q.head >= len(q.evs)/2 {
-		// Drop what was taken, so that a queue that always has a few
-		// pending events does not grow with the run.
-		n := copy(q.evs, q.evs[q.head:])
-		if q.refs > n {
-			clear(q.evs[n:q.refs]) // within the array: refs <= cap
-		}
-		q.refs = min(max(q.refs-q.head, 0), n)
-		q.evs, q.head = q.evs[:n], 0
+	if k := len(q.chunks); k == 0 || cap(q.chunks[k-1].evs)-len(q.chunks[k-1].evs) < minRoom {
+		q.chunks = append(q.chunks, chunk{evs: m.chunk()})
 	}
-	return &q.evs
+	return &q.chunks[len(q.chunks)-1].evs
 }
 
-// Filled takes in the events appended to a ring's queue from index from:
+// chunk returns an empty chunk: one the rings emptied, or a fresh one.
+func (m *merger) chunk() []event.Event {
+	var evs []event.Event
+	if k := len(m.spare); k > 0 {
+		evs, m.spare = m.spare[k-1], m.spare[:k-1]
+	} else {
+		evs = m.fresh()
+	}
+	if cap(evs) < minRoom {
+		evs = make([]event.Event, 0, minRoom)
+	}
+	return evs
+}
+
+// Filled takes in the events appended to a ring's chunk from index from:
 // definitions get the time of the event before them, and a record written
 // out of order by a signal handler moves back to its place.
 func (m *merger) Filled(ring int, from int) {
 	q := &m.rings[ring]
+	c := &q.chunks[len(q.chunks)-1]
 	// Every queued event is at most last: only one older than that is
 	// out of place.
-	last, refs := q.last, q.refs
-	for j := from; j < len(q.evs); j++ {
-		ev := &q.evs[j]
-		if ev.X != nil {
-			refs = max(refs, j+1)
+	last := q.last
+	for j := from; j < len(c.evs); j++ {
+		ev := &c.evs[j]
+		if ev.X != nil || ev.Kind == event.Fork {
+			c.refs = max(c.refs, j+1)
 			if ev.Kind == event.ModuleLoad {
 				m.agent.rename(ev)
 			}
@@ -67,30 +107,76 @@ func (m *merger) Filled(ring int, from int) {
 			last = ev.Time
 			continue
 		}
-		// Never move an event above a stack definition it may use.
-		for i := j; i > q.head && q.evs[i-1].Time > q.evs[i].Time &&
-			q.evs[i-1].Kind != event.StackDef; i-- {
-			q.evs[i-1], q.evs[i] = q.evs[i], q.evs[i-1]
-		}
-		refs = max(refs, j+1) // an event that points may have moved up
+		q.moveBack(j)
 	}
 	q.last = last
-	q.refs = refs
+	c.max = max(c.max, last)
 	m.latest = max(m.latest, last)
-	m.n += len(q.evs) - from
+	m.n += len(c.evs) - from
+	if len(c.evs) == 0 {
+		// Nothing came (padding, a thread that left nothing): take
+		// finds every queued chunk with events.
+		m.keep(c.evs)
+		*c = chunk{}
+		q.chunks = q.chunks[:len(q.chunks)-1]
+	}
+}
+
+// keep keeps an emptied chunk for the rings, if fewer than maxSpare are.
+func (m *merger) keep(evs []event.Event) {
+	if len(m.spare) < maxSpare {
+		m.spare = append(m.spare, evs[:0])
+	}
+}
+
+// moveBack moves the event at index j of the last chunk back past the
+// later ones before it, never above a stack definition it may use, nor
+// into what was taken.
+func (q *ringQueue) moveBack(j int) {
+	ci := len(q.chunks) - 1
+	for {
+		pi, pj := ci, j-1
+		if pj < 0 {
+			if pi--; pi < 0 {
+				return
+			}
+			pj = len(q.chunks[pi].evs) - 1
+		}
+		if pi == 0 && pj < q.head {
+			return
+		}
+		prev, cur := &q.chunks[pi].evs[pj], &q.chunks[ci].evs[j]
+		if prev.Time <= cur.Time || prev.Kind == event.StackDef {
+			return
+		}
+		*prev, *cur = *cur, *prev
+		// Either may point somewhere.
+		q.chunks[pi].refs = max(q.chunks[pi].refs, pj+1)
+		q.chunks[ci].refs = max(q.chunks[ci].refs, j+1)
+		ci, j = pi, pj
+	}
 }
 
 // add queues a ring's events (for tests).
 func (m *merger) add(ring int, evs []event.Event) {
-	q := m.Buffer(ring)
-	from := len(*q)
-	*q = append(*q, evs...)
-	m.Filled(ring, from)
+	for len(evs) > 0 {
+		q := m.Buffer(ring)
+		from := len(*q)
+		k := min(len(evs), cap(*q)-from)
+		*q = append(*q, evs[:k]...)
+		m.Filled(ring, from)
+		evs = evs[k:]
+	}
 }
 
-// take appends to out, in time order, every pending event older than upto
-// (all of them when all is set).
-func (m *merger) take(upto uint64, all bool, out []event.Event) []event.Event {
+// take hands on, in time order, every pending event older than upto (all
+// of them when all is set): full batches are sent, the last one stays in
+// m.out. Events are copied only when all is set or the earliest pending
+// one is older than upto by m.age more: meanwhile a chunk of a single
+// ring's events goes whole once it is old enough, and the sink is sent
+// fewer small batches.
+func (m *merger) take(upto uint64, all bool) {
+	copying := all
 	for m.n > 0 {
 		// The ring whose next event is earliest, and the earliest next
 		// event of the others: the best ring runs until it passes that.
@@ -98,10 +184,10 @@ func (m *merger) take(upto uint64, all bool, out []event.Event) []event.Event {
 		var bt uint64
 		for i := range m.rings {
 			q := &m.rings[i]
-			if q.head == len(q.evs) {
-				continue
+			if len(q.chunks) == 0 || q.head == len(q.chunks[0].evs) {
+				continue // (a chunk a failed drain left empty)
 			}
-			t := q.evs[q.head].Time
+			t := q.chunks[0].evs[q.head].Time
 			switch {
 			case best < 0:
 				best, bt = i, t
@@ -116,19 +202,68 @@ func (m *merger) take(upto uint64, all bool, out []event.Event) []event.Event {
 			break
 		}
 		q := &m.rings[best]
+		c := &q.chunks[0]
+		if q.head == 0 && c.max <= next && (all || c.max < upto) &&
+			(len(m.out) == 0 || 2*len(c.evs) >= cap(c.evs)) {
+			// Every event of the chunk goes next: it is the batch
+			// (unless small, and after a batch begun).
+			m.sendOut()
+			m.n -= len(c.evs)
+			m.send(c.evs, c.refs == 0)
+			q.drop()
+			continue
+		}
+		if !copying {
+			if upto-bt <= m.age {
+				break
+			}
+			copying = true
+		}
+		if m.out == nil {
+			m.out, m.outPlain = m.chunk(), true
+		}
 		start := q.head
-		for q.head < len(q.evs) {
-			t := q.evs[q.head].Time
+		for q.head < len(c.evs) && len(m.out)+q.head-start < cap(m.out) {
+			t := c.evs[q.head].Time
 			if q.head > start && t > next || !all && t >= upto {
 				break
 			}
 			q.head++
 		}
-		out = append(out, q.evs[start:q.head]...)
+		m.out = append(m.out, c.evs[start:q.head]...)
+		m.outPlain = m.outPlain && c.refs <= start
 		m.n -= q.head - start
-		if q.head == len(q.evs) {
-			q.evs, q.head = q.evs[:0], 0
+		if q.head == len(c.evs) {
+			clear(c.evs[:c.refs])
+			m.keep(c.evs)
+			q.drop()
+		}
+		if len(m.out) == cap(m.out) {
+			m.sendOut()
 		}
 	}
+}
+
+// drop forgets the ring's first chunk, taken.
+func (q *ringQueue) drop() {
+	n := copy(q.chunks, q.chunks[1:])
+	q.chunks[n] = chunk{}
+	q.chunks, q.head = q.chunks[:n], 0
+}
+
+// sendOut sends the batch being filled by copying, if it has events.
+func (m *merger) sendOut() {
+	if len(m.out) > 0 {
+		m.send(m.out, m.outPlain)
+		m.out = nil
+	}
+}
+
+// takeAll takes every pending event and returns the last batch, not sent
+// (nil if none), for its sender to add to.
+func (m *merger) takeAll() []event.Event {
+	m.take(0, true)
+	out := m.out
+	m.out = nil
 	return out
 }

@@ -8,16 +8,43 @@ import (
 	"github.com/leakpath/leakpath/internal/model/event"
 )
 
+// batchMerger is a merger whose batches hold at most size events (and at
+// least minRoom); what it sends is appended to *got, and each batch
+// sent is checked against its capacity.
+func batchMerger(t testing.TB, size int, got *[]event.Event) *merger {
+	m := &merger{fresh: func() []event.Event { return make([]event.Event, 0, size) }}
+	m.send = func(evs []event.Event, plain bool) {
+		for _, ev := range evs {
+			if plain && (ev.X != nil || ev.Kind == event.Fork) {
+				t.Fatalf("a batch sent as plain holds %v", ev.Kind)
+			}
+		}
+		if len(evs) == 0 || len(evs) > max(size, minRoom) {
+			t.Fatalf("sent a batch of %d events, batches of %d", len(evs), size)
+		}
+		*got = append(*got, evs...)
+	}
+	return m
+}
+
+// takeAll sends m's pending events and returns all it sent.
+func takeAll(m *merger, got *[]event.Event) []event.Event {
+	if out := m.takeAll(); len(out) > 0 {
+		m.send(out, false)
+	}
+	return *got
+}
+
 // TestMergerOrders feeds rings of increasing times in random drains and
 // checks that take yields all events once, in time order, and never one
 // at or after the watermark.
 func TestMergerOrders(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	var m merger
+	var got []event.Event
+	m := batchMerger(t, 600, &got)
 	const rings = 5
 	var next [rings]uint64
 	var all []uint64
-	var got []event.Event
 	var upto uint64
 	for round := 0; round < 200; round++ {
 		for r := 0; r < rings; r++ {
@@ -34,14 +61,15 @@ func TestMergerOrders(t *testing.T) {
 		}
 		upto = uint64(round * 300)
 		before := len(got)
-		got = m.take(upto, false, got)
+		m.take(upto, false)
+		m.sendOut()
 		for _, ev := range got[before:] {
 			if ev.Time >= upto {
 				t.Fatalf("round %d: took event at %d, watermark %d", round, ev.Time, upto)
 			}
 		}
 	}
-	got = m.take(0, true, got)
+	got = takeAll(m, &got)
 	if len(got) != len(all) {
 		t.Fatalf("took %d events, fed %d", len(got), len(all))
 	}
@@ -56,10 +84,11 @@ func TestMergerOrders(t *testing.T) {
 // TestMergerRepairsLocalDisorder: a record written by a signal handler
 // inside a hook lands after a later one in the same ring.
 func TestMergerRepairsLocalDisorder(t *testing.T) {
-	var m merger
+	var got []event.Event
+	m := batchMerger(t, minRoom, &got)
 	m.add(0, []event.Event{{Kind: event.Alloc, Time: 10}, {Kind: event.Alloc, Time: 30}, {Kind: event.Alloc, Time: 20},
 		{Kind: event.StackDef}, {Kind: event.Alloc, Time: 40}})
-	got := m.take(0, true, nil)
+	got = takeAll(m, &got)
 	want := []uint64{10, 20, 30, 30, 40}
 	for i, ev := range got {
 		if ev.Time != want[i] {
@@ -75,100 +104,167 @@ func TestMergerRepairsLocalDisorder(t *testing.T) {
 // a pipeline can tell events dated far ahead (they would wait in it for
 // ever) from a program's records.
 func TestMergerLatest(t *testing.T) {
-	var m merger
+	var got []event.Event
+	m := batchMerger(t, minRoom, &got)
 	m.add(0, []event.Event{{Kind: event.Alloc, Time: 10}, {Kind: event.StackDef}, {Kind: event.Alloc, Time: 30}})
 	m.add(1, []event.Event{{Kind: event.Free, Time: 1 << 62}})
 	m.add(0, []event.Event{{Kind: event.Alloc, Time: 20}})
 	if m.latest != 1<<62 {
 		t.Errorf("latest %d, want %d", m.latest, uint64(1<<62))
 	}
-	if got := m.take(100, false, nil); len(got) != 4 {
+	m.take(100, false)
+	m.sendOut()
+	if len(got) != 4 {
 		t.Errorf("took %d events before 100, want 4", len(got))
 	}
 }
 
 // TestDrainNamesAgent: a module load of the agent's link in the session
-// directory (gone after the run) names its real file once drained, by the
-// merger and by a single ring's direct path alike; other modules keep
-// their paths.
+// directory (gone after the run) names its real file once drained,
+// whether its chunk goes whole or is copied among another ring's events;
+// other modules keep their paths.
 func TestDrainNamesAgent(t *testing.T) {
 	link := agentLink{"/tmp/session/libleakpath.so", "/opt/leakpath/libleakpath.so"}
 	loads := func() []event.Event {
 		return []event.Event{
 			{Kind: event.ModuleLoad, Time: 5, X: &event.Extra{Module: &event.Module{Path: link[0]}}},
-			{Kind: event.ModuleLoad, Time: 6, X: &event.Extra{Module: &event.Module{Path: "/usr/lib/libc.so.6"}}},
+			{Kind: event.ModuleLoad, Time: 7, X: &event.Extra{Module: &event.Module{Path: "/usr/lib/libc.so.6"}}},
 		}
 	}
-	m := merger{agent: &link}
-	m.add(0, loads())
-	merged := m.take(0, true, nil)
-	d := directTarget{agent: &link}
-	d.out = append(d.out, loads()...)
-	d.Filled(0, 0)
-	for name, evs := range map[string][]event.Event{"merger": merged, "direct": d.out} {
-		if len(evs) != 2 {
-			t.Fatalf("%s: %d events, want 2", name, len(evs))
+	for _, other := range []bool{false, true} {
+		var got []event.Event
+		m := batchMerger(t, minRoom, &got)
+		m.agent = &link
+		m.add(0, loads())
+		if other {
+			m.add(1, []event.Event{{Kind: event.Alloc, Time: 6}})
 		}
-		if p := evs[0].ModuleInfo().Path; p != link[1] {
-			t.Errorf("%s: agent named %q, want %q", name, p, link[1])
+		got = takeAll(m, &got)
+		var mods []event.Event
+		for _, ev := range got {
+			if ev.Kind == event.ModuleLoad {
+				mods = append(mods, ev)
+			}
 		}
-		if p := evs[1].ModuleInfo().Path; p != "/usr/lib/libc.so.6" {
-			t.Errorf("%s: libc renamed to %q", name, p)
+		if len(mods) != 2 {
+			t.Fatalf("other ring %v: %d module loads, want 2", other, len(mods))
+		}
+		if p := mods[0].ModuleInfo().Path; p != link[1] {
+			t.Errorf("other ring %v: agent named %q, want %q", other, p, link[1])
+		}
+		if p := mods[1].ModuleInfo().Path; p != "/usr/lib/libc.so.6" {
+			t.Errorf("other ring %v: libc renamed to %q", other, p)
 		}
 	}
 }
 
-// TestMergerDropsTakenPointers: the events a ring's queue keeps after
-// they were taken point nowhere once the queue moves its pending ones to
-// the front, so that a long run does not keep stacks and modules alive
-// through it; and all events still come out once, in order.
+// TestMergerDropsTakenPointers: the chunks a merger keeps for its rings
+// once their events were copied out point nowhere, so that a long run
+// does not keep stacks and modules alive through them; and all events
+// still come out once, in order, in batches no larger than their
+// capacity.
 func TestMergerDropsTakenPointers(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
-	var m merger
-	var tm, upto uint64
-	fed, took := 0, 0
+	var got []event.Event
+	m := batchMerger(t, minRoom, &got)
+	var tm, upto, last uint64
+	fed := 0
 	for round := 0; round < 300; round++ {
-		var evs []event.Event
-		for k := rng.Intn(40); k > 0; k-- {
-			tm += 2
-			ev := event.Event{Kind: event.Alloc, Time: tm}
-			if rng.Intn(8) == 0 {
-				ev.Kind, ev.Time, ev.X = event.StackDef, 0, &event.Extra{Frames: []uint64{tm}}
+		for ring := range 2 {
+			var evs []event.Event
+			for k := rng.Intn(200); k > 0; k-- {
+				tm += 2
+				ev := event.Event{Kind: event.Alloc, Time: tm}
+				if rng.Intn(8) == 0 {
+					ev.Kind, ev.Time, ev.X = event.StackDef, 0, &event.Extra{Frames: []uint64{tm}}
+				}
+				evs = append(evs, ev)
 			}
-			evs = append(evs, ev)
+			fed += len(evs)
+			m.add(ring, evs)
 		}
-		fed += len(evs)
-		q := &m.rings
-		if len(*q) > 0 {
-			r := &(*q)[0]
-			before := r.head
-			m.Buffer(0)
-			if r.head == 0 && before > 0 {
-				for i, ev := range r.evs[len(r.evs):cap(r.evs)] {
-					if ev.X != nil {
-						t.Fatalf("round %d: event %d past the %d pending ones still points", round, i+len(r.evs), len(r.evs))
-					}
+		upto = tm - uint64(rng.Intn(60))
+		before := len(got)
+		m.take(upto, false)
+		m.sendOut()
+		// (A ring's definitions take the time of its event before.)
+		for i := before; i < len(got); i++ {
+			if got[i].Kind != event.StackDef {
+				if got[i].Time < last {
+					t.Fatalf("round %d: out of order", round)
+				}
+				last = got[i].Time
+			}
+		}
+		for k, c := range m.spare {
+			for i, ev := range c[:cap(c)] {
+				if ev.X != nil {
+					t.Fatalf("round %d: event %d of spare chunk %d still points", round, i, k)
 				}
 			}
 		}
-		m.add(0, evs)
-		r := &m.rings[0]
-		for i, ev := range r.evs[:cap(r.evs)] {
-			if ev.X != nil && i >= r.refs {
-				t.Fatalf("round %d: event %d points, bound %d", round, i, r.refs)
-			}
-		}
-		upto = tm - uint64(rng.Intn(60))
-		got := m.take(upto, false, nil)
-		took += len(got)
-		for i := 1; i < len(got); i++ {
-			if got[i].Time < got[i-1].Time {
-				t.Fatalf("round %d: out of order", round)
-			}
-		}
 	}
-	took += len(m.take(0, true, nil))
-	if took != fed {
+	if took := len(takeAll(m, &got)); took != fed {
 		t.Fatalf("took %d events, fed %d", took, fed)
+	}
+}
+
+// TestMergerSendsChunksWhole: the chunks of a ring whose events need no
+// merging go to the sink as they are, not copied, once older than the
+// watermark; other events wait for age more before they are copied.
+func TestMergerSendsChunksWhole(t *testing.T) {
+	var sent [][]event.Event
+	var plain []bool
+	m := &merger{fresh: func() []event.Event { return make([]event.Event, 0, minRoom) },
+		send: func(evs []event.Event, p bool) { sent, plain = append(sent, evs), append(plain, p) }, age: 1000}
+	var evs []event.Event
+	for i := range 3 * minRoom / 2 {
+		evs = append(evs, event.Event{Kind: event.Alloc, Time: uint64(10 + i)})
+	}
+	m.add(0, evs)
+	chunks := map[*event.Event]bool{}
+	for _, c := range m.rings[0].chunks {
+		chunks[&c.evs[0]] = true
+	}
+	if len(chunks) != 2 {
+		t.Fatalf("%d events in %d chunks, want 2", len(evs), len(chunks))
+	}
+	// The first chunk is older than the watermark; the second not all of
+	// it, and its oldest event not by age more: it waits.
+	second := evs[minRoom].Time
+	m.take(evs[len(evs)-1].Time, false)
+	m.sendOut()
+	if len(sent) != 1 || len(sent[0]) != minRoom || !chunks[&sent[0][0]] || !plain[0] {
+		t.Fatalf("sent %d batches, want one whole chunk of %d plain events", len(sent), minRoom)
+	}
+	// Another ring's event amid the second chunk's, a fork: they are
+	// copied, and the batch is not plain.
+	m.add(1, []event.Event{{Kind: event.Fork, Time: second + 10}})
+	m.take(second+1001, false)
+	m.sendOut()
+	if len(sent) != 2 || len(sent[1]) != minRoom/2+1 || chunks[&sent[1][0]] || sent[1][11].Kind != event.Fork || plain[1] {
+		t.Fatalf("sent %d batches (%d events last), want a second one of %d copied events", len(sent), len(sent[len(sent)-1]), minRoom/2+1)
+	}
+	if out := m.takeAll(); len(out) != 0 || m.n != 0 {
+		t.Fatalf("%d events left", m.n)
+	}
+}
+
+// TestMergerAfterFailedDrain: a drain that fails leaves the chunk it asked
+// for empty (Buffer without Filled); taking skips it, and the ring's next
+// drain fills it.
+func TestMergerAfterFailedDrain(t *testing.T) {
+	var got []event.Event
+	m := batchMerger(t, minRoom, &got)
+	m.Buffer(0)
+	m.add(1, []event.Event{{Kind: event.Alloc, Time: 5}})
+	m.take(10, false)
+	m.sendOut()
+	if len(got) != 1 {
+		t.Fatalf("took %d events, want 1", len(got))
+	}
+	m.add(0, []event.Event{{Kind: event.Free, Time: 7}})
+	if got = takeAll(m, &got); len(got) != 2 || len(m.rings[0].chunks) != 0 {
+		t.Fatalf("took %d events, want 2; ring 0 keeps %d chunks", len(got), len(m.rings[0].chunks))
 	}
 }

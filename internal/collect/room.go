@@ -8,6 +8,8 @@ type room struct {
 	freed *sync.Cond // on mu
 	used  int
 	limit int
+	// waiting counts the senders waiting for room.
+	waiting int
 }
 
 func newRoom(limit int) *room {
@@ -21,16 +23,22 @@ func newRoom(limit int) *room {
 func (r *room) take(n int) {
 	r.mu.Lock()
 	for r.used > 0 && r.used+n > r.limit {
+		r.waiting++
 		r.freed.Wait()
+		r.waiting--
 	}
 	r.used += n
 	r.mu.Unlock()
 }
 
-// give returns n taken before.
+// give returns n taken before. Senders that wait are woken once half the
+// room is free: each then sends more than one batch in a row, instead of
+// waking for each batch the sink applies.
 func (r *room) give(n int) {
 	r.mu.Lock()
 	r.used -= n
-	r.freed.Broadcast()
+	if r.waiting > 0 && r.used <= r.limit/2 {
+		r.freed.Broadcast()
+	}
 	r.mu.Unlock()
 }

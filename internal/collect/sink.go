@@ -26,6 +26,10 @@ type batch struct {
 	proc uint32
 	evs  []event.Event
 	last bool // the image ended
+	// plain: evs are heap events only, none that points somewhere
+	// (Event.X: no process start, no stack definition) and no fork. The
+	// sink applies them at once, and reuses them without clearing.
+	plain bool
 	// after, if not nil, runs on the sink's goroutine once evs are fed;
 	// the events it returns are applied too. If the image is held at a
 	// fork (its events wait for the child, at most forkWait), after sees
@@ -64,8 +68,11 @@ type sink struct {
 	flushed time.Time // when the trace was last flushed
 	events  int64
 
-	free     chan []event.Event // batches applied, for reuse
-	room     *room              // bounds the events sent and not yet applied
+	// free are batches applied, for reuse, the latest last: the next
+	// one taken is the likeliest to be in the cache still.
+	freeMu   sync.Mutex
+	free     [][]event.Event
+	room     *room // bounds the events sent and not yet applied
 	warm     func(*event.Module)
 	agentAs  agentLink
 	warmed   map[*heap.Module]bool
@@ -95,7 +102,7 @@ type ticker struct {
 func newSink(model *heap.Session, trace TraceWriter) *sink {
 	return &sink{
 		model: model, trace: trace,
-		in: make(chan batch, 64), done: make(chan struct{}), free: make(chan []event.Event, spareBatches),
+		in: make(chan batch, 64), done: make(chan struct{}),
 		room:   newRoom(inFlight),
 		paused: map[uint32]*held{}, children: map[forkKey]*held{},
 		childOf: map[uint32]forkKey{}, forked: map[forkKey]bool{},
@@ -105,36 +112,49 @@ func newSink(model *heap.Session, trace TraceWriter) *sink {
 
 // buffer returns an empty batch to fill, reusing one the sink is done with.
 func (s *sink) buffer() []event.Event {
-	select {
-	case b := <-s.free:
+	s.freeMu.Lock()
+	defer s.freeMu.Unlock()
+	if k := len(s.free); k > 0 {
+		b := s.free[k-1]
+		s.free = s.free[:k-1]
 		return b[:0]
-	default:
-		return make([]event.Event, 0, 4096)
 	}
+	return make([]event.Event, 0, batchEvents)
 }
 
 // recycle returns an applied batch for reuse, unless the sink kept parts
-// of it.
-func (s *sink) recycle(evs []event.Event) {
-	clear(evs) // drop what the events point to
-	select {
-	case s.free <- evs:
-	default:
+// of it; plain, it points nowhere. Only batches of the usual size are
+// kept: the small ones of a process start or an analysis would be handed
+// out next, for rings to decode into.
+func (s *sink) recycle(evs []event.Event, plain bool) {
+	if cap(evs) != batchEvents {
+		return
 	}
+	if !plain {
+		clear(evs) // drop what the events point to
+	}
+	s.freeMu.Lock()
+	if len(s.free) < spareBatches {
+		s.free = append(s.free, evs)
+	}
+	s.freeMu.Unlock()
 }
 
 // send hands a batch to the sink; evs belongs to the sink afterwards. It
 // waits while the events sent and not yet applied fill the sink's room.
 func (s *sink) send(proc uint32, evs []event.Event, last bool) {
-	s.room.take(cap(evs))
-	s.in <- batch{proc: proc, evs: evs, last: last}
+	s.sendBatch(batch{proc: proc, evs: evs, last: last})
 }
 
 // sendAfter hands a batch to the sink with a function to run, on the
 // sink's goroutine, once the batch is applied.
 func (s *sink) sendAfter(proc uint32, evs []event.Event, after func(*heap.Session) []event.Event) {
-	s.room.take(cap(evs))
-	s.in <- batch{proc: proc, evs: evs, after: after}
+	s.sendBatch(batch{proc: proc, evs: evs, after: after})
+}
+
+func (s *sink) sendBatch(b batch) {
+	s.room.take(cap(b.evs))
+	s.in <- b
 }
 
 // close waits for everything sent to be applied.
@@ -151,12 +171,16 @@ func (s *sink) close() {
 // 25 MB of decoded events there, and its collector peaked at 141 MB
 // instead of 102 MB; it also ran 72 ms slower, the GC's work growing
 // with the heap. spareBatches is how many applied batches are kept for
-// reuse: about as many as the bound lets through, so that few are made
-// anew (4 spares with 4 times the bound made that collector larger than
-// ever, from the garbage).
+// reuse: the pipelines decode their rings into them too, and keep those
+// a few milliseconds (merger), so it is about as many as the bound lets
+// through and the rings hold: few are made anew (4 spares with 4 times
+// the bound made that collector larger than ever, from the garbage; 4
+// with the bound had the long-lived loop make 180 batches, 16 made 12,
+// each a few hundred fresh pages).
 const (
 	inFlight     = 1 << 14
-	spareBatches = 4
+	spareBatches = 16
+	batchEvents  = 4096 // a batch's capacity
 )
 
 func (s *sink) run() {
@@ -174,8 +198,8 @@ func (s *sink) run() {
 				return
 			}
 			n := cap(b.evs)
-			if s.feed(b.proc, b.evs) {
-				s.recycle(b.evs)
+			if s.feed(b.proc, b.evs, b.plain) {
+				s.recycle(b.evs, b.plain)
 			}
 			s.room.give(n)
 			if b.after != nil {
@@ -215,8 +239,9 @@ func (s *sink) flush() {
 }
 
 // feed applies a proc's events, holding them where ordering demands. It
-// reports whether evs may be reused afterwards.
-func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
+// reports whether evs may be reused afterwards. Plain ones (batch.plain)
+// hold no fork nor process start to look for, and define no stack.
+func (s *sink) feed(proc uint32, evs []event.Event, plain bool) (reusable bool) {
 	if h := s.paused[proc]; h != nil {
 		h.evs = append(h.evs, evs...)
 		s.checkForkFailed(proc, h)
@@ -227,6 +252,10 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 			h.evs = append(h.evs, evs...)
 			return true
 		}
+	}
+	if plain {
+		s.applyPlain(evs)
+		return true
 	}
 	for i := 0; i < len(evs); i++ {
 		ev := &evs[i]
@@ -247,7 +276,7 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 				i = -1
 				if ph := s.paused[k.parent]; ph != nil && ph.fork == k {
 					delete(s.paused, k.parent)
-					defer s.feed(k.parent, ph.evs)
+					defer s.feed(k.parent, ph.evs, false)
 				}
 				continue
 			}
@@ -262,7 +291,7 @@ func (s *sink) feed(proc uint32, evs []event.Event) (reusable bool) {
 				for p, ck := range s.childOf {
 					if ck == k {
 						delete(s.childOf, p)
-						s.feed(p, ch.evs)
+						s.feed(p, ch.evs, false)
 					}
 				}
 				evs = rest
@@ -322,7 +351,7 @@ func (s *sink) resume(proc uint32) {
 	}
 	delete(s.paused, proc)
 	delete(s.forked, h.fork)
-	s.feed(proc, h.evs)
+	s.feed(proc, h.evs, false)
 }
 
 // warmStacks tells Warm of the modules that new stacks go through.
@@ -398,10 +427,16 @@ func (s *sink) apply(evs []event.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	s.model.Apply(evs)
+	s.applyPlain(evs)
 	if s.warm != nil {
 		s.warmStacks(evs)
 	}
+}
+
+// applyPlain applies events to the model and the trace, and tells Warm
+// of nothing: for events that define no stack.
+func (s *sink) applyPlain(evs []event.Event) {
+	s.model.Apply(evs)
 	s.events += int64(len(evs))
 	if s.trace != nil && s.err == nil {
 		s.err = s.trace.Write(evs)

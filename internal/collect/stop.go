@@ -20,13 +20,13 @@ import (
 // model up to date and hands it to the analyses (hook.go), then lets the
 // process exit. A failed stop goes to the ExitMissers, so that the report
 // says why it has no scan.
-func (c *collector) holdExit(im *image, m *merger, direct *directTarget) {
+func (c *collector) holdExit(im *image, m *merger) {
 	if !im.reg.TakeHold() {
 		return
 	}
 	im.scanned = true
 	defer im.reg.ReleaseHold()
-	if err := c.stop(im, m, direct, StopExit, nil, nil, nil); err != nil {
+	if err := c.stop(im, m, StopExit, nil, nil, nil); err != nil {
 		c.sink.send(im.idx, c.exitMissed(im, err.Error()), false)
 	}
 }
@@ -48,9 +48,9 @@ func (c *collector) exitMissed(im *image, why string) []event.Event {
 // model as the analyses left it (made while the process runs again).
 // caller, if not nil, is the asking thread's state where the program
 // asked.
-func (c *collector) snapshot(im *image, m *merger, direct *directTarget, req control.Request, caller *Caller) control.Response {
+func (c *collector) snapshot(im *image, m *merger, req control.Request, caller *Caller) control.Response {
 	var resp control.Response
-	err := c.stop(im, m, direct, StopSnapshot, caller, nil, func(s *heap.Session) { resp = c.opts.Snapshot(s, im.idx, req) })
+	err := c.stop(im, m, StopSnapshot, caller, nil, func(s *heap.Session) { resp = c.opts.Snapshot(s, im.idx, req) })
 	if err != nil {
 		return control.Response{Error: fmt.Sprintf("pid %d: %v", im.pid, err)}
 	}
@@ -61,7 +61,7 @@ func (c *collector) snapshot(im *image, m *merger, direct *directTarget, req con
 // leakpath_leak_check): a snapshot, as `leakpath snapshot` takes it,
 // while the asking thread waits; it returns 0, or for a leak check the
 // blocks leaked, or -1 when the snapshot failed.
-func (c *collector) serveAsk(im *image, m *merger, direct *directTarget) {
+func (c *collector) serveAsk(im *image, m *merger) {
 	a, ok := im.reg.TakeAsk()
 	if !ok {
 		return
@@ -80,7 +80,7 @@ func (c *collector) serveAsk(im *image, m *merger, direct *directTarget) {
 			// the agent's (whose dead frames below hold stale pointers).
 			caller = &Caller{TID: int(a.TID), SP: a.SP, RegsAddr: a.Regs}
 		}
-		resp = c.snapshot(im, m, direct, req, caller)
+		resp = c.snapshot(im, m, req, caller)
 	}
 	result := int64(-1)
 	if resp.Error == "" {
@@ -106,7 +106,7 @@ func (c *collector) serveAsk(im *image, m *merger, direct *directTarget) {
 // returns nil); one that fails before, to holdExit. caller, if not nil,
 // is a thread's state where the program called the agent (the exit's
 // comes from the hold).
-func (c *collector) stop(im *image, m *merger, direct *directTarget, kind StopKind, caller *Caller,
+func (c *collector) stop(im *image, m *merger, kind StopKind, caller *Caller,
 	during func(tr *ptrace.Tracer), after func(*heap.Session)) error {
 	var resumes []func()
 	defer func() {
@@ -151,8 +151,7 @@ func (c *collector) stop(im *image, m *merger, direct *directTarget, kind StopKi
 			break
 		}
 	}
-	out := m.take(0, true, direct.out)
-	direct.out = c.sink.buffer()
+	out := m.takeAll()
 	st.Pending = im.reg.PeekPending()
 	done := make(chan error, 1)
 	c.sink.sendAfter(im.idx, out, func(s *heap.Session) []event.Event {

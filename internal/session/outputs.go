@@ -128,6 +128,11 @@ type outputs struct {
 	tr                  *traceOut
 	jsonFile, textFile  *os.File
 	pid                 int // the pid the names were made with; 0: not yet known
+	// emptying: the truncations of report files an earlier run left,
+	// each sending its error when done; pending counts those not
+	// received yet (see emptyLater).
+	emptying chan error
+	pending  int
 }
 
 // newOutputs checks o's output paths and creates the files whose names do
@@ -163,9 +168,13 @@ func newOutputs(o *Options, stderr io.Writer) (*outputs, error) {
 			}
 			continue
 		}
-		if *f.file, err = CreateOutput(f.p.expand(0, out.rank)); err != nil {
+		var reused bool
+		if *f.file, reused, err = openOutput(f.p.expand(0, out.rank)); err != nil {
 			out.close()
 			return nil, fmt.Errorf("%s: %w", f.what, err)
+		}
+		if reused {
+			out.emptyLater(*f.file, f.what)
 		}
 	}
 	if out.trace.s != "" && out.trace.needsPID(out.rank) {
@@ -218,9 +227,40 @@ func (out *outputs) startTrace(meta tracefile.Meta, opts tracefile.Options, shif
 	return out.tr, nil
 }
 
+// emptyLater truncates f, a report file an earlier run left, while the
+// program runs: the kernel took 15-30 ms to drop the pages of a 60 MB
+// JSON report, a delay before the program started. files waits for it.
+func (out *outputs) emptyLater(f *os.File, what string) {
+	if out.emptying == nil {
+		out.emptying = make(chan error, 2) // the text and the JSON report
+	}
+	out.pending++
+	go func() {
+		err := f.Truncate(0)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+		out.emptying <- err
+	}()
+}
+
+// emptied waits for the truncations emptyLater started; the first error.
+func (out *outputs) emptied() error {
+	var first error
+	for ; out.pending > 0; out.pending-- {
+		if err := <-out.emptying; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // files returns the report files (nil: not asked for), creating those
 // named by the pid: the one the trace was named with, else pid.
 func (out *outputs) files(pid int) (text, json *os.File, err error) {
+	if err := out.emptied(); err != nil {
+		return nil, nil, err
+	}
 	if out.pid == 0 {
 		out.pid = pid
 	}
@@ -238,6 +278,7 @@ func (out *outputs) files(pid int) (text, json *os.File, err error) {
 }
 
 func (out *outputs) close() {
+	out.emptied()
 	for _, f := range []*os.File{out.textFile, out.jsonFile} {
 		if f != nil {
 			f.Close()
@@ -437,13 +478,27 @@ func (t *traceOut) finish(ok bool, pid int) error {
 //     ours with no other name, or anything at all in a private directory
 //     (/dev/null); the file opened must be the one looked at.
 func CreateOutput(path string) (*os.File, error) {
+	f, reused, err := openOutput(path)
+	if err != nil || !reused {
+		return f, err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openOutput is CreateOutput but for the truncation of a regular file
+// already there (reused), left to the caller.
+func openOutput(path string) (f *os.File, reused bool, err error) {
 	dirName, base := splitOutput(path)
 	if base == "" || base == "." || base == ".." {
-		return nil, fmt.Errorf("%s names a directory, not a file", path)
+		return nil, false, fmt.Errorf("%s names a directory, not a file", path)
 	}
 	dir, dirSt, err := openOutputDir(dirName)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer unix.Close(dir)
 	var st unix.Stat_t
@@ -451,40 +506,35 @@ func CreateOutput(path string) (*os.File, error) {
 	if errors.Is(err, unix.ENOENT) {
 		f, err := openAt(dir, path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("%s: appeared while leakpath was creating it: not overwritten", path)
+			return nil, false, fmt.Errorf("%s: appeared while leakpath was creating it: not overwritten", path)
 		}
-		return f, err
+		return f, false, err
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "lstat", Path: path, Err: err}
+		return nil, false, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
 	private := privateStat(dirSt)
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !private {
-			return nil, fmt.Errorf("%s is a symbolic link in a directory others may write to: leakpath does not write through it (remove it, or name its target)", path)
+			return nil, false, fmt.Errorf("%s is a symbolic link in a directory others may write to: leakpath does not write through it (remove it, or name its target)", path)
 		}
-		return openAt(dir, path, unix.O_WRONLY|unix.O_TRUNC, 0o600)
+		f, err := openAt(dir, path, unix.O_WRONLY|unix.O_TRUNC, 0o600)
+		return f, false, err
 	}
 	regular := st.Mode&unix.S_IFMT == unix.S_IFREG
 	if !private && (!regular || st.Uid != uint32(os.Geteuid()) || st.Nlink > 1) {
-		return nil, fmt.Errorf("%s exists and is not a file of ours, in a directory others may write to: not overwritten (remove it)", path)
+		return nil, false, fmt.Errorf("%s exists and is not a file of ours, in a directory others may write to: not overwritten (remove it)", path)
 	}
-	f, err := openAt(dir, path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err = openAt(dir, path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var fst unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &fst); err != nil || fst.Dev != st.Dev || fst.Ino != st.Ino {
 		f.Close()
-		return nil, fmt.Errorf("%s changed while leakpath was opening it: not overwritten", path)
+		return nil, false, fmt.Errorf("%s changed while leakpath was opening it: not overwritten", path)
 	}
-	if regular {
-		if err := f.Truncate(0); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	return f, nil
+	return f, regular, nil
 }
 
 // splitOutput splits path into its directory and last component as the

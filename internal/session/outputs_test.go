@@ -1,6 +1,10 @@
 package session
 
 import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -78,5 +82,49 @@ func TestMPIRankFromEnvironment(t *testing.T) {
 		case c.want >= 0 && (got == nil || *got != c.want):
 			t.Errorf("%v: rank %v, want %d", c.env, got, c.want)
 		}
+	}
+}
+
+// TestReportFilesReused: report files an earlier run left are emptied
+// (in the background) by the time the report is to be written, and are
+// the files given, not new ones.
+func TestReportFilesReused(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, textPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.txt")
+	for _, p := range []string{jsonPath, textPath} {
+		if err := os.WriteFile(p, bytes.Repeat([]byte("an earlier report\n"), 1<<16), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := os.Stat(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := newOutputs(&Options{JSON: jsonPath, Report: textPath}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.close()
+	text, js, err := out.files(4242)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*os.File{text, js} {
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != 0 {
+			t.Errorf("%s: %d bytes when the report is to be written, want 0", f.Name(), st.Size())
+		}
+	}
+	if st, err := js.Stat(); err != nil || !os.SameFile(st, before) {
+		t.Errorf("the JSON report file is not the one that was there (%v)", err)
+	}
+	if _, err := js.WriteString("{}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(jsonPath); err != nil || string(b) != "{}\n" {
+		t.Errorf("%s holds %q (%v), want what was written", jsonPath, b, err)
 	}
 }

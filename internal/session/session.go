@@ -351,11 +351,13 @@ func (r *Recording) report(res *collect.Result, info *collect.AttachInfo, pid in
 		textOut = textFile
 	}
 	r.sym.Ready()
-	var own []string
+	var ownc chan []string
 	if r.pid == 0 {
-		own = unmeasured(res.Session)
-		own = append(own, untracedFamilies(res.Session)...)
-		res.Warnings = append(res.Warnings, own...)
+		// The programs' executables are read (their symbol tables: 30
+		// MB for g++'s cc1plus) while the report folds its leaks
+		// (Prepare, below); both only read the model.
+		ownc = make(chan []string, 1)
+		go func(s *heap.Session) { ownc <- append(unmeasured(s), untracedFamilies(s)...) }(res.Session)
 	} else {
 		resolveModulePaths(res.Session)
 		if info.Detached {
@@ -365,7 +367,8 @@ func (r *Recording) report(res *collect.Result, info *collect.AttachInfo, pid in
 	ropts := r.ReportOptions()
 	ropts.TracePath, ropts.Rank = tracePath, r.outs.rank
 	ropts.Elapsed, ropts.TicksPerSec = res.Elapsed, res.TicksPerSec
-	ropts.Warnings = append(res.Warnings, r.late.early...)
+	nw := len(res.Warnings)
+	ropts.Warnings = append(res.Warnings[:nw:nw], r.late.early...)
 	rep := r.late.to(report.New(res.Session, res.Main, ropts))
 	// A trace cut by a full disk: the report, from memory, still covers
 	// the whole recording.
@@ -377,6 +380,13 @@ func (r *Recording) report(res *collect.Result, info *collect.AttachInfo, pid in
 	cut := r.tw.cutWarning(seconds)
 	if cut != "" {
 		rep.Warn(cut)
+	}
+	rep.Prepare(jsonFile != nil)
+	var own []string
+	if ownc != nil {
+		own = <-ownc
+		res.Warnings = append(res.Warnings, own...)
+		rep.WarnAt(nw, own...) // where they were before the report's others
 	}
 	out := &Result{Result: res, LeakedBlocks: rep.LeakedBlocks(), Unmeasured: res.NoAgent || len(own) > 0}
 	out.Failing, _, _ = rep.Failing(r.CheckKinds)

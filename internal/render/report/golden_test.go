@@ -306,6 +306,43 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestPrepareKeepsReport: the golden report prepared ahead (its groups
+// folded, the still reachable ones or not; the leaks suppressed) is
+// written as the one that was not, with warnings inserted after it where
+// WarnAt puts them.
+func TestPrepareKeepsReport(t *testing.T) {
+	gen := func(prepare func(*Report)) (js, text []byte) {
+		opts := goldenOptions()
+		suppressWidget(t)(&opts)
+		opts.ShowReachable, opts.Warnings = true, []string{"first", "last"}
+		r := New(goldenSession(exited), 0, opts)
+		prepare(r)
+		r.WarnAt(1, "between")
+		var j, x stdbytes.Buffer
+		if err := r.Generate(&j, "json"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Generate(&x, "text"); err != nil {
+			t.Fatal(err)
+		}
+		return j.Bytes(), x.Bytes()
+	}
+	wantJSON, wantText := gen(func(*Report) {})
+	if !strings.Contains(string(wantJSON), `"first",`+"\n"+`    "between",`+"\n"+`    "last"`) ||
+		!strings.Contains(string(wantText), "warning: first\nleakpath: warning: between\nleakpath: warning: last\n") {
+		t.Fatalf("WarnAt(1) did not put its warning between the others:\n%s", wantText)
+	}
+	if !strings.Contains(string(wantJSON), `"kind": "reachable"`) || !strings.Contains(string(wantJSON), `"suppressed": "`) {
+		t.Fatal("the golden report has no reachable or suppressed leak: Prepare is not exercised")
+	}
+	for _, all := range []bool{false, true} {
+		js, text := gen(func(r *Report) { r.Prepare(all) })
+		if !stdbytes.Equal(js, wantJSON) || !stdbytes.Equal(text, wantText) {
+			t.Errorf("prepared (all: %v): the report differs", all)
+		}
+	}
+}
+
 // suppressWidget hides the library's leak with a suppression.
 func suppressWidget(t *testing.T) func(*Options) {
 	set, err := suppress.Parse([]byte("# the widget library's one-time allocations\nleak:widget_new\n"), "golden.supp")

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,12 +100,42 @@ func fill(rng *rand.Rand, v reflect.Value, depth int) {
 // sharedFrames: frames fill puts in stacks, once set.
 var sharedFrames []jsonFrame
 
+// encodingJSON is v as writeJSON should write it: as encoding/json's
+// indenting encoder does, each frame then put on one line.
 func encodingJSON(v any) ([]byte, error) {
 	var b stdbytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	err := enc.Encode(v)
-	return b.Bytes(), err
+	return oneLineFrames(b.Bytes()), err
+}
+
+// indentedFrame is a frame as encoding/json indents it: a JSON value
+// never holds a raw line break, so each is the rest of its line.
+var indentedFrame = regexp.MustCompile(`\{\n *"address": (.*),\n *"module": (.*),\n *"offset": (.*),\n *"function": (.*),\n *"file": (.*),\n *"line": (.*),\n *"inlined": (true|false)\n *\}`)
+
+func oneLineFrames(b []byte) []byte {
+	return indentedFrame.ReplaceAll(b, []byte(`{"address": $1, "module": $2, "offset": $3, "function": $4, "file": $5, "line": $6, "inlined": $7}`))
+}
+
+// TestOneLineFrames: the tests' expectation puts frames, and only
+// frames, on one line, valid JSON still, the same values.
+func TestOneLineFrames(t *testing.T) {
+	v := jsonLeak{Kind: "definite", Function: "malloc", Stack: []jsonFrame{
+		{Address: "0x401000", Module: "/bin/a, b", Offset: "0x1000", Function: `f("x",\n)`, File: "a.c", Line: 3},
+		{Address: "0x402000", Module: "/lib/libc.so.6", Function: "g", Inlined: true}}}
+	got, err := encodingJSON(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `    {"address": "0x401000", "module": "/bin/a, b", "offset": "0x1000", "function": "f(\"x\",\\n)", "file": "a.c", "line": 3, "inlined": false},`
+	if !strings.Contains(string(got), "\n"+want+"\n") || strings.Count(string(got), "\n") != 13 {
+		t.Fatalf("frames not put on a line each (want %s):\n%s", want, got)
+	}
+	var back jsonLeak
+	if err := json.Unmarshal(got, &back); err != nil || !reflect.DeepEqual(back, v) {
+		t.Fatalf("read back: %+v (%v), want %+v", back, err, v)
+	}
 }
 
 // TestWriteJSONAsEncoder: the streaming writer writes the report's types
@@ -151,7 +182,7 @@ func TestWriteJSONAsEncoder(t *testing.T) {
 			for n < len(a) && n < len(b) && a[n] == b[n] {
 				n++
 			}
-			t.Fatalf("case %d: differs at byte %d:\nours:     %q\nexpected: %q", i, n, tail(a[n:]), tail(b[n:]))
+			t.Fatalf("case %d: differs at byte %d:\nours:     %q\nexpected: %q", i, n, a[max(0, n-600):n+100], tail(b[n:]))
 		}
 	}
 	if frames < 1000 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -110,8 +111,6 @@ type Report struct {
 	allocCache map[*heap.Process][]Allocator
 	// moduleFiles are moduleFile's answers, by module path.
 	moduleFiles map[string]string
-	// runCache: each stack walked, as runs of the frame cache.
-	runCache map[stackRef][]frameRun
 	// foldIDOf numbers the frames as fold compares them (foldIDs).
 	foldIDOf map[foldFrame]uint32
 }
@@ -119,6 +118,25 @@ type Report struct {
 // Warn adds a warning to the report (the symbolizer's, which arrive while
 // the report is being generated).
 func (r *Report) Warn(msg string) { r.warnings = append(r.warnings, msg) }
+
+// WarnAt inserts warnings before the report's i-th: those of a caller
+// known only once the report has been made (and prepared).
+func (r *Report) WarnAt(i int, msgs ...string) {
+	r.warnings = slices.Insert(r.warnings, min(max(i, 0), len(r.warnings)), msgs...)
+}
+
+// Prepare folds the leak groups of every image now, the still reachable
+// ones too with all (only JSON lists them), so that a caller can have it
+// done while it waits on something else; the formats then find them.
+func (r *Report) Prepare(all bool) {
+	for _, p := range r.Images() {
+		if all {
+			r.allLeaks(p)
+		} else {
+			r.leaks(p)
+		}
+	}
+}
 
 // frameEntry is an address's frames, and as JSON once asked for.
 type frameEntry struct {
@@ -232,24 +250,18 @@ type frameRun struct {
 	skip int
 }
 
-type stackRef struct {
-	p  *heap.Process
-	id heap.StackID
-}
-
 // stackRuns resolves stack id of p into runs of the frame cache, once: a
 // report walks a stack to fold its group, to attribute it and to write
 // it, and a lookup of each address in the frame cache cost more than the
 // rest of a walk.
 func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
-	k := stackRef{p, id}
-	if rs, ok := r.runCache[k]; ok {
+	cache := r.framesOf(p)
+	if rs, ok := cache.runs[id]; ok {
 		return rs
 	}
 	frames := p.Stacks.Frames(id)
 	mods := p.Stacks.Modules(id)
-	out := make([]frameRun, 0, len(frames))
-	cache := r.framesOf(p)
+	out := cache.newRuns(len(frames))
 	top := true
 	for i, a := range frames {
 		e := cache.entry(r, p, mods[i], a)
@@ -268,11 +280,22 @@ func (r *Report) stackRuns(p *heap.Process, id heap.StackID) []frameRun {
 		top = false
 		out = append(out, frameRun{e, skip})
 	}
-	if r.runCache == nil {
-		r.runCache = map[stackRef][]frameRun{}
+	if cache.runs == nil {
+		cache.runs = map[heap.StackID][]frameRun{}
 	}
-	r.runCache[k] = out
+	cache.runs[id] = out
 	return out
+}
+
+// newRuns returns an empty slice with room for n runs, cut from a larger
+// one: a report of thousands of stacks made as many small allocations.
+func (c *frameCache) newRuns(n int) []frameRun {
+	if cap(c.slab)-len(c.slab) < n {
+		c.slab = make([]frameRun, 0, max(n, 4096))
+	}
+	l := len(c.slab)
+	c.slab = c.slab[:l+n]
+	return c.slab[l : l : l+n]
 }
 
 // inlineAllocators are glibc's inline wrappers of the allocator (in
@@ -285,8 +308,13 @@ func (r *Report) frame(p *heap.Process, mod int32, addr uint64) []Frame {
 
 // frameCache is the frame entries of one process, by module (its index
 // plus one; 0: none) and address: integer keys, which Go's maps hash
-// fastest, for the 100,000s of frames of a large report.
-type frameCache []map[uint64]*frameEntry
+// fastest, for the 100,000s of frames of a large report; and its stacks
+// walked, as runs of those entries (stackRuns).
+type frameCache struct {
+	mods []map[uint64]*frameEntry
+	runs map[heap.StackID][]frameRun
+	slab []frameRun // newRuns'
+}
 
 func (r *Report) frameEntry(p *heap.Process, mod int32, addr uint64) *frameEntry {
 	return r.framesOf(p).entry(r, p, mod, addr)
@@ -306,16 +334,16 @@ func (c *frameCache) entry(r *Report, p *heap.Process, mod int32, addr uint64) *
 	if mod >= 0 && int(mod) < len(p.Modules) {
 		i = int(mod) + 1
 	}
-	if i >= len(*c) {
-		*c = append(*c, make([]map[uint64]*frameEntry, i+1-len(*c))...)
+	if i >= len(c.mods) {
+		c.mods = append(c.mods, make([]map[uint64]*frameEntry, i+1-len(c.mods))...)
 	}
-	m := (*c)[i]
+	m := c.mods[i]
 	if e, ok := m[addr]; ok {
 		return e
 	}
 	if m == nil {
 		m = map[uint64]*frameEntry{}
-		(*c)[i] = m
+		c.mods[i] = m
 	}
 	e := r.resolve(p, mod, addr)
 	m[addr] = e

@@ -269,6 +269,8 @@ func (r *Region) Lost() uint64 { return r.u64(wire.OffLostRecords).Load() }
 // Target receives decoded events: Buffer gives the slice a ring's events
 // are appended to, Filled says that events were appended from index from.
 type Target interface {
+	// Buffer returns ring's buffer; Drain decodes into its spare
+	// capacity (growing it when it has none).
 	Buffer(ring int) *[]event.Event
 	Filled(ring int, from int)
 }
@@ -295,8 +297,11 @@ func (r *Region) SlotsUsed() int {
 
 // Drain decodes every record published so far in every ring into dst,
 // then returns the space to the producers. It returns how many bytes it
-// consumed. A ring whose head is out of bounds or whose records do not
-// decode makes the region corrupt: Drain returns the *CorruptError, and
+// consumed. It decodes a ring within the capacity of the buffer dst gives
+// (a full one is grown), and asks for another while records are left. A
+// ring whose head is out of bounds or whose records do not decode makes
+// the region corrupt: Drain returns the *CorruptError (dst keeps the
+// buffers it was told were filled, not the one being decoded into), and
 // reads nothing once the region is corrupt.
 func (r *Region) Drain(dst Target) (int, error) {
 	if bad := r.Corrupt(); bad != nil {
@@ -342,22 +347,30 @@ func (r *Region) Drain(dst Target) (int, error) {
 			k := copy(data, r.mem[base+from:base+int(size)])
 			copy(data[k:], r.mem[base:base+n-k])
 		}
-		buf := dst.Buffer(i)
-		before := len(*buf)
-		var err error
-		*buf, err = wire.Decode(data, r.proc, r.ring(i), *buf)
-		if err != nil {
-			// What decoded before the bad record may be garbage too.
-			clear((*buf)[before:])
-			*buf = (*buf)[:before]
-			return total, r.fail("ring %d: %v", i, err)
+		for len(data) > 0 {
+			buf := dst.Buffer(i)
+			if len(*buf) == cap(*buf) {
+				// A target that gives no room gets it made.
+				*buf = append(*buf, event.Event{})[:len(*buf)]
+			}
+			before := len(*buf)
+			var err error
+			var k int
+			*buf, k, err = wire.DecodeSome(data, r.proc, r.ring(i), *buf)
+			if err != nil {
+				// What decoded before the bad record may be garbage too.
+				clear((*buf)[before:])
+				*buf = (*buf)[:before]
+				return total, r.fail("ring %d: %v", i, err)
+			}
+			if bad := r.countModules((*buf)[before:]); bad != nil {
+				clear((*buf)[before:])
+				*buf = (*buf)[:before]
+				return total, bad
+			}
+			dst.Filled(i, before)
+			data = data[k:]
 		}
-		if bad := r.countModules((*buf)[before:]); bad != nil {
-			clear((*buf)[before:])
-			*buf = (*buf)[:before]
-			return total, bad
-		}
-		dst.Filled(i, before)
 		r.tails[i] = head
 		r.u64(so + wire.OffSlotTail).Store(head)
 		total += n

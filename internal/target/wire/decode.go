@@ -48,18 +48,38 @@ var minWords = [RecMax + 1]int{
 // records (a ring publishes only whole records). On a malformed record it
 // returns the events before it and a *DecodeError.
 func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, error) {
-	le := binary.LittleEndian
-	// Room for as many events as the bytes can hold, at once: growing by
-	// appending would copy them again and again. Grown by half again at
-	// least: a merger's queue, which keeps events for a while, grew by
-	// exactly what each drain needed and was copied at nearly every one.
-	if most := len(b) / 24; cap(out)-len(out) < most {
-		out = append(make([]event.Event, 0, max(len(out)+most, cap(out)*3/2)), out...)
+	done := 0
+	for {
+		// Room for as many events as the bytes likely hold, at once:
+		// growing by appending would copy them again and again.
+		if most := (len(b) - done) / 24; cap(out)-len(out) < most {
+			out = append(make([]event.Event, 0, max(len(out)+most, cap(out)*3/2)), out...)
+		} else if len(out) == cap(out) {
+			out = append(out, event.Event{})[:len(out)]
+		}
+		var n int
+		var err error
+		out, n, err = DecodeSome(b[done:], proc, r, out)
+		if err != nil {
+			err.(*DecodeError).Offset += done
+			return out, err
+		}
+		if done += n; done == len(b) {
+			return out, nil
+		}
 	}
+}
+
+// DecodeSome is Decode within out's capacity: it stops before the first
+// record that would make an event past it, and returns how many bytes of
+// b it decoded. A collector decodes so straight into the batches it hands
+// on, which then never grow.
+func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, int, error) {
+	le := binary.LittleEndian
 	off := 0
-	for off < len(b) {
+	for off < len(b) && len(out) < cap(out) {
 		if len(b)-off < 8 {
-			return out, &DecodeError{off, "trailing bytes shorter than a word"}
+			return out, off, &DecodeError{off, "trailing bytes shorter than a word"}
 		}
 		h := le.Uint64(b[off:])
 		typ := int(h & 0xff)
@@ -67,13 +87,13 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 		words := int(h >> 16 & 0xffff)
 		aux := uint32(h >> 32)
 		if typ < 1 || typ > RecMax {
-			return out, &DecodeError{off, fmt.Sprintf("unknown record type %d", typ)}
+			return out, off, &DecodeError{off, fmt.Sprintf("unknown record type %d", typ)}
 		}
 		if words < minWords[typ] {
-			return out, &DecodeError{off, fmt.Sprintf("record type %d of %d words, want at least %d", typ, words, minWords[typ])}
+			return out, off, &DecodeError{off, fmt.Sprintf("record type %d of %d words, want at least %d", typ, words, minWords[typ])}
 		}
 		if words*8 > len(b)-off {
-			return out, &DecodeError{off, fmt.Sprintf("record of %d words runs past the end (%d bytes left)", words, len(b)-off)}
+			return out, off, &DecodeError{off, fmt.Sprintf("record of %d words runs past the end (%d bytes left)", words, len(b)-off)}
 		}
 		rec := b[off : off+words*8]
 		w := func(i int) uint64 { return le.Uint64(rec[i*8:]) }
@@ -87,25 +107,25 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			continue
 		case RecAlloc:
 			if fn == 0 || fn >= event.NumFn {
-				return out, &DecodeError{off, fmt.Sprintf("alloc by unknown function %d", fn)}
+				return out, off, &DecodeError{off, fmt.Sprintf("alloc by unknown function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
 		case RecAllocLate:
 			if fn == 0 || fn >= event.NumFn || w(2) == 0 {
-				return out, &DecodeError{off, fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
+				return out, off, &DecodeError{off, fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
 			ev.SetLate(w(4))
 			if tid := w(5); tid != 0 {
 				if tid > MaxTID {
-					return out, &DecodeError{off, fmt.Sprintf("late alloc of thread %d", tid)}
+					return out, off, &DecodeError{off, fmt.Sprintf("late alloc of thread %d", tid)}
 				}
 				ev.Thread = int32(tid) // the thread that allocated it: this may be another's record
 			}
 		case RecAgg:
 			ffn := event.Fn(w(2) >> 32)
 			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn {
-				return out, &DecodeError{off, fmt.Sprintf("aggregate of functions %d and %d", fn, ffn)}
+				return out, off, &DecodeError{off, fmt.Sprintf("aggregate of functions %d and %d", fn, ffn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack = event.Agg, fn, aux
 			ev.SetAgg(w(3), w(4), w(5), uint32(w(2)), ffn)
@@ -113,7 +133,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			temporary := fn&FnTemporary != 0
 			fn &^= FnTemporary
 			if fn == 0 || fn >= event.NumFn {
-				return out, &DecodeError{off, fmt.Sprintf("free by unknown function %d", fn)}
+				return out, off, &DecodeError{off, fmt.Sprintf("free by unknown function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.Free, fn, aux, w(2)
 			if temporary {
@@ -123,16 +143,16 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.ReallocBegin, event.ReallocFn, aux, w(2)
 		case RecRealloc:
 			if fn != event.ReallocFn && fn != event.ReallocArray {
-				return out, &DecodeError{off, fmt.Sprintf("realloc by function %d", fn)}
+				return out, off, &DecodeError{off, fmt.Sprintf("realloc by function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack = event.Realloc, fn, aux
 			ev.Addr, ev.Addr2, ev.Size = w(2), w(3), w(4)
 		case RecStack:
 			if words-1 > MaxDepth {
-				return out, &DecodeError{off, fmt.Sprintf("stack of %d frames", words-1)}
+				return out, off, &DecodeError{off, fmt.Sprintf("stack of %d frames", words-1)}
 			}
 			if aux == 0 || aux >= event.MaxStackID {
-				return out, &DecodeError{off, fmt.Sprintf("stack id %d", aux)}
+				return out, off, &DecodeError{off, fmt.Sprintf("stack id %d", aux)}
 			}
 			ev.Kind, ev.Stack = event.StackDef, aux
 			ev.Ext().Frames = make([]uint64, words-1)
@@ -142,14 +162,14 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 		case RecModule:
 			m, err := decodeModule(rec, aux)
 			if err != nil {
-				return out, &DecodeError{off, err.Error()}
+				return out, off, &DecodeError{off, err.Error()}
 			}
 			ev.Kind, ev.Ext().Module = event.ModuleLoad, m
 		case RecModuleUnload:
 			ev.Kind, ev.Ext().Module = event.ModuleUnload, &event.Module{ID: aux}
 		case RecThreadStart:
 			if aux == 0 || aux > MaxTID {
-				return out, &DecodeError{off, fmt.Sprintf("thread %d", aux)}
+				return out, off, &DecodeError{off, fmt.Sprintf("thread %d", aux)}
 			}
 			r.Thread = int32(aux)
 			ev.Kind, ev.Thread, ev.Addr = event.ThreadStart, int32(aux), w(2)
@@ -162,7 +182,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 		case RecExec:
 			s, err := text(rec[16:], int(aux))
 			if err != nil {
-				return out, &DecodeError{off, "exec: " + err.Error()}
+				return out, off, &DecodeError{off, "exec: " + err.Error()}
 			}
 			ev.Kind, ev.Ext().Text = event.Exec, s
 		case RecExecFailed:
@@ -176,20 +196,20 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Ext().Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
 		case RecThreadName:
 			if words < 3 {
-				return out, &DecodeError{off, "thread name without its thread"}
+				return out, off, &DecodeError{off, "thread name without its thread"}
 			}
 			s, err := text(rec[24:], len(rec)-24)
 			if err != nil {
-				return out, &DecodeError{off, "thread name: " + err.Error()}
+				return out, off, &DecodeError{off, "thread name: " + err.Error()}
 			}
 			if aux > MaxTID {
-				return out, &DecodeError{off, fmt.Sprintf("name of thread %d", aux)}
+				return out, off, &DecodeError{off, fmt.Sprintf("name of thread %d", aux)}
 			}
 			ev.Kind, ev.Addr, ev.Ext().Text = event.ThreadName, w(2), s
 			ev.Thread = int32(aux) // 0: the thread whose pthread_t is Addr
 		case RecScopeBegin:
 			if words-2 > (ScopeNameMax+8)/8 {
-				return out, &DecodeError{off, fmt.Sprintf("scope name of %d words", words-2)}
+				return out, off, &DecodeError{off, fmt.Sprintf("scope name of %d words", words-2)}
 			}
 			name := rec[16:]
 			if i := bytes.IndexByte(name, 0); i >= 0 {
@@ -210,7 +230,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 		case RecRefree:
 			ffn := event.Fn(w(5))
 			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn || w(2) == 0 {
-				return out, &DecodeError{off, fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
+				return out, off, &DecodeError{off, fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Refree, fn, aux, w(2), w(3)
 			ev.SetRefreeOf(ffn, w(4))
@@ -218,7 +238,7 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			ev.Kind, ev.Addr = event.Ignore, w(2)
 		case RecRootRegion:
 			if aux > 1 {
-				return out, &DecodeError{off, fmt.Sprintf("root region record %d", aux)}
+				return out, off, &DecodeError{off, fmt.Sprintf("root region record %d", aux)}
 			}
 			ev.SetRootRegion(w(2), w(3), aux)
 		case RecPool:
@@ -228,37 +248,53 @@ func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, e
 			case PoolDestroy:
 				ev.Kind = event.PoolDestroy
 			default:
-				return out, &DecodeError{off, fmt.Sprintf("pool operation %d", w(3))}
+				return out, off, &DecodeError{off, fmt.Sprintf("pool operation %d", w(3))}
 			}
 			ev.Stack, ev.Addr = aux, w(2)
 		case RecPoolAlloc:
 			if w(2) == 0 {
-				return out, &DecodeError{off, "pool object at address 0"}
+				return out, off, &DecodeError{off, "pool object at address 0"}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.PoolAlloc, event.PoolAllocFn, aux, w(2), w(3)
 			ev.SetPool(w(4))
 		case RecPoolFree:
 			if w(2) == 0 {
-				return out, &DecodeError{off, "pool free of address 0"}
+				return out, off, &DecodeError{off, "pool free of address 0"}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.PoolFree, event.PoolFreeFn, aux, w(2)
 			ev.SetPool(w(3))
 		case RecFamily:
 			if aux == 0 || aux >= uint32(event.PoolAllocFn) || w(3) < FamilyTraced || w(3) > FamilyNoSlot ||
 				words-4 > (FamilyNameMax+8)/8 {
-				return out, &DecodeError{off, fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
+				return out, off, &DecodeError{off, fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
 			}
 			s, err := text(rec[32:], len(rec)-32)
 			if err != nil {
-				return out, &DecodeError{off, "allocator family: " + err.Error()}
+				return out, off, &DecodeError{off, "allocator family: " + err.Error()}
 			}
 			ev.Kind, ev.Fn, ev.Addr, ev.Ext().Text = event.AllocFamilyFn, event.Fn(aux), w(2), s
 			ev.SetFamilyOutcome(w(3))
 		}
-		out = append(out, ev)
+		out = put(out, &ev)
 		off += words * 8
 	}
-	return out, nil
+	return out, off, nil
+}
+
+// put appends ev to out, which has room, field by field: copied whole
+// while the garbage collector marks, an event (it holds a pointer) took
+// the runtime's bulk write barrier, a call that looks up the heap's
+// bitmap; a heap event's Extra is nil, as is the one it overwrites in a
+// reused batch, and then needs no write at all.
+func put(out []event.Event, ev *event.Event) []event.Event {
+	out = out[:len(out)+1]
+	d := &out[len(out)-1]
+	d.Kind, d.Fn, d.Proc, d.Thread, d.Stack = ev.Kind, ev.Fn, ev.Proc, ev.Thread, ev.Stack
+	d.Time, d.Addr, d.Addr2, d.Size, d.Aux = ev.Time, ev.Addr, ev.Addr2, ev.Size, ev.Aux
+	if ev.X != nil || d.X != nil {
+		d.X = ev.X
+	}
+	return out
 }
 
 // text reads a NUL-padded string of at most n bytes from b.

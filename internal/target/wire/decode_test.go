@@ -223,3 +223,22 @@ func TestDecodePoolsAndFamilies(t *testing.T) {
 		t.Errorf("got\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// TestPutCopiesEveryField: put copies an event field by field; a field
+// added to event.Event must be added there too.
+func TestPutCopiesEveryField(t *testing.T) {
+	ev := event.Event{Kind: event.Alloc, Fn: event.Malloc, Proc: 1, Thread: 2, Stack: 3, Time: 4,
+		Addr: 5, Addr2: 6, Size: 7, Aux: 8, X: &event.Extra{Text: "x"}}
+	if n := reflect.TypeOf(ev).NumField(); n != 11 {
+		t.Fatalf("event.Event has %d fields, put copies 11", n)
+	}
+	out := put(make([]event.Event, 1, 3), &ev)
+	if len(out) != 2 || out[1] != ev {
+		t.Fatalf("put %+v, want %+v", out[1], ev)
+	}
+	// One without Extra clears the one it overwrites.
+	out = put(out[:1], &event.Event{Kind: event.Free})
+	if out[1].X != nil || out[1].Kind != event.Free || out[1].Size != 0 {
+		t.Fatalf("put over an old event: %+v", out[1])
+	}
+}
