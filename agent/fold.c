@@ -572,10 +572,8 @@ void lp_fold_recorded(struct lp_thread *t, size_t n)
 	lp_leave(&t->in_fold);
 }
 
-/* lp_commit_inline writes a copy of a pending entry of the thread tid as
- * an ALLOC_LATE record, dated now (0: when written). Inline where every
- * block that outlives the window passes (lp_evict_pending); elsewhere
- * lp_commit. */
+/* lp_commit_words makes w the ALLOC_LATE record of a copy of a pending
+ * entry of the thread tid, dated now. */
 static inline __attribute__((always_inline)) void lp_commit_words(uint64_t *w, const struct lp_pending *e, int tid,
 								  uint64_t now)
 {
@@ -587,6 +585,10 @@ static inline __attribute__((always_inline)) void lp_commit_words(uint64_t *w, c
 	w[5] = (uint64_t)(uint32_t)tid;
 }
 
+/* lp_commit_inline writes a copy of a pending entry of the thread tid as
+ * an ALLOC_LATE record, dated now (0: when written). Inline where every
+ * block that outlives the window passes (lp_evict_pending); elsewhere
+ * lp_commit. */
 static inline __attribute__((always_inline)) void lp_commit_inline(struct lp_thread *t, const struct lp_pending *e,
 								   int tid, uint64_t now)
 {
