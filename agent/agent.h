@@ -251,7 +251,7 @@ LP_HIDDEN void lp_fold_alloc(struct lp_thread *t, unsigned fn, void *p, size_t n
 LP_HIDDEN int lp_fold_free(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN int lp_fold_free_quick(struct lp_thread *t, unsigned fn, void *p, void *fp);
 LP_HIDDEN void lp_fold_take(struct lp_thread *t, void *p);
-LP_HIDDEN uint64_t lp_fold_evict_dated(struct lp_thread *t);
+LP_HIDDEN uint64_t lp_fold_evict_dated(struct lp_thread *t, uint64_t *rec);
 LP_HIDDEN void lp_fold_recorded(struct lp_thread *t, size_t n);
 LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
 
@@ -290,6 +290,15 @@ static inline uint64_t *lp_pmap_at(uint64_t a)
 	return lp_pmap + (((a >> 4) ^ window) & (LP_PMAP_WORDS - 1));
 }
 LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
+
+/* lp_pmap_prefetch starts fetching block p's map word, for writing, as
+ * soon as the allocator returns p: the word is seldom cached, and the
+ * clearing of the block (lp_fresh) and the stack's lookup hide the miss. */
+static inline void lp_pmap_prefetch(const void *p)
+{
+	if (LP_LIKELY(lp_pmap != NULL))
+		__builtin_prefetch(lp_pmap_at((uint64_t)(uintptr_t)p), 1);
+}
 
 /* modules.c */
 LP_HIDDEN void lp_modules_init(void);
@@ -494,9 +503,18 @@ static inline __attribute__((always_inline)) void lp_ring_write(struct lp_thread
 	if (type != LP_REC_STACK && words > 1 && w[1] == 0)
 		w[1] = type < 32 && (LP_REC_ORDERED >> type & 1) ? lp_ts_after() : lp_ts();
 	uint64_t off = pos & (size - 1);
-	if (LP_LIKELY(off + (uint64_t)words * 8 <= size))
-		memcpy(t->ring + off, w, (size_t)words * 8);
-	else
+	if (LP_LIKELY(off + (uint64_t)words * 8 <= size)) {
+		/* A word at a time: the record was just stored a word at a
+		 * time, and a 16-byte load of two such stores (what a memcpy
+		 * becomes) cannot take them from the store buffer; it waits
+		 * for every store before it, the previous record's ring lines
+		 * (the collector's, to fetch back) among them. Atomic stores
+		 * are never merged into wider ones. */
+		uint64_t *dst = (uint64_t *)(void *)(t->ring + off);
+#pragma GCC unroll 8
+		for (unsigned i = 0; i < words; i++)
+			__atomic_store_n(&dst[i], w[i], __ATOMIC_RELAXED);
+	} else
 		lp_put_wrapped(t, pos, w, words);
 }
 

@@ -572,6 +572,19 @@ void lp_fold_recorded(struct lp_thread *t, size_t n)
 	lp_leave(&t->in_fold);
 }
 
+/* lp_commit_words makes w the ALLOC_LATE record of a copy of a pending
+ * entry of the thread tid, dated now. */
+static inline __attribute__((always_inline)) void lp_commit_words(uint64_t *w, const struct lp_pending *e, int tid,
+								  uint64_t now)
+{
+	w[0] = LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack);
+	w[1] = now;
+	w[2] = e->addr;
+	w[3] = e->size;
+	w[4] = e->ts;
+	w[5] = (uint64_t)(uint32_t)tid;
+}
+
 /* lp_commit_inline writes a copy of a pending entry of the thread tid as
  * an ALLOC_LATE record, dated now (0: when written). Inline where every
  * block that outlives the window passes (lp_evict_pending); elsewhere
@@ -579,8 +592,8 @@ void lp_fold_recorded(struct lp_thread *t, size_t n)
 static inline __attribute__((always_inline)) void lp_commit_inline(struct lp_thread *t, const struct lp_pending *e,
 								   int tid, uint64_t now)
 {
-	uint64_t w[6] = {LP_HDR(LP_REC_ALLOC_LATE, e->fn, 6, e->stack), now, e->addr, e->size, e->ts,
-			 (uint64_t)(uint32_t)tid};
+	uint64_t w[6];
+	lp_commit_words(w, e, tid, now);
 	lp_put_rec(t, w, 6);
 }
 
@@ -592,10 +605,12 @@ static __attribute__((noinline)) void lp_commit(struct lp_thread *t, const struc
 
 /* lp_evict_pending writes entry e, which held a, unless taken meanwhile,
  * and returns the record's date. after: dated after every earlier load
- * (lp_ts_after), so that a free's record may take the same date. */
+ * (lp_ts_after), so that a free's record may take the same date. rec: the
+ * record's words go there, for the caller to write (rec[0] 0: none),
+ * instead of to the ring. */
 static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(struct lp_thread *t,
 									     struct lp_pending *e, uint64_t a,
-									     int after)
+									     int after, uint64_t *rec)
 {
 	/* Dated before the take: a thread that frees the block and finds it
 	 * taken writes its free after this time, and the collector puts
@@ -610,15 +625,30 @@ static inline __attribute__((always_inline)) uint64_t lp_evict_pending_inline(st
 		 * no map word names it (lp_map_forget). */
 		if (!lp_map_forget(t, lp_pmap_at(a), LP_TAG(a, t->slot_index, (uint32_t)(e - f->pend))))
 			lp_forget_freed(f, a);
-		lp_commit_inline(t, &copy, t->tid, now);
-	} else
+		if (rec)
+			lp_commit_words(rec, &copy, t->tid, now);
+		else
+			lp_commit_inline(t, &copy, t->tid, now);
+	} else {
 		__atomic_fetch_add(&f->pend_bytes, size, __ATOMIC_RELAXED); /* its taker counts it */
+		if (rec)
+			rec[0] = 0;
+	}
 	return now;
 }
 
 static __attribute__((noinline)) void lp_evict_pending(struct lp_thread *t, struct lp_pending *e, uint64_t a)
 {
-	lp_evict_pending_inline(t, e, a, 0);
+	lp_evict_pending_inline(t, e, a, 0, NULL);
+}
+
+/* lp_evict_next prefetches the map word of the FIFO's oldest entry, at
+ * head, which the next eviction reads (lp_map_forget): the block was
+ * allocated LP_PEND allocations ago, and its word is no longer cached
+ * where blocks outlive the window (a miss an eviction otherwise). */
+static inline void lp_evict_next(const struct lp_fold *f, uint32_t head)
+{
+	__builtin_prefetch(lp_pmap_at(__atomic_load_n(&f->pend[head].addr, __ATOMIC_RELAXED)), 1);
 }
 
 /* lp_evict makes room: the oldest entry goes, written if still pending
@@ -634,6 +664,7 @@ static inline void lp_evict(struct lp_thread *t)
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
 	uint64_t a = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
+	lp_evict_next(f, (head + 1) & LP_PMASK);
 	if (a)
 		lp_evict_pending(t, e, a);
 }
@@ -652,9 +683,10 @@ static inline void lp_evict(struct lp_thread *t)
  * record that becomes visible long after its date out of its place, and a
  * free applied late could make a peak that never was.
  */
-uint64_t lp_fold_evict_dated(struct lp_thread *t)
+uint64_t lp_fold_evict_dated(struct lp_thread *t, uint64_t *rec)
 {
 	struct lp_fold *f = t->fold;
+	rec[0] = 0;
 	if (f->count < LP_PEND || t->depth != 0 || t->res + LP_EVICT_FREE_BYTES > t->tail_seen + lp_ring_mask + 1)
 		return 0;
 	uint32_t head = f->head & LP_PMASK;
@@ -664,7 +696,8 @@ uint64_t lp_fold_evict_dated(struct lp_thread *t)
 		return 0; /* a hole: the next allocation drops it, without a date */
 	f->head = (head + 1) & LP_PMASK;
 	f->count--;
-	return lp_evict_pending_inline(t, e, a, 1);
+	lp_evict_next(f, (head + 1) & LP_PMASK);
+	return lp_evict_pending_inline(t, e, a, 1, rec);
 }
 
 /* lp_write_now writes the thread's new entry e, of n bytes, as an
