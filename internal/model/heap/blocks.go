@@ -1,6 +1,7 @@
 package heap
 
 import (
+	"math/bits"
 	"unsafe"
 
 	"github.com/leakpath/leakpath/internal/model/event"
@@ -9,30 +10,90 @@ import (
 
 // blockTable maps the addresses of live blocks to the blocks. The blocks
 // sit in a dense array of entries, in chunks that never move; an
-// open-addressing index (linear probing, backward-shift deletion, load at
-// most 1/2) maps an address to its entry in 8 bytes a slot: 32 bits of the
-// address's hash and the entry's number. A program keeping millions of
-// blocks live then touches one 8-byte slot at random per allocation, not a
-// 40-byte one; the entries fill in order, and growing the index copies
-// slots, not blocks. The hash bits in the slot skip the entries of other
-// addresses and give each slot's home without reading its entry. Freed
-// entries are reused last-freed first, so a program freeing what it just
-// allocated keeps reusing the same few, in cache. Millions of operations
-// per second are the norm, so the cost per operation matters.
+// open-addressing index maps an address to its entry in 8 bytes a slot:
+// 32 bits of the address's hash and the entry's number. A program keeping
+// millions of blocks live then touches one index line at random per
+// allocation, not a 40-byte entry; the entries fill in order, and growing
+// the index copies slots, not blocks. The hash bits in the slot skip the
+// entries of other addresses and give each slot's group without reading
+// its entry. Freed entries are reused last-freed first, so a program
+// freeing what it just allocated keeps reusing the same few, in cache.
+// Millions of operations per second are the norm, so the cost per
+// operation matters.
 //
-// An index of 2^32 slots holds 2^31 blocks, ~86 GB of entries: the tables
+// The index is probed a group of slots at a time, a group a cache line:
+// a control word, a byte a slot (7 more bits of the hash of the address
+// there, or empty or deleted), then 7 slots; at most 4 a group are taken
+// on average (see full). One word operation finds the slots of a group that may hold an
+// address, or its empty ones, as in the "Swiss tables" of Abseil and of
+// Go's maps. A lookup then takes the same branches whatever the
+// addresses: probing a slot at a time, as this table did, met runs of
+// every length at loads of 1/4 to 1/2 and mispredicted a branch or two a
+// lookup, most of its cost when the index is in cache (BenchmarkSinkStages
+// on a trace of bench/workloads/longlived.c: 34 -> 30 ns an event).
+//
+// An index of 2^32 words holds 2^31 blocks, ~86 GB of entries: the tables
 // of a collector that could hold as many are not expected to grow past it.
 type blockTable struct {
-	// slots are the index: the low 32 bits of the address's hash (the
-	// tag) << 32 | the entry's number + 1; 0 is empty.
-	slots []uint64
-	mask  uint64 // len(slots) - 1; a slot's home is its tag & mask
+	// words are the index, 8 a group: the control word, its byte i
+	// ctrlEmpty, ctrlDeleted, or the h2 of the address in slot i (its
+	// last byte ctrlDeleted, for no slot); then the slots, each the low
+	// 32 bits of the address's hash (the tag) << 32 | the entry's number
+	// + 1, or 0 when its control byte is not full.
+	words []uint64
+	gmask uint64 // len(words)/8 - 1; a slot's group is its tag & gmask
 	n     int    // live blocks
+	dead  int    // slots deleted
 	ents  [][]blockEnt
 	ents0 []blockEnt // ents[0]
 	used  uint32     // entries handed out, live or free
 	free  []uint32   // the free entries, the last freed last
 }
+
+// Control bytes: a full slot's is the h2 of its address (below 0x80). A
+// slot freed in a group with no empty one becomes ctrlDeleted: a probe
+// for another address may have gone past the group when it was full, and
+// must still go past. Deleted slots are taken again by inserts, and
+// dropped when the index is rebuilt.
+const (
+	ctrlEmpty   = 0x80
+	ctrlDeleted = 0xfe
+	ctrlLSB     = 0x0101010101010101
+	ctrlMSB     = 0x0080808080808080 // of the 7 slots' bytes
+	// ctrlNew is a new group's control word: every slot empty.
+	ctrlNew     = ctrlDeleted<<56 | ctrlEmpty*(ctrlLSB>>8)
+	groupWords  = 8
+	groupSlots  = groupWords - 1
+	minBlockGrp = 1 << 7 // groups of a new index: 8 KB
+)
+
+// h2 is the hash bits a control byte keeps of tag: its top 7, apart from
+// the bits that pick the group until the index has 2^25 groups.
+func h2(tag uint32) uint64 { return uint64(tag >> 25) }
+
+// matchH2 returns the bytes of control word c that may be h2: the top bit
+// of each set. It may set a byte's above one that is h2, never miss one
+// (the slot's tag is checked next anyway).
+func matchH2(c, h2 uint64) uint64 {
+	x := c ^ h2*ctrlLSB
+	return (x - ctrlLSB) &^ x & ctrlMSB
+}
+
+// matchEmpty returns the empty bytes of c: the top bit set and, unlike
+// ctrlDeleted, the second lowest clear.
+func matchEmpty(c uint64) uint64 { return c &^ (c << 6) & ctrlMSB }
+
+// matchFree returns the empty or deleted bytes of c.
+func matchFree(c uint64) uint64 { return c & ctrlMSB }
+
+// slotIn returns the word of group g's slot that match m's lowest byte
+// is.
+func slotIn(g, m uint64) uint64 { return g*groupWords + 1 + uint64(bits.TrailingZeros64(m))>>3 }
+
+// full reports whether the index is too full to take another slot: taken
+// or deleted slots may be half its words, 4 of a group's 7 slots, as many
+// a word as a slot at a time would take at its load of at most 1/2.
+func (t *blockTable) full() bool { return (t.n+t.dead+1)*2 > len(t.words) }
 
 // blockEnt is one entry of a blockTable.
 type blockEnt struct {
@@ -41,7 +102,6 @@ type blockEnt struct {
 }
 
 const (
-	minBlockSlots = 1 << 10
 	// entChunkBits sets the entries a chunk holds: 4096 of 40 bytes. The
 	// first chunk starts at firstEntChunk and grows to that.
 	entChunkBits  = 12
@@ -50,10 +110,9 @@ const (
 )
 
 func newBlockTable() *blockTable {
-	return &blockTable{
-		slots: make([]uint64, minBlockSlots),
-		mask:  minBlockSlots - 1,
-	}
+	t := &blockTable{}
+	t.resize(minBlockGrp)
+	return t
 }
 
 func hashAddr(a uint64) uint64 {
@@ -64,17 +123,14 @@ func hashAddr(a uint64) uint64 {
 }
 
 // tagOf is the hash bits a slot keeps of addr: the low half, whose low
-// bits are the home. The slots at home h of a table, grown to twice the
-// size, go to homes h and h+size: growing reads the old index in order
-// and writes the new one in two runs, each in order, instead of at
+// bits are the group. The slots of group g of an index, grown to twice
+// the size, go to groups g and g+size: growing reads the old index in
+// order and writes the new one in two runs, each in order, instead of at
 // random. (Homes from the top bits of the low half would keep one run,
 // but made BenchmarkApplyLoop's allocation loop 1.3 ns an event slower;
 // from the top bits of the high half, blocks 5056 bytes apart took 8
 // probes a lookup.)
 func tagOf(addr uint64) uint32 { return uint32(hashAddr(addr)) }
-
-// home is the slot where the probe for the slot value v starts.
-func (t *blockTable) home(v uint64) uint64 { return v >> 32 & t.mask }
 
 // ent returns entry i. The first chunk's are found without reading its
 // slice from ents: that read would wait for the slot's, and a program
@@ -88,16 +144,26 @@ func (t *blockTable) ent(i uint32) *blockEnt {
 
 // find returns addr's entry, or nil.
 func (t *blockTable) find(addr uint64) *blockEnt {
+	if i, ok := t.lookup(addr); ok {
+		return t.ent(uint32(t.words[i]) - 1)
+	}
+	return nil
+}
+
+// lookup returns the word of addr's slot, if it has one.
+func (t *blockTable) lookup(addr uint64) (uint64, bool) {
 	tag := tagOf(addr)
-	for i := uint64(tag) & t.mask; ; i = (i + 1) & t.mask {
-		v := t.slots[i]
-		if v == 0 {
-			return nil
-		}
-		if uint32(v>>32) == tag {
-			if e := t.ent(uint32(v) - 1); e.addr == addr {
-				return e
+	h := h2(tag)
+	for g := uint64(tag) & t.gmask; ; g = (g + 1) & t.gmask {
+		c := t.words[g*groupWords]
+		for m := matchH2(c, h); m != 0; m &= m - 1 {
+			i := slotIn(g, m)
+			if v := t.words[i]; uint32(v>>32) == tag && t.ent(uint32(v)-1).addr == addr {
+				return i, true
 			}
+		}
+		if matchEmpty(c) != 0 {
+			return 0, false
 		}
 	}
 }
@@ -115,23 +181,44 @@ func (t *blockTable) get(addr uint64) (Block, bool) {
 // take: as values, every call moved 40 bytes in and out through registers
 // and the stack.)
 func (t *blockTable) put(addr uint64, b, old *Block) (replaced bool) {
-	if (t.n+1)*2 > len(t.slots) {
-		t.grow()
+	e, replaced := t.insert(addr)
+	if replaced {
+		*old = e.Block
 	}
-	// The probe of find, inline, as in take: no call on the way.
+	e.set(b)
+	return replaced
+}
+
+// insert returns the entry of addr for the caller to fill: addr's live
+// block's, reporting true, or a new one with its address set and the
+// rest left as a freed block had it. The entry stays where it is until
+// the next insert. The fast path fills it from the event, a field at a
+// time: a Block built first and copied in moved 32 bytes through the
+// stack an allocation.
+func (t *blockTable) insert(addr uint64) (e *blockEnt, found bool) {
+	if t.full() {
+		t.rebuild()
+	}
+	// The probe of lookup, inline: no call on the way. It notes the
+	// first slot free on the way, for a new block.
 	tag := tagOf(addr)
-	i := uint64(tag) & t.mask
-	for ; ; i = (i + 1) & t.mask {
-		v := t.slots[i]
-		if v == 0 {
-			break
-		}
-		if uint32(v>>32) == tag {
-			if e := t.ent(uint32(v) - 1); e.addr == addr {
-				*old = e.Block
-				e.set(b)
-				return true
+	h := h2(tag)
+	at := ^uint64(0)
+	for g := uint64(tag) & t.gmask; ; g = (g + 1) & t.gmask {
+		c := t.words[g*groupWords]
+		for m := matchH2(c, h); m != 0; m &= m - 1 {
+			i := slotIn(g, m)
+			if v := t.words[i]; uint32(v>>32) == tag {
+				if e := t.ent(uint32(v) - 1); e.addr == addr {
+					return e, true
+				}
 			}
+		}
+		if m := matchFree(c); m != 0 && at == ^uint64(0) {
+			at = slotIn(g, m)
+		}
+		if matchEmpty(c) != 0 {
+			break
 		}
 	}
 	var n uint32 // the entry
@@ -141,12 +228,24 @@ func (t *blockTable) put(addr uint64, b, old *Block) (replaced bool) {
 	} else {
 		n = t.newEnt()
 	}
-	e := t.ent(n)
+	e = t.ent(n)
 	e.addr = addr
-	e.set(b)
-	t.slots[i] = uint64(tag)<<32 | uint64(n+1)
+	if t.setCtrl(at, h) == ctrlDeleted {
+		t.dead--
+	}
+	t.words[at] = uint64(tag)<<32 | uint64(n+1)
 	t.n++
-	return false
+	return e, false
+}
+
+// setCtrl sets the control byte of the slot at word i to b and returns
+// what it was.
+func (t *blockTable) setCtrl(i, b uint64) uint64 {
+	c := &t.words[i&^(groupWords-1)]
+	shift := (i%groupWords - 1) * 8
+	was := *c >> shift & 0xff
+	*c = *c&^(0xff<<shift) | b<<shift
+	return was
 }
 
 // set stores b in e a field at a time, in statements of their own. The
@@ -186,107 +285,126 @@ func (t *blockTable) newEnt() uint32 {
 }
 
 // take removes the block at addr, copying it to *b, and reports whether
-// there was one. It empties the block's slot and shifts back the slots
-// after it that would otherwise become unreachable. (One function: with
-// the shift a call of its own, BenchmarkBlockTableLoop took 14.2 ns an
-// allocation and free, inline 12.6.)
+// there was one.
 func (t *blockTable) take(addr uint64, b *Block) bool {
-	tag := tagOf(addr)
-	slots, mask := t.slots, t.mask
-	i := uint64(tag) & mask
-	for ; ; i = (i + 1) & mask {
-		v := slots[i]
-		if v == 0 {
-			return false
-		}
-		if uint32(v>>32) == tag {
-			if e := t.ent(uint32(v) - 1); e.addr == addr {
-				*b = e.Block
-				e.addr = 0
-				t.free = append(t.free, uint32(v)-1)
-				break
-			}
-		}
+	e := t.remove(addr)
+	if e == nil {
+		return false
 	}
-	t.n--
-	for j := i; ; {
-		slots[j] = 0
-		k := j
-		for {
-			k = (k + 1) & mask
-			v := slots[k]
-			if v == 0 {
-				return true
+	*b = e.Block
+	return true
+}
+
+// remove removes the block at addr and returns its entry, nil if none:
+// freed, but its Block as it was until the next insert (the fast path
+// reads the fields it needs there, not a copy). The slot becomes empty
+// if its group has an empty one (no probe went past the group), else
+// deleted.
+func (t *blockTable) remove(addr uint64) *blockEnt {
+	// The probe of lookup, inline.
+	tag := tagOf(addr)
+	h := h2(tag)
+	for g := uint64(tag) & t.gmask; ; g = (g + 1) & t.gmask {
+		c := t.words[g*groupWords]
+		for m := matchH2(c, h); m != 0; m &= m - 1 {
+			i := slotIn(g, m)
+			v := t.words[i]
+			if uint32(v>>32) != tag {
+				continue
 			}
-			home := t.home(v)
-			// Move k to j if its home is not in (j, k] cyclically.
-			if (k > j && (home <= j || home > k)) || (k < j && home <= j && home > k) {
-				break
+			e := t.ent(uint32(v) - 1)
+			if e.addr != addr {
+				continue
 			}
+			e.addr = 0
+			t.free = append(t.free, uint32(v)-1)
+			t.n--
+			t.words[i] = 0
+			if matchEmpty(c) != 0 {
+				t.setCtrl(i, ctrlEmpty)
+			} else {
+				t.setCtrl(i, ctrlDeleted)
+				t.dead++
+			}
+			return e
 		}
-		slots[j] = slots[k]
-		j = k
+		if matchEmpty(c) != 0 {
+			return nil
+		}
 	}
 }
 
-// prefetchSlot asks for the line of the slot where a probe for addr
-// starts, and for the next line when that slot is one of its line's last
-// two: a take reads the slots after the one it empties, to the end of the
-// run (the C++ map's report: 240-264 -> 228-243 ms).
+// prefetchSlot asks for the line of the group where a probe for addr
+// starts.
 func (t *blockTable) prefetchSlot(addr uint64) {
-	i := uint64(tagOf(addr)) & t.mask
-	prefetch.Line(unsafe.Pointer(&t.slots[i]))
-	if i&7 >= 6 {
-		prefetch.Line(unsafe.Pointer(&t.slots[(i+2)&t.mask]))
-	}
+	g := uint64(tagOf(addr)) & t.gmask
+	prefetch.Line(unsafe.Pointer(&t.words[g*groupWords]))
 }
 
 // prefetchEnt asks for the entry of the first slot of addr's probe that
-// holds its tag (a freed block's, nearly always): with 600,000 blocks
-// in 2M slots, one in seven is past its home slot.
-// It reads the slots: ask for their line first.
+// may hold it (a freed block's, nearly always). It reads the index: ask
+// for its line first.
 func (t *blockTable) prefetchEnt(addr uint64) {
 	tag := tagOf(addr)
-	for i := uint64(tag) & t.mask; ; i = (i + 1) & t.mask {
-		v := t.slots[i]
-		if v == 0 {
-			return
+	h := h2(tag)
+	for g := uint64(tag) & t.gmask; ; g = (g + 1) & t.gmask {
+		c := t.words[g*groupWords]
+		for m := matchH2(c, h); m != 0; m &= m - 1 {
+			if v := t.words[slotIn(g, m)]; uint32(v>>32) == tag {
+				// Half the entries (40 bytes) straddle two lines.
+				e := unsafe.Pointer(t.ent(uint32(v) - 1))
+				prefetch.Line(e)
+				prefetch.Line(unsafe.Add(e, unsafe.Sizeof(blockEnt{})-1))
+				return
+			}
 		}
-		if uint32(v>>32) == tag {
-			// Half the entries (40 bytes) straddle two lines.
-			e := unsafe.Pointer(t.ent(uint32(v) - 1))
-			prefetch.Line(e)
-			prefetch.Line(unsafe.Add(e, unsafe.Sizeof(blockEnt{})-1))
+		if matchEmpty(c) != 0 {
 			return
 		}
 	}
 }
 
-// grow doubles the index. It reads the old slots in order and writes
-// the new ones in two runs, each nearly in order (see tagOf): no entry is
-// read, and few cache lines are missed at random.
-func (t *blockTable) grow() {
-	old := t.slots
-	t.slots = make([]uint64, 2*len(old))
-	// A large slice is fresh memory from the kernel. Its pages are
-	// written once here, before the probes below read them: a page read
-	// first maps the shared zero page, and the write after it faults
-	// again and flushes the TLB of every core (bigheap: 10 % of the
+// rebuild makes a new index: twice the size when its live slots are more
+// than 3/4 of what it may hold, else of the same size, without its deleted slots (a
+// program that frees much from full groups). It reads the old index in
+// order and writes the new one in two runs, each nearly in order (see
+// tagOf): no entry is read, and few cache lines are missed at random.
+func (t *blockTable) rebuild() {
+	groups := len(t.words) / groupWords
+	if (t.n+1)*8 > 3*len(t.words) {
+		groups *= 2
+	}
+	old := t.words
+	t.resize(groups)
+	for g := 0; g < len(old); g += groupWords {
+		c := old[g]
+		for m := ^c & ctrlMSB; m != 0; m &= m - 1 { // the full slots
+			v := old[g+1+bits.TrailingZeros64(m)>>3]
+			tag := uint32(v >> 32)
+			h := uint64(tag) & t.gmask
+			for matchEmpty(t.words[h*groupWords]) == 0 {
+				h = (h + 1) & t.gmask
+			}
+			j := slotIn(h, matchEmpty(t.words[h*groupWords]))
+			t.setCtrl(j, h2(tag))
+			t.words[j] = v
+		}
+	}
+}
+
+// resize makes the index empty, of groups groups.
+func (t *blockTable) resize(groups int) {
+	// A large slice is fresh memory from the kernel. Writing every
+	// group's control word writes its pages before the probes read them:
+	// a page read first maps the shared zero page, and the write after it
+	// faults again and flushes the TLB of every core (bigheap: 10 % of the
 	// collector's CPU in do_wp_page).
-	for i := 0; i < len(t.slots); i += 512 { // 4 KiB
-		t.slots[i] = 0
+	t.words = make([]uint64, groups*groupWords)
+	for g := 0; g < len(t.words); g += groupWords {
+		t.words[g] = ctrlNew
 	}
-	t.mask = uint64(len(t.slots) - 1)
-	for _, v := range old {
-		if v == 0 {
-			continue
-		}
-		i := t.home(v)
-		for t.slots[i] != 0 {
-			i = (i + 1) & t.mask
-		}
-		t.slots[i] = v
-	}
+	t.gmask = uint64(groups - 1)
+	t.dead = 0
 }
 
 // setKind sets the kind of the live block at addr if it has size; it
@@ -322,7 +440,7 @@ func (t *blockTable) each(fn func(addr uint64, b Block)) {
 // clone copies the table.
 func (t *blockTable) clone() *blockTable {
 	c := *t
-	c.slots = append([]uint64(nil), t.slots...)
+	c.words = append([]uint64(nil), t.words...)
 	c.free = append([]uint32(nil), t.free...)
 	c.ents = make([][]blockEnt, len(t.ents))
 	for i, ch := range t.ents {
@@ -365,7 +483,11 @@ func newFreeLog(max int) *freeLog {
 	return &freeLog{ents: make([]freeEntry, min(max, freeLogStart)), max: max}
 }
 
-func (l *freeLog) add(e freeEntry) {
+func (l *freeLog) add(e freeEntry) { *l.next() = e }
+
+// next returns the entry the next free goes in, for the caller to fill
+// a field at a time (see blockEnt.set): the fast path's frees.
+func (l *freeLog) next() *freeEntry {
 	if l.pos == len(l.ents) {
 		if len(l.ents) < l.max { // grows only until full: then len is max
 			l.ents = append(l.ents, make([]freeEntry, min(len(l.ents), l.max-len(l.ents)))...)
@@ -373,8 +495,8 @@ func (l *freeLog) add(e freeEntry) {
 			l.pos, l.full = 0, true
 		}
 	}
-	l.ents[l.pos] = e
 	l.pos++
+	return &l.ents[l.pos-1]
 }
 
 // last returns the most recent free of addr still in the log. An address

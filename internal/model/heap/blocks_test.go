@@ -83,24 +83,40 @@ func checkBlockTable(t *testing.T, tab *blockTable, live map[uint64]Block) {
 		t.Fatalf("each visits %d blocks, want %d", len(seen), len(live))
 	}
 	named := map[uint32]bool{}
-	slots := 0
-	for _, v := range tab.slots {
-		if v == 0 {
-			continue
+	slots, dead := 0, 0
+	for g := 0; g < len(tab.words); g += groupWords {
+		if b := tab.words[g] >> 56; b != ctrlDeleted {
+			t.Fatalf("group %d: control word %#x, its last byte not %#x", g/groupWords, tab.words[g], ctrlDeleted)
 		}
-		slots++
-		n := uint32(v) - 1
-		if n >= tab.used || named[n] {
-			t.Fatalf("slot %#x names entry %d (of %d) out of range or twice", v, n, tab.used)
-		}
-		named[n] = true
-		e := tab.ent(n)
-		if e.addr == 0 || tagOf(e.addr) != uint32(v>>32) {
-			t.Fatalf("slot %#x names entry %d of %#x", v, n, e.addr)
+		for j := 0; j < groupSlots; j++ {
+			c := tab.words[g] >> (j * 8) & 0xff
+			v := tab.words[g+1+j]
+			if c == ctrlDeleted {
+				dead++
+			}
+			if c&0x80 != 0 {
+				if v != 0 {
+					t.Fatalf("group %d slot %d: %#x, control byte %#x", g/groupWords, j, v, c)
+				}
+				continue
+			}
+			if c != h2(uint32(v>>32)) {
+				t.Fatalf("group %d slot %d: %#x, control byte %#x, want %#x", g/groupWords, j, v, c, h2(uint32(v>>32)))
+			}
+			slots++
+			n := uint32(v) - 1
+			if n >= tab.used || named[n] {
+				t.Fatalf("slot %#x names entry %d (of %d) out of range or twice", v, n, tab.used)
+			}
+			named[n] = true
+			e := tab.ent(n)
+			if e.addr == 0 || tagOf(e.addr) != uint32(v>>32) {
+				t.Fatalf("slot %#x names entry %d of %#x", v, n, e.addr)
+			}
 		}
 	}
-	if slots != tab.n {
-		t.Fatalf("%d slots taken, %d live", slots, tab.n)
+	if slots != tab.n || dead != tab.dead {
+		t.Fatalf("%d slots taken, %d deleted; %d live, %d deleted", slots, dead, tab.n, tab.dead)
 	}
 	for _, n := range tab.free {
 		if named[n] || tab.ent(n).addr != 0 {
@@ -113,23 +129,24 @@ func checkBlockTable(t *testing.T, tab *blockTable, live map[uint64]Block) {
 	}
 }
 
-// sameHome returns n addresses whose probes start at the same slot of a
-// new table, its last: their run wraps around to the first slots.
+// sameHome returns n addresses whose probes start at the same group of a
+// new table, its last: past 8 they wrap around to the first groups.
 func sameHome(n int) []uint64 {
 	tab := newBlockTable()
 	var out []uint64
 	for a := uint64(0x1000); len(out) < n; a += 16 {
-		if uint64(tagOf(a))&tab.mask == tab.mask {
+		if uint64(tagOf(a))&tab.gmask == tab.gmask {
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
-// TestBlockTableCollisions: blocks sharing a home, their run wrapping
-// around the table's end, are found as blocks are taken from the run's
-// start, middle and end and put back (the backward shift moves the right
-// ones, across the wrap).
+// TestBlockTableCollisions: blocks sharing a group, more than it holds,
+// the rest in the first groups after the wrap around the table's end, are
+// found as blocks are taken from the run's start, middle and end and put
+// back (the full group's slots become deleted, not empty, and are taken
+// again).
 func TestBlockTableCollisions(t *testing.T) {
 	addrs := sameHome(12)
 	for _, order := range [][]int{
@@ -139,9 +156,9 @@ func TestBlockTableCollisions(t *testing.T) {
 	} {
 		tab := newBlockTable()
 		live := map[uint64]Block{}
-		// Blocks homed just after the run, displaced by it.
+		// Blocks of the first group, which the run fills.
 		for a := uint64(0x900000); len(live) < 4; a += 16 {
-			if h := uint64(tagOf(a)) & tab.mask; h < 3 {
+			if h := uint64(tagOf(a)) & tab.gmask; h == 0 {
 				tab.putB(a, Block{Size: a})
 				live[a] = Block{Size: a}
 			}
@@ -167,6 +184,41 @@ func TestBlockTableCollisions(t *testing.T) {
 			live[a] = Block{Size: uint64(100 + i)}
 		}
 		checkBlockTable(t, tab, live)
+	}
+}
+
+// TestBlockTableDeletedSlots: blocks of one group, more than it holds,
+// put and taken over and over leave deleted slots in the full groups;
+// the index is rebuilt at its size to drop them, never grown, and every
+// block stays found.
+func TestBlockTableDeletedSlots(t *testing.T) {
+	addrs := sameHome(40)
+	rng := rand.New(rand.NewSource(3))
+	tab := newBlockTable()
+	live := map[uint64]Block{}
+	sawDead := false
+	for step := 0; step < 20000; step++ {
+		a := addrs[rng.Intn(len(addrs))]
+		if _, ok := live[a]; ok {
+			if _, ok := tab.takeB(a); !ok {
+				t.Fatalf("step %d: take %#x: not found", step, a)
+			}
+			delete(live, a)
+		} else {
+			tab.putB(a, Block{Size: uint64(step + 1)})
+			live[a] = Block{Size: uint64(step + 1)}
+		}
+		sawDead = sawDead || tab.dead > 0
+		if step%1000 == 0 {
+			checkBlockTable(t, tab, live)
+		}
+	}
+	checkBlockTable(t, tab, live)
+	if !sawDead {
+		t.Error("no slot was ever left deleted: the test misses that path")
+	}
+	if len(tab.words) != minBlockGrp*groupWords {
+		t.Errorf("%d words for at most %d blocks, want %d", len(tab.words), len(addrs), minBlockGrp*groupWords)
 	}
 }
 
@@ -219,8 +271,8 @@ func TestBlockTableGrow(t *testing.T) {
 		tab.putB(a, Block{Size: i, Time: i * 3})
 		live[a] = Block{Size: i, Time: i * 3}
 	}
-	if len(tab.slots) != 1<<19 {
-		t.Errorf("%d blocks in %d slots, want %d", n, len(tab.slots), 1<<19)
+	if len(tab.words) != 1<<19 {
+		t.Errorf("%d blocks in %d words, want %d", n, len(tab.words), 1<<19)
 	}
 	checkBlockTable(t, tab, live)
 	for i := uint64(0); i < n; i += 2 {
@@ -440,12 +492,13 @@ func TestFreeLogGrows(t *testing.T) {
 
 // TestBlockTableProbes: heap-like addresses, blocks packed in pages and
 // blocks one per page or at larger powers of two apart, find their slot
-// within a few probes on average: strides must not pile up on a few homes.
-// (Linear probing with random homes at the table's load, at most 1/2,
-// expects (1 + 1/(1-load))/2 <= 1.5 probes a successful lookup; 4 leaves
-// room for the strides' luck, and fails well short of a pile-up.)
-// (A home keeping a page's blocks near each other, for the cache, made
-// 32-byte blocks take 14-29 probes.)
+// within a few probes on average: strides must not pile up on a few
+// groups. (A lookup reads a control word and the slot it names, 2 probes,
+// plus a group more for the few past a full group, and a slot more for
+// the 1 in 128 others whose control byte matches; 4 leaves room for the
+// strides' luck, and fails well short of a pile-up.) (A home keeping a
+// page's blocks near each other, for the cache, made 32-byte blocks take
+// 14-29 probes.)
 func TestBlockTableProbes(t *testing.T) {
 	for _, c := range []struct {
 		name         string
@@ -476,19 +529,22 @@ func TestBlockTableProbes(t *testing.T) {
 	}
 }
 
-// probes returns the slots a lookup of addr reads, or -1 if it finds no
-// block there.
+// probes returns the control words and slots a lookup of addr reads, or
+// -1 if it finds no block there.
 func (t *blockTable) probes(addr uint64) int {
 	tag := tagOf(addr)
 	n := 0
-	for i := uint64(tag) & t.mask; ; i = (i + 1) & t.mask {
+	for g := uint64(tag) & t.gmask; ; g = (g + 1) & t.gmask {
 		n++
-		v := t.slots[i]
-		if v == 0 {
-			return -1
+		c := t.words[g*groupWords]
+		for m := matchH2(c, h2(tag)); m != 0; m &= m - 1 {
+			n++
+			if v := t.words[slotIn(g, m)]; uint32(v>>32) == tag && t.ent(uint32(v)-1).addr == addr {
+				return n
+			}
 		}
-		if uint32(v>>32) == tag && t.ent(uint32(v)-1).addr == addr {
-			return n
+		if matchEmpty(c) != 0 {
+			return -1
 		}
 	}
 }

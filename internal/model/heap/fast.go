@@ -43,17 +43,11 @@ loop:
 		}
 		switch ev.Kind {
 		case event.Alloc:
-			b := Block{Size: ev.Size, Time: ev.Time, Thread: ev.Thread, Fn: ev.Fn}
-			if at, late := ev.AllocTime(); late { // kept pending by the agent: it happened earlier
-				b.Time = at
-				if ev.Time > at {
-					b.Late = uint32(min(ev.Time-at, math.MaxUint32))
-				}
-			}
+			var site StackID
 			if ev.Stack < uint32(len(stacks)) {
-				b.Site = stacks[ev.Stack]
+				site = stacks[ev.Stack]
 			}
-			if ev.Addr == 0 || int(b.Site) >= len(sites) {
+			if ev.Addr == 0 || int(site) >= len(sites) {
 				break loop // a failed allocation, or the first of its site
 			}
 			if len(p.parked) > 0 {
@@ -68,17 +62,31 @@ loop:
 			}
 			times(ev.Time, &first, &last)
 			tot.Calls[ev.Fn]++
-			var old Block
-			reused := t.put(ev.Addr, &b, &old)
+			e, reused := t.insert(ev.Addr)
 			if reused {
+				old := e.Block
 				p.released(old)
 				p.limbo[ev.Addr] = old
 			}
-			s := &sites[b.Site]
-			s.allocated(&b)
-			tot.allocated(b.Size)
-			s.addLive(b.Size)
-			tot.addLive(b.Size, b.Time)
+			at, late := ev.Time, uint32(0)
+			if a, ok := ev.AllocTime(); ok { // kept pending by the agent: it happened earlier
+				at = a
+				if ev.Time > a {
+					late = uint32(min(ev.Time-a, math.MaxUint32))
+				}
+			}
+			e.Size = ev.Size
+			e.Time = at
+			e.Site = site
+			e.Thread = ev.Thread
+			e.Fn = ev.Fn
+			e.Kind = event.Unclassified
+			e.Late = late
+			s := &sites[site]
+			s.allocated(&e.Block)
+			tot.allocated(ev.Size)
+			s.addLive(ev.Size)
+			tot.addLive(ev.Size, at)
 			if reused {
 				i++
 				break loop
@@ -94,8 +102,9 @@ loop:
 					break loop
 				}
 			}
-			var b Block
-			if !t.take(ev.Addr, &b) {
+			// The freed entry is read in place: nothing below inserts.
+			e := t.remove(ev.Addr)
+			if e == nil {
 				break loop // parked, or an error: the general path's
 			}
 			times(ev.Time, &first, &last)
@@ -107,18 +116,25 @@ loop:
 			if stack != 0 {
 				p.FreeStacksSeen = true
 			}
-			s := &sites[b.Site]
-			s.dropLive(b.Size)
-			tot.dropLive(b.Size)
-			p.frees.add(freeEntry{addr: ev.Addr, site: b.Site, stack: stack, fn: ev.Fn, afn: b.Fn})
-			s.freed(b.Size, stack)
+			site, size, afn := e.Site, e.Size, e.Fn
+			s := &sites[site]
+			s.dropLive(size)
+			tot.dropLive(size)
+			f := p.frees.next()
+			f.addr = ev.Addr
+			f.site = site
+			f.stack = stack
+			f.fn = ev.Fn
+			f.afn = afn
+			f.site1 = false
+			s.freed(size, stack)
 			tot.Frees++
 			if ev.Temporary() {
 				tot.Temporary++
 				s.Temporary++
 			}
-			if allocFamily[b.Fn] != freeFamily[ev.Fn] {
-				p.mismatchedFree(ev.Addr, b, ev, stack)
+			if allocFamily[afn] != freeFamily[ev.Fn] {
+				p.mismatchedFree(ev.Addr, e.Block, ev, stack)
 			}
 		default:
 			break loop

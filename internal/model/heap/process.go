@@ -306,7 +306,20 @@ func (p *Process) scanned(sc *event.ScanInfo) {
 	if p.Scan.Typed {
 		p.typed = append(p.typed, sc.Blocks...)
 	}
-	for _, sb := range sc.Blocks {
+	// A scan names every block live, in an order the table does not
+	// keep: with the table out of cache, each lookup waits on memory.
+	// The lines of the lookups ahead are asked for, as Session.Apply
+	// does.
+	ahead := len(p.blocks.words) >= prefetchSlots
+	for i, sb := range sc.Blocks {
+		if ahead {
+			if j := i + 2*prefetchAhead; j < len(sc.Blocks) {
+				p.blocks.prefetchSlot(sc.Blocks[j].Addr)
+			}
+			if j := i + prefetchAhead; j < len(sc.Blocks) {
+				p.blocks.prefetchEnt(sc.Blocks[j].Addr)
+			}
+		}
 		if !p.blocks.setKind(sb.Addr, sb.Size, sb.Kind) {
 			p.lateKinds[sb.Addr] = sb
 		}

@@ -60,3 +60,34 @@ func TestScanKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestScanKindsBigTable: a scan of a table large enough to read ahead
+// from classifies every block it names, the last ones too (past the end
+// of the read ahead), and leaves a block it does not name unclassified.
+func TestScanKindsBigTable(t *testing.T) {
+	const n = prefetchSlots/2 + 100
+	evs := []event.Event{start()}
+	var blocks []event.ScannedBlock
+	for i := uint64(0); i < n; i++ {
+		a := 0x55a000000000 + i*48
+		evs = append(evs, alloc(10+i, a, 40, 1))
+		k := event.Reachable
+		if i%3 == 0 {
+			k = event.Definite
+		}
+		if i != n/2 {
+			blocks = append(blocks, event.ScannedBlock{Addr: a, Size: 40, Kind: k})
+		}
+	}
+	s := NewSession()
+	s.Apply(append(evs, scanOf(2*n, false, blocks...)))
+	p := s.Procs[0]
+	if len(p.blocks.words) < prefetchSlots {
+		t.Fatalf("%d blocks in %d words: too few to read ahead", n, len(p.blocks.words))
+	}
+	got := kindsOf(p)
+	wantDef := uint64((n + 2) / 3)
+	if got[event.Definite] != wantDef || got[event.Reachable] != n-1-wantDef || got[event.Unclassified] != 1 {
+		t.Errorf("kinds %v, want %d definite, %d reachable, 1 unclassified", got, wantDef, n-1-wantDef)
+	}
+}

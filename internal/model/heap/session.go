@@ -101,8 +101,9 @@ func (s *Session) apply(evs []event.Event) {
 // instructions then took the C++ map trace's report from 279 to 252 ms.)
 const (
 	prefetchAhead = 16
-	// prefetchSlots is the index size from which Apply prefetches: 1 MB
-	// of slots (and 2.6 MB of entries), past a core's L2 cache here.
+	// prefetchSlots is the index size, in words, from which Apply
+	// prefetches: 1 MB of index (and 2.6 MB of entries), past a core's L2
+	// cache here.
 	prefetchSlots = 1 << 17
 )
 
@@ -110,7 +111,7 @@ const (
 // prefetch from.
 func (s *Session) bigTables() bool {
 	for _, p := range s.Procs {
-		if p != nil && len(p.blocks.slots) >= prefetchSlots {
+		if p != nil && len(p.blocks.words) >= prefetchSlots {
 			return true
 		}
 	}

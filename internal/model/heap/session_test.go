@@ -34,7 +34,7 @@ func TestApplyPrefetchesBigTables(t *testing.T) {
 	whole := NewSession()
 	whole.Apply(evs)
 	if !whole.bigTables() {
-		t.Fatalf("%d blocks live in %d slots: not prefetched from", n, len(whole.Procs[0].blocks.slots))
+		t.Fatalf("%d blocks live in %d words: not prefetched from", n, len(whole.Procs[0].blocks.words))
 	}
 	whole.Apply(batch)
 	if whole.prefetched == 0 {
