@@ -120,13 +120,12 @@ loop:
 			s := &sites[site]
 			s.dropLive(size)
 			tot.dropLive(size)
-			f := p.frees.next()
+			f, ffn := p.frees.next()
 			f.addr = ev.Addr
 			f.site = site
 			f.stack = stack
-			f.fn = ev.Fn
-			f.afn = afn
-			f.site1 = false
+			ffn.afn = afn
+			ffn.site1 = false
 			s.freed(size, stack)
 			tot.Frees++
 			if ev.Temporary() {

@@ -759,12 +759,12 @@ func (p *Process) refree(ev *event.Event) {
 	if _, live := p.blocks.get(ev.Addr); live {
 		return
 	}
-	ffn, ret := ev.RefreeOf()
+	_, ret := ev.RefreeOf()
 	var stack StackID
 	if ret != 0 {
 		stack = p.Stacks.intern([]uint64{ret}, p.ModuleOf)
 	}
-	p.frees.add(freeEntry{addr: ev.Addr, site: p.stackOf(ev.Stack), stack: stack, fn: ffn, afn: ev.Fn, site1: true})
+	p.frees.add(freeEntry{addr: ev.Addr, site: p.stackOf(ev.Stack), stack: stack, afn: ev.Fn, site1: true})
 }
 
 // released accounts a block taken out of the live set (free or realloc).
@@ -779,7 +779,7 @@ func (p *Process) freedBlock(addr uint64, b *Block, stack StackID, fn event.Fn, 
 	if p.scopes != nil {
 		p.scopes.freed(addr, *b, tid)
 	}
-	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, fn: fn, afn: b.Fn})
+	p.frees.add(freeEntry{addr: addr, site: b.Site, stack: stack, afn: b.Fn})
 	p.site(b.Site).freed(b.Size, stack)
 	p.Totals.Frees++
 	if p.obs != nil {
