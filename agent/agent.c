@@ -655,8 +655,12 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
 static inline void lp_rec_free(struct lp_thread *t, unsigned fn, void *p, void *fp)
 {
 	/* The allocator reads the block's header next, as seldom cached as
-	 * the map's word read here: both misses at once. */
-	__builtin_prefetch((const char *)p - 8);
+	 * the map's word read here: both misses at once. Not for a block of
+	 * the slot pool, which has no header: the prefetch's page walk
+	 * would mark the page before it, another slot's, accessed, and
+	 * --stale take that block for read. */
+	if (LP_LIKELY(!lp_is_slot(p)))
+		__builtin_prefetch((const char *)p - 8);
 	int folded = LP_LIKELY(t->fold && !t->in_fold) ? lp_fold_free_quick(t, fn, p, fp) : -1;
 	if (folded > 0)
 		return;
