@@ -678,7 +678,7 @@ func (c *collector) pipeline(im *image) {
 		}
 		for _, p := range im.pollers {
 			if evs := p.Poll(); len(evs) > 0 {
-				c.sink.send(im.idx, evs, false)
+				m.addPolled(evs)
 			}
 		}
 		if time.Since(lastReclaim) > 100*time.Millisecond {

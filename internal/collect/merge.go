@@ -29,6 +29,9 @@ type merger struct {
 	// age is how much older than the watermark the earliest pending
 	// event must be for take to copy events (0: any).
 	age uint64
+	// polls queues the events the image's pollers made (addPolled):
+	// queue -1.
+	polls ringQueue
 }
 
 // chunk is a batch that a ring's events are decoded into.
@@ -57,14 +60,22 @@ const maxSpare = 4
 
 // Buffer is the chunk a ring's drained events are appended to.
 func (m *merger) Buffer(ring int) *[]event.Event {
-	for ring >= len(m.rings) {
-		m.rings = append(m.rings, ringQueue{})
-	}
-	q := &m.rings[ring]
+	q := m.queue(ring)
 	if k := len(q.chunks); k == 0 || cap(q.chunks[k-1].evs)-len(q.chunks[k-1].evs) < minRoom {
 		q.chunks = append(q.chunks, chunk{evs: m.chunk()})
 	}
 	return &q.chunks[len(q.chunks)-1].evs
+}
+
+// queue is ring i's queue; -1 is the pollers'.
+func (m *merger) queue(i int) *ringQueue {
+	if i < 0 {
+		return &m.polls
+	}
+	for i >= len(m.rings) {
+		m.rings = append(m.rings, ringQueue{})
+	}
+	return &m.rings[i]
 }
 
 // chunk returns an empty chunk: one the rings emptied, or a fresh one.
@@ -85,7 +96,7 @@ func (m *merger) chunk() []event.Event {
 // definitions get the time of the event before them, and a record written
 // out of order by a signal handler moves back to its place.
 func (m *merger) Filled(ring int, from int) {
-	q := &m.rings[ring]
+	q := m.queue(ring)
 	c := &q.chunks[len(q.chunks)-1]
 	// Every queued event is at most last: only one older than that is
 	// out of place.
@@ -157,7 +168,14 @@ func (q *ringQueue) moveBack(j int) {
 	}
 }
 
-// add queues a ring's events (for tests).
+// addPolled queues events a poller made (a stale epoch, dated when it
+// read the pages) to go out in time order with the rings' events: sent
+// at once, it went ahead of allocations made before the reading and
+// still waiting in the merger, and the model saw those blocks born after
+// it.
+func (m *merger) addPolled(evs []event.Event) { m.add(-1, evs) }
+
+// add queues a ring's events.
 func (m *merger) add(ring int, evs []event.Event) {
 	for len(evs) > 0 {
 		q := m.Buffer(ring)
@@ -180,16 +198,17 @@ func (m *merger) take(upto uint64, all bool) {
 	for m.n > 0 {
 		// The ring whose next event is earliest, and the earliest next
 		// event of the others: the best ring runs until it passes that.
-		best, next := -1, ^uint64(0)
+		const none = -2
+		best, next := none, ^uint64(0)
 		var bt uint64
-		for i := range m.rings {
-			q := &m.rings[i]
+		for i := -1; i < len(m.rings); i++ {
+			q := m.queue(i)
 			if len(q.chunks) == 0 || q.head == len(q.chunks[0].evs) {
 				continue // (a chunk a failed drain left empty)
 			}
 			t := q.chunks[0].evs[q.head].Time
 			switch {
-			case best < 0:
+			case best == none:
 				best, bt = i, t
 			case t < bt:
 				next = min(next, bt)
@@ -198,10 +217,10 @@ func (m *merger) take(upto uint64, all bool) {
 				next = min(next, t)
 			}
 		}
-		if best < 0 || (!all && bt >= upto) {
+		if best == none || (!all && bt >= upto) {
 			break
 		}
-		q := &m.rings[best]
+		q := m.queue(best)
 		c := &q.chunks[0]
 		if q.head == 0 && c.max <= next && (all || c.max < upto) &&
 			(len(m.out) == 0 || 2*len(c.evs) >= cap(c.evs)) {

@@ -268,3 +268,24 @@ func TestMergerAfterFailedDrain(t *testing.T) {
 		t.Fatalf("took %d events, want 2; ring 0 keeps %d chunks", len(got), len(m.rings[0].chunks))
 	}
 }
+
+// TestMergerOrdersPolled: a poller's event (a stale epoch, dated when it
+// read the pages) goes out after the rings' events made before it, even
+// those drained after it was queued, and before the later ones.
+func TestMergerOrdersPolled(t *testing.T) {
+	var got []event.Event
+	m := batchMerger(t, minRoom, &got)
+	m.add(0, []event.Event{{Kind: event.Alloc, Time: 10}})
+	m.addPolled([]event.Event{{Kind: event.StaleEpoch, Time: 20, X: &event.Extra{}}})
+	m.add(0, []event.Event{{Kind: event.Alloc, Time: 15}, {Kind: event.Free, Time: 25}})
+	m.add(1, []event.Event{{Kind: event.Alloc, Time: 19}})
+	m.take(30, false)
+	got = takeAll(m, &got)
+	var times []uint64
+	for _, ev := range got {
+		times = append(times, ev.Time)
+	}
+	if len(got) != 5 || got[3].Kind != event.StaleEpoch || !sort.SliceIsSorted(times, func(i, j int) bool { return times[i] < times[j] }) {
+		t.Fatalf("took %v (times %v), want the epoch fourth, all in time order", got, times)
+	}
+}
