@@ -2,42 +2,24 @@ package collect
 
 import (
 	"io"
-	"os"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/heap"
 	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // traceEvents returns the events of the trace named by $LPT_FILE and its
 // time shift, or skips.
 func traceEvents(b *testing.B) ([]event.Event, uint) {
-	path := os.Getenv("LPT_FILE")
-	if path == "" {
-		b.Skip("needs LPT_FILE (a trace, e.g. of bench/workloads/longlived.c)")
-	}
-	batches, shift, err := tracefile.ReadBatches(path, 4096)
-	if err != nil {
-		b.Fatal(err)
-	}
+	batches, shift := testfixture.TraceBatches(b, 4096)
 	var evs []event.Event
 	for _, batch := range batches {
 		evs = append(evs, batch...)
 	}
 	return evs, shift
-}
-
-// threadCPU is the CPU time of the calling thread and of the process.
-func threadCPU() (thread, proc time.Duration) {
-	var t, p syscall.Rusage
-	syscall.Getrusage(1, &t) // RUSAGE_THREAD
-	syscall.Getrusage(syscall.RUSAGE_SELF, &p)
-	d := func(r *syscall.Rusage) time.Duration { return time.Duration(r.Utime.Nano() + r.Stime.Nano()) }
-	return d(&t), d(&p)
 }
 
 // BenchmarkSinkStages is what the sink does per event of a real trace
@@ -66,7 +48,7 @@ func BenchmarkSinkStages(b *testing.B) {
 			runtime.GC()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			t0, p0 := threadCPU()
+			t0, p0 := testfixture.ThreadCPU()
 			for b.Loop() {
 				m := heap.NewSession()
 				var w *tracefile.Writer
@@ -94,7 +76,7 @@ func BenchmarkSinkStages(b *testing.B) {
 					}
 				}
 			}
-			t1, p1 := threadCPU()
+			t1, p1 := testfixture.ThreadCPU()
 			n := float64(len(evs)) * float64(b.N)
 			b.ReportMetric(float64(t1-t0)/n, "sink-cpu-ns/event")
 			b.ReportMetric(float64(p1-p0)/n, "cpu-ns/event")

@@ -1,14 +1,12 @@
 package heap
 
 import (
-	"os"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leakpath/leakpath/internal/model/event"
-	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/testfixture"
 )
 
 // loopEvents is the event stream of an allocation loop: a window of 64
@@ -126,14 +124,7 @@ func BenchmarkApplyLongLived(b *testing.B) { benchApply(b, longLivedEvents(1<<21
 // (LPT_FILE=x.lpt, e.g. of bench/workloads/longlived.c), applied in the
 // batches the reader returns, with nothing else on the way.
 func BenchmarkApplyTrace(b *testing.B) {
-	path := os.Getenv("LPT_FILE")
-	if path == "" {
-		b.Skip("needs LPT_FILE (a trace, e.g. of bench/workloads/longlived.c)")
-	}
-	batches, _, err := tracefile.ReadBatches(path, 4096)
-	if err != nil {
-		b.Fatal(err)
-	}
+	batches, _ := testfixture.TraceBatches(b, 4096)
 	n := 0
 	for _, evs := range batches {
 		n += len(evs)
@@ -151,10 +142,8 @@ func BenchmarkApplyTrace(b *testing.B) {
 	b.ReportMetric(float64(threadCPU()-t0)/float64(b.N)/float64(n), "cpu-ns/event")
 }
 
-// threadCPU is the CPU time of the calling thread: on a loaded machine,
-// what it spends waiting for a core is no cost of its own.
+// threadCPU is the CPU time of the calling thread.
 func threadCPU() time.Duration {
-	var r syscall.Rusage
-	syscall.Getrusage(1, &r) // RUSAGE_THREAD
-	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	t, _ := testfixture.ThreadCPU()
+	return t
 }
