@@ -167,16 +167,12 @@ func (s *sink) close() {
 // of them) the pipelines may have sent that the sink has not applied yet.
 // When the sink is the slower side, the backlog waits in the agent's
 // rings, and the program for ring space, instead of in the collector's
-// memory: a bound of 64 batches let a C++ program (bench's cxxmap) keep
-// 25 MB of decoded events there, and its collector peaked at 141 MB
-// instead of 102 MB; it also ran 72 ms slower, the GC's work growing
-// with the heap. spareBatches is how many applied batches are kept for
-// reuse: the pipelines decode their rings into them too, and keep those
-// a few milliseconds (merger), so it is about as many as the bound lets
-// through and the rings hold: few are made anew (4 spares with 4 times
-// the bound made that collector larger than ever, from the garbage; 4
-// with the bound had the long-lived loop make 180 batches, 16 made 12,
-// each a few hundred fresh pages).
+// memory, which a larger bound let grow by tens of MB (and the GC's work
+// with it). spareBatches is how many applied batches are kept for reuse:
+// the pipelines decode their rings into them too and keep those a few
+// milliseconds (merger), so it is about as many as the bound lets
+// through and the rings hold; fewer had batches made anew all run long,
+// each a few hundred fresh pages to fault in.
 const (
 	inFlight     = 1 << 14
 	spareBatches = 16
