@@ -228,8 +228,9 @@ func (out *outputs) startTrace(meta tracefile.Meta, opts tracefile.Options, shif
 }
 
 // emptyLater truncates f, a report file an earlier run left, while the
-// program runs: the kernel took 15-30 ms to drop the pages of a 60 MB
-// JSON report, a delay before the program started. files waits for it.
+// program runs: dropping the pages of a large JSON report takes the
+// kernel tens of milliseconds, a delay before the program started.
+// files waits for it.
 func (out *outputs) emptyLater(f *os.File, what string) {
 	if out.emptying == nil {
 		out.emptying = make(chan error, 2) // the text and the JSON report
