@@ -880,7 +880,7 @@ func (c *collector) control(req control.Request) control.Response {
 // the sink.
 func (c *collector) newMerger(im *image) merger {
 	return merger{agent: &c.sink.agentAs, fresh: c.sink.buffer,
-		send: func(evs []event.Event, plain bool) { c.sink.sendBatch(batch{proc: im.idx, evs: evs, plain: plain}) }}
+		send: func(evs []event.Event, plain bool) { c.sink.sendDirect(batch{proc: im.idx, evs: evs, plain: plain}) }}
 }
 
 // ended returns how the image ended, or nil while it runs.

@@ -54,16 +54,31 @@ type held struct {
 // (a child that dies before, or is not recorded).
 const forkWait = 2 * time.Second
 
-// sink applies events to the model and the trace, in one goroutine, so
+// sink applies events to the model and the trace, one batch at a time, so
 // that both see the same order. A fork child must start from its parent's
 // heap as it was at the fork: the sink pauses the parent at its Fork event
 // until the child's ProcessStart is applied (or holds the child until the
 // parent reaches the fork).
+//
+// A pipeline applies its rings' batches itself when no other batch waits
+// and no one else applies (sendDirect): the events are applied on the core
+// that decoded them, while they are in its cache, without waking another
+// goroutine. The rest, and the pipelines' batches while someone applies,
+// queue for the sink's goroutine, which also does what the clock asks
+// (tick). Whoever applies holds the role (busy): one at a time.
 type sink struct {
-	model   *heap.Session
-	trace   TraceWriter
-	in      chan batch
-	done    chan struct{}
+	model *heap.Session
+	trace TraceWriter
+	done  chan struct{}
+
+	mu      sync.Mutex
+	idle    *sync.Cond // on mu: busy turned false
+	busy    bool       // someone applies (holds the role)
+	queue   []batch    // for the sink's goroutine, in order
+	closing bool
+	wake    chan struct{} // the sink's goroutine has work: queue, closing
+
+	// The rest is the role's (busy).
 	err     error
 	flushed time.Time // when the trace was last flushed
 	events  int64
@@ -87,7 +102,6 @@ type sink struct {
 	// that exits before its parent's fork reached the sink found no
 	// process in the model, and its exit went unscanned).
 	waiting map[uint32][]func(*heap.Session) []event.Event
-	once    sync.Once
 	// tickers look at the model now and then (Ticker).
 	tickers []*ticker
 }
@@ -100,14 +114,17 @@ type ticker struct {
 }
 
 func newSink(model *heap.Session, trace TraceWriter) *sink {
-	return &sink{
+	s := &sink{
 		model: model, trace: trace,
-		in: make(chan batch, 64), done: make(chan struct{}),
-		room:   newRoom(inFlight),
-		paused: map[uint32]*held{}, children: map[forkKey]*held{},
+		done: make(chan struct{}), wake: make(chan struct{}, 1),
+		room:    newRoom(inFlight),
+		flushed: time.Now(),
+		paused:  map[uint32]*held{}, children: map[forkKey]*held{},
 		childOf: map[uint32]forkKey{}, forked: map[forkKey]bool{},
 		waiting: map[uint32][]func(*heap.Session) []event.Event{},
 	}
+	s.idle = sync.NewCond(&s.mu)
+	return s
 }
 
 // buffer returns an empty batch to fill, reusing one the sink is done with.
@@ -140,26 +157,91 @@ func (s *sink) recycle(evs []event.Event, plain bool) {
 	s.freeMu.Unlock()
 }
 
-// send hands a batch to the sink; evs belongs to the sink afterwards. It
-// waits while the events sent and not yet applied fill the sink's room.
+// send hands a batch to the sink's goroutine; evs belongs to the sink
+// afterwards. It waits while the events queued fill the sink's room.
 func (s *sink) send(proc uint32, evs []event.Event, last bool) {
 	s.sendBatch(batch{proc: proc, evs: evs, last: last})
 }
 
-// sendAfter hands a batch to the sink with a function to run, on the
-// sink's goroutine, once the batch is applied.
+// sendAfter hands a batch to the sink's goroutine with a function to run
+// once the batch is applied.
 func (s *sink) sendAfter(proc uint32, evs []event.Event, after func(*heap.Session) []event.Event) {
 	s.sendBatch(batch{proc: proc, evs: evs, after: after})
 }
 
+// sendBatch queues b for the sink's goroutine. Called while applying (an
+// analysis's function), it only queues: the role is not taken twice.
 func (s *sink) sendBatch(b batch) {
 	s.room.take(cap(b.evs))
-	s.in <- b
+	s.mu.Lock()
+	s.queue = append(s.queue, b)
+	s.mu.Unlock()
+	s.poke()
 }
 
-// close waits for everything sent to be applied.
+// sendDirect applies a pipeline's batch b on the calling goroutine when
+// nothing is queued and no one applies, else queues it. Not for batches
+// with a function to run (their callers may hold what it needs).
+func (s *sink) sendDirect(b batch) {
+	s.mu.Lock()
+	if s.busy || len(s.queue) > 0 || s.closing {
+		s.mu.Unlock()
+		s.sendBatch(b)
+		return
+	}
+	s.busy = true
+	s.mu.Unlock()
+	s.handle(b)
+	s.mu.Lock()
+	s.release()
+	s.mu.Unlock()
+}
+
+// poke wakes the sink's goroutine, unless it is woken already.
+func (s *sink) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// acquire waits until no one applies and takes the role; s.mu is held.
+func (s *sink) acquire() {
+	for s.busy {
+		s.idle.Wait()
+	}
+	s.busy = true
+}
+
+// release gives the role up, to the sink's goroutine if a batch waits
+// for it; s.mu is held.
+func (s *sink) release() {
+	s.busy = false
+	s.idle.Broadcast()
+	if len(s.queue) > 0 {
+		s.poke()
+	}
+}
+
+// handle applies a batch; the caller holds the role.
+func (s *sink) handle(b batch) {
+	if s.feed(b.proc, b.evs, b.plain) {
+		s.recycle(b.evs, b.plain)
+	}
+	if b.after != nil {
+		s.waiting[b.proc] = append(s.waiting[b.proc], b.after)
+	}
+	if len(s.waiting) > 0 {
+		s.runWaiting()
+	}
+}
+
+// close waits for everything sent to be applied. Nothing is sent after.
 func (s *sink) close() {
-	s.once.Do(func() { close(s.in) })
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.poke()
 	<-s.done
 }
 
@@ -179,44 +261,66 @@ const (
 	batchEvents  = 4096 // a batch's capacity
 )
 
+// run is the sink's goroutine: it applies the queue, and every tick
+// checks the collector's budget, the held forks, the trace's flush and
+// the tickers.
 func (s *sink) run() {
 	defer close(s.done)
-	s.flushed = time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		ticked := false
 		select {
-		case b, ok := <-s.in:
-			if !ok {
-				s.releaseAll()
-				s.runWaiting()
-				s.flush()
-				return
-			}
-			n := cap(b.evs)
-			if s.feed(b.proc, b.evs, b.plain) {
-				s.recycle(b.evs, b.plain)
-			}
-			s.room.give(n)
-			if b.after != nil {
-				s.waiting[b.proc] = append(s.waiting[b.proc], b.after)
-			}
-			s.runWaiting()
+		case <-s.wake:
 		case <-tick.C:
-			if s.budget != nil {
-				s.budget()
+			ticked = true
+		}
+		s.mu.Lock()
+		s.acquire()
+		for len(s.queue) > 0 {
+			q := s.queue
+			s.queue = nil
+			s.mu.Unlock()
+			for _, b := range q {
+				n := cap(b.evs)
+				s.handle(b)
+				s.room.give(n)
 			}
-			s.expire()
+			s.mu.Lock()
+		}
+		closing := s.closing
+		s.mu.Unlock()
+		if ticked {
+			s.tick()
+		}
+		if closing {
+			s.releaseAll()
 			s.runWaiting()
-			if time.Since(s.flushed) >= traceFlushEvery {
-				s.flush()
-			}
-			for _, t := range s.tickers {
-				if time.Since(t.last) >= t.every {
-					t.last = time.Now()
-					t.Tick(s.model)
-				}
-			}
+			s.flush()
+		}
+		s.mu.Lock()
+		s.release()
+		s.mu.Unlock()
+		if closing {
+			return
+		}
+	}
+}
+
+// tick is the sink's work every tick; the caller holds the role.
+func (s *sink) tick() {
+	if s.budget != nil {
+		s.budget()
+	}
+	s.expire()
+	s.runWaiting()
+	if time.Since(s.flushed) >= traceFlushEvery {
+		s.flush()
+	}
+	for _, t := range s.tickers {
+		if time.Since(t.last) >= t.every {
+			t.last = time.Now()
+			t.Tick(s.model)
 		}
 	}
 }

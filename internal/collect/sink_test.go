@@ -1,6 +1,9 @@
 package collect
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/model/event"
@@ -27,5 +30,64 @@ func TestSinkReusesBatches(t *testing.T) {
 	}
 	if got = s.buffer(); cap(got) != batchEvents || len(got) != 0 {
 		t.Fatalf("a new batch of %d events (%d in it)", cap(got), len(got))
+	}
+}
+
+// TestSinkKeepsOrder: pipelines that apply their batches themselves
+// (sendDirect) and batches queued for the sink's goroutine (send,
+// sendAfter) are applied in the order each image sent them, whoever
+// applies them; a function queued from inside an applied one does not
+// wait for the role it runs under; close applies all that was sent.
+func TestSinkKeepsOrder(t *testing.T) {
+	s := newSink(heap.NewSession(), nil)
+	go s.run()
+	const procs, batches, per = 3, 200, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, procs*batches)
+	var nested atomic.Int64
+	for proc := uint32(0); proc < procs; proc++ {
+		s.send(proc, []event.Event{{Kind: event.ProcessStart, Proc: proc,
+			X: &event.Extra{Process: &event.ProcessInfo{Index: proc, ParentProc: -1, ExecOf: -1}}}}, false)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := uint64(1 << 20)
+			for k := 0; k < batches; k++ {
+				evs := make([]event.Event, 0, per)
+				for range per {
+					addr += 16
+					evs = append(evs, event.Event{Kind: event.Alloc, Fn: event.Malloc, Proc: proc, Addr: addr, Size: 16})
+				}
+				s.sendDirect(batch{proc: proc, evs: evs, plain: true})
+				if k%10 != 9 {
+					continue
+				}
+				want := uint64((k + 1) * per)
+				s.sendAfter(proc, nil, func(m *heap.Session) []event.Event {
+					if got := m.Process(proc).Totals.LiveBlocks; got != want {
+						errs <- fmt.Errorf("image %d: a function sent after %d blocks saw %d", proc, want, got)
+					}
+					s.sendAfter(proc, nil, func(*heap.Session) []event.Event {
+						nested.Add(1)
+						return nil
+					})
+					return nil
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	s.close()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for proc := uint32(0); proc < procs; proc++ {
+		if got := s.model.Process(proc).Totals.LiveBlocks; got != batches*per {
+			t.Errorf("image %d: %d blocks live after close, want %d", proc, got, batches*per)
+		}
+	}
+	if got := nested.Load(); got != procs*batches/10 {
+		t.Errorf("%d functions sent from applied ones ran, want %d", got, procs*batches/10)
 	}
 }
