@@ -59,21 +59,29 @@ type stackCount struct {
 	n     uint64
 }
 
-// addFreeStack counts one free of the site's blocks at stack. The slot
-// already holding stack is picked without a branch on which one it is: a
-// site whose blocks are freed from two stacks in no order (a loop freeing
-// what an earlier pass allocated) mispredicted the search nearly every
-// other free.
+// addFreeStack counts one free of the site's blocks at stack.
 func (s *Site) addFreeStack(stack StackID) {
-	fs := &s.freeStacks
-	// Slots hold distinct stacks: at most one of these is 1.
-	i := b2i(fs[1].stack == stack) | b2i(fs[2].stack == stack)<<1 | b2i(fs[3].stack == stack)*3
-	if fs[i].stack == stack {
-		fs[i].n++
-		return
+	if i := s.freeStackSlot(stack); s.freeStacks[i].stack == stack {
+		s.freeStacks[i].n++
+	} else {
+		s.addNewFreeStack(stack)
 	}
-	s.addFreeStacks(stack, 1)
 }
+
+// freeStackSlot returns the inline slot holding stack, if one does (else
+// any). It picks it without a branch on which one it is: a site whose
+// blocks are freed from several stacks in no order (a loop freeing what
+// an earlier pass allocated) mispredicted a search nearly every free.
+func (s *Site) freeStackSlot(stack StackID) int {
+	fs := &s.freeStacks // slots hold distinct stacks: one at most matches
+	return b2i(fs[1].stack == stack) | b2i(fs[2].stack == stack)<<1 | b2i(fs[3].stack == stack)*3
+}
+
+// addNewFreeStack counts one free of the site's blocks at stack, a stack
+// the inline slots may not hold yet. Not inlined: it is rare.
+//
+//go:noinline
+func (s *Site) addNewFreeStack(stack StackID) { s.addFreeStacks(stack, 1) }
 
 // b2i is 1 for true, 0 for false, without a branch.
 func b2i(b bool) int {
