@@ -422,11 +422,16 @@ func (r *Region) wakeProducers(force bool) {
 // Wait sleeps until a producer rings the doorbell or timeout passes. The
 // producer that rings clears the sleeping flag, so that the others do
 // not ring again before the collector runs: the doorbell is read before
-// the flag is set, and the rings looked at after.
+// the flag is set, and the rings looked at after. A producer rings once
+// its ring is over half full (or for news that is not in the rings): Wait
+// sleeps while the rings hold less. Drained as soon as a record came, a
+// ring was read right behind the thread writing it, and each read moved
+// cache lines the thread was writing (its ring's, its head) away from
+// its core: the program ran slower for it.
 func (r *Region) Wait(timeout time.Duration) {
 	bell := r.u32(wire.OffDoorbell).Load()
 	r.u32(wire.OffCollectorSleeping).Store(1)
-	if !r.pending() {
+	if !r.halfFull() {
 		futexWait(&r.mem[wire.OffDoorbell], bell, timeout)
 	}
 	r.u32(wire.OffCollectorSleeping).Store(0)
@@ -444,11 +449,15 @@ func (r *Region) Ring() {
 	futexWake(&r.mem[wire.OffDoorbell], 1)
 }
 
-// pending reports whether any ring has unread data.
-func (r *Region) pending() bool {
+// halfFull reports whether any ring holds unread records over half its
+// size: its thread rings the doorbell past that (agent/ring.c
+// lp_put_nudge), and may have looked at the sleeping flag before it was
+// set.
+func (r *Region) halfFull() bool {
 	used := int(r.u32(wire.OffSlotsUsed).Load())
+	half := uint64(r.opts.RingSize / 2)
 	for i := 0; i < used && i < r.opts.Slots; i++ {
-		if r.u64(r.slotOff(i)+wire.OffSlotHead).Load() != r.tails[i] {
+		if r.u64(r.slotOff(i)+wire.OffSlotHead).Load()-r.tails[i] > half {
 			return true
 		}
 	}

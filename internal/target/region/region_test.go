@@ -312,3 +312,41 @@ func TestTooManyModules(t *testing.T) {
 		t.Fatalf("one module more: %v", bad)
 	}
 }
+
+// TestWaitSleepsUnderHalf: Wait does not sleep past a ring over half
+// full, whose thread may have looked at the sleeping flag before it was
+// set and will not ring; a ring half full or less lets it sleep (its
+// thread rings once past half). The timeout is long enough that a loaded
+// machine never reaches it: only a sleep there does.
+func TestWaitSleepsUnderHalf(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := &producer{r: r, slot: 1}
+	p.claim(7)
+	for p.head < 2048 {
+		if !p.put(hdr(wire.RecFree, int(event.FreeFn), 3, 0), 1, 0x1000) {
+			t.Fatal("ring full")
+		}
+	}
+	if p.head != 2064 {
+		t.Fatalf("head %d", p.head)
+	}
+	if !r.halfFull() {
+		t.Fatal("2,064 bytes of 4,096 not over half")
+	}
+	done := make(chan struct{})
+	go func() { r.Wait(10 * time.Minute); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("Wait slept with a ring over half full")
+	}
+	drain(t, r)
+	p.put(hdr(wire.RecFree, int(event.FreeFn), 3, 0), 1, 0x1000)
+	if r.halfFull() {
+		t.Fatal("24 bytes of 4,096 over half")
+	}
+}
