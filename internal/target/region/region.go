@@ -333,52 +333,88 @@ func (r *Region) Drain(dst Target) (int, error) {
 		case (head-tail)%8 != 0:
 			return total, r.fail("ring %d head %d not on a record boundary", i, head)
 		}
-		n := int(head - tail)
-		base := r.dataOff + i*r.opts.RingSize
-		from := int(tail % size)
-		var data []byte
-		if from+n <= int(size) {
-			data = r.mem[base+from : base+from+n]
-		} else {
-			if cap(r.scratch) < n {
-				r.scratch = make([]byte, n)
-			}
-			data = r.scratch[:n]
-			k := copy(data, r.mem[base+from:base+int(size)])
-			copy(data[k:], r.mem[base:base+n-k])
-		}
-		for len(data) > 0 {
-			buf := dst.Buffer(i)
-			if len(*buf) == cap(*buf) {
-				// A target that gives no room gets it made.
-				*buf = append(*buf, event.Event{})[:len(*buf)]
-			}
-			before := len(*buf)
-			var err error
-			var k int
-			*buf, k, err = wire.DecodeSome(data, r.proc, r.ring(i), *buf)
-			if err != nil {
-				// What decoded before the bad record may be garbage too.
-				clear((*buf)[before:])
-				*buf = (*buf)[:before]
-				return total, r.fail("ring %d: %v", i, err)
-			}
-			if bad := r.countModules((*buf)[before:]); bad != nil {
-				clear((*buf)[before:])
-				*buf = (*buf)[:before]
-				return total, bad
-			}
-			dst.Filled(i, before)
-			data = data[k:]
+		if bad := r.decodeRing(i, int(tail%size), int(head-tail), dst); bad != nil {
+			return total, bad
 		}
 		r.tails[i] = head
 		r.u64(so + wire.OffSlotTail).Store(head)
-		total += n
+		total += int(head - tail)
 	}
 	if total > 0 {
 		r.wakeProducers(false)
 	}
 	return total, nil
+}
+
+// decodeRing decodes the n bytes of ring i's records from offset from
+// into dst. Where they wrap around the ring's end, only the record that
+// straddles it is copied: copied whole, they were read twice on most
+// drains (a pipeline drains a ring once it is half full).
+func (r *Region) decodeRing(i, from, n int, dst Target) *CorruptError {
+	ring := r.mem[r.dataOff+i*r.opts.RingSize : r.dataOff+(i+1)*r.opts.RingSize]
+	if from+n <= len(ring) {
+		_, bad := r.decode(i, ring[from:from+n], false, dst)
+		return bad
+	}
+	first, second := ring[from:], ring[:n-(len(ring)-from)]
+	k, bad := r.decode(i, first, true, dst)
+	if bad != nil {
+		return bad
+	}
+	if rest := first[k:]; len(rest) > 0 {
+		// Its header is in first: records are whole words, and so is the
+		// ring. (Read again here: the program may have changed it, which
+		// the decoding of the copy finds.)
+		words := int(binary.LittleEndian.Uint64(rest) >> 16 & 0xffff)
+		need := min(max(words*8-len(rest), 0), len(second))
+		r.scratch = append(append(r.scratch[:0], rest...), second[:need]...)
+		if _, bad := r.decode(i, r.scratch, false, dst); bad != nil {
+			return bad
+		}
+		second = second[need:]
+	}
+	_, bad = r.decode(i, second, false, dst)
+	return bad
+}
+
+// decode decodes ring i's records in data into dst, within the capacity
+// of the buffers dst gives (a full one is grown), and returns how many
+// bytes it decoded: all, unless short is set and the last record runs
+// past data's end. What decoded before a bad record is dropped (it may be
+// garbage too).
+func (r *Region) decode(i int, data []byte, short bool, dst Target) (int, *CorruptError) {
+	rg := r.ring(i)
+	done := 0
+	for done < len(data) {
+		buf := dst.Buffer(i)
+		if len(*buf) == cap(*buf) {
+			// A target that gives no room gets it made.
+			*buf = append(*buf, event.Event{})[:len(*buf)]
+		}
+		before, modules := len(*buf), rg.Modules
+		var err error
+		var k int
+		*buf, k, err = wire.DecodeSome(data[done:], r.proc, rg, *buf)
+		var de *wire.DecodeError
+		if err != nil && (!short || !errors.As(err, &de) || !de.Short) {
+			clear((*buf)[before:])
+			*buf = (*buf)[:before]
+			return done, r.fail("ring %d: %v", i, err)
+		}
+		if rg.Modules != modules {
+			if bad := r.countModules((*buf)[before:]); bad != nil {
+				clear((*buf)[before:])
+				*buf = (*buf)[:before]
+				return done, bad
+			}
+		}
+		dst.Filled(i, before)
+		done += k
+		if err != nil {
+			break // the record that runs past the end
+		}
+	}
+	return done, nil
 }
 
 // maxModules bounds the modules a process has loaded at once: each is at
