@@ -139,7 +139,26 @@ func TestDecodeRejects(t *testing.T) {
 		var de *DecodeError
 		if !errors.As(err, &de) {
 			t.Errorf("%s: got %v, want a *DecodeError", name, err)
+		} else if de.Short != (name == "past the end") {
+			t.Errorf("%s: Short %v", name, de.Short)
 		}
+	}
+}
+
+// TestDecodeShort: a record cut by the end of the bytes is reported
+// where it starts, as Short, after the whole records before it, and the
+// Modules count follows module loads and unloads.
+func TestDecodeShort(t *testing.T) {
+	in := words(hdr(RecModuleUnload, 0, 2, 4), 1, hdr(RecFree, int(event.FreeFn), 3, 0), 2, 0x1000,
+		hdr(RecAlloc, int(event.Malloc), 4, 1), 3, 0x2000)
+	r := Ring{Thread: 7}
+	out, n, err := DecodeSome(in, 1, &r, make([]event.Event, 0, 4))
+	var de *DecodeError
+	if !errors.As(err, &de) || !de.Short || de.Offset != 40 || n != 40 || len(out) != 2 {
+		t.Fatalf("decoded %d bytes, %d events, err %v; want 40, 2 and a Short error at 40", n, len(out), err)
+	}
+	if r.Modules != 1 {
+		t.Errorf("Modules %d after one unload", r.Modules)
 	}
 }
 
