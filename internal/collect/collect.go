@@ -729,11 +729,11 @@ func (c *collector) pipeline(im *image) {
 }
 
 // takeBudget is how many events a pipeline applies between drains of its
-// rings: about 0.2 ms of the model's work, while a busy thread fills its
+// rings: about 0.1 ms of the model's work, while a busy thread fills its
 // ring in about 0.6 ms. Applying every event due at once (a few
 // milliseconds of them when the collector is behind) left the program
 // waiting for ring space meanwhile.
-const takeBudget = 2 * batchEvents
+const takeBudget = batchEvents
 
 // maxPending bounds the events a pipeline keeps decoded (64 bytes each)
 // while it has events due to apply: past it, it leaves the rest in the
