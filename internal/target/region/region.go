@@ -365,8 +365,11 @@ func (r *Region) decodeRing(i, from, n int, dst Target) *CorruptError {
 		// Its header is in first: records are whole words, and so is the
 		// ring. (Read again here: the program may have changed it, which
 		// the decoding of the copy finds.)
-		words := int(binary.LittleEndian.Uint64(rest) >> 16 & 0xffff)
-		need := min(max(words*8-len(rest), 0), len(second))
+		need := 0
+		if len(rest) >= 8 {
+			words := int(binary.LittleEndian.Uint64(rest) >> 16 & 0xffff)
+			need = min(max(words*8-len(rest), 0), len(second))
+		}
 		r.scratch = append(append(r.scratch[:0], rest...), second[:need]...)
 		if _, bad := r.decode(i, r.scratch, false, dst); bad != nil {
 			return bad
