@@ -15,9 +15,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -155,6 +157,7 @@ type collector struct {
 	current     map[int32]*image // pid → latest image
 	mainPID     int32
 	wg          sync.WaitGroup
+	pipelines   atomic.Int32 // running (in wg)
 	spare       spareRegion
 	warnMu      sync.Mutex
 	warns       []string
@@ -574,6 +577,7 @@ func (c *collector) register(h launch.Hello) (int, error) {
 	c.images = append(c.images, im)
 	c.current[h.PID] = im
 	c.wg.Add(1)
+	c.pipelines.Add(1)
 	go c.pipeline(im)
 	return reg.FD(), nil
 }
@@ -641,6 +645,7 @@ const lateness = 2 * time.Millisecond
 // pipeline drains one image's rings until the image is gone.
 func (c *collector) pipeline(im *image) {
 	defer c.wg.Done()
+	defer c.pipelines.Add(-1)
 	defer close(im.gone)
 	defer unix.Close(im.pidfd)
 	c.sink.send(im.idx, []event.Event{im.start}, false)
@@ -723,7 +728,9 @@ func (c *collector) pipeline(im *image) {
 			return
 		}
 		if !more {
-			im.reg.Wait(time.Millisecond)
+			// Alone, it keeps its processor while it sleeps (its other
+			// goroutines have the others).
+			im.reg.Wait(time.Millisecond, c.pipelines.Load() == 1 && runtime.GOMAXPROCS(0) > 1)
 		}
 	}
 }
