@@ -472,8 +472,7 @@ func (r *Region) wakeProducers(force bool) {
 // for a caller that knows no other goroutine needs it: asleep in a
 // system call it gave it up, the runtime's monitor took it back after
 // 20 us when the other processors were busy, and then polled every 20 us
-// for a millisecond, two context switches each: about a tenth of the
-// collector's CPU time on the long-lived loop. The garbage collector's
+// for a millisecond, two context switches each. The garbage collector's
 // stops wait for the sleep (at most timeout) meanwhile.
 func (r *Region) Wait(timeout time.Duration, keep bool) {
 	bell := r.u32(wire.OffDoorbell).Load()
