@@ -104,7 +104,7 @@ const (
 const (
 	allocWindow = 1 << 16
 	freeWindow  = 1 << 12
-	allocTab    = 1 << 14
+	addrTab     = 1 << 14
 	freeTab     = 1 << 12
 	stackTab    = 1 << 14
 	numThreads  = 8
@@ -124,11 +124,57 @@ type stackEntry struct {
 	fn                  event.Fn
 }
 
-type addrEntry struct {
+// addrSlot is the encoder's record of an address: its latest allocation
+// and its latest free, in one entry, so that an event reads and writes a
+// single line of the table (the allocation a free releases and the free
+// an allocation reuses are those of the same address). A sequence number
+// is valid if it is at least the chunk's first (0 never is).
+type addrSlot struct {
+	// key: the address (below 1<<48: others are not kept) | the class of
+	// its allocation's size << 48.
+	key uint64
+	// seqs: the allocation's sequence number (below 1<<30) | freeFns
+	// index of its Fn's free << 30 | the free's sequence number << 32.
+	seqs uint64
+}
+
+type freeEntry struct {
 	addr uint64
-	seq  uint32 // the entry is valid if seq >= the chunk's first seq
-	cls  uint16 // classOf the size
-	fn   event.Fn
+	seq  uint32
+}
+
+const (
+	slotAddr  = 1<<48 - 1
+	slotSeq   = 1<<30 - 1
+	slotFnBit = 30
+	// seqRestart: the sequence numbers start over at a chunk's start once
+	// beyond it; a chunk (at most maxChunkSize bytes, at least a byte an
+	// event) cannot take them past slotSeq.
+	seqRestart = 1 << 29
+)
+
+// freeFns are the Fns that normally free memory, by their index in an
+// addrSlot.
+var freeFns = [4]event.Fn{event.FreeFn, event.Delete, event.DeleteArray, event.FreeFn}
+
+func freeFnIndex(f event.Fn) uint64 {
+	switch f {
+	case event.New:
+		return 1
+	case event.NewArray:
+		return 2
+	}
+	return 0
+}
+
+// encClass is the encoder's copy of a classEntry: instead of the addresses
+// it holds the sequence numbers of the frees that pushed them, and an
+// address is on top if its slot's latest free is the top one. (Half the
+// size: a class is looked up for nearly every event.)
+type encClass struct {
+	key    uint64
+	n, top uint16
+	frees  [classDepth]uint32
 }
 
 type ringEntry struct {
@@ -218,9 +264,11 @@ type model struct {
 	prevFree, freeNext   uint32
 	freeFn               event.Fn
 	epoch                uint16
-	stacks               []stackEntry
-	classes              []classEntry
-	names                []string // the scope names of the chunk, in the order first coded
+	// The tables are arrays, so that an index masked to their size needs
+	// no bounds check.
+	stacks  *[stackTab]stackEntry
+	classes *[classTab]classEntry
+	names   []string // the scope names of the chunk, in the order first coded
 }
 
 // maxChunkNames bounds the scope names a chunk's table holds; later ones
@@ -264,13 +312,13 @@ func (m *model) reset() {
 	clear(m.names)
 	m.names = m.names[:0]
 	if m.stacks == nil {
-		m.stacks = make([]stackEntry, stackTab)
-		m.classes = make([]classEntry, classTab)
+		m.stacks = new([stackTab]stackEntry)
+		m.classes = new([classTab]classEntry)
 	}
 	m.epoch++
 	if m.epoch == 0 {
-		clear(m.stacks)
-		clear(m.classes)
+		clear(m.stacks[:])
+		clear(m.classes[:])
 		m.epoch = 1
 	}
 }
@@ -289,13 +337,14 @@ func (m *model) timeFrom(u uint64) uint64 {
 // encoder appends the events of one chunk to its streams.
 type encoder struct {
 	model
-	s     [numStreams][]byte
-	alt   []byte // with dual, the time stream coded the other way
-	dual  bool   // code times both ways, so the writer can compare them
-	n     int    // events in the chunk
-	big   bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
-	alloc []addrEntry
-	free  []addrEntry
+	s       [numStreams][]byte
+	alt     []byte // with dual, the time stream coded the other way
+	dual    bool   // code times both ways, so the writer can compare them
+	n       int    // events in the chunk
+	big     bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
+	addrs   *[addrTab]addrSlot
+	free    *[freeTab]freeEntry // the frees whose address's entry held another's allocation
+	classes *[classTab]encClass // the encoder's model.classes
 	// nameIdx: the index of each name in model.names.
 	nameIdx map[string]int
 	callers callerTrie
@@ -309,7 +358,7 @@ type encoder struct {
 	allocSeq, allocStart uint32
 	freeSeq, freeStart   uint32
 	// lastFreed is the sequence number of the allocation the chunk's last
-	// back-referenced free released (0: none yet): see putFreed.
+	// back-referenced free released (0: none yet): see freedCode.
 	lastFreed uint32
 	// before7 codes as format versions before 7 did: frees only as
 	// distances back, aggregates the generic way.
@@ -322,7 +371,7 @@ type encoder struct {
 
 func newEncoder() *encoder {
 	// Sequence numbers start at 1 so that a zero entry is never valid.
-	e := &encoder{alloc: make([]addrEntry, allocTab), free: make([]addrEntry, freeTab), allocSeq: 1, freeSeq: 1,
+	e := &encoder{addrs: new([addrTab]addrSlot), free: new([freeTab]freeEntry), classes: new([classTab]encClass), allocSeq: 1, freeSeq: 1,
 		nameIdx: map[string]int{}}
 	e.reset()
 	return e
@@ -379,6 +428,10 @@ func (m *model) chainNewFree(id uint32, hit bool) {
 // reset starts a new chunk.
 func (e *encoder) reset() {
 	e.model.reset()
+	if e.epoch == 1 {
+		// (The epochs wrapped, as model.reset says.)
+		clear(e.classes[:])
+	}
 	clear(e.nameIdx)
 	e.callers.reset()
 	e.defFrames, e.defEnd = e.defFrames[:0], e.defEnd[:0]
@@ -387,10 +440,10 @@ func (e *encoder) reset() {
 	}
 	e.alt = e.alt[:0]
 	e.n, e.big = 0, false
-	if e.allocSeq > 1<<31 || e.freeSeq > 1<<31 {
-		// Restart the sequence numbers before they wrap.
-		clear(e.alloc)
-		clear(e.free)
+	if e.allocSeq > seqRestart || e.freeSeq > seqRestart {
+		// Restart the sequence numbers before they outgrow an addrSlot.
+		clear(e.addrs[:])
+		clear(e.free[:])
 		e.allocSeq, e.freeSeq = 1, 1
 	}
 	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
@@ -410,26 +463,25 @@ func (e *encoder) putStack(id uint32) {
 	e.s[sStack] = uv(e.s[sStack], v)
 }
 
-// putFreed codes the allocation a free releases, dist allocations back
+// freedCode codes the allocation a free releases, dist allocations back
 // (format version 7): 2*dist-1, or, counted from the allocation after the
 // one the previous free released, 2+2*zigzag(delta), whichever is smaller.
 // Programs free blocks in the order they allocated them at least as often
 // as the newest first (sqlite3 closing its database: 94 % of its frees):
 // then every free codes as 2. dist 0 (none known) codes as 0.
-func (e *encoder) putFreed(dist uint64) {
+// (Small enough to inline: the callers append the uvarint of what it
+// returns.)
+func (e *encoder) freedCode(dist uint64) uint64 {
 	if e.before7 || dist == 0 {
-		e.s[sAddr] = uv(e.s[sAddr], dist)
-		return
+		return dist
 	}
 	target := e.allocSeq - uint32(dist)
 	v := 2*dist - 1
 	if e.lastFreed != 0 {
-		if b := 2 + 2*zigzag(int64(target)-int64(e.lastFreed)-1); b < v {
-			v = b
-		}
+		v = min(v, 2+2*zigzag(int64(target)-int64(e.lastFreed)-1))
 	}
 	e.lastFreed = target
-	e.s[sAddr] = uv(e.s[sAddr], v)
+	return v
 }
 
 // full reports whether the chunk has reached size bytes. It looks at the
@@ -570,24 +622,90 @@ func uv(b []byte, v uint64) []byte {
 	return append(b, byte(v))
 }
 
-func (e *encoder) pushAlloc(addr uint64, cls uint16, fn event.Fn) {
-	e.alloc[addrHash(addr)&(allocTab-1)] = addrEntry{addr, e.allocSeq, cls, fn}
+// slot returns the table entry of addr.
+func (e *encoder) slot(addr uint64) *addrSlot { return &e.addrs[addrHash(addr)&(addrTab-1)] }
+
+// pushAlloc records an allocation of addr, whose entry is s.
+func (e *encoder) pushAlloc(s *addrSlot, addr uint64, cls uint16, fn event.Fn) {
+	seqs := uint64(e.allocSeq) | freeFnIndex(fn)<<slotFnBit
+	if s.key&slotAddr == addr {
+		s.seqs = s.seqs&^(1<<32-1) | seqs
+		s.key = addr | uint64(cls)<<48
+	} else if addr <= slotAddr {
+		*s = addrSlot{addr | uint64(cls)<<48, seqs}
+	}
 	e.allocSeq++
 }
 
-func (e *encoder) pushFree(addr uint64) {
-	e.free[addrHash(addr)&(freeTab-1)] = addrEntry{addr: addr, seq: e.freeSeq}
+// pushFree records a free of addr, whose entry is s; if s holds another
+// address's allocation, still in the window, in the table of frees
+// instead (the free of that address would be coded in full without it).
+func (e *encoder) pushFree(s *addrSlot, addr uint64) {
+	if s.key&slotAddr == addr {
+		s.seqs = s.seqs&(1<<32-1) | uint64(e.freeSeq)<<32
+	} else if seq := uint32(s.seqs & slotSeq); addr <= slotAddr && (seq < e.allocStart || e.allocSeq-seq > allocWindow) {
+		*s = addrSlot{addr, uint64(e.freeSeq) << 32}
+	} else {
+		e.free[addrHash(addr)&(freeTab-1)] = freeEntry{addr, e.freeSeq}
+	}
 	e.freeSeq++
 }
 
-// findAlloc returns the distance (1: the latest) to the allocation of addr
-// in the chunk's window, or 0, and that allocation.
-func (e *encoder) findAlloc(addr uint64) (uint64, *addrEntry) {
-	a := &e.alloc[addrHash(addr)&(allocTab-1)]
-	if a.addr == addr && a.seq >= e.allocStart && e.allocSeq-a.seq <= allocWindow {
-		return uint64(e.allocSeq - a.seq), a
+// findAlloc returns the distance (1: the latest) to the allocation of addr,
+// whose entry is s, in the chunk's window, or 0, and that allocation's
+// class and Fn's free.
+func (e *encoder) findAlloc(s *addrSlot, addr uint64) (dist uint64, cls uint16, free event.Fn) {
+	if s.key&slotAddr != addr {
+		return 0, 0, 0
 	}
-	return 0, nil
+	seq := uint32(s.seqs & slotSeq)
+	if seq < e.allocStart || e.allocSeq-seq > allocWindow {
+		return 0, 0, 0
+	}
+	return uint64(e.allocSeq - seq), uint16(s.key >> 48), freeFns[s.seqs>>slotFnBit&3]
+}
+
+// freed returns the sequence number of a free of addr, whose entry is s:
+// the latest, unless s lost it; or 0 for none.
+func (e *encoder) freed(s *addrSlot, addr uint64) uint32 {
+	if f := uint32(s.seqs >> 32); s.key&slotAddr == addr && f != 0 {
+		return f
+	}
+	return e.freedAside(addr)
+}
+
+func (e *encoder) freedAside(addr uint64) uint32 {
+	if f := &e.free[addrHash(addr)&(freeTab-1)]; f.addr == addr {
+		return f.seq
+	}
+	return 0
+}
+
+// classPush is model.classPush for the encoder: seq is the free's
+// sequence number.
+func (e *encoder) classPush(seq uint32, cls uint16, t int32) {
+	k := e.classKey(cls, t)
+	c := &e.classes[classHash(k)]
+	if c.key != k {
+		c.key, c.n = k, 0
+	}
+	c.top++
+	c.frees[c.top%classDepth] = seq
+	c.n = min(c.n+1, classDepth)
+}
+
+// classPop pops the top of the class list of cls (not 0) and thread t if
+// it is the address freed by the free of sequence number seq (not 0), and
+// reports whether it did.
+func (e *encoder) classPop(seq uint32, cls uint16, t int32) bool {
+	k := e.classKey(cls, t)
+	c := &e.classes[classHash(k)]
+	if c.key != k || c.n == 0 || c.frees[c.top%classDepth] != seq {
+		return false
+	}
+	c.top--
+	c.n--
+	return true
 }
 
 // checkEvent reports why ev cannot be stored, or nil.
@@ -809,14 +927,13 @@ func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) bool {
 // returns the op with the address's flags.
 func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 	addr := ev.Addr
-	f := &e.free[addrHash(addr)&(freeTab-1)]
+	s := e.slot(addr)
 	cls := classOf(ev.Size)
-	if c := e.classTop(cls, e.threads[0]); c != nil && c.peek() == addr {
+	if f := e.freed(s, addr); f != 0 && cls != 0 && e.classPop(f, cls, e.threads[0]) {
 		op |= 1 << 6
-		c.pop()
-	} else if f.addr == addr && f.seq >= e.freeStart && e.freeSeq-f.seq <= freeWindow {
+	} else if f >= e.freeStart && e.freeSeq-f <= freeWindow {
 		op |= 3 << 6
-		e.s[sAddr] = uv(e.s[sAddr], uint64(e.freeSeq-f.seq-1))
+		e.s[sAddr] = uv(e.s[sAddr], uint64(e.freeSeq-f-1))
 	} else if d := zigzag(int64(addr - e.allocBase())); d <= addr {
 		e.s[sAddr] = uv(e.s[sAddr], d)
 	} else {
@@ -825,7 +942,7 @@ func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 	}
 	e.prevAddr = addr
 	e.bump = addr + chunkSize(ev.Size)
-	e.pushAlloc(addr, cls, ev.Fn)
+	e.pushAlloc(s, addr, cls, ev.Fn)
 	return op
 }
 
@@ -855,10 +972,11 @@ func (e *encoder) addFree(ev *event.Event, hot bool) {
 		}
 	}
 	addr := ev.Addr
-	dist, a := e.findAlloc(addr)
+	s := e.slot(addr)
+	dist, cls, free := e.findAlloc(s, addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.putFreed(dist)
+		e.s[sAddr] = uv(e.s[sAddr], e.freedCode(dist))
 	} else {
 		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
 	}
@@ -866,13 +984,13 @@ func (e *encoder) addFree(ev *event.Event, hot bool) {
 	if ev.Kind == event.Free {
 		want = e.freeFn
 		if dist != 0 {
-			want = freeFnFor(a.fn)
-			if a.cls != 0 {
-				e.classPush(addr, a.cls, e.threads[0])
+			want = free
+			if cls != 0 {
+				e.classPush(e.freeSeq, cls, e.threads[0])
 			}
 		}
 		e.freeFn = ev.Fn
-		e.pushFree(addr)
+		e.pushFree(s, addr)
 	}
 	if ev.Fn == want {
 		op |= f1
@@ -891,14 +1009,11 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		e.putStack(ev.Stack)
 	}
 	addr, addr2 := ev.Addr, ev.NewAddr()
-	dist, a := e.findAlloc(addr)
-	var oldCls uint16
+	s := e.slot(addr)
+	dist, oldCls, _ := e.findAlloc(s, addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.putFreed(dist)
-		if a != nil {
-			oldCls = a.cls // before pushAlloc may reuse the entry
-		}
+		e.s[sAddr] = uv(e.s[sAddr], e.freedCode(dist))
 	} else {
 		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
 	}
@@ -914,16 +1029,16 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	e.s[sFn] = append(e.s[sFn], fb)
 	e.putSize(ev.Size)
 	if addr2 != 0 {
-		e.pushAlloc(addr2, classOf(ev.Size), event.Malloc)
+		e.pushAlloc(e.slot(addr2), addr2, classOf(ev.Size), event.Malloc)
 		e.prevAddr = addr2
 	} else {
 		e.prevAddr = addr
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
-		e.pushFree(addr)
 		if dist != 0 && oldCls != 0 {
-			e.classPush(addr, oldCls, e.threads[0])
+			e.classPush(e.freeSeq, oldCls, e.threads[0])
 		}
+		e.pushFree(s, addr)
 	}
 	e.s[sOps] = append(e.s[sOps], op)
 }

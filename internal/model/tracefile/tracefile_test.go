@@ -967,3 +967,67 @@ func TestHotCodes(t *testing.T) {
 		diffEvents(t, got, want)
 	}
 }
+
+// TestClassReuse checks the encoder's size-class lists (which hold the
+// frees' sequence numbers, not the addresses): an allocation codes as a
+// class hit (no address bytes) exactly when its address tops its class
+// and thread's list, and every event reads back.
+func TestClassReuse(t *testing.T) {
+	const base = 0x5000_0000
+	var evs []event.Event
+	tm := uint64(1)
+	add := func(k event.Kind, thread int32, addr, size uint64) {
+		fn := event.Malloc
+		if k == event.Free {
+			fn, size = event.FreeFn, 0
+		}
+		evs = append(evs, event.Event{Kind: k, Fn: fn, Thread: thread, Stack: 1, Time: tm, Addr: addr, Size: size})
+		tm++
+	}
+	// Five blocks of one class, freed and allocated back newest first:
+	// four hits (the list's depth), then a miss.
+	for i := range uint64(5) {
+		add(event.Alloc, 1, base+i*64, 40)
+	}
+	for i := range uint64(5) {
+		add(event.Free, 1, base+i*64, 0)
+	}
+	for i := range uint64(5) {
+		add(event.Alloc, 1, base+(4-i)*64, 40)
+	}
+	// Freed by thread 1, allocated by thread 2: not its list.
+	add(event.Free, 1, base, 0)
+	add(event.Alloc, 2, base, 40)
+	// Another class on top of the same thread's list of 40-byte blocks:
+	// the 40-byte one is still on top of its own.
+	add(event.Free, 2, base, 0)
+	add(event.Alloc, 2, base+0x1000, 200)
+	add(event.Free, 2, base+0x1000, 0)
+	add(event.Alloc, 2, base, 40)
+	// A block under the top is not a hit, and stays on the list.
+	add(event.Alloc, 2, base+0x2000, 40)
+	add(event.Free, 2, base+0x2000, 0)
+	add(event.Alloc, 2, base+0x3000, 40) // not from the list
+	add(event.Free, 2, base+0x3000, 0)
+	add(event.Alloc, 2, base+0x2000, 40) // under 0x3000
+	add(event.Alloc, 2, base+0x3000, 40) // the top
+
+	e := newEncoder()
+	var hits []int
+	for i := range evs {
+		if err := e.add(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if ops := e.s[sOps]; evs[i].Kind == event.Alloc && ops[len(ops)-1]>>6 == 1 {
+			hits = append(hits, i)
+		}
+	}
+	if want := []int{10, 11, 12, 13, 20, 26}; !slices.Equal(hits, want) {
+		t.Errorf("class hits at events %v, want %v", hits, want)
+	}
+	got, err := readAll(t, writeTrace(t, evs, Options{}, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffEvents(t, got, evs)
+}
