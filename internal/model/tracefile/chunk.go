@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/leakpath/leakpath/internal/model/event"
 )
@@ -323,6 +324,10 @@ func (m *model) reset() {
 	}
 }
 
+// coarse is t as times are stored: t >> shift. (shift is at most
+// maxTimeShift: the mask spares the code for shifts of 64 and more.)
+func (m *model) coarse(t uint64) uint64 { return t >> (m.shift & 63) }
+
 // timeFrom decodes a time delta or residual.
 func (m *model) timeFrom(u uint64) uint64 {
 	d := unzigzag(u)
@@ -367,6 +372,7 @@ type encoder struct {
 	before8 bool
 	// before10 codes Allocs and Frees without the hot codes.
 	before10 bool
+	room     int // events that may still be added without makeRoom
 }
 
 func newEncoder() *encoder {
@@ -439,7 +445,7 @@ func (e *encoder) reset() {
 		e.s[i] = e.s[i][:0]
 	}
 	e.alt = e.alt[:0]
-	e.n, e.big = 0, false
+	e.n, e.big, e.room = 0, false, 0
 	if e.allocSeq > seqRestart || e.freeSeq > seqRestart {
 		// Restart the sequence numbers before they outgrow an addrSlot.
 		clear(e.addrs[:])
@@ -460,7 +466,7 @@ func (e *encoder) putStack(id uint32) {
 	if e.before8 {
 		v = uint64(id)
 	}
-	e.s[sStack] = uv(e.s[sStack], v)
+	e.putUv(sStack, v)
 }
 
 // freedCode codes the allocation a free releases, dist allocations back
@@ -564,8 +570,8 @@ func chunkSize(size uint64) uint64 {
 // byte-wide column and one mostly of zeros entropy-code better than
 // varints whose first and second bytes share one distribution.
 func (e *encoder) putSize(n uint64) {
-	e.s[sSize] = append(e.s[sSize], byte(n))
-	e.s[sSizeHi] = uv(e.s[sSizeHi], n>>8)
+	e.put1(sSize, byte(n))
+	e.putUv(sSizeHi, n>>8)
 }
 
 // putTime codes time t in the time stream as timeMode says, and with dual
@@ -573,11 +579,11 @@ func (e *encoder) putSize(n uint64) {
 // probed needs no average: that case, nearly every event's, is small
 // enough to inline.
 func (e *encoder) putTime(t uint64) {
-	t >>= e.shift
+	t = e.coarse(t)
 	d := int64(t - e.prevTime)
 	e.prevTime = t
 	if v := zigzag(d); v < 0x80 && e.timeMode != timeEMA && !e.dual {
-		e.s[sTime] = append(e.s[sTime], byte(v))
+		e.put1(sTime, byte(v))
 		return
 	}
 	e.putDelta(d)
@@ -589,7 +595,7 @@ func (e *encoder) putDelta(d int64) {
 	if e.timeMode == timeEMA {
 		p, a = a, p
 	}
-	e.s[sTime] = uv(e.s[sTime], p)
+	e.putUv(sTime, p)
 	if e.dual {
 		e.putAlt(a)
 	}
@@ -604,7 +610,7 @@ func (e *encoder) putAlt(v uint64) { e.alt = uv(e.alt, v) }
 // does.
 // (Small enough to inline.)
 func (e *encoder) hotTimeOf(t uint64) byte {
-	if t>>e.shift == e.prevTime {
+	if t>>(e.shift&63) == e.prevTime {
 		return hotTime
 	}
 	e.putNewTime(t)
@@ -613,6 +619,46 @@ func (e *encoder) hotTimeOf(t uint64) byte {
 
 // putNewTime is putTime, not inlined.
 func (e *encoder) putNewTime(t uint64) { e.putTime(t) }
+
+// The streams are written without a check of their capacity (which
+// would make each write a call that might grow the slice, and then store
+// all of it): add makes room for roomEvents events of at most
+// maxEventBytes bytes a stream, and an event that may write more (a
+// StackDef, a generic event, a new scope name) appends as usual and
+// takes the room away.
+const (
+	roomEvents    = 64
+	maxEventBytes = 32
+)
+
+// makeRoom gives each stream room for roomEvents events.
+func (e *encoder) makeRoom() {
+	for i := range e.s {
+		e.s[i] = slices.Grow(e.s[i], roomEvents*maxEventBytes)
+	}
+	e.room = roomEvents
+}
+
+// put1 appends b to stream k, which has room.
+func (e *encoder) put1(k int, b byte) {
+	n := len(e.s[k])
+	e.s[k] = e.s[k][:n+1]
+	e.s[k][n] = b
+}
+
+// putUv appends the uvarint of v to stream k, which has room.
+func (e *encoder) putUv(k int, v uint64) {
+	b := e.s[k]
+	n := len(b)
+	b = b[:n+binary.MaxVarintLen64]
+	for v >= 0x80 {
+		b[n] = byte(v) | 0x80
+		v >>= 7
+		n++
+	}
+	b[n] = byte(v)
+	e.s[k] = e.s[k][:n+1]
+}
 
 func uv(b []byte, v uint64) []byte {
 	for v >= 0x80 {
@@ -768,12 +814,16 @@ func (e *encoder) add(ev *event.Event) error {
 			return err
 		}
 	}
+	if e.room == 0 {
+		e.makeRoom()
+	}
+	e.room--
 	if ev.Proc != e.proc {
 		if ev.Proc >= event.MaxImages {
 			return fmt.Errorf("%v event of process image %d (limit %d)", ev.Kind, ev.Proc, event.MaxImages)
 		}
-		e.s[sOps] = append(e.s[sOps], opSetProc)
-		e.s[sMisc] = uv(e.s[sMisc], uint64(ev.Proc))
+		e.put1(sOps, opSetProc)
+		e.putUv(sMisc, uint64(ev.Proc))
 		e.proc = ev.Proc
 	}
 	if ev.Thread != e.threads[0] {
@@ -789,8 +839,8 @@ func (e *encoder) add(ev *event.Event) error {
 					if e.addAllocHot(ev, lateNone, 0) {
 						return nil
 					}
-				} else if at <= ev.Time && at>>e.shift != 0 {
-					before := ev.Time>>e.shift - at>>e.shift
+				} else if at <= ev.Time && e.coarse(at) != 0 {
+					before := e.coarse(ev.Time) - e.coarse(at)
 					state := byte(lateCoded)
 					if before < 2 {
 						state = lateSame + byte(before)
@@ -804,14 +854,14 @@ func (e *encoder) add(ev *event.Event) error {
 				e.addAlloc(ev)
 				return nil
 			}
-			if at <= ev.Time && at>>e.shift != 0 {
+			if at <= ev.Time && e.coarse(at) != 0 {
 				// A late allocation: its own time is close before Time,
 				// and as coarse (version 6: before, it was exact).
 				e.addAlloc(ev)
 				ops := e.s[sOps]
 				ops[len(ops)-1] = ops[len(ops)-1]&^codeMask | opLateAlloc
-				before := ev.Time>>e.shift - at>>e.shift
-				e.s[sTime] = uv(e.s[sTime], before)
+				before := e.coarse(ev.Time) - e.coarse(at)
+				e.putUv(sTime, before)
 				if e.dual {
 					e.alt = uv(e.alt, before)
 				}
@@ -837,11 +887,11 @@ func (e *encoder) add(ev *event.Event) error {
 	} else if ev.Kind == event.StackDef && len(ev.Frames()) != 0 && ev.Aux == 0 && ev.ModuleInfo() == nil && ev.Text() == "" &&
 		ev.ProcessInfo() == nil && ev.ClockInfo() == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
 		e.addStackDef(ev)
-		e.big = true
+		e.big, e.room = true, 0
 		return nil
 	}
 	e.addGeneric(ev)
-	e.big = true
+	e.big, e.room = true, 0
 	return nil
 }
 
@@ -854,8 +904,8 @@ func (e *encoder) setThread(t int32) {
 			return
 		}
 	}
-	e.s[sOps] = append(e.s[sOps], opSetThread)
-	e.s[sMisc] = uv(e.s[sMisc], zigzag(int64(t)-int64(e.threads[0])))
+	e.put1(sOps, opSetThread)
+	e.putUv(sMisc, zigzag(int64(t)-int64(e.threads[0])))
 	copy(e.threads[1:], e.threads[:numThreads-1])
 	e.threads[0] = t
 }
@@ -868,7 +918,7 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	if se.epoch == e.epoch && se.id == ev.Stack && se.size == ev.Size && se.fn == ev.Fn {
 		op |= f0
 	} else {
-		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.put1(sFn, byte(ev.Fn))
 		e.putSize(ev.Size)
 		e.setStack(se, ev.Stack, ev.Size, ev.Fn)
 	}
@@ -903,18 +953,20 @@ func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) bool {
 	}
 	switch {
 	case !valid:
-		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.put1(sFn, byte(ev.Fn))
 		e.putSize(ev.Size)
 		e.setStack(se, id, ev.Size, ev.Fn)
 	case se.size == ev.Size:
 		op |= f0
 	default:
-		e.putSize(ev.Size)
+		// (putSize, inlined by hand: sizes vary in most loops.)
+		e.put1(sSize, byte(ev.Size))
+		e.putUv(sSizeHi, ev.Size>>8)
 		se.size = ev.Size
 	}
 	e.chainAlloc(se, id, hit)
 	if late == lateCoded {
-		e.s[sTime] = uv(e.s[sTime], before)
+		e.putUv(sTime, before)
 		if e.dual {
 			e.alt = uv(e.alt, before)
 		}
@@ -933,12 +985,12 @@ func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 		op |= 1 << 6
 	} else if f >= e.freeStart && e.freeSeq-f <= freeWindow {
 		op |= 3 << 6
-		e.s[sAddr] = uv(e.s[sAddr], uint64(e.freeSeq-f-1))
+		e.putUv(sAddr, uint64(e.freeSeq-f-1))
 	} else if d := zigzag(int64(addr - e.allocBase())); d <= addr {
-		e.s[sAddr] = uv(e.s[sAddr], d)
+		e.putUv(sAddr, d)
 	} else {
 		op |= 2 << 6
-		e.s[sAddr] = uv(e.s[sAddr], addr)
+		e.putUv(sAddr, addr)
 	}
 	e.prevAddr = addr
 	e.bump = addr + chunkSize(ev.Size)
@@ -976,9 +1028,9 @@ func (e *encoder) addFree(ev *event.Event, hot bool) {
 	dist, cls, free := e.findAlloc(s, addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.s[sAddr] = uv(e.s[sAddr], e.freedCode(dist))
+		e.putUv(sAddr, e.freedCode(dist))
 	} else {
-		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+		e.putUv(sAddr, zigzag(int64(addr-e.prevAddr)))
 	}
 	want := event.ReallocFn
 	if ev.Kind == event.Free {
@@ -988,17 +1040,21 @@ func (e *encoder) addFree(ev *event.Event, hot bool) {
 			if cls != 0 {
 				e.classPush(e.freeSeq, cls, e.threads[0])
 			}
+			// pushFree, where s is addr's.
+			s.seqs = s.seqs&(1<<32-1) | uint64(e.freeSeq)<<32
+			e.freeSeq++
+		} else {
+			e.pushFree(s, addr)
 		}
 		e.freeFn = ev.Fn
-		e.pushFree(s, addr)
 	}
 	if ev.Fn == want {
 		op |= f1
 	} else {
-		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.put1(sFn, byte(ev.Fn))
 	}
 	e.prevAddr = addr
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 func (e *encoder) addRealloc(ev *event.Event) {
@@ -1013,9 +1069,9 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	dist, oldCls, _ := e.findAlloc(s, addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.s[sAddr] = uv(e.s[sAddr], e.freedCode(dist))
+		e.putUv(sAddr, e.freedCode(dist))
 	} else {
-		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+		e.putUv(sAddr, zigzag(int64(addr-e.prevAddr)))
 	}
 	fb := byte(ev.Fn)
 	switch {
@@ -1024,9 +1080,9 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		fb |= 1 << 5
 	default:
 		fb |= 2 << 5
-		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr2-addr)))
+		e.putUv(sAddr, zigzag(int64(addr2-addr)))
 	}
-	e.s[sFn] = append(e.s[sFn], fb)
+	e.put1(sFn, fb)
 	e.putSize(ev.Size)
 	if addr2 != 0 {
 		e.pushAlloc(e.slot(addr2), addr2, classOf(ev.Size), event.Malloc)
@@ -1040,7 +1096,7 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		}
 		e.pushFree(s, addr)
 	}
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 // scopeMarker reports whether ev is a scope marker as the collector makes
@@ -1088,10 +1144,10 @@ func (e *encoder) addScope(ev *event.Event) {
 			e.nameIdx[ev.Text()] = len(e.names)
 			e.names = append(e.names, ev.Text())
 		}
-		e.big = true
+		e.big, e.room = true, 0
 	}
 	e.s[sMisc] = b
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 // compactAgg reports whether addAgg can code ev: its free's function
@@ -1110,25 +1166,25 @@ func compactAgg(ev *event.Event) bool {
 func (e *encoder) addAgg(ev *event.Event) {
 	op := byte(opAgg)
 	e.putTime(ev.Time)
-	e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+	e.put1(sFn, byte(ev.Fn))
 	fstack, ffn := ev.AggFree()
 	if ffn == freeFnFor(ev.Fn) {
 		op |= f1
 	} else {
-		e.s[sFn] = append(e.s[sFn], byte(ffn))
+		e.put1(sFn, byte(ffn))
 	}
 	e.putStack(ev.Stack)
 	if fstack != 0 {
 		op |= f0
 		e.putStack(fstack)
 	}
-	e.s[sMisc] = uv(e.s[sMisc], ev.AggPairs())
+	e.putUv(sMisc, ev.AggPairs())
 	e.putSize(ev.Size)
 	if temp := ev.AggTemporary(); temp != 0 {
 		op |= f2
-		e.s[sMisc] = uv(e.s[sMisc], temp)
+		e.putUv(sMisc, temp)
 	}
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 func (e *encoder) addStackDef(ev *event.Event) {
@@ -1140,22 +1196,22 @@ func (e *encoder) addStackDef(ev *event.Event) {
 	if ev.Stack == e.lastStack+1 {
 		op |= f1
 	} else {
-		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+		e.putUv(sStack, uint64(ev.Stack))
 	}
 	e.lastStack = ev.Stack
 	fr := ev.Frames()
 	if ref, k := e.callers.add(fr); k >= minSharedCallers {
 		// Only the frames below the callers it shares are coded.
 		op |= f2
-		e.s[sFrames] = uv(e.s[sFrames], uint64(ref))
-		e.s[sFrames] = uv(e.s[sFrames], uint64(k))
+		e.putUv(sFrames, uint64(ref))
+		e.putUv(sFrames, uint64(k))
 		e.putInner(fr, len(fr)-k, e.defined(len(e.defEnd)-ref))
 	} else {
 		e.putFrames(fr)
 	}
 	e.defFrames = append(e.defFrames, fr...)
 	e.defEnd = append(e.defEnd, len(e.defFrames))
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 // defined returns the frames of the chunk's i-th stack definition.

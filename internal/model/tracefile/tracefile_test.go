@@ -1031,3 +1031,40 @@ func TestClassReuse(t *testing.T) {
 	}
 	diffEvents(t, got, evs)
 }
+
+// TestWidestEvents writes runs of the compact kinds with every value at
+// its widest (each stream's writes are not checked for room one by one:
+// see makeRoom), among events that take the room away, and reads them
+// back.
+func TestWidestEvents(t *testing.T) {
+	const top = ^uint64(0)
+	var evs []event.Event
+	for i := range 300 {
+		tm := uint64(i) << 55
+		th := int32(i * 0x3fff_ffff)
+		evs = append(evs,
+			event.Event{Kind: event.Alloc, Fn: event.Malloc, Proc: uint32(i % 3), Thread: th, Stack: ^uint32(0) - uint32(i), Time: tm, Addr: top - uint64(i), Size: top >> (i % 9)},
+			event.Event{Kind: event.Alloc, Fn: event.New, Thread: th, Stack: 1, Time: tm + 1, Addr: top / 3, Size: 1<<20 - 40, Addr2: 1},
+			event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Thread: -th, Stack: ^uint32(0), Time: tm + 2, Addr: top - uint64(i), Addr2: uint64(i) << 40, Size: top},
+			event.Event{Kind: event.Free, Fn: event.Fn(255), Thread: -th, Stack: ^uint32(0) >> 1, Time: tm, Addr: top},
+			event.Event{Kind: event.Agg, Fn: event.Malloc, Thread: th, Stack: ^uint32(0), Time: tm, Addr: top, Addr2: top, Size: top, Aux: 255<<32 | uint64(^uint32(0))},
+			event.Event{Kind: event.ScopeEnd, Thread: th, Time: tm, Aux: top},
+		)
+		if i%50 == 0 {
+			evs = append(evs, event.Event{Kind: event.StackDef, Stack: uint32(i + 1), X: &event.Extra{Frames: make([]uint64, MaxFrames)}},
+				event.Event{Kind: event.ThreadName, Thread: th, Time: tm, X: &event.Extra{Text: strings.Repeat("x", 5000)}})
+		}
+	}
+	for _, opts := range []Options{{}, {TimeShift: 7}} {
+		got, err := readAll(t, writeTrace(t, evs, opts, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(evs) {
+			t.Fatalf("read %d events of %d", len(got), len(evs))
+		}
+		if opts.TimeShift == 0 {
+			diffEvents(t, got, normalize(evs))
+		}
+	}
+}
