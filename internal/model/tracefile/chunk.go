@@ -373,6 +373,9 @@ type encoder struct {
 	// before10 codes Allocs and Frees without the hot codes.
 	before10 bool
 	room     int // events that may still be added without makeRoom
+	// clsBase and clsMix: what the current thread and the epoch add to
+	// the key of a class and to its hash (see class).
+	clsBase, clsMix uint64
 }
 
 func newEncoder() *encoder {
@@ -438,6 +441,7 @@ func (e *encoder) reset() {
 		// (The epochs wrapped, as model.reset says.)
 		clear(e.classes[:])
 	}
+	e.setClass()
 	clear(e.nameIdx)
 	e.callers.reset()
 	e.defFrames, e.defEnd = e.defFrames[:0], e.defEnd[:0]
@@ -727,11 +731,23 @@ func (e *encoder) freedAside(addr uint64) uint32 {
 	return 0
 }
 
-// classPush is model.classPush for the encoder: seq is the free's
-// sequence number.
-func (e *encoder) classPush(seq uint32, cls uint16, t int32) {
-	k := e.classKey(cls, t)
-	c := &e.classes[classHash(k)]
+// setClass sets clsBase and clsMix for the current thread and epoch.
+func (e *encoder) setClass() {
+	e.clsBase = e.classKey(0, e.threads[0])
+	e.clsMix = (e.clsBase >> 16) * 0x9e37
+}
+
+// class returns the key and the entry of class cls (not 0) and the
+// current thread: classKey and classHash, less what only the thread and
+// the epoch change.
+func (e *encoder) class(cls uint16) (uint64, *encClass) {
+	return uint64(cls) | e.clsBase, &e.classes[(uint64(cls)^e.clsMix)&(classTab-1)]
+}
+
+// classPush is model.classPush for the encoder and the current thread:
+// seq is the free's sequence number.
+func (e *encoder) classPush(seq uint32, cls uint16) {
+	k, c := e.class(cls)
 	if c.key != k {
 		c.key, c.n = k, 0
 	}
@@ -740,12 +756,11 @@ func (e *encoder) classPush(seq uint32, cls uint16, t int32) {
 	c.n = min(c.n+1, classDepth)
 }
 
-// classPop pops the top of the class list of cls (not 0) and thread t if
-// it is the address freed by the free of sequence number seq (not 0), and
-// reports whether it did.
-func (e *encoder) classPop(seq uint32, cls uint16, t int32) bool {
-	k := e.classKey(cls, t)
-	c := &e.classes[classHash(k)]
+// classPop pops the top of the class list of cls (not 0) and the
+// current thread if it is the address freed by the free of sequence
+// number seq (not 0), and reports whether it did.
+func (e *encoder) classPop(seq uint32, cls uint16) bool {
+	k, c := e.class(cls)
 	if c.key != k || c.n == 0 || c.frees[c.top%classDepth] != seq {
 		return false
 	}
@@ -900,6 +915,7 @@ func (e *encoder) setThread(t int32) {
 		if e.threads[i] == t {
 			copy(e.threads[1:i+1], e.threads[:i])
 			e.threads[0] = t
+			e.setClass()
 			e.s[sOps] = append(e.s[sOps], opSetThread|byte(i)<<5)
 			return
 		}
@@ -908,6 +924,7 @@ func (e *encoder) setThread(t int32) {
 	e.putUv(sMisc, zigzag(int64(t)-int64(e.threads[0])))
 	copy(e.threads[1:], e.threads[:numThreads-1])
 	e.threads[0] = t
+	e.setClass()
 }
 
 func (e *encoder) addAlloc(ev *event.Event) {
@@ -981,7 +998,7 @@ func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 	addr := ev.Addr
 	s := e.slot(addr)
 	cls := classOf(ev.Size)
-	if f := e.freed(s, addr); f != 0 && cls != 0 && e.classPop(f, cls, e.threads[0]) {
+	if f := e.freed(s, addr); f != 0 && cls != 0 && e.classPop(f, cls) {
 		op |= 1 << 6
 	} else if f >= e.freeStart && e.freeSeq-f <= freeWindow {
 		op |= 3 << 6
@@ -1038,7 +1055,7 @@ func (e *encoder) addFree(ev *event.Event, hot bool) {
 		if dist != 0 {
 			want = free
 			if cls != 0 {
-				e.classPush(e.freeSeq, cls, e.threads[0])
+				e.classPush(e.freeSeq, cls)
 			}
 			// pushFree, where s is addr's.
 			s.seqs = s.seqs&(1<<32-1) | uint64(e.freeSeq)<<32
@@ -1092,7 +1109,7 @@ func (e *encoder) addRealloc(ev *event.Event) {
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
 		if dist != 0 && oldCls != 0 {
-			e.classPush(e.freeSeq, oldCls, e.threads[0])
+			e.classPush(e.freeSeq, oldCls)
 		}
 		e.pushFree(s, addr)
 	}
