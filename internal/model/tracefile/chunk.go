@@ -821,6 +821,46 @@ func checkLimits(ev *event.Event) error {
 // add appends one event to the chunk. It returns an error, and adds
 // nothing, for an event beyond the format's limits.
 func (e *encoder) add(ev *event.Event) error {
+	// Most events are Allocs and Frees of the current process and thread
+	// with the hot codes: they take a function of their own, which has
+	// nothing to keep across its calls (the rest, addAny, does).
+	if ev.X == nil && ev.Aux == 0 && ev.Proc == e.proc && ev.Thread == e.threads[0] && e.room > 0 && !e.before10 {
+		switch ev.Kind {
+		case event.Free:
+			if ev.Addr2 == 0 && ev.Size == 0 {
+				e.room--
+				e.n++
+				e.addFree(ev, true)
+				return nil
+			}
+		case event.Alloc:
+			if late, before, ok := e.lateState(ev); ok && e.addAllocHot(ev, late, before) {
+				e.room--
+				e.n++
+				return nil
+			}
+		}
+	}
+	return e.addAny(ev)
+}
+
+// lateState returns the late state of an Alloc (lateNone...lateCoded),
+// how many ticks before its Time it was made, and whether the hot codes
+// can say it.
+func (e *encoder) lateState(ev *event.Event) (late byte, before uint64, ok bool) {
+	if ev.Addr2 == 0 { // (AllocTime: not late)
+		return lateNone, 0, true
+	}
+	at := e.coarse(ev.Addr2)
+	if ev.Addr2 > ev.Time || at == 0 {
+		return 0, 0, false
+	}
+	before = e.coarse(ev.Time) - at
+	return lateSame + byte(min(before, 2)), before, true // (lateCoded from 2 on)
+}
+
+// addAny is add for any event.
+func (e *encoder) addAny(ev *event.Event) error {
 	// (A heap event has no Extra: one test for the common case.)
 	plain := ev.Aux == 0 && (ev.X == nil || ev.Frames() == nil && ev.ModuleInfo() == nil && ev.Text() == "" &&
 		ev.ProcessInfo() == nil && ev.ClockInfo() == nil)
@@ -850,19 +890,8 @@ func (e *encoder) add(ev *event.Event) error {
 		case event.Alloc:
 			at, late := ev.AllocTime()
 			if !e.before10 {
-				if !late {
-					if e.addAllocHot(ev, lateNone, 0) {
-						return nil
-					}
-				} else if at <= ev.Time && e.coarse(at) != 0 {
-					before := e.coarse(ev.Time) - e.coarse(at)
-					state := byte(lateCoded)
-					if before < 2 {
-						state = lateSame + byte(before)
-					}
-					if e.addAllocHot(ev, state, before) {
-						return nil
-					}
+				if state, before, ok := e.lateState(ev); ok && e.addAllocHot(ev, state, before) {
+					return nil
 				}
 			}
 			if !late {
