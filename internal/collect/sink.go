@@ -74,6 +74,7 @@ type sink struct {
 	mu      sync.Mutex
 	idle    *sync.Cond // on mu: busy turned false
 	busy    bool       // someone applies (holds the role)
+	wanted  bool       // the sink's goroutine waits for the role
 	queue   []batch    // for the sink's goroutine, in order
 	closing bool
 	wake    chan struct{} // the sink's goroutine has work: queue, closing
@@ -184,7 +185,7 @@ func (s *sink) sendBatch(b batch) {
 // with a function to run (their callers may hold what it needs).
 func (s *sink) sendDirect(b batch) {
 	s.mu.Lock()
-	if s.busy || len(s.queue) > 0 || s.closing {
+	if s.busy || s.wanted || len(s.queue) > 0 || s.closing {
 		s.mu.Unlock()
 		s.sendBatch(b)
 		return
@@ -205,11 +206,16 @@ func (s *sink) poke() {
 	}
 }
 
-// acquire waits until no one applies and takes the role; s.mu is held.
+// acquire waits until no one applies and takes the role, for the sink's
+// goroutine; s.mu is held. Meanwhile the pipelines queue their batches:
+// one that applies batch after batch would otherwise take the role back
+// each time before this goroutine woke, and the ticks would wait.
 func (s *sink) acquire() {
 	for s.busy {
+		s.wanted = true
 		s.idle.Wait()
 	}
+	s.wanted = false
 	s.busy = true
 }
 
