@@ -402,8 +402,10 @@ func (m *model) setStack(se *stackEntry, id uint32, size uint64, fn event.Fn) {
 // stack (hit), the previous Alloc's entry, if still valid, already says
 // so.
 func (m *model) chainAlloc(se *stackEntry, id uint32, hit bool) {
-	if p := &m.stacks[m.prevAlloc&(stackTab-1)]; !hit && p.epoch == m.epoch && p.id == m.prevAlloc {
-		p.nextAlloc = id
+	if !hit {
+		if p := &m.stacks[m.prevAlloc&(stackTab-1)]; p.epoch == m.epoch && p.id == m.prevAlloc {
+			p.nextAlloc = id
+		}
 	}
 	m.prevAlloc, m.allocNext = id, se.nextAlloc
 }
