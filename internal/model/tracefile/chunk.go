@@ -169,9 +169,10 @@ func freeFnIndex(f event.Fn) uint64 {
 }
 
 // encClass is the encoder's copy of a classEntry: instead of the addresses
-// it holds the sequence numbers of the frees that pushed them, and an
-// address is on top if its slot's latest free is the top one. (Half the
-// size: a class is looked up for nearly every event.)
+// it holds the sequence numbers of the frees that pushed them (unique: a
+// number names one free of one address), and an address is on top if the
+// top one is the free its entry knows of. (Half the size: a class is
+// looked up for nearly every event.)
 type encClass struct {
 	key    uint64
 	n, top uint16
