@@ -193,9 +193,18 @@ func (m *merger) add(ring int, evs []event.Event) {
 // one is older than upto by m.age more: meanwhile a chunk of a single
 // ring's events goes whole once it is old enough, and the sink is sent
 // fewer small batches.
-func (m *merger) take(upto uint64, all bool) {
+func (m *merger) take(upto uint64, all bool) { m.takeSome(upto, all, 0) }
+
+// takeSome is take that returns once it sent budget events or more
+// (0: no bound), reporting whether it stopped so: its caller can drain
+// the rings in between, and their threads write on meanwhile.
+func (m *merger) takeSome(upto uint64, all bool, budget int) (stopped bool) {
 	copying := all
+	sent := 0
 	for m.n > 0 {
+		if budget > 0 && sent >= budget {
+			return true
+		}
 		// The ring whose next event is earliest, and the earliest next
 		// event of the others: the best ring runs until it passes that.
 		const none = -2
@@ -226,6 +235,7 @@ func (m *merger) take(upto uint64, all bool) {
 			(len(m.out) == 0 || 2*len(c.evs) >= cap(c.evs)) {
 			// Every event of the chunk goes next: it is the batch
 			// (unless small, and after a batch begun).
+			sent += len(m.out) + len(c.evs)
 			m.sendOut()
 			m.n -= len(c.evs)
 			m.send(c.evs, c.refs == 0)
@@ -258,9 +268,11 @@ func (m *merger) take(upto uint64, all bool) {
 			q.drop()
 		}
 		if len(m.out) == cap(m.out) {
+			sent += len(m.out)
 			m.sendOut()
 		}
 	}
+	return false
 }
 
 // drop forgets the ring's first chunk, taken.

@@ -119,6 +119,36 @@ func TestMergerLatest(t *testing.T) {
 	}
 }
 
+// TestTakeSomeStops: takeSome stops once it sent its budget, saying so,
+// and the takes after go on where it stopped: every event due goes once,
+// in order.
+func TestTakeSomeStops(t *testing.T) {
+	var got []event.Event
+	m := batchMerger(t, minRoom, &got)
+	const n = 10 * minRoom
+	for i := range n {
+		m.add(0, []event.Event{{Kind: event.Alloc, Time: uint64(10 + i)}})
+	}
+	rounds := 0
+	for m.takeSome(10+n-5, false, 2*minRoom) {
+		if rounds++; len(got) < rounds*2*minRoom || len(got) > rounds*3*minRoom {
+			t.Fatalf("round %d: %d events sent, budget %d a round", rounds, len(got), 2*minRoom)
+		}
+	}
+	if rounds < 3 {
+		t.Errorf("%d rounds for %d events, budget %d", rounds, n, 2*minRoom)
+	}
+	m.sendOut()
+	if len(got) != n-5 {
+		t.Fatalf("sent %d events of %d due", len(got), n-5)
+	}
+	for i, ev := range got {
+		if ev.Time != uint64(10+i) {
+			t.Fatalf("event %d at %d, want %d", i, ev.Time, 10+i)
+		}
+	}
+}
+
 // TestDrainNamesAgent: a module load of the agent's link in the session
 // directory (gone after the run) names its real file once drained,
 // whether its chunk goes whole or is copied among another ring's events;

@@ -243,6 +243,36 @@ func BenchmarkEncodeHot(b *testing.B) {
 	b.ReportMetric(float64(ns.Nanoseconds())/float64(n), "ns/event")
 }
 
+// BenchmarkEncodeFile is BenchmarkEncodeHot on a real trace's events
+// (LPT_FILE=x.lpt), in batches as Writer.encode takes them, with the raw
+// payload size per event.
+func BenchmarkEncodeFile(b *testing.B) {
+	evs := fileEvents(b)
+	e := newEncoder()
+	batch := make([]event.Event, 1024)
+	var ns time.Duration
+	cpu := startCPU()
+	n, raw := 0, 0
+	for b.Loop() {
+		for i := 0; i < len(evs); i += len(batch) {
+			k := copy(batch, evs[i:])
+			start := time.Now()
+			for j := range k {
+				e.add(&batch[j])
+				if e.full(DefaultChunkSize) {
+					raw += e.size()
+					e.reset()
+				}
+			}
+			ns += time.Since(start)
+			n += k
+		}
+	}
+	b.ReportMetric(float64(ns.Nanoseconds())/float64(n), "ns/event")
+	cpu.report(b, float64(n))
+	b.ReportMetric(float64(raw)/float64(n), "rawB/event")
+}
+
 // fileEvents returns the events of the trace named by $LPT_FILE, or skips.
 func fileEvents(b *testing.B) []event.Event {
 	path := os.Getenv("LPT_FILE")

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/leakpath/leakpath/internal/model/event"
 )
@@ -104,7 +105,7 @@ const (
 const (
 	allocWindow = 1 << 16
 	freeWindow  = 1 << 12
-	allocTab    = 1 << 14
+	addrTab     = 1 << 14
 	freeTab     = 1 << 12
 	stackTab    = 1 << 14
 	numThreads  = 8
@@ -124,11 +125,58 @@ type stackEntry struct {
 	fn                  event.Fn
 }
 
-type addrEntry struct {
+// addrSlot is the encoder's record of an address: its latest allocation
+// and its latest free, in one entry, so that an event reads and writes a
+// single line of the table (the allocation a free releases and the free
+// an allocation reuses are those of the same address). A sequence number
+// is valid if it is at least the chunk's first (0 never is).
+type addrSlot struct {
+	// key: the address (below 1<<48: others are not kept) | the class of
+	// its allocation's size << 48.
+	key uint64
+	// seqs: the allocation's sequence number (below 1<<30) | freeFns
+	// index of its Fn's free << 30 | the free's sequence number << 32.
+	seqs uint64
+}
+
+type freeEntry struct {
 	addr uint64
-	seq  uint32 // the entry is valid if seq >= the chunk's first seq
-	cls  uint16 // classOf the size
-	fn   event.Fn
+	seq  uint32
+}
+
+const (
+	slotAddr  = 1<<48 - 1
+	slotSeq   = 1<<30 - 1
+	slotFnBit = 30
+	// seqRestart: the sequence numbers start over at a chunk's start once
+	// beyond it; a chunk (at most maxChunkSize bytes, at least a byte an
+	// event) cannot take them past slotSeq.
+	seqRestart = 1 << 29
+)
+
+// freeFns are the Fns that normally free memory, by their index in an
+// addrSlot.
+var freeFns = [4]event.Fn{event.FreeFn, event.Delete, event.DeleteArray, event.FreeFn}
+
+func freeFnIndex(f event.Fn) uint64 {
+	switch f {
+	case event.New:
+		return 1
+	case event.NewArray:
+		return 2
+	}
+	return 0
+}
+
+// encClass is the encoder's copy of a classEntry: instead of the addresses
+// it holds the sequence numbers of the frees that pushed them (unique: a
+// number names one free of one address), and an address is on top if the
+// top one is the free its entry knows of. (Half the size: a class is
+// looked up for nearly every event.)
+type encClass struct {
+	key    uint64
+	n, top uint16
+	frees  [classDepth]uint32
 }
 
 type ringEntry struct {
@@ -218,9 +266,11 @@ type model struct {
 	prevFree, freeNext   uint32
 	freeFn               event.Fn
 	epoch                uint16
-	stacks               []stackEntry
-	classes              []classEntry
-	names                []string // the scope names of the chunk, in the order first coded
+	// The tables are arrays, so that an index masked to their size needs
+	// no bounds check.
+	stacks  *[stackTab]stackEntry
+	classes *[classTab]classEntry
+	names   []string // the scope names of the chunk, in the order first coded
 }
 
 // maxChunkNames bounds the scope names a chunk's table holds; later ones
@@ -264,16 +314,20 @@ func (m *model) reset() {
 	clear(m.names)
 	m.names = m.names[:0]
 	if m.stacks == nil {
-		m.stacks = make([]stackEntry, stackTab)
-		m.classes = make([]classEntry, classTab)
+		m.stacks = new([stackTab]stackEntry)
+		m.classes = new([classTab]classEntry)
 	}
 	m.epoch++
 	if m.epoch == 0 {
-		clear(m.stacks)
-		clear(m.classes)
+		clear(m.stacks[:])
+		clear(m.classes[:])
 		m.epoch = 1
 	}
 }
+
+// coarse is t as times are stored: t >> shift. (shift is at most
+// maxTimeShift: the mask spares the code for shifts of 64 and more.)
+func (m *model) coarse(t uint64) uint64 { return t >> (m.shift & 63) }
 
 // timeFrom decodes a time delta or residual.
 func (m *model) timeFrom(u uint64) uint64 {
@@ -289,13 +343,14 @@ func (m *model) timeFrom(u uint64) uint64 {
 // encoder appends the events of one chunk to its streams.
 type encoder struct {
 	model
-	s     [numStreams][]byte
-	alt   []byte // with dual, the time stream coded the other way
-	dual  bool   // code times both ways, so the writer can compare them
-	n     int    // events in the chunk
-	big   bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
-	alloc []addrEntry
-	free  []addrEntry
+	s       [numStreams][]byte
+	alt     []byte // with dual, the time stream coded the other way
+	dual    bool   // code times both ways, so the writer can compare them
+	n       int    // events in the chunk
+	big     bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
+	addrs   *[addrTab]addrSlot
+	free    *[freeTab]freeEntry // the frees whose address's entry held another's allocation
+	classes *[classTab]encClass // the encoder's model.classes
 	// nameIdx: the index of each name in model.names.
 	nameIdx map[string]int
 	callers callerTrie
@@ -309,7 +364,7 @@ type encoder struct {
 	allocSeq, allocStart uint32
 	freeSeq, freeStart   uint32
 	// lastFreed is the sequence number of the allocation the chunk's last
-	// back-referenced free released (0: none yet): see putFreed.
+	// back-referenced free released (0: none yet): see freedCode.
 	lastFreed uint32
 	// before7 codes as format versions before 7 did: frees only as
 	// distances back, aggregates the generic way.
@@ -318,11 +373,15 @@ type encoder struct {
 	before8 bool
 	// before10 codes Allocs and Frees without the hot codes.
 	before10 bool
+	room     int // events that may still be added without makeRoom
+	// clsBase and clsMix: what the current thread and the epoch add to
+	// the key of a class and to its hash (see class).
+	clsBase, clsMix uint64
 }
 
 func newEncoder() *encoder {
 	// Sequence numbers start at 1 so that a zero entry is never valid.
-	e := &encoder{alloc: make([]addrEntry, allocTab), free: make([]addrEntry, freeTab), allocSeq: 1, freeSeq: 1,
+	e := &encoder{addrs: new([addrTab]addrSlot), free: new([freeTab]freeEntry), classes: new([classTab]encClass), allocSeq: 1, freeSeq: 1,
 		nameIdx: map[string]int{}}
 	e.reset()
 	return e
@@ -344,8 +403,10 @@ func (m *model) setStack(se *stackEntry, id uint32, size uint64, fn event.Fn) {
 // stack (hit), the previous Alloc's entry, if still valid, already says
 // so.
 func (m *model) chainAlloc(se *stackEntry, id uint32, hit bool) {
-	if p := &m.stacks[m.prevAlloc&(stackTab-1)]; !hit && p.epoch == m.epoch && p.id == m.prevAlloc {
-		p.nextAlloc = id
+	if !hit {
+		if p := &m.stacks[m.prevAlloc&(stackTab-1)]; p.epoch == m.epoch && p.id == m.prevAlloc {
+			p.nextAlloc = id
+		}
 	}
 	m.prevAlloc, m.allocNext = id, se.nextAlloc
 }
@@ -379,6 +440,11 @@ func (m *model) chainNewFree(id uint32, hit bool) {
 // reset starts a new chunk.
 func (e *encoder) reset() {
 	e.model.reset()
+	if e.epoch == 1 {
+		// (The epochs wrapped, as model.reset says.)
+		clear(e.classes[:])
+	}
+	e.setClass()
 	clear(e.nameIdx)
 	e.callers.reset()
 	e.defFrames, e.defEnd = e.defFrames[:0], e.defEnd[:0]
@@ -386,11 +452,11 @@ func (e *encoder) reset() {
 		e.s[i] = e.s[i][:0]
 	}
 	e.alt = e.alt[:0]
-	e.n, e.big = 0, false
-	if e.allocSeq > 1<<31 || e.freeSeq > 1<<31 {
-		// Restart the sequence numbers before they wrap.
-		clear(e.alloc)
-		clear(e.free)
+	e.n, e.big, e.room = 0, false, 0
+	if e.allocSeq > seqRestart || e.freeSeq > seqRestart {
+		// Restart the sequence numbers before they outgrow an addrSlot.
+		clear(e.addrs[:])
+		clear(e.free[:])
 		e.allocSeq, e.freeSeq = 1, 1
 	}
 	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
@@ -407,29 +473,28 @@ func (e *encoder) putStack(id uint32) {
 	if e.before8 {
 		v = uint64(id)
 	}
-	e.s[sStack] = uv(e.s[sStack], v)
+	e.putUv(sStack, v)
 }
 
-// putFreed codes the allocation a free releases, dist allocations back
+// freedCode codes the allocation a free releases, dist allocations back
 // (format version 7): 2*dist-1, or, counted from the allocation after the
 // one the previous free released, 2+2*zigzag(delta), whichever is smaller.
 // Programs free blocks in the order they allocated them at least as often
 // as the newest first (sqlite3 closing its database: 94 % of its frees):
 // then every free codes as 2. dist 0 (none known) codes as 0.
-func (e *encoder) putFreed(dist uint64) {
+// (Small enough to inline: the callers append the uvarint of what it
+// returns.)
+func (e *encoder) freedCode(dist uint64) uint64 {
 	if e.before7 || dist == 0 {
-		e.s[sAddr] = uv(e.s[sAddr], dist)
-		return
+		return dist
 	}
 	target := e.allocSeq - uint32(dist)
 	v := 2*dist - 1
 	if e.lastFreed != 0 {
-		if b := 2 + 2*zigzag(int64(target)-int64(e.lastFreed)-1); b < v {
-			v = b
-		}
+		v = min(v, 2+2*zigzag(int64(target)-int64(e.lastFreed)-1))
 	}
 	e.lastFreed = target
-	e.s[sAddr] = uv(e.s[sAddr], v)
+	return v
 }
 
 // full reports whether the chunk has reached size bytes. It looks at the
@@ -512,8 +577,8 @@ func chunkSize(size uint64) uint64 {
 // byte-wide column and one mostly of zeros entropy-code better than
 // varints whose first and second bytes share one distribution.
 func (e *encoder) putSize(n uint64) {
-	e.s[sSize] = append(e.s[sSize], byte(n))
-	e.s[sSizeHi] = uv(e.s[sSizeHi], n>>8)
+	e.put1(sSize, byte(n))
+	e.putUv(sSizeHi, n>>8)
 }
 
 // putTime codes time t in the time stream as timeMode says, and with dual
@@ -521,11 +586,11 @@ func (e *encoder) putSize(n uint64) {
 // probed needs no average: that case, nearly every event's, is small
 // enough to inline.
 func (e *encoder) putTime(t uint64) {
-	t >>= e.shift
+	t = e.coarse(t)
 	d := int64(t - e.prevTime)
 	e.prevTime = t
 	if v := zigzag(d); v < 0x80 && e.timeMode != timeEMA && !e.dual {
-		e.s[sTime] = append(e.s[sTime], byte(v))
+		e.put1(sTime, byte(v))
 		return
 	}
 	e.putDelta(d)
@@ -537,7 +602,7 @@ func (e *encoder) putDelta(d int64) {
 	if e.timeMode == timeEMA {
 		p, a = a, p
 	}
-	e.s[sTime] = uv(e.s[sTime], p)
+	e.putUv(sTime, p)
 	if e.dual {
 		e.putAlt(a)
 	}
@@ -552,7 +617,7 @@ func (e *encoder) putAlt(v uint64) { e.alt = uv(e.alt, v) }
 // does.
 // (Small enough to inline.)
 func (e *encoder) hotTimeOf(t uint64) byte {
-	if t>>e.shift == e.prevTime {
+	if t>>(e.shift&63) == e.prevTime {
 		return hotTime
 	}
 	e.putNewTime(t)
@@ -562,6 +627,46 @@ func (e *encoder) hotTimeOf(t uint64) byte {
 // putNewTime is putTime, not inlined.
 func (e *encoder) putNewTime(t uint64) { e.putTime(t) }
 
+// The streams are written without a check of their capacity (which
+// would make each write a call that might grow the slice, and then store
+// all of it): add makes room for roomEvents events of at most
+// maxEventBytes bytes a stream, and an event that may write more (a
+// StackDef, a generic event, a new scope name) appends as usual and
+// takes the room away.
+const (
+	roomEvents    = 64
+	maxEventBytes = 32
+)
+
+// makeRoom gives each stream room for roomEvents events.
+func (e *encoder) makeRoom() {
+	for i := range e.s {
+		e.s[i] = slices.Grow(e.s[i], roomEvents*maxEventBytes)
+	}
+	e.room = roomEvents
+}
+
+// put1 appends b to stream k, which has room.
+func (e *encoder) put1(k int, b byte) {
+	n := len(e.s[k])
+	e.s[k] = e.s[k][:n+1]
+	e.s[k][n] = b
+}
+
+// putUv appends the uvarint of v to stream k, which has room.
+func (e *encoder) putUv(k int, v uint64) {
+	b := e.s[k]
+	n := len(b)
+	b = b[:n+binary.MaxVarintLen64]
+	for v >= 0x80 {
+		b[n] = byte(v) | 0x80
+		v >>= 7
+		n++
+	}
+	b[n] = byte(v)
+	e.s[k] = e.s[k][:n+1]
+}
+
 func uv(b []byte, v uint64) []byte {
 	for v >= 0x80 {
 		b = append(b, byte(v)|0x80)
@@ -570,24 +675,101 @@ func uv(b []byte, v uint64) []byte {
 	return append(b, byte(v))
 }
 
-func (e *encoder) pushAlloc(addr uint64, cls uint16, fn event.Fn) {
-	e.alloc[addrHash(addr)&(allocTab-1)] = addrEntry{addr, e.allocSeq, cls, fn}
+// slot returns the table entry of addr.
+func (e *encoder) slot(addr uint64) *addrSlot { return &e.addrs[addrHash(addr)&(addrTab-1)] }
+
+// pushAlloc records an allocation of addr, whose entry is s.
+func (e *encoder) pushAlloc(s *addrSlot, addr uint64, cls uint16, fn event.Fn) {
+	seqs := uint64(e.allocSeq) | freeFnIndex(fn)<<slotFnBit
+	if s.key&slotAddr == addr {
+		s.seqs = s.seqs&^(1<<32-1) | seqs
+		s.key = addr | uint64(cls)<<48
+	} else if addr <= slotAddr {
+		*s = addrSlot{addr | uint64(cls)<<48, seqs}
+	}
 	e.allocSeq++
 }
 
-func (e *encoder) pushFree(addr uint64) {
-	e.free[addrHash(addr)&(freeTab-1)] = addrEntry{addr: addr, seq: e.freeSeq}
+// pushFree records a free of addr, whose entry is s; if s holds another
+// address's allocation, still in the window, in the table of frees
+// instead (the free of that address would be coded in full without it).
+func (e *encoder) pushFree(s *addrSlot, addr uint64) {
+	if s.key&slotAddr == addr {
+		s.seqs = s.seqs&(1<<32-1) | uint64(e.freeSeq)<<32
+	} else if seq := uint32(s.seqs & slotSeq); addr <= slotAddr && (seq < e.allocStart || e.allocSeq-seq > allocWindow) {
+		*s = addrSlot{addr, uint64(e.freeSeq) << 32}
+	} else {
+		e.free[addrHash(addr)&(freeTab-1)] = freeEntry{addr, e.freeSeq}
+	}
 	e.freeSeq++
 }
 
-// findAlloc returns the distance (1: the latest) to the allocation of addr
-// in the chunk's window, or 0, and that allocation.
-func (e *encoder) findAlloc(addr uint64) (uint64, *addrEntry) {
-	a := &e.alloc[addrHash(addr)&(allocTab-1)]
-	if a.addr == addr && a.seq >= e.allocStart && e.allocSeq-a.seq <= allocWindow {
-		return uint64(e.allocSeq - a.seq), a
+// findAlloc returns the distance (1: the latest) to the allocation of addr,
+// whose entry is s, in the chunk's window, or 0, and that allocation's
+// class and Fn's free.
+func (e *encoder) findAlloc(s *addrSlot, addr uint64) (dist uint64, cls uint16, free event.Fn) {
+	if s.key&slotAddr != addr {
+		return 0, 0, 0
 	}
-	return 0, nil
+	seq := uint32(s.seqs & slotSeq)
+	if seq < e.allocStart || e.allocSeq-seq > allocWindow {
+		return 0, 0, 0
+	}
+	return uint64(e.allocSeq - seq), uint16(s.key >> 48), freeFns[s.seqs>>slotFnBit&3]
+}
+
+// freed returns the sequence number of a free of addr, whose entry is s:
+// the latest, unless s lost it; or 0 for none.
+func (e *encoder) freed(s *addrSlot, addr uint64) uint32 {
+	if f := uint32(s.seqs >> 32); s.key&slotAddr == addr && f != 0 {
+		return f
+	}
+	return e.freedAside(addr)
+}
+
+func (e *encoder) freedAside(addr uint64) uint32 {
+	if f := &e.free[addrHash(addr)&(freeTab-1)]; f.addr == addr {
+		return f.seq
+	}
+	return 0
+}
+
+// setClass sets clsBase and clsMix for the current thread and epoch.
+func (e *encoder) setClass() {
+	e.clsBase = e.classKey(0, e.threads[0])
+	e.clsMix = (e.clsBase >> 16) * 0x9e37
+}
+
+// class returns the key and the entry of class cls (not 0) and the
+// current thread: classKey and classHash, less what only the thread and
+// the epoch change.
+func (e *encoder) class(cls uint16) (uint64, *encClass) {
+	return uint64(cls) | e.clsBase, &e.classes[(uint64(cls)^e.clsMix)&(classTab-1)]
+}
+
+// classPush is model.classPush for the encoder and the current thread:
+// seq is the free's sequence number.
+func (e *encoder) classPush(seq uint32, cls uint16) {
+	k, c := e.class(cls)
+	if c.key != k {
+		c.key, c.n = k, 0
+	}
+	c.top++
+	c.frees[c.top%classDepth] = seq
+	c.n = min(c.n+1, classDepth)
+}
+
+// classPop pops the top of the class list of cls (not 0) and the
+// current thread if it is the address freed by the free of sequence
+// number seq (not 0), and reports whether it did.
+func (e *encoder) classPop(seq uint32, cls uint16) bool {
+	k, c := e.class(cls)
+	if c.key != k || c.n == 0 || c.frees[c.top%classDepth] != seq {
+		return false
+	}
+	c.top--
+	c.n--
+	return true
 }
 
 // checkEvent reports why ev cannot be stored, or nil.
@@ -642,6 +824,46 @@ func checkLimits(ev *event.Event) error {
 // add appends one event to the chunk. It returns an error, and adds
 // nothing, for an event beyond the format's limits.
 func (e *encoder) add(ev *event.Event) error {
+	// Most events are Allocs and Frees of the current process and thread
+	// with the hot codes: they take a function of their own, which has
+	// nothing to keep across its calls (the rest, addAny, does).
+	if ev.X == nil && ev.Aux == 0 && ev.Proc == e.proc && ev.Thread == e.threads[0] && e.room > 0 && !e.before10 {
+		switch ev.Kind {
+		case event.Free:
+			if ev.Addr2 == 0 && ev.Size == 0 {
+				e.room--
+				e.n++
+				e.addFree(ev, true)
+				return nil
+			}
+		case event.Alloc:
+			if late, before, ok := e.lateState(ev); ok && e.addAllocHot(ev, late, before) {
+				e.room--
+				e.n++
+				return nil
+			}
+		}
+	}
+	return e.addAny(ev)
+}
+
+// lateState returns the late state of an Alloc (lateNone...lateCoded),
+// how many ticks before its Time it was made, and whether the hot codes
+// can say it.
+func (e *encoder) lateState(ev *event.Event) (late byte, before uint64, ok bool) {
+	if ev.Addr2 == 0 { // (AllocTime: not late)
+		return lateNone, 0, true
+	}
+	at := e.coarse(ev.Addr2)
+	if ev.Addr2 > ev.Time || at == 0 {
+		return 0, 0, false
+	}
+	before = e.coarse(ev.Time) - at
+	return lateSame + byte(min(before, 2)), before, true // (lateCoded from 2 on)
+}
+
+// addAny is add for any event.
+func (e *encoder) addAny(ev *event.Event) error {
 	// (A heap event has no Extra: one test for the common case.)
 	plain := ev.Aux == 0 && (ev.X == nil || ev.Frames() == nil && ev.ModuleInfo() == nil && ev.Text() == "" &&
 		ev.ProcessInfo() == nil && ev.ClockInfo() == nil)
@@ -650,12 +872,16 @@ func (e *encoder) add(ev *event.Event) error {
 			return err
 		}
 	}
+	if e.room == 0 {
+		e.makeRoom()
+	}
+	e.room--
 	if ev.Proc != e.proc {
 		if ev.Proc >= event.MaxImages {
 			return fmt.Errorf("%v event of process image %d (limit %d)", ev.Kind, ev.Proc, event.MaxImages)
 		}
-		e.s[sOps] = append(e.s[sOps], opSetProc)
-		e.s[sMisc] = uv(e.s[sMisc], uint64(ev.Proc))
+		e.put1(sOps, opSetProc)
+		e.putUv(sMisc, uint64(ev.Proc))
 		e.proc = ev.Proc
 	}
 	if ev.Thread != e.threads[0] {
@@ -667,33 +893,22 @@ func (e *encoder) add(ev *event.Event) error {
 		case event.Alloc:
 			at, late := ev.AllocTime()
 			if !e.before10 {
-				if !late {
-					if e.addAllocHot(ev, lateNone, 0) {
-						return nil
-					}
-				} else if at <= ev.Time && at>>e.shift != 0 {
-					before := ev.Time>>e.shift - at>>e.shift
-					state := byte(lateCoded)
-					if before < 2 {
-						state = lateSame + byte(before)
-					}
-					if e.addAllocHot(ev, state, before) {
-						return nil
-					}
+				if state, before, ok := e.lateState(ev); ok && e.addAllocHot(ev, state, before) {
+					return nil
 				}
 			}
 			if !late {
 				e.addAlloc(ev)
 				return nil
 			}
-			if at <= ev.Time && at>>e.shift != 0 {
+			if at <= ev.Time && e.coarse(at) != 0 {
 				// A late allocation: its own time is close before Time,
 				// and as coarse (version 6: before, it was exact).
 				e.addAlloc(ev)
 				ops := e.s[sOps]
 				ops[len(ops)-1] = ops[len(ops)-1]&^codeMask | opLateAlloc
-				before := ev.Time>>e.shift - at>>e.shift
-				e.s[sTime] = uv(e.s[sTime], before)
+				before := e.coarse(ev.Time) - e.coarse(at)
+				e.putUv(sTime, before)
 				if e.dual {
 					e.alt = uv(e.alt, before)
 				}
@@ -719,11 +934,11 @@ func (e *encoder) add(ev *event.Event) error {
 	} else if ev.Kind == event.StackDef && len(ev.Frames()) != 0 && ev.Aux == 0 && ev.ModuleInfo() == nil && ev.Text() == "" &&
 		ev.ProcessInfo() == nil && ev.ClockInfo() == nil && ev.Fn == 0 && ev.Addr == 0 && ev.Addr2 == 0 && ev.Size == 0 {
 		e.addStackDef(ev)
-		e.big = true
+		e.big, e.room = true, 0
 		return nil
 	}
 	e.addGeneric(ev)
-	e.big = true
+	e.big, e.room = true, 0
 	return nil
 }
 
@@ -732,14 +947,16 @@ func (e *encoder) setThread(t int32) {
 		if e.threads[i] == t {
 			copy(e.threads[1:i+1], e.threads[:i])
 			e.threads[0] = t
+			e.setClass()
 			e.s[sOps] = append(e.s[sOps], opSetThread|byte(i)<<5)
 			return
 		}
 	}
-	e.s[sOps] = append(e.s[sOps], opSetThread)
-	e.s[sMisc] = uv(e.s[sMisc], zigzag(int64(t)-int64(e.threads[0])))
+	e.put1(sOps, opSetThread)
+	e.putUv(sMisc, zigzag(int64(t)-int64(e.threads[0])))
 	copy(e.threads[1:], e.threads[:numThreads-1])
 	e.threads[0] = t
+	e.setClass()
 }
 
 func (e *encoder) addAlloc(ev *event.Event) {
@@ -750,7 +967,7 @@ func (e *encoder) addAlloc(ev *event.Event) {
 	if se.epoch == e.epoch && se.id == ev.Stack && se.size == ev.Size && se.fn == ev.Fn {
 		op |= f0
 	} else {
-		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.put1(sFn, byte(ev.Fn))
 		e.putSize(ev.Size)
 		e.setStack(se, ev.Stack, ev.Size, ev.Fn)
 	}
@@ -785,18 +1002,20 @@ func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) bool {
 	}
 	switch {
 	case !valid:
-		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.put1(sFn, byte(ev.Fn))
 		e.putSize(ev.Size)
 		e.setStack(se, id, ev.Size, ev.Fn)
 	case se.size == ev.Size:
 		op |= f0
 	default:
-		e.putSize(ev.Size)
+		// (putSize, inlined by hand: sizes vary in most loops.)
+		e.put1(sSize, byte(ev.Size))
+		e.putUv(sSizeHi, ev.Size>>8)
 		se.size = ev.Size
 	}
 	e.chainAlloc(se, id, hit)
 	if late == lateCoded {
-		e.s[sTime] = uv(e.s[sTime], before)
+		e.putUv(sTime, before)
 		if e.dual {
 			e.alt = uv(e.alt, before)
 		}
@@ -809,23 +1028,22 @@ func (e *encoder) addAllocHot(ev *event.Event, late byte, before uint64) bool {
 // returns the op with the address's flags.
 func (e *encoder) allocAddr(op byte, ev *event.Event) byte {
 	addr := ev.Addr
-	f := &e.free[addrHash(addr)&(freeTab-1)]
+	s := e.slot(addr)
 	cls := classOf(ev.Size)
-	if c := e.classTop(cls, e.threads[0]); c != nil && c.peek() == addr {
+	if f := e.freed(s, addr); f != 0 && cls != 0 && e.classPop(f, cls) {
 		op |= 1 << 6
-		c.pop()
-	} else if f.addr == addr && f.seq >= e.freeStart && e.freeSeq-f.seq <= freeWindow {
+	} else if f >= e.freeStart && e.freeSeq-f <= freeWindow {
 		op |= 3 << 6
-		e.s[sAddr] = uv(e.s[sAddr], uint64(e.freeSeq-f.seq-1))
+		e.putUv(sAddr, uint64(e.freeSeq-f-1))
 	} else if d := zigzag(int64(addr - e.allocBase())); d <= addr {
-		e.s[sAddr] = uv(e.s[sAddr], d)
+		e.putUv(sAddr, d)
 	} else {
 		op |= 2 << 6
-		e.s[sAddr] = uv(e.s[sAddr], addr)
+		e.putUv(sAddr, addr)
 	}
 	e.prevAddr = addr
 	e.bump = addr + chunkSize(ev.Size)
-	e.pushAlloc(addr, cls, ev.Fn)
+	e.pushAlloc(s, addr, cls, ev.Fn)
 	return op
 }
 
@@ -855,32 +1073,37 @@ func (e *encoder) addFree(ev *event.Event, hot bool) {
 		}
 	}
 	addr := ev.Addr
-	dist, a := e.findAlloc(addr)
+	s := e.slot(addr)
+	dist, cls, free := e.findAlloc(s, addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.putFreed(dist)
+		e.putUv(sAddr, e.freedCode(dist))
 	} else {
-		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+		e.putUv(sAddr, zigzag(int64(addr-e.prevAddr)))
 	}
 	want := event.ReallocFn
 	if ev.Kind == event.Free {
 		want = e.freeFn
 		if dist != 0 {
-			want = freeFnFor(a.fn)
-			if a.cls != 0 {
-				e.classPush(addr, a.cls, e.threads[0])
+			want = free
+			if cls != 0 {
+				e.classPush(e.freeSeq, cls)
 			}
+			// pushFree, where s is addr's.
+			s.seqs = s.seqs&(1<<32-1) | uint64(e.freeSeq)<<32
+			e.freeSeq++
+		} else {
+			e.pushFree(s, addr)
 		}
 		e.freeFn = ev.Fn
-		e.pushFree(addr)
 	}
 	if ev.Fn == want {
 		op |= f1
 	} else {
-		e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+		e.put1(sFn, byte(ev.Fn))
 	}
 	e.prevAddr = addr
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 func (e *encoder) addRealloc(ev *event.Event) {
@@ -891,16 +1114,13 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		e.putStack(ev.Stack)
 	}
 	addr, addr2 := ev.Addr, ev.NewAddr()
-	dist, a := e.findAlloc(addr)
-	var oldCls uint16
+	s := e.slot(addr)
+	dist, oldCls, _ := e.findAlloc(s, addr)
 	if addr == 0 || dist != 0 {
 		op |= f2
-		e.putFreed(dist)
-		if a != nil {
-			oldCls = a.cls // before pushAlloc may reuse the entry
-		}
+		e.putUv(sAddr, e.freedCode(dist))
 	} else {
-		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr-e.prevAddr)))
+		e.putUv(sAddr, zigzag(int64(addr-e.prevAddr)))
 	}
 	fb := byte(ev.Fn)
 	switch {
@@ -909,23 +1129,23 @@ func (e *encoder) addRealloc(ev *event.Event) {
 		fb |= 1 << 5
 	default:
 		fb |= 2 << 5
-		e.s[sAddr] = uv(e.s[sAddr], zigzag(int64(addr2-addr)))
+		e.putUv(sAddr, zigzag(int64(addr2-addr)))
 	}
-	e.s[sFn] = append(e.s[sFn], fb)
+	e.put1(sFn, fb)
 	e.putSize(ev.Size)
 	if addr2 != 0 {
-		e.pushAlloc(addr2, classOf(ev.Size), event.Malloc)
+		e.pushAlloc(e.slot(addr2), addr2, classOf(ev.Size), event.Malloc)
 		e.prevAddr = addr2
 	} else {
 		e.prevAddr = addr
 	}
 	if addr != 0 && addr2 != addr && (addr2 != 0 || ev.Size == 0) {
-		e.pushFree(addr)
 		if dist != 0 && oldCls != 0 {
-			e.classPush(addr, oldCls, e.threads[0])
+			e.classPush(e.freeSeq, oldCls)
 		}
+		e.pushFree(s, addr)
 	}
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 // scopeMarker reports whether ev is a scope marker as the collector makes
@@ -973,10 +1193,10 @@ func (e *encoder) addScope(ev *event.Event) {
 			e.nameIdx[ev.Text()] = len(e.names)
 			e.names = append(e.names, ev.Text())
 		}
-		e.big = true
+		e.big, e.room = true, 0
 	}
 	e.s[sMisc] = b
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 // compactAgg reports whether addAgg can code ev: its free's function
@@ -995,25 +1215,25 @@ func compactAgg(ev *event.Event) bool {
 func (e *encoder) addAgg(ev *event.Event) {
 	op := byte(opAgg)
 	e.putTime(ev.Time)
-	e.s[sFn] = append(e.s[sFn], byte(ev.Fn))
+	e.put1(sFn, byte(ev.Fn))
 	fstack, ffn := ev.AggFree()
 	if ffn == freeFnFor(ev.Fn) {
 		op |= f1
 	} else {
-		e.s[sFn] = append(e.s[sFn], byte(ffn))
+		e.put1(sFn, byte(ffn))
 	}
 	e.putStack(ev.Stack)
 	if fstack != 0 {
 		op |= f0
 		e.putStack(fstack)
 	}
-	e.s[sMisc] = uv(e.s[sMisc], ev.AggPairs())
+	e.putUv(sMisc, ev.AggPairs())
 	e.putSize(ev.Size)
 	if temp := ev.AggTemporary(); temp != 0 {
 		op |= f2
-		e.s[sMisc] = uv(e.s[sMisc], temp)
+		e.putUv(sMisc, temp)
 	}
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 func (e *encoder) addStackDef(ev *event.Event) {
@@ -1025,22 +1245,22 @@ func (e *encoder) addStackDef(ev *event.Event) {
 	if ev.Stack == e.lastStack+1 {
 		op |= f1
 	} else {
-		e.s[sStack] = uv(e.s[sStack], uint64(ev.Stack))
+		e.putUv(sStack, uint64(ev.Stack))
 	}
 	e.lastStack = ev.Stack
 	fr := ev.Frames()
 	if ref, k := e.callers.add(fr); k >= minSharedCallers {
 		// Only the frames below the callers it shares are coded.
 		op |= f2
-		e.s[sFrames] = uv(e.s[sFrames], uint64(ref))
-		e.s[sFrames] = uv(e.s[sFrames], uint64(k))
+		e.putUv(sFrames, uint64(ref))
+		e.putUv(sFrames, uint64(k))
 		e.putInner(fr, len(fr)-k, e.defined(len(e.defEnd)-ref))
 	} else {
 		e.putFrames(fr)
 	}
 	e.defFrames = append(e.defFrames, fr...)
 	e.defEnd = append(e.defEnd, len(e.defFrames))
-	e.s[sOps] = append(e.s[sOps], op)
+	e.put1(sOps, op)
 }
 
 // defined returns the frames of the chunk's i-th stack definition.

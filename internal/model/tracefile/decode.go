@@ -500,7 +500,7 @@ func (d *decoder) freedAddr(op byte) (uint64, *ringEntry) {
 		return 0, nil
 	}
 	if d.version >= 7 {
-		// See encoder.putFreed: v codes the distance back, or the
+		// See encoder.freedCode: v codes the distance back, or the
 		// allocation after the previous free's.
 		var idx uint64 // 1 + the allocation's index
 		if v&1 == 1 {

@@ -967,3 +967,104 @@ func TestHotCodes(t *testing.T) {
 		diffEvents(t, got, want)
 	}
 }
+
+// TestClassReuse checks the encoder's size-class lists (which hold the
+// frees' sequence numbers, not the addresses): an allocation codes as a
+// class hit (no address bytes) exactly when its address tops its class
+// and thread's list, and every event reads back.
+func TestClassReuse(t *testing.T) {
+	const base = 0x5000_0000
+	var evs []event.Event
+	tm := uint64(1)
+	add := func(k event.Kind, thread int32, addr, size uint64) {
+		fn := event.Malloc
+		if k == event.Free {
+			fn, size = event.FreeFn, 0
+		}
+		evs = append(evs, event.Event{Kind: k, Fn: fn, Thread: thread, Stack: 1, Time: tm, Addr: addr, Size: size})
+		tm++
+	}
+	// Five blocks of one class, freed and allocated back newest first:
+	// four hits (the list's depth), then a miss.
+	for i := range uint64(5) {
+		add(event.Alloc, 1, base+i*64, 40)
+	}
+	for i := range uint64(5) {
+		add(event.Free, 1, base+i*64, 0)
+	}
+	for i := range uint64(5) {
+		add(event.Alloc, 1, base+(4-i)*64, 40)
+	}
+	// Freed by thread 1, allocated by thread 2: not its list.
+	add(event.Free, 1, base, 0)
+	add(event.Alloc, 2, base, 40)
+	// Another class on top of the same thread's list of 40-byte blocks:
+	// the 40-byte one is still on top of its own.
+	add(event.Free, 2, base, 0)
+	add(event.Alloc, 2, base+0x1000, 200)
+	add(event.Free, 2, base+0x1000, 0)
+	add(event.Alloc, 2, base, 40)
+	// A block under the top is not a hit, and stays on the list.
+	add(event.Alloc, 2, base+0x2000, 40)
+	add(event.Free, 2, base+0x2000, 0)
+	add(event.Alloc, 2, base+0x3000, 40) // not from the list
+	add(event.Free, 2, base+0x3000, 0)
+	add(event.Alloc, 2, base+0x2000, 40) // under 0x3000
+	add(event.Alloc, 2, base+0x3000, 40) // the top
+
+	e := newEncoder()
+	var hits []int
+	for i := range evs {
+		if err := e.add(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if ops := e.s[sOps]; evs[i].Kind == event.Alloc && ops[len(ops)-1]>>6 == 1 {
+			hits = append(hits, i)
+		}
+	}
+	if want := []int{10, 11, 12, 13, 20, 26}; !slices.Equal(hits, want) {
+		t.Errorf("class hits at events %v, want %v", hits, want)
+	}
+	got, err := readAll(t, writeTrace(t, evs, Options{}, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffEvents(t, got, evs)
+}
+
+// TestWidestEvents writes runs of the compact kinds with every value at
+// its widest (each stream's writes are not checked for room one by one:
+// see makeRoom), among events that take the room away, and reads them
+// back.
+func TestWidestEvents(t *testing.T) {
+	const top = ^uint64(0)
+	var evs []event.Event
+	for i := range 300 {
+		tm := uint64(i) << 55
+		th := int32(i * 0x3fff_ffff)
+		evs = append(evs,
+			event.Event{Kind: event.Alloc, Fn: event.Malloc, Proc: uint32(i % 3), Thread: th, Stack: ^uint32(0) - uint32(i), Time: tm, Addr: top - uint64(i), Size: top >> (i % 9)},
+			event.Event{Kind: event.Alloc, Fn: event.New, Thread: th, Stack: 1, Time: tm + 1, Addr: top / 3, Size: 1<<20 - 40, Addr2: 1},
+			event.Event{Kind: event.Realloc, Fn: event.ReallocFn, Thread: -th, Stack: ^uint32(0), Time: tm + 2, Addr: top - uint64(i), Addr2: uint64(i) << 40, Size: top},
+			event.Event{Kind: event.Free, Fn: event.Fn(255), Thread: -th, Stack: ^uint32(0) >> 1, Time: tm, Addr: top},
+			event.Event{Kind: event.Agg, Fn: event.Malloc, Thread: th, Stack: ^uint32(0), Time: tm, Addr: top, Addr2: top, Size: top, Aux: 255<<32 | uint64(^uint32(0))},
+			event.Event{Kind: event.ScopeEnd, Thread: th, Time: tm, Aux: top},
+		)
+		if i%50 == 0 {
+			evs = append(evs, event.Event{Kind: event.StackDef, Stack: uint32(i + 1), X: &event.Extra{Frames: make([]uint64, MaxFrames)}},
+				event.Event{Kind: event.ThreadName, Thread: th, Time: tm, X: &event.Extra{Text: strings.Repeat("x", 5000)}})
+		}
+	}
+	for _, opts := range []Options{{}, {TimeShift: 7}} {
+		got, err := readAll(t, writeTrace(t, evs, opts, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(evs) {
+			t.Fatalf("read %d events of %d", len(got), len(evs))
+		}
+		if opts.TimeShift == 0 {
+			diffEvents(t, got, normalize(evs))
+		}
+	}
+}

@@ -64,6 +64,22 @@ func fuzzSeed() []byte {
 	return b
 }
 
+// fuzzWrapped is fuzzSeed with ring 0's records wrapped around its end:
+// an allocation across it, then a free.
+func fuzzWrapped() []byte {
+	b := fuzzSeed()
+	le := binary.LittleEndian
+	tail := uint64(fuzzRing - 16)
+	recs := []uint64{hdr(wire.RecAlloc, int(event.Malloc), 4, 1), 2, 0x1000, 32,
+		hdr(wire.RecFree, int(event.FreeFn), 3, 0), 3, 0x1000}
+	for i, w := range recs {
+		le.PutUint64(b[fuzzSlotEnd+int((tail+uint64(8*i))%fuzzRing):], w)
+	}
+	le.PutUint64(b[fuzzHeader+wire.OffSlotTail:], tail)
+	le.PutUint64(b[fuzzHeader+wire.OffSlotHead:], tail+uint64(8*len(recs)))
+	return b
+}
+
 // FuzzRegion writes arbitrary bytes where the program can write (the
 // header, the slot table, a ring and a fold area) and has the collector
 // read the region every way it does: it must never panic, never hand out
@@ -74,6 +90,7 @@ func FuzzRegion(f *testing.F) {
 	binary.LittleEndian.PutUint64(spoilt[fuzzHeader+wire.OffSlotHead:], 1<<40)
 	f.Add(spoilt)
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add(fuzzWrapped())
 	f.Fuzz(fuzzRegion)
 }
 
@@ -85,6 +102,12 @@ func fuzzRegion(t *testing.T, b []byte) {
 		}
 		defer r.Close()
 		spread(r, b)
+		// Ring 0's tail where the bytes say, as the collector would have
+		// left it (a multiple of 8): its records may wrap around the
+		// ring's end.
+		tail := r.u64(r.slotOff(0)+wire.OffSlotTail).Load() &^ 7
+		r.tails[0] = tail
+		r.u64(r.slotOff(0) + wire.OffSlotTail).Store(tail)
 		got := &sliceTarget{m: map[int][]event.Event{}}
 		total := 0
 		for range 2 {
@@ -131,5 +154,23 @@ func fuzzRegion(t *testing.T, b []byte) {
 			}
 		}
 		r.Reclaim(func(int32) bool { return false }, func(int) {})
+	}
+}
+
+// TestFuzzWrappedSeed: the wrapped seed decodes to its two records, the
+// allocation put together from both ends of the ring.
+func TestFuzzWrappedSeed(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: fuzzSlots, RingSize: fuzzRing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	spread(r, fuzzWrapped())
+	tail := r.u64(r.slotOff(0) + wire.OffSlotTail).Load()
+	r.tails[0] = tail
+	got := drain(t, r)[0]
+	if len(got) != 2 || got[0].Kind != event.Alloc || got[0].Addr != 0x1000 || got[0].Size != 32 ||
+		got[1].Kind != event.Free || got[1].Addr != 0x1000 {
+		t.Fatalf("got %+v", got)
 	}
 }

@@ -333,52 +333,91 @@ func (r *Region) Drain(dst Target) (int, error) {
 		case (head-tail)%8 != 0:
 			return total, r.fail("ring %d head %d not on a record boundary", i, head)
 		}
-		n := int(head - tail)
-		base := r.dataOff + i*r.opts.RingSize
-		from := int(tail % size)
-		var data []byte
-		if from+n <= int(size) {
-			data = r.mem[base+from : base+from+n]
-		} else {
-			if cap(r.scratch) < n {
-				r.scratch = make([]byte, n)
-			}
-			data = r.scratch[:n]
-			k := copy(data, r.mem[base+from:base+int(size)])
-			copy(data[k:], r.mem[base:base+n-k])
-		}
-		for len(data) > 0 {
-			buf := dst.Buffer(i)
-			if len(*buf) == cap(*buf) {
-				// A target that gives no room gets it made.
-				*buf = append(*buf, event.Event{})[:len(*buf)]
-			}
-			before := len(*buf)
-			var err error
-			var k int
-			*buf, k, err = wire.DecodeSome(data, r.proc, r.ring(i), *buf)
-			if err != nil {
-				// What decoded before the bad record may be garbage too.
-				clear((*buf)[before:])
-				*buf = (*buf)[:before]
-				return total, r.fail("ring %d: %v", i, err)
-			}
-			if bad := r.countModules((*buf)[before:]); bad != nil {
-				clear((*buf)[before:])
-				*buf = (*buf)[:before]
-				return total, bad
-			}
-			dst.Filled(i, before)
-			data = data[k:]
+		if bad := r.decodeRing(i, int(tail%size), int(head-tail), dst); bad != nil {
+			return total, bad
 		}
 		r.tails[i] = head
 		r.u64(so + wire.OffSlotTail).Store(head)
-		total += n
+		total += int(head - tail)
 	}
 	if total > 0 {
 		r.wakeProducers(false)
 	}
 	return total, nil
+}
+
+// decodeRing decodes the n bytes of ring i's records from offset from
+// into dst. Where they wrap around the ring's end, only the record that
+// straddles it is copied: copied whole, they were read twice on most
+// drains (a pipeline drains a ring once it is half full).
+func (r *Region) decodeRing(i, from, n int, dst Target) *CorruptError {
+	ring := r.mem[r.dataOff+i*r.opts.RingSize : r.dataOff+(i+1)*r.opts.RingSize]
+	if from+n <= len(ring) {
+		_, bad := r.decode(i, ring[from:from+n], false, dst)
+		return bad
+	}
+	first, second := ring[from:], ring[:n-(len(ring)-from)]
+	k, bad := r.decode(i, first, true, dst)
+	if bad != nil {
+		return bad
+	}
+	if rest := first[k:]; len(rest) > 0 {
+		// Its header is in first: records are whole words, and so is the
+		// ring. (Read again here: the program may have changed it, which
+		// the decoding of the copy finds.)
+		need := 0
+		if len(rest) >= 8 {
+			words := int(binary.LittleEndian.Uint64(rest) >> 16 & 0xffff)
+			need = min(max(words*8-len(rest), 0), len(second))
+		}
+		r.scratch = append(append(r.scratch[:0], rest...), second[:need]...)
+		if _, bad := r.decode(i, r.scratch, false, dst); bad != nil {
+			return bad
+		}
+		second = second[need:]
+	}
+	_, bad = r.decode(i, second, false, dst)
+	return bad
+}
+
+// decode decodes ring i's records in data into dst, within the capacity
+// of the buffers dst gives (a full one is grown), and returns how many
+// bytes it decoded: all, unless short is set and the last record runs
+// past data's end. What decoded before a bad record is dropped (it may be
+// garbage too).
+func (r *Region) decode(i int, data []byte, short bool, dst Target) (int, *CorruptError) {
+	rg := r.ring(i)
+	done := 0
+	for done < len(data) {
+		buf := dst.Buffer(i)
+		if len(*buf) == cap(*buf) {
+			// A target that gives no room gets it made.
+			*buf = append(*buf, event.Event{})[:len(*buf)]
+		}
+		before, modules := len(*buf), rg.Modules
+		var err error
+		var k int
+		*buf, k, err = wire.DecodeSome(data[done:], r.proc, rg, *buf)
+		var de *wire.DecodeError
+		if err != nil && (!short || !errors.As(err, &de) || !de.Short) {
+			clear((*buf)[before:])
+			*buf = (*buf)[:before]
+			return done, r.fail("ring %d: %v", i, err)
+		}
+		if rg.Modules != modules {
+			if bad := r.countModules((*buf)[before:]); bad != nil {
+				clear((*buf)[before:])
+				*buf = (*buf)[:before]
+				return done, bad
+			}
+		}
+		dst.Filled(i, before)
+		done += k
+		if err != nil {
+			break // the record that runs past the end
+		}
+	}
+	return done, nil
 }
 
 // maxModules bounds the modules a process has loaded at once: each is at
@@ -422,12 +461,24 @@ func (r *Region) wakeProducers(force bool) {
 // Wait sleeps until a producer rings the doorbell or timeout passes. The
 // producer that rings clears the sleeping flag, so that the others do
 // not ring again before the collector runs: the doorbell is read before
-// the flag is set, and the rings looked at after.
-func (r *Region) Wait(timeout time.Duration) {
+// the flag is set, and the rings looked at after. A producer rings once
+// its ring is over half full (or for news that is not in the rings): Wait
+// sleeps while the rings hold less. Drained as soon as a record came, a
+// ring was read right behind the thread writing it, and each read moved
+// cache lines the thread was writing (its ring's, its head) away from
+// its core: the program ran slower for it.
+//
+// keep has the calling goroutine keep its processor (P) while it sleeps,
+// for a caller that knows no other goroutine needs it: asleep in a
+// system call it gave it up, the runtime's monitor took it back after
+// 20 us when the other processors were busy, and then polled every 20 us
+// for a millisecond, two context switches each. The garbage collector's
+// stops wait for the sleep (at most timeout) meanwhile.
+func (r *Region) Wait(timeout time.Duration, keep bool) {
 	bell := r.u32(wire.OffDoorbell).Load()
 	r.u32(wire.OffCollectorSleeping).Store(1)
-	if !r.pending() {
-		futexWait(&r.mem[wire.OffDoorbell], bell, timeout)
+	if !r.halfFull() {
+		futexWait(&r.mem[wire.OffDoorbell], bell, timeout, keep)
 	}
 	r.u32(wire.OffCollectorSleeping).Store(0)
 }
@@ -444,11 +495,15 @@ func (r *Region) Ring() {
 	futexWake(&r.mem[wire.OffDoorbell], 1)
 }
 
-// pending reports whether any ring has unread data.
-func (r *Region) pending() bool {
+// halfFull reports whether any ring holds unread records over half its
+// size: its thread rings the doorbell past that (agent/ring.c
+// lp_put_nudge), and may have looked at the sleeping flag before it was
+// set.
+func (r *Region) halfFull() bool {
 	used := int(r.u32(wire.OffSlotsUsed).Load())
+	half := uint64(r.opts.RingSize / 2)
 	for i := 0; i < used && i < r.opts.Slots; i++ {
-		if r.u64(r.slotOff(i)+wire.OffSlotHead).Load() != r.tails[i] {
+		if r.u64(r.slotOff(i)+wire.OffSlotHead).Load()-r.tails[i] > half {
 			return true
 		}
 	}
@@ -577,8 +632,14 @@ func futexWake(addr *byte, n int) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
 }
 
-func futexWait(addr *byte, val uint32, timeout time.Duration) {
+// futexWait sleeps while *addr is val, at most timeout; keep: without
+// telling the runtime (Wait).
+func futexWait(addr *byte, val uint32, timeout time.Duration, keep bool) {
 	ts := unix.NsecToTimespec(int64(timeout))
+	if keep {
+		unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+		return
+	}
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -250,8 +251,10 @@ func TestAsk(t *testing.T) {
 }
 
 // TestRingWakesWait: Ring ends a Wait long before its timeout, and a Ring
-// before the Wait is not lost (the doorbell moved). The timeout is long
-// enough that a loaded machine never reaches it: only a lost ring does.
+// before the Wait is not lost (the doorbell moved), whether the waiter
+// keeps its processor or not (keeping it needs another for the ringer).
+// The timeout is long enough that a loaded machine never reaches it: only
+// a lost ring does.
 func TestRingWakesWait(t *testing.T) {
 	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
 	if err != nil {
@@ -259,11 +262,12 @@ func TestRingWakesWait(t *testing.T) {
 	}
 	defer r.Close()
 	const long = 10 * time.Minute
-	for round := 0; round < 3; round++ {
+	for round := 0; round < 4; round++ {
+		keep := round%2 == 1 && runtime.GOMAXPROCS(0) > 1
 		done := make(chan time.Duration, 1)
 		go func() {
 			start := time.Now()
-			r.Wait(long)
+			r.Wait(long, keep)
 			done <- time.Since(start)
 		}()
 		// Ring until the waiter is gone: the first ring may come before
@@ -310,5 +314,43 @@ func TestTooManyModules(t *testing.T) {
 	}
 	if bad := r.countModules([]event.Event{mod(event.ModuleLoad, 1<<22)}); bad == nil || !strings.Contains(bad.Error(), "modules loaded at once") {
 		t.Fatalf("one module more: %v", bad)
+	}
+}
+
+// TestWaitSleepsUnderHalf: Wait does not sleep past a ring over half
+// full, whose thread may have looked at the sleeping flag before it was
+// set and will not ring; a ring half full or less lets it sleep (its
+// thread rings once past half). The timeout is long enough that a loaded
+// machine never reaches it: only a sleep there does.
+func TestWaitSleepsUnderHalf(t *testing.T) {
+	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := &producer{r: r, slot: 1}
+	p.claim(7)
+	for p.head < 2048 {
+		if !p.put(hdr(wire.RecFree, int(event.FreeFn), 3, 0), 1, 0x1000) {
+			t.Fatal("ring full")
+		}
+	}
+	if p.head != 2064 {
+		t.Fatalf("head %d", p.head)
+	}
+	if !r.halfFull() {
+		t.Fatal("2,064 bytes of 4,096 not over half")
+	}
+	done := make(chan struct{})
+	go func() { r.Wait(10*time.Minute, false); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("Wait slept with a ring over half full")
+	}
+	drain(t, r)
+	p.put(hdr(wire.RecFree, int(event.FreeFn), 3, 0), 1, 0x1000)
+	if r.halfFull() {
+		t.Fatal("24 bytes of 4,096 over half")
 	}
 }

@@ -12,6 +12,10 @@ import (
 type DecodeError struct {
 	Offset int // byte offset in the decoded buffer
 	Reason string
+	// Short: the record at Offset is sound as far as it goes, but runs
+	// past the buffer's end (the rest of it may be elsewhere: a ring's
+	// start).
+	Short bool
 }
 
 func (e *DecodeError) Error() string {
@@ -22,6 +26,9 @@ func (e *DecodeError) Error() string {
 // thread that currently owns it, and the name of its latest scope.
 type Ring struct {
 	Thread int32
+	// Modules counts the module loads and unloads decoded: a reader that
+	// follows them need look through the events only when it moved.
+	Modules uint64
 	// scopeName and scopeX: the latest scope begin's name bytes and
 	// Extra, shared by the begins of the same name that follow (a scope
 	// in a loop), so that they cost no allocation.
@@ -79,7 +86,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 	off := 0
 	for off < len(b) && len(out) < cap(out) {
 		if len(b)-off < 8 {
-			return out, off, &DecodeError{off, "trailing bytes shorter than a word"}
+			return out, off, &DecodeError{Offset: off, Reason: "trailing bytes shorter than a word"}
 		}
 		h := le.Uint64(b[off:])
 		typ := int(h & 0xff)
@@ -87,45 +94,48 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		words := int(h >> 16 & 0xffff)
 		aux := uint32(h >> 32)
 		if typ < 1 || typ > RecMax {
-			return out, off, &DecodeError{off, fmt.Sprintf("unknown record type %d", typ)}
+			return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("unknown record type %d", typ)}
 		}
 		if words < minWords[typ] {
-			return out, off, &DecodeError{off, fmt.Sprintf("record type %d of %d words, want at least %d", typ, words, minWords[typ])}
+			return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("record type %d of %d words, want at least %d", typ, words, minWords[typ])}
 		}
 		if words*8 > len(b)-off {
-			return out, off, &DecodeError{off, fmt.Sprintf("record of %d words runs past the end (%d bytes left)", words, len(b)-off)}
+			return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("record of %d words runs past the end (%d bytes left)", words, len(b)-off), Short: true}
 		}
 		rec := b[off : off+words*8]
 		w := func(i int) uint64 { return le.Uint64(rec[i*8:]) }
-		ev := event.Event{Proc: proc, Thread: r.Thread}
+		var t uint64
 		if words > 1 && typ != RecStack {
-			ev.Time = w(1)
+			t = w(1)
 		}
+		out = out[:len(out)+1]
+		ev := reset(&out[len(out)-1], proc, r.Thread, t)
 		switch typ {
 		case RecPad:
+			out = out[:len(out)-1]
 			off += words * 8
 			continue
 		case RecAlloc:
 			if fn == 0 || fn >= event.NumFn {
-				return out, off, &DecodeError{off, fmt.Sprintf("alloc by unknown function %d", fn)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("alloc by unknown function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
 		case RecAllocLate:
 			if fn == 0 || fn >= event.NumFn || w(2) == 0 {
-				return out, off, &DecodeError{off, fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
 			ev.SetLate(w(4))
 			if tid := w(5); tid != 0 {
 				if tid > MaxTID {
-					return out, off, &DecodeError{off, fmt.Sprintf("late alloc of thread %d", tid)}
+					return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("late alloc of thread %d", tid)}
 				}
 				ev.Thread = int32(tid) // the thread that allocated it: this may be another's record
 			}
 		case RecAgg:
 			ffn := event.Fn(w(2) >> 32)
 			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn {
-				return out, off, &DecodeError{off, fmt.Sprintf("aggregate of functions %d and %d", fn, ffn)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("aggregate of functions %d and %d", fn, ffn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack = event.Agg, fn, aux
 			ev.SetAgg(w(3), w(4), w(5), uint32(w(2)), ffn)
@@ -133,7 +143,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			temporary := fn&FnTemporary != 0
 			fn &^= FnTemporary
 			if fn == 0 || fn >= event.NumFn {
-				return out, off, &DecodeError{off, fmt.Sprintf("free by unknown function %d", fn)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("free by unknown function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.Free, fn, aux, w(2)
 			if temporary {
@@ -143,16 +153,16 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.ReallocBegin, event.ReallocFn, aux, w(2)
 		case RecRealloc:
 			if fn != event.ReallocFn && fn != event.ReallocArray {
-				return out, off, &DecodeError{off, fmt.Sprintf("realloc by function %d", fn)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("realloc by function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack = event.Realloc, fn, aux
 			ev.Addr, ev.Addr2, ev.Size = w(2), w(3), w(4)
 		case RecStack:
 			if words-1 > MaxDepth {
-				return out, off, &DecodeError{off, fmt.Sprintf("stack of %d frames", words-1)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("stack of %d frames", words-1)}
 			}
 			if aux == 0 || aux >= event.MaxStackID {
-				return out, off, &DecodeError{off, fmt.Sprintf("stack id %d", aux)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("stack id %d", aux)}
 			}
 			ev.Kind, ev.Stack = event.StackDef, aux
 			ev.Ext().Frames = make([]uint64, words-1)
@@ -162,14 +172,16 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		case RecModule:
 			m, err := decodeModule(rec, aux)
 			if err != nil {
-				return out, off, &DecodeError{off, err.Error()}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: err.Error()}
 			}
 			ev.Kind, ev.Ext().Module = event.ModuleLoad, m
+			r.Modules++
 		case RecModuleUnload:
 			ev.Kind, ev.Ext().Module = event.ModuleUnload, &event.Module{ID: aux}
+			r.Modules++
 		case RecThreadStart:
 			if aux == 0 || aux > MaxTID {
-				return out, off, &DecodeError{off, fmt.Sprintf("thread %d", aux)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("thread %d", aux)}
 			}
 			r.Thread = int32(aux)
 			ev.Kind, ev.Thread, ev.Addr = event.ThreadStart, int32(aux), w(2)
@@ -182,11 +194,12 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		case RecExec:
 			s, err := text(rec[16:], int(aux))
 			if err != nil {
-				return out, off, &DecodeError{off, "exec: " + err.Error()}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "exec: " + err.Error()}
 			}
 			ev.Kind, ev.Ext().Text = event.Exec, s
 		case RecExecFailed:
 			// The image goes on; nothing changes for the model.
+			out = out[:len(out)-1]
 			off += words * 8
 			continue
 		case RecExit:
@@ -196,20 +209,20 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			ev.Ext().Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
 		case RecThreadName:
 			if words < 3 {
-				return out, off, &DecodeError{off, "thread name without its thread"}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "thread name without its thread"}
 			}
 			s, err := text(rec[24:], len(rec)-24)
 			if err != nil {
-				return out, off, &DecodeError{off, "thread name: " + err.Error()}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "thread name: " + err.Error()}
 			}
 			if aux > MaxTID {
-				return out, off, &DecodeError{off, fmt.Sprintf("name of thread %d", aux)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("name of thread %d", aux)}
 			}
 			ev.Kind, ev.Addr, ev.Ext().Text = event.ThreadName, w(2), s
 			ev.Thread = int32(aux) // 0: the thread whose pthread_t is Addr
 		case RecScopeBegin:
 			if words-2 > (ScopeNameMax+8)/8 {
-				return out, off, &DecodeError{off, fmt.Sprintf("scope name of %d words", words-2)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("scope name of %d words", words-2)}
 			}
 			name := rec[16:]
 			if i := bytes.IndexByte(name, 0); i >= 0 {
@@ -230,7 +243,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		case RecRefree:
 			ffn := event.Fn(w(5))
 			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn || w(2) == 0 {
-				return out, off, &DecodeError{off, fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Refree, fn, aux, w(2), w(3)
 			ev.SetRefreeOf(ffn, w(4))
@@ -238,7 +251,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			ev.Kind, ev.Addr = event.Ignore, w(2)
 		case RecRootRegion:
 			if aux > 1 {
-				return out, off, &DecodeError{off, fmt.Sprintf("root region record %d", aux)}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("root region record %d", aux)}
 			}
 			ev.SetRootRegion(w(2), w(3), aux)
 		case RecPool:
@@ -248,53 +261,52 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			case PoolDestroy:
 				ev.Kind = event.PoolDestroy
 			default:
-				return out, off, &DecodeError{off, fmt.Sprintf("pool operation %d", w(3))}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("pool operation %d", w(3))}
 			}
 			ev.Stack, ev.Addr = aux, w(2)
 		case RecPoolAlloc:
 			if w(2) == 0 {
-				return out, off, &DecodeError{off, "pool object at address 0"}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "pool object at address 0"}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.PoolAlloc, event.PoolAllocFn, aux, w(2), w(3)
 			ev.SetPool(w(4))
 		case RecPoolFree:
 			if w(2) == 0 {
-				return out, off, &DecodeError{off, "pool free of address 0"}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "pool free of address 0"}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.PoolFree, event.PoolFreeFn, aux, w(2)
 			ev.SetPool(w(3))
 		case RecFamily:
 			if aux == 0 || aux >= uint32(event.PoolAllocFn) || w(3) < FamilyTraced || w(3) > FamilyNoSlot ||
 				words-4 > (FamilyNameMax+8)/8 {
-				return out, off, &DecodeError{off, fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
 			}
 			s, err := text(rec[32:], len(rec)-32)
 			if err != nil {
-				return out, off, &DecodeError{off, "allocator family: " + err.Error()}
+				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "allocator family: " + err.Error()}
 			}
 			ev.Kind, ev.Fn, ev.Addr, ev.Ext().Text = event.AllocFamilyFn, event.Fn(aux), w(2), s
 			ev.SetFamilyOutcome(w(3))
 		}
-		out = put(out, &ev)
 		off += words * 8
 	}
 	return out, off, nil
 }
 
-// put appends ev to out, which has room, field by field: copied whole
+// reset makes ev, the next event of a batch, a fresh one of process proc,
+// thread and time t, field by field, and returns it: events are made in
+// place, not built aside and copied in (Kind and Fn, stored a byte each,
+// were read back as one word, which stalled each copy). Copied whole
 // while the garbage collector marks, an event (it holds a pointer) took
-// the runtime's bulk write barrier, a call that looks up the heap's
-// bitmap; a heap event's Extra is nil, as is the one it overwrites in a
-// reused batch, and then needs no write at all.
-func put(out []event.Event, ev *event.Event) []event.Event {
-	out = out[:len(out)+1]
-	d := &out[len(out)-1]
-	d.Kind, d.Fn, d.Proc, d.Thread, d.Stack = ev.Kind, ev.Fn, ev.Proc, ev.Thread, ev.Stack
-	d.Time, d.Addr, d.Addr2, d.Size, d.Aux = ev.Time, ev.Addr, ev.Addr2, ev.Size, ev.Aux
-	if ev.X != nil || d.X != nil {
-		d.X = ev.X
+// the runtime's bulk write barrier; a heap event's Extra is nil, as is the
+// one it overwrites in a reused batch, and then needs no write at all.
+func reset(ev *event.Event, proc uint32, thread int32, t uint64) *event.Event {
+	ev.Kind, ev.Fn, ev.Proc, ev.Thread, ev.Stack = 0, 0, proc, thread, 0
+	ev.Time, ev.Addr, ev.Addr2, ev.Size, ev.Aux = t, 0, 0, 0, 0
+	if ev.X != nil {
+		ev.X = nil
 	}
-	return out
+	return ev
 }
 
 // text reads a NUL-padded string of at most n bytes from b.

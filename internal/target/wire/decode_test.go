@@ -139,7 +139,26 @@ func TestDecodeRejects(t *testing.T) {
 		var de *DecodeError
 		if !errors.As(err, &de) {
 			t.Errorf("%s: got %v, want a *DecodeError", name, err)
+		} else if de.Short != (name == "past the end") {
+			t.Errorf("%s: Short %v", name, de.Short)
 		}
+	}
+}
+
+// TestDecodeShort: a record cut by the end of the bytes is reported
+// where it starts, as Short, after the whole records before it, and the
+// Modules count follows module loads and unloads.
+func TestDecodeShort(t *testing.T) {
+	in := words(hdr(RecModuleUnload, 0, 2, 4), 1, hdr(RecFree, int(event.FreeFn), 3, 0), 2, 0x1000,
+		hdr(RecAlloc, int(event.Malloc), 4, 1), 3, 0x2000)
+	r := Ring{Thread: 7}
+	out, n, err := DecodeSome(in, 1, &r, make([]event.Event, 0, 4))
+	var de *DecodeError
+	if !errors.As(err, &de) || !de.Short || de.Offset != 40 || n != 40 || len(out) != 2 {
+		t.Fatalf("decoded %d bytes, %d events, err %v; want 40, 2 and a Short error at 40", n, len(out), err)
+	}
+	if r.Modules != 1 {
+		t.Errorf("Modules %d after one unload", r.Modules)
 	}
 }
 
@@ -224,21 +243,37 @@ func TestDecodePoolsAndFamilies(t *testing.T) {
 	}
 }
 
-// TestPutCopiesEveryField: put copies an event field by field; a field
-// added to event.Event must be added there too.
-func TestPutCopiesEveryField(t *testing.T) {
-	ev := event.Event{Kind: event.Alloc, Fn: event.Malloc, Proc: 1, Thread: 2, Stack: 3, Time: 4,
+// TestResetClearsEveryField: reset makes an event anew field by field; a
+// field added to event.Event must be added there too.
+func TestResetClearsEveryField(t *testing.T) {
+	old := event.Event{Kind: event.Alloc, Fn: event.Malloc, Proc: 1, Thread: 2, Stack: 3, Time: 4,
 		Addr: 5, Addr2: 6, Size: 7, Aux: 8, X: &event.Extra{Text: "x"}}
-	if n := reflect.TypeOf(ev).NumField(); n != 11 {
-		t.Fatalf("event.Event has %d fields, put copies 11", n)
+	if n := reflect.TypeOf(old).NumField(); n != 11 {
+		t.Fatalf("event.Event has %d fields, reset sets 11", n)
 	}
-	out := put(make([]event.Event, 1, 3), &ev)
-	if len(out) != 2 || out[1] != ev {
-		t.Fatalf("put %+v, want %+v", out[1], ev)
+	ev := old
+	if got, want := *reset(&ev, 9, 10, 11), (event.Event{Proc: 9, Thread: 10, Time: 11}); got != want {
+		t.Fatalf("reset %+v: %+v, want %+v", old, got, want)
 	}
-	// One without Extra clears the one it overwrites.
-	out = put(out[:1], &event.Event{Kind: event.Free})
-	if out[1].X != nil || out[1].Kind != event.Free || out[1].Size != 0 {
-		t.Fatalf("put over an old event: %+v", out[1])
+}
+
+// TestDecodeOverOldEvents: decoding into a reused batch leaves nothing of
+// the events it overwrites, and a record it skips or rejects takes no
+// place.
+func TestDecodeOverOldEvents(t *testing.T) {
+	old := event.Event{Kind: event.ModuleLoad, Fn: event.Malloc, Proc: 1, Thread: 2, Stack: 3, Time: 4,
+		Addr: 5, Addr2: 6, Size: 7, Aux: 8, X: &event.Extra{Text: "x"}}
+	buf := []event.Event{old, old, old, old}
+	in := words(hdr(RecFree, int(event.FreeFn), 3, 0), 20, 0x1000,
+		hdr(RecPad, 0, 2, 0), 0,
+		hdr(RecAlloc, 0, 4, 1), 21, 0x2000, 16) // no function: bad
+	r := Ring{Thread: 7}
+	out, n, err := DecodeSome(in, 3, &r, buf[:0])
+	if err == nil || n != 40 {
+		t.Fatalf("decoded %d bytes, err %v; want 40 and an error", n, err)
+	}
+	want := event.Event{Kind: event.Free, Fn: event.FreeFn, Proc: 3, Thread: 7, Time: 20, Addr: 0x1000}
+	if len(out) != 1 || out[0] != want {
+		t.Fatalf("got %+v, want [%+v]", out, want)
 	}
 }
