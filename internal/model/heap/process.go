@@ -59,7 +59,7 @@ type stackCount struct {
 	n     uint64
 }
 
-// addFreeStack counts one free of the site's blocks at stack.
+// addFreeStack counts one free of the site's blocks at stack (not 0).
 func (s *Site) addFreeStack(stack StackID) {
 	if i := s.freeStackSlot(stack); s.freeStacks[i].stack == stack {
 		s.freeStacks[i].n++
@@ -68,12 +68,12 @@ func (s *Site) addFreeStack(stack StackID) {
 	}
 }
 
-// freeStackSlot returns the inline slot holding stack, if one does (else
-// any). It picks it without a branch on which one it is: a site whose
+// freeStackSlot returns the inline slot holding stack (not 0, what the
+// empty slots hold), if one does (else any). It picks it without a branch on which one it is: a site whose
 // blocks are freed from several stacks in no order (a loop freeing what
 // an earlier pass allocated) mispredicted a search nearly every free.
 func (s *Site) freeStackSlot(stack StackID) int {
-	fs := &s.freeStacks // slots hold distinct stacks: one at most matches
+	fs := &s.freeStacks // slots hold distinct stacks: one matches at most
 	return b2i(fs[1].stack == stack) | b2i(fs[2].stack == stack)<<1 | b2i(fs[3].stack == stack)*3
 }
 
