@@ -60,12 +60,13 @@ const forkWait = 2 * time.Second
 // until the child's ProcessStart is applied (or holds the child until the
 // parent reaches the fork).
 //
-// A pipeline applies its rings' batches itself when no other batch waits
-// and no one else applies (sendDirect): the events are applied on the core
-// that decoded them, while they are in its cache, without waking another
-// goroutine. The rest, and the pipelines' batches while someone applies,
-// queue for the sink's goroutine, which also does what the clock asks
-// (tick). Whoever applies holds the role (busy): one at a time.
+// A pipeline applies its rings' batches itself when no one else applies
+// (sendDirect): the events are applied on the core that decoded them,
+// while they are in its cache, without waking another goroutine; the
+// batches queued before its own go first. Batches that carry a function
+// to run, and the pipelines' batches while someone applies, queue for the
+// sink's goroutine, which also does what the clock asks (tick). Whoever
+// applies holds the role (busy): one at a time.
 type sink struct {
 	model *heap.Session
 	trace TraceWriter
@@ -76,6 +77,7 @@ type sink struct {
 	busy    bool       // someone applies (holds the role)
 	wanted  bool       // the sink's goroutine waits for the role
 	queue   []batch    // for the sink's goroutine, in order
+	afters  int        // batches in the queue with a function to run
 	closing bool
 	wake    chan struct{} // the sink's goroutine has work: queue, closing
 
@@ -176,22 +178,45 @@ func (s *sink) sendBatch(b batch) {
 	s.room.take(cap(b.evs))
 	s.mu.Lock()
 	s.queue = append(s.queue, b)
+	if b.after != nil {
+		s.afters++
+	}
 	s.mu.Unlock()
 	s.poke()
 }
 
-// sendDirect applies a pipeline's batch b on the calling goroutine when
-// nothing is queued and no one applies, else queues it. Not for batches
-// with a function to run (their callers may hold what it needs).
+// take empties the queue and returns what it held; s.mu is held.
+func (s *sink) take() []batch {
+	q := s.queue
+	s.queue, s.afters = nil, 0
+	return q
+}
+
+// handleAll applies batches taken from the queue; the caller holds the
+// role.
+func (s *sink) handleAll(q []batch) {
+	for _, b := range q {
+		n := cap(b.evs)
+		s.handle(b)
+		s.room.give(n)
+	}
+}
+
+// sendDirect applies a pipeline's batch b on the calling goroutine, after
+// those queued, when no one applies, else queues it. Not when a queued
+// batch carries a function to run, nor for b with one: the function's
+// sender, not a pipeline, knows what it may wait for.
 func (s *sink) sendDirect(b batch) {
 	s.mu.Lock()
-	if s.busy || s.wanted || len(s.queue) > 0 || s.closing {
+	if s.busy || s.wanted || s.afters > 0 || s.closing {
 		s.mu.Unlock()
 		s.sendBatch(b)
 		return
 	}
 	s.busy = true
+	q := s.take()
 	s.mu.Unlock()
+	s.handleAll(q)
 	s.handle(b)
 	s.mu.Lock()
 	s.release()
@@ -286,14 +311,9 @@ func (s *sink) run() {
 		s.mu.Lock()
 		s.acquire()
 		for len(s.queue) > 0 {
-			q := s.queue
-			s.queue = nil
+			q := s.take()
 			s.mu.Unlock()
-			for _, b := range q {
-				n := cap(b.evs)
-				s.handle(b)
-				s.room.give(n)
-			}
+			s.handleAll(q)
 			s.mu.Lock()
 		}
 		closing := s.closing
