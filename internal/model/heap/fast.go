@@ -126,7 +126,16 @@ loop:
 			f.stack = stack
 			ffn.afn = afn
 			ffn.site1 = false
-			s.freed(size, stack)
+			// s.freed, with addFreeStack's common case inline.
+			s.Frees++
+			s.FreeBytes += size
+			if stack != 0 {
+				if j := s.freeStackSlot(stack); s.freeStacks[j].stack == stack {
+					s.freeStacks[j].n++
+				} else {
+					s.addNewFreeStack(stack)
+				}
+			}
 			tot.Frees++
 			if ev.Temporary() {
 				tot.Temporary++
