@@ -648,7 +648,7 @@ func (c *collector) pipeline(im *image) {
 	defer c.pipelines.Add(-1)
 	defer close(im.gone)
 	defer unix.Close(im.pidfd)
-	c.sink.send(im.idx, []event.Event{im.start}, false)
+	c.sink.send(im.idx, []event.Event{im.start})
 	if c.opts.Region.HoldExit {
 		ptrace.Prewarm() // for the scan at its exit
 	}
@@ -791,7 +791,7 @@ func (c *collector) finish(im *image, m *merger, ended *event.ProcessInfo) {
 	}
 	c.closeRegion(im)
 	out = append(out, event.Event{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}})
-	c.sink.send(im.idx, out, true)
+	c.sink.send(im.idx, out)
 }
 
 // closeRegion unmaps an image's region, under c.mu: ringPipelines finds
@@ -815,7 +815,7 @@ func (c *collector) abandon(im *image, m *merger, bad *region.CorruptError) {
 	closing := c.closeAnalyses(im)
 	im.reg.Detach()
 	if out := append(m.takeAll(), closing...); len(out) > 0 {
-		c.sink.send(im.idx, out, false)
+		c.sink.send(im.idx, out)
 	}
 	var ended *event.ProcessInfo
 	for ended = c.ended(im); ended == nil; ended = c.ended(im) {
@@ -827,7 +827,7 @@ func (c *collector) abandon(im *image, m *merger, bad *region.CorruptError) {
 		}
 	}
 	c.closeRegion(im)
-	c.sink.send(im.idx, []event.Event{{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}}}, true)
+	c.sink.send(im.idx, []event.Event{{Kind: event.ProcessEnd, Proc: im.idx, Time: c.src.Now(), X: &event.Extra{Process: ended}}})
 }
 
 // closeAnalyses tells the Closers that the collector stops recording im.

@@ -11,8 +11,7 @@ import (
 // agentLink is the agent's link in the session directory, and its real
 // path. The loader knows the agent by the link, which is gone after the
 // run: its module loads name the real file instead, as their rings are
-// drained (merger.Filled, directTarget.Filled), while they are in the
-// cache, rather than in a pass of the sink's over every event.
+// drained (merger.Filled), while they are in the cache, rather than in a pass of the sink's over every event.
 type agentLink [2]string
 
 func (a *agentLink) rename(ev *event.Event) {
@@ -25,7 +24,6 @@ func (a *agentLink) rename(ev *event.Event) {
 type batch struct {
 	proc uint32
 	evs  []event.Event
-	last bool // the image ended
 	// plain: evs are heap events only, none that points somewhere
 	// (Event.X: no process start, no stack definition) and no fork. The
 	// sink applies them at once, and reuses them without clearing.
@@ -162,8 +160,8 @@ func (s *sink) recycle(evs []event.Event, plain bool) {
 
 // send hands a batch to the sink's goroutine; evs belongs to the sink
 // afterwards. It waits while the events queued fill the sink's room.
-func (s *sink) send(proc uint32, evs []event.Event, last bool) {
-	s.sendBatch(batch{proc: proc, evs: evs, last: last})
+func (s *sink) send(proc uint32, evs []event.Event) {
+	s.sendBatch(batch{proc: proc, evs: evs})
 }
 
 // sendAfter hands a batch to the sink's goroutine with a function to run
@@ -193,11 +191,11 @@ func (s *sink) take() []batch {
 }
 
 // handleAll applies batches taken from the queue; the caller holds the
-// role.
-func (s *sink) handleAll(q []batch) {
+// role. fns: see handle.
+func (s *sink) handleAll(q []batch, fns bool) {
 	for _, b := range q {
 		n := cap(b.evs)
-		s.handle(b)
+		s.handle(b, fns)
 		s.room.give(n)
 	}
 }
@@ -216,11 +214,15 @@ func (s *sink) sendDirect(b batch) {
 	s.busy = true
 	q := s.take()
 	s.mu.Unlock()
-	s.handleAll(q)
-	s.handle(b)
+	s.handleAll(q, false)
+	s.handle(b, false)
 	s.mu.Lock()
+	fns := len(s.waiting) > 0 // an image these batches released has some
 	s.release()
 	s.mu.Unlock()
+	if fns {
+		s.poke()
+	}
 }
 
 // poke wakes the sink's goroutine, unless it is woken already.
@@ -254,15 +256,17 @@ func (s *sink) release() {
 	}
 }
 
-// handle applies a batch; the caller holds the role.
-func (s *sink) handle(b batch) {
+// handle applies a batch; the caller holds the role. fns: the caller is
+// the sink's goroutine, which runs the functions whose images' events are
+// applied; a pipeline leaves them to it, as it leaves it those queued.
+func (s *sink) handle(b batch, fns bool) {
 	if s.feed(b.proc, b.evs, b.plain) {
 		s.recycle(b.evs, b.plain)
 	}
 	if b.after != nil {
 		s.waiting[b.proc] = append(s.waiting[b.proc], b.after)
 	}
-	if len(s.waiting) > 0 {
+	if fns && len(s.waiting) > 0 {
 		s.runWaiting()
 	}
 }
@@ -313,11 +317,14 @@ func (s *sink) run() {
 		for len(s.queue) > 0 {
 			q := s.take()
 			s.mu.Unlock()
-			s.handleAll(q)
+			s.handleAll(q, true)
 			s.mu.Lock()
 		}
 		closing := s.closing
 		s.mu.Unlock()
+		if len(s.waiting) > 0 {
+			s.runWaiting() // those a pipeline's batches released
+		}
 		if ticked {
 			s.tick()
 		}

@@ -2,6 +2,8 @@ package collect
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,7 +49,7 @@ func TestSinkKeepsOrder(t *testing.T) {
 	var nested atomic.Int64
 	for proc := uint32(0); proc < procs; proc++ {
 		s.send(proc, []event.Event{{Kind: event.ProcessStart, Proc: proc,
-			X: &event.Extra{Process: &event.ProcessInfo{Index: proc, ParentProc: -1, ExecOf: -1}}}}, false)
+			X: &event.Extra{Process: &event.ProcessInfo{Index: proc, ParentProc: -1, ExecOf: -1}}}})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -89,5 +91,44 @@ func TestSinkKeepsOrder(t *testing.T) {
 	}
 	if got := nested.Load(); got != procs*batches/10 {
 		t.Errorf("%d functions sent from applied ones ran, want %d", got, procs*batches/10)
+	}
+}
+
+// TestSinkRunsFunctionsItself: a function sent for an image held at a
+// fork runs once the child's start releases it, on the sink's goroutine,
+// not on the pipeline whose batch released it (that pipeline's rings
+// would wait for an analysis of another image, and the function's sender
+// knows what it may wait for, not the pipeline).
+func TestSinkRunsFunctionsItself(t *testing.T) {
+	s := newSink(heap.NewSession(), nil)
+	go s.run()
+	start := func(proc uint32, parent int32, fork uint64) []event.Event {
+		return []event.Event{{Kind: event.ProcessStart, Proc: proc,
+			X: &event.Extra{Process: &event.ProcessInfo{Index: proc, ParentProc: parent, ExecOf: -1, ForkID: fork}}}}
+	}
+	s.sendDirect(batch{proc: 0, evs: start(0, -1, 0)})
+	s.sendDirect(batch{proc: 0, evs: []event.Event{{Kind: event.Fork, Proc: 0, Aux: 9}}})
+	ran := make(chan bool, 1)
+	s.sendAfter(0, nil, func(*heap.Session) []event.Event {
+		buf := make([]byte, 1<<16)
+		ran <- strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*sink).run(")
+		return nil
+	})
+	s.sendDirect(batch{proc: 0, evs: []event.Event{{Kind: event.Alloc, Fn: event.Malloc, Proc: 0, Addr: 64, Size: 8}}, plain: true})
+	// Once the sink's goroutine took the queue and let the role go, the
+	// function waits with the paused parent, and the child's pipeline
+	// applies its start itself.
+	s.mu.Lock()
+	for s.busy || len(s.queue) > 0 {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
+	s.sendDirect(batch{proc: 1, evs: start(1, 0, 9)})
+	if onSink := <-ran; !onSink {
+		t.Error("the function of a held image ran on the pipeline that released it, not on the sink's goroutine")
+	}
+	s.close()
+	if got := s.model.Process(0).Totals.LiveBlocks; got != 1 {
+		t.Errorf("the parent has %d blocks live, want the 1 allocated after its fork", got)
 	}
 }

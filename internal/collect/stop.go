@@ -27,7 +27,7 @@ func (c *collector) holdExit(im *image, m *merger) {
 	im.scanned = true
 	defer im.reg.ReleaseHold()
 	if err := c.stop(im, m, StopExit, nil, nil, nil); err != nil {
-		c.sink.send(im.idx, c.exitMissed(im, err.Error()), false)
+		c.sink.send(im.idx, c.exitMissed(im, err.Error()))
 	}
 }
 
