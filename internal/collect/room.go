@@ -19,10 +19,11 @@ func newRoom(limit int) *room {
 }
 
 // take waits until n more fit, or nothing is taken (a batch larger than
-// the limit still goes, alone), then takes n.
+// the limit still goes, alone), then takes n. Nothing (a function sent
+// without events, maybe by one run while applying) never waits.
 func (r *room) take(n int) {
 	r.mu.Lock()
-	for r.used > 0 && r.used+n > r.limit {
+	for n > 0 && r.used > 0 && r.used+n > r.limit {
 		r.waiting++
 		r.freed.Wait()
 		r.waiting--

@@ -24,6 +24,8 @@ func TestRoomBounds(t *testing.T) {
 	if r.used != 25 {
 		t.Fatalf("used %d, want 25", r.used)
 	}
+	// Over the limit now: a send without events still goes.
+	waitFor(t, takeAsync(r, 0), "a send of no events waits in a room over its limit")
 }
 
 // takeAsync takes n on a goroutine of its own; the channel closes once it
