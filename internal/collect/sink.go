@@ -291,7 +291,7 @@ func (s *sink) close() {
 // batches made anew all run long, each a few hundred fresh pages to fault
 // in. A batch is small (64 KiB) so that a pipeline that applies what it
 // just decoded finds it in the core's cache, beside the model's tables
-// (4,096 events a batch made the long-lived loop's run 8 % dearer).
+// (docs/bench.md).
 const (
 	inFlight     = 1 << 14
 	spareBatches = 64

@@ -14,7 +14,7 @@ import (
 // traceEvents returns the events of the trace named by $LPT_FILE and its
 // time shift, or skips.
 func traceEvents(b *testing.B) ([]event.Event, uint) {
-	batches, shift := testfixture.TraceBatches(b, 4096)
+	batches, shift := testfixture.TraceBatches(b, batchEvents)
 	var evs []event.Event
 	for _, batch := range batches {
 		evs = append(evs, batch...)
@@ -26,7 +26,7 @@ func traceEvents(b *testing.B) ([]event.Event, uint) {
 // (LPT_FILE=x.lpt go test -bench SinkStages): the model update, the trace
 // encoding (on the sink's goroutine, or aside: on one of its own) and the
 // trace with its compression (on the writer's), in CPU time per event. The events come in batches
-// of 4,096 copied in first, as the pipelines hand them over.
+// of batchEvents copied in first, as the pipelines hand them over.
 func BenchmarkSinkStages(b *testing.B) {
 	evs, shift := traceEvents(b)
 	stages := []struct {
@@ -44,7 +44,7 @@ func BenchmarkSinkStages(b *testing.B) {
 	}
 	for _, st := range stages {
 		b.Run(st.name, func(b *testing.B) {
-			batch := make([]event.Event, 4096)
+			batch := make([]event.Event, batchEvents)
 			runtime.GC()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
@@ -88,7 +88,7 @@ func BenchmarkSinkStages(b *testing.B) {
 // that records nearly everything, another nothing) in drains of 1,024,
 // taken in order 8,192 events behind (the 2 ms of lateness at the
 // long-lived loop's rate; copies wait as long again, as the pipeline's
-// do), into batches of 4,096 that are reused.
+// do), into batches of batchEvents that are reused.
 func BenchmarkMerge(b *testing.B) {
 	const drain, behind = 1024, 8192
 	evs := make([]event.Event, 64*drain)
@@ -102,7 +102,7 @@ func BenchmarkMerge(b *testing.B) {
 			free = free[:k-1]
 			return out
 		}
-		return make([]event.Event, 0, 4096)
+		return make([]event.Event, 0, batchEvents)
 	}, send: func(out []event.Event, _ bool) { free = append(free, out[:0]) }, age: 3 * behind}
 	for b.Loop() {
 		// Times start over: so does the merger, whose rings never go

@@ -472,8 +472,9 @@ func (r *Region) wakeProducers(force bool) {
 // for a caller that knows no other goroutine needs it: asleep in a
 // system call it gave it up, the runtime's monitor took it back after
 // 20 us when the other processors were busy, and then polled every 20 us
-// for a millisecond, two context switches each. The garbage collector's
-// stops wait for the sleep (at most timeout) meanwhile.
+// for a millisecond, two context switches each. The runtime's preemption
+// signal ends such a sleep early (a collection need not wait for it), as
+// any signal may: Wait can return before timeout with nothing rung.
 func (r *Region) Wait(timeout time.Duration, keep bool) {
 	bell := r.u32(wire.OffDoorbell).Load()
 	r.u32(wire.OffCollectorSleeping).Store(1)
