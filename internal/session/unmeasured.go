@@ -101,7 +101,7 @@ func unmeasured(s *heap.Session) (warns []string) {
 		}
 		// The dynamic loader lists the executable first.
 		m := p.Modules[0]
-		if !strings.HasPrefix(m.Path, "/") || seen[m.Path] {
+		if !strings.HasPrefix(m.Path, "/") || seen[m.Path] || allCalled(p) {
 			continue
 		}
 		own, err := ownAllocator(m.Path, m.BuildID)
@@ -122,4 +122,16 @@ func unmeasured(s *heap.Session) (warns []string) {
 			m.Path, strings.Join(names, ", ")))
 	}
 	return warns
+}
+
+// allCalled reports whether every function of replacedAllocator reached
+// the agent in p: whichever the executable defines, some call reached it,
+// and its symbol table need not be read.
+func allCalled(p *heap.Process) bool {
+	for _, fn := range replacedAllocator {
+		if p.Totals.Calls[fn] == 0 {
+			return false
+		}
+	}
+	return true
 }
