@@ -155,9 +155,11 @@ const (
 )
 
 // freeFns are the Fns that normally free memory, by their index in an
-// addrSlot.
+// addrSlot (freeFnIndex of the allocating Fn).
 var freeFns = [4]event.Fn{event.FreeFn, event.Delete, event.DeleteArray, event.FreeFn}
 
+// freeFnIndex is the index in freeFns of the Fn that normally frees
+// memory allocated by f.
 func freeFnIndex(f event.Fn) uint64 {
 	switch f {
 	case event.New:
@@ -233,16 +235,9 @@ func addrHash(a uint64) uint64 { return a>>4 ^ a>>19 }
 func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
-// freeFnFor is the Fn that normally frees memory allocated by f.
-func freeFnFor(f event.Fn) event.Fn {
-	switch f {
-	case event.New:
-		return event.Delete
-	case event.NewArray:
-		return event.DeleteArray
-	}
-	return event.FreeFn
-}
+// freeFnFor is the Fn that normally frees memory allocated by f: the
+// encoder's and the decoder's prediction must be one mapping.
+func freeFnFor(f event.Fn) event.Fn { return freeFns[freeFnIndex(f)] }
 
 // model is the state that encoder and decoder share; it is reset at each
 // chunk start.
