@@ -205,9 +205,6 @@ func (c *classEntry) pop() uint64 {
 	return a
 }
 
-// peek returns the latest address; c.n must be > 0.
-func (c *classEntry) peek() uint64 { return c.addrs[c.top%classDepth] }
-
 const (
 	classTab   = 1 << 11
 	classDepth = 4
@@ -461,8 +458,8 @@ func (e *encoder) reset() {
 // putStack codes the stack id of a heap event (format version 8): as a
 // zigzag delta from the chunk's latest StackDef's, which the agent writes
 // just before the first event of a stack (python3: 30 % of the events'
-// stacks; the stack stream a third smaller).
-// (Small enough to inline: it runs for nearly every event.)
+// stacks; the stack stream a third smaller). A predicted stack (hotStack)
+// skips it.
 func (e *encoder) putStack(id uint32) {
 	v := zigzag(int64(id) - int64(e.lastStack))
 	if e.before8 {
@@ -578,8 +575,7 @@ func (e *encoder) putSize(n uint64) {
 
 // putTime codes time t in the time stream as timeMode says, and with dual
 // the other way in alt. A one-byte plain delta in a chunk that is not
-// probed needs no average: that case, nearly every event's, is small
-// enough to inline.
+// probed needs no average.
 func (e *encoder) putTime(t uint64) {
 	t = e.coarse(t)
 	d := int64(t - e.prevTime)
@@ -615,12 +611,9 @@ func (e *encoder) hotTimeOf(t uint64) byte {
 	if t>>(e.shift&63) == e.prevTime {
 		return hotTime
 	}
-	e.putNewTime(t)
+	e.putTime(t)
 	return 0
 }
-
-// putNewTime is putTime, not inlined.
-func (e *encoder) putNewTime(t uint64) { e.putTime(t) }
 
 // The streams are written without a check of their capacity (which
 // would make each write a call that might grow the slice, and then store

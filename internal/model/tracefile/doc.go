@@ -130,8 +130,10 @@
 //	                   the chunk, or that stack itself if it had none;
 //	                   the previous Alloc's stack is 0 at the chunk's
 //	                   start); Fn that of the stack's latest Alloc (an
-//	                   Alloc of another Fn is coded 0x01 or 0x1c), or if
-//	                   the chunk had none, fn byte and size; f0: size as
+//	                   Alloc of another Fn, or whose stack only a Free
+//	                   used, Fn 0, is coded 0x01 or 0x1c), or if the
+//	                   stack has no entry in the chunk, fn byte and
+//	                   size; f0: size as
 //	                   the stack's latest Alloc's, else size; the address
 //	                   as for 0x01; l: 0 not late, else Addr2 is Time
 //	                   (1), one tick (1<<shift) before (2), or (3) time:
