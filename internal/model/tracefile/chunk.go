@@ -260,9 +260,8 @@ type model struct {
 	epoch                uint16
 	// The tables are arrays, so that an index masked to their size needs
 	// no bounds check.
-	stacks  *[stackTab]stackEntry
-	classes *[classTab]classEntry
-	names   []string // the scope names of the chunk, in the order first coded
+	stacks *[stackTab]stackEntry
+	names  []string // the scope names of the chunk, in the order first coded
 }
 
 // maxChunkNames bounds the scope names a chunk's table holds; later ones
@@ -271,9 +270,9 @@ const maxChunkNames = 1024
 
 // classPush records that thread t freed addr, a block of class cls, not
 // 0 (blocks of no class are not kept). (Small enough to inline.)
-func (m *model) classPush(addr uint64, cls uint16, t int32) {
-	k := m.classKey(cls, t)
-	c := &m.classes[classHash(k)]
+func (d *decoder) classPush(addr uint64, cls uint16, t int32) {
+	k := d.classKey(cls, t)
+	c := &d.classes[classHash(k)]
 	if c.key != k {
 		c.key, c.n = k, 0
 	}
@@ -284,12 +283,12 @@ func (m *model) classPush(addr uint64, cls uint16, t int32) {
 
 // classTop returns the class list for an allocation of size bytes by
 // thread t, or nil if it is empty.
-func (m *model) classTop(cls uint16, t int32) *classEntry {
+func (d *decoder) classTop(cls uint16, t int32) *classEntry {
 	if cls == 0 {
 		return nil
 	}
-	k := m.classKey(cls, t)
-	c := &m.classes[classHash(k)]
+	k := d.classKey(cls, t)
+	c := &d.classes[classHash(k)]
 	if c.key != k || c.n == 0 {
 		return nil
 	}
@@ -307,12 +306,10 @@ func (m *model) reset() {
 	m.names = m.names[:0]
 	if m.stacks == nil {
 		m.stacks = new([stackTab]stackEntry)
-		m.classes = new([classTab]classEntry)
 	}
 	m.epoch++
 	if m.epoch == 0 {
 		clear(m.stacks[:])
-		clear(m.classes[:])
 		m.epoch = 1
 	}
 }
@@ -342,7 +339,7 @@ type encoder struct {
 	big     bool   // an event other than Alloc, Free, ReallocBegin, Realloc was added
 	addrs   *[addrTab]addrSlot
 	free    *[freeTab]freeEntry // the frees whose address's entry held another's allocation
-	classes *[classTab]encClass // the encoder's model.classes
+	classes *[classTab]encClass // the decoder's classes, for the encoder
 	// nameIdx: the index of each name in model.names.
 	nameIdx map[string]int
 	callers callerTrie
@@ -735,7 +732,7 @@ func (e *encoder) class(cls uint16) (uint64, *encClass) {
 	return uint64(cls) | e.clsBase, &e.classes[(uint64(cls)^e.clsMix)&(classTab-1)]
 }
 
-// classPush is model.classPush for the encoder and the current thread:
+// classPush is decoder.classPush for the encoder and the current thread:
 // seq is the free's sequence number.
 func (e *encoder) classPush(seq uint32, cls uint16) {
 	k, c := e.class(cls)

@@ -18,6 +18,9 @@ type stream struct {
 // never panics on bad input; its first error sticks.
 type decoder struct {
 	model
+	// classes are the class lists of blocks freed (classPush), the
+	// encoder's its own (encClass).
+	classes *[classTab]classEntry
 	version int // of the file's format
 	s       [numStreams]stream
 	bad     int    // stream of the first read error, or -1
@@ -35,13 +38,17 @@ type decoder struct {
 }
 
 func newDecoder() *decoder {
-	return &decoder{free: make([]uint64, freeWindow), version: Version}
+	return &decoder{free: make([]uint64, freeWindow), version: Version, classes: new([classTab]classEntry)}
 }
 
 // reset starts decoding payload p. It fails if the stream lengths do not
 // add up to the payload.
 func (d *decoder) reset(p []byte) error {
 	d.model.reset()
+	if d.epoch == 1 {
+		// (The epochs wrapped, as model.reset says.)
+		clear(d.classes[:])
+	}
 	d.bad, d.reason, d.n = -1, "", 0
 	d.allocN, d.freeN = 0, 0
 	d.lastFreed = 0
