@@ -130,7 +130,8 @@ func checkBlockTable(t *testing.T, tab *blockTable, live map[uint64]Block) {
 }
 
 // sameHome returns n addresses whose probes start at the same group of a
-// new table, its last: past 8 they wrap around to the first groups.
+// new table, its last: past 7 (a group's slots) they wrap around to the
+// first groups.
 func sameHome(n int) []uint64 {
 	tab := newBlockTable()
 	var out []uint64
@@ -189,8 +190,8 @@ func TestBlockTableCollisions(t *testing.T) {
 
 // TestBlockTableDeletedSlots: blocks of one group, more than it holds,
 // put and taken over and over leave deleted slots in the full groups;
-// the index is rebuilt at its size to drop them, never grown, and every
-// block stays found.
+// the index is never grown for them, and every block stays found (its
+// rebuild at its size: TestBlockTableRebuildsInPlace).
 func TestBlockTableDeletedSlots(t *testing.T) {
 	addrs := sameHome(40)
 	rng := rand.New(rand.NewSource(3))
@@ -220,6 +221,64 @@ func TestBlockTableDeletedSlots(t *testing.T) {
 	if len(tab.words) != minBlockGrp*groupWords {
 		t.Errorf("%d words for at most %d blocks, want %d", len(tab.words), len(addrs), minBlockGrp*groupWords)
 	}
+}
+
+// TestBlockTableRebuildsInPlace: full groups whose blocks are taken
+// keep their slots deleted; once live and deleted slots fill half the
+// index while the live ones stay under 3/4 of what it may hold, the index
+// is rebuilt at its size, without deleted slots, and every block is
+// found.
+func TestBlockTableRebuildsInPlace(t *testing.T) {
+	tab := newBlockTable()
+	groups := len(tab.words) / groupWords
+	home := map[uint64][]uint64{} // 7 addresses for each group
+	for a, done := uint64(0x1000), 0; done < groups; a += 16 {
+		if g := uint64(tagOf(a)) & tab.gmask; len(home[g]) < 7 {
+			if home[g] = append(home[g], a); len(home[g]) == 7 {
+				done++
+			}
+		}
+	}
+	live := map[uint64]Block{}
+	put := func(a uint64) {
+		tab.putB(a, Block{Size: a & 0xfff})
+		live[a] = Block{Size: a & 0xfff}
+	}
+	// The first 70 groups full, then 4 blocks of each taken: deleted.
+	for g := uint64(0); g < 70; g++ {
+		for _, a := range home[g] {
+			put(a)
+		}
+	}
+	for g := uint64(0); g < 70; g++ {
+		for _, a := range home[g][:4] {
+			if _, ok := tab.takeB(a); !ok {
+				t.Fatalf("take %#x: not found", a)
+			}
+			delete(live, a)
+		}
+	}
+	if tab.dead != 280 {
+		t.Fatalf("%d slots deleted, want 280 (4 in each of 70 full groups)", tab.dead)
+	}
+	words := len(tab.words)
+	rebuilt := false
+	for g := uint64(70); g < uint64(groups) && !rebuilt; g++ {
+		for _, a := range home[g] {
+			put(a)
+			if tab.dead == 0 {
+				rebuilt = true
+				break
+			}
+		}
+	}
+	if !rebuilt {
+		t.Fatalf("no rebuild with %d live and %d deleted slots in %d", tab.n, tab.dead, len(tab.words))
+	}
+	if len(tab.words) != words {
+		t.Errorf("rebuilt to %d words for %d blocks, want %d: only deleted slots were to go", len(tab.words), tab.n, words)
+	}
+	checkBlockTable(t, tab, live)
 }
 
 // TestBlockTableSameTag: two addresses whose slots keep the same hash
