@@ -633,8 +633,11 @@ static __attribute__((noinline)) void lp_rec_free_slow(struct lp_thread *t, unsi
 	uint64_t ts = 0;
 	w[0] = 0;
 	if (LP_LIKELY(folds)) {
-		/* Until the evicted entry is written: a signal handler's free
-		 * of its block must not be written before it. */
+		/* Until the evicted entry is written, a signal handler's
+		 * allocation or free neither folds nor evicts: the entry is
+		 * out of the FIFO and not yet in the ring. (Its free of that
+		 * block is written first, dated after it: the collector parks
+		 * a free that comes before its allocation.) */
 		lp_enter(&t->in_fold);
 		ts = lp_fold_evict_dated(t, w);
 	}
