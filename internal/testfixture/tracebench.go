@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/tracefile"
 )
@@ -32,7 +34,7 @@ func TraceBatches(tb testing.TB, n int) ([][]event.Event, uint) {
 // of its own.
 func ThreadCPU() (thread, proc time.Duration) {
 	var t, p syscall.Rusage
-	syscall.Getrusage(1, &t) // RUSAGE_THREAD
+	syscall.Getrusage(unix.RUSAGE_THREAD, &t)
 	syscall.Getrusage(syscall.RUSAGE_SELF, &p)
 	d := func(r *syscall.Rusage) time.Duration { return time.Duration(r.Utime.Nano() + r.Stime.Nano()) }
 	return d(&t), d(&p)

@@ -182,7 +182,7 @@ func TestWriteJSONAsEncoder(t *testing.T) {
 			for n < len(a) && n < len(b) && a[n] == b[n] {
 				n++
 			}
-			t.Fatalf("case %d: differs at byte %d:\nours:     %q\nexpected: %q", i, n, a[max(0, n-600):n+100], tail(b[n:]))
+			t.Fatalf("case %d: differs at byte %d:\nours:     %q\nexpected: %q", i, n, a[max(0, n-600):min(len(a), n+100)], tail(b[n:]))
 		}
 	}
 	if frames < 1000 {
