@@ -50,36 +50,12 @@ var minWords = [RecMax + 1]int{
 	RecPool: 4, RecPoolAlloc: 5, RecPoolFree: 4, RecFamily: 5,
 }
 
-// Decode appends to out the events of the whole records in b, tagged with
-// process index proc, and returns the extended slice. b must hold whole
-// records (a ring publishes only whole records). On a malformed record it
-// returns the events before it and a *DecodeError.
-func Decode(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, error) {
-	done := 0
-	for {
-		// Room for as many events as the bytes likely hold, at once:
-		// growing by appending would copy them again and again.
-		if most := (len(b) - done) / 24; cap(out)-len(out) < most {
-			out = append(make([]event.Event, 0, max(len(out)+most, cap(out)*3/2)), out...)
-		} else if len(out) == cap(out) {
-			out = append(out, event.Event{})[:len(out)]
-		}
-		var n int
-		var err error
-		out, n, err = DecodeSome(b[done:], proc, r, out)
-		if err != nil {
-			err.(*DecodeError).Offset += done
-			return out, err
-		}
-		if done += n; done == len(b) {
-			return out, nil
-		}
-	}
-}
-
-// DecodeSome is Decode within out's capacity: it stops before the first
-// record that would make an event past it, and returns how many bytes of
-// b it decoded. A collector decodes so straight into the batches it hands
+// DecodeSome appends to out the events of the whole records in b, tagged
+// with process index proc, within out's capacity: it stops before the
+// first record that would make an event past it, and returns the extended
+// slice and how many bytes of b it decoded. b must hold whole records (a
+// ring publishes only whole records); on a malformed record it returns
+// the events before it and a *DecodeError. A collector decodes so straight into the batches it hands
 // on, which then never grow.
 func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, int, error) {
 	le := binary.LittleEndian
