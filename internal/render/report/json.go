@@ -116,13 +116,13 @@ type jsonFrame struct {
 }
 
 type jsonLeak struct {
-	Kind      string      `json:"kind"`
-	Bytes     uint64      `json:"bytes"`
-	Blocks    uint64      `json:"blocks"`
-	Function  string      `json:"function,omitempty"`
-	Allocs    uint64      `json:"site_allocations"`
-	Stack     []jsonFrame `json:"stack"`
-	RootCause any         `json:"root_cause"`
+	Kind      string         `json:"kind"`
+	Bytes     uint64         `json:"bytes"`
+	Blocks    uint64         `json:"blocks"`
+	Function  string         `json:"function,omitempty"`
+	Allocs    uint64         `json:"site_allocations"`
+	Stack     []jsonFrame    `json:"stack"`
+	RootCause *jsonRootCause `json:"root_cause"`
 	// lazy: the stack is runs, which writeJSON writes as Stack (see
 	// jsonReportOf).
 	lazy bool

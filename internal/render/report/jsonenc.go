@@ -153,9 +153,6 @@ func (e *jsonWriter) value(v reflect.Value, depth int) {
 	if e.err != nil {
 		return
 	}
-	if v.Kind() == reflect.Interface && !v.IsNil() {
-		v = v.Elem() // a root cause's frames are a stack's too
-	}
 	if !v.IsValid() {
 		e.w.WriteString("null")
 		return
