@@ -319,3 +319,239 @@ func TestMergerOrdersPolled(t *testing.T) {
 		t.Fatalf("took %v (times %v), want the epoch fourth, all in time order", got, times)
 	}
 }
+
+// refTakeSome is takeSome as it was before runs of two rings alternated
+// without a look at the others: each run begins with a look at every
+// ring. TestMergerRunsAsReference holds takeSome to its order.
+func (m *merger) refTakeSome(upto uint64, all bool, budget int) (stopped bool) {
+	copying := all
+	sent := 0
+	for m.n > 0 {
+		if budget > 0 && sent >= budget {
+			return true
+		}
+		best, next := noQueue, ^uint64(0)
+		var bt uint64
+		for i := -1; i < len(m.rings); i++ {
+			q := m.queue(i)
+			if len(q.chunks) == 0 || q.head == len(q.chunks[0].evs) {
+				continue
+			}
+			t := q.chunks[0].evs[q.head].Time
+			switch {
+			case best == noQueue:
+				best, bt = i, t
+			case t < bt:
+				next = min(next, bt)
+				best, bt = i, t
+			default:
+				next = min(next, t)
+			}
+		}
+		if best == noQueue || (!all && bt >= upto) {
+			break
+		}
+		q := m.queue(best)
+		c := &q.chunks[0]
+		if q.head == 0 && c.max <= next && (all || c.max < upto) &&
+			(len(m.out) == 0 || 2*len(c.evs) >= cap(c.evs)) {
+			sent += len(m.out) + len(c.evs)
+			m.sendOut()
+			m.n -= len(c.evs)
+			m.send(c.evs, c.refs == 0)
+			q.drop()
+			continue
+		}
+		if !copying {
+			if upto-bt <= m.age {
+				break
+			}
+			copying = true
+		}
+		if m.out == nil {
+			m.out, m.outPlain = m.chunk(), true
+		}
+		start := q.head
+		for q.head < len(c.evs) && len(m.out)+q.head-start < cap(m.out) {
+			t := c.evs[q.head].Time
+			if q.head > start && t > next || !all && t >= upto {
+				break
+			}
+			q.head++
+		}
+		m.out = append(m.out, c.evs[start:q.head]...)
+		m.outPlain = m.outPlain && c.refs <= start
+		m.n -= q.head - start
+		if q.head == len(c.evs) {
+			clear(c.evs[:c.refs])
+			m.keep(c.evs)
+			q.drop()
+		}
+		if len(m.out) == cap(m.out) {
+			sent += len(m.out)
+			m.sendOut()
+		}
+	}
+	return false
+}
+
+// TestMergerRunsAsReference feeds two mergers the same events of rings
+// that interleave as threads running at once do: two at a time a few
+// events each, now and then a third ring's, a poller's, events at the
+// same time in different rings, stack definitions, records out of place
+// (a signal handler's), events that point somewhere. One takes with
+// takeSome, the other with refTakeSome, under the same watermarks and
+// budgets: they must send the same batches, in the same order, each
+// event once, in time order, none at or after the watermark.
+func TestMergerRunsAsReference(t *testing.T) {
+	for seed := range int64(12) {
+		rng := rand.New(rand.NewSource(seed))
+		var got, want []event.Event
+		var gotPlain, wantPlain []bool
+		size := minRoom + rng.Intn(minRoom)
+		m, ref := batchMerger(t, size, &got), batchMerger(t, size, &want)
+		age := uint64(rng.Intn(3)) * 40
+		for _, x := range []struct {
+			m     *merger
+			plain *[]bool
+		}{{m, &gotPlain}, {ref, &wantPlain}} {
+			send := x.m.send
+			x.m.send = func(evs []event.Event, plain bool) {
+				*x.plain = append(*x.plain, plain)
+				send(evs, plain)
+			}
+			x.m.age = age
+		}
+		const rings = 4
+		var clock, upto uint64
+		a, b := 0, 1 // the rings that run
+		fed, id := 0, uint64(0)
+		for round := 0; round < 60; round++ {
+			var evs [rings + 1][]event.Event // the last: the poller's
+			// Some rounds a third ring is as busy, and more events
+			// come at the same time.
+			third, step := rng.Intn(4) == 0, 2+rng.Intn(3)
+			for k := rng.Intn(1500); k > 0; k-- {
+				r := a
+				switch p := rng.Intn(100); {
+				case third && p < 30:
+					r = (b + 1) % rings
+				case p < 45:
+					r = b
+				case p < 52:
+					r = rng.Intn(rings)
+				case p < 53:
+					r = rings
+				case p < 54:
+					a, b = rng.Intn(rings), rng.Intn(rings)
+				}
+				clock += uint64(rng.Intn(step)) // (0: at the same time)
+				id++
+				ev := event.Event{Kind: event.Alloc, Time: clock, Addr: id, Size: uint64(r)}
+				switch p := rng.Intn(100); {
+				case p < 3 && r < rings:
+					ev.Kind, ev.Time, ev.X = event.StackDef, 0, &event.Extra{Frames: []uint64{id}}
+				case p < 6 && r < rings && clock > upto+8:
+					// Written late, out of place: back in place unless
+					// a stack definition comes between (Aux marks it).
+					ev.Time -= uint64(rng.Intn(8))
+					ev.Aux = 1
+				case p < 8:
+					ev.Kind, ev.X = event.StaleEpoch, &event.Extra{}
+				}
+				evs[r] = append(evs[r], ev)
+			}
+			for r := range evs {
+				ring := r
+				if r == rings {
+					ring = -1
+				}
+				for k := 0; k < len(evs[r]); {
+					n := min(len(evs[r])-k, 1+rng.Intn(700))
+					m.add(ring, evs[r][k:k+n])
+					ref.add(ring, evs[r][k:k+n])
+					k += n
+				}
+				fed += len(evs[r])
+			}
+			// A ring's next events are never older than the watermark.
+			upto = max(upto, clock-min(clock, uint64(rng.Intn(300))))
+			budget := 0
+			if rng.Intn(2) == 0 {
+				budget = 1 + rng.Intn(2*size)
+			}
+			before := len(got)
+			for {
+				s1, s2 := m.takeSome(upto, false, budget), ref.refTakeSome(upto, false, budget)
+				if s1 != s2 {
+					t.Fatalf("seed %d round %d: takeSome stopped %v, the reference %v", seed, round, s1, s2)
+				}
+				if !s1 || rng.Intn(3) == 0 {
+					break
+				}
+			}
+			m.sendOut()
+			ref.sendOut()
+			for _, ev := range got[before:] {
+				if ev.Time >= upto {
+					t.Fatalf("seed %d round %d: took an event at %d, watermark %d", seed, round, ev.Time, upto)
+				}
+			}
+		}
+		got, want = takeAll(m, &got), takeAll(ref, &want)
+		if len(got) != fed || len(want) != fed {
+			t.Fatalf("seed %d: took %d events, the reference %d, fed %d", seed, len(got), len(want), fed)
+		}
+		seen := map[uint64]bool{}
+		var last uint64
+		for i, ev := range got {
+			if ev.Addr != want[i].Addr {
+				t.Fatalf("seed %d: event %d is #%d (ring %d, at %d), the reference's #%d (ring %d, at %d)",
+					seed, i, ev.Addr, ev.Size, ev.Time, want[i].Addr, want[i].Size, want[i].Time)
+			}
+			if seen[ev.Addr] {
+				t.Fatalf("seed %d: event #%d twice", seed, ev.Addr)
+			}
+			seen[ev.Addr] = true
+			if ev.Kind != event.StackDef && ev.Aux == 0 {
+				if ev.Time < last {
+					t.Fatalf("seed %d: event %d at %d after one at %d", seed, i, ev.Time, last)
+				}
+				last = ev.Time
+			}
+		}
+		if len(gotPlain) != len(wantPlain) {
+			t.Fatalf("seed %d: %d batches, the reference %d", seed, len(gotPlain), len(wantPlain))
+		}
+		for i := range gotPlain {
+			if gotPlain[i] != wantPlain[i] {
+				t.Fatalf("seed %d: batch %d plain %v, the reference's %v", seed, i, gotPlain[i], wantPlain[i])
+			}
+		}
+	}
+}
+
+// TestMergerSendsChunkWholeAfterRun: a ring whose whole chunk comes
+// before the others' next events goes whole even when it is its turn
+// after another ring's run.
+func TestMergerSendsChunkWholeAfterRun(t *testing.T) {
+	var sent [][]event.Event
+	m := &merger{fresh: func() []event.Event { return make([]event.Event, 0, minRoom) },
+		send: func(evs []event.Event, _ bool) { sent = append(sent, evs) }}
+	m.add(0, []event.Event{{Kind: event.Alloc, Time: 50}, {Kind: event.Alloc, Time: 60}, {Kind: event.Alloc, Time: 1000}})
+	var evs []event.Event
+	for i := range minRoom / 2 {
+		evs = append(evs, event.Event{Kind: event.Alloc, Time: uint64(100 + i)})
+	}
+	m.add(1, evs)
+	chunk := &m.rings[1].chunks[0].evs[0]
+	m.take(2000, false)
+	m.sendOut()
+	if len(sent) != 3 || len(sent[0]) != 2 || len(sent[1]) != minRoom/2 || &sent[1][0] != chunk || len(sent[2]) != 1 {
+		var lens []int
+		for _, b := range sent {
+			lens = append(lens, len(b))
+		}
+		t.Fatalf("sent batches of %v events, want 2, then ring 1's chunk of %d whole, then 1", lens, minRoom/2)
+	}
+}
