@@ -809,23 +809,35 @@ func checkLimits(ev *event.Event) error {
 // add appends one event to the chunk. It returns an error, and adds
 // nothing, for an event beyond the format's limits.
 func (e *encoder) add(ev *event.Event) error {
-	// Most events are Allocs and Frees of the current process and thread
-	// with the hot codes: they take a function of their own, which has
-	// nothing to keep across its calls (the rest, addAny, does).
-	if ev.X == nil && ev.Aux == 0 && ev.Proc == e.proc && ev.Thread == e.threads[0] && e.room > 0 && !e.before10 {
+	// Most events are Allocs and Frees of the current process with the
+	// hot codes: they take a function of their own, which has nothing to
+	// keep across its calls (the rest, addAny, does). With several
+	// threads at once the thread changes every few events: the switch
+	// is coded here too, as addAny would.
+	if ev.X == nil && ev.Aux == 0 && ev.Proc == e.proc && e.room > 0 && !e.before10 {
 		switch ev.Kind {
 		case event.Free:
 			if ev.Addr2 == 0 && ev.Size == 0 {
+				if ev.Thread != e.threads[0] {
+					e.setThread(ev.Thread)
+				}
 				e.room--
 				e.n++
 				e.addFree(ev, true)
 				return nil
 			}
 		case event.Alloc:
-			if late, before, ok := e.lateState(ev); ok && e.addAllocHot(ev, late, before) {
-				e.room--
-				e.n++
-				return nil
+			if late, before, ok := e.lateState(ev); ok {
+				if ev.Thread != e.threads[0] {
+					e.setThread(ev.Thread)
+				}
+				// (If the hot codes cannot say it, addAny codes it
+				// the other way, the thread already set.)
+				if e.addAllocHot(ev, late, before) {
+					e.room--
+					e.n++
+					return nil
+				}
 			}
 		}
 	}
@@ -927,19 +939,23 @@ func (e *encoder) addAny(ev *event.Event) error {
 	return nil
 }
 
+// setThread makes t the current thread, in the streams and the MRU
+// list; the streams have room.
 func (e *encoder) setThread(t int32) {
-	for i := 1; i < numThreads; i++ {
-		if e.threads[i] == t {
-			copy(e.threads[1:i+1], e.threads[:i])
-			e.threads[0] = t
-			e.setClass()
-			e.s[sOps] = append(e.s[sOps], opSetThread|byte(i)<<5)
-			return
-		}
+	i := 1
+	for i < numThreads && e.threads[i] != t {
+		i++
 	}
-	e.put1(sOps, opSetThread)
-	e.putUv(sMisc, zigzag(int64(t)-int64(e.threads[0])))
-	copy(e.threads[1:], e.threads[:numThreads-1])
+	if i < numThreads {
+		e.put1(sOps, opSetThread|byte(i)<<5)
+	} else {
+		i = numThreads - 1
+		e.put1(sOps, opSetThread)
+		e.putUv(sMisc, zigzag(int64(t)-int64(e.threads[0])))
+	}
+	for ; i > 0; i-- {
+		e.threads[i] = e.threads[i-1]
+	}
 	e.threads[0] = t
 	e.setClass()
 }
