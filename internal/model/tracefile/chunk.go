@@ -262,10 +262,12 @@ type model struct {
 	// number, the decoder's 1 + index in the chunk.
 	lastFreed uint64
 	// perThread: each thread has its own prevAddr, bump, stack chains,
-	// freeFn and lastFreed (format version 11): the merged events of threads running at
-	// once alternate every few events, and each broke the others'
-	// predictions. own[i] holds those of threads[i] (i > 0).
+	// freeFn and lastFreed (format version 11): the merged events of
+	// threads running at once alternate every few events, and each broke
+	// the others' predictions. own[slots[i]] holds those of threads[i]
+	// (i > 0): a switch moves a byte a thread, not a state.
 	perThread bool
+	slots     [numThreads]uint8
 	own       [numThreads]threadState
 	epoch     uint16
 	// The tables are arrays, so that an index masked to their size needs
@@ -294,16 +296,17 @@ func (m *model) toFront(i int, t int32) {
 		m.threads[0] = t
 		return
 	}
-	cur := threadState{m.prevAddr, m.bump, m.lastFreed, m.prevAlloc, m.allocNext, m.prevFree, m.freeNext, m.freeFn}
-	next := newThreadState
-	if i < numThreads {
-		next = m.own[i]
-	} else {
+	was := m.slots[0]
+	if i >= numThreads {
 		i = numThreads - 1
+		m.own[m.slots[i]] = newThreadState
 	}
+	now := m.slots[i]
 	copy(m.threads[1:i+1], m.threads[:i])
-	copy(m.own[1:i+1], m.own[:i])
-	m.threads[0], m.own[1] = t, cur
+	copy(m.slots[1:i+1], m.slots[:i])
+	m.threads[0], m.slots[0] = t, now
+	m.own[was] = threadState{m.prevAddr, m.bump, m.lastFreed, m.prevAlloc, m.allocNext, m.prevFree, m.freeNext, m.freeFn}
+	next := &m.own[now]
 	m.prevAddr, m.bump, m.lastFreed = next.prevAddr, next.bump, next.lastFreed
 	m.prevAlloc, m.allocNext = next.prevAlloc, next.allocNext
 	m.prevFree, m.freeNext, m.freeFn = next.prevFree, next.freeNext, next.freeFn
@@ -348,7 +351,10 @@ func (m *model) reset() {
 	m.prevAlloc, m.allocNext, m.prevFree, m.freeNext = 0, 0, 0, 0
 	m.freeFn = event.FreeFn
 	m.lastFreed = 0
-	m.own = [numThreads]threadState{}
+	m.slots = [numThreads]uint8{0, 1, 2, 3, 4, 5, 6, 7}
+	for i := range m.own {
+		m.own[i] = newThreadState
+	}
 	clear(m.names)
 	m.names = m.names[:0]
 	if m.stacks == nil {

@@ -1151,3 +1151,35 @@ func loopThreads(n, perThread int) []event.Event {
 	}
 	return evs
 }
+
+// TestChunksStandAlone: a chunk decodes the same with a fresh decoder as
+// after the chunks before it (no coding state crosses a chunk's start,
+// the threads' own predictions included).
+func TestChunksStandAlone(t *testing.T) {
+	evs := loopThreads(4, 3000)
+	e := newEncoder()
+	shared := newDecoder()
+	for start := 0; start < len(evs); start += 997 {
+		part := evs[start:min(start+997, len(evs))]
+		e.reset()
+		for i := range part {
+			if err := e.add(&part[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := e.payload(nil)
+		for _, d := range []*decoder{shared, newDecoder()} {
+			if err := d.reset(p); err != nil {
+				t.Fatal(err)
+			}
+			var got []event.Event
+			for !d.done() {
+				got = d.next(got, len(got)+1000)
+			}
+			if err := d.finish(); err != nil {
+				t.Fatalf("chunk at event %d: %v", start, err)
+			}
+			diffEvents(t, got, part)
+		}
+	}
+}
