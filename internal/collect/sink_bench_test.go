@@ -85,6 +85,16 @@ func BenchmarkSinkStages(b *testing.B) {
 	}
 }
 
+// reuse returns a batch of free, or a new one if there is none.
+func reuse(free *[][]event.Event) []event.Event {
+	if k := len(*free); k > 0 {
+		out := (*free)[k-1]
+		*free = (*free)[:k-1]
+		return out
+	}
+	return make([]event.Event, 0, batchEvents)
+}
+
 // BenchmarkMerge is the pipeline's merge of a ring's events (a thread
 // that records nearly everything, another nothing) in drains of 1,024,
 // taken in order 8,192 events behind (the 2 ms of lateness at the
@@ -97,14 +107,7 @@ func BenchmarkMerge(b *testing.B) {
 		evs[i] = event.Event{Kind: event.Alloc, Time: uint64(10 + 3*i), Addr: uint64(i)}
 	}
 	var free [][]event.Event
-	m := merger{fresh: func() []event.Event {
-		if k := len(free); k > 0 {
-			out := free[k-1]
-			free = free[:k-1]
-			return out
-		}
-		return make([]event.Event, 0, batchEvents)
-	}, send: func(out []event.Event, _ bool) { free = append(free, out[:0]) }, age: 3 * behind}
+	m := merger{fresh: func() []event.Event { return reuse(&free) }, send: func(out []event.Event, _ bool) { free = append(free, out[:0]) }, age: 3 * behind}
 	for b.Loop() {
 		// Times start over: so does the merger, whose rings never go
 		// back in time.
@@ -162,14 +165,7 @@ func BenchmarkMergeFile(b *testing.B) {
 	// Stack definitions take the time of their ring's event before.
 	var last uint64
 	took := 0
-	m := merger{fresh: func() []event.Event {
-		if k := len(free); k > 0 {
-			out := free[k-1]
-			free = free[:k-1]
-			return out
-		}
-		return make([]event.Event, 0, batchEvents)
-	}, send: func(out []event.Event, _ bool) {
+	m := merger{fresh: func() []event.Event { return reuse(&free) }, send: func(out []event.Event, _ bool) {
 		for i := range out {
 			if out[i].Kind != event.StackDef {
 				if out[i].Time <= last {
