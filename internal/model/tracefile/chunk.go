@@ -257,11 +257,59 @@ type model struct {
 	prevAlloc, allocNext uint32
 	prevFree, freeNext   uint32
 	freeFn               event.Fn
-	epoch                uint16
+	// lastFreed names the allocation the chunk's last back-referenced
+	// free released (0: none yet; see freedCode): the encoder's sequence
+	// number, the decoder's 1 + index in the chunk.
+	lastFreed uint64
+	// perThread: each thread has its own prevAddr, bump, stack chains,
+	// freeFn and lastFreed (format version 11): the merged events of
+	// threads running at once alternate every few events, and each broke
+	// the others' predictions. own[slots[i]] holds those of threads[i]
+	// (i > 0): a switch moves a byte a thread, not a state.
+	perThread bool
+	slots     [numThreads]uint8
+	own       [numThreads]threadState
+	epoch     uint16
 	// The tables are arrays, so that an index masked to their size needs
 	// no bounds check.
 	stacks *[stackTab]stackEntry
 	names  []string // the scope names of the chunk, in the order first coded
+}
+
+// threadState is what the model predicts from one thread's own events.
+type threadState struct {
+	prevAddr, bump, lastFreed                uint64
+	prevAlloc, allocNext, prevFree, freeNext uint32
+	freeFn                                   event.Fn
+}
+
+// newThreadState is a thread's state when it first appears in a chunk.
+var newThreadState = threadState{freeFn: event.FreeFn}
+
+// toFront moves thread t, at MRU position i (numThreads: not in the list;
+// the last one drops out), to the front; with perThread, its state
+// becomes the current one.
+func (m *model) toFront(i int, t int32) {
+	if !m.perThread {
+		i = min(i, numThreads-1)
+		copy(m.threads[1:i+1], m.threads[:i])
+		m.threads[0] = t
+		return
+	}
+	was := m.slots[0]
+	if i >= numThreads {
+		i = numThreads - 1
+		m.own[m.slots[i]] = newThreadState
+	}
+	now := m.slots[i]
+	copy(m.threads[1:i+1], m.threads[:i])
+	copy(m.slots[1:i+1], m.slots[:i])
+	m.threads[0], m.slots[0] = t, now
+	m.own[was] = threadState{m.prevAddr, m.bump, m.lastFreed, m.prevAlloc, m.allocNext, m.prevFree, m.freeNext, m.freeFn}
+	next := &m.own[now]
+	m.prevAddr, m.bump, m.lastFreed = next.prevAddr, next.bump, next.lastFreed
+	m.prevAlloc, m.allocNext = next.prevAlloc, next.allocNext
+	m.prevFree, m.freeNext, m.freeFn = next.prevFree, next.freeNext, next.freeFn
 }
 
 // maxChunkNames bounds the scope names a chunk's table holds; later ones
@@ -302,6 +350,11 @@ func (m *model) reset() {
 	m.lastStack = 0
 	m.prevAlloc, m.allocNext, m.prevFree, m.freeNext = 0, 0, 0, 0
 	m.freeFn = event.FreeFn
+	m.lastFreed = 0
+	m.slots = [numThreads]uint8{0, 1, 2, 3, 4, 5, 6, 7}
+	for i := range m.own {
+		m.own[i] = newThreadState
+	}
 	clear(m.names)
 	m.names = m.names[:0]
 	if m.stacks == nil {
@@ -352,9 +405,6 @@ type encoder struct {
 	// made, and of the first ones in this chunk.
 	allocSeq, allocStart uint32
 	freeSeq, freeStart   uint32
-	// lastFreed is the sequence number of the allocation the chunk's last
-	// back-referenced free released (0: none yet): see freedCode.
-	lastFreed uint32
 	// before7 codes as format versions before 7 did: frees only as
 	// distances back, aggregates the generic way.
 	before7 bool
@@ -372,6 +422,7 @@ func newEncoder() *encoder {
 	// Sequence numbers start at 1 so that a zero entry is never valid.
 	e := &encoder{addrs: new([addrTab]addrSlot), free: new([freeTab]freeEntry), classes: new([classTab]encClass), allocSeq: 1, freeSeq: 1,
 		nameIdx: map[string]int{}}
+	e.perThread = true
 	e.reset()
 	return e
 }
@@ -449,7 +500,6 @@ func (e *encoder) reset() {
 		e.allocSeq, e.freeSeq = 1, 1
 	}
 	e.allocStart, e.freeStart = e.allocSeq, e.freeSeq
-	e.lastFreed = 0
 }
 
 // putStack codes the stack id of a heap event (format version 8): as a
@@ -482,7 +532,7 @@ func (e *encoder) freedCode(dist uint64) uint64 {
 	if e.lastFreed != 0 {
 		v = min(v, 2+2*zigzag(int64(target)-int64(e.lastFreed)-1))
 	}
-	e.lastFreed = target
+	e.lastFreed = uint64(target)
 	return v
 }
 
@@ -812,20 +862,30 @@ func (e *encoder) add(ev *event.Event) error {
 	// Most events are Allocs and Frees of the current process and thread
 	// with the hot codes: they take a function of their own, which has
 	// nothing to keep across its calls (the rest, addAny, does).
-	if ev.X == nil && ev.Aux == 0 && ev.Proc == e.proc && ev.Thread == e.threads[0] && e.room > 0 && !e.before10 {
+	// A switch of thread takes them too: threads running at once
+	// alternate every few events.
+	if ev.X == nil && ev.Aux == 0 && ev.Proc == e.proc && e.room > 0 && !e.before10 {
 		switch ev.Kind {
 		case event.Free:
 			if ev.Addr2 == 0 && ev.Size == 0 {
 				e.room--
 				e.n++
+				if ev.Thread != e.threads[0] {
+					e.setThread(ev.Thread)
+				}
 				e.addFree(ev, true)
 				return nil
 			}
 		case event.Alloc:
-			if late, before, ok := e.lateState(ev); ok && e.addAllocHot(ev, late, before) {
-				e.room--
-				e.n++
-				return nil
+			if late, before, ok := e.lateState(ev); ok {
+				if ev.Thread != e.threads[0] {
+					e.setThread(ev.Thread)
+				}
+				if e.addAllocHot(ev, late, before) {
+					e.room--
+					e.n++
+					return nil
+				}
 			}
 		}
 	}
@@ -930,8 +990,7 @@ func (e *encoder) addAny(ev *event.Event) error {
 func (e *encoder) setThread(t int32) {
 	for i := 1; i < numThreads; i++ {
 		if e.threads[i] == t {
-			copy(e.threads[1:i+1], e.threads[:i])
-			e.threads[0] = t
+			e.toFront(i, t)
 			e.setClass()
 			e.s[sOps] = append(e.s[sOps], opSetThread|byte(i)<<5)
 			return
@@ -939,8 +998,7 @@ func (e *encoder) setThread(t int32) {
 	}
 	e.put1(sOps, opSetThread)
 	e.putUv(sMisc, zigzag(int64(t)-int64(e.threads[0])))
-	copy(e.threads[1:], e.threads[:numThreads-1])
-	e.threads[0] = t
+	e.toFront(numThreads, t)
 	e.setClass()
 }
 

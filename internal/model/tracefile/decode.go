@@ -30,11 +30,8 @@ type decoder struct {
 	free    []uint64
 	// Allocations and frees decoded in the chunk.
 	allocN, freeN uint64
-	// lastFreed is 1 + the index (in allocN's count) of the allocation the
-	// chunk's last back-referenced free released; 0: none (version 7).
-	lastFreed uint64
-	arena     []uint64   // frames of the current batch
-	defs      [][]uint64 // the frames of the chunk's stack definitions
+	arena         []uint64   // frames of the current batch
+	defs          [][]uint64 // the frames of the chunk's stack definitions
 }
 
 func newDecoder() *decoder {
@@ -45,13 +42,13 @@ func newDecoder() *decoder {
 // add up to the payload.
 func (d *decoder) reset(p []byte) error {
 	d.model.reset()
+	d.perThread = d.version >= 11
 	if d.epoch == 1 {
 		// (The epochs wrapped, as model.reset says.)
 		clear(d.classes[:])
 	}
 	d.bad, d.reason, d.n = -1, "", 0
 	d.allocN, d.freeN = 0, 0
-	d.lastFreed = 0
 	d.alloc = d.alloc[:0]
 	clear(d.defs)
 	d.defs = d.defs[:0]
@@ -286,12 +283,9 @@ func (d *decoder) next(out []event.Event, max int) []event.Event {
 					d.failf("thread %d", t)
 					return out
 				}
-				copy(d.threads[1:], d.threads[:numThreads-1])
-				d.threads[0] = int32(t)
+				d.toFront(numThreads, int32(t))
 			} else {
-				t := d.threads[i]
-				copy(d.threads[1:i+1], d.threads[:i])
-				d.threads[0] = t
+				d.toFront(i, d.threads[i])
 			}
 			continue
 		}

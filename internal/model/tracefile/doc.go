@@ -21,7 +21,7 @@
 // Events beyond the limits (MaxFrames, MaxString, MaxSegments, MaxArgs)
 // are refused by Write.
 //
-// # On-disk format, version 10
+// # On-disk format, version 11
 //
 // All integers in headers are little-endian; CRCs are CRC32-C
 // (Castagnoli).
@@ -85,7 +85,12 @@
 // (glibc's tcache hands them out again), and per stack id its last size
 // and Fn and (version 10) the stacks of the Alloc and the Free that came
 // after its latest Alloc and Free (a table of 16,384 entries by the id's
-// low bits; a Free's stack takes an entry too).
+// low bits; a Free's stack takes an entry too). From version 11, each
+// thread of the most-recently-used list has its own previous address,
+// glibc chunk end, previous Alloc and Free stacks with their successors,
+// last free's Fn and last back-referenced free (0x02's 2+2*zigzag code):
+// what the words "previous" and "latest" below mean for those is the
+// current thread's, starting afresh for a thread new to the list.
 //
 //	0x01 Alloc         time, stack; f0: size and Fn as last time for this
 //	                   stack, else fn byte and size; address by f2f1:

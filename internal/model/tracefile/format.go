@@ -11,7 +11,7 @@ import (
 // Version is the trace format version this package writes. Readers accept
 // versions 1 to Version and reject newer ones with an error that wraps
 // ErrNewerVersion.
-const Version = 10
+const Version = 11
 
 // Magic is the first 8 bytes of every trace file.
 const Magic = "LEAKPATH"

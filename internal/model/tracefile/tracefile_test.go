@@ -1068,3 +1068,118 @@ func TestWidestEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestPerThreadModels: from version 11 each thread keeps its own
+// predictions (previous address, stack chains, last freed allocation), so
+// threads that alternate every few events no longer spoil each other's.
+// Both versions read back what was written; version 11 is smaller on four
+// threads interleaving, and the same size on one.
+func TestPerThreadModels(t *testing.T) {
+	four := loopThreads(4, 10000)
+	one := slices.Clone(four)
+	for i := range one {
+		one[i].Thread = four[0].Thread
+	}
+	size := func(evs []event.Event, v int) int {
+		data := setVersion(writeTrace(t, evs, Options{version: v}, 1<<20), v)
+		got, err := readAll(t, data)
+		if err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+		diffEvents(t, got, normalize(evs))
+		return len(data)
+	}
+	if v10, v11 := size(four, 10), size(four, Version); v11*100 > v10*98 {
+		t.Errorf("four threads: %d bytes in version %d, %d in 10: want at least 2 %% fewer", v11, Version, v10)
+	}
+	if v10, v11 := size(one, 10), size(one, Version); v11 != v10 {
+		t.Errorf("one thread: %d bytes in version %d, %d in 10: want the same", v11, Version, v10)
+	}
+}
+
+// loopThreads makes the events of n threads each running a loop like
+// bench/workloads/longlived.c (blocks freed in random order some 64
+// allocations later, from a few stacks in turn, glibc-like addresses:
+// an arena a thread, a LIFO of freed blocks per size class), taking turns
+// every 1 to 8 events.
+func loopThreads(n, perThread int) []event.Event {
+	r := rand.New(rand.NewPCG(uint64(n), 5))
+	type thread struct {
+		bump  uint64
+		live  [64]uint64
+		sizes [64]uint64
+		freed map[uint64][]uint64 // chunk size -> addresses, latest last
+		done  int
+	}
+	ths := make([]thread, n)
+	for i := range ths {
+		ths[i] = thread{bump: 0x7f0000000000 + uint64(i)<<26, freed: map[uint64][]uint64{}}
+	}
+	var evs []event.Event
+	now := uint64(1000)
+	emit := func(ev event.Event) {
+		now += 80 + uint64(r.IntN(40))
+		ev.Time = now
+		evs = append(evs, ev)
+	}
+	for busy := n; busy > 0; {
+		i := r.IntN(n)
+		th := &ths[i]
+		tid := int32(100 + i)
+		for run := 1 + r.IntN(8); run > 0 && th.done < perThread; run-- {
+			size := 16 + uint64(r.IntN(496))
+			cs := chunkSize(size)
+			addr := th.bump
+			if l := th.freed[cs]; len(l) > 0 {
+				addr, th.freed[cs] = l[len(l)-1], l[:len(l)-1]
+			} else {
+				th.bump += cs
+			}
+			stack := uint32(1 + 4*i + th.done/500%4)
+			emit(event.Event{Kind: event.Alloc, Fn: event.Malloc, Thread: tid, Stack: stack, Addr: addr, Size: size})
+			slot := r.IntN(len(th.live))
+			if old := th.live[slot]; old != 0 {
+				emit(event.Event{Kind: event.Free, Fn: event.FreeFn, Thread: tid, Stack: stack + 100, Addr: old})
+				ocs := chunkSize(th.sizes[slot])
+				th.freed[ocs] = append(th.freed[ocs], old)
+			}
+			th.live[slot], th.sizes[slot] = addr, size
+			if th.done++; th.done == perThread {
+				busy--
+			}
+		}
+	}
+	return evs
+}
+
+// TestChunksStandAlone: a chunk decodes the same with a fresh decoder as
+// after the chunks before it (no coding state crosses a chunk's start,
+// the threads' own predictions included).
+func TestChunksStandAlone(t *testing.T) {
+	evs := loopThreads(4, 3000)
+	e := newEncoder()
+	shared := newDecoder()
+	for start := 0; start < len(evs); start += 997 {
+		part := evs[start:min(start+997, len(evs))]
+		e.reset()
+		for i := range part {
+			if err := e.add(&part[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := e.payload(nil)
+		for _, d := range []*decoder{shared, newDecoder()} {
+			if err := d.reset(p); err != nil {
+				t.Fatal(err)
+			}
+			var got []event.Event
+			for !d.done() {
+				got = d.next(got, len(got)+1000)
+			}
+			if err := d.finish(); err != nil {
+				t.Fatalf("chunk at event %d: %v", start, err)
+			}
+			diffEvents(t, got, part)
+		}
+	}
+}

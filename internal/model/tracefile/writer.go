@@ -224,6 +224,7 @@ func newWriter(w io.Writer, path string, meta Meta, opts Options) (*Writer, erro
 	tw.enc.before7 = opts.version != 0 && opts.version < 7
 	tw.enc.before8 = opts.version != 0 && opts.version < 8
 	tw.enc.before10 = opts.version != 0 && opts.version < 10
+	tw.enc.perThread = opts.version == 0 || opts.version >= 11
 	tw.startChunk()
 	hdr := appendFileHeader(nil, m, uint8(opts.TimeShift))
 	if _, err := w.Write(hdr); err != nil {
