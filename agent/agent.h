@@ -260,14 +260,26 @@ LP_HIDDEN void lp_fold_exiting(struct lp_thread *t);
  * 2^48) >> 4 in bits 0..43, the thread slot in 44..55, the position in its
  * pend[] in 56..63 (LP_TAG); 0: none. Threads in slots beyond
  * LP_TAG_SLOTS do not fold. */
-/* 2^16 words (512 KiB): it stays in a core's L2 cache. A free of a block
- * long out of the FIFO still reads its word; at 2^20 words (8 MiB) that
- * was a cache and TLB miss each (a C++ program freeing a big map: 6 % of
- * its time). Pending blocks are a few hundred a thread: collisions, which
- * write the second block at once, stay rare (folded pairs the same to
- * 0.05 % on the loop with 8 threads). */
-#define LP_PMAP_BITS 16u
+/* 2^14 words (128 KiB) a part: the parts of four threads stay in a
+ * core's L2 cache, as one map of 2^16 words did. A free of a block long
+ * out of the FIFO still reads its word; at 2^20 words (8 MiB) that was a
+ * cache and TLB miss each (a C++ program freeing a big map: 6 % of its
+ * time). Pending blocks are a few hundred a thread: collisions, which
+ * write the second block at once, stay rare (folded pairs 0.1 % fewer
+ * than with parts of 2^16 words on the long-lived loop, 0.6 % on the
+ * allocation loop with 4 threads freeing each other's blocks: still more
+ * than one map of 2^16 words folded there). */
+#define LP_PMAP_BITS 14u
 #define LP_PMAP_WORDS (1u << LP_PMAP_BITS)
+/* The map has a part of LP_PMAP_WORDS for each 64 MiB of addresses, modulo
+ * LP_PMAP_PARTS: glibc gives each thread an arena of its own, in heaps of
+ * 64 MiB at that alignment, one after the other, so the blocks of one part
+ * are almost always one thread's, which then owns the part's words and
+ * stores plainly (fold.c, lp_parts). A part that the whole map's addresses
+ * shared, as before, would have threads in turn take it over. 8 MiB of
+ * address space; a part's pages are touched only where its heap is. */
+#define LP_PMAP_PART_SHIFT 26u
+#define LP_PMAP_PARTS 64u
 #define LP_TAG_SLOTS 4096u
 #define LP_TAG(addr, slot, pos) ((addr) >> 4 | (uint64_t)(slot) << 44 | (uint64_t)(pos) << 56)
 #define LP_TAG_ADDR(w) ((w) << 20 >> 16)
@@ -279,15 +291,16 @@ LP_HIDDEN void lp_barrier_early(void);
 LP_HIDDEN int lp_barrier_sure(void);
 extern uint64_t *lp_pmap;
 
-/* lp_pmap_at is address a's word in the pending map. Within each 1 MiB
- * of addresses the words follow the addresses, so blocks near each other
- * share cache lines (a random hash of every address made a cache miss of
- * most lookups); each 1 MiB gets its own random offset, so that heaps at
- * regular distances (arenas 64 MiB apart) do not collide. */
+/* lp_pmap_at is address a's word in the pending map, in a's part. Within
+ * each 256 KiB of addresses the words follow the addresses, so blocks near
+ * each other share cache lines (a random hash of every address made a
+ * cache miss of most lookups); each 256 KiB gets its own random offset,
+ * so that heaps at regular distances do not collide. */
 static inline uint64_t *lp_pmap_at(uint64_t a)
 {
 	uint64_t window = ((a >> (4 + LP_PMAP_BITS)) * 0x9e3779b97f4a7c15ull) >> (64 - LP_PMAP_BITS);
-	return lp_pmap + (((a >> 4) ^ window) & (LP_PMAP_WORDS - 1));
+	uint64_t part = (a >> LP_PMAP_PART_SHIFT) & (LP_PMAP_PARTS - 1);
+	return lp_pmap + (part << LP_PMAP_BITS) + (((a >> 4) ^ window) & (LP_PMAP_WORDS - 1));
 }
 LP_HIDDEN void lp_fold_flush(struct lp_thread *t);
 

@@ -62,34 +62,43 @@ static uint64_t lp_claimed[LP_TAG_SLOTS];
 #define LP_PEND_AGAIN_MIN 16384u
 
 /*
- * The map's writer. Words change only in lp_fold_alloc, by a compare-and-
- * swap: threads allocating addresses whose words coincide must not
+ * The map's writers. Words change only in lp_fold_alloc, by a compare-
+ * and-swap: threads allocating addresses whose words coincide must not
  * overwrite each other's. But the lock of the CAS costs ~2 ns of the ~22
- * an allocation and free cost the agent, and most programs fold on one
- * thread at a time: that thread, the owner, stores plainly. A thread that
- * would write while another owns the map takes it over (lp_own_map), at
- * most LP_OWNER_MOVES times a process; then every writer CASes (shared).
+ * an allocation and free cost the agent, ~16 where the store buffer is
+ * full of ring stores, and most threads fold in a part of the map of
+ * their own (their arena's: LP_PMAP_PART_SHIFT): the part's owner stores
+ * plainly. A thread that would write a part another owns takes it over
+ * (lp_own_part), at most LP_OWNER_MOVES times a part; then every writer
+ * of the part CASes (shared). Parts, not addresses: two addresses have
+ * words in common only within a part, so a part's owner is its words'.
  *
- * The owner stores between two checks of lp_owner, with lp_owner_busy set
- * around them; a thread taking over sets lp_owner to LP_OWNER_MOVING, has
- * every running thread pass a memory barrier (membarrier's private
- * expedited command), then waits while lp_owner_busy is set. Either the
- * owner's store of busy was visible to that wait, or its second check
- * came after the barrier and saw the map moving (a Dekker handshake whose
- * owner side costs no fence). Nobody CASes while the map has an owner or
- * moves (a CAS and the owner's plain store of the same word would race):
- * a writer that finds it so takes it over itself, waiting for the move in
- * progress. Without membarrier the map is never taken over: the thread
- * that cannot take it does not fold (its blocks are recorded at once).
+ * The owner stores between two checks of the part's owner, with its busy
+ * set around them; a thread taking over sets the owner to
+ * LP_OWNER_MOVING, has every running thread pass a memory barrier
+ * (membarrier's private expedited command), then waits while busy is
+ * set. Either the owner's store of busy was visible to that wait, or its
+ * second check came after the barrier and saw the part moving (a Dekker
+ * handshake whose owner side costs no fence). Nobody CASes while a part
+ * has an owner or moves (a CAS and the owner's plain store of the same
+ * word would race): a writer that finds it so takes it over itself,
+ * waiting for the move in progress. Without membarrier a part is never
+ * taken over: the thread that cannot take it does not fold there (its
+ * blocks are recorded at once).
  */
-#define LP_OWNER_NONE 0xffffffffu   /* nobody wrote the map yet */
+#define LP_OWNER_NONE 0xffffffffu   /* nobody wrote the part yet */
 #define LP_OWNER_SHARED 0xfffffffeu /* every writer CASes */
 #define LP_OWNER_MOVING 0xfffffffdu /* a take-over is in progress */
 #define LP_OWNER_MOVES 8u
-static uint32_t lp_owner = LP_OWNER_NONE; /* a thread slot, or one of the above */
-static uint32_t lp_owner_busy;  /* the owner is between its checks */
+/* A line each: an owner writes its busy at every store, and the owners of
+ * other parts must not lose the line to it. */
+struct lp_part {
+	uint32_t owner; /* a thread slot, or one of the above */
+	uint32_t busy;  /* the owner is between its checks */
+	uint32_t moves; /* take-overs so far */
+} __attribute__((aligned(64)));
+static struct lp_part lp_parts[LP_PMAP_PARTS] = {[0 ... LP_PMAP_PARTS - 1] = {.owner = LP_OWNER_NONE}};
 static int lp_owner_lock;       /* a take-over at a time */
-static uint32_t lp_owner_moves; /* take-overs so far */
 static pid_t lp_barrier_pid;    /* the process that registered for membarrier */
 static int lp_barrier_no;       /* it cannot: for good (a seccomp filter stays) */
 int lp_sandboxed;               /* LP_SANDBOX_*: a seccomp filter (lp_barrier_early, lp_sandbox_later) */
@@ -210,31 +219,37 @@ int lp_barrier_sure(void)
 	return rc;
 }
 
-/* lp_own_map makes the map writable by thread slot me: 0, or -1 when it
- * cannot be (the caller does not fold). */
-static __attribute__((noinline)) int lp_own_map(uint32_t me)
+/* lp_part_of is the part of the map that holds word m. */
+static inline struct lp_part *lp_part_of(const uint64_t *m)
+{
+	return &lp_parts[(size_t)(m - lp_pmap) >> LP_PMAP_BITS];
+}
+
+/* lp_own_part makes part p of the map writable by thread slot me: 0, or
+ * -1 when it cannot be (the caller does not fold). */
+static __attribute__((noinline)) int lp_own_part(struct lp_part *p, uint32_t me)
 {
 	if (__atomic_load_n(&lp_barrier_no, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != LP_OWNER_NONE)
+	    __atomic_load_n(&p->owner, __ATOMIC_RELAXED) != LP_OWNER_NONE)
 		return -1; /* taken: it stays its owner's */
 	int rc = 0, saved = errno;
 	while (__atomic_exchange_n(&lp_owner_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
-	uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
+	uint32_t o = __atomic_load_n(&p->owner, __ATOMIC_RELAXED);
 	if (o == LP_OWNER_NONE) {
 		/* Nobody stores plainly: no handshake. */
-		__atomic_store_n(&lp_owner, me, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&p->owner, me, __ATOMIC_SEQ_CST);
 	} else if (o != me && o != LP_OWNER_SHARED) {
 		if (lp_barrier_ready() != 0) {
 			rc = -1; /* the owner keeps it */
 		} else {
-			uint32_t next = lp_owner_moves < LP_OWNER_MOVES ? me : LP_OWNER_SHARED;
-			__atomic_store_n(&lp_owner, LP_OWNER_MOVING, __ATOMIC_SEQ_CST);
+			uint32_t next = p->moves < LP_OWNER_MOVES ? me : LP_OWNER_SHARED;
+			__atomic_store_n(&p->owner, LP_OWNER_MOVING, __ATOMIC_SEQ_CST);
 			lp_all_barrier();
-			while (__atomic_load_n(&lp_owner_busy, __ATOMIC_ACQUIRE))
+			while (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
 				sched_yield();
-			lp_owner_moves++;
-			__atomic_store_n(&lp_owner, next, __ATOMIC_SEQ_CST);
+			p->moves++;
+			__atomic_store_n(&p->owner, next, __ATOMIC_SEQ_CST);
 		}
 	}
 	__atomic_store_n(&lp_owner_lock, 0, __ATOMIC_RELEASE);
@@ -244,26 +259,27 @@ static __attribute__((noinline)) int lp_own_map(uint32_t me)
 
 /* lp_map_set makes map word m, read as w, name tag: 0 if it changed
  * meanwhile (another thread's block) or if the thread may not write the
- * map (see lp_own_map). */
+ * word's part (see lp_own_part). */
 static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint64_t tag)
 {
 	uint32_t me = t->slot_index;
+	struct lp_part *p = lp_part_of(m);
 	for (;;) {
-		uint32_t o = __atomic_load_n(&lp_owner, __ATOMIC_RELAXED);
+		uint32_t o = __atomic_load_n(&p->owner, __ATOMIC_RELAXED);
 		if (LP_LIKELY(o == me)) {
-			__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&p->busy, 1, __ATOMIC_RELAXED);
 			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
+			if (LP_LIKELY(__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == me)) {
 				__atomic_store_n(m, tag, __ATOMIC_RELAXED);
-				__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+				__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
 				return 1;
 			}
-			__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+			__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
 			continue; /* taken over meanwhile */
 		}
 		if (o == LP_OWNER_SHARED)
 			return __atomic_compare_exchange_n(m, &w, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		if (lp_own_map(me) != 0)
+		if (lp_own_part(p, me) != 0)
 			return 0;
 		/* w was read before the take-over: the owner until then may
 		 * have named its own pending block in this word since (seen
@@ -276,26 +292,27 @@ static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint6
 }
 
 /* lp_map_forget empties map word m, which names the thread's entry just
- * evicted (tag), if the thread owns the map, and says whether it did: a
- * free of the block then finds the word naming nothing and looks no
- * further (at the entry, another block's by then, and in the table of
+ * evicted (tag), if the thread owns the word's part, and says whether it
+ * did: a free of the block then finds the word naming nothing and looks
+ * no further (at the entry, another block's by then, and in the table of
  * the thread's folds: lp_refreed), nor does anything else until a new
  * pending block at the address names it, whose fold overwrites the
  * address's place in that table. Otherwise the word stays (a compare-
- * and-swap, or taking the map over, would cost more than it saves). */
+ * and-swap, or taking the part over, would cost more than it saves). */
 static inline int lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
 {
 	uint32_t me = t->slot_index;
+	struct lp_part *p = lp_part_of(m);
 	int done = 0;
-	if (__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) != me || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
+	if (__atomic_load_n(&p->owner, __ATOMIC_RELAXED) != me || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
 		return 0;
-	__atomic_store_n(&lp_owner_busy, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->busy, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (LP_LIKELY(__atomic_load_n(&lp_owner, __ATOMIC_RELAXED) == me)) {
+	if (LP_LIKELY(__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == me)) {
 		__atomic_store_n(m, 0, __ATOMIC_RELAXED);
 		done = 1;
 	}
-	__atomic_store_n(&lp_owner_busy, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
 	return done;
 }
 
@@ -311,13 +328,12 @@ static inline int lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
  */
 int lp_pmap_setup(void)
 {
-	size_t bytes = (size_t)LP_PMAP_WORDS * 8u;
-	/* A fork child has one thread: no owner of the map (nor its lock) but
+	size_t bytes = (size_t)LP_PMAP_PARTS * LP_PMAP_WORDS * 8u;
+	/* A fork child has one thread: no owner of a part (nor the lock) but
 	 * the parent's. */
-	lp_owner = LP_OWNER_NONE;
-	lp_owner_busy = 0;
+	for (unsigned i = 0; i < LP_PMAP_PARTS; i++)
+		lp_parts[i] = (struct lp_part){.owner = LP_OWNER_NONE};
 	lp_owner_lock = 0;
-	lp_owner_moves = 0;
 	if (lp_pmap) {
 		/* A new region (a fork child, an attach again): empty it. */
 		madvise(lp_pmap, bytes, MADV_DONTNEED);

@@ -147,13 +147,7 @@ func TestHandoffStress(t *testing.T) {
 	if len(im.Errors) != 0 {
 		t.Errorf("improper uses: %+v", im.Errors)
 	}
-	var blocks, bytes uint64
-	for _, l := range im.Leaks {
-		if strings.HasPrefix(funcs(l.Stack), "work ") {
-			blocks += l.Blocks
-			bytes += l.Bytes
-		}
-	}
+	blocks, bytes := leftFromWork(im)
 	if blocks != 12 || bytes != 12*77 {
 		t.Errorf("%d blocks of %d bytes left from work, want 12 of 77 bytes:\n%s", blocks, bytes, r.text)
 	}
@@ -161,6 +155,18 @@ func TestHandoffStress(t *testing.T) {
 		t.Errorf("%d allocations, %d frees; want at least 80,000 of each", im.Totals.Allocations, im.Totals.Frees)
 	}
 	compareValgrind(t, r, im, 4*16, bin, "20000")
+}
+
+// leftFromWork counts the blocks and bytes im's report says were left
+// from the fixture's function work (its threads), of any kind.
+func leftFromWork(im jsonImage) (blocks, bytes uint64) {
+	for _, l := range im.Leaks {
+		if strings.HasPrefix(funcs(l.Stack), "work ") {
+			blocks += l.Blocks
+			bytes += l.Bytes
+		}
+	}
+	return blocks, bytes
 }
 
 // TestHandoffInTimeOrder: a block allocated on one thread and freed on
@@ -202,13 +208,7 @@ func TestClockOwnerHandoff(t *testing.T) {
 			if len(im.Errors) != 0 || im.Totals.Frees != 5*20000 {
 				t.Fatalf("%s, run %d: %d frees (want 100,000), %d improper uses:\n%s", fold, i, im.Totals.Frees, len(im.Errors), r.text)
 			}
-			var blocks uint64
-			for _, l := range im.Leaks {
-				if strings.HasPrefix(funcs(l.Stack), "work ") {
-					blocks += l.Blocks
-				}
-			}
-			if blocks != 15 {
+			if blocks, _ := leftFromWork(im); blocks != 15 {
 				t.Fatalf("%s, run %d: %d blocks of work left, want 15:\n%s", fold, i, blocks, r.text)
 			}
 		}
