@@ -205,28 +205,10 @@ func (m *merger) takeSome(upto uint64, all bool, budget int) (stopped bool) {
 		if budget > 0 && sent >= budget {
 			return true
 		}
-		// The ring whose next event is earliest, and the earliest next
-		// event of the others: the best ring runs until it passes that.
-		const none = -2
-		best, next := none, ^uint64(0)
-		var bt uint64
-		for i := -1; i < len(m.rings); i++ {
-			q := m.queue(i)
-			if len(q.chunks) == 0 || q.head == len(q.chunks[0].evs) {
-				continue // (a chunk a failed drain left empty)
-			}
-			t := q.chunks[0].evs[q.head].Time
-			switch {
-			case best == none:
-				best, bt = i, t
-			case t < bt:
-				next = min(next, bt)
-				best, bt = i, t
-			default:
-				next = min(next, t)
-			}
-		}
-		if best == none || (!all && bt >= upto) {
+		// The ring whose next event is earliest runs until it passes
+		// the earliest next event of the others (in second's queue).
+		best, bt, second, next, third := m.earliest()
+		if best == noQueue || (!all && bt >= upto) {
 			break
 		}
 		q := m.queue(best)
@@ -251,21 +233,30 @@ func (m *merger) takeSome(upto uint64, all bool, budget int) (stopped bool) {
 		if m.out == nil {
 			m.out, m.outPlain = m.chunk(), true
 		}
-		start := q.head
-		for q.head < len(c.evs) && len(m.out)+q.head-start < cap(m.out) {
-			t := c.evs[q.head].Time
-			if q.head > start && t > next || !all && t >= upto {
+		// Threads that run at once on different cores interleave their
+		// events a few at a time: while only two rings have events
+		// before the others' (third), runs of the two alternate without
+		// a look at the others.
+		for {
+			lim := next
+			if !all {
+				lim = min(lim, upto-1) // (bt < upto)
+			}
+			t, ok := m.copyRun(q, lim)
+			if !ok {
+				break // the chunk or the batch is full: look again
+			}
+			// Its next event t is after next, the earliest of the
+			// others, which is second's: second runs next, until t,
+			// unless a third ring's comes at t or before (then, or
+			// at next, the others must be looked at).
+			if t >= third || !all && next >= upto {
 				break
 			}
-			q.head++
-		}
-		m.out = append(m.out, c.evs[start:q.head]...)
-		m.outPlain = m.outPlain && c.refs <= start
-		m.n -= q.head - start
-		if q.head == len(c.evs) {
-			clear(c.evs[:c.refs])
-			m.keep(c.evs)
-			q.drop()
+			best, second, next = second, best, t
+			if q = m.queue(best); q.head == 0 {
+				break // its chunk may go whole
+			}
 		}
 		if len(m.out) == cap(m.out) {
 			sent += len(m.out)
@@ -273,6 +264,83 @@ func (m *merger) takeSome(upto uint64, all bool, budget int) (stopped bool) {
 		}
 	}
 	return false
+}
+
+// noQueue is no queue: see earliest.
+const noQueue = -2
+
+// earliest returns the queue whose next event is earliest (best, or
+// noQueue if none has one) and that event's time, the queue with the
+// earliest next event of the others (second) and its time, and the
+// earliest next event of the rest (third); a time is ^0 for none. Of
+// events at the same time, the lower queue's goes first.
+func (m *merger) earliest() (best int, bt uint64, second int, next, third uint64) {
+	best, second = noQueue, noQueue
+	bt, next, third = ^uint64(0), ^uint64(0), ^uint64(0)
+	for i := -1; i < len(m.rings); i++ {
+		q := &m.polls
+		if i >= 0 {
+			q = &m.rings[i]
+		}
+		if len(q.chunks) == 0 || q.head == len(q.chunks[0].evs) {
+			continue // (a chunk a failed drain left empty)
+		}
+		t := q.chunks[0].evs[q.head].Time
+		switch {
+		case best == noQueue || t < bt:
+			third = next
+			second, next = best, bt
+			best, bt = i, t
+		case second == noQueue || t < next:
+			third = next
+			second, next = i, t
+		default:
+			third = min(third, t)
+		}
+	}
+	return best, bt, second, next, third
+}
+
+// shortRun is the most events copyRun copies one by one.
+const shortRun = 8
+
+// copyRun copies the next events of q, at most lim each, to m.out; the
+// first is, whatever its time. It returns the time of q's next event
+// and true, or false if it stopped at the end of q's chunk (dropped
+// then) or of m.out's room.
+func (m *merger) copyRun(q *ringQueue, lim uint64) (next uint64, ok bool) {
+	c := &q.chunks[0]
+	start := q.head
+	end := min(len(c.evs), start+cap(m.out)-len(m.out))
+	h := start + 1
+	for h < end && c.evs[h].Time <= lim {
+		h++
+	}
+	if h-start <= shortRun {
+		// (A call to copy them costs more than a few events.)
+		n := len(m.out)
+		out := m.out[:n+h-start]
+		for i := start; i < h; i++ {
+			out[n] = c.evs[i]
+			n++
+		}
+		m.out = out
+	} else {
+		m.out = append(m.out, c.evs[start:h]...)
+	}
+	m.outPlain = m.outPlain && c.refs <= start
+	m.n -= h - start
+	q.head = h
+	if h == len(c.evs) {
+		clear(c.evs[:c.refs])
+		m.keep(c.evs)
+		q.drop()
+		return 0, false
+	}
+	if h == end {
+		return 0, false
+	}
+	return c.evs[h].Time, true
 }
 
 // drop forgets the ring's first chunk, taken.

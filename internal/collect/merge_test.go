@@ -2,6 +2,7 @@ package collect
 
 import (
 	"math/rand"
+	"slices"
 	"sort"
 	"testing"
 
@@ -317,5 +318,178 @@ func TestMergerOrdersPolled(t *testing.T) {
 	}
 	if len(got) != 5 || got[3].Kind != event.StaleEpoch || !sort.SliceIsSorted(times, func(i, j int) bool { return times[i] < times[j] }) {
 		t.Fatalf("took %v (times %v), want the epoch fourth, all in time order", got, times)
+	}
+}
+
+// refMerge is the order a merger must give, event by event: a ring's
+// events as they came, but for a record written out of place, moved back
+// past the later ones before it, never above a stack definition nor into
+// what was taken, and definitions dated by their ring's event before;
+// and of the rings' next events, the earliest first. (With events at the
+// same time in different rings, the order would depend on the merger's
+// runs.)
+type refMerge struct {
+	rings map[int][]event.Event
+	last  map[int]uint64
+}
+
+func (r *refMerge) add(ring int, evs []event.Event) {
+	q := r.rings[ring]
+	for _, ev := range evs {
+		switch {
+		case ev.Kind == event.StackDef || ev.Time == 0:
+			ev.Time = r.last[ring]
+		case ev.Time >= r.last[ring]:
+			r.last[ring] = ev.Time
+		default:
+			j := len(q)
+			for j > 0 && q[j-1].Time > ev.Time && q[j-1].Kind != event.StackDef {
+				j--
+			}
+			q = slices.Insert(q, j, ev)
+			continue
+		}
+		q = append(q, ev)
+	}
+	r.rings[ring] = q
+}
+
+// next removes and returns the event that goes next, if earlier than
+// upto.
+func (r *refMerge) next(upto uint64) (event.Event, bool) {
+	best, ok := 0, false
+	for ring, q := range r.rings {
+		if len(q) > 0 && q[0].Time < upto && (!ok || q[0].Time < r.rings[best][0].Time) {
+			best, ok = ring, true
+		}
+	}
+	if !ok {
+		return event.Event{}, false
+	}
+	ev := r.rings[best][0]
+	r.rings[best] = r.rings[best][1:]
+	return ev, true
+}
+
+// TestMergerOrdersRuns feeds a merger events of rings that interleave as
+// threads running at once do: two at a time a few events each, now and
+// then a third ring's, a poller's, stack definitions, records out of
+// place (a signal handler's), events that point somewhere; and takes
+// them under watermarks, budgets and an age. What it sends must be the
+// order of refMerge, never an event at or after the watermark, every
+// event once.
+func TestMergerOrdersRuns(t *testing.T) {
+	for seed := range int64(12) {
+		rng := rand.New(rand.NewSource(seed))
+		var got []event.Event
+		size := minRoom + rng.Intn(minRoom)
+		m := batchMerger(t, size, &got)
+		m.age = uint64(rng.Intn(3)) * 300
+		ref := refMerge{rings: map[int][]event.Event{}, last: map[int]uint64{}}
+		const rings = 4
+		// A ring's times are clock*8+ring: none at the same time as
+		// another's.
+		var clock, upto uint64
+		a, b := 0, 1 // the rings that run
+		fed, id, checked := 0, uint64(0), 0
+		for round := 0; round < 60; round++ {
+			var evs [rings + 1][]event.Event // the last: the poller's
+			// Some rounds a third ring is as busy.
+			third := rng.Intn(4) == 0
+			for k := rng.Intn(1500); k > 0; k-- {
+				r := a
+				switch p := rng.Intn(100); {
+				case third && p < 30:
+					r = (b + 1) % rings
+				case p < 45:
+					r = b
+				case p < 52:
+					r = rng.Intn(rings)
+				case p < 53:
+					r = rings
+				case p < 54:
+					a, b = rng.Intn(rings), rng.Intn(rings)
+				}
+				clock += uint64(rng.Intn(3))
+				id++
+				ev := event.Event{Kind: event.Alloc, Time: clock*8 + uint64(r), Addr: id, Size: uint64(r)}
+				switch p := rng.Intn(100); {
+				case p < 3 && r < rings:
+					ev.Kind, ev.Time, ev.X = event.StackDef, 0, &event.Extra{Frames: []uint64{id}}
+				case p < 6 && r < rings && clock*8 > upto+64:
+					ev.Time -= uint64(1+rng.Intn(7)) * 8 // written late
+				case p < 8:
+					ev.Kind, ev.X = event.StaleEpoch, &event.Extra{}
+				}
+				evs[r] = append(evs[r], ev)
+			}
+			for r := range evs {
+				ring := r
+				if r == rings {
+					ring = -1
+				}
+				for k := 0; k < len(evs[r]); {
+					n := min(len(evs[r])-k, 1+rng.Intn(700))
+					m.add(ring, evs[r][k:k+n])
+					ref.add(ring, evs[r][k:k+n])
+					k += n
+				}
+				fed += len(evs[r])
+			}
+			// A ring's next events are never older than the watermark.
+			upto = max(upto, clock*8-min(clock*8, uint64(rng.Intn(2000))))
+			budget := 0
+			if rng.Intn(2) == 0 {
+				budget = 1 + rng.Intn(2*size)
+			}
+			for m.takeSome(upto, false, budget) && rng.Intn(3) != 0 {
+			}
+			m.sendOut()
+			for ; checked < len(got); checked++ {
+				want, ok := ref.next(upto)
+				if !ok {
+					t.Fatalf("seed %d round %d: sent event #%d (ring %d, at %d), watermark %d, none due",
+						seed, round, got[checked].Addr, got[checked].Size, got[checked].Time, upto)
+				}
+				if ev := got[checked]; ev.Addr != want.Addr {
+					t.Fatalf("seed %d round %d: event %d is #%d (ring %d, at %d), want #%d (ring %d, at %d)",
+						seed, round, checked, ev.Addr, ev.Size, ev.Time, want.Addr, want.Size, want.Time)
+				}
+			}
+		}
+		got = takeAll(m, &got)
+		for ; checked < len(got); checked++ {
+			if want, _ := ref.next(^uint64(0)); got[checked].Addr != want.Addr {
+				t.Fatalf("seed %d: event %d is #%d (at %d), want #%d (at %d)", seed, checked, got[checked].Addr, got[checked].Time, want.Addr, want.Time)
+			}
+		}
+		if len(got) != fed {
+			t.Fatalf("seed %d: took %d events, fed %d", seed, len(got), fed)
+		}
+	}
+}
+
+// TestMergerSendsChunkWholeAfterRun: a ring whose whole chunk comes
+// before the others' next events goes whole even when it is its turn
+// after another ring's run.
+func TestMergerSendsChunkWholeAfterRun(t *testing.T) {
+	var sent [][]event.Event
+	m := &merger{fresh: func() []event.Event { return make([]event.Event, 0, minRoom) },
+		send: func(evs []event.Event, _ bool) { sent = append(sent, evs) }}
+	m.add(0, []event.Event{{Kind: event.Alloc, Time: 50}, {Kind: event.Alloc, Time: 60}, {Kind: event.Alloc, Time: 1000}})
+	var evs []event.Event
+	for i := range minRoom / 2 {
+		evs = append(evs, event.Event{Kind: event.Alloc, Time: uint64(100 + i)})
+	}
+	m.add(1, evs)
+	chunk := &m.rings[1].chunks[0].evs[0]
+	m.take(2000, false)
+	m.sendOut()
+	if len(sent) != 3 || len(sent[0]) != 2 || len(sent[1]) != minRoom/2 || &sent[1][0] != chunk || len(sent[2]) != 1 {
+		var lens []int
+		for _, b := range sent {
+			lens = append(lens, len(b))
+		}
+		t.Fatalf("sent batches of %v events, want 2, then ring 1's chunk of %d whole, then 1", lens, minRoom/2)
 	}
 }

@@ -290,9 +290,11 @@ var newThreadState = threadState{freeFn: event.FreeFn}
 // the last one drops out), to the front; with perThread, its state
 // becomes the current one.
 func (m *model) toFront(i int, t int32) {
+	// (The lists are moved by hand: copy calls memmove, for a few bytes.)
 	if !m.perThread {
-		i = min(i, numThreads-1)
-		copy(m.threads[1:i+1], m.threads[:i])
+		for j := min(i, numThreads-1); j > 0; j-- {
+			m.threads[j] = m.threads[j-1]
+		}
 		m.threads[0] = t
 		return
 	}
@@ -302,10 +304,17 @@ func (m *model) toFront(i int, t int32) {
 		m.own[m.slots[i]] = newThreadState
 	}
 	now := m.slots[i]
-	copy(m.threads[1:i+1], m.threads[:i])
-	copy(m.slots[1:i+1], m.slots[:i])
+	for j := i; j > 0; j-- {
+		m.threads[j], m.slots[j] = m.threads[j-1], m.slots[j-1]
+	}
 	m.threads[0], m.slots[0] = t, now
-	m.own[was] = threadState{m.prevAddr, m.bump, m.lastFreed, m.prevAlloc, m.allocNext, m.prevFree, m.freeNext, m.freeFn}
+	// Field by field, as the events store them: a state gathered first
+	// and stored whole loads wider than those stores, and waits for
+	// them to retire.
+	w := &m.own[was]
+	w.prevAddr, w.bump, w.lastFreed = m.prevAddr, m.bump, m.lastFreed
+	w.prevAlloc, w.allocNext = m.prevAlloc, m.allocNext
+	w.prevFree, w.freeNext, w.freeFn = m.prevFree, m.freeNext, m.freeFn
 	next := &m.own[now]
 	m.prevAddr, m.bump, m.lastFreed = next.prevAddr, next.bump, next.lastFreed
 	m.prevAlloc, m.allocNext = next.prevAlloc, next.allocNext

@@ -951,7 +951,14 @@ func TestHotCodes(t *testing.T) {
 			t.Errorf("%s stream: %d bytes in version 10, %d in 9, for %d events", streamNames[s], got, was, len(evs))
 		}
 	}
-	for _, v := range []int{9, Version} {
+	readsBackShifted(t, evs, 9, Version)
+}
+
+// readsBackShifted checks that evs, written with times >> 10 in each of
+// the versions, read back as they were but for those times.
+func readsBackShifted(t *testing.T, evs []event.Event, versions ...int) {
+	t.Helper()
+	for _, v := range versions {
 		opts := Options{TimeShift: 10, version: v}
 		got, err := readAll(t, setVersion(writeTrace(t, evs, opts, 100), v))
 		if err != nil {
@@ -1182,4 +1189,50 @@ func TestChunksStandAlone(t *testing.T) {
 			diffEvents(t, got, part)
 		}
 	}
+}
+
+// TestThreadSwitches: events of threads that run at once alternate a
+// few at a time. A switch to one of the last numThreads threads codes
+// its place in their list in the op (no misc bytes), one to another
+// thread its id; the events read back in this version and in 9 (which
+// codes them without the hot codes).
+func TestThreadSwitches(t *testing.T) {
+	evs := loopEvents(4000)
+	// Runs of 1 to 3 events of 5 threads; halfway, numThreads new
+	// ones come in turn, so the list forgets the 5.
+	rng := uint64(5)
+	for i, k := 0, 0; i < len(evs); k++ {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		th := int32(100 + rng>>40%5)
+		if k >= 1000 && k < 1000+numThreads {
+			th = int32(200 + k)
+		}
+		for n := 1 + int(rng>>50%3); n > 0 && i < len(evs); n-- {
+			evs[i].Thread = th
+			i++
+		}
+	}
+	e := newEncoder()
+	e.shift = 10
+	coded := 0
+	for i := range evs {
+		misc := len(e.s[sMisc])
+		if err := e.add(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		// The last numThreads threads before this event.
+		recent := map[int32]bool{}
+		for j := i - 1; j >= 0 && len(recent) < numThreads; j-- {
+			recent[evs[j].Thread] = true
+		}
+		if grew := len(e.s[sMisc]) > misc; grew != !recent[evs[i].Thread] {
+			t.Fatalf("event %d (thread %d, after %d): thread id coded %v", i, evs[i].Thread, evs[max(i-1, 0)].Thread, grew)
+		} else if grew {
+			coded++
+		}
+	}
+	if coded != 5+numThreads+5 {
+		t.Errorf("%d thread ids coded, want %d", coded, 5+numThreads+5)
+	}
+	readsBackShifted(t, evs, 9, Version)
 }
