@@ -243,7 +243,7 @@ func run(runs, size int, only, lp string) error {
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
-	perRecord := map[string]float64{}
+	longArgv := map[string][]string{}
 	fmt.Fprintf(tw, "workload\tnative\tleakpath\t×native\theaptrack\t×native\tlp/ht\tCPU lp/ht\tcollector/interp RSS\ttrace lp/ht\treport lp/ht\tvalgrind ×native\t\n")
 	for _, w := range workloads {
 		fmt.Fprintf(os.Stderr, "bench: %s ...\n", w.name)
@@ -296,9 +296,7 @@ func run(runs, size int, only, lp string) error {
 		// Two decimals: the loop's target is 2.0 (issue 4).
 		fmt.Fprintf(tw, "%s\t%.3f s\t%.3f s\t%.2f\t%s\t%s\t\n", w.name, natW, lpW, lpW/natW, htCols, vg)
 		if w.name == longFPName || w.name == longThreadsName {
-			// Each allocation and free of the loop is a record.
-			natC := median(nat, func(m measure) float64 { return m.cpu.Seconds() })
-			perRecord[w.name] = (lpC - natC) / float64(2*size) * 1e9
+			longArgv[w.name] = w.argv
 		}
 		for _, ms := range [][]measure{nat, lpm, htm} {
 			for _, m := range ms {
@@ -310,9 +308,11 @@ func run(runs, size int, only, lp string) error {
 		}
 	}
 	tw.Flush()
-	if one, four := perRecord[longFPName], perRecord[longThreadsName]; one > 0 && four > 0 {
-		fmt.Printf("long-lived loop, leakpath's CPU time per record over native's (program and collector): 1 thread %.0f ns, 4 threads %.0f ns (%.2f×)\n",
-			one, four, four/one)
+	if one, four := longArgv[longFPName], longArgv[longThreadsName]; one != nil && four != nil {
+		fmt.Fprintf(os.Stderr, "bench: long-lived, 1 and 4 threads in turn ...\n")
+		c1, c4 := perRecord(lp, filepath.Join(work, "t.lpt"), one, four, 2*runs, 2*size)
+		fmt.Printf("long-lived loop, leakpath's CPU time per record over native's (program and collector; 1 and 4 threads in turn): 1 thread %.0f ns, 4 threads %.0f ns (%.2f×)\n",
+			c1, c4, c4/c1)
 	}
 	fmt.Printf("medians of %d runs; ×native = wall time over native; lp/ht = leakpath over heaptrack (below 1: leakpath is better);\n"+
 		"RSS: peak of leakpath's collector / heaptrack's interpreter; valgrind (memcheck) ran a twentieth of the loops;\n"+
@@ -360,6 +360,26 @@ func removeGlob(pattern string) {
 	for _, f := range files {
 		os.RemoveAll(f)
 	}
+}
+
+// perRecord returns leakpath's CPU time per record over native's, in ns,
+// of programs one and four (records each, with a trace): the four
+// commands take turns, run after run, so that the machine's speed, which
+// can drift by tens of percent from one minute to the next, is the same
+// for both.
+func perRecord(lp, trace string, one, four []string, runs, records int) (float64, float64) {
+	var cpu [4][]measure
+	for range runs {
+		for i, argv := range [][]string{one, four} {
+			cpu[2*i] = append(cpu[2*i], measureCmd(argv, "", nil))
+			cpu[2*i+1] = append(cpu[2*i+1], measureCmd(append([]string{lp, "run", "-o", trace, "--report", os.DevNull, "--"}, argv...), "", []string{"leakpath"}))
+		}
+	}
+	over := func(nat, lp []measure) float64 {
+		c := func(m measure) float64 { return m.cpu.Seconds() }
+		return (median(lp, c) - median(nat, c)) / float64(records) * 1e9
+	}
+	return over(cpu[0], cpu[1]), over(cpu[2], cpu[3])
 }
 
 func median(ms []measure, f func(measure) float64) float64 {
