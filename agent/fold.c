@@ -39,6 +39,11 @@
 #include <unistd.h>
 
 #define LP_PMASK (LP_PEND - 1)
+/* LP_HOOK(n, t): a point where a test that compiles this file in
+ * (testdata/fixtures/mapbusy.c) pauses thread t; nothing in the agent. */
+#ifndef LP_HOOK
+#define LP_HOOK(n, t) ((void)0)
+#endif
 /* An eviction's ALLOC_LATE record and a free's FREE record, in bytes. */
 #define LP_EVICT_FREE_BYTES ((6u + 3u) * 8u)
 /* Write aggregates at least this often: after so many folded pairs, or
@@ -74,7 +79,7 @@ static uint64_t lp_claimed[LP_TAG_SLOTS];
  * words in common only within a part, so a part's owner is its words'.
  *
  * The owner stores between two checks of the part's owner, with its busy
- * set around them; a thread taking over sets the owner to
+ * flag (lp_busy) set around them; a thread taking over sets the owner to
  * LP_OWNER_MOVING, has every running thread pass a memory barrier
  * (membarrier's private expedited command), then waits while busy is
  * set. Either the owner's store of busy was visible to that wait, or its
@@ -90,14 +95,22 @@ static uint64_t lp_claimed[LP_TAG_SLOTS];
 #define LP_OWNER_SHARED 0xfffffffeu /* every writer CASes */
 #define LP_OWNER_MOVING 0xfffffffdu /* a take-over is in progress */
 #define LP_OWNER_MOVES 8u
-/* A line each: an owner writes its busy at every store, and the owners of
- * other parts must not lose the line to it. */
+/* A line each: its owner reads it at every store, and the owners of
+ * other parts must not lose the line to a take-over of this one. */
 struct lp_part {
 	uint32_t owner; /* a thread slot, or one of the above */
-	uint32_t busy;  /* the owner is between its checks */
 	uint32_t moves; /* take-overs so far */
 } __attribute__((aligned(64)));
 static struct lp_part lp_parts[LP_PMAP_PARTS] = {[0 ... LP_PMAP_PARTS - 1] = {.owner = LP_OWNER_NONE}};
+/* lp_busy: per thread slot, set while the thread is between its two
+ * checks of a part's owner. Only the thread writes its own: a flag of
+ * the part's, written by whoever last read itself the owner, could be
+ * cleared by a thread that had just lost the part, under the store of
+ * the one that took it, which a third take-over then did not wait for.
+ * A line each: it is written at every store of the map. */
+static struct {
+	uint32_t v;
+} __attribute__((aligned(64))) lp_busy[LP_TAG_SLOTS];
 static int lp_owner_lock;       /* a take-over at a time */
 static pid_t lp_barrier_pid;    /* the process that registered for membarrier */
 static int lp_barrier_no;       /* it cannot: for good (a seccomp filter stays) */
@@ -246,7 +259,8 @@ static __attribute__((noinline)) int lp_own_part(struct lp_part *p, uint32_t me)
 			uint32_t next = p->moves < LP_OWNER_MOVES ? me : LP_OWNER_SHARED;
 			__atomic_store_n(&p->owner, LP_OWNER_MOVING, __ATOMIC_SEQ_CST);
 			lp_all_barrier();
-			while (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
+			/* (o is a slot: the lock keeps MOVING from being seen here.) */
+			while (o < LP_TAG_SLOTS && __atomic_load_n(&lp_busy[o].v, __ATOMIC_ACQUIRE))
 				sched_yield();
 			p->moves++;
 			__atomic_store_n(&p->owner, next, __ATOMIC_SEQ_CST);
@@ -262,19 +276,22 @@ static __attribute__((noinline)) int lp_own_part(struct lp_part *p, uint32_t me)
  * word's part (see lp_own_part). */
 static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint64_t tag)
 {
-	uint32_t me = t->slot_index;
+	uint32_t me = t->slot_index; /* below LP_TAG_SLOTS: it folds */
 	struct lp_part *p = lp_part_of(m);
+	uint32_t *busy = &lp_busy[me & (LP_TAG_SLOTS - 1)].v;
 	for (;;) {
 		uint32_t o = __atomic_load_n(&p->owner, __ATOMIC_RELAXED);
+		LP_HOOK(1, t);
 		if (LP_LIKELY(o == me)) {
-			__atomic_store_n(&p->busy, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(busy, 1, __ATOMIC_RELAXED);
 			__atomic_signal_fence(__ATOMIC_SEQ_CST);
 			if (LP_LIKELY(__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == me)) {
+				LP_HOOK(2, t);
 				__atomic_store_n(m, tag, __ATOMIC_RELAXED);
-				__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
+				__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
 				return 1;
 			}
-			__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
+			__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
 			continue; /* taken over meanwhile */
 		}
 		if (o == LP_OWNER_SHARED)
@@ -303,16 +320,17 @@ static inline int lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
 {
 	uint32_t me = t->slot_index;
 	struct lp_part *p = lp_part_of(m);
+	uint32_t *busy = &lp_busy[me & (LP_TAG_SLOTS - 1)].v;
 	int done = 0;
 	if (__atomic_load_n(&p->owner, __ATOMIC_RELAXED) != me || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
 		return 0;
-	__atomic_store_n(&p->busy, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(busy, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (LP_LIKELY(__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == me)) {
 		__atomic_store_n(m, 0, __ATOMIC_RELAXED);
 		done = 1;
 	}
-	__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
 	return done;
 }
 
@@ -333,6 +351,12 @@ int lp_pmap_setup(void)
 	 * the parent's. */
 	for (unsigned i = 0; i < LP_PMAP_PARTS; i++)
 		lp_parts[i] = (struct lp_part){.owner = LP_OWNER_NONE};
+	/* A flag the fork left set would have a take-over wait for a store
+	 * that never comes. (Read first: the pages of unused slots stay
+	 * untouched.) */
+	for (unsigned i = 0; i < LP_TAG_SLOTS; i++)
+		if (lp_busy[i].v)
+			lp_busy[i].v = 0;
 	lp_owner_lock = 0;
 	if (lp_pmap) {
 		/* A new region (a fork child, an attach again): empty it. */

@@ -141,7 +141,13 @@ func TestPartsKeepEveryCount(t *testing.T) {
 				t.Errorf("totals with folding:\n%+v\nwithout:\n%+v", a.Totals, b.Totals)
 			}
 			if n := foldedPairs(t, on); n < 4*20000/8 {
-				t.Errorf("%d pairs folded of 80,000 allocations, want at least 10,000 (a quarter are freed at once)", n)
+				if filtered() && c.name == "one arena" {
+					// (The agent takes no part over under a seccomp
+					// filter: only the first writer folds.)
+					t.Logf("%d pairs folded: under an inherited seccomp filter, not checked", n)
+				} else {
+					t.Errorf("%d pairs folded of 80,000 allocations, want at least 10,000 (a quarter are freed at once)", n)
+				}
 			}
 			if c.name == "parts taken over" {
 				compareValgrind(t, on, a, 4*16, argv...)
@@ -169,6 +175,27 @@ func TestPendingMapTakeOver(t *testing.T) {
 		}
 		if !strings.Contains(string(out), "interleaved 1") {
 			t.Errorf("%s: the other thread never wrote during the take-over", opt)
+		}
+	}
+}
+
+// TestPendingMapBusyIsPerThread: a thread that has just lost a part of
+// the map of pending blocks, and takes it back, must wait for the store
+// the new owner is about to make (testdata/fixtures/mapbusy.c runs
+// agent/fold.c with that interleaving made exactly). With one busy flag a
+// part, the loser cleared the new owner's on its way and did not wait:
+// the new owner's store landed over its word, and its pending block was
+// named nowhere (its free recorded as one of an unknown block).
+func TestPendingMapBusyIsPerThread(t *testing.T) {
+	for _, opt := range []string{"-O0", "-O2"} {
+		bin := fixture(t, "mapbusy.c", opt, "-pthread", "-I"+filepath.Join(root, "agent"))
+		out, err := exec.Command(bin).CombinedOutput()
+		t.Logf("%s: %s", opt, out)
+		if err != nil {
+			t.Errorf("%s: %v: a pending block is named no more", opt, err)
+		}
+		if !strings.Contains(string(out), "A waited 1") {
+			t.Errorf("%s: the taker did not wait for the owner's store", opt)
 		}
 	}
 }
@@ -335,4 +362,20 @@ func TestPendingRecordsFew(t *testing.T) {
 	if got, want := r.report.jsonImage.Totals.PeakBytes, off.report.jsonImage.Totals.PeakBytes; got > want || got+1024 < want {
 		t.Errorf("peak %d B, %d B without folding: want at most 1 KiB less", got, want)
 	}
+}
+
+// filtered says whether the tests run under a seccomp filter (a
+// container's default profile): the agent then takes no part of the map
+// of pending blocks over.
+func filtered() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
+			return strings.TrimSpace(v) != "0"
+		}
+	}
+	return false
 }
