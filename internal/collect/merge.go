@@ -273,7 +273,8 @@ const noQueue = -2
 // noQueue if none has one) and that event's time, the queue with the
 // earliest next event of the others (second) and its time, and the
 // earliest next event of the rest (third); a time is ^0 for none. Of
-// events at the same time, the lower queue's goes first.
+// next events at the same time, the lower queue's is best (a run then
+// takes its ring's events up to and at the other's time).
 func (m *merger) earliest() (best int, bt uint64, second int, next, third uint64) {
 	best, second = noQueue, noQueue
 	bt, next, third = ^uint64(0), ^uint64(0), ^uint64(0)

@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"maps"
 	"math/rand"
 	"slices"
 	"sort"
@@ -358,8 +359,11 @@ func (r *refMerge) add(ring int, evs []event.Event) {
 // upto.
 func (r *refMerge) next(upto uint64) (event.Event, bool) {
 	best, ok := 0, false
-	for ring, q := range r.rings {
-		if len(q) > 0 && q[0].Time < upto && (!ok || q[0].Time < r.rings[best][0].Time) {
+	// The lowest ring first, as the merger looks: of events at the same
+	// time (definitions dated 0 before their ring's first event), its
+	// goes first.
+	for _, ring := range slices.Sorted(maps.Keys(r.rings)) {
+		if q := r.rings[ring]; len(q) > 0 && q[0].Time < upto && (!ok || q[0].Time < r.rings[best][0].Time) {
 			best, ok = ring, true
 		}
 	}

@@ -868,9 +868,9 @@ func checkLimits(ev *event.Event) error {
 // add appends one event to the chunk. It returns an error, and adds
 // nothing, for an event beyond the format's limits.
 func (e *encoder) add(ev *event.Event) error {
-	// Most events are Allocs and Frees of the current process and thread
-	// with the hot codes: they take a function of their own, which has
-	// nothing to keep across its calls (the rest, addAny, does).
+	// Most events are Allocs and Frees of the current process with the
+	// hot codes: they take a function of their own, which has nothing to
+	// keep across its calls (the rest, addAny, does).
 	// A switch of thread takes them too: threads running at once
 	// alternate every few events.
 	if ev.X == nil && ev.Aux == 0 && ev.Proc == e.proc && e.room > 0 && !e.before10 {

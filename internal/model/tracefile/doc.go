@@ -180,7 +180,9 @@
 // Version 10 codes an Alloc's or Free's time and stack in its op byte
 // when they are the predicted ones (with coarse times, 99 % of them: the
 // time and stack streams had been most of what the compressor worked
-// on). Pending events (the
+// on). Version 11 keeps each thread's predictions apart (the threads of
+// the recently-used list each have their own previous address, stack
+// chains, last free's Fn and last back-referenced free). Pending events (the
 // threads' pending bytes for the peak, since wire version 9) travel as
 // generic events of a kind older readers do not know and skip: no version
 // of their own.

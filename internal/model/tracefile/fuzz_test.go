@@ -70,6 +70,10 @@ func FuzzChunk(f *testing.F) {
 	// Version 10: allocations and frees whose time and stack are the
 	// predicted ones.
 	f.Add(encodeChunk(f, loopEvents(60)))
+	// Version 11: threads taking turns, each with its own predictions;
+	// more threads than the recently-used list holds.
+	f.Add(encodeChunk(f, loopThreads(4, 40)))
+	f.Add(encodeChunk(f, loopThreads(11, 12)))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		evs, err := decodeChunk(p)
 		if err != nil {

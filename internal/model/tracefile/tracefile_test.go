@@ -1180,8 +1180,11 @@ func TestChunksStandAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []event.Event
-			for !d.done() {
+			for !d.done() && d.err() == nil {
 				got = d.next(got, len(got)+1000)
+			}
+			if err := d.err(); err != nil {
+				t.Fatalf("chunk at event %d: %v", start, err)
 			}
 			if err := d.finish(); err != nil {
 				t.Fatalf("chunk at event %d: %v", start, err)
