@@ -166,15 +166,23 @@ func TestPartsKeepEveryCount(t *testing.T) {
 // writing another part of the map (another 64 MiB of addresses) takes
 // nothing over: both words stay named, no membarrier is made.
 func TestPendingMapTakeOver(t *testing.T) {
+	foldFixture(t, "mapmove.c", "a pending block is named no more, its free did not fold, or another part was taken over",
+		"interleaved 1", "the other thread never wrote during the take-over")
+}
+
+// foldFixture runs a fixture that compiles agent/fold.c in, built at -O0
+// and -O2: it must exit 0 (else: fails) and print mark (else: unmet).
+func foldFixture(t *testing.T, name, fails, mark, unmet string) {
+	t.Helper()
 	for _, opt := range []string{"-O0", "-O2"} {
-		bin := fixture(t, "mapmove.c", opt, "-I"+filepath.Join(root, "agent"))
+		bin := fixture(t, name, opt, "-pthread", "-I"+filepath.Join(root, "agent"))
 		out, err := exec.Command(bin).CombinedOutput()
 		t.Logf("%s: %s", opt, out)
 		if err != nil {
-			t.Errorf("%s: %v: a pending block is named no more, its free did not fold, or another part was taken over", opt, err)
+			t.Errorf("%s: %v: %s", opt, err, fails)
 		}
-		if !strings.Contains(string(out), "interleaved 1") {
-			t.Errorf("%s: the other thread never wrote during the take-over", opt)
+		if !strings.Contains(string(out), mark) {
+			t.Errorf("%s: %s", opt, unmet)
 		}
 	}
 }
@@ -187,17 +195,7 @@ func TestPendingMapTakeOver(t *testing.T) {
 // the new owner's store landed over its word, and its pending block was
 // named nowhere (its free recorded as one of an unknown block).
 func TestPendingMapBusyIsPerThread(t *testing.T) {
-	for _, opt := range []string{"-O0", "-O2"} {
-		bin := fixture(t, "mapbusy.c", opt, "-pthread", "-I"+filepath.Join(root, "agent"))
-		out, err := exec.Command(bin).CombinedOutput()
-		t.Logf("%s: %s", opt, out)
-		if err != nil {
-			t.Errorf("%s: %v: a pending block is named no more", opt, err)
-		}
-		if !strings.Contains(string(out), "A waited 1") {
-			t.Errorf("%s: the taker did not wait for the owner's store", opt)
-		}
-	}
+	foldFixture(t, "mapbusy.c", "a pending block is named no more", "A waited 1", "the taker did not wait for the owner's store")
 }
 
 // TestFoldingInASandbox: a program whose seccomp filter kills it on
