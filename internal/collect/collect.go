@@ -664,11 +664,13 @@ func (c *collector) pipeline(im *image) {
 	m.age = lag
 	lastReclaim, lastEndCheck := time.Now(), time.Now()
 	more := false // the last take stopped at its budget
+	procs := runtime.GOMAXPROCS(0)
 	for {
 		now := c.src.Now()
 		im.reg.SetNow(now) // for the allocations the agent keeps pending
+		n := 0             // events drained
 		if !more || m.n < maxPending {
-			im.reg.Drain(&m) // a corrupt region is seen below
+			n, _ = im.reg.Drain(&m) // a corrupt region is seen below
 		}
 		if m.latest > now+ahead {
 			// Such events would wait in the merger for ever.
@@ -718,8 +720,9 @@ func (c *collector) pipeline(im *image) {
 			return
 		}
 		// Rings that never run dry (written by another process that
-		// maps the region) must not keep the image from ending.
-		if more && time.Since(lastEndCheck) < endCheck {
+		// maps the region) must not keep the image from ending; while
+		// events come, the end is looked for every endCheck.
+		if (n > 0 || more) && time.Since(lastEndCheck) < endCheck {
 			continue
 		}
 		lastEndCheck = time.Now()
@@ -730,7 +733,7 @@ func (c *collector) pipeline(im *image) {
 		if !more {
 			// Alone, it keeps its processor while it sleeps (its other
 			// goroutines have the others).
-			im.reg.Wait(time.Millisecond, c.pipelines.Load() == 1 && runtime.GOMAXPROCS(0) > 1)
+			im.reg.Wait(time.Millisecond, c.pipelines.Load() == 1 && procs > 1)
 		}
 	}
 }

@@ -11,7 +11,8 @@ import (
 // agentLink is the agent's link in the session directory, and its real
 // path. The loader knows the agent by the link, which is gone after the
 // run: its module loads name the real file instead, as their rings are
-// drained (merger.Filled), while they are in the cache, rather than in a pass of the sink's over every event.
+// drained (merger.Filled), while they are in the cache, rather than in a
+// pass of the sink's over every event.
 type agentLink [2]string
 
 func (a *agentLink) rename(ev *event.Event) {
@@ -88,7 +89,7 @@ type sink struct {
 	// one taken is the likeliest to be in the cache still.
 	freeMu   sync.Mutex
 	free     [][]event.Event
-	room     *room // bounds the events sent and not yet applied
+	room     *room // bounds the events queued and not yet applied
 	warm     func(*event.Module)
 	agentAs  agentLink
 	warmed   map[*heap.Module]bool
@@ -216,13 +217,26 @@ func (s *sink) sendDirect(b batch) {
 	s.mu.Unlock()
 	s.handleAll(q, false)
 	s.handle(b, false)
+	ready := s.waitingReady()
 	s.mu.Lock()
-	fns := len(s.waiting) > 0 // an image these batches released has some
 	s.release()
 	s.mu.Unlock()
-	if fns {
+	if ready {
 		s.poke()
 	}
+}
+
+// waitingReady says whether functions of sendAfter wait for images no
+// longer held, for the sink's goroutine to run (runWaiting); the caller
+// holds the role. (While a fork holds an image, its functions wait: a
+// poke for them at every batch would have the pipelines queue.)
+func (s *sink) waitingReady() bool {
+	for proc := range s.waiting {
+		if !s.waits(proc) {
+			return true
+		}
+	}
+	return false
 }
 
 // poke wakes the sink's goroutine, unless it is woken already.
@@ -258,7 +272,8 @@ func (s *sink) release() {
 
 // handle applies a batch; the caller holds the role. fns: the caller is
 // the sink's goroutine, which runs the functions whose images' events are
-// applied; a pipeline leaves them to it, as it leaves it those queued.
+// applied; a pipeline leaves them to it, as it leaves it the batches
+// that carry one.
 func (s *sink) handle(b batch, fns bool) {
 	if s.feed(b.proc, b.evs, b.plain) {
 		s.recycle(b.evs, b.plain)
