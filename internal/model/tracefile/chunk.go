@@ -245,22 +245,10 @@ type model struct {
 	pred     int64 // exponential average of the time deltas
 	timeMode byte  // timeEMA or 0: how the time stream is coded
 	shift    uint8 // times are stored >> shift (Options.TimeShift)
-	prevAddr uint64
-	// bump: where the allocator would put the next block if it carved it
-	// right after the previous allocation (glibc's top chunk): what an
-	// allocation's address delta is from (format version 6).
-	bump      uint64
+	// threadState: the current thread's predictions.
+	threadState
 	prevFrame uint64 // first frame of the previous stack
 	lastStack uint32 // id of the previous StackDef
-	// The stacks of the previous Alloc and Free, and those predicted for
-	// the next (format version 10): see chainAlloc, chainFree.
-	prevAlloc, allocNext uint32
-	prevFree, freeNext   uint32
-	freeFn               event.Fn
-	// lastFreed names the allocation the chunk's last back-referenced
-	// free released (0: none yet; see freedCode): the encoder's sequence
-	// number, the decoder's 1 + index in the chunk.
-	lastFreed uint64
 	// perThread: each thread has its own prevAddr, bump, stack chains,
 	// freeFn and lastFreed (format version 11): the merged events of
 	// threads running at once alternate every few events, and each broke
@@ -278,9 +266,20 @@ type model struct {
 
 // threadState is what the model predicts from one thread's own events.
 type threadState struct {
-	prevAddr, bump, lastFreed                uint64
-	prevAlloc, allocNext, prevFree, freeNext uint32
-	freeFn                                   event.Fn
+	prevAddr uint64
+	// bump: where the allocator would put the next block if it carved it
+	// right after the previous allocation (glibc's top chunk): what an
+	// allocation's address delta is from (format version 6).
+	bump uint64
+	// lastFreed names the allocation the chunk's last back-referenced
+	// free released (0: none yet; see freedCode): the encoder's sequence
+	// number, the decoder's 1 + index in the chunk.
+	lastFreed uint64
+	// The stacks of the previous Alloc and Free, and those predicted for
+	// the next (format version 10): see chainAlloc, chainFree.
+	prevAlloc, allocNext uint32
+	prevFree, freeNext   uint32
+	freeFn               event.Fn
 }
 
 // newThreadState is a thread's state when it first appears in a chunk.
@@ -290,24 +289,20 @@ var newThreadState = threadState{freeFn: event.FreeFn}
 // the last one drops out), to the front; with perThread, its state
 // becomes the current one.
 func (m *model) toFront(i int, t int32) {
-	// (The lists are moved by hand: copy calls memmove, for a few bytes.)
-	if !m.perThread {
-		for j := min(i, numThreads-1); j > 0; j-- {
-			m.threads[j] = m.threads[j-1]
-		}
-		m.threads[0] = t
-		return
-	}
 	was := m.slots[0]
 	if i >= numThreads {
 		i = numThreads - 1
 		m.own[m.slots[i]] = newThreadState
 	}
 	now := m.slots[i]
+	// (The lists are moved by hand: copy calls memmove, for a few bytes.)
 	for j := i; j > 0; j-- {
 		m.threads[j], m.slots[j] = m.threads[j-1], m.slots[j-1]
 	}
 	m.threads[0], m.slots[0] = t, now
+	if !m.perThread {
+		return
+	}
 	// Field by field, as the events store them: a state gathered first
 	// and stored whole loads wider than those stores, and waits for
 	// them to retire.
@@ -352,14 +347,14 @@ func (d *decoder) classTop(cls uint16, t int32) *classEntry {
 	return c
 }
 
-func (m *model) reset() {
+// reset starts a chunk, and says whether the epochs wrapped: the tables
+// keyed by the epoch (the stacks', the classes') hold entries that could
+// look current, and are cleared.
+func (m *model) reset() (wrapped bool) {
 	m.proc = 0
 	m.threads = [numThreads]int32{}
-	m.prevTime, m.pred, m.prevAddr, m.prevFrame, m.bump = 0, 0, 0, 0, 0
-	m.lastStack = 0
-	m.prevAlloc, m.allocNext, m.prevFree, m.freeNext = 0, 0, 0, 0
-	m.freeFn = event.FreeFn
-	m.lastFreed = 0
+	m.prevTime, m.pred, m.prevFrame, m.lastStack = 0, 0, 0, 0
+	m.threadState = newThreadState
 	m.slots = [numThreads]uint8{0, 1, 2, 3, 4, 5, 6, 7}
 	for i := range m.own {
 		m.own[i] = newThreadState
@@ -373,7 +368,9 @@ func (m *model) reset() {
 	if m.epoch == 0 {
 		clear(m.stacks[:])
 		m.epoch = 1
+		return true
 	}
+	return false
 }
 
 // coarse is t as times are stored: t >> shift. (shift is at most
@@ -488,9 +485,7 @@ func (m *model) chainNewFree(id uint32, hit bool) {
 
 // reset starts a new chunk.
 func (e *encoder) reset() {
-	e.model.reset()
-	if e.epoch == 1 {
-		// (The epochs wrapped, as model.reset says.)
+	if e.model.reset() {
 		clear(e.classes[:])
 	}
 	e.setClass()
@@ -664,7 +659,7 @@ func (e *encoder) putAlt(v uint64) { e.alt = uv(e.alt, v) }
 // does.
 // (Small enough to inline.)
 func (e *encoder) hotTimeOf(t uint64) byte {
-	if t>>(e.shift&63) == e.prevTime {
+	if e.coarse(t) == e.prevTime {
 		return hotTime
 	}
 	e.putTime(t)

@@ -41,12 +41,10 @@ func newDecoder() *decoder {
 // reset starts decoding payload p. It fails if the stream lengths do not
 // add up to the payload.
 func (d *decoder) reset(p []byte) error {
-	d.model.reset()
-	d.perThread = d.version >= 11
-	if d.epoch == 1 {
-		// (The epochs wrapped, as model.reset says.)
+	if d.model.reset() {
 		clear(d.classes[:])
 	}
+	d.perThread = d.version >= 11
 	d.bad, d.reason, d.n = -1, "", 0
 	d.allocN, d.freeN = 0, 0
 	d.alloc = d.alloc[:0]
