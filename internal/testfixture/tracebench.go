@@ -2,7 +2,6 @@ package testfixture
 
 import (
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,9 +32,9 @@ func TraceBatches(tb testing.TB, n int) ([][]event.Event, uint) {
 // a loaded machine, what a benchmark spends waiting for a core is no cost
 // of its own.
 func ThreadCPU() (thread, proc time.Duration) {
-	var t, p syscall.Rusage
-	syscall.Getrusage(unix.RUSAGE_THREAD, &t)
-	syscall.Getrusage(syscall.RUSAGE_SELF, &p)
-	d := func(r *syscall.Rusage) time.Duration { return time.Duration(r.Utime.Nano() + r.Stime.Nano()) }
+	var t, p unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &t)
+	unix.Getrusage(unix.RUSAGE_SELF, &p)
+	d := func(r *unix.Rusage) time.Duration { return time.Duration(r.Utime.Nano() + r.Stime.Nano()) }
 	return d(&t), d(&p)
 }

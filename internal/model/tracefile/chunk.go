@@ -155,7 +155,8 @@ const (
 )
 
 // freeFns are the Fns that normally free memory, by their index in an
-// addrSlot (freeFnIndex of the allocating Fn).
+// addrSlot (freeFnIndex of the allocating Fn: 0-2; the fourth entry lets
+// an index masked to 2 bits go unchecked).
 var freeFns = [4]event.Fn{event.FreeFn, event.Delete, event.DeleteArray, event.FreeFn}
 
 // freeFnIndex is the index in freeFns of the Fn that normally frees
@@ -173,7 +174,7 @@ func freeFnIndex(f event.Fn) uint64 {
 // encClass is the encoder's copy of a classEntry: instead of the addresses
 // it holds the sequence numbers of the frees that pushed them (unique: a
 // number names one free of one address), and an address is on top if the
-// top one is the free its entry knows of. (Half the size: a class is
+// top one is the free its entry knows of. (Two-thirds the size: a class is
 // looked up for nearly every event.)
 type encClass struct {
 	key    uint64

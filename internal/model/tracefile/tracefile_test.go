@@ -937,7 +937,7 @@ func TestHotCodes(t *testing.T) {
 	streams := func(v int) [numStreams][]byte {
 		e := newEncoder()
 		e.shift = 10
-		e.before7, e.before8, e.before10 = v < 7, v < 8, v < 10
+		e.before7, e.before8, e.before10, e.perThread = v < 7, v < 8, v < 10, v >= 11
 		for i := range evs {
 			if err := e.add(&evs[i]); err != nil {
 				t.Fatal(err)

@@ -637,6 +637,8 @@ func futexWake(addr *byte, n int) {
 // telling the runtime (Wait).
 func futexWait(addr *byte, val uint32, timeout time.Duration, keep bool) {
 	ts := unix.NsecToTimespec(int64(timeout))
+	// (Two direct calls: the pointers' conversions keep ts alive and in
+	// place only in the call expression of a syscall function itself.)
 	if keep {
 		unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 		return

@@ -254,7 +254,9 @@ func TestAsk(t *testing.T) {
 // before the Wait is not lost (the doorbell moved), whether the waiter
 // keeps its processor or not (keeping it needs another for the ringer).
 // The timeout is long enough that a loaded machine never reaches it: only
-// a lost ring does.
+// a lost ring does. (A waiter that keeps its processor is also woken by
+// the runtime's preemption signal, ring or not: those rounds show only
+// that such a Wait returns and comes back to the ringer.)
 func TestRingWakesWait(t *testing.T) {
 	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
 	if err != nil {

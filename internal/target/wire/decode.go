@@ -53,10 +53,11 @@ var minWords = [RecMax + 1]int{
 // DecodeSome appends to out the events of the whole records in b, tagged
 // with process index proc, within out's capacity: it stops before the
 // first record that would make an event past it, and returns the extended
-// slice and how many bytes of b it decoded. b must hold whole records (a
-// ring publishes only whole records); on a malformed record it returns
-// the events before it and a *DecodeError. A collector decodes so straight into the batches it hands
-// on, which then never grow.
+// slice and how many bytes of b it decoded. On a malformed record it
+// returns the events before it and a *DecodeError; a record that b cuts
+// off (a drain that stops at a ring's end) is one whose error says Short,
+// at its start. A collector decodes so straight into the batches it
+// hands on, which then never grow.
 func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Event, int, error) {
 	le := binary.LittleEndian
 	off := 0
