@@ -107,7 +107,9 @@ static struct lp_part lp_parts[LP_PMAP_PARTS] = {[0 ... LP_PMAP_PARTS - 1] = {.o
  * the part's, written by whoever last read itself the owner, could be
  * cleared by a thread that had just lost the part, under the store of
  * the one that took it, which a third take-over then did not wait for.
- * A line each: it is written at every store of the map. */
+ * A line each: it is written at every store of the map. In the agent's
+ * memory, not the slot's fold area: the program can write over the
+ * shared region, and a flag left set there would hang a take-over. */
 static struct {
 	uint32_t v;
 } __attribute__((aligned(64))) lp_busy[LP_TAG_SLOTS];
@@ -181,7 +183,7 @@ static int lp_seccomp_inherited(void)
 /* lp_barrier_early readies membarrier at the program's start, while the
  * process has one thread: once it has more, the kernel's registration
  * waits for an RCU grace period, ~8 ms here, which the first thread to take
- * the map over (or the clock: lp_clock_claim) spent stopped in the
+ * a part of the map over (or the clock: lp_clock_claim) spent stopped in the
  * allocator. Under a seccomp filter the
  * program started with, the agent makes no system call such a filter may
  * kill for (membarrier, prctl): lp_sandboxed. */
@@ -271,27 +273,39 @@ static __attribute__((noinline)) int lp_own_part(struct lp_part *p, uint32_t me)
 	return rc;
 }
 
+/* lp_store_owned stores v in word m of part p if thread slot me owns the
+ * part, between its two checks of the owner with its busy flag set (the
+ * owner's side of the handshake, see above): 1, or 0 when it does not
+ * own the part (any more). */
+static inline int lp_store_owned(struct lp_thread *t, struct lp_part *p, uint64_t *m, uint64_t v)
+{
+	uint32_t me = t->slot_index; /* below LP_TAG_SLOTS: it folds */
+	uint32_t *busy = &lp_busy[me & (LP_TAG_SLOTS - 1)].v;
+	int done = 0;
+	__atomic_store_n(busy, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (LP_LIKELY(__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == me)) {
+		LP_HOOK(2, t);
+		__atomic_store_n(m, v, __ATOMIC_RELAXED);
+		done = 1;
+	}
+	__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
+	return done;
+}
+
 /* lp_map_set makes map word m, read as w, name tag: 0 if it changed
  * meanwhile (another thread's block) or if the thread may not write the
  * word's part (see lp_own_part). */
 static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint64_t tag)
 {
-	uint32_t me = t->slot_index; /* below LP_TAG_SLOTS: it folds */
+	uint32_t me = t->slot_index;
 	struct lp_part *p = lp_part_of(m);
-	uint32_t *busy = &lp_busy[me & (LP_TAG_SLOTS - 1)].v;
 	for (;;) {
 		uint32_t o = __atomic_load_n(&p->owner, __ATOMIC_RELAXED);
 		LP_HOOK(1, t);
 		if (LP_LIKELY(o == me)) {
-			__atomic_store_n(busy, 1, __ATOMIC_RELAXED);
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			if (LP_LIKELY(__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == me)) {
-				LP_HOOK(2, t);
-				__atomic_store_n(m, tag, __ATOMIC_RELAXED);
-				__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
+			if (LP_LIKELY(lp_store_owned(t, p, m, tag)))
 				return 1;
-			}
-			__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
 			continue; /* taken over meanwhile */
 		}
 		if (o == LP_OWNER_SHARED)
@@ -318,20 +332,10 @@ static inline int lp_map_set(struct lp_thread *t, uint64_t *m, uint64_t w, uint6
  * and-swap, or taking the part over, would cost more than it saves). */
 static inline int lp_map_forget(struct lp_thread *t, uint64_t *m, uint64_t tag)
 {
-	uint32_t me = t->slot_index;
 	struct lp_part *p = lp_part_of(m);
-	uint32_t *busy = &lp_busy[me & (LP_TAG_SLOTS - 1)].v;
-	int done = 0;
-	if (__atomic_load_n(&p->owner, __ATOMIC_RELAXED) != me || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
+	if (__atomic_load_n(&p->owner, __ATOMIC_RELAXED) != t->slot_index || __atomic_load_n(m, __ATOMIC_RELAXED) != tag)
 		return 0;
-	__atomic_store_n(busy, 1, __ATOMIC_RELAXED);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (LP_LIKELY(__atomic_load_n(&p->owner, __ATOMIC_RELAXED) == me)) {
-		__atomic_store_n(m, 0, __ATOMIC_RELAXED);
-		done = 1;
-	}
-	__atomic_store_n(busy, 0, __ATOMIC_RELEASE);
-	return done;
+	return lp_store_owned(t, p, m, 0);
 }
 
 /*

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
 
 // TestFoldingKeepsEveryCount: folding short-lived pairs in the agent
@@ -366,14 +367,6 @@ func TestPendingRecordsFew(t *testing.T) {
 // container's default profile): the agent then takes no part of the map
 // of pending blocks over.
 func filtered() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
-			return strings.TrimSpace(v) != "0"
-		}
-	}
-	return false
+	st, err := ptrace.ProcStatus(os.Getpid(), 0)
+	return err == nil && st["Seccomp"] != "" && st["Seccomp"] != "0"
 }
