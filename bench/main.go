@@ -310,9 +310,10 @@ func run(runs, size int, only, lp string) error {
 	tw.Flush()
 	if one, four := longArgv[longFPName], longArgv[longThreadsName]; one != nil && four != nil {
 		fmt.Fprintf(os.Stderr, "bench: long-lived, 1 and 4 threads in turn ...\n")
+		// Each allocation and free of the loop is a record.
 		c1, c4 := perRecord(lp, filepath.Join(work, "t.lpt"), one, four, 2*runs, 2*size)
-		fmt.Printf("long-lived loop, leakpath's CPU time per record over native's (program and collector; 1 and 4 threads in turn): 1 thread %.0f ns, 4 threads %.0f ns (%.2f×)\n",
-			c1, c4, c4/c1)
+		fmt.Printf("long-lived loop, leakpath's CPU time per allocation or free over native's (program and collector; 1 and 4 threads in turn, medians of %d runs): 1 thread %.0f ns, 4 threads %.0f ns (%.2f×)\n",
+			2*runs, c1, c4, c4/c1)
 	}
 	fmt.Printf("medians of %d runs; ×native = wall time over native; lp/ht = leakpath over heaptrack (below 1: leakpath is better);\n"+
 		"RSS: peak of leakpath's collector / heaptrack's interpreter; valgrind (memcheck) ran a twentieth of the loops;\n"+
@@ -366,20 +367,27 @@ func removeGlob(pattern string) {
 // of programs one and four (records each, with a trace): the four
 // commands take turns, run after run, so that the machine's speed, which
 // can drift by tens of percent from one minute to the next, is the same
-// for both.
+// for both. Failed runs are said and left out.
 func perRecord(lp, trace string, one, four []string, runs, records int) (float64, float64) {
-	var cpu [4][]measure
+	type pair struct{ nat, lp []measure }
+	var p [2]pair
 	for range runs {
 		for i, argv := range [][]string{one, four} {
-			cpu[2*i] = append(cpu[2*i], measureCmd(argv, "", nil))
-			cpu[2*i+1] = append(cpu[2*i+1], measureCmd(append([]string{lp, "run", "-o", trace, "--report", os.DevNull, "--"}, argv...), "", []string{"leakpath"}))
+			p[i].nat = append(p[i].nat, measureCmd(argv, "", nil))
+			p[i].lp = append(p[i].lp, measureCmd(append([]string{lp, "run", "-o", trace, "--report", os.DevNull, "--"}, argv...), "", []string{"leakpath"}))
 		}
 	}
-	over := func(nat, lp []measure) float64 {
-		c := func(m measure) float64 { return m.cpu.Seconds() }
-		return (median(lp, c) - median(nat, c)) / float64(records) * 1e9
+	c := func(m measure) float64 { return m.cpu.Seconds() }
+	var ns [2]float64
+	for i := range p {
+		for _, m := range append(p[i].nat, p[i].lp...) {
+			if m.failed != "" {
+				fmt.Fprintf(os.Stderr, "bench: long-lived in turn: a run failed: %s\n", m.failed)
+			}
+		}
+		ns[i] = (median(p[i].lp, c) - median(p[i].nat, c)) / float64(records) * 1e9
 	}
-	return over(cpu[0], cpu[1]), over(cpu[2], cpu[3])
+	return ns[0], ns[1]
 }
 
 func median(ms []measure, f func(measure) float64) float64 {

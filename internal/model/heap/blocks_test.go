@@ -231,10 +231,10 @@ func TestBlockTableDeletedSlots(t *testing.T) {
 func TestBlockTableRebuildsInPlace(t *testing.T) {
 	tab := newBlockTable()
 	groups := len(tab.words) / groupWords
-	home := map[uint64][]uint64{} // 7 addresses for each group
+	home := map[uint64][]uint64{} // groupSlots addresses for each group
 	for a, done := uint64(0x1000), 0; done < groups; a += 16 {
-		if g := uint64(tagOf(a)) & tab.gmask; len(home[g]) < 7 {
-			if home[g] = append(home[g], a); len(home[g]) == 7 {
+		if g := uint64(tagOf(a)) & tab.gmask; len(home[g]) < groupSlots {
+			if home[g] = append(home[g], a); len(home[g]) == groupSlots {
 				done++
 			}
 		}

@@ -69,9 +69,10 @@ func (s *Site) addFreeStack(stack StackID) {
 }
 
 // freeStackSlot returns the inline slot holding stack (not 0, what the
-// empty slots hold), if one does (else any). It picks it without a branch on which one it is: a site whose
-// blocks are freed from several stacks in no order (a loop freeing what
-// an earlier pass allocated) mispredicted a search nearly every free.
+// empty slots hold), if one does, else slot 0. It picks it without a
+// branch on which one it is: a site whose blocks are freed from several
+// stacks in no order (a loop freeing what an earlier pass allocated)
+// mispredicted a search nearly every free.
 func (s *Site) freeStackSlot(stack StackID) int {
 	fs := &s.freeStacks // slots hold distinct stacks: one matches at most
 	return b2i(fs[1].stack == stack) | b2i(fs[2].stack == stack)<<1 | b2i(fs[3].stack == stack)*3
