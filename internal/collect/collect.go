@@ -904,7 +904,7 @@ func (c *collector) control(req control.Request) control.Response {
 // newMerger returns a merger for image im's rings, whose batches go to
 // the sink.
 func (c *collector) newMerger(im *image) merger {
-	return merger{agent: &c.sink.agentAs, fresh: c.sink.buffer,
+	return merger{agent: &c.sink.agentAs, fresh: c.sink.buffer, free: func(evs []event.Event) { c.sink.recycle(evs, true) },
 		send: func(evs []event.Event, plain bool) { c.sink.sendDirect(batch{proc: im.idx, evs: evs, plain: plain}) }}
 }
 

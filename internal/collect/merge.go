@@ -25,7 +25,10 @@ type merger struct {
 	out   []event.Event // the batch being filled by copying
 	// outPlain: out holds heap events only.
 	outPlain bool
-	spare    [][]event.Event // chunks emptied by copying, for the rings
+	// free takes back a chunk emptied by copying, cleared of what its
+	// events pointed to (nil: dropped): the sink's list of batches to
+	// reuse, the latest handed out first.
+	free func(evs []event.Event)
 	// age is how much older than the watermark the earliest pending
 	// event must be for take to copy events (0: any).
 	age uint64
@@ -55,9 +58,6 @@ type ringQueue struct {
 // (region.Leftovers) fits.
 const minRoom = 512
 
-// maxSpare is how many emptied chunks a merger keeps for its rings.
-const maxSpare = 4
-
 // Buffer is the chunk a ring's drained events are appended to.
 func (m *merger) Buffer(ring int) *[]event.Event {
 	q := m.queue(ring)
@@ -78,14 +78,9 @@ func (m *merger) queue(i int) *ringQueue {
 	return &m.rings[i]
 }
 
-// chunk returns an empty chunk: one the rings emptied, or a fresh one.
+// chunk returns an empty chunk.
 func (m *merger) chunk() []event.Event {
-	var evs []event.Event
-	if k := len(m.spare); k > 0 {
-		evs, m.spare = m.spare[k-1], m.spare[:k-1]
-	} else {
-		evs = m.fresh()
-	}
+	evs := m.fresh()
 	if cap(evs) < minRoom {
 		evs = make([]event.Event, 0, minRoom)
 	}
@@ -133,10 +128,10 @@ func (m *merger) Filled(ring int, from int) {
 	}
 }
 
-// keep keeps an emptied chunk for the rings, if fewer than maxSpare are.
+// keep hands an emptied chunk back for reuse.
 func (m *merger) keep(evs []event.Event) {
-	if len(m.spare) < maxSpare {
-		m.spare = append(m.spare, evs[:0])
+	if m.free != nil {
+		m.free(evs[:0])
 	}
 }
 
