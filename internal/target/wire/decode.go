@@ -85,34 +85,34 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		if words > 1 && typ != RecStack {
 			t = w(1)
 		}
-		out = out[:len(out)+1]
-		ev := reset(&out[len(out)-1], proc, r.Thread, t)
+		// Made in the slot past out's end, which becomes out's once the
+		// record is known good.
+		ev := reset(&out[:len(out)+1][len(out)], proc, r.Thread, t)
 		switch typ {
 		case RecPad:
-			out = out[:len(out)-1]
 			off += words * 8
 			continue
 		case RecAlloc:
 			if fn == 0 || fn >= event.NumFn {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("alloc by unknown function %d", fn)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("alloc by unknown function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
 		case RecAllocLate:
 			if fn == 0 || fn >= event.NumFn || w(2) == 0 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("late alloc by function %d of address %#x", fn, w(2))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Alloc, fn, aux, w(2), w(3)
 			ev.SetLate(w(4))
 			if tid := w(5); tid != 0 {
 				if tid > MaxTID {
-					return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("late alloc of thread %d", tid)}
+					return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("late alloc of thread %d", tid)}
 				}
 				ev.Thread = int32(tid) // the thread that allocated it: this may be another's record
 			}
 		case RecAgg:
 			ffn := event.Fn(w(2) >> 32)
 			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("aggregate of functions %d and %d", fn, ffn)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("aggregate of functions %d and %d", fn, ffn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack = event.Agg, fn, aux
 			ev.SetAgg(w(3), w(4), w(5), uint32(w(2)), ffn)
@@ -120,7 +120,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			temporary := fn&FnTemporary != 0
 			fn &^= FnTemporary
 			if fn == 0 || fn >= event.NumFn {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("free by unknown function %d", fn)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("free by unknown function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.Free, fn, aux, w(2)
 			if temporary {
@@ -130,16 +130,16 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.ReallocBegin, event.ReallocFn, aux, w(2)
 		case RecRealloc:
 			if fn != event.ReallocFn && fn != event.ReallocArray {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("realloc by function %d", fn)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("realloc by function %d", fn)}
 			}
 			ev.Kind, ev.Fn, ev.Stack = event.Realloc, fn, aux
 			ev.Addr, ev.Addr2, ev.Size = w(2), w(3), w(4)
 		case RecStack:
 			if words-1 > MaxDepth {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("stack of %d frames", words-1)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("stack of %d frames", words-1)}
 			}
 			if aux == 0 || aux >= event.MaxStackID {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("stack id %d", aux)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("stack id %d", aux)}
 			}
 			ev.Kind, ev.Stack = event.StackDef, aux
 			ev.Ext().Frames = make([]uint64, words-1)
@@ -149,7 +149,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		case RecModule:
 			m, err := decodeModule(rec, aux)
 			if err != nil {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: err.Error()}
+				return out, off, &DecodeError{Offset: off, Reason: err.Error()}
 			}
 			ev.Kind, ev.Ext().Module = event.ModuleLoad, m
 			r.Modules++
@@ -158,7 +158,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			r.Modules++
 		case RecThreadStart:
 			if aux == 0 || aux > MaxTID {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("thread %d", aux)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("thread %d", aux)}
 			}
 			r.Thread = int32(aux)
 			ev.Kind, ev.Thread, ev.Addr = event.ThreadStart, int32(aux), w(2)
@@ -171,12 +171,11 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		case RecExec:
 			s, err := text(rec[16:], int(aux))
 			if err != nil {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "exec: " + err.Error()}
+				return out, off, &DecodeError{Offset: off, Reason: "exec: " + err.Error()}
 			}
 			ev.Kind, ev.Ext().Text = event.Exec, s
 		case RecExecFailed:
 			// The image goes on; nothing changes for the model.
-			out = out[:len(out)-1]
 			off += words * 8
 			continue
 		case RecExit:
@@ -186,20 +185,20 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			ev.Ext().Clock = &event.ClockInfo{Ticks: w(1), Mono: w(2), Real: w(3)}
 		case RecThreadName:
 			if words < 3 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "thread name without its thread"}
+				return out, off, &DecodeError{Offset: off, Reason: "thread name without its thread"}
 			}
 			s, err := text(rec[24:], len(rec)-24)
 			if err != nil {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "thread name: " + err.Error()}
+				return out, off, &DecodeError{Offset: off, Reason: "thread name: " + err.Error()}
 			}
 			if aux > MaxTID {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("name of thread %d", aux)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("name of thread %d", aux)}
 			}
 			ev.Kind, ev.Addr, ev.Ext().Text = event.ThreadName, w(2), s
 			ev.Thread = int32(aux) // 0: the thread whose pthread_t is Addr
 		case RecScopeBegin:
 			if words-2 > (ScopeNameMax+8)/8 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("scope name of %d words", words-2)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("scope name of %d words", words-2)}
 			}
 			name := rec[16:]
 			if i := bytes.IndexByte(name, 0); i >= 0 {
@@ -220,7 +219,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 		case RecRefree:
 			ffn := event.Fn(w(5))
 			if fn == 0 || fn >= event.NumFn || ffn == 0 || ffn >= event.NumFn || w(2) == 0 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("refree of %#x by functions %d and %d", w(2), fn, w(5))}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.Refree, fn, aux, w(2), w(3)
 			ev.SetRefreeOf(ffn, w(4))
@@ -228,7 +227,7 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			ev.Kind, ev.Addr = event.Ignore, w(2)
 		case RecRootRegion:
 			if aux > 1 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("root region record %d", aux)}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("root region record %d", aux)}
 			}
 			ev.SetRootRegion(w(2), w(3), aux)
 		case RecPool:
@@ -238,33 +237,34 @@ func DecodeSome(b []byte, proc uint32, r *Ring, out []event.Event) ([]event.Even
 			case PoolDestroy:
 				ev.Kind = event.PoolDestroy
 			default:
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("pool operation %d", w(3))}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("pool operation %d", w(3))}
 			}
 			ev.Stack, ev.Addr = aux, w(2)
 		case RecPoolAlloc:
 			if w(2) == 0 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "pool object at address 0"}
+				return out, off, &DecodeError{Offset: off, Reason: "pool object at address 0"}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr, ev.Size = event.PoolAlloc, event.PoolAllocFn, aux, w(2), w(3)
 			ev.SetPool(w(4))
 		case RecPoolFree:
 			if w(2) == 0 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "pool free of address 0"}
+				return out, off, &DecodeError{Offset: off, Reason: "pool free of address 0"}
 			}
 			ev.Kind, ev.Fn, ev.Stack, ev.Addr = event.PoolFree, event.PoolFreeFn, aux, w(2)
 			ev.SetPool(w(3))
 		case RecFamily:
 			if aux == 0 || aux >= uint32(event.PoolAllocFn) || w(3) < FamilyTraced || w(3) > FamilyNoSlot ||
 				words-4 > (FamilyNameMax+8)/8 {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
+				return out, off, &DecodeError{Offset: off, Reason: fmt.Sprintf("allocator family record of function %d, outcome %d", aux, w(3))}
 			}
 			s, err := text(rec[32:], len(rec)-32)
 			if err != nil {
-				return out[:len(out)-1], off, &DecodeError{Offset: off, Reason: "allocator family: " + err.Error()}
+				return out, off, &DecodeError{Offset: off, Reason: "allocator family: " + err.Error()}
 			}
 			ev.Kind, ev.Fn, ev.Addr, ev.Ext().Text = event.AllocFamilyFn, event.Fn(aux), w(2), s
 			ev.SetFamilyOutcome(w(3))
 		}
+		out = out[:len(out)+1]
 		off += words * 8
 	}
 	return out, off, nil
