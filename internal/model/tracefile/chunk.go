@@ -941,29 +941,25 @@ func (e *encoder) addAny(ev *event.Event) error {
 	if plain {
 		switch ev.Kind {
 		case event.Alloc:
-			at, late := ev.AllocTime()
-			if !e.before10 {
-				if state, before, ok := e.lateState(ev); ok && e.addAllocHot(ev, state, before) {
-					return nil
-				}
+			state, before, ok := e.lateState(ev)
+			if !ok {
+				break // late, but not close before Time: generic
 			}
-			if !late {
-				e.addAlloc(ev)
+			if !e.before10 && e.addAllocHot(ev, state, before) {
 				return nil
 			}
-			if at <= ev.Time && e.coarse(at) != 0 {
+			e.addAlloc(ev)
+			if state != lateNone {
 				// A late allocation: its own time is close before Time,
 				// and as coarse (version 6: before, it was exact).
-				e.addAlloc(ev)
 				ops := e.s[sOps]
 				ops[len(ops)-1] = ops[len(ops)-1]&^codeMask | opLateAlloc
-				before := e.coarse(ev.Time) - e.coarse(at)
 				e.putUv(sTime, before)
 				if e.dual {
 					e.alt = uv(e.alt, before)
 				}
-				return nil
 			}
+			return nil
 		case event.Free, event.ReallocBegin:
 			if ev.Addr2 == 0 && ev.Size == 0 {
 				e.addFree(ev, ev.Kind == event.Free && !e.before10)
