@@ -95,6 +95,7 @@ func elfBuildID(f *elf.File) []byte {
 // (dlsym(RTLD_NEXT, "malloc")) is measured through it.
 func unmeasured(s *heap.Session) (warns []string) {
 	seen := map[string]bool{}
+	owns := map[string][]event.Fn{} // ownAllocator's, by path and build id: read once
 	for _, p := range s.Procs {
 		if p == nil || len(p.Modules) == 0 {
 			continue
@@ -104,8 +105,13 @@ func unmeasured(s *heap.Session) (warns []string) {
 		if !strings.HasPrefix(m.Path, "/") || seen[m.Path] || allCalled(p) {
 			continue
 		}
-		own, err := ownAllocator(m.Path, m.BuildID)
-		if err != nil || len(own) == 0 {
+		key := m.Path + "\x00" + string(m.BuildID)
+		own, ok := owns[key]
+		if !ok {
+			own, _ = ownAllocator(m.Path, m.BuildID) // (none on an error)
+			owns[key] = own
+		}
+		if len(own) == 0 {
 			continue
 		}
 		var calls uint64
