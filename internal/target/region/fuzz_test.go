@@ -2,7 +2,6 @@ package region
 
 import (
 	"encoding/binary"
-	"os"
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/model/event"
@@ -96,11 +95,7 @@ func FuzzRegion(f *testing.F) {
 
 func fuzzRegion(t *testing.T, b []byte) {
 	{
-		r, err := Create(int32(os.Getpid()), 0, Options{Slots: fuzzSlots, RingSize: fuzzRing, StaleSlots: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
+		r := newRegion(t, 0, Options{Slots: fuzzSlots, RingSize: fuzzRing, StaleSlots: 8})
 		spread(r, b)
 		// Ring 0's tail where the bytes say, as the collector would have
 		// left it (a multiple of 8): its records may wrap around the
@@ -160,11 +155,7 @@ func fuzzRegion(t *testing.T, b []byte) {
 // TestFuzzWrappedSeed: the wrapped seed decodes to its two records, the
 // allocation put together from both ends of the ring.
 func TestFuzzWrappedSeed(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 0, Options{Slots: fuzzSlots, RingSize: fuzzRing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRegion(t, 0, Options{Slots: fuzzSlots, RingSize: fuzzRing})
 	spread(r, fuzzWrapped())
 	tail := r.u64(r.slotOff(0) + wire.OffSlotTail).Load()
 	r.tails[0] = tail

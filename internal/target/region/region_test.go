@@ -75,11 +75,7 @@ func (s *sliceTarget) Buffer(ring int) *[]event.Event {
 func (s *sliceTarget) Filled(ring int, _ int) { s.m[ring] = s.cur }
 
 func TestDrainAcrossTheRingsEnd(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 3, Options{Slots: 4, RingSize: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRegion(t, 3, Options{Slots: 4, RingSize: 4096})
 	p := &producer{r: r, slot: 2}
 	p.claim(77)
 	if !p.put(hdr(wire.RecThreadStart, 0, 3, 77), 1, 0) {
@@ -141,16 +137,12 @@ func TestCorruptRegionStopsReading(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
+			r := newRegion(t, 0, Options{Slots: 2, RingSize: 4096})
 			p := &producer{r: r, slot: 0}
 			p.claim(1)
 			tc.spoil(r, p)
 			got := &sliceTarget{m: map[int][]event.Event{}}
-			_, err = r.Drain(got)
+			_, err := r.Drain(got)
 			var bad *CorruptError
 			if !errors.As(err, &bad) || !strings.Contains(err.Error(), tc.want) || r.Corrupt() == nil {
 				t.Fatalf("drain: %v, want a corrupt region (%s)", err, tc.want)
@@ -170,11 +162,7 @@ func TestCorruptRegionStopsReading(t *testing.T) {
 }
 
 func TestReclaimFreesOnlyDrainedSlotsOfDeadThreads(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 3, RingSize: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRegion(t, 0, Options{Slots: 3, RingSize: 4096})
 	dead, alive, undrained := &producer{r: r, slot: 0}, &producer{r: r, slot: 1}, &producer{r: r, slot: 2}
 	dead.claim(100)
 	alive.claim(200)
@@ -219,11 +207,7 @@ func TestCreateChecksOptions(t *testing.T) {
 // TestAsk plays the agent's part of a program's request: a taken request
 // reads back as written, and the answer wakes the asker with its result.
 func TestAsk(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 0, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRegion(t, 0, Options{})
 	if r.AskRequested() {
 		t.Fatal("a request before any")
 	}
@@ -258,11 +242,7 @@ func TestAsk(t *testing.T) {
 // the runtime's preemption signal, ring or not: those rounds show only
 // that such a Wait returns and comes back to the ringer.)
 func TestRingWakesWait(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRegion(t, 0, Options{Slots: 2, RingSize: 4096})
 	const long = 10 * time.Minute
 	if runtime.GOMAXPROCS(0) == 1 {
 		t.Log("one processor: every round's Wait gives it up (a waiter that kept it would leave the ringer none)")
@@ -299,11 +279,7 @@ func TestRingWakesWait(t *testing.T) {
 // make the region corrupt; unloads make room, unloads of modules never
 // loaded do not.
 func TestTooManyModules(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 1, RingSize: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRegion(t, 0, Options{Slots: 1, RingSize: 4096})
 	mod := func(kind event.Kind, id uint32) event.Event {
 		return event.Event{Kind: kind, X: &event.Extra{Module: &event.Module{ID: id}}}
 	}
@@ -328,11 +304,7 @@ func TestTooManyModules(t *testing.T) {
 // thread rings once past half). The timeout is long enough that a loaded
 // machine never reaches it: only a sleep there does.
 func TestWaitSleepsUnderHalf(t *testing.T) {
-	r, err := Create(int32(os.Getpid()), 0, Options{Slots: 2, RingSize: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newRegion(t, 0, Options{Slots: 2, RingSize: 4096})
 	p := &producer{r: r, slot: 1}
 	p.claim(7)
 	for p.head < 2048 {
@@ -358,4 +330,16 @@ func TestWaitSleepsUnderHalf(t *testing.T) {
 	if r.halfFull() {
 		t.Fatal("24 bytes of 4,096 over half")
 	}
+}
+
+// newRegion creates a region of this process as image proc, closed when
+// the test ends.
+func newRegion(t testing.TB, proc uint32, o Options) *Region {
+	t.Helper()
+	r, err := Create(int32(os.Getpid()), proc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
