@@ -554,6 +554,10 @@ static inline void lp_wake_collector(struct lp_header *h)
 	}
 }
 
+/* LP_YIELDS bounds the yields of a thread waiting for ring space before
+ * it sleeps. */
+#define LP_YIELDS 256
+
 /* lp_wait_space waits until the collector freed ring bytes up to need.
  * Returns 0 when there is space, -1 when the record must be dropped. */
 int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
@@ -574,6 +578,15 @@ int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
 		if (spins < 64) {
 			spins++;
 			__builtin_ia32_pause();
+			continue;
+		}
+		/* Then yield a while before sleeping: where the program's threads
+		 * outnumber the cores, another of them runs meanwhile, and the
+		 * core is not left idle to be woken again (a sleep and a wake
+		 * cost most on a virtual machine, whose idle core halts). */
+		if (spins < 64 + LP_YIELDS) {
+			spins++;
+			syscall(SYS_sched_yield);
 			continue;
 		}
 		/* Wake the collector and sleep until it makes progress. */
