@@ -45,6 +45,7 @@ struct lp_thread {
 	uint32_t slot_index;
 	struct lp_slot *slot;
 	unsigned char *ring;
+	uint64_t ring_mask;  /* its size less 1 (a power of two) */
 	uint64_t res;        /* bytes reserved in the ring (>= slot->head) */
 	uint64_t tail_seen;  /* last tail read from the collector */
 	uint64_t gen;        /* lp_region_gen this state belongs to */
@@ -184,7 +185,6 @@ LP_HIDDEN void lp_put(struct lp_thread *t, uint64_t *w, unsigned words);
 LP_HIDDEN int lp_wait_space(struct lp_thread *t, uint64_t need, int nested);
 LP_HIDDEN void lp_put_wrapped(struct lp_thread *t, uint64_t pos, const uint64_t *w, unsigned words);
 LP_HIDDEN void lp_put_nudge(struct lp_thread *t);
-extern uint64_t lp_ring_mask; /* the rings' size less 1 (a power of two) */
 extern int lp_detached;       /* the collector went away: stop recording */
 /* The records the collector orders across threads by their times, an
  * address's allocations and frees: dated by lp_ts_after. A record dated
@@ -542,7 +542,7 @@ static inline __attribute__((always_inline)) void lp_ring_write(struct lp_thread
 static inline __attribute__((always_inline)) void lp_put_rec(struct lp_thread *t, uint64_t *w, unsigned words)
 {
 	uint64_t bytes = (uint64_t)words * 8;
-	uint64_t size = lp_ring_mask + 1;
+	uint64_t size = t->ring_mask + 1;
 	unsigned type = (unsigned)(w[0] & 0xff);
 	if (LP_UNLIKELY(__atomic_load_n(&t->depth, __ATOMIC_RELAXED) != 0 || lp_detached || bytes > size / 2)) {
 		lp_put(t, w, words);

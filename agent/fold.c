@@ -731,7 +731,7 @@ uint64_t lp_fold_evict_dated(struct lp_thread *t, uint64_t *rec)
 {
 	struct lp_fold *f = t->fold;
 	rec[0] = 0;
-	if (f->count < LP_PEND || t->depth != 0 || t->res + LP_EVICT_FREE_BYTES > t->tail_seen + lp_ring_mask + 1)
+	if (f->count < LP_PEND || t->depth != 0 || t->res + LP_EVICT_FREE_BYTES > t->tail_seen + t->ring_mask + 1)
 		return 0;
 	uint32_t head = f->head & LP_PMASK;
 	struct lp_pending *e = &f->pend[head];

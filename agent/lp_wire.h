@@ -8,7 +8,9 @@
  *
  *   [0, LP_HEADER_SIZE)                 struct lp_header
  *   [LP_HEADER_SIZE, +slots*128)        struct lp_slot, one per ring
- *   [data_offset, +slots*ring_size)     ring data, ring i at data_offset+i*ring_size
+ *   [data_offset, +big_slots*big_ring_size
+ *      +(slots-big_slots)*ring_size)    ring data: the first big_slots rings of
+ *                                       big_ring_size bytes, then the others
  *   [fold_offset, +slots*LP_FOLD_SIZE)  struct lp_fold, one per ring
  *
  * Folding: a thread keeps its latest allocations pending in its lp_fold
@@ -44,7 +46,7 @@
 
 #include <stdint.h>
 
-#define LP_WIRE_VERSION 13u
+#define LP_WIRE_VERSION 14u
 #define LP_REGION_MAGIC 0x4e4f494745524c50ull /* "PLREGION" little endian */
 #define LP_HELLO_MAGIC 0x4f4c4c4548504cull    /* "LPHELLO" */
 
@@ -215,7 +217,8 @@ struct lp_header {
 	uint64_t clock_real;
 	uint64_t lost_records;   /* records the agent could not write (detached) */
 	uint64_t fold_offset;    /* offset of slot 0's struct lp_fold; 0: no folding */
-	uint64_t reserved0;      /* 0 (was the pending map's offset) */
+	uint32_t big_slots;      /* the first big_slots rings are big_ring_size bytes */
+	uint32_t big_ring_size;  /*   (a power of two, >= ring_size; 0: none are) */
 	/* futex words, each on its own cache line */
 	uint32_t doorbell;       /* offset 128: producers bump + wake the collector */
 	uint32_t collector_sleeping;

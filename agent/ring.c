@@ -41,7 +41,9 @@ static unsigned char *lp_rings;
 uint32_t lp_slot_count;
 unsigned char *lp_folds;
 int lp_region_pid;
-uint64_t lp_ring_mask;
+static uint64_t lp_ring_mask;  /* the small rings' size less 1 */
+static uint32_t lp_big_slots;  /* the first rings, of lp_big_mask + 1 bytes */
+static uint64_t lp_big_mask;
 int lp_detached; /* the collector went away: stop recording */
 static int lp_collector_pid;    /* as the region said at the hand-over */
 static int lp_collector_parent; /* the collector started this process */
@@ -305,8 +307,11 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 		goto out;
 	if (probe.magic != LP_REGION_MAGIC || probe.version != LP_WIRE_VERSION ||
 	    probe.ring_size == 0 || (probe.ring_size & (probe.ring_size - 1)) != 0 ||
-	    probe.slot_count == 0 || probe.region_size < probe.data_offset +
-	    (uint64_t)probe.slot_count * probe.ring_size)
+	    probe.slot_count == 0 || probe.big_slots > probe.slot_count ||
+	    (probe.big_slots != 0 && (probe.big_ring_size < probe.ring_size ||
+				      (probe.big_ring_size & (probe.big_ring_size - 1)) != 0)) ||
+	    probe.region_size < probe.data_offset + (uint64_t)probe.big_slots * probe.big_ring_size +
+	    (uint64_t)(probe.slot_count - probe.big_slots) * probe.ring_size)
 		goto out;
 	void *p = mmap(NULL, probe.region_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (p == MAP_FAILED)
@@ -320,6 +325,8 @@ LP_HIDDEN int lp_region_open(const char *sock, int parent_pid, uint64_t fork_id)
 	}
 	lp_rings = (unsigned char *)p + probe.data_offset;
 	lp_ring_mask = probe.ring_size - 1;
+	lp_big_slots = probe.big_slots;
+	lp_big_mask = probe.big_slots ? probe.big_ring_size - 1 : 0;
 	lp_slot_count = probe.slot_count;
 	lp_region_pid = h.pid;
 	lp_collector_pid = probe.collector_pid;
@@ -357,6 +364,20 @@ LP_HIDDEN void lp_region_drop(void)
 	lp_region_gen++;
 }
 
+/* lp_ring_of gives ring i's data and size less 1: the first lp_big_slots
+ * rings are big (the threads that record most are usually the first), the
+ * others follow them. */
+static void lp_ring_of(uint32_t i, unsigned char **ring, uint64_t *mask)
+{
+	if (i < lp_big_slots) {
+		*ring = lp_rings + (uint64_t)i * (lp_big_mask + 1);
+		*mask = lp_big_mask;
+		return;
+	}
+	*ring = lp_rings + (uint64_t)lp_big_slots * (lp_big_mask + 1) + (uint64_t)(i - lp_big_slots) * (lp_ring_mask + 1);
+	*mask = lp_ring_mask;
+}
+
 static int lp_claim_slot(struct lp_thread *t)
 {
 	struct lp_header *h = lp_hdr;
@@ -379,7 +400,7 @@ static int lp_claim_slot(struct lp_thread *t)
 				;
 			t->slot_index = i;
 			t->slot = &slots[i];
-			t->ring = lp_rings + (uint64_t)i * (lp_ring_mask + 1);
+			lp_ring_of(i, &t->ring, &t->ring_mask);
 			t->res = __atomic_load_n(&slots[i].head, __ATOMIC_ACQUIRE);
 			t->tail_seen = __atomic_load_n(&slots[i].tail, __ATOMIC_ACQUIRE);
 			return 0;
@@ -614,14 +635,14 @@ int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
 void lp_put_wrapped(struct lp_thread *t, uint64_t pos, const uint64_t *w, unsigned words)
 {
 	for (unsigned i = 0; i < words; i++)
-		memcpy(t->ring + ((pos + (uint64_t)i * 8) & lp_ring_mask), &w[i], 8);
+		memcpy(t->ring + ((pos + (uint64_t)i * 8) & t->ring_mask), &w[i], 8);
 }
 
 /* lp_put_nudge wakes the collector when over half of the thread's ring
  * waits for it. */
 void lp_put_nudge(struct lp_thread *t)
 {
-	uint64_t size = lp_ring_mask + 1;
+	uint64_t size = t->ring_mask + 1;
 	t->tail_seen = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
 	if (t->res - t->tail_seen > size / 2) {
 		int saved = errno;
@@ -640,7 +661,7 @@ void lp_put_nudge(struct lp_thread *t)
 void lp_put(struct lp_thread *t, uint64_t *w, unsigned words)
 {
 	uint64_t bytes = (uint64_t)words * 8;
-	uint64_t size = lp_ring_mask + 1;
+	uint64_t size = t->ring_mask + 1;
 	unsigned type = (unsigned)(w[0] & 0xff);
 	if (LP_UNLIKELY(lp_detached || bytes > size / 2))
 		return;

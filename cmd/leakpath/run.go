@@ -37,7 +37,7 @@ func addRecordFlags(fs *flag.FlagSet, o *session.Options) {
 	fs.IntVar(&o.MaxDepth, "max-depth", 64, "record at most `N` frames per stack (1-128)")
 	fs.StringVar(&o.Agent, "agent", "", "the agent library `PATH` (default: libleakpath.so beside the leakpath binary, or $LEAKPATH_AGENT)")
 	fs.Var((*commaList)(&o.DebugDirs), "debug-dir", "look for separate debug files under `DIR` too (repeatable; /usr/lib/debug is always searched)")
-	fs.IntVar(&o.RingKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two)")
+	fs.IntVar(&o.RingKiB, "ring-size", 256, "per-thread buffer shared with the collector, in `KiB` (a power of two; the first two threads' are four times that)")
 	fs.IntVar(&o.MaxMemMiB, "max-memory", 0, "stop recording (with a warning; the program runs on) when the collector's live heap passes `MiB` (0: half the machine's memory, or its control group's)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "print no report when nothing leaked and nothing went wrong")
 }

@@ -246,11 +246,16 @@ func (o *Options) checkRecording() (string, error) {
 	if o.MaxMemMiB < 0 {
 		return "", fmt.Errorf("--max-memory %d: want a number of MiB, or 0 for the default", o.MaxMemMiB)
 	}
-	if o.RingKiB < 4 || o.RingKiB&(o.RingKiB-1) != 0 {
-		return "", fmt.Errorf("--ring-size %d: want a power of two, at least 4", o.RingKiB)
+	if o.RingKiB < 4 || o.RingKiB > 1<<18 || o.RingKiB&(o.RingKiB-1) != 0 {
+		return "", fmt.Errorf("--ring-size %d: want a power of two from 4 to 262144", o.RingKiB)
 	}
 	return agent, nil
 }
+
+// bigRings is how many threads' rings are four times --ring-size: the
+// first threads', which most programs do their work on. A program of
+// many threads maps 3 * bigRings * --ring-size more, no more.
+const bigRings = 2
 
 // collectOptions are the collector's options that o stands for, the
 // analyses wired in (wireAnalyses).
@@ -264,6 +269,7 @@ func (r *Recording) collectOptions(agent string) collect.Options {
 		Signals:    r.sigs,
 		Region: region.Options{
 			RingSize:      o.RingKiB << 10,
+			BigRings:      bigRings,
 			MaxDepth:      o.MaxDepth,
 			FreeStacks:    o.FreeStacks,
 			Fold:          o.Fold,

@@ -28,12 +28,20 @@ import (
 
 // Options size a region and tell the agent how to record.
 type Options struct {
-	Slots      int  // rings, one per live thread; default 4096
-	RingSize   int  // bytes per ring, a power of two; default 256 KiB
-	MaxDepth   int  // frames per stack; default 64, at most wire.MaxDepth
-	FreeStacks bool // record the stacks of frees
-	ClockTSC   bool // agent timestamps are TSC ticks
-	Fold       bool // let the agent fold short-lived allocations
+	Slots    int // rings, one per live thread; default 4096
+	RingSize int // bytes per ring, a power of two; default 256 KiB
+	// BigRings: the first BigRings rings are BigRingSize bytes (a power
+	// of two, default 4 * RingSize). Threads take the first free slot:
+	// those of a program's first threads, which most often do the
+	// program's work, wait less for a busy collector in a big ring (a
+	// full ring makes its thread sleep and the collector wake it, which
+	// a virtual machine's halted core makes slow); the rest stay small,
+	// which bounds what a program of many threads maps.
+	BigRings, BigRingSize int
+	MaxDepth              int  // frames per stack; default 64, at most wire.MaxDepth
+	FreeStacks            bool // record the stacks of frees
+	ClockTSC              bool // agent timestamps are TSC ticks
+	Fold                  bool // let the agent fold short-lived allocations
 	// FoldFreeStacks: with FreeStacks, folded pairs keep the free's stack
 	// too (root causes need every free's; reports only improper ones').
 	FoldFreeStacks bool
@@ -53,6 +61,9 @@ type Options struct {
 	AllocFamilies string
 }
 
+// maxRingSize bounds a ring's size (the header keeps it in 32 bits).
+const maxRingSize = 1 << 30
+
 func (o *Options) fill() error {
 	if o.Slots == 0 {
 		o.Slots = 4096
@@ -63,11 +74,18 @@ func (o *Options) fill() error {
 	if o.MaxDepth == 0 {
 		o.MaxDepth = 64
 	}
+	if o.BigRings > 0 && o.BigRingSize == 0 {
+		o.BigRingSize = min(4*o.RingSize, maxRingSize)
+	}
 	switch {
 	case o.Slots < 1 || o.Slots > 1<<16:
 		return fmt.Errorf("region: %d slots out of range", o.Slots)
-	case o.RingSize < 4096 || o.RingSize&(o.RingSize-1) != 0:
-		return fmt.Errorf("region: ring size %d is not a power of two >= 4096", o.RingSize)
+	case o.RingSize < 4096 || o.RingSize > maxRingSize || o.RingSize&(o.RingSize-1) != 0:
+		return fmt.Errorf("region: ring size %d is not a power of two from 4096 to %d", o.RingSize, maxRingSize)
+	case o.BigRings < 0 || o.BigRings > o.Slots:
+		return fmt.Errorf("region: %d big rings out of range 0..%d", o.BigRings, o.Slots)
+	case o.BigRings > 0 && (o.BigRingSize < o.RingSize || o.BigRingSize > maxRingSize || o.BigRingSize&(o.BigRingSize-1) != 0):
+		return fmt.Errorf("region: big ring size %d is not a power of two from %d to %d", o.BigRingSize, o.RingSize, maxRingSize)
 	case o.StaleSlots < 0 || o.StaleSlots > maxStaleSlots:
 		return fmt.Errorf("region: %d stale slots out of range 0..%d", o.StaleSlots, maxStaleSlots)
 	case o.MaxDepth < 1 || o.MaxDepth > wire.MaxDepth:
@@ -142,7 +160,7 @@ func Prepare(opts Options) (*Region, error) {
 	}
 	slotBytes := opts.Slots * wire.SlotSize
 	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
-	foldOff := dataOff + opts.Slots*opts.RingSize
+	foldOff := dataOff + opts.BigRings*opts.BigRingSize + (opts.Slots-opts.BigRings)*opts.RingSize
 	size := foldOff + opts.Slots*wire.FoldSize
 	fd, err := unix.MemfdCreate("leakpath", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -197,6 +215,10 @@ func Prepare(opts Options) (*Region, error) {
 	r.put32(wire.OffHeaderSize, wire.HeaderSize)
 	r.put32(wire.OffSlotCount, uint32(opts.Slots))
 	r.put32(wire.OffRingSize, uint32(opts.RingSize))
+	if opts.BigRings > 0 {
+		r.put32(wire.OffBigSlots, uint32(opts.BigRings))
+		r.put32(wire.OffBigRingSize, uint32(opts.BigRingSize))
+	}
 	r.put64(wire.OffDataOffset, uint64(dataOff))
 	r.put64(wire.OffRegionSize, uint64(size))
 	r.put32(wire.OffFlags, flags)
@@ -311,9 +333,9 @@ func (r *Region) Drain(dst Target) (int, error) {
 	if bad := r.Corrupt(); bad != nil {
 		return 0, bad
 	}
-	size := uint64(r.opts.RingSize)
 	total := 0
 	for i := 0; i < used; i++ {
+		size := uint64(r.ringSize(i))
 		so := r.slotOff(i)
 		head := r.u64(so + wire.OffSlotHead).Load()
 		tail := r.tails[i]
@@ -351,7 +373,8 @@ func (r *Region) Drain(dst Target) (int, error) {
 // straddles it is copied: copied whole, they were read twice on most
 // drains (a pipeline drains a ring once it is half full).
 func (r *Region) decodeRing(i, from, n int, dst Target) *CorruptError {
-	ring := r.mem[r.dataOff+i*r.opts.RingSize : r.dataOff+(i+1)*r.opts.RingSize]
+	off := r.ringOff(i)
+	ring := r.mem[off : off+r.ringSize(i)]
 	if from+n <= len(ring) {
 		_, bad := r.decode(i, ring[from:from+n], false, dst)
 		return bad
@@ -449,6 +472,22 @@ func (r *Region) countModules(evs []event.Event) *CorruptError {
 	return nil
 }
 
+// ringOff returns the offset of ring i's data: the big rings first.
+func (r *Region) ringOff(i int) int {
+	if i < r.opts.BigRings {
+		return r.dataOff + i*r.opts.BigRingSize
+	}
+	return r.dataOff + r.opts.BigRings*r.opts.BigRingSize + (i-r.opts.BigRings)*r.opts.RingSize
+}
+
+// ringSize returns ring i's size in bytes.
+func (r *Region) ringSize(i int) int {
+	if i < r.opts.BigRings {
+		return r.opts.BigRingSize
+	}
+	return r.opts.RingSize
+}
+
 // wakeProducers tells threads waiting for ring space (or for a free slot)
 // that the collector made progress.
 func (r *Region) wakeProducers(force bool) {
@@ -502,9 +541,8 @@ func (r *Region) Ring() {
 // set.
 func (r *Region) halfFull() bool {
 	used := int(r.u32(wire.OffSlotsUsed).Load())
-	half := uint64(r.opts.RingSize / 2)
 	for i := 0; i < used && i < r.opts.Slots; i++ {
-		if r.u64(r.slotOff(i)+wire.OffSlotHead).Load()-r.tails[i] > half {
+		if r.u64(r.slotOff(i)+wire.OffSlotHead).Load()-r.tails[i] > uint64(r.ringSize(i)/2) {
 			return true
 		}
 	}
@@ -611,8 +649,7 @@ func (r *Region) Reclaim(alive func(tid int32) bool, left func(ring int)) (freed
 		// handing the slot out again.
 		st.Store(wire.SlotTaking)
 		left(i)
-		off := int64(r.dataOff + i*r.opts.RingSize)
-		_ = unix.Fallocate(r.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(r.opts.RingSize))
+		_ = unix.Fallocate(r.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(r.ringOff(i)), int64(r.ringSize(i)))
 		*r.ring(i) = wire.Ring{}
 		st.Store(wire.SlotFree)
 		freed++

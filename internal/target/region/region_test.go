@@ -32,13 +32,13 @@ func (p *producer) claim(tid int32) {
 }
 
 func (p *producer) put(words ...uint64) bool {
-	size := uint64(p.r.opts.RingSize)
+	size := uint64(p.r.ringSize(p.slot))
 	so := p.r.slotOff(p.slot)
 	tail := p.r.u64(so + wire.OffSlotTail).Load()
 	if p.head+uint64(8*len(words))-tail > size {
 		return false // full
 	}
-	base := p.r.dataOff + p.slot*p.r.opts.RingSize
+	base := p.r.ringOff(p.slot)
 	for _, w := range words {
 		binary.LittleEndian.PutUint64(p.r.mem[base+int(p.head%size):], w)
 		p.head += 8
@@ -75,14 +75,29 @@ func (s *sliceTarget) Buffer(ring int) *[]event.Event {
 func (s *sliceTarget) Filled(ring int, _ int) { s.m[ring] = s.cur }
 
 func TestDrainAcrossTheRingsEnd(t *testing.T) {
-	r := newRegion(t, 3, Options{Slots: 4, RingSize: 4096})
-	p := &producer{r: r, slot: 2}
+	// A small ring, alone and after big ones, and a big one.
+	for _, tc := range []struct {
+		name string
+		opts Options
+		slot int
+	}{
+		{"small", Options{Slots: 4, RingSize: 4096}, 2},
+		{"small after big", Options{Slots: 4, RingSize: 4096, BigRings: 2}, 2},
+		{"big", Options{Slots: 4, RingSize: 4096, BigRings: 2, BigRingSize: 8192}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) { drainAcrossTheRingsEnd(t, tc.opts, tc.slot) })
+	}
+}
+
+func drainAcrossTheRingsEnd(t *testing.T, opts Options, slot int) {
+	r := newRegion(t, 3, opts)
+	p := &producer{r: r, slot: slot}
 	p.claim(77)
 	if !p.put(hdr(wire.RecThreadStart, 0, 3, 77), 1, 0) {
 		t.Fatal("ring full at start")
 	}
 	got := drain(t, r)
-	if len(got[2]) != 1 || got[2][0].Kind != event.ThreadStart || got[2][0].Thread != 77 || got[2][0].Proc != 3 {
+	if len(got[slot]) != 1 || got[slot][0].Kind != event.ThreadStart || got[slot][0].Thread != 77 || got[slot][0].Proc != 3 {
 		t.Fatalf("first drain: %+v", got)
 	}
 	// Many rounds of allocations: the ring wraps many times and records
@@ -98,10 +113,10 @@ func TestDrainAcrossTheRingsEnd(t *testing.T) {
 			t.Fatalf("round %d: ring never drained", round)
 		}
 		got := drain(t, r)
-		if len(got[2]) != n {
-			t.Fatalf("round %d: put %d, drained %d", round, n, len(got[2]))
+		if len(got[slot]) != n {
+			t.Fatalf("round %d: put %d, drained %d", round, n, len(got[slot]))
 		}
-		for i, ev := range got[2] {
+		for i, ev := range got[slot] {
 			if ev.Kind != event.Alloc || ev.Addr != next+uint64(i)*16 || ev.Thread != 77 || ev.Time != uint64(round) {
 				t.Fatalf("round %d event %d: %+v", round, i, ev)
 			}
@@ -196,7 +211,8 @@ func TestReclaimFreesOnlyDrainedSlotsOfDeadThreads(t *testing.T) {
 }
 
 func TestCreateChecksOptions(t *testing.T) {
-	for _, o := range []Options{{RingSize: 3000}, {Slots: -1}, {MaxDepth: 500}} {
+	for _, o := range []Options{{RingSize: 3000}, {Slots: -1}, {MaxDepth: 500}, {RingSize: 1 << 31},
+		{Slots: 4, BigRings: 5}, {BigRings: 1, BigRingSize: 3 * 4096}, {RingSize: 8192, BigRings: 1, BigRingSize: 4096}} {
 		if r, err := Create(1, 0, o); err == nil {
 			r.Close()
 			t.Errorf("%+v accepted", o)
@@ -342,4 +358,46 @@ func newRegion(t testing.TB, proc uint32, o Options) *Region {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// TestBigRingsLayout: the header tells the agent where the big rings end,
+// and the rings tile the data area, big ones first, up to the fold areas.
+func TestBigRingsLayout(t *testing.T) {
+	r := newRegion(t, 0, Options{Slots: 5, RingSize: 4096, BigRings: 2})
+	if got := r.u32(wire.OffBigSlots).Load(); got != 2 {
+		t.Errorf("header big slots %d, want 2", got)
+	}
+	if got := r.u32(wire.OffBigRingSize).Load(); got != 4*4096 {
+		t.Errorf("header big ring size %d, want %d (4 * ring size)", got, 4*4096)
+	}
+	off := int(binary.LittleEndian.Uint64(r.mem[wire.OffDataOffset:]))
+	for i := 0; i < 5; i++ {
+		want := 4096
+		if i < 2 {
+			want = 4 * 4096
+		}
+		if r.ringOff(i) != off || r.ringSize(i) != want {
+			t.Errorf("ring %d at %d, %d bytes; want %d, %d", i, r.ringOff(i), r.ringSize(i), off, want)
+		}
+		off += want
+	}
+	if off != r.foldOff || uint64(r.foldOff) != binary.LittleEndian.Uint64(r.mem[wire.OffFoldOffset:]) {
+		t.Errorf("rings end at %d, fold areas start at %d", off, r.foldOff)
+	}
+	// Half of a big ring is more than a small ring holds: the collector
+	// sleeps on until a big ring is half full.
+	p := &producer{r: r, slot: 0}
+	p.claim(1)
+	for p.head <= 4096 {
+		p.put(hdr(wire.RecPad, 0, 1, 0))
+	}
+	if r.halfFull() {
+		t.Errorf("a big ring of %d bytes with %d waiting called half full", r.ringSize(0), p.head)
+	}
+	for p.head <= 2*4096 {
+		p.put(hdr(wire.RecPad, 0, 1, 0))
+	}
+	if !r.halfFull() {
+		t.Errorf("a big ring of %d bytes with %d waiting not called half full", r.ringSize(0), p.head)
+	}
 }

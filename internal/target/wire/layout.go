@@ -8,7 +8,7 @@ package wire
 import "github.com/leakpath/leakpath/internal/model/event"
 
 // Version is the wire version this collector speaks (LP_WIRE_VERSION).
-const Version = 13
+const Version = 14
 
 // Magic numbers.
 const (
@@ -196,7 +196,8 @@ const (
 	OffClockReal         = 96
 	OffLostRecords       = 104
 	OffFoldOffset        = 112
-	OffReserved0         = 120
+	OffBigSlots          = 120 // the first rings, of OffBigRingSize bytes
+	OffBigRingSize       = 124
 	OffDoorbell          = 128
 	OffCollectorSleeping = 132
 	OffProgress          = 192

@@ -59,7 +59,7 @@ H(ring_size,"OffRingSize"); H(data_offset,"OffDataOffset"); H(region_size,"OffRe
 H(max_depth,"OffMaxDepth"); H(collector_pid,"OffCollectorPID"); H(pid,"OffPID"); H(slots_used,"OffSlotsUsed");
 H(agent_state,"OffAgentState"); H(next_stack_id,"OffNextStackID"); H(next_module_id,"OffNextModuleID");
 H(clock_ts,"OffClockTS"); H(clock_mono,"OffClockMono"); H(clock_real,"OffClockReal"); H(lost_records,"OffLostRecords");
-H(fold_offset,"OffFoldOffset"); H(reserved0,"OffReserved0");
+H(fold_offset,"OffFoldOffset"); H(big_slots,"OffBigSlots"); H(big_ring_size,"OffBigRingSize");
 H(doorbell,"OffDoorbell"); H(collector_sleeping,"OffCollectorSleeping"); H(progress,"OffProgress");
 H(producers_waiting,"OffProducersWaiting"); H(collector_state,"OffCollectorState"); H(now_ts,"OffNowTS");
 H(own_table,"OffOwnTable"); H(tls_offset,"OffTLSOffset"); H(tls_size,"OffTLSSize");
@@ -110,7 +110,7 @@ return 0; }
 		"OffFoldAgg": OffFoldAgg, "AggSize": AggSize, "OffAggAStack": OffAggAStack, "OffAggFStack": OffAggFStack,
 		"OffAggAFn": OffAggAFn, "OffAggFFn": OffAggFFn, "OffAggUsed": OffAggUsed, "OffAggPairs": OffAggPairs,
 		"OffAggBytes": OffAggBytes, "OffAggTemp": OffAggTemp, "OffAggFirst": OffAggFirst, "OffAggLast": OffAggLast,
-		"OffFoldOffset": OffFoldOffset, "OffReserved0": OffReserved0,
+		"OffFoldOffset": OffFoldOffset, "OffBigSlots": OffBigSlots, "OffBigRingSize": OffBigRingSize,
 		"RecAgg": RecAgg, "RecAllocLate": RecAllocLate, "RecPending": RecPending, "RecRefree": RecRefree, "RecIgnore": RecIgnore, "RecRootRegion": RecRootRegion, "RecPool": RecPool, "RecPoolAlloc": RecPoolAlloc, "RecPoolFree": RecPoolFree, "PoolCreate": PoolCreate, "PoolDestroy": PoolDestroy, "RecFamily": RecFamily, "FamilyTraced": FamilyTraced, "FamilyRefused": FamilyRefused, "FamilyThreads": FamilyThreads, "FamilyFailed": FamilyFailed, "FamilyHooked": FamilyHooked, "FamilyUnfollowed": FamilyUnfollowed, "FamilyNoSlot": FamilyNoSlot, "FamilyNameMax": FamilyNameMax, "FamiliesMax": FamiliesMax, "OffAllocFamilies": OffAllocFamilies, "HoldFlagOff": HoldFlagOff, "OffHoldFlags": OffHoldFlags,
 		"HelloSize": HelloSize, "WelcomeSize": WelcomeSize,
 		"sizeof lp_header <= HeaderSize": 1, "sizeof lp_slot": SlotSize,
