@@ -748,18 +748,27 @@ func (c *collector) pipeline(im *image) {
 // runs another (a shell, a compiler driver), whose pipeline sleeps while
 // the other's works, ran ~5 % slower for it.
 func (c *collector) sleep(im *image, procs int) {
-	keep := c.keepers.Add(1) < int32(procs)
+	keep := c.takeKeep(procs)
 	if keep {
 		// What became runnable on this processor runs first: it has
 		// no other until the pipeline wakes.
 		runtime.Gosched()
-	} else {
-		c.keepers.Add(-1)
 	}
 	im.reg.Wait(time.Millisecond, keep)
 	if keep {
 		c.keepers.Add(-1)
 	}
+}
+
+// takeKeep reports whether a pipeline about to sleep may keep its
+// processor, counting it in keepers if so (the caller takes it out when
+// it wakes): while fewer than procs-1 do.
+func (c *collector) takeKeep(procs int) bool {
+	if c.keepers.Add(1) < int32(procs) {
+		return true
+	}
+	c.keepers.Add(-1)
+	return false
 }
 
 // takeBudget is how many events a pipeline applies between drains of its
