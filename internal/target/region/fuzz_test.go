@@ -94,8 +94,11 @@ func FuzzRegion(f *testing.F) {
 }
 
 func fuzzRegion(t *testing.T, b []byte) {
-	{
-		r := newRegion(t, 0, Options{Slots: fuzzSlots, RingSize: fuzzRing, StaleSlots: 8})
+	// Ring 0 small, and ring 0 big (four times fuzzRing, the bytes in its
+	// first quarter).
+	for _, big := range []int{0, 2} {
+		r := newRegion(t, 0, Options{Slots: fuzzSlots, RingSize: fuzzRing, StaleSlots: 8, BigRings: big})
+		rings := r.foldOff - r.ringOff(0)
 		spread(r, b)
 		// Ring 0's tail where the bytes say, as the collector would have
 		// left it (a multiple of 8): its records may wrap around the
@@ -107,7 +110,7 @@ func fuzzRegion(t *testing.T, b []byte) {
 		total := 0
 		for range 2 {
 			n, err := r.Drain(got)
-			if n < 0 || n > fuzzSlots*fuzzRing || (err != nil) != (r.Corrupt() != nil) {
+			if n < 0 || n > rings || (err != nil) != (r.Corrupt() != nil) {
 				t.Fatalf("drained %d bytes, error %v, corrupt %v", n, err, r.Corrupt())
 			}
 			total += n

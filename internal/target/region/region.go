@@ -355,8 +355,9 @@ func (r *Region) Drain(dst Target) (int, error) {
 		case (head-tail)%8 != 0:
 			return total, r.fail("ring %d head %d not on a record boundary", i, head)
 		}
-		if bad := r.decodeRing(i, int(tail%size), int(head-tail), dst); bad != nil {
-			return total, bad
+		if k, bad := r.decodeRing(i, int(tail%size), int(head-tail), dst); bad != nil {
+			// (The records before the bad one went to dst: counted.)
+			return total + k, bad
 		}
 		r.tails[i] = head
 		r.u64(so + wire.OffSlotTail).Store(head)
@@ -369,20 +370,20 @@ func (r *Region) Drain(dst Target) (int, error) {
 }
 
 // decodeRing decodes the n bytes of ring i's records from offset from
-// into dst. Where they wrap around the ring's end, only the record that
+// into dst and returns how many went there: n, unless a bad record
+// stopped it (what came before went). Where they wrap around the ring's end, only the record that
 // straddles it is copied: copied whole, they were read twice on most
 // drains (a pipeline drains a ring once it is half full).
-func (r *Region) decodeRing(i, from, n int, dst Target) *CorruptError {
+func (r *Region) decodeRing(i, from, n int, dst Target) (int, *CorruptError) {
 	off := r.ringOff(i)
 	ring := r.mem[off : off+r.ringSize(i)]
 	if from+n <= len(ring) {
-		_, bad := r.decode(i, ring[from:from+n], false, dst)
-		return bad
+		return r.decode(i, ring[from:from+n], false, dst)
 	}
 	first, second := ring[from:], ring[:n-(len(ring)-from)]
 	k, bad := r.decode(i, first, true, dst)
 	if bad != nil {
-		return bad
+		return k, bad
 	}
 	if rest := first[k:]; len(rest) > 0 {
 		// Its header is in first: records are whole words, and so is the
@@ -394,13 +395,15 @@ func (r *Region) decodeRing(i, from, n int, dst Target) *CorruptError {
 			need = min(max(words*8-len(rest), 0), len(second))
 		}
 		r.scratch = append(append(r.scratch[:0], rest...), second[:need]...)
-		if _, bad := r.decode(i, r.scratch, false, dst); bad != nil {
-			return bad
+		j, bad := r.decode(i, r.scratch, false, dst)
+		if bad != nil {
+			return k + j, bad
 		}
+		k += len(r.scratch)
 		second = second[need:]
 	}
-	_, bad = r.decode(i, second, false, dst)
-	return bad
+	j, bad := r.decode(i, second, false, dst)
+	return k + j, bad
 }
 
 // decode decodes ring i's records in data into dst, within the capacity
