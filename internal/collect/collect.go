@@ -738,15 +738,11 @@ func (c *collector) pipeline(im *image) {
 }
 
 // sleep waits for im's rings (region.Wait); procs: the Go runtime's
-// processors. Up to all processors but one
-// keep theirs while their pipelines sleep: the collector's other
-// goroutines have that one. A pipeline asleep in a system call that
-// gives its processor up had it taken by the Go runtime's monitor after
-// 20 us whenever no other processor was idle, which kept the monitor
-// waking every ~100 us (its back-off starts again after each take), each
-// time on a core the program or the collector needed: a program that
-// runs another (a shell, a compiler driver), whose pipeline sleeps while
-// the other's works, ran ~5 % slower for it.
+// processors. Pipelines keep theirs while they sleep, all but one (the
+// collector's other goroutines have that one): a processor given up in a
+// sleep was taken by the runtime's monitor when none was idle, and each
+// take set the monitor polling every 20 us again, on cores the program
+// needed (a shell and its program: two pipelines, one asleep).
 func (c *collector) sleep(im *image, procs int) {
 	keep := c.takeKeep(procs)
 	if keep {

@@ -31,12 +31,10 @@ type Options struct {
 	Slots    int // rings, one per live thread; default 4096
 	RingSize int // bytes per ring, a power of two; default 256 KiB
 	// BigRings: the first BigRings rings are BigRingSize bytes (a power
-	// of two, default 4 * RingSize). Threads take the first free slot:
-	// those of a program's first threads, which most often do the
-	// program's work, wait less for a busy collector in a big ring (a
-	// full ring makes its thread sleep and the collector wake it, which
-	// a virtual machine's halted core makes slow); the rest stay small,
-	// which bounds what a program of many threads maps.
+	// of two, default 4 * RingSize). Threads take the first free slot, so
+	// a program's first threads, which most often do its work, fill a
+	// full ring (and sleep until the collector wakes them) less often;
+	// the rest stay small, which bounds what many threads map.
 	BigRings, BigRingSize int
 	MaxDepth              int  // frames per stack; default 64, at most wire.MaxDepth
 	FreeStacks            bool // record the stacks of frees
