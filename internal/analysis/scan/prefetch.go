@@ -79,7 +79,7 @@ func prefetch(mem leak.Memory, blocks []leak.Block, limit uint64) (leak.Memory, 
 	// what cannot be read is asked again when the classifier wants it,
 	// and fails then the way it would have.
 	for len(rs) > 0 {
-		mem.ReadRanges(rs)
+		readSplit(mem, rs)
 		var again []ptrace.Range
 		var tails []run
 		for i, r := range rs {
@@ -107,6 +107,47 @@ func prefetch(mem leak.Memory, blocks []leak.Block, limit uint64) (leak.Memory, 
 	}
 	return h, read
 }
+
+// readSplit reads rs (mem.ReadRanges) in two halves at once when they
+// are large, cutting the range that holds the middle byte in two: the
+// program is held meanwhile and its core idle, and much of such a read
+// is the kernel faulting in the copy's pages.
+func readSplit(mem leak.Memory, rs []ptrace.Range) {
+	total := 0
+	for _, r := range rs {
+		total += len(r.Buf)
+	}
+	if total < splitRead {
+		mem.ReadRanges(rs)
+		return
+	}
+	k, before := 0, 0 // rs[k] holds the middle byte, before bytes ahead of it
+	for before+len(rs[k].Buf) <= total/2 {
+		before += len(rs[k].Buf)
+		k++
+	}
+	mid := rs[k]
+	cut := (total/2 - before) &^ 4095
+	first := append(rs[:k:k], ptrace.Range{Addr: mid.Addr, Buf: mid.Buf[:cut]})
+	second := append([]ptrace.Range{{Addr: mid.Addr + uint64(cut), Buf: mid.Buf[cut:]}}, rs[k+1:]...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mem.ReadRanges(second)
+	}()
+	mem.ReadRanges(first)
+	<-done
+	copy(rs[:k], first[:k])
+	copy(rs[k+1:], second[1:])
+	a, b := first[k], second[0]
+	rs[k].N = a.N
+	if a.N == len(a.Buf) {
+		rs[k].N += max(b.N, 0)
+	}
+}
+
+// splitRead is the size from which readSplit splits a read.
+const splitRead = 1 << 20
 
 // find returns the run that starts at addr.
 func (h *heapCopy) find(addr uint64) *run {

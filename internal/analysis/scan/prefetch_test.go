@@ -3,6 +3,7 @@ package scan
 import (
 	"errors"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/leakpath/leakpath/internal/analysis/leak"
@@ -13,7 +14,7 @@ import (
 // but for the page at hole; it counts the ranges it is asked for.
 type fakeMem struct {
 	lo, hi, hole uint64
-	asked        int
+	asked        atomic.Int64 // (the copy reads in two halves at once)
 }
 
 func (m *fakeMem) ReadRanges(rs []ptrace.Range) (int, error) {
@@ -21,7 +22,7 @@ func (m *fakeMem) ReadRanges(rs []ptrace.Range) (int, error) {
 	var err error
 	for i := range rs {
 		r := &rs[i]
-		m.asked++
+		m.asked.Add(1)
 		r.N = 0
 		for a := r.Addr; a < r.Addr+uint64(len(r.Buf)); a++ {
 			if a < m.lo || a >= m.hi || a&^4095 == m.hole {
@@ -61,7 +62,7 @@ func TestPrefetch(t *testing.T) {
 	if small, _ := prefetch(mem, blocks, 4096); small != leak.Memory(mem) {
 		t.Errorf("prefetch over its limit copied anyway")
 	}
-	mem.asked = 0
+	mem.asked.Store(0)
 	var rs []ptrace.Range
 	for _, b := range blocks {
 		rs = append(rs, ptrace.Range{Addr: b.Addr, Buf: make([]byte, b.Size)})
@@ -85,7 +86,45 @@ func TestPrefetch(t *testing.T) {
 			t.Fatalf("range %d at %#x+%d: read %d bytes, the memory gives %d (or other bytes)", i, rs[i].Addr, len(rs[i].Buf), rs[i].N, want[i].N)
 		}
 	}
-	if mem.asked > 200 {
-		t.Errorf("the memory was asked for %d ranges; only the 200 random ones may miss the copy", mem.asked)
+	if mem.asked.Load() > 200 {
+		t.Errorf("the memory was asked for %d ranges; only the 200 random ones may miss the copy", mem.asked.Load())
+	}
+}
+
+// TestPrefetchSplit: a copy large enough to be read in two halves at
+// once holds what the memory does, the run cut at the middle included,
+// wherever the unreadable page lies: before the cut, after it, or none.
+// Every 256 KiB a gap of 8 KiB starts a new run: the cut falls in one of
+// a dozen.
+func TestPrefetchSplit(t *testing.T) {
+	const lo, size = 0x100000, 3 << 20
+	for _, hole := range []uint64{0x101000, lo + size/2 - 4096, lo + size/2 + 8192, 0} {
+		mem := &fakeMem{lo: lo, hi: lo + size, hole: hole}
+		var blocks []leak.Block
+		for a := uint64(lo); a+512 <= lo+size; a += 512 {
+			if (a-lo)%(256<<10) < 8192 && a > lo {
+				continue
+			}
+			blocks = append(blocks, leak.Block{Addr: a, Size: 496})
+		}
+		got, _ := prefetch(mem, blocks, 1<<30)
+		h, ok := got.(*heapCopy)
+		if !ok {
+			t.Fatalf("hole %#x: prefetch made %T", hole, got)
+		}
+		asked := mem.asked.Load()
+		for _, b := range blocks {
+			rs := []ptrace.Range{{Addr: b.Addr, Buf: make([]byte, b.Size)}}
+			want := []ptrace.Range{{Addr: b.Addr, Buf: make([]byte, b.Size)}}
+			(&fakeMem{lo: mem.lo, hi: mem.hi, hole: hole}).ReadRanges(want)
+			h.ReadRanges(rs)
+			if rs[0].N != want[0].N || string(rs[0].Buf[:rs[0].N]) != string(want[0].Buf[:want[0].N]) {
+				t.Fatalf("hole %#x: block %#x: read %d bytes, the memory gives %d (or other bytes)", hole, b.Addr, rs[0].N, want[0].N)
+			}
+		}
+		// Only the blocks on the unreadable page are asked again.
+		if again := mem.asked.Load() - asked; again > 16 {
+			t.Errorf("hole %#x: %d blocks missed the copy", hole, again)
+		}
 	}
 }
