@@ -158,7 +158,7 @@ func Prepare(opts Options) (*Region, error) {
 	}
 	slotBytes := opts.Slots * wire.SlotSize
 	dataOff := (wire.HeaderSize + slotBytes + 4095) &^ 4095
-	foldOff := dataOff + opts.BigRings*opts.BigRingSize + (opts.Slots-opts.BigRings)*opts.RingSize
+	foldOff := dataOff + opts.ringOff(opts.Slots) // past the last ring
 	size := foldOff + opts.Slots*wire.FoldSize
 	fd, err := unix.MemfdCreate("leakpath", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -369,9 +369,10 @@ func (r *Region) Drain(dst Target) (int, error) {
 
 // decodeRing decodes the n bytes of ring i's records from offset from
 // into dst and returns how many went there: n, unless a bad record
-// stopped it (what came before went). Where they wrap around the ring's end, only the record that
-// straddles it is copied: copied whole, they were read twice on most
-// drains (a pipeline drains a ring once it is half full).
+// stopped it (what came before went). Where they wrap around the ring's
+// end, only the record that straddles it is copied: copied whole, they
+// were read twice on most drains (a pipeline drains a ring once it is
+// half full).
 func (r *Region) decodeRing(i, from, n int, dst Target) (int, *CorruptError) {
 	off := r.ringOff(i)
 	ring := r.mem[off : off+r.ringSize(i)]
@@ -474,11 +475,14 @@ func (r *Region) countModules(evs []event.Event) *CorruptError {
 }
 
 // ringOff returns the offset of ring i's data: the big rings first.
-func (r *Region) ringOff(i int) int {
-	if i < r.opts.BigRings {
-		return r.dataOff + i*r.opts.BigRingSize
+func (r *Region) ringOff(i int) int { return r.dataOff + r.opts.ringOff(i) }
+
+// ringOff returns where ring i's data starts in the rings' area.
+func (o *Options) ringOff(i int) int {
+	if i < o.BigRings {
+		return i * o.BigRingSize
 	}
-	return r.dataOff + r.opts.BigRings*r.opts.BigRingSize + (i-r.opts.BigRings)*r.opts.RingSize
+	return o.BigRings*o.BigRingSize + (i-o.BigRings)*o.RingSize
 }
 
 // ringSize returns ring i's size in bytes.
