@@ -576,8 +576,10 @@ static inline void lp_wake_collector(struct lp_header *h)
 }
 
 /* LP_YIELDS bounds the yields of a thread waiting for ring space before
- * it sleeps. */
+ * it sleeps. LP_YIELD_RAN_NS: a yield that took longer ran another thread
+ * meanwhile. */
 #define LP_YIELDS 256
+#define LP_YIELD_RAN_NS 2000
 
 /* lp_wait_space waits until the collector freed ring bytes up to need.
  * Returns 0 when there is space, -1 when the record must be dropped. */
@@ -601,13 +603,19 @@ int lp_wait_space(struct lp_thread *t, uint64_t need, int nested)
 			__builtin_ia32_pause();
 			continue;
 		}
-		/* Then yield a while before sleeping: where the program's threads
-		 * outnumber the cores, another of them runs meanwhile, and the
-		 * core is not left idle to be woken again (a sleep and a wake
-		 * cost most on a virtual machine, whose idle core halts). */
+		/* Then yield a while before sleeping, so that a core with
+		 * nothing else to run is not left idle to be woken again (a
+		 * sleep and a wake cost most on a virtual machine, whose idle
+		 * core halts). A yield that ran another thread says the core
+		 * has work: sleep then. Where the program's threads outnumber
+		 * the cores, they yielded to each other, a switch each time,
+		 * tens of thousands a second, and took the collector's time. */
 		if (spins < 64 + LP_YIELDS) {
 			spins++;
+			uint64_t y0 = lp_now();
 			syscall(SYS_sched_yield);
+			if (lp_now() - y0 > LP_YIELD_RAN_NS)
+				spins = 64 + LP_YIELDS;
 			continue;
 		}
 		/* Wake the collector and sleep until it makes progress. */
