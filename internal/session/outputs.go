@@ -302,7 +302,10 @@ type traceOut struct {
 	shift func() uint
 	path  string
 	f     *os.File // created, its header not yet written
-	w     *tracefile.Writer
+	// emptying, if not nil, gives the error of the truncation of f, a
+	// trace an earlier run left there (see emptyLater).
+	emptying chan error
+	w        *tracefile.Writer
 	// failed is the first write error; the trace then holds cutEvents
 	// events in cutBytes bytes, up to the event time cutTime.
 	failed    error
@@ -366,9 +369,16 @@ func sizeString(n int64) string {
 // create creates the file, named with pid.
 func (t *traceOut) create(pid int) error {
 	t.path = t.out.trace.expand(pid, t.out.rank)
-	f, err := CreateOutput(t.path)
+	f, reused, err := openOutput(t.path)
 	if err != nil {
 		return err
+	}
+	if reused {
+		// Dropped while the program starts, as the reports are: the
+		// pages of a 9 MB trace took 2 ms before it could. The header
+		// waits for it.
+		t.emptying = make(chan error, 1)
+		go func() { t.emptying <- f.Truncate(0) }()
 	}
 	t.f = f
 	if pid != 0 {
@@ -384,6 +394,10 @@ func (t *traceOut) open(pid int) error {
 			return err
 		}
 	}
+	if err := t.emptied(); err != nil {
+		t.discard()
+		return err
+	}
 	t.opts.TimeShift = t.shift()
 	w, err := tracefile.NewFileWriter(t.f, t.meta, t.opts)
 	if err != nil {
@@ -394,8 +408,19 @@ func (t *traceOut) open(pid int) error {
 	return nil
 }
 
+// emptied waits for the truncation of the file, if one was started.
+func (t *traceOut) emptied() error {
+	if t.emptying == nil {
+		return nil
+	}
+	err := <-t.emptying
+	t.emptying = nil
+	return err
+}
+
 // discard closes and removes a file created whose trace never started.
 func (t *traceOut) discard() {
+	t.emptied()
 	if t.f != nil {
 		t.f.Close()
 		os.Remove(t.path)

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leakpath/leakpath/internal/model/event"
+	"github.com/leakpath/leakpath/internal/model/tracefile"
 )
 
 func TestPathPatterns(t *testing.T) {
@@ -126,5 +129,65 @@ func TestReportFilesReused(t *testing.T) {
 	}
 	if b, err := os.ReadFile(jsonPath); err != nil || string(b) != "{}\n" {
 		t.Errorf("%s holds %q (%v), want what was written", jsonPath, b, err)
+	}
+}
+
+// TestTraceFileReused: a trace an earlier run left is emptied in the
+// background, and the trace written over it is whole: the same file,
+// holding the new events and nothing of the old trace.
+func TestTraceFileReused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.lpt")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("an earlier trace\n"), 1<<16), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := newOutputs(&Options{Trace: path}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.close()
+	tr, err := out.startTrace(tracefile.Meta{}, tracefile.Options{}, func() uint { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.emptying == nil {
+		t.Fatal("the trace there is not emptied in the background")
+	}
+	evs := []event.Event{
+		{Kind: event.ProcessStart, X: &event.Extra{Process: &event.ProcessInfo{PID: 4242, ParentProc: -1, ExecOf: -1}}},
+		{Kind: event.Alloc, Time: 10, Addr: 0x1000, Size: 32, Fn: event.Malloc},
+		{Kind: event.Free, Time: 20, Addr: 0x1000, Fn: event.FreeFn},
+	}
+	if err := tr.Write(evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.finish(true, 4242); err != nil || tr.failed != nil {
+		t.Fatalf("finish: %v, %v", err, tr.failed)
+	}
+	after, err := os.Stat(path)
+	if err != nil || !os.SameFile(before, after) {
+		t.Errorf("the trace is not written to the file that was there (%v)", err)
+	}
+	r, err := tracefile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []event.Event
+	for {
+		b, err := r.Next(nil)
+		got = append(got, b...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading the trace after %d events: %v", len(got), err)
+		}
+	}
+	if len(got) != len(evs) || got[1].Addr != 0x1000 || got[2].Kind != event.Free {
+		t.Errorf("the trace holds %d events (%+v), want the %d written", len(got), got, len(evs))
 	}
 }
