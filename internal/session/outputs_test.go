@@ -10,6 +10,7 @@ import (
 
 	"github.com/leakpath/leakpath/internal/model/event"
 	"github.com/leakpath/leakpath/internal/model/tracefile"
+	"github.com/leakpath/leakpath/internal/testfixture/e2e"
 )
 
 func TestPathPatterns(t *testing.T) {
@@ -171,22 +172,8 @@ func TestTraceFileReused(t *testing.T) {
 	if err != nil || !os.SameFile(before, after) {
 		t.Errorf("the trace is not written to the file that was there (%v)", err)
 	}
-	r, err := tracefile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	var got []event.Event
-	for {
-		b, err := r.Next(nil)
-		got = append(got, b...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("reading the trace after %d events: %v", len(got), err)
-		}
-	}
+	e2e.EachTraceEvent(t, path, func(ev *event.Event) { got = append(got, *ev) })
 	if len(got) != len(evs) || got[1].Addr != 0x1000 || got[2].Kind != event.Free {
 		t.Errorf("the trace holds %d events (%+v), want the %d written", len(got), got, len(evs))
 	}
