@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/leakpath/leakpath/internal/sys/ptrace"
 )
@@ -13,9 +14,9 @@ import (
 type arena struct {
 	base  uint64
 	data  []byte
-	holes [][2]uint64 // [start, end), sorted, disjoint
-	calls int
-	fail  error // returned by every ReadRanges call if set
+	holes [][2]uint64  // [start, end), sorted, disjoint
+	calls atomic.Int64 // (leakGraph reads in two halves at once)
+	fail  error        // returned by every ReadRanges call if set
 }
 
 var errUnreadable = errors.New("unreadable")
@@ -51,7 +52,7 @@ func (a *arena) readable(addr, n uint64) bool {
 }
 
 func (a *arena) ReadRanges(rs []ptrace.Range) (int, error) {
-	a.calls++
+	a.calls.Add(1)
 	if a.fail != nil {
 		return 0, a.fail
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 	"unsafe"
@@ -596,17 +597,85 @@ func (c *classifier) leakGraph() (*graph, error) {
 	n := len(c.spans)
 	g := &graph{}
 	cid := make([]int32, n) // k -> u, for unreached blocks
+	var bytes uint64
 	for k, f := range c.flags {
 		if f&stMask == stUnreached {
 			cid[k] = int32(len(g.ul))
 			g.ul = append(g.ul, int32(k))
+			bytes += c.size(int32(k))
 		}
 	}
 	m := len(g.ul)
+	var edges []uint64
+	sorted := true
+	if bytes >= parallelGraph && m > 1 && runtime.GOMAXPROCS(0) > 1 {
+		// Two halves of about as many bytes, the second on a goroutine of
+		// its own: at an exit or a snapshot the program is held, its core
+		// idle, and a program that leaked much has most of its heap here.
+		// The first half's blocks come first: its edges, then the
+		// second's, are in order as one scan's would be.
+		half, acc := 0, uint64(0)
+		for half < m-1 && acc < bytes/2 {
+			acc += c.size(g.ul[half])
+			half++
+		}
+		w := c.worker(bytes - acc)
+		var e1 []uint64
+		var s1 bool
+		var err1 error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e1, s1, err1 = w.edges(g.ul[half:], cid)
+		}()
+		e0, s0, err := c.edges(g.ul[:half], cid)
+		<-done
+		c.absorb(w)
+		if err == nil {
+			err = err1
+		}
+		if err != nil {
+			return nil, err
+		}
+		edges, sorted = append(e0, e1...), s0 && s1
+	} else {
+		var err error
+		if edges, sorted, err = c.edges(g.ul, cid); err != nil {
+			return nil, err
+		}
+	}
+	if !sorted {
+		slices.Sort(edges)
+		edges = slices.Compact(edges)
+	}
+	if len(edges) >= 1<<32 {
+		return nil, fmt.Errorf("leak: %d pointers between leaked blocks are too many", len(edges))
+	}
+	g.off = make([]uint32, m+1)
+	g.to = make([]int32, len(edges))
+	for i, e := range edges {
+		g.off[e>>32+1]++
+		g.to[i] = cid[uint32(e)]
+	}
+	for u := 1; u <= m; u++ {
+		g.off[u] += g.off[u-1]
+	}
+	return g, nil
+}
+
+// parallelGraph is the bytes of unreached blocks from which leakGraph
+// scans them in two halves at once (a variable for the tests).
+var parallelGraph uint64 = 1 << 20
+
+// edges scans the unreached blocks ul (cid: each block's number among
+// them) and returns the pointers from one to another as from<<32 | to,
+// by block number k (to) while scanning; sorted reports whether they came
+// in order (a retried remainder of a block comes later).
+func (c *classifier) edges(ul, cid []int32) (edges []uint64, sorted bool, err error) {
 	next := 0
 	src := func() (piece, bool) {
-		for next < m {
-			k := g.ul[next]
+		for next < len(ul) {
+			k := ul[next]
 			next++
 			if p, ok := c.blockPiece(k); ok {
 				return p, true
@@ -614,9 +683,7 @@ func (c *classifier) leakGraph() (*graph, error) {
 		}
 		return piece{}, false
 	}
-	// Edges as u<<32 | k while scanning; k becomes its u below.
-	var edges []uint64
-	sorted := true
+	sorted = true
 	last := uint64(0)
 	visit := func(p piece, hs []hit) {
 		s := uint64(cid[p.blk]) << 32
@@ -639,29 +706,39 @@ func (c *classifier) leakGraph() (*graph, error) {
 	for {
 		more, err := c.batch(src, visit)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !more {
-			break
+			return edges, sorted, nil
 		}
 	}
-	if !sorted {
-		slices.Sort(edges)
-		edges = slices.Compact(edges)
-	}
-	if len(edges) >= 1<<32 {
-		return nil, fmt.Errorf("leak: %d pointers between leaked blocks are too many", len(edges))
-	}
-	g.off = make([]uint32, m+1)
-	g.to = make([]int32, len(edges))
-	for i, e := range edges {
-		g.off[e>>32+1]++
-		g.to[i] = cid[uint32(e)]
-	}
-	for u := 1; u <= m; u++ {
-		g.off[u] += g.off[u-1]
-	}
-	return g, nil
+}
+
+// worker returns a classifier that scans bytes of blocks alongside c: c's
+// memory, blocks, flags and index, which neither changes meanwhile, with
+// buffers of its own (the index's scratch is in its copy). absorb takes
+// its counts back.
+func (c *classifier) worker(bytes uint64) *classifier {
+	w := &classifier{mem: c.mem, opt: c.opt, spans: c.spans, flags: c.flags, idx: c.idx}
+	w.opt.Progress = nil // c reports
+	w.hits = make([]hit, 0, lookBatch)
+	w.ranges = make([]ptrace.Range, 0, batchRanges)
+	w.pieces = make([]piece, 0, batchRanges)
+	w.buf = make([]uint64, min(batchWords, max(4096, bytes/8+1)))
+	w.bytes = unsafe.Slice((*byte)(unsafe.Pointer(&w.buf[0])), len(w.buf)*8)
+	return w
+}
+
+// absorb adds what worker w read to c's counts.
+func (c *classifier) absorb(w *classifier) {
+	c.stats.RootBytes += w.stats.RootBytes
+	c.stats.BlockBytes += w.stats.BlockBytes
+	c.stats.Words += w.stats.Words
+	c.stats.UnreadableBytes += w.stats.UnreadableBytes
+	c.done += w.done
+	c.requested += w.requested
+	c.readAny = c.readAny || w.readAny
+	c.idx.sink += w.idx.sink
 }
 
 // cliques gathers the unreached blocks into cliques the way memcheck does:

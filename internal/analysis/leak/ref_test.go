@@ -2,6 +2,7 @@ package leak
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -375,6 +376,21 @@ func randomWorld(rng *rand.Rand) (*arena, []Block, []uint64, []Root, Options) {
 }
 
 func TestClassifyMatchesReference(t *testing.T) {
+	testClassifyMatchesReference(t)
+}
+
+// TestClassifyMatchesReferenceInHalves: so it does when the leaked
+// blocks are scanned in two halves at once, whatever their size.
+func TestClassifyMatchesReferenceInHalves(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one processor: leakGraph scans in one piece")
+	}
+	defer func(was uint64) { parallelGraph = was }(parallelGraph)
+	parallelGraph = 0
+	testClassifyMatchesReference(t)
+}
+
+func testClassifyMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	kinds := map[Kind]int{}
 	heurs := 0
