@@ -486,12 +486,7 @@ func (o *Options) ringOff(i int) int {
 }
 
 // ringSize returns ring i's size in bytes.
-func (r *Region) ringSize(i int) int {
-	if i < r.opts.BigRings {
-		return r.opts.BigRingSize
-	}
-	return r.opts.RingSize
-}
+func (r *Region) ringSize(i int) int { return r.opts.ringOff(i+1) - r.opts.ringOff(i) }
 
 // wakeProducers tells threads waiting for ring space (or for a free slot)
 // that the collector made progress.
