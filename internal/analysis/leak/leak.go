@@ -249,9 +249,6 @@ func Classify(blocks []Block, words []uint64, roots []Root, mem Memory, opt Opti
 	c.idx.build(c.spans, func(n int) []rankWord { return hugeSlice[rankWord](c, n) })
 	c.stack = make([]int32, 0, min(n, 1<<16))
 	c.pstack = make([]int32, 0, min(n, 1<<10))
-	c.hits = make([]hit, 0, lookBatch)
-	c.ranges = make([]ptrace.Range, 0, batchRanges)
-	c.pieces = make([]piece, 0, batchRanges)
 	if opt.Heuristics && len(opt.Mappings) > 0 {
 		c.maps = slices.Clone(opt.Mappings)
 		slices.SortFunc(c.maps, func(a, b Mapping) int { return cmp.Compare(a.Start, b.Start) })
@@ -262,10 +259,7 @@ func Classify(blocks []Block, words []uint64, roots []Root, mem Memory, opt Opti
 	for k := range c.spans {
 		c.total += c.size(int32(k))
 	}
-
-	// A small scan needs no 8 MiB buffer.
-	c.buf = make([]uint64, min(batchWords, max(4096, c.total/8+1)))
-	c.bytes = unsafe.Slice((*byte)(unsafe.Pointer(&c.buf[0])), len(c.buf)*8)
+	c.readBuffers(c.total)
 	if err := c.markPhase(words, roots); err != nil {
 		return nil, err
 	}
@@ -607,7 +601,7 @@ func (c *classifier) leakGraph() (*graph, error) {
 	}
 	m := len(g.ul)
 	var edges []uint64
-	sorted := true
+	var sorted bool
 	if bytes >= parallelGraph && m > 1 && runtime.GOMAXPROCS(0) > 1 {
 		// Two halves of about as many bytes, the second on a goroutine of
 		// its own: at an exit or a snapshot the program is held, its core
@@ -668,9 +662,10 @@ func (c *classifier) leakGraph() (*graph, error) {
 var parallelGraph uint64 = 1 << 20
 
 // edges scans the unreached blocks ul (cid: each block's number among
-// them) and returns the pointers from one to another as from<<32 | to,
-// by block number k (to) while scanning; sorted reports whether they came
-// in order (a retried remainder of a block comes later).
+// the unreached) and returns the pointers from one to another as u<<32 |
+// k: u the source's number, k the target's block (leakGraph makes it its
+// number); sorted reports whether they came in order (a retried
+// remainder of a block comes later).
 func (c *classifier) edges(ul, cid []int32) (edges []uint64, sorted bool, err error) {
 	next := 0
 	src := func() (piece, bool) {
@@ -721,12 +716,18 @@ func (c *classifier) edges(ul, cid []int32) (edges []uint64, sorted bool, err er
 func (c *classifier) worker(bytes uint64) *classifier {
 	w := &classifier{mem: c.mem, opt: c.opt, spans: c.spans, flags: c.flags, idx: c.idx}
 	w.opt.Progress = nil // c reports
-	w.hits = make([]hit, 0, lookBatch)
-	w.ranges = make([]ptrace.Range, 0, batchRanges)
-	w.pieces = make([]piece, 0, batchRanges)
-	w.buf = make([]uint64, min(batchWords, max(4096, bytes/8+1)))
-	w.bytes = unsafe.Slice((*byte)(unsafe.Pointer(&w.buf[0])), len(w.buf)*8)
+	w.readBuffers(bytes)
 	return w
+}
+
+// readBuffers makes the buffers batch reads into and looks up from, for
+// a scan of about bytes (a small one needs no 8 MiB buffer).
+func (c *classifier) readBuffers(bytes uint64) {
+	c.hits = make([]hit, 0, lookBatch)
+	c.ranges = make([]ptrace.Range, 0, batchRanges)
+	c.pieces = make([]piece, 0, batchRanges)
+	c.buf = make([]uint64, min(batchWords, max(4096, bytes/8+1)))
+	c.bytes = unsafe.Slice((*byte)(unsafe.Pointer(&c.buf[0])), len(c.buf)*8)
 }
 
 // absorb adds what worker w read to c's counts.
