@@ -71,9 +71,14 @@ func rankStr(r *int) string {
 
 // fnLeak sums the leak groups of the images whose stacks name fn.
 func fnLeak(imgs []jsonImage, fn string) (bytes, blocks uint64) {
+	return leakWhere(imgs, func(st []jsonFrame) bool { return stackHas(st, fn) })
+}
+
+// leakWhere sums the leaks of imgs whose stack match accepts.
+func leakWhere(imgs []jsonImage, match func([]jsonFrame) bool) (bytes, blocks uint64) {
 	for _, im := range imgs {
 		for _, l := range im.Leaks {
-			if stackHas(l.Stack, fn) {
+			if match(l.Stack) {
 				bytes += l.Bytes
 				blocks += l.Blocks
 			}
@@ -454,24 +459,17 @@ func TestReportSeveralTraces(t *testing.T) {
 	// cut trace may also hold a block of the loop above it, allocated
 	// before the cut and freed after: a group of its own.)
 	leakLine := fixtureLines(t, "busy.c")["leak"]
+	atLeak := func(st []jsonFrame) bool { return top(st).line == leakLine }
 	var merged []mergedLeak
 	for _, l := range m.Leaks {
-		if top(l.Stack).line == leakLine {
+		if atLeak(l.Stack) {
 			merged = append(merged, l)
 		}
 	}
 	var had int
 	var bytes uint64
 	for _, tr := range m.Traces {
-		var b uint64
-		for _, im := range tr.images() {
-			for _, l := range im.Leaks {
-				if top(l.Stack).line == leakLine {
-					b += l.Bytes
-				}
-			}
-		}
-		if b > 0 {
+		if b, _ := leakWhere(tr.images(), atLeak); b > 0 {
 			had, bytes = had+1, bytes+b
 		}
 	}
